@@ -1,0 +1,36 @@
+import type { AgentStage } from '../../shared/stages';
+
+/** Token usage reported by an agent call. */
+export interface Usage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+}
+
+/** One call to an agent for one attempt of one stage. */
+export interface AgentRequest {
+  readonly intentId: string;
+  readonly stage: AgentStage;
+  /** 1-based attempt of this stage (impl loops; other stages usually have one). */
+  readonly attempt: number;
+  readonly prompt: string;
+  /** The agent's working directory: the intent's worktree. It may change files here. */
+  readonly worktreePath: string;
+  /** Aborted when the activity is cancelled (e.g. `warden stop`); the agent must stop at once. */
+  readonly signal: AbortSignal;
+  /** Called while the agent works so Temporal knows the activity is alive. */
+  readonly heartbeat: () => void;
+}
+
+export interface AgentResult {
+  /** The agent's answer, saved as the stage's artifact. */
+  readonly output: string;
+  readonly usage: Usage;
+  readonly costUsd: number;
+  /** The model that answered, when the agent knows it. */
+  readonly model?: string;
+}
+
+/** Every stage talks to its agent through this interface. */
+export interface Agent {
+  run(request: AgentRequest): Promise<AgentResult>;
+}

@@ -1,0 +1,29 @@
+/** Every name derived from an intent id comes from here, so client, workflow and activities agree. */
+
+/** The task queue Warden's workers poll. */
+export const TASK_QUEUE = 'warden';
+
+/** Workflow id of an intent: the server refuses a second running workflow with the same id. */
+export function workflowIdForIntent(intentId: string): string {
+  return `intent-${intentId}`;
+}
+
+/** Inverse of {@link workflowIdForIntent}; returns the input unchanged if it has no prefix. */
+export function intentIdFromWorkflowId(workflowId: string): string {
+  return workflowId.startsWith('intent-') ? workflowId.slice('intent-'.length) : workflowId;
+}
+
+/** The branch an intent's agent works on. Merge touches only this branch and the base branch. */
+export function branchForIntent(intentId: string): string {
+  return `warden/${intentId}`;
+}
+
+/** Lineage folder (inside the worktree) while the intent runs. */
+export function activeLineageDir(intentId: string): string {
+  return `docs/lineage/active/${intentId}`;
+}
+
+/** Lineage folder once the intent has finished: an immutable record. */
+export function doneLineageDir(intentId: string): string {
+  return `docs/lineage/done/${intentId}`;
+}

@@ -1,0 +1,80 @@
+import { z } from 'zod';
+
+/** A Temporal duration string: a number and a unit, e.g. `90s`, `30m`, `24h`, `2d`. */
+export const DurationSchema = z
+  .string()
+  .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, 'a duration such as 30s, 15m, 24h or 2d');
+
+/** How a command agent receives its prompt. */
+export const CommandAgentProfileSchema = z.object({
+  kind: z.literal('command'),
+  /** Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. */
+  command: z.string().trim().min(1, 'the command of a command agent must not be empty'),
+  /** `stdin` pipes the prompt in; `arg` replaces `{prompt}` / `{promptFile}` in the command. */
+  promptVia: z.enum(['stdin', 'arg']).default('stdin'),
+  /** Kill the agent after this long. */
+  timeout: DurationSchema.default('30m'),
+  /** Kill the agent once it has printed this many bytes. */
+  maxOutputBytes: z.number().int().positive().default(1_000_000),
+});
+
+export const ScriptedAgentProfileSchema = z.object({
+  kind: z.literal('scripted'),
+  /** Absolute path of the JSON script the agent replays. */
+  scriptPath: z.string().min(1),
+});
+
+export const AgentProfileSchema = z.discriminatedUnion('kind', [
+  ScriptedAgentProfileSchema,
+  CommandAgentProfileSchema,
+]);
+export type AgentProfile = z.infer<typeof AgentProfileSchema>;
+export type CommandAgentProfile = z.infer<typeof CommandAgentProfileSchema>;
+
+export const RiskClassSchema = z.enum(['LOW', 'MEDIUM', 'HIGH', 'PROHIBITED']);
+export type RiskClass = z.infer<typeof RiskClassSchema>;
+
+/** Per-intent limit overrides. Defaults live here so the client and workflow agree. */
+export const LimitsSchema = z.object({
+  /** Edit → test attempts in impl before the stage fails. */
+  implAttempts: z.number().int().min(1).max(50).default(5),
+  /** How long a gate waits for a decision before its timeout policy (reject) applies. */
+  gateTimeout: DurationSchema.default('24h'),
+  /** Longest one agent stage may run. */
+  stageTimeout: DurationSchema.default('30m'),
+  /** Longest the repo's test command may run in one impl attempt. */
+  testTimeout: DurationSchema.default('10m'),
+});
+export type Limits = z.infer<typeof LimitsSchema>;
+
+export const IntentSchema = z.object({
+  id: z
+    .string()
+    .regex(
+      /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/,
+      'an intent id is 1-64 letters, digits, dots, dashes or underscores, starting with a letter or digit',
+    )
+    .refine((id) => !id.includes('..') && !id.endsWith('.lock'), 'an intent id must be a valid git branch name'),
+  goal: z.string().trim().min(1, 'the goal must not be empty').max(4000),
+  /** Absolute path of the target git repository. */
+  repoPath: z.string().startsWith('/', 'the repository path must be absolute'),
+  baseBranch: z.string().min(1).default('main'),
+  /** Globs (relative to the repo root) the agent may change. */
+  paths: z.array(z.string().min(1)).min(1).default(['**']),
+  riskHint: RiskClassSchema.optional(),
+  agent: AgentProfileSchema,
+  /** Shell command that runs the repo's tests; exit code 0 means they pass. */
+  testCommand: z.string().trim().min(1).optional(),
+  limits: LimitsSchema.default(LimitsSchema.parse({})),
+});
+/** A validated intent, with defaults applied. */
+export type Intent = z.infer<typeof IntentSchema>;
+/** What callers pass in: defaults may be left out. */
+export type IntentInput = z.input<typeof IntentSchema>;
+
+/** Turns zod issues into one readable line: `field: problem; field: problem`. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => (issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message))
+    .join('; ');
+}

@@ -1,0 +1,52 @@
+import type { RecordedDecision, GateKind } from './decisions';
+import type { Stage } from './stages';
+
+/** Where an intent stands, as its search attribute and `state` query report it. */
+export type IntentStatus = 'running' | 'waiting' | 'merged' | 'rejected' | 'failed' | 'cancelled';
+export const INTENT_STATUSES: readonly IntentStatus[] = ['running', 'waiting', 'merged', 'rejected', 'failed', 'cancelled'];
+
+export interface PendingGate {
+  readonly gate: GateKind;
+  readonly requestedAt: string;
+  readonly timeoutAt: string;
+  /** What approving means, for the person asked. */
+  readonly prompt: string;
+}
+
+export interface TestSummary {
+  readonly attempt: number;
+  readonly passed: boolean;
+  readonly summary: string;
+}
+
+/** The `state` query's answer: small, so it is cheap to poll. */
+export interface IntentState {
+  readonly intentId: string;
+  readonly goal: string;
+  status: IntentStatus;
+  stage: Stage | 'done';
+  attempts: Partial<Record<Stage, number>>;
+  spendUsd: number;
+  pendingGate?: PendingGate;
+  decisions: RecordedDecision[];
+  /** Artifact name → path inside the worktree (or, once archived, the repo). */
+  artifacts: Record<string, string>;
+  branch: string;
+  worktreePath?: string;
+  tests: TestSummary[];
+  mergedCommit?: string;
+  lineagePath?: string;
+  error?: string;
+  /** Signals that failed validation and were ignored. */
+  rejectedSignals: number;
+}
+
+/** What `intentWorkflow` returns. */
+export interface IntentOutcome {
+  readonly intentId: string;
+  readonly status: Extract<IntentStatus, 'merged' | 'rejected'>;
+  readonly mergedCommit?: string;
+  readonly lineagePath?: string;
+  readonly spendUsd: number;
+  readonly reason?: string;
+}
