@@ -1,0 +1,144 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { parseDuration } from '../../shared/duration';
+import { FailureType } from '../../shared/errors';
+import type { CommandAgentProfile } from '../../shared/intent';
+import { agentEnvironment, runProcess, type ProcessOutcome } from '../process';
+import type { Agent, AgentRequest, AgentResult } from './agent';
+
+/** How much of stderr a failure message quotes. */
+const STDERR_TAIL_CHARS = 500;
+
+const PROMPT = '{prompt}';
+const PROMPT_FILE = '{promptFile}';
+
+/**
+ * An agent that runs `profile.command` with `/bin/sh -c` in the request's worktree, with
+ * Warden's own credentials removed from its environment. The prompt goes to stdin
+ * (`promptVia: 'stdin'`) or replaces `{prompt}` / `{promptFile}` in the command
+ * (`promptVia: 'arg'`); the command's stdout is the agent's output.
+ *
+ * Failures are `ApplicationFailure`s typed AGENT_FAILED (non-zero exit), AGENT_TIMED_OUT or
+ * AGENT_OUTPUT_TOO_LARGE (non-retryable); cancellation throws a `CancelledFailure`.
+ * A bad profile throws INVALID_INTENT (non-retryable) here, before anything runs.
+ */
+export function createCommandAgent(profile: CommandAgentProfile): Agent {
+  let timeoutMs: number;
+  try {
+    timeoutMs = parseDuration(profile.timeout);
+  } catch (err) {
+    throw invalidProfile(`agent timeout: ${(err as Error).message}`);
+  }
+  if (
+    profile.promptVia === 'arg' &&
+    !profile.command.includes(PROMPT) &&
+    !profile.command.includes(PROMPT_FILE)
+  ) {
+    throw invalidProfile(`an agent with promptVia 'arg' needs ${PROMPT} or ${PROMPT_FILE} in its command`);
+  }
+
+  return {
+    async run(request: AgentRequest): Promise<AgentResult> {
+      const viaArg = profile.promptVia === 'arg';
+      if (viaArg && request.prompt.includes('\0') && profile.command.includes(PROMPT)) {
+        throw ApplicationFailure.create({
+          type: FailureType.AgentFailed,
+          message: 'the prompt contains a NUL byte and cannot be passed as an argument; use promptVia stdin',
+          nonRetryable: true,
+        });
+      }
+      // Outside the worktree, so it never shows up in the agent's diff.
+      const promptDir =
+        viaArg && profile.command.includes(PROMPT_FILE)
+          ? await mkdtemp(path.join(os.tmpdir(), 'warden-prompt-'))
+          : undefined;
+      try {
+        let command = profile.command;
+        if (viaArg) {
+          if (promptDir !== undefined) {
+            const promptFile = path.join(promptDir, 'prompt.md');
+            await writeFile(promptFile, request.prompt, { mode: 0o600 });
+            command = command.split(PROMPT_FILE).join(shellQuote(promptFile));
+          }
+          command = command.split(PROMPT).join(shellQuote(request.prompt));
+        }
+
+        let outcome: ProcessOutcome;
+        try {
+          outcome = await runProcess({
+            command,
+            cwd: request.worktreePath,
+            env: agentEnvironment(process.env),
+            stdin: viaArg ? undefined : request.prompt,
+            timeoutMs,
+            maxOutputBytes: profile.maxOutputBytes,
+            signal: request.signal,
+            heartbeat: request.heartbeat,
+          });
+        } catch (err) {
+          // E2BIG (a prompt over the kernel's 128 KiB argument limit) will not fix itself.
+          const code = (err as { cause?: NodeJS.ErrnoException }).cause?.code;
+          throw ApplicationFailure.create({
+            type: FailureType.AgentFailed,
+            message: (err as Error).message,
+            nonRetryable: code === 'E2BIG',
+            cause: err as Error,
+          });
+        }
+        return toResult(outcome, profile);
+      } finally {
+        if (promptDir !== undefined) await rm(promptDir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile): AgentResult {
+  const tail = stderrTail(outcome.stderr);
+  switch (outcome.termination) {
+    case 'aborted':
+      throw new CancelledFailure('agent cancelled');
+    case 'timed-out':
+      throw ApplicationFailure.create({
+        type: FailureType.AgentTimedOut,
+        message: `agent command timed out after ${profile.timeout}${tail}`,
+        nonRetryable: false,
+      });
+    case 'output-cap':
+      throw ApplicationFailure.create({
+        type: FailureType.AgentOutputTooLarge,
+        message: `agent command printed more than ${profile.maxOutputBytes} bytes and was killed`,
+        nonRetryable: true,
+      });
+    case 'exited':
+      if (outcome.exitCode !== 0) {
+        const how =
+          outcome.exitCode === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.exitCode}`;
+        throw ApplicationFailure.create({
+          type: FailureType.AgentFailed,
+          message: `agent command ${how}${tail}`,
+          nonRetryable: false,
+        });
+      }
+      return { output: outcome.stdout, usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0 };
+  }
+}
+
+function stderrTail(stderr: string): string {
+  const trimmed = stderr.trimEnd();
+  if (trimmed === '') return '';
+  return trimmed.length > STDERR_TAIL_CHARS
+    ? `; stderr ends: …${trimmed.slice(-STDERR_TAIL_CHARS)}`
+    : `; stderr: ${trimmed}`;
+}
+
+/** Single-quotes `text` for /bin/sh: nothing inside is expanded. */
+function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+function invalidProfile(message: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: FailureType.InvalidIntent, message, nonRetryable: true });
+}

@@ -1,0 +1,95 @@
+import { readFileSync } from 'node:fs';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { FailureType } from '../../shared/errors';
+import { describeIssues } from '../../shared/intent';
+import { AgentScriptSchema, type AgentScript, type ScriptAttempt } from '../../shared/script';
+import type { Agent, AgentRequest, AgentResult } from './agent';
+
+/** Reads and validates a script file; a bad file is a non-retryable `INVALID_SCRIPT` failure. */
+export function loadAgentScript(scriptPath: string): AgentScript {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(scriptPath, 'utf8'));
+  } catch (error) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidScript,
+      message: `cannot read agent script ${scriptPath}: ${(error as Error).message}`,
+      nonRetryable: true,
+    });
+  }
+  const parsed = AgentScriptSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidScript,
+      message: `agent script ${scriptPath} is invalid: ${describeIssues(parsed.error)}`,
+      nonRetryable: true,
+    });
+  }
+  return parsed.data;
+}
+
+/** Resolves `relative` inside `root`, refusing anything that would land outside it. */
+export function resolveInside(root: string, relative: string): string {
+  const target = path.resolve(root, relative);
+  const rel = path.relative(root, target);
+  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel) || rel.split(path.sep)[0] === '.git') {
+    throw ApplicationFailure.create({
+      type: FailureType.PathOutsideWorktree,
+      message: `refusing to write ${relative}: it is outside the worktree or inside .git`,
+      nonRetryable: true,
+    });
+  }
+  return target;
+}
+
+/**
+ * Replays a script (see README, "Scripted agent"): attempt N of a stage plays entry N-1, or the
+ * last entry once the list is used up. Deterministic, so a retried activity does the same thing.
+ */
+export function createScriptedAgent(scriptPath: string): Agent {
+  return {
+    async run(request: AgentRequest): Promise<AgentResult> {
+      const script = loadAgentScript(scriptPath);
+      const attempts = script.stages[request.stage];
+      const step: ScriptAttempt = attempts
+        ? attempts[Math.min(request.attempt, attempts.length) - 1]!
+        : { output: 'ok', edits: [], usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, delayMs: 0 };
+      await waitWhileHeartbeating(step.delayMs, request);
+      if (step.fail !== undefined) {
+        throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: step.fail, nonRetryable: true });
+      }
+      for (const edit of step.edits) {
+        const target = resolveInside(request.worktreePath, edit.path);
+        if ('delete' in edit) {
+          await rm(target, { force: true });
+        } else {
+          await mkdir(path.dirname(target), { recursive: true });
+          await writeFile(target, edit.content);
+        }
+      }
+      return { output: step.output, usage: step.usage, costUsd: step.costUsd, model: script.model };
+    },
+  };
+}
+
+async function waitWhileHeartbeating(ms: number, request: AgentRequest): Promise<void> {
+  if (ms <= 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const beat = setInterval(request.heartbeat, 1000);
+    const done = setTimeout(finish, ms);
+    const onAbort = (): void => {
+      finish();
+      reject(new CancelledFailure('agent cancelled'));
+    };
+    function finish(): void {
+      clearInterval(beat);
+      clearTimeout(done);
+      request.signal.removeEventListener('abort', onAbort);
+      resolve();
+    }
+    if (request.signal.aborted) return onAbort();
+    request.signal.addEventListener('abort', onAbort);
+  });
+}

@@ -1,0 +1,73 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../shared/errors';
+
+const execFileAsync = promisify(execFile);
+
+/** Commits made by Warden carry this identity, so they work on machines with no git config. */
+const IDENTITY = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false'];
+
+export interface GitResult {
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly code: number;
+}
+
+/** Runs git in `cwd` and returns its output whatever the exit code. */
+export async function gitRaw(cwd: string, args: readonly string[]): Promise<GitResult> {
+  try {
+    const { stdout, stderr } = await execFileAsync('git', [...IDENTITY, ...args], {
+      cwd,
+      maxBuffer: 64 * 1024 * 1024,
+      env: { ...process.env, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
+    });
+    return { stdout, stderr, code: 0 };
+  } catch (error) {
+    const e = error as { stdout?: string; stderr?: string; code?: number | string };
+    if (typeof e.code !== 'number') throw error; // git itself could not start
+    return { stdout: e.stdout ?? '', stderr: e.stderr ?? '', code: e.code };
+  }
+}
+
+/** Runs git in `cwd`; a non-zero exit becomes a retryable `GIT_FAILED` failure. */
+export async function git(cwd: string, args: readonly string[]): Promise<string> {
+  const result = await gitRaw(cwd, args);
+  if (result.code !== 0) {
+    throw ApplicationFailure.create({
+      type: FailureType.GitFailed,
+      message: `git ${args.join(' ')} failed in ${cwd} (exit ${result.code}): ${result.stderr.trim().slice(-500)}`,
+    });
+  }
+  return result.stdout.trim();
+}
+
+/** True if `ref` names an existing commit in the repository at `cwd`. */
+export async function refExists(cwd: string, ref: string): Promise<boolean> {
+  return (await gitRaw(cwd, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])).code === 0;
+}
+
+/** Stages everything in the worktree and commits it; returns the new commit, or undefined if nothing changed. */
+export async function commitAll(worktreePath: string, message: string): Promise<string | undefined> {
+  await git(worktreePath, ['add', '-A']);
+  const staged = await gitRaw(worktreePath, ['diff', '--cached', '--quiet']);
+  if (staged.code === 0) return undefined; // nothing to commit: a retried activity lands here
+  await git(worktreePath, ['commit', '--no-verify', '-q', '-m', message]);
+  return git(worktreePath, ['rev-parse', 'HEAD']);
+}
+
+/** Worktrees of a repository: path → checked-out branch (full ref), from `git worktree list`. */
+export async function listWorktrees(repoPath: string): Promise<Map<string, string | undefined>> {
+  const out = await git(repoPath, ['worktree', 'list', '--porcelain']);
+  const result = new Map<string, string | undefined>();
+  let current: string | undefined;
+  for (const line of out.split('\n')) {
+    if (line.startsWith('worktree ')) {
+      current = line.slice('worktree '.length);
+      result.set(current, undefined);
+    } else if (line.startsWith('branch ') && current) {
+      result.set(current, line.slice('branch '.length));
+    }
+  }
+  return result;
+}

@@ -1,0 +1,250 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+
+/** How long a process group gets between SIGTERM and SIGKILL. */
+const KILL_GRACE_MS = 1_000;
+/**
+ * How long after SIGKILL we still wait for the pipes to close. Only a process that left the
+ * group (e.g. via setsid) can hold them open that long; we then stop reading rather than hang.
+ */
+const PIPE_GRACE_MS = 1_000;
+/** Node's timers overflow above this and would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export interface RunProcessOptions {
+  /** Run with `/bin/sh -c`. */
+  readonly command: string;
+  readonly cwd: string;
+  /** The complete environment of the child (nothing is inherited). */
+  readonly env: NodeJS.ProcessEnv;
+  /** Written to the child's stdin, which is then closed. Without it stdin is /dev/null. */
+  readonly stdin?: string;
+  /** The process group is killed after this long. */
+  readonly timeoutMs: number;
+  /** stdout + stderr combined; output past it is dropped and the process group killed. */
+  readonly maxOutputBytes: number;
+  /** Aborting kills the process group; an already aborted signal means nothing is spawned. */
+  readonly signal?: AbortSignal;
+  /** Called every `heartbeatEveryMs` while the process runs. */
+  readonly heartbeat?: () => void;
+  /** Default 1000. */
+  readonly heartbeatEveryMs?: number;
+}
+
+/** Why the process ended: on its own, or killed by us for the given reason. */
+export type ProcessTermination = 'exited' | 'timed-out' | 'output-cap' | 'aborted';
+
+export interface ProcessOutcome {
+  /** Null when the shell was killed by a signal (always the case when we killed it). */
+  readonly exitCode: number | null;
+  readonly termination: ProcessTermination;
+  /** The signal that ended the shell, if any (set by Node; absent if nothing was spawned). */
+  readonly signal?: NodeJS.Signals | null;
+  /** Output up to `maxOutputBytes` combined, decoded as UTF-8. */
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly durationMs: number;
+}
+
+/**
+ * Sends `signal` (default SIGTERM) to every process in the group led by `pid`.
+ * A group that no longer exists (ESRCH) is not an error; other errors are thrown.
+ */
+export function killProcessGroup(pid: number, signal: NodeJS.Signals = 'SIGTERM'): void {
+  // kill(-0) would signal our own group and kill(-1) every process we are allowed to signal.
+  if (!Number.isInteger(pid) || pid <= 1) {
+    throw new RangeError(`refusing to signal process group ${pid}`);
+  }
+  try {
+    process.kill(-pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+const CREDENTIAL_VARIABLES = [/^TEMPORAL_/, /^WARDEN_/, /^PG/, /^DATABASE_URL$/];
+
+/**
+ * A copy of `env` without Temporal, Warden and database settings (TEMPORAL_*, WARDEN_*,
+ * DATABASE_URL, PG*), so a child process cannot reach the cluster or database that
+ * supervises it, e.g. to signal its own workflow or approve its own gate.
+ */
+export function agentEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const copy: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) continue;
+    const upper = name.toUpperCase();
+    if (CREDENTIAL_VARIABLES.some((pattern) => pattern.test(upper))) continue;
+    copy[name] = value;
+  }
+  return copy;
+}
+
+/**
+ * Runs `opts.command` with `/bin/sh -c` in its own process group and resolves once it has
+ * ended and its output pipes have closed. On timeout, output cap or abort the whole group
+ * gets SIGTERM, then SIGKILL after about a second. When the shell exits on its own, anything
+ * it left running in its group is killed the same way, so nothing outlives the call.
+ * Non-zero exits resolve normally; it rejects only for bad options or a failed spawn.
+ */
+export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
+  if (!(opts.timeoutMs >= 0)) return Promise.reject(new RangeError(`invalid timeoutMs ${opts.timeoutMs}`));
+  if (!(opts.maxOutputBytes >= 0)) {
+    return Promise.reject(new RangeError(`invalid maxOutputBytes ${opts.maxOutputBytes}`));
+  }
+  if (opts.signal?.aborted) {
+    return Promise.resolve({ exitCode: null, termination: 'aborted', stdout: '', stderr: '', durationMs: 0 });
+  }
+
+  return new Promise<ProcessOutcome>((resolve, reject) => {
+    const started = performance.now();
+    let child: ChildProcess;
+    try {
+      child = spawn('/bin/sh', ['-c', opts.command], {
+        cwd: opts.cwd,
+        env: opts.env,
+        // Its own process group, so one kill reaches everything it starts.
+        detached: true,
+        stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      });
+    } catch (err) {
+      reject(spawnError(opts, err));
+      return;
+    }
+
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    let captured = 0;
+    let termination: ProcessTermination | undefined;
+    let settled = false;
+    let escalating = false;
+    let killTimer: NodeJS.Timeout | undefined;
+    let pipeTimer: NodeJS.Timeout | undefined;
+
+    const signalGroup = (signal: NodeJS.Signals): void => {
+      const pid = child.pid;
+      if (pid === undefined) return;
+      try {
+        killProcessGroup(pid, signal);
+      } catch {
+        // EPERM and the like: at least try the shell itself.
+        try {
+          child.kill(signal);
+        } catch {
+          // Nothing more we can do; the timers below still bound the wait.
+        }
+      }
+    };
+
+    // SIGTERM now, SIGKILL in a second, and stop waiting for the pipes a second later.
+    const escalate = (): void => {
+      if (escalating) return;
+      escalating = true;
+      signalGroup('SIGTERM');
+      killTimer = setTimeout(() => {
+        signalGroup('SIGKILL');
+        pipeTimer = setTimeout(() => {
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+          child.stdin?.destroy();
+        }, PIPE_GRACE_MS);
+      }, KILL_GRACE_MS);
+    };
+
+    const terminate = (reason: Exclude<ProcessTermination, 'exited'>): void => {
+      if (settled || termination !== undefined) return;
+      termination = reason;
+      escalate();
+    };
+
+    const onAbort = (): void => terminate('aborted');
+
+    const timeout = setTimeout(() => terminate('timed-out'), Math.min(opts.timeoutMs, MAX_TIMER_MS));
+    const beat =
+      opts.heartbeat === undefined
+        ? undefined
+        : setInterval(
+            () => {
+              try {
+                opts.heartbeat?.();
+              } catch {
+                // A failing heartbeat must not crash the worker from inside a timer.
+              }
+            },
+            Math.min(Math.max(opts.heartbeatEveryMs ?? 1_000, 1), MAX_TIMER_MS),
+          );
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+
+    const finish = (settle: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timeout);
+      clearInterval(beat);
+      clearTimeout(killTimer);
+      clearTimeout(pipeTimer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      settle();
+    };
+
+    const capture =
+      (into: Buffer[]) =>
+      (chunk: Buffer): void => {
+        const room = opts.maxOutputBytes - captured;
+        if (chunk.length <= room) {
+          into.push(chunk);
+          captured += chunk.length;
+          return;
+        }
+        if (room > 0) {
+          into.push(chunk.subarray(0, room));
+          captured += room;
+        }
+        terminate('output-cap');
+      };
+    child.stdout?.on('data', capture(stdout));
+    child.stderr?.on('data', capture(stderr));
+    // Read errors are rare and leave us nothing to do but wait for close.
+    child.stdout?.on('error', () => undefined);
+    child.stderr?.on('error', () => undefined);
+
+    if (child.stdin) {
+      // EPIPE / ECONNRESET when the child exits without reading its input: its exit tells the story.
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(opts.stdin);
+    }
+
+    child.once('error', (err) => {
+      // With a pid the process exists and 'close' will follow; without one, spawning failed.
+      if (child.pid !== undefined) return;
+      finish(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        child.stdin?.destroy();
+        reject(spawnError(opts, err));
+      });
+    });
+
+    // The shell is gone; reap whatever it left running in its group (background jobs that
+    // would otherwise keep our pipes open until the timeout).
+    child.once('exit', () => escalate());
+
+    child.once('close', (code, signal) => {
+      finish(() =>
+        resolve({
+          exitCode: code,
+          termination: termination ?? 'exited',
+          signal,
+          stdout: Buffer.concat(stdout).toString('utf8'),
+          stderr: Buffer.concat(stderr).toString('utf8'),
+          durationMs: Math.round(performance.now() - started),
+        }),
+      );
+    });
+  });
+}
+
+function spawnError(opts: RunProcessOptions, err: unknown): Error {
+  // Node reports a missing cwd as "spawn /bin/sh ENOENT"; say which directory it was.
+  const reason = err instanceof Error ? err.message : String(err);
+  return new Error(`could not start ${JSON.stringify(opts.command)} in ${opts.cwd}: ${reason}`, { cause: err });
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/env node
+import { userInfo } from 'node:os';
+import { Command, Option } from 'commander';
+import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
+import { createLogger } from '../runtime/logger';
+import { DecisionSchema, GateKindSchema } from '../shared/decisions';
+import { UserError } from '../shared/errors';
+import { describeIssues } from '../shared/intent';
+import { INTENT_STATUSES } from '../shared/state';
+import { intentFromFlags, type RunFlags } from './intent-input';
+import { describeOrExplain, intentHandle, queryState, sendDecision } from './intents';
+import { runIntent } from './run-intent';
+import { connectTemporal, startWorker, webUiLink } from './session';
+import { listIntents } from './list-intents';
+import { reportResult } from './report';
+
+/** Who decides at a gate when `--by` is not given. */
+function defaultApprover(): string {
+  return process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
+}
+
+function print(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Builds the `warden` command tree. Exported so tests can run it in-process. */
+export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.env)): Command {
+  const logger = createLogger(config.logLevel);
+  const program = new Command('warden')
+    .description('Durable, safety-first orchestrator for autonomous coding agents, on Temporal.')
+    .showHelpAfterError()
+    .exitOverride();
+
+  program
+    .command('dev')
+    .description('Run the embedded Temporal server (with its Web UI) and a worker in one process, until Ctrl-C')
+    .action(async () => {
+      const target = await connectTemporal(config, print);
+      const worker = await startWorker(target, config, logger);
+      print(`Temporal: ${target.address} (namespace ${target.namespace})`);
+      if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
+      print('worker running on task queue "warden"; Ctrl-C to stop');
+      await untilSignal();
+      await worker.stop();
+      await target.close();
+    });
+
+  program
+    .command('worker')
+    .description('Run a worker against TEMPORAL_ADDRESS (or the embedded server), until Ctrl-C')
+    .action(async () => {
+      const target = await connectTemporal(config, print);
+      const worker = await startWorker(target, config, logger);
+      print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
+      await untilSignal();
+      await worker.stop();
+      await target.close();
+    });
+
+  program
+    .command('run')
+    .description('Start an intent and follow it: triage → lld → spec → impl → review → merge gate → merge')
+    .requiredOption('--repo <path>', 'target git repository')
+    .requiredOption('--goal <text>', 'what the agent should achieve')
+    .option('--id <id>', 'intent id (default: from the goal)')
+    .addOption(new Option('--agent <kind>', 'agent kind').choices(['scripted', 'command']))
+    .option('--script <file>', 'script file for the scripted agent')
+    .option('--cmd <command>', "command for the command agent, e.g. 'claude -p'")
+    .addOption(new Option('--prompt-via <how>', 'how the command agent gets the prompt').choices(['stdin', 'arg']))
+    .option('--paths <glob...>', 'paths the agent may change (default: everything)')
+    .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
+    .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one)')
+    .option('--impl-attempts <n>', 'edit → test attempts before impl fails (default 5)')
+    .option('--gate-timeout <duration>', 'how long the merge gate waits before rejecting (default 24h)')
+    .option('--detach', 'start and return at once')
+    .option('--approve', 'approve the merge gate without asking')
+    .option('--by <name>', 'who approves (default: $USER)')
+    .option('--json', 'print the outcome as JSON')
+    .action(async (flags: RunFlags & { detach?: boolean; approve?: boolean; by?: string; json?: boolean }) => {
+      const input = intentFromFlags(flags, process.cwd());
+      const result = await runIntent(input, {
+        config,
+        logger,
+        detach: Boolean(flags.detach),
+        approve: Boolean(flags.approve),
+        interactive: Boolean(process.stdin.isTTY) && !flags.json,
+        by: flags.by ?? defaultApprover(),
+        print: flags.json ? () => undefined : print,
+      });
+      process.exitCode = reportResult(result, flags.json ? printJson : undefined, print);
+    });
+
+  program
+    .command('status <id>')
+    .description("Show an intent's stage, attempts, spend, gate, decisions and artifacts")
+    .option('--json', 'print JSON')
+    .action(async (id: string, flags: { json?: boolean }) => {
+      const target = await connectTemporal(config, () => undefined);
+      try {
+        const description = await describeOrExplain(intentHandle(target.client, id), id);
+        const running = description.status.name === 'RUNNING';
+        const state = running ? await queryState(target.client, id) : undefined;
+        const status = {
+          intentId: id,
+          workflowStatus: description.status.name,
+          wardenStatus: description.typedSearchAttributes.getAll().find((p) => p.key.name === 'WardenStatus')?.value,
+          startTime: description.startTime,
+          closeTime: description.closeTime,
+          state,
+          webUi: webUiLink(target, id),
+        };
+        if (flags.json) return printJson(status);
+        print(`${id}: ${status.wardenStatus ?? description.status.name.toLowerCase()}`);
+        if (state) {
+          print(`  stage ${state.stage}, attempts ${JSON.stringify(state.attempts)}, spend $${state.spendUsd.toFixed(2)}`);
+          if (state.pendingGate) print(`  waiting at the ${state.pendingGate.gate} gate since ${state.pendingGate.requestedAt} (times out ${state.pendingGate.timeoutAt})`);
+          for (const t of state.tests) print(`  tests #${t.attempt}: ${t.summary}`);
+        }
+        if (status.webUi) print(`  ${status.webUi}`);
+      } finally {
+        await target.close();
+      }
+    });
+
+  program
+    .command('list')
+    .description('List intents, newest first')
+    .addOption(new Option('--status <status>', 'only intents with this status').choices([...INTENT_STATUSES]))
+    .option('--limit <n>', 'at most this many', '50')
+    .option('--json', 'print JSON')
+    .action(async (flags: { status?: string; limit: string; json?: boolean }) => {
+      const target = await connectTemporal(config, () => undefined);
+      try {
+        const rows = await listIntents(target.client, { status: flags.status, limit: Number(flags.limit) });
+        if (flags.json) return printJson(rows);
+        if (rows.length === 0) return print('no intents');
+        for (const r of rows) print(`${r.intentId.padEnd(36)} ${String(r.status).padEnd(10)} ${String(r.stage ?? '').padEnd(8)} ${r.goal ?? ''}`);
+      } finally {
+        await target.close();
+      }
+    });
+
+  program
+    .command('approve <id>')
+    .description('Approve the gate an intent waits at')
+    .option('--gate <gate>', 'gate to approve', 'merge')
+    .option('--by <name>', 'who approves (default: $USER)')
+    .option('--reason <text>', 'why')
+    .action(async (id: string, flags: { gate: string; by?: string; reason?: string }) => {
+      await decide(config, id, { gate: flags.gate, decision: 'approve', by: flags.by ?? defaultApprover(), reason: flags.reason });
+      print(`approved the ${flags.gate} gate of ${id}`);
+    });
+
+  program
+    .command('reject <id>')
+    .description('Reject the gate an intent waits at; nothing is merged')
+    .option('--gate <gate>', 'gate to reject', 'merge')
+    .requiredOption('--reason <text>', 'why (required)')
+    .option('--by <name>', 'who rejects (default: $USER)')
+    .action(async (id: string, flags: { gate: string; by?: string; reason: string }) => {
+      await decide(config, id, { gate: flags.gate, decision: 'reject', by: flags.by ?? defaultApprover(), reason: flags.reason });
+      print(`rejected the ${flags.gate} gate of ${id}`);
+    });
+
+  return program;
+}
+
+async function decide(config: RuntimeConfig, id: string, raw: Record<string, unknown>): Promise<void> {
+  if (!GateKindSchema.safeParse(raw.gate).success) throw new UserError(`unknown gate "${String(raw.gate)}": known gates are ${GateKindSchema.options.join(', ')}`);
+  const decision = DecisionSchema.safeParse(raw);
+  if (!decision.success) throw new UserError(describeIssues(decision.error));
+  const target = await connectTemporal(config, () => undefined);
+  try {
+    await sendDecision(target.client, id, decision.data);
+  } finally {
+    await target.close();
+  }
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+}
+
+/** Runs the CLI; typed errors become one line on stderr and an exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (error) {
+    const e = error as { code?: string; exitCode?: number };
+    if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
+      // commander already printed help or the usage error
+      return e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help' ? 0 : 2;
+    }
+    if (error instanceof UserError) {
+      process.stderr.write(`warden: ${error.message}\n`);
+      return error.exitCode;
+    }
+    process.stderr.write(`warden: ${(error as Error).message ?? String(error)}\n`);
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv).then(
+    (code) => process.exit(code),
+    () => process.exit(1),
+  );
+}

@@ -1,0 +1,52 @@
+/**
+ * `npm start`: the whole pipeline on a sample repository, with the bundled scripted agent and
+ * the embedded Temporal server. No account, key or Docker needed.
+ */
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { loadRuntimeConfig } from '../runtime/config';
+import { createLogger } from '../runtime/logger';
+import { reportResult } from './report';
+import { runIntent } from './run-intent';
+import { createSampleRepo } from './sample-repo';
+
+async function demo(): Promise<number> {
+  const config = loadRuntimeConfig(process.env);
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
+  const repoPath = createSampleRepo(path.join(config.wardenHome, 'demo', `sample-strings-${stamp}`));
+  const print = (line: string): void => void process.stdout.write(`${line}\n`);
+  print(`sample repository: ${repoPath} (a failing test for a missing slugify())`);
+  const result = await runIntent(
+    {
+      id: `demo-${stamp}`,
+      goal: 'Add slugify() to the strings library so its test passes',
+      repoPath,
+      baseBranch: 'main',
+      paths: ['lib/**'],
+      agent: { kind: 'scripted', scriptPath: path.resolve(__dirname, '../../examples/demo-agent.json') },
+    },
+    {
+      config,
+      logger: createLogger(process.env.WARDEN_LOG_LEVEL ?? 'warn'),
+      detach: false,
+      approve: true,
+      interactive: false,
+      by: process.env.USER || 'demo',
+      print,
+    },
+  );
+  const code = reportResult(result, undefined, print);
+  if (code === 0) {
+    print('\nbase branch after the merge:');
+    print(execFileSync('git', ['log', '--oneline', '--graph', '-6', 'main'], { cwd: repoPath, encoding: 'utf8' }).trimEnd());
+  }
+  return code;
+}
+
+demo().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`warden demo failed: ${(error as Error).message ?? String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,121 @@
+import { createInterface } from 'node:readline/promises';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import type { IntentOutcome, IntentState } from '../shared/state';
+import { stateQuery } from '../shared/messages';
+import { intentHandle, sendDecision } from './intents';
+
+export interface FollowOptions {
+  readonly client: Client;
+  readonly intentId: string;
+  /** Approve the merge gate without asking. */
+  readonly approve: boolean;
+  /** Ask at the gate (stdin is a TTY). */
+  readonly interactive: boolean;
+  /** Who decides: recorded with the decision. */
+  readonly by: string;
+  readonly print: (line: string) => void;
+  readonly pollMs?: number;
+}
+
+export type FollowResult =
+  | { readonly kind: 'completed'; readonly outcome: IntentOutcome; readonly state?: IntentState }
+  | { readonly kind: 'failed'; readonly message: string; readonly state?: IntentState }
+  | { readonly kind: 'cancelled'; readonly state?: IntentState };
+
+/**
+ * Follows a running intent until it ends, printing a line whenever its stage, attempt, tests,
+ * spend or gate changes, and answering the merge gate (approve flag, prompt, or instructions).
+ */
+export async function followIntent(options: FollowOptions): Promise<FollowResult> {
+  const handle = intentHandle(options.client, options.intentId);
+  const started = Date.now();
+  let lastLine = '';
+  let gateHandled = false;
+  let state: IntentState | undefined;
+  for (;;) {
+    const { status } = await handle.describe();
+    if (status.name !== 'RUNNING') break;
+    state = (await withTimeout(handle.query(stateQuery), 5000).catch(() => undefined)) ?? state;
+    if (state) {
+      const line = progressLine(state);
+      if (line !== lastLine) {
+        options.print(`[${elapsed(started)}] ${line}`);
+        lastLine = line;
+      }
+      if (state.pendingGate && !gateHandled) {
+        gateHandled = true;
+        await answerGate(options, state);
+      }
+      if (!state.pendingGate) gateHandled = false;
+    }
+    await sleep(options.pollMs ?? 300);
+  }
+  try {
+    const outcome = await handle.result();
+    return { kind: 'completed', outcome, state };
+  } catch (error) {
+    if (error instanceof WorkflowFailedError) {
+      if (error.cause?.name === 'CancelledFailure') return { kind: 'cancelled', state };
+      const cause = error.cause as (Error & { cause?: Error }) | undefined;
+      return { kind: 'failed', message: cause?.cause?.message ?? cause?.message ?? error.message, state };
+    }
+    throw error;
+  }
+}
+
+/** One line of progress: stage, attempt, latest tests, spend, gate. */
+export function progressLine(state: IntentState): string {
+  const parts = [`${state.stage}${state.attempts[state.stage as keyof typeof state.attempts] ? ` (attempt ${state.attempts[state.stage as keyof typeof state.attempts]})` : ''}`];
+  const lastTest = state.tests.at(-1);
+  if (lastTest) parts.push(`tests #${lastTest.attempt}: ${lastTest.summary}`);
+  parts.push(`spend $${state.spendUsd.toFixed(2)}`);
+  if (state.pendingGate) parts.push(`waiting at the ${state.pendingGate.gate} gate`);
+  return parts.join(' · ');
+}
+
+async function answerGate(options: FollowOptions, state: IntentState): Promise<void> {
+  const gate = state.pendingGate!.gate;
+  if (options.approve) {
+    await sendDecision(options.client, options.intentId, { gate, decision: 'approve', by: options.by });
+    options.print(`approved the ${gate} gate as ${options.by} (--approve)`);
+    return;
+  }
+  if (!options.interactive) {
+    options.print(`${state.pendingGate!.prompt} Waiting for a decision (times out and rejects at ${state.pendingGate!.timeoutAt}):`);
+    options.print(`  approve: warden approve ${options.intentId} --gate ${gate}`);
+    options.print(`  reject:  warden reject ${options.intentId} --gate ${gate} --reason "…"`);
+    return;
+  }
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    const lastTest = state.tests.at(-1)?.summary ?? 'not run';
+    const answer = (await rl.question(`${state.pendingGate!.prompt} Tests: ${lastTest}. Spend: $${state.spendUsd.toFixed(2)}. [a]pprove / [r]eject: `))
+      .trim()
+      .toLowerCase();
+    if (answer === 'a' || answer === 'approve' || answer === 'y' || answer === 'yes') {
+      await sendDecision(options.client, options.intentId, { gate, decision: 'approve', by: options.by });
+    } else {
+      const reason = (await rl.question('Reason for rejecting: ')).trim() || 'rejected at the prompt';
+      await sendDecision(options.client, options.intentId, { gate, decision: 'reject', by: options.by, reason });
+    }
+  } finally {
+    rl.close();
+  }
+}
+
+function elapsed(since: number): string {
+  const s = Math.floor((Date.now() - since) / 1000);
+  return `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms))),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,110 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { loadAgentScript } from '../activities/agents/scripted-agent';
+import { UserError } from '../shared/errors';
+import type { AgentProfile, IntentInput } from '../shared/intent';
+
+/** What `warden run` accepts, before any check. */
+export interface RunFlags {
+  readonly repo?: string;
+  readonly goal?: string;
+  readonly id?: string;
+  readonly agent?: string;
+  readonly script?: string;
+  readonly cmd?: string;
+  readonly promptVia?: string;
+  readonly paths?: readonly string[];
+  readonly base?: string;
+  readonly testCmd?: string;
+  readonly implAttempts?: string;
+  readonly gateTimeout?: string;
+}
+
+/**
+ * Turns `warden run` flags into an intent, checking everything that can be checked before a
+ * workflow starts: the repo exists and is a git repo, the base branch exists and is clean, the
+ * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
+ */
+export function intentFromFlags(flags: RunFlags, cwd: string): IntentInput {
+  if (!flags.goal || !flags.goal.trim()) throw new UserError('--goal is required and must not be empty');
+  if (!flags.repo) throw new UserError('--repo is required');
+  const repoPath = path.resolve(cwd, flags.repo);
+  if (!existsSync(repoPath) || !statSync(repoPath).isDirectory()) throw new UserError(`repository not found: ${repoPath}`);
+  const topLevel = gitOut(repoPath, ['rev-parse', '--show-toplevel']);
+  if (topLevel === undefined) throw new UserError(`not a git repository: ${repoPath}`);
+  const baseBranch = flags.base ?? gitOut(topLevel, ['symbolic-ref', '--short', 'HEAD']) ?? 'main';
+  if (gitOut(topLevel, ['rev-parse', '--verify', '--quiet', `refs/heads/${baseBranch}`]) === undefined) {
+    throw new UserError(`base branch ${baseBranch} does not exist in ${topLevel}`);
+  }
+  if (gitOut(topLevel, ['symbolic-ref', '--short', 'HEAD']) === baseBranch) {
+    const dirty = gitOut(topLevel, ['status', '--porcelain', '--untracked-files=no']);
+    if (dirty) throw new UserError(`base branch ${baseBranch} has uncommitted changes in ${topLevel}; commit or stash them first`);
+  }
+  const implAttempts = flags.implAttempts === undefined ? undefined : Number(flags.implAttempts);
+  if (implAttempts !== undefined && (!Number.isInteger(implAttempts) || implAttempts < 1)) {
+    throw new UserError(`--impl-attempts must be a positive whole number, not ${flags.implAttempts}`);
+  }
+  return {
+    id: flags.id ?? generateIntentId(flags.goal),
+    goal: flags.goal,
+    repoPath: topLevel,
+    baseBranch,
+    paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : undefined,
+    agent: agentFromFlags(flags, cwd),
+    testCommand: flags.testCmd,
+    limits: {
+      ...(implAttempts !== undefined ? { implAttempts } : {}),
+      ...(flags.gateTimeout !== undefined ? { gateTimeout: flags.gateTimeout } : {}),
+    },
+  };
+}
+
+function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
+  const kind = flags.agent ?? (flags.cmd ? 'command' : 'scripted');
+  if (kind === 'scripted') {
+    if (!flags.script) throw new UserError('--agent scripted needs --script FILE');
+    const scriptPath = path.resolve(cwd, flags.script);
+    try {
+      loadAgentScript(scriptPath);
+    } catch (error) {
+      throw new UserError(error instanceof ApplicationFailure ? error.message : String(error));
+    }
+    return { kind: 'scripted', scriptPath };
+  }
+  if (kind === 'command') {
+    if (!flags.cmd || !flags.cmd.trim()) throw new UserError("--agent command needs --cmd 'COMMAND'");
+    if (flags.promptVia !== undefined && flags.promptVia !== 'stdin' && flags.promptVia !== 'arg') {
+      throw new UserError(`--prompt-via must be stdin or arg, not ${flags.promptVia}`);
+    }
+    return {
+      kind: 'command',
+      command: flags.cmd,
+      promptVia: (flags.promptVia as 'stdin' | 'arg' | undefined) ?? 'stdin',
+      timeout: '30m',
+      maxOutputBytes: 1_000_000,
+    };
+  }
+  throw new UserError(`unknown agent "${kind}": use scripted or command`);
+}
+
+/** `add-retries-to-the-3f9a`: readable, and unique enough to start many intents a second. */
+export function generateIntentId(goal: string): string {
+  const slug = goal
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 32)
+    .replace(/-+$/, '');
+  return `${slug || 'intent'}-${randomBytes(3).toString('hex')}`;
+}
+
+function gitOut(cwd: string, args: string[]): string | undefined {
+  try {
+    return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,82 @@
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { UserError } from '../shared/errors';
+import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
+import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../shared/intent';
+import { decideSignal, stateQuery } from '../shared/messages';
+import { WardenRepo, WardenStage, WardenStatus } from '../shared/search-attributes';
+import type { Decision } from '../shared/decisions';
+import type { IntentState } from '../shared/state';
+import type { intentWorkflow } from '../workflows';
+
+/** Validates an intent as the workflow will; a bad one is a `UserError` naming each field. */
+export function validateIntent(input: IntentInput): Intent {
+  const parsed = IntentSchema.safeParse(input);
+  if (!parsed.success) throw new UserError(`invalid intent: ${describeIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+/**
+ * Starts an intent's workflow (id `intent-<id>`). The server refuses a second running workflow
+ * with the same id; that becomes a clear `UserError`.
+ */
+export async function startIntent(
+  client: Client,
+  input: IntentInput,
+  taskQueue: string = TASK_QUEUE,
+): Promise<WorkflowHandle<typeof intentWorkflow>> {
+  const intent = validateIntent(input);
+  try {
+    return await client.workflow.start<typeof intentWorkflow>('intentWorkflow', {
+      taskQueue,
+      workflowId: workflowIdForIntent(intent.id),
+      args: [intent],
+      staticSummary: intent.goal.slice(0, 200),
+      memo: { goal: intent.goal },
+      typedSearchAttributes: [
+        { key: WardenStatus, value: 'running' },
+        { key: WardenStage, value: 'triage' },
+        { key: WardenRepo, value: intent.repoPath },
+      ],
+    });
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) {
+      throw new UserError(`intent ${intent.id} is already running (workflow ${workflowIdForIntent(intent.id)}); stop it or pick another --id`);
+    }
+    throw error;
+  }
+}
+
+export function intentHandle(client: Client, intentId: string): WorkflowHandle<typeof intentWorkflow> {
+  return client.workflow.getHandle<typeof intentWorkflow>(workflowIdForIntent(intentId));
+}
+
+export async function queryState(client: Client, intentId: string): Promise<IntentState> {
+  return intentHandle(client, intentId).query(stateQuery);
+}
+
+/**
+ * Sends a decision to a running intent after checking it waits at that gate, so a typo gets an
+ * answer instead of silence. The workflow validates the payload again.
+ */
+export async function sendDecision(client: Client, intentId: string, decision: Decision): Promise<void> {
+  const handle = intentHandle(client, intentId);
+  const description = await describeOrExplain(handle, intentId);
+  if (description.status.name !== 'RUNNING') {
+    throw new UserError(`intent ${intentId} is not running (${description.status.name.toLowerCase()})`);
+  }
+  const state = await handle.query(stateQuery);
+  if (state.pendingGate?.gate !== decision.gate) {
+    const where = state.pendingGate ? `the ${state.pendingGate.gate} gate` : `stage ${state.stage}, no gate`;
+    throw new UserError(`intent ${intentId} is not waiting at the ${decision.gate} gate (it is at ${where})`);
+  }
+  await handle.signal(decideSignal, decision);
+}
+
+export async function describeOrExplain(handle: WorkflowHandle, intentId: string) {
+  try {
+    return await handle.describe();
+  } catch (error) {
+    if ((error as Error).name === 'WorkflowNotFoundError') throw new UserError(`no intent with id ${intentId}`);
+    throw error;
+  }
+}

@@ -1,0 +1,37 @@
+import type { Client } from '@temporalio/client';
+import { intentIdFromWorkflowId } from '../shared/ids';
+
+export interface IntentRow {
+  readonly intentId: string;
+  /** Warden's status (running, waiting, merged, …), or Temporal's when Warden's is unset. */
+  readonly status: string;
+  readonly stage?: string;
+  readonly gate?: string;
+  readonly goal?: string;
+  readonly startTime: string;
+  readonly closeTime?: string;
+}
+
+/**
+ * Lists intents through Temporal visibility (search attributes), newest first. The same query
+ * works in the Web UI, e.g. `WorkflowType = 'intentWorkflow' AND WardenStatus = 'waiting'`.
+ */
+export async function listIntents(client: Client, options: { readonly status?: string; readonly limit: number }): Promise<IntentRow[]> {
+  let query = "WorkflowType = 'intentWorkflow'";
+  if (options.status) query += ` AND WardenStatus = '${options.status.replace(/'/g, '')}'`;
+  const rows: IntentRow[] = [];
+  for await (const wf of client.workflow.list({ query })) {
+    const attr = (name: string) => wf.typedSearchAttributes.getAll().find((p) => p.key.name === name)?.value as string | undefined;
+    rows.push({
+      intentId: intentIdFromWorkflowId(wf.workflowId),
+      status: attr('WardenStatus') ?? wf.status.name.toLowerCase(),
+      stage: attr('WardenStage'),
+      gate: attr('WardenGate'),
+      goal: (wf.memo?.goal as string | undefined) ?? undefined,
+      startTime: wf.startTime.toISOString(),
+      closeTime: wf.closeTime?.toISOString(),
+    });
+    if (rows.length >= options.limit) break;
+  }
+  return rows;
+}

@@ -1,0 +1,34 @@
+import path from 'node:path';
+import type { RunIntentResult } from './run-intent';
+
+/**
+ * Prints how a followed intent ended and returns the exit code: 0 merged (or detached),
+ * 1 rejected or failed, 130 cancelled.
+ */
+export function reportResult(result: RunIntentResult, printJson: ((value: unknown) => void) | undefined, print: (line: string) => void): number {
+  if (printJson) printJson(result);
+  if (result.detached) {
+    if (!printJson) print(`follow it with: warden status ${result.intentId}`);
+    return 0;
+  }
+  switch (result.kind) {
+    case 'completed': {
+      const { outcome } = result;
+      if (outcome.status === 'merged') {
+        if (!printJson) {
+          print(`merged ${outcome.mergedCommit} (spend $${outcome.spendUsd.toFixed(2)})`);
+          if (outcome.lineagePath) print(`lineage: ${outcome.lineagePath}`);
+        }
+        return 0;
+      }
+      if (!printJson) print(`rejected: ${outcome.reason ?? 'no reason given'}; nothing was merged${outcome.lineagePath ? `; lineage kept at ${outcome.lineagePath}` : ''}`);
+      return 1;
+    }
+    case 'failed':
+      if (!printJson) print(`failed: ${result.message}; nothing was merged${result.state?.lineagePath ? `; lineage kept at ${path.resolve(result.state.lineagePath)}` : ''}`);
+      return 1;
+    case 'cancelled':
+      if (!printJson) print('cancelled; nothing was merged');
+      return 130;
+  }
+}

@@ -1,0 +1,58 @@
+import type { Logger } from 'pino';
+import type { RuntimeConfig } from '../runtime/config';
+import { UserError } from '../shared/errors';
+import type { IntentInput } from '../shared/intent';
+import { followIntent, type FollowResult } from './follow';
+import { startIntent, validateIntent } from './intents';
+import { connectTemporal, hasLiveWorker, startWorker, webUiLink, type RunningWorker } from './session';
+
+export interface RunIntentOptions {
+  readonly config: RuntimeConfig;
+  readonly logger: Logger;
+  readonly detach: boolean;
+  readonly approve: boolean;
+  readonly interactive: boolean;
+  readonly by: string;
+  readonly print: (line: string) => void;
+}
+
+export type RunIntentResult = { readonly intentId: string; readonly detached: true } | ({ readonly intentId: string; readonly detached: false } & FollowResult);
+
+/**
+ * Starts an intent and, unless detached, follows it to the end. If no worker polls Warden's task
+ * queue, one runs in this process for as long as the intent is followed.
+ */
+export async function runIntent(input: IntentInput, options: RunIntentOptions): Promise<RunIntentResult> {
+  const intent = validateIntent(input);
+  const target = await connectTemporal(options.config, (m) => options.print(m));
+  let worker: RunningWorker | undefined;
+  try {
+    if (options.detach && target.embedded) {
+      throw new UserError('--detach needs a Temporal server that outlives this command: start `warden dev` first, or set TEMPORAL_ADDRESS');
+    }
+    if (!(await hasLiveWorker(target.client, target.namespace))) {
+      if (options.detach) {
+        options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
+      } else {
+        worker = await startWorker(target, options.config, options.logger);
+      }
+    }
+    await startIntent(target.client, intent);
+    options.print(`started intent ${intent.id}: ${intent.goal}`);
+    const link = webUiLink(target, intent.id);
+    if (link) options.print(`Web UI: ${link}`);
+    if (options.detach) return { intentId: intent.id, detached: true };
+    const result = await followIntent({
+      client: target.client,
+      intentId: intent.id,
+      approve: options.approve,
+      interactive: options.interactive,
+      by: options.by,
+      print: options.print,
+    });
+    return { intentId: intent.id, detached: false, ...result };
+  } finally {
+    await worker?.stop();
+    await target.close();
+  }
+}

@@ -1,0 +1,67 @@
+import type { Client } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import { Runtime, DefaultLogger } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import type { RuntimeConfig } from '../runtime/config';
+import { connectTemporal, type TemporalTarget } from '../runtime/temporal';
+import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
+import { createWardenWorker } from '../workers/warden-worker';
+
+/** A worker running in this process, and how to stop it. */
+export interface RunningWorker {
+  readonly worker: Worker;
+  stop(): Promise<void>;
+}
+
+let runtimeInstalled = false;
+
+/** Keeps the SDK's own logging to warnings, so CLI output stays readable. */
+export function quietSdkRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+}
+
+/** Starts a Warden worker in this process against `target`. */
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, logger: Logger): Promise<RunningWorker> {
+  quietSdkRuntime();
+  const worker = await createWardenWorker({
+    connection: await target.nativeConnection(),
+    namespace: target.namespace,
+    worktreeRoot: config.worktreeRoot,
+    lineageRoot: config.lineageRoot,
+    logger,
+  });
+  const running = worker.run();
+  return {
+    worker,
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+    },
+  };
+}
+
+/**
+ * True if some worker polled Warden's task queue in the last minute. Pollers long-poll for up to
+ * a minute, so an older entry is a worker that has gone.
+ */
+export async function hasLiveWorker(client: Client, namespace: string): Promise<boolean> {
+  const response = await client.workflowService.describeTaskQueue({
+    namespace,
+    taskQueue: { name: TASK_QUEUE },
+    taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
+  });
+  const cutoff = Date.now() - 70_000;
+  return (response.pollers ?? []).some((poller) => {
+    const seconds = Number(poller.lastAccessTime?.seconds ?? 0);
+    return seconds * 1000 >= cutoff;
+  });
+}
+
+/** Link to an intent in the Temporal Web UI. */
+export function webUiLink(target: TemporalTarget, intentId: string): string | undefined {
+  return target.uiUrl ? `${target.uiUrl}/namespaces/${target.namespace}/workflows/${workflowIdForIntent(intentId)}` : undefined;
+}
+
+export { connectTemporal };

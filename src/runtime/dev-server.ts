@@ -1,0 +1,312 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { mkdir, open } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
+import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../shared/search-attributes';
+
+export interface DevServerOptions {
+  /** Absolute path of the `temporal` CLI binary. */
+  readonly cliPath: string;
+  /** SQLite file to persist to; undefined keeps everything in memory. */
+  readonly dbFile?: string;
+  /** Frontend gRPC port; default 7233; 0 picks a free port. */
+  readonly port?: number;
+  /** Web UI port; default port+1000; 0 picks a free port; false turns the UI off. */
+  readonly uiPort?: number | false;
+  /** Namespace to create and wait for; default 'default'. */
+  readonly namespace?: string;
+  /** File that receives the server's stdout and stderr (appended); otherwise they are dropped. */
+  readonly logFile?: string;
+  readonly log?: (m: string) => void;
+}
+
+export interface DevServer {
+  /** host:port of the frontend. */
+  readonly address: string;
+  readonly namespace: string;
+  /** Set when the UI is on. */
+  readonly uiUrl?: string;
+  readonly pid: number;
+  /** SIGTERM, then SIGKILL after 5 s; resolves once the process has exited. Idempotent. */
+  stop(): Promise<void>;
+}
+
+const HOST = '127.0.0.1';
+const READY_TIMEOUT_MS = 60_000;
+const STOP_GRACE_MS = 5_000;
+const TAIL_BYTES = 4096;
+
+/** CLI type names (`--search-attribute NAME=Keyword`) to the SDK's SearchAttributeType names. */
+const CLI_TO_SDK_TYPE = {
+  Text: 'TEXT',
+  Keyword: 'KEYWORD',
+  Int: 'INT',
+  Double: 'DOUBLE',
+  Bool: 'BOOL',
+  Datetime: 'DATETIME',
+  KeywordList: 'KEYWORD_LIST',
+} as const;
+
+/** Asks the OS for a free TCP port on 127.0.0.1. */
+function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, HOST, () => {
+      const addr = server.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      server.close(() => (port ? resolve(port) : reject(new Error('could not get a free port'))));
+    });
+  });
+}
+
+/** True when nothing listens on the port, so a stale server cannot pass our readiness check. */
+function isPortFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, HOST, () => server.close(() => resolve(true)));
+  });
+}
+
+function tcpOpen(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+function splitAddress(address: string): { host: string; port: number } | undefined {
+  const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(address);
+  return m ? { host: m[1]!, port: Number(m[2]) } : undefined;
+}
+
+/**
+ * True if a Temporal frontend answers at `address` (host:port) within `timeoutMs` (default 3 s).
+ * A plain TCP probe first makes the common "nothing listens" case fail fast.
+ */
+export async function isTemporalReachable(address: string, timeoutMs = 3000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  const parts = splitAddress(address);
+  if (parts && !(await tcpOpen(parts.host, parts.port, timeoutMs))) return false;
+  const connection = Connection.lazy({ address, connectTimeout: Math.max(1, deadline - Date.now()) });
+  try {
+    await connection.ensureConnected();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await connection.close();
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Reads the last bytes of a file, for error messages. */
+async function fileTail(file: string): Promise<string> {
+  try {
+    const handle = await open(file, 'r');
+    try {
+      const { size } = await handle.stat();
+      const length = Math.min(size, TAIL_BYTES);
+      const buffer = Buffer.alloc(length);
+      await handle.read(buffer, 0, length, size - length);
+      return buffer.toString('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return '';
+  }
+}
+
+async function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return true;
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), timeoutMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/** Connects and asks for the namespace, retrying until it answers or `deadline`. */
+async function waitUntilReady(
+  address: string,
+  namespace: string,
+  deadline: number,
+  exited: () => string | undefined,
+): Promise<Connection> {
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    const why = exited();
+    if (why) throw new Error(why);
+    const attemptDeadline = Math.min(deadline, Date.now() + 2000);
+    const connection = Connection.lazy({ address, connectTimeout: Math.max(1, attemptDeadline - Date.now()) });
+    try {
+      await connection.ensureConnected();
+      await connection.withDeadline(attemptDeadline, () => connection.workflowService.describeNamespace({ namespace }));
+      return connection;
+    } catch (err) {
+      lastError = err;
+      await connection.close();
+    }
+    await sleep(250);
+  }
+  const why = exited();
+  if (why) throw new Error(why);
+  throw new Error(
+    `Temporal dev server at ${address} was not ready within ${READY_TIMEOUT_MS / 1000} s: ` +
+      (lastError instanceof Error ? lastError.message : String(lastError)),
+  );
+}
+
+/**
+ * Registers any of Warden's search attributes the namespace lacks. Needed because the CLI applies
+ * `--search-attribute` only when it creates the namespace: on an existing --db-filename it
+ * silently ignores attributes that were added since.
+ */
+async function ensureSearchAttributes(connection: Connection, namespace: string, log: (m: string) => void): Promise<void> {
+  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+  const existing = customAttributes ?? {};
+  const missing: Record<string, number> = {};
+  for (const [name, cliType] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS)) {
+    const wanted = encodeSearchAttributeIndexedValueType(CLI_TO_SDK_TYPE[cliType]);
+    if (wanted === undefined) throw new Error(`Unknown search attribute type ${cliType} for ${name}`);
+    const have = existing[name];
+    if (have === undefined || have === null) {
+      missing[name] = wanted;
+    } else if (have !== wanted) {
+      throw new Error(
+        `Search attribute ${name} is registered in namespace ${namespace} with another type than ${cliType}; ` +
+          'use a fresh database file',
+      );
+    }
+  }
+  const names = Object.keys(missing);
+  if (names.length === 0) return;
+  log(`Registering search attributes ${names.join(', ')} in namespace ${namespace}`);
+  await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
+}
+
+/**
+ * Starts `temporal server start-dev` on 127.0.0.1 with Warden's search attributes, and resolves
+ * once the namespace answers (60 s at most). Rejects with the server's output tail if it exits
+ * early. The returned handle's `stop()` ends the process.
+ */
+export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
+  const log = opts.log ?? (() => undefined);
+  const namespace = opts.namespace ?? 'default';
+  const port = opts.port === undefined ? 7233 : opts.port === 0 ? await findFreePort() : opts.port;
+  let uiPort: number | undefined;
+  if (opts.uiPort !== false) {
+    uiPort = opts.uiPort === undefined ? port + 1000 : opts.uiPort === 0 ? await findFreePort() : opts.uiPort;
+  }
+  for (const p of uiPort === undefined ? [port] : [port, uiPort]) {
+    if (!(await isPortFree(p))) throw new Error(`Cannot start the Temporal dev server: port ${p} on ${HOST} is in use`);
+  }
+
+  const args = ['server', 'start-dev', '--ip', HOST, '--port', String(port)];
+  if (uiPort === undefined) args.push('--headless');
+  else args.push('--ui-port', String(uiPort));
+  args.push('--namespace', namespace);
+  if (opts.dbFile) {
+    const dbFile = path.resolve(opts.dbFile);
+    await mkdir(path.dirname(dbFile), { recursive: true });
+    args.push('--db-filename', dbFile);
+  }
+  args.push('--log-level', 'warn');
+  for (const [name, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS)) {
+    args.push('--search-attribute', `${name}=${type}`);
+  }
+
+  // With a log file the child writes to it directly; without one we keep only a stderr tail.
+  let logFd: number | undefined;
+  if (opts.logFile) {
+    await mkdir(path.dirname(path.resolve(opts.logFile)), { recursive: true });
+    logFd = openSync(opts.logFile, 'a');
+  }
+  const address = `${HOST}:${port}`;
+  log(`Starting Temporal dev server at ${address}${opts.dbFile ? ` (db ${opts.dbFile})` : ' (in memory)'}`);
+  let child: ChildProcess;
+  try {
+    child = spawn(opts.cliPath, args, {
+      stdio: ['ignore', logFd ?? 'ignore', logFd ?? 'pipe'],
+      detached: false,
+    });
+  } finally {
+    if (logFd !== undefined) closeSync(logFd);
+  }
+
+  let stderrTail = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    stderrTail = (stderrTail + chunk).slice(-TAIL_BYTES);
+  });
+  // 'close' fires once the stdio pipes are drained, so the stderr tail is complete by then.
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  let spawnError: Error | undefined;
+  child.once('error', (err) => {
+    spawnError = err;
+  });
+  // Do not leave an orphaned server behind when this process exits without calling stop().
+  const killOnExit = (): void => {
+    child.kill('SIGKILL');
+  };
+  process.once('exit', killOnExit);
+
+  const exitReason = (): string | undefined => {
+    if (spawnError) return `Could not run ${opts.cliPath}: ${spawnError.message}`;
+    if (child.exitCode === null && child.signalCode === null) return undefined;
+    const how = child.exitCode !== null ? `code ${child.exitCode}` : `signal ${child.signalCode}`;
+    return `Temporal dev server exited early (${how})`;
+  };
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      if (!(await waitForExit(child, 0))) {
+        child.kill('SIGTERM');
+        if (!(await waitForExit(child, STOP_GRACE_MS))) {
+          log('Temporal dev server did not stop after SIGTERM; sending SIGKILL');
+          child.kill('SIGKILL');
+          await waitForExit(child, STOP_GRACE_MS);
+        }
+      }
+      process.removeListener('exit', killOnExit);
+    })();
+    return stopping;
+  };
+
+  try {
+    const connection = await waitUntilReady(address, namespace, Date.now() + READY_TIMEOUT_MS, exitReason);
+    try {
+      await ensureSearchAttributes(connection, namespace, log);
+    } finally {
+      await connection.close();
+    }
+  } catch (err) {
+    await stop();
+    await Promise.race([closed, sleep(1000)]);
+    const tail = (opts.logFile ? await fileTail(opts.logFile) : stderrTail).trim();
+    const message = err instanceof Error ? err.message : String(err);
+    throw new Error(tail ? `${message}\n--- server output (tail) ---\n${tail}` : message, { cause: err });
+  }
+
+  const uiUrl = uiPort === undefined ? undefined : `http://${HOST}:${uiPort}`;
+  log(`Temporal dev server ready at ${address}${uiUrl ? `, UI at ${uiUrl}` : ''}`);
+  return { address, namespace, uiUrl, pid: child.pid ?? -1, stop };
+}

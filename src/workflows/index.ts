@@ -1,0 +1,2 @@
+/** Everything the worker loads into the workflow sandbox. */
+export { intentWorkflow } from './intent-workflow';
