@@ -1,0 +1,178 @@
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import { startIntent, intentHandle } from '../../src/client/intents';
+import { decideSignal, stateQuery } from '../../src/shared/messages';
+import type { IntentInput } from '../../src/shared/intent';
+import type { IntentState } from '../../src/shared/state';
+import { UserError } from '../../src/shared/errors';
+import { DEMO_SCRIPT, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
+
+let world: TestWorld;
+let worker: Worker;
+let running: Promise<void>;
+
+/** The demo script with no delays: impl fails once, then passes. */
+const fastScript = (() => {
+  const script = JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8'));
+  for (const attempts of Object.values(script.stages) as { delayMs?: number }[][]) for (const a of attempts) a.delayMs = 0;
+  return writeScript(script);
+})();
+
+beforeAll(async () => {
+  world = await createTestWorld('intent');
+  worker = await world.worker();
+  running = worker.run();
+});
+
+afterAll(async () => {
+  worker.shutdown();
+  await running;
+  await world.close();
+});
+
+let counter = 0;
+function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): IntentInput {
+  counter += 1;
+  return {
+    id: `t${counter}-${Date.now()}`,
+    goal: 'Add slugify() to the strings library',
+    repoPath,
+    baseBranch: 'main',
+    paths: ['lib/**'],
+    agent: { kind: 'scripted', scriptPath: fastScript },
+    ...overrides,
+  };
+}
+
+async function waitForGate(intentId: string): Promise<IntentState> {
+  return waitFor(async () => {
+    const state = await intentHandle(world.client, intentId).query(stateQuery);
+    return state.pendingGate ? state : undefined;
+  }, 60_000, `intent ${intentId} to reach the merge gate`);
+}
+
+function worktreesLeft(): string[] {
+  if (!existsSync(world.worktreeRoot)) return [];
+  return readdirSync(world.worktreeRoot).flatMap((repo) => readdirSync(path.join(world.worktreeRoot, repo)));
+}
+
+test('an approved intent runs every stage, loops impl until tests pass, and merges into main', async () => {
+  const repo = makeSampleRepo();
+  const intent = intentFor(repo);
+  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const atGate = await waitForGate(intent.id);
+  expect(atGate.attempts).toEqual({ triage: 1, lld: 1, spec: 1, impl: 2, review: 1 });
+  expect(atGate.tests.map((t) => t.passed)).toEqual([false, true]);
+  expect(atGate.tests[0]!.summary).toContain('1 failed');
+  expect(git(repo, 'rev-parse', 'main')).toBe(git(repo, 'rev-list', '--max-count=1', 'main')); // nothing merged yet
+  expect(git(repo, 'log', '--oneline', 'main')).not.toContain('warden');
+
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  const outcome = await handle.result();
+
+  expect(outcome.status).toBe('merged');
+  expect(git(repo, 'rev-parse', 'main')).toBe(outcome.mergedCommit);
+  expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toContain('function slugify');
+  expect(git(repo, 'show', '--name-only', '--format=', `main:docs/lineage/done/${intent.id}`)).toContain('05-review.md');
+  expect(outcome.lineagePath).toBe(`${repo}/docs/lineage/done/${intent.id}`);
+  expect(existsSync(path.join(outcome.lineagePath!, '04-impl-attempt-1-tests.log'))).toBe(true);
+  expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
+  expect(worktreesLeft()).toEqual([]);
+  const final = await handle.query(stateQuery);
+  expect(final.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'tester', timedOut: false })]);
+  expect(final.spendUsd).toBeCloseTo(0.004 + 0.008 + 0.007 + 0.012 + 0.014 + 0.006, 6);
+});
+
+test('a second start of a running intent id is refused with a clear message', async () => {
+  const repo = makeSampleRepo();
+  const intent = intentFor(repo);
+  const handle = await startIntent(world.client, intent, world.taskQueue);
+  await expect(startIntent(world.client, intent, world.taskQueue)).rejects.toThrow(UserError);
+  await expect(startIntent(world.client, intent, world.taskQueue)).rejects.toThrow(/already running/);
+  await waitForGate(intent.id);
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'cleanup' });
+  await handle.result();
+});
+
+test('a rejected merge gate merges nothing and removes the branch and the worktree', async () => {
+  const repo = makeSampleRepo();
+  const before = git(repo, 'rev-parse', 'main');
+  const intent = intentFor(repo);
+  const handle = await startIntent(world.client, intent, world.taskQueue);
+  await waitForGate(intent.id);
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'not this way' });
+  const outcome = await handle.result();
+  expect(outcome).toMatchObject({ status: 'rejected', reason: 'not this way' });
+  expect(git(repo, 'rev-parse', 'main')).toBe(before);
+  expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
+  expect(worktreesLeft()).toEqual([]);
+  // the record of what happened survives outside the repo
+  expect(outcome.lineagePath).toBe(path.join(world.lineageRoot, intent.id));
+  expect(existsSync(path.join(outcome.lineagePath!, '05-review.md'))).toBe(true);
+});
+
+test('invalid decide payloads are ignored and counted; a valid one still decides', async () => {
+  const repo = makeSampleRepo();
+  const intent = intentFor(repo);
+  const handle = await startIntent(world.client, intent, world.taskQueue);
+  await waitForGate(intent.id);
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'tester' });
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve' });
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester' }); // no reason
+  await handle.signal(decideSignal, 'approve');
+  await handle.signal(decideSignal, { gate: 'lld', decision: 'approve', by: 'tester' });
+  const state = await waitFor(async () => {
+    const s = await handle.query(stateQuery);
+    return s.rejectedSignals === 5 ? s : undefined;
+  }, 10_000, 'five ignored signals');
+  expect(state.pendingGate?.gate).toBe('merge');
+  expect(state.decisions).toEqual([]);
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+});
+
+test('a gate with no decision times out and rejects', async () => {
+  const repo = makeSampleRepo();
+  const before = git(repo, 'rev-parse', 'main');
+  const intent = intentFor(repo, { limits: { gateTimeout: '2s' } });
+  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const outcome = await handle.result();
+  expect(outcome.status).toBe('rejected');
+  expect(outcome.reason).toBe('no decision within 2s');
+  const state = await handle.query(stateQuery);
+  expect(state.decisions).toEqual([expect.objectContaining({ decision: 'reject', by: 'warden', timedOut: true })]);
+  expect(git(repo, 'rev-parse', 'main')).toBe(before);
+});
+
+test('impl that never passes fails after its attempt cap, merges nothing and leaves no worktree', async () => {
+  const repo = makeSampleRepo();
+  const before = git(repo, 'rev-parse', 'main');
+  const script = writeScript({ stages: { impl: [{ output: 'tried', edits: [{ path: 'lib/strings.js', content: 'module.exports = {};\n' }] }] } });
+  const intent = intentFor(repo, { agent: { kind: 'scripted', scriptPath: script }, limits: { implAttempts: 2 } });
+  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const error = await handle.result().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect(String((error as WorkflowFailedError).cause?.message)).toMatch(/tests still fail after 2 impl attempts/);
+  const state = await handle.query(stateQuery);
+  expect(state.status).toBe('failed');
+  expect(state.attempts.impl).toBe(2);
+  expect(git(repo, 'rev-parse', 'main')).toBe(before);
+  expect(worktreesLeft()).toEqual([]);
+  // the branch stays, so the work can be inspected or resumed
+  expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toContain(`warden/${intent.id}`);
+});
+
+test('an intent that fails validation in the workflow fails at once and touches nothing', async () => {
+  const handle = await world.client.workflow.start('intentWorkflow', {
+    taskQueue: world.taskQueue,
+    workflowId: `intent-invalid-${Date.now()}`,
+    args: [{ id: 'bad id with spaces', goal: '', repoPath: 'relative/path', agent: { kind: 'robot' } }],
+  });
+  const error = await handle.result().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  const cause = (error as WorkflowFailedError).cause as Error & { type?: string };
+  expect(cause.type).toBe('INVALID_INTENT');
+  expect(cause.message).toMatch(/id: .*goal: the goal must not be empty.*repoPath: the repository path must be absolute/);
+});
