@@ -8,4 +8,6 @@ module.exports = {
   globalTeardown: '<rootDir>/test/global-teardown.ts',
   testTimeout: 120_000,
   maxWorkers: 2,
+  // The Temporal SDK's native runtime keeps a handle open after every connection is closed.
+  forceExit: true,
 };

@@ -1,1 +1,14 @@
-export default async function globalTeardown(): Promise<void> {}
+import type { DevServer } from '../src/runtime/dev-server';
+import { DEV_SERVER_GLOBAL } from './global-setup';
+
+/** Stops the dev server that globalSetup started, if it started one. */
+export default async function globalTeardown(): Promise<void> {
+  const holder = globalThis as Record<string, unknown>;
+  const server = holder[DEV_SERVER_GLOBAL] as DevServer | undefined;
+  if (!server) return;
+  delete holder[DEV_SERVER_GLOBAL];
+  await server.stop();
+  // So a later globalSetup in this process (watch mode) starts a new server instead of reusing this one.
+  delete process.env.TEMPORAL_ADDRESS;
+  delete process.env.TEMPORAL_NAMESPACE;
+}

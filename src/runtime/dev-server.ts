@@ -114,6 +114,16 @@ export async function isTemporalReachable(address: string, timeoutMs = 3000): Pr
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Waits for `promise` at most `ms`, leaving no timer behind either way. */
+async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Reads the last bytes of a file, for error messages. */
 async function fileTail(file: string): Promise<string> {
   try {
@@ -145,15 +155,21 @@ async function waitForExit(child: ChildProcess, timeoutMs: number): Promise<bool
 
 /** Connects and asks for the namespace, retrying until it answers or `deadline`. */
 async function waitUntilReady(
-  address: string,
+  port: number,
   namespace: string,
   deadline: number,
   exited: () => string | undefined,
 ): Promise<Connection> {
-  let lastError: unknown;
+  const address = `${HOST}:${port}`;
+  let lastError: unknown = new Error('the port never opened');
   while (Date.now() < deadline) {
     const why = exited();
     if (why) throw new Error(why);
+    // Cheap TCP probe first: the port stays closed for most of the start-up.
+    if (!(await tcpOpen(HOST, port, 1000))) {
+      await sleep(100);
+      continue;
+    }
     const attemptDeadline = Math.min(deadline, Date.now() + 2000);
     const connection = Connection.lazy({ address, connectTimeout: Math.max(1, attemptDeadline - Date.now()) });
     try {
@@ -292,7 +308,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   };
 
   try {
-    const connection = await waitUntilReady(address, namespace, Date.now() + READY_TIMEOUT_MS, exitReason);
+    const connection = await waitUntilReady(port, namespace, Date.now() + READY_TIMEOUT_MS, exitReason);
     try {
       await ensureSearchAttributes(connection, namespace, log);
     } finally {
@@ -300,7 +316,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     }
   } catch (err) {
     await stop();
-    await Promise.race([closed, sleep(1000)]);
+    await settledWithin(closed, 1000);
     const tail = (opts.logFile ? await fileTail(opts.logFile) : stderrTail).trim();
     const message = err instanceof Error ? err.message : String(err);
     throw new Error(tail ? `${message}\n--- server output (tail) ---\n${tail}` : message, { cause: err });

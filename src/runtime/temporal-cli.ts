@@ -154,7 +154,7 @@ function canReach(url: string, timeoutMs: number): Promise<boolean> {
 
 /** One-line error text; for a failed command, its first message line plus the stderr tail. */
 function errorText(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
+  const message = (err instanceof Error ? err.message : String(err)).trim();
   const stderr = err && typeof err === 'object' && 'stderr' in err ? String(err.stderr ?? '').trim() : '';
   if (!stderr) return message;
   return `${message.split('\n')[0]}: ${stderr.split('\n').slice(-5).join(' | ')}`;

@@ -1,0 +1,237 @@
+import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { createCommandAgent } from '../../src/activities/agents/command-agent';
+import type { AgentRequest } from '../../src/activities/agents/agent';
+import { parseDuration } from '../../src/shared/duration';
+import { FailureType } from '../../src/shared/errors';
+import { CommandAgentProfileSchema, LimitsSchema, type CommandAgentProfile } from '../../src/shared/intent';
+
+let worktree: string;
+beforeEach(() => {
+  worktree = mkdtempSync(path.join(os.tmpdir(), 'warden-agent-worktree-'));
+});
+afterEach(() => {
+  rmSync(worktree, { recursive: true, force: true });
+});
+
+function profile(fields: Partial<CommandAgentProfile> & { command: string }): CommandAgentProfile {
+  return CommandAgentProfileSchema.parse({ kind: 'command', ...fields });
+}
+
+function request(fields: Partial<AgentRequest> = {}): AgentRequest {
+  return {
+    intentId: 'intent-1',
+    stage: 'impl',
+    attempt: 1,
+    prompt: 'do the thing',
+    worktreePath: worktree,
+    signal: new AbortController().signal,
+    heartbeat: () => undefined,
+    ...fields,
+  };
+}
+
+/** The error a promise rejects with (fails the test if it resolves). */
+async function failureOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected the agent to fail');
+}
+
+async function applicationFailureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
+  const err = await failureOf(promise);
+  expect(err).toBeInstanceOf(ApplicationFailure);
+  return err as ApplicationFailure;
+}
+
+const TRICKY_PROMPT = `Fix it's "bug" in $HOME and \`id\`; $(touch pwned) \\ \nsecond line {prompt} {promptFile} 'end'`;
+
+describe('createCommandAgent', () => {
+  it('pipes the prompt to stdin and returns stdout with zero usage', async () => {
+    const result = await createCommandAgent(profile({ command: 'cat' })).run(request({ prompt: TRICKY_PROMPT }));
+    expect(result).toEqual({ output: TRICKY_PROMPT, usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0 });
+    expect(existsSync(path.join(worktree, 'pwned'))).toBe(false);
+  });
+
+  it('replaces {prompt} with the shell-quoted prompt', async () => {
+    const agent = createCommandAgent(profile({ command: "printf '%s' {prompt}", promptVia: 'arg' }));
+    const result = await agent.run(request({ prompt: TRICKY_PROMPT }));
+    expect(result.output).toBe(TRICKY_PROMPT);
+    expect(existsSync(path.join(worktree, 'pwned'))).toBe(false);
+  });
+
+  it('replaces {promptFile} with a temp file outside the worktree and removes it afterwards', async () => {
+    const agent = createCommandAgent(
+      profile({ command: "cat {promptFile}; printf '\\n%s' {promptFile}", promptVia: 'arg' }),
+    );
+    const result = await agent.run(request({ prompt: TRICKY_PROMPT }));
+    const file = result.output.slice(TRICKY_PROMPT.length + 1);
+
+    expect(result.output.slice(0, TRICKY_PROMPT.length)).toBe(TRICKY_PROMPT);
+    expect(path.isAbsolute(file)).toBe(true);
+    expect(realpathSync(path.dirname(path.dirname(file)))).toBe(realpathSync(os.tmpdir()));
+    expect(file.startsWith(worktree)).toBe(false);
+    expect(existsSync(file)).toBe(false);
+    expect(existsSync(path.dirname(file))).toBe(false);
+    expect(readdirSync(worktree)).toEqual([]);
+  });
+
+  it('supports {prompt} and {promptFile} in one command', async () => {
+    const agent = createCommandAgent(
+      profile({ command: "printf '%s|' {prompt}; cat {promptFile}", promptVia: 'arg' }),
+    );
+    expect((await agent.run(request({ prompt: 'a b' }))).output).toBe('a b|a b');
+  });
+
+  it('removes the prompt file when the agent fails too', async () => {
+    const agent = createCommandAgent(profile({ command: 'echo {promptFile} >&2; exit 1', promptVia: 'arg' }));
+    const failure = await applicationFailureOf(agent.run(request()));
+    const file = /(\/\S+prompt\.md)/.exec(failure.message)?.[1];
+    expect(file).toBeDefined();
+    expect(existsSync(file!)).toBe(false);
+  });
+
+  it('does not hand the prompt on stdin when it goes in the arguments', async () => {
+    const agent = createCommandAgent(profile({ command: 'cat; echo {prompt}', promptVia: 'arg', timeout: '5s' }));
+    expect((await agent.run(request({ prompt: 'p' }))).output).toBe('p\n');
+  });
+
+  it('fails with AGENT_FAILED, the exit code and the tail of stderr on a non-zero exit', async () => {
+    const agent = createCommandAgent(
+      profile({ command: "head -c 3000 /dev/zero | tr '\\0' x >&2; echo THE-END >&2; exit 3" }),
+    );
+    const failure = await applicationFailureOf(agent.run(request()));
+    expect(failure.type).toBe(FailureType.AgentFailed);
+    expect(failure.nonRetryable).toBe(false);
+    expect(failure.message).toContain('exited with code 3');
+    expect(failure.message).toContain('THE-END');
+    expect(failure.message).toContain('x'.repeat(400));
+    expect(failure.message).not.toContain('x'.repeat(600));
+  });
+
+  it('fails with AGENT_TIMED_OUT when the command outlives the profile timeout', async () => {
+    const agent = createCommandAgent(profile({ command: 'sleep 30', timeout: '300ms' }));
+    const started = Date.now();
+    const failure = await applicationFailureOf(agent.run(request()));
+    expect(failure.type).toBe(FailureType.AgentTimedOut);
+    expect(failure.nonRetryable).toBe(false);
+    expect(Date.now() - started).toBeLessThan(300 + 2_000);
+  });
+
+  it('fails with non-retryable AGENT_OUTPUT_TOO_LARGE when the command floods', async () => {
+    const agent = createCommandAgent(profile({ command: 'yes', maxOutputBytes: 1_000 }));
+    const failure = await applicationFailureOf(agent.run(request()));
+    expect(failure.type).toBe(FailureType.AgentOutputTooLarge);
+    expect(failure.nonRetryable).toBe(true);
+  });
+
+  it('throws a CancelledFailure when the request is aborted, and stops quickly', async () => {
+    const controller = new AbortController();
+    const pending = createCommandAgent(profile({ command: 'sleep 30' })).run(request({ signal: controller.signal }));
+    setTimeout(() => controller.abort(), 200);
+    const started = Date.now();
+    const err = await failureOf(pending);
+    expect(err).toBeInstanceOf(CancelledFailure);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
+  it('does not run at all when the request is already aborted', async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const agent = createCommandAgent(profile({ command: 'touch ran' }));
+    expect(await failureOf(agent.run(request({ signal: controller.signal })))).toBeInstanceOf(CancelledFailure);
+    expect(existsSync(path.join(worktree, 'ran'))).toBe(false);
+  });
+
+  it("hides Warden's Temporal and database credentials from the agent", async () => {
+    const planted: Record<string, string> = {
+      TEMPORAL_ADDRESS: 'localhost:7233',
+      TEMPORAL_NAMESPACE: 'default',
+      WARDEN_SECRET: 's',
+      DATABASE_URL: 'postgres://warden:pw@db/warden',
+      PGPASSWORD: 'pw',
+      AGENT_VISIBLE: 'yes',
+    };
+    const saved = Object.fromEntries(Object.keys(planted).map((name) => [name, process.env[name]]));
+    Object.assign(process.env, planted);
+    try {
+      const { output } = await createCommandAgent(profile({ command: 'env' })).run(request());
+      const names = output.split('\n').map((line) => line.split('=')[0]);
+      expect(names).toContain('PATH');
+      expect(names).toContain('AGENT_VISIBLE');
+      for (const hidden of ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'WARDEN_SECRET', 'DATABASE_URL', 'PGPASSWORD']) {
+        expect(names).not.toContain(hidden);
+      }
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+
+  it('runs in the worktree, where it may edit files', async () => {
+    const agent = createCommandAgent(profile({ command: 'pwd; printf "edited by agent" > notes.txt' }));
+    const { output } = await agent.run(request());
+    expect(realpathSync(output.trim())).toBe(realpathSync(worktree));
+    expect(readFileSync(path.join(worktree, 'notes.txt'), 'utf8')).toBe('edited by agent');
+  });
+
+  it('heartbeats while the command runs', async () => {
+    let beats = 0;
+    await createCommandAgent(profile({ command: 'sleep 1.3' })).run(request({ heartbeat: () => beats++ }));
+    expect(beats).toBeGreaterThanOrEqual(1);
+  });
+
+  it('rejects a profile that cannot deliver the prompt or has a bad timeout', () => {
+    for (const bad of [
+      profile({ command: 'claude -p', promptVia: 'arg' }),
+      { ...profile({ command: 'cat' }), timeout: 'soon' },
+    ]) {
+      let thrown: unknown;
+      try {
+        createCommandAgent(bad);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toBeInstanceOf(ApplicationFailure);
+      expect((thrown as ApplicationFailure).type).toBe(FailureType.InvalidIntent);
+      expect((thrown as ApplicationFailure).nonRetryable).toBe(true);
+    }
+  });
+});
+
+describe('parseDuration', () => {
+  it.each([
+    ['500ms', 500],
+    ['30s', 30_000],
+    ['15m', 900_000],
+    ['24h', 86_400_000],
+    ['2d', 172_800_000],
+    ['1.5s', 1_500],
+    ['0s', 0],
+    ['30 s', 30_000],
+    [' 10m ', 600_000],
+  ])('parses %j as %d ms', (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each(['', '30', 's', '-5s', '5w', '1e3s', '5 sec', '30m extra', 'ms', '1.s', '.5s', '99999999999999d'])(
+    'rejects %j',
+    (text) => {
+      expect(() => parseDuration(text)).toThrow(RangeError);
+    },
+  );
+
+  it('parses every default the intent schema uses', () => {
+    const limits = LimitsSchema.parse({});
+    for (const text of [limits.gateTimeout, limits.stageTimeout, limits.testTimeout, profile({ command: 'x' }).timeout]) {
+      expect(parseDuration(text)).toBeGreaterThan(0);
+    }
+  });
+});

@@ -1,0 +1,169 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parse } from 'yaml';
+import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../src/shared/search-attributes';
+
+interface Service {
+  image?: string;
+  environment?: Record<string, string | number> | string[];
+  depends_on?: string[] | Record<string, { condition?: string }>;
+  healthcheck?: { test?: string | string[] };
+  ports?: (string | { target: number; published: number | string })[];
+  volumes?: (string | { source?: string; target: string })[];
+  entrypoint?: string | string[];
+  command?: string | string[];
+  restart?: string;
+}
+
+const file = path.join(__dirname, '..', 'docker-compose.temporal.yml');
+const text = readFileSync(file, 'utf8');
+const compose = parse(text) as { services: Record<string, Service>; volumes?: Record<string, unknown> };
+const services = compose.services;
+
+function service(name: string): Service {
+  const found = services[name];
+  if (!found) throw new Error(`service ${name} is missing`);
+  return found;
+}
+
+function env(name: string): Record<string, string> {
+  const raw = service(name).environment ?? {};
+  const entries = Array.isArray(raw)
+    ? raw.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)])
+    : Object.entries(raw).map(([key, value]) => [key, String(value)]);
+  return Object.fromEntries(entries);
+}
+
+function dependsOn(name: string): Record<string, string | undefined> {
+  const raw = service(name).depends_on ?? [];
+  return Array.isArray(raw)
+    ? Object.fromEntries(raw.map((dep) => [dep, undefined]))
+    : Object.fromEntries(Object.entries(raw).map(([dep, spec]) => [dep, spec.condition]));
+}
+
+/** `[host port, container port]` pairs; `127.0.0.1:7233:7233` gives `[7233, 7233]`. */
+function published(name: string): [number, number][] {
+  return (service(name).ports ?? []).map((port) => {
+    if (typeof port === 'object') return [Number(port.published), port.target];
+    const parts = port.split(':');
+    return [Number(parts.at(-2)), Number(parts.at(-1))];
+  });
+}
+
+function shellScript(name: string): string {
+  const { entrypoint, command } = service(name);
+  return [entrypoint, command].flat().filter((part) => part !== undefined).join(' ');
+}
+
+const REGISTER = 'temporal-register-search-attributes';
+
+describe('docker-compose.temporal.yml', () => {
+  it('defines the cluster services', () => {
+    for (const name of ['postgresql', 'temporal', 'temporal-ui', 'temporal-admin-tools', REGISTER]) {
+      expect(services[name]).toBeDefined();
+    }
+  });
+
+  it('pins every image to an explicit, non-latest tag', () => {
+    for (const [name, spec] of Object.entries(services)) {
+      const image = spec.image ?? '';
+      const afterSlash = image.slice(image.lastIndexOf('/') + 1);
+      const tag = afterSlash.includes(':') ? afterSlash.slice(afterSlash.indexOf(':') + 1) : '';
+      expect({ name, tag: tag !== '' && tag !== 'latest' && !tag.includes('$') }).toEqual({ name, tag: true });
+    }
+    expect(text).not.toMatch(/:latest\b/);
+  });
+
+  it('starts temporal only once postgresql is healthy', () => {
+    expect(dependsOn('temporal')).toMatchObject({ postgresql: 'service_healthy' });
+    const check = [service('postgresql').healthcheck?.test ?? []].flat().join(' ');
+    expect(check).toContain('pg_isready');
+  });
+
+  it('keeps the database on a named volume', () => {
+    const mounts = (service('postgresql').volumes ?? []).map((v) => (typeof v === 'string' ? v : `${v.source}:${v.target}`));
+    const data = mounts.find((mount) => mount.endsWith(':/var/lib/postgresql/data'));
+    expect(data).toBeDefined();
+    expect(compose.volumes).toHaveProperty(data!.split(':')[0]!);
+  });
+
+  it('publishes the frontend on 7233 and the UI on 8080', () => {
+    expect(published('temporal')).toContainEqual([7233, 7233]);
+    expect(published('temporal-ui')).toContainEqual([8080, 8080]);
+  });
+
+  it('points the UI and the tools at temporal:7233', () => {
+    expect(env('temporal-ui').TEMPORAL_ADDRESS).toBe('temporal:7233');
+    expect(env('temporal-admin-tools').TEMPORAL_ADDRESS).toBe('temporal:7233');
+    expect(env(REGISTER).TEMPORAL_ADDRESS).toBe('temporal:7233');
+  });
+
+  it('gives temporal the database settings postgresql was created with', () => {
+    const temporal = env('temporal');
+    const postgres = env('postgresql');
+    expect(temporal.DB).toMatch(/^postgres12/);
+    expect(services[temporal.POSTGRES_SEEDS!]).toBe(services.postgresql);
+    expect(temporal.DB_PORT).toBe('5432');
+    expect(temporal.POSTGRES_USER).toBe(postgres.POSTGRES_USER);
+    expect(temporal.POSTGRES_PWD).toBe(postgres.POSTGRES_PASSWORD);
+    const check = [service('postgresql').healthcheck?.test ?? []].flat().join(' ');
+    expect(check).toContain(`-U ${postgres.POSTGRES_USER}`);
+  });
+
+  describe('search attribute registration', () => {
+    it('lists exactly SEARCH_ATTRIBUTE_DEFINITIONS', () => {
+      const listed = Object.fromEntries(
+        (env(REGISTER).WARDEN_SEARCH_ATTRIBUTES ?? '').split(/\s+/).filter(Boolean).map((pair) => pair.split('=')),
+      );
+      expect(listed).toEqual(SEARCH_ATTRIBUTE_DEFINITIONS);
+    });
+
+    it('waits for temporal, runs once and escapes every $ from compose', () => {
+      expect(Object.keys(dependsOn(REGISTER))).toContain('temporal');
+      expect(service(REGISTER).restart).toBe('no');
+      const script = shellScript(REGISTER);
+      expect(script).toContain('temporal operator search-attribute create');
+      // Compose interpolates a single `$`; the shell's variables must be written `$$`.
+      expect(script.replace(/\$\$/g, '')).not.toContain('$');
+    });
+
+    it('creates each missing attribute, with its type, through the temporal CLI', () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'warden-compose-test-'));
+      try {
+        const log = path.join(dir, 'calls.log');
+        // A stand-in CLI: the namespace exists, WardenGate is already registered.
+        writeFileSync(
+          path.join(dir, 'temporal'),
+          [
+            '#!/bin/sh',
+            `echo "$*" >> '${log}'`,
+            'case "$*" in *"search-attribute list"*) printf "Name Type\\nWardenGate Keyword\\n";; esac',
+            'exit 0',
+          ].join('\n'),
+        );
+        chmodSync(path.join(dir, 'temporal'), 0o755);
+        const { command } = service(REGISTER);
+        const script = [command].flat().join('\n').replace(/\$\$/g, '$');
+        execFileSync('/bin/sh', ['-c', script], {
+          env: { ...env(REGISTER), PATH: `${dir}:${process.env.PATH}` },
+          timeout: 10_000,
+        });
+
+        const created = readFileSync(log, 'utf8')
+          .split('\n')
+          .filter((call) => call.startsWith('operator search-attribute create'))
+          .map((call) => {
+            expect(call).toContain('--namespace default');
+            expect(call).toContain('--address temporal:7233');
+            return [/--name (\S+)/.exec(call)?.[1], /--type (\S+)/.exec(call)?.[1]];
+          });
+        const expected = Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS).filter(([name]) => name !== 'WardenGate');
+        expect(created).toEqual(expected);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+});

@@ -1,0 +1,100 @@
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import type { WardenActivities } from '../../src/activities';
+import { startIntent } from '../../src/client/intents';
+import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { DEMO_SCRIPT, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
+
+let world: TestWorld;
+let worker: Worker;
+let running: Promise<void>;
+/** Fails the first `runAgentStage` of lld *after* it did its work: a crash between commit and reply. */
+let failAfterLld = true;
+
+beforeAll(async () => {
+  world = await createTestWorld('faults');
+  worker = await world.worker((activities: WardenActivities) => ({
+    ...activities,
+    async runAgentStage(input) {
+      const result = await activities.runAgentStage(input);
+      if (input.stage === 'lld' && failAfterLld) {
+        failAfterLld = false;
+        throw new Error('injected: worker lost the reply after committing');
+      }
+      return result;
+    },
+  }));
+  running = worker.run();
+});
+
+afterAll(async () => {
+  worker.shutdown();
+  await running;
+  await world.close();
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('a retried stage activity does not commit twice', async () => {
+  const repo = makeSampleRepo();
+  const script = JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8'));
+  for (const attempts of Object.values(script.stages) as { delayMs?: number }[][]) for (const a of attempts) a.delayMs = 0;
+  const id = `retry-${Date.now()}`;
+  const handle = await startIntent(
+    world.client,
+    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: writeScript(script) } },
+    world.taskQueue,
+  );
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+  expect(failAfterLld).toBe(false); // the fault did fire
+  const lldCommits = git(repo, 'log', '--oneline', 'main', `--grep=warden(${id}): lld attempt 1`, '--fixed-strings');
+  expect(lldCommits.split('\n').filter(Boolean)).toHaveLength(1);
+  const history = await handle.fetchHistory();
+  const lldFailures = history.events!.filter((e) => e.activityTaskFailedEventAttributes);
+  expect(lldFailures).toHaveLength(0); // retried inside the activity's retry policy, not surfaced as a failure
+  const merges = git(repo, 'log', '--oneline', '--merges', 'main').split('\n').filter(Boolean);
+  expect(merges).toHaveLength(1);
+});
+
+test('cancelling an intent mid-impl kills the agent process group within seconds and removes the worktree', async () => {
+  const repo = makeSampleRepo();
+  const before = git(repo, 'rev-parse', 'main');
+  const pidDir = mkdtempSync(path.join(tmpdir(), 'warden-pid-'));
+  const pidFile = path.join(pidDir, 'agent.pid');
+  // Every stage answers at once, except impl: it records its pid and runs two long children.
+  const command = `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo done; fi`;
+  const id = `cancel-${Date.now()}`;
+  const handle = await startIntent(
+    world.client,
+    { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command } },
+    world.taskQueue,
+  );
+  const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 60_000, 'the impl agent to start');
+  expect(alive(pid)).toBe(true);
+  const cancelledAt = Date.now();
+  await handle.cancel();
+  const error = await handle.result().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect((error as WorkflowFailedError).cause?.name).toBe('CancelledFailure');
+  // the whole process group is gone: the shell and both sleeps
+  await waitFor(() => (alive(-pid) ? undefined : true), 5000, 'the agent process group to die');
+  const killSeconds = (Date.now() - cancelledAt) / 1000;
+  expect(killSeconds).toBeLessThan(10);
+  const state = await handle.query(stateQuery);
+  expect(state.status).toBe('cancelled');
+  expect(git(repo, 'rev-parse', 'main')).toBe(before);
+  const left = existsSync(world.worktreeRoot) ? readdirSync(world.worktreeRoot).flatMap((r) => readdirSync(path.join(world.worktreeRoot, r))) : [];
+  expect(left).toEqual([]);
+});
