@@ -32,7 +32,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   const logger = createLogger(config.logLevel);
   const program = new Command('warden')
     .description('Durable, safety-first orchestrator for autonomous coding agents, on Temporal.')
-    .showHelpAfterError()
+    .showHelpAfterError('(warden --help lists the commands; warden COMMAND --help their options)')
     .exitOverride();
 
   program

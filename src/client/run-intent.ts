@@ -19,8 +19,8 @@ export interface RunIntentOptions {
 export type RunIntentResult = { readonly intentId: string; readonly detached: true } | ({ readonly intentId: string; readonly detached: false } & FollowResult);
 
 /**
- * Starts an intent and, unless detached, follows it to the end. If no worker polls Warden's task
- * queue, one runs in this process for as long as the intent is followed.
+ * Starts an intent and, unless detached, follows it to the end with a worker running in this
+ * process (any other workers on the queue share the work).
  */
 export async function runIntent(input: IntentInput, options: RunIntentOptions): Promise<RunIntentResult> {
   const intent = validateIntent(input);
@@ -30,12 +30,11 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
     if (options.detach && target.embedded) {
       throw new UserError('--detach needs a Temporal server that outlives this command: start `warden dev` first, or set TEMPORAL_ADDRESS');
     }
-    if (!(await hasLiveWorker(target.client, target.namespace))) {
-      if (options.detach) {
-        options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
-      } else {
-        worker = await startWorker(target, options.config, options.logger);
-      }
+    if (!options.detach) {
+      // A worker here guarantees progress while we follow; other workers share the queue.
+      worker = await startWorker(target, options.config, options.logger);
+    } else if (!(await hasLiveWorker(target.client, target.namespace))) {
+      options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
     }
     await startIntent(target.client, intent);
     options.print(`started intent ${intent.id}: ${intent.goal}`);

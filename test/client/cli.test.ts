@@ -1,0 +1,127 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DEMO_SCRIPT, git, makeSampleRepo, waitFor } from '../helpers/env';
+
+const BIN = path.resolve(__dirname, '../../bin/warden.js');
+const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
+const env = { ...process.env, WARDEN_HOME: home, WARDEN_LOG_LEVEL: 'warn', USER: 'cli-tester' };
+
+function warden(...args: string[]) {
+  const result = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 120_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe('bad input gets one line naming the problem, exit code 2, and starts nothing', () => {
+  const repo = makeSampleRepo();
+  const cases: [string, string[], RegExp][] = [
+    ['missing repo', ['--repo', '/nonexistent/repo', '--goal', 'x', '--script', DEMO_SCRIPT], /repository not found: \/nonexistent\/repo/],
+    ['not a git repo', ['--repo', mkdtempSync(path.join(tmpdir(), 'plain-')), '--goal', 'x', '--script', DEMO_SCRIPT], /not a git repository/],
+    ['empty goal', ['--repo', repo, '--goal', '   ', '--script', DEMO_SCRIPT], /--goal is required and must not be empty/],
+    ['unknown agent', ['--repo', repo, '--goal', 'x', '--agent', 'robot'], /'robot' is invalid. Allowed choices are scripted, command/],
+    ['scripted agent without a script', ['--repo', repo, '--goal', 'x', '--agent', 'scripted'], /--agent scripted needs --script FILE/],
+    ['malformed script', ['--repo', repo, '--goal', 'x', '--script', writeTemp('{"stages": {"impl": [{"edits": 3}]}}')], /agent script .* is invalid: stages\.impl\.0/],
+    ['script that is not JSON', ['--repo', repo, '--goal', 'x', '--script', writeTemp('not json')], /cannot read agent script/],
+    ['unknown base branch', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--base', 'nope'], /base branch nope does not exist/],
+    ['bad intent id', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--id', 'has space'], /invalid intent: id: an intent id is/],
+    ['bad attempt cap', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--impl-attempts', 'zero'], /--impl-attempts must be a positive whole number/],
+  ];
+  test.each(cases)('%s', (_name, args, message) => {
+    const result = warden('run', ...args);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(message);
+    expect(result.stdout).not.toMatch(/started intent/);
+  });
+
+  test('dirty base branch', () => {
+    const dirty = makeSampleRepo();
+    writeFileSync(path.join(dirty, 'README.md'), 'changed\n');
+    const result = warden('run', '--repo', dirty, '--goal', 'x', '--script', DEMO_SCRIPT);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/base branch main has uncommitted changes/);
+    expect(git(dirty, 'branch', '--list', 'warden/*')).toBe('');
+  });
+
+  test('reject without a reason', () => {
+    const result = warden('reject', 'some-intent');
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/required option '--reason <text>' not specified/);
+  });
+});
+
+test('--help tells each command', () => {
+  const top = warden('--help');
+  expect(top.code).toBe(0);
+  for (const command of ['dev', 'worker', 'run', 'status', 'list', 'approve', 'reject']) expect(top.stdout).toContain(command);
+  const run = warden('run', '--help');
+  expect(run.code).toBe(0);
+  expect(run.stdout).toMatch(/--approve/);
+  expect(run.stdout).toMatch(/--detach/);
+});
+
+test('warden run --approve drives an intent to a merge; status and list report it', () => {
+  const repo = makeSampleRepo();
+  const id = `cli-${Date.now()}`;
+  const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--paths', 'lib/**', '--approve', '--json');
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  const result = JSON.parse(run.stdout);
+  expect(result).toMatchObject({ intentId: id, kind: 'completed', outcome: { status: 'merged' } });
+  expect(git(repo, 'rev-parse', 'main')).toBe(result.outcome.mergedCommit);
+
+  const status = warden('status', id, '--json');
+  expect(status.code).toBe(0);
+  expect(JSON.parse(status.stdout)).toMatchObject({ intentId: id, workflowStatus: 'COMPLETED', wardenStatus: 'merged' });
+
+  const list = waitForList(id);
+  expect(list).toEqual(expect.arrayContaining([expect.objectContaining({ intentId: id, status: 'merged', goal: 'Add slugify' })]));
+
+  const approveAgain = warden('approve', id);
+  expect(approveAgain.code).toBe(2);
+  expect(approveAgain.stderr).toMatch(new RegExp(`intent ${id} is not running \\(completed\\)`));
+
+  const unknown = warden('status', 'no-such-intent');
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toMatch(/no intent with id no-such-intent/);
+});
+
+test('without a TTY, warden run prints how to decide and waits; warden reject ends it with nothing merged', async () => {
+  const repo = makeSampleRepo();
+  const before = git(repo, 'rev-parse', 'main');
+  const id = `cli-reject-${Date.now()}`;
+  const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  await waitFor(() => (out.includes(`warden reject ${id}`) ? true : undefined), 90_000, 'the gate instructions');
+  expect(out).toContain(`warden approve ${id} --gate merge`);
+
+  const wrongGate = warden('approve', id, '--gate', 'deploy');
+  expect(wrongGate.code).toBe(2);
+  expect(wrongGate.stderr).toMatch(/unknown gate "deploy"/);
+
+  const reject = warden('reject', id, '--reason', 'not now');
+  expect(reject.code).toBe(0);
+  expect(await exited).toBe(1);
+  expect(out).toMatch(/rejected: not now; nothing was merged/);
+  expect(git(repo, 'rev-parse', 'main')).toBe(before);
+});
+
+function waitForList(id: string): Array<Record<string, unknown>> {
+  // visibility is eventually consistent: give it a few tries
+  for (let i = 0; i < 20; i++) {
+    const list = warden('list', '--json');
+    const rows = JSON.parse(list.stdout) as Array<Record<string, unknown>>;
+    if (rows.some((r) => r.intentId === id && r.status === 'merged')) return rows;
+    spawnSync('sleep', ['0.5']);
+  }
+  return JSON.parse(warden('list', '--json').stdout);
+}
+
+function writeTemp(content: string): string {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'script-')), 'script.json');
+  writeFileSync(file, content);
+  return file;
+}
