@@ -1,8 +1,9 @@
 import type { DevServer } from '../src/runtime/dev-server';
-import { DEV_SERVER_GLOBAL } from './global-setup';
+import { DEV_SERVER_GLOBAL, stopTestPostgres } from './global-setup';
 
-/** Stops the dev server that globalSetup started, if it started one. */
+/** Stops the servers that globalSetup started, if it started them. */
 export default async function globalTeardown(): Promise<void> {
+  await stopTestPostgres();
   const holder = globalThis as Record<string, unknown>;
   const server = holder[DEV_SERVER_GLOBAL] as DevServer | undefined;
   if (!server) return;

@@ -1,0 +1,505 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { z } from 'zod';
+import {
+  BudgetReservationRequestSchema,
+  COST_GROUPINGS,
+  CostEventSchema,
+  DaySchema,
+  GateDecisionRowSchema,
+  SafetyEventSchema,
+  SEVERITIES,
+  UsdSchema,
+  type BudgetReservation,
+  type BudgetReservationRequest,
+  type CostEventInput,
+  type CostGrouping,
+  type CostRow,
+  type DailyReport,
+  type GateDecisionInput,
+  type GlobalStop,
+  type SafetyEventInput,
+  type SafetyEventType,
+  type Severity,
+  type TimelineEntry,
+} from './types';
+
+/** A state conflict no retry can fix (settling a released reservation, settling above the reservation, …). */
+export class LedgerError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LedgerError';
+  }
+}
+
+/** Safety events the daily report counts as anomalies (Layer 5). */
+export const ANOMALY_EVENT_TYPES = [
+  'ANOMALY_DETECTED',
+  'CASCADE_DETECTED',
+  'STAGNATION_DETECTED',
+  'SANDBOX_ESCAPE_ATTEMPTED',
+  'MODE_VIOLATION',
+] as const satisfies readonly SafetyEventType[];
+
+/** `decided_by` of a gate that policy passed without a person; the report counts these as auto-executed. */
+export const POLICY_DECIDER = 'policy';
+
+/** The daily report's health rule, in words. */
+export const HEALTH_RULE =
+  'RED if an anomaly is critical, an emergency stop was set, or spend went over the day budget; ' +
+  'YELLOW if an anomaly is high, a gate escalated, or spend reached 80% of the day budget; GREEN otherwise';
+
+/** pg_advisory_xact_lock class for per-day budget reservations ('WBDG'); the object is the day. */
+const BUDGET_LOCK_CLASS = 0x57424447;
+const ZERO_USD = '0.000000';
+
+const CostGroupingSchema = z.enum(COST_GROUPINGS);
+const GROUP_KEY: Record<CostGrouping, string> = {
+  intent: 'intent_id',
+  stage: 'stage',
+  model: 'model_id',
+  agent: 'agent_id',
+  day: `to_char("timestamp" AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
+};
+const ReservationIdSchema = z.string().min(1).max(200);
+const ActorSchema = z.string().trim().min(1, 'say who');
+const ReasonSchema = z.string().trim().min(1, 'give a reason');
+
+/**
+ * Warden's ledger on PostgreSQL: the append-only audit tables, the per-day budget, the global
+ * stop flag, and the queries behind `warden audit`, `warden costs`, `warden report` and retention.
+ * Writes are idempotent by id; money is exact (NUMERIC in SQL, decimal strings in TypeScript).
+ */
+export class Ledger {
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** Appends a SafetyEvent. True if inserted; false if a row with this id already exists (a retry). */
+  async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
+    const e = SafetyEventSchema.parse(input);
+    const result = await this.pool.query(
+      `INSERT INTO safety_events (id, "timestamp", event_type, intent_id, stage, agent_id, model_id, breaker_id,
+                                  cost_snapshot, reason, suggestion, metadata, severity)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        e.id,
+        e.timestamp,
+        e.eventType,
+        e.intentId ?? null,
+        e.stage ?? null,
+        e.agentId ?? null,
+        e.modelId ?? null,
+        e.breakerId ?? null,
+        e.costSnapshot ? JSON.stringify(e.costSnapshot) : null,
+        e.reason,
+        e.suggestion ?? null,
+        JSON.stringify(e.metadata),
+        e.severity,
+      ],
+    );
+    return result.rowCount === 1;
+  }
+
+  /** Appends a cost event (one agent call). True if inserted; false if the id already exists. */
+  async recordCost(input: CostEventInput): Promise<boolean> {
+    const c = CostEventSchema.parse(input);
+    const result = await this.pool.query(
+      `INSERT INTO cost_events (id, "timestamp", intent_id, stage, attempt, agent_id, model_id, input_tokens, output_tokens, usd)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       ON CONFLICT (id) DO NOTHING`,
+      [c.id, c.timestamp, c.intentId, c.stage, c.attempt, c.agentId, c.modelId, c.inputTokens, c.outputTokens, c.usd],
+    );
+    return result.rowCount === 1;
+  }
+
+  /** Appends a gate decision. True if inserted; false if the id already exists. */
+  async recordGateDecision(input: GateDecisionInput): Promise<boolean> {
+    const g = GateDecisionRowSchema.parse(input);
+    const result = await this.pool.query(
+      `INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, reason, conditions, requested_at, decided_at, timed_out)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       ON CONFLICT (id) DO NOTHING`,
+      [g.id, g.intentId, g.gate, g.decision, g.by, g.reason ?? null, JSON.stringify(g.conditions), g.requestedAt, g.decidedAt, g.timedOut],
+    );
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Reserves a paid call's maximum cost against the day's budget, atomically: reservations of
+   * the same day are serialised by an advisory lock, and one is granted only if settled spend
+   * plus open reservations plus this amount stays within `limitUsd`. Denials are recorded too,
+   * so a retry with the same id gets the same answer and never reserves twice.
+   */
+  async reserveBudget(request: BudgetReservationRequest): Promise<BudgetReservation> {
+    const r = BudgetReservationRequestSchema.parse(request);
+    return this.transaction(async (client) => {
+      await client.query(`SELECT pg_advisory_xact_lock($1, $2::date - '1970-01-01'::date)`, [BUDGET_LOCK_CLASS, r.day]);
+      const previous = await client.query<{ granted: boolean; committed: string; limit: string; same: boolean }>(
+        `SELECT granted, committed_usd::text AS committed, limit_usd::text AS limit,
+                (day = $2::date AND intent_id = $3 AND amount_usd = $4::numeric) AS same
+           FROM budget_reservations WHERE id = $1`,
+        [r.id, r.day, r.intentId, r.amountUsd],
+      );
+      const row = previous.rows[0];
+      if (row) {
+        if (!row.same) throw new LedgerError(`budget reservation ${r.id} already exists for a different day, intent or amount`);
+        return { granted: row.granted, committedUsd: row.committed, limitUsd: row.limit };
+      }
+      const inserted = await client.query<{ granted: boolean; committed: string; limit: string }>(
+        `WITH committed AS (
+           SELECT round(coalesce(sum(coalesce(s.actual_usd, r.amount_usd)), 0), 6) AS usd
+             FROM budget_reservations r LEFT JOIN budget_settlements s ON s.reservation_id = r.id
+            WHERE r.day = $2::date AND r.granted
+         )
+         INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd)
+         SELECT $1, $2::date, $3, $4::numeric, $5::numeric, committed.usd + $4::numeric <= $5::numeric, committed.usd FROM committed
+         RETURNING granted, committed_usd::text AS committed, limit_usd::text AS limit`,
+        [r.id, r.day, r.intentId, r.amountUsd, r.limitUsd],
+      );
+      const made = inserted.rows[0]!;
+      return { granted: made.granted, committedUsd: made.committed, limitUsd: made.limit };
+    });
+  }
+
+  /**
+   * Settles a granted reservation at the call's real cost (at most the reserved amount). A retry
+   * with the same amount is a no-op; a different amount, or a released or denied reservation,
+   * is a LedgerError.
+   */
+  async settleReservation(id: string, actualUsd: string): Promise<void> {
+    ReservationIdSchema.parse(id);
+    const actual = UsdSchema.parse(actualUsd);
+    const found = await this.pool.query<{ granted: boolean; fits: boolean; amount: string }>(
+      'SELECT granted, $2::numeric <= amount_usd AS fits, amount_usd::text AS amount FROM budget_reservations WHERE id = $1',
+      [id, actual],
+    );
+    const reservation = found.rows[0];
+    if (!reservation) throw new LedgerError(`there is no budget reservation ${id}`);
+    if (!reservation.granted) throw new LedgerError(`budget reservation ${id} was denied; there is nothing to settle`);
+    if (!reservation.fits) throw new LedgerError(`cannot settle budget reservation ${id} at $${actual}: only $${reservation.amount} was reserved`);
+    const inserted = await this.pool.query(
+      `INSERT INTO budget_settlements (reservation_id, kind, actual_usd) VALUES ($1, 'settled', $2) ON CONFLICT (reservation_id) DO NOTHING`,
+      [id, actual],
+    );
+    if (inserted.rowCount === 1) return;
+    const earlier = await this.pool.query<{ kind: string; actual: string; same: boolean }>(
+      'SELECT kind, actual_usd::text AS actual, actual_usd = $2::numeric AS same FROM budget_settlements WHERE reservation_id = $1',
+      [id, actual],
+    );
+    const settlement = earlier.rows[0]!;
+    if (settlement.kind === 'settled' && settlement.same) return;
+    throw new LedgerError(
+      settlement.kind === 'released'
+        ? `budget reservation ${id} was released; it cannot be settled`
+        : `budget reservation ${id} is already settled at $${settlement.actual}`,
+    );
+  }
+
+  /** Cancels a granted, unsettled reservation. True if released now; false if it was already settled, released or denied. */
+  async releaseReservation(id: string): Promise<boolean> {
+    ReservationIdSchema.parse(id);
+    const found = await this.pool.query<{ granted: boolean }>('SELECT granted FROM budget_reservations WHERE id = $1', [id]);
+    if (!found.rows[0]) throw new LedgerError(`there is no budget reservation ${id}`);
+    if (!found.rows[0].granted) return false;
+    const inserted = await this.pool.query(
+      `INSERT INTO budget_settlements (reservation_id, kind, actual_usd) VALUES ($1, 'released', 0) ON CONFLICT (reservation_id) DO NOTHING`,
+      [id],
+    );
+    return inserted.rowCount === 1;
+  }
+
+  /** The day's settled spend and its still-open reservations. */
+  async daySpend(day: string): Promise<{ settledUsd: string; reservedUsd: string }> {
+    DaySchema.parse(day);
+    const result = await this.pool.query<{ settled: string; reserved: string }>(
+      `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE s.kind = 'settled'), 0), 6)::text AS settled,
+              round(coalesce(sum(r.amount_usd) FILTER (WHERE s.reservation_id IS NULL), 0), 6)::text AS reserved
+         FROM budget_reservations r LEFT JOIN budget_settlements s ON s.reservation_id = r.id
+        WHERE r.day = $1::date AND r.granted`,
+      [day],
+    );
+    return { settledUsd: result.rows[0]!.settled, reservedUsd: result.rows[0]!.reserved };
+  }
+
+  /** The global stop flag: its latest change decides. */
+  async globalStop(): Promise<GlobalStop> {
+    const result = await this.pool.query<{ active: boolean; set_by: string; reason: string; at: Date }>(
+      `SELECT active, set_by, reason, at FROM controls WHERE control = 'global_stop' ORDER BY seq DESC LIMIT 1`,
+    );
+    const row = result.rows[0];
+    return row ? { stopped: row.active, by: row.set_by, reason: row.reason, at: row.at } : { stopped: false };
+  }
+
+  /** Sets the global stop (appends to its history) and records the GLOBAL_STOP_SET event in the same transaction. */
+  async setGlobalStop(by: string, reason: string): Promise<void> {
+    await this.changeGlobalStop(true, ActorSchema.parse(by), ReasonSchema.parse(reason));
+  }
+
+  /** Clears the global stop (appends to its history) and records GLOBAL_STOP_CLEARED in the same transaction. */
+  async clearGlobalStop(by: string, reason: string): Promise<void> {
+    await this.changeGlobalStop(false, ActorSchema.parse(by), ReasonSchema.parse(reason));
+  }
+
+  /** Everything the ledger holds about one intent (safety events, costs, gate decisions), oldest first. */
+  async timeline(intentId: string): Promise<TimelineEntry[]> {
+    z.string().min(1).parse(intentId);
+    const result = await this.pool.query<{ at: Date; kind: TimelineEntry['kind']; type: string; stage: string | null; summary: string; severity: Severity | null; usd: string | null }>(
+      `SELECT at, kind, type, stage, summary, severity, usd FROM (
+         SELECT "timestamp" AS at, 'safety' AS kind, 0 AS kind_order, event_type AS type, stage, reason AS summary,
+                severity, NULL::text AS usd, recorded_at, id::text AS id
+           FROM safety_events WHERE intent_id = $1
+         UNION ALL
+         SELECT "timestamp", 'cost', 1, 'COST', stage,
+                agent_id || ' / ' || model_id || ', attempt ' || attempt || ': ' || input_tokens || ' input + ' || output_tokens || ' output tokens',
+                NULL, usd::text, recorded_at, id::text
+           FROM cost_events WHERE intent_id = $1
+         UNION ALL
+         SELECT decided_at, 'gate', 2, 'GATE_DECISION', NULL,
+                gate || ' gate: ' || decision || ' by ' || decided_by
+                  || CASE WHEN timed_out THEN ' (timed out)' ELSE '' END
+                  || coalesce(': ' || reason, '')
+                  || CASE WHEN jsonb_array_length(conditions) > 0
+                          THEN '; conditions: ' || (SELECT string_agg(c, '; ') FROM jsonb_array_elements_text(conditions) AS c)
+                          ELSE '' END,
+                NULL, NULL, recorded_at, id::text
+           FROM gate_decisions WHERE intent_id = $1
+       ) AS entries
+       ORDER BY at, recorded_at, kind_order, id`,
+      [intentId],
+    );
+    return result.rows.map((row) => ({
+      at: row.at,
+      kind: row.kind,
+      type: row.type,
+      ...(row.stage !== null && { stage: row.stage }),
+      summary: row.summary,
+      ...(row.severity !== null && { severity: row.severity }),
+      ...(row.usd !== null && { usd: row.usd }),
+    }));
+  }
+
+  /**
+   * Spend grouped by intent, stage, model, agent or day (UTC), summed in SQL so every total is
+   * exact. Rows are ordered by spend, largest first (by date for `day`).
+   */
+  async costs(opts: { since?: Date; by: CostGrouping }): Promise<{ rows: CostRow[]; totalUsd: string }> {
+    const by = CostGroupingSchema.parse(opts.by);
+    const since = z.date().optional().parse(opts.since);
+    const key = GROUP_KEY[by];
+    // Byte order, so the answer does not depend on the server's collation.
+    const order = by === 'day' ? `${key} COLLATE "C"` : `sum(usd) DESC, ${key} COLLATE "C"`;
+    const result = await this.pool.query<{ key: string; usd: string; input: string; output: string; calls: number; total: string }>(
+      `SELECT ${key} AS key, round(sum(usd), 6)::text AS usd, sum(input_tokens)::text AS input, sum(output_tokens)::text AS output,
+              count(*)::int AS calls, round(sum(sum(usd)) OVER (), 6)::text AS total
+         FROM cost_events
+        WHERE $1::timestamptz IS NULL OR "timestamp" >= $1::timestamptz
+        GROUP BY 1
+        ORDER BY ${order}`,
+      [since ?? null],
+    );
+    return {
+      rows: result.rows.map((row) => ({ key: row.key, usd: row.usd, inputTokens: Number(row.input), outputTokens: Number(row.output), calls: row.calls })),
+      totalUsd: result.rows[0]?.total ?? ZERO_USD,
+    };
+  }
+
+  /**
+   * The Safety Net daily health report for a UTC day, one section per layer:
+   * - limits: iterations = agent calls (cost events); spend = their sum; budget, if given.
+   * - thresholds: gates passed by policy (decided_by 'policy'); GATE_ESCALATED events.
+   * - history: commits = STAGE_COMPLETED + INTENT_MERGED events (Warden commits per stage); ROLLBACK events.
+   * - humanOverride: GLOBAL_STOP_SET events; INTENT_STOPPED + OVERRIDE events + gates decided by a
+   *   person; decision queue = gates requested by the end of the day and neither decided nor
+   *   ended with their intent by then.
+   * - anomalies: ANOMALY_EVENT_TYPES events by severity; patterns = metadata.pattern, else the type.
+   * Health follows HEALTH_RULE; `rule` states it and what tripped it.
+   */
+  async dailyReport(opts: { date: string; dayBudgetUsd?: string }): Promise<DailyReport> {
+    const date = DaySchema.parse(opts.date);
+    const budget = UsdSchema.optional().parse(opts.dayBudgetUsd);
+    const day = `"timestamp" >= ($1::date)::timestamp AT TIME ZONE 'UTC' AND "timestamp" < ($1::date + 1)::timestamp AT TIME ZONE 'UTC'`;
+    const decidedInDay = day.replaceAll('"timestamp"', 'decided_at');
+    const endOfDay = `($1::date + 1)::timestamp AT TIME ZONE 'UTC'`;
+
+    const [spend, events, patterns, gates, queue] = await Promise.all([
+      this.pool.query<{ calls: number; spend: string; remaining: string | null; pct: string | null; over: boolean | null; near: boolean | null }>(
+        `WITH s AS (SELECT count(*)::int AS calls, round(coalesce(sum(usd), 0), 6) AS spend FROM cost_events WHERE ${day})
+         SELECT calls, spend::text AS spend,
+                round($2::numeric - spend, 6)::text AS remaining,
+                CASE WHEN $2::numeric > 0 THEN round(($2::numeric - spend) * 100 / $2::numeric, 1)::text ELSE '0' END AS pct,
+                spend > $2::numeric AS over, spend > 0 AND spend >= $2::numeric * 0.8 AS near
+           FROM s`,
+        [date, budget ?? null],
+      ),
+      this.pool.query<{ event_type: SafetyEventType; severity: Severity; n: number }>(
+        `SELECT event_type, severity, count(*)::int AS n FROM safety_events WHERE ${day} GROUP BY 1, 2`,
+        [date],
+      ),
+      this.pool.query<{ pattern: string }>(
+        `SELECT pattern FROM (
+           SELECT DISTINCT coalesce(metadata->>'pattern', event_type) AS pattern FROM safety_events
+            WHERE ${day} AND event_type = ANY($2::text[])
+         ) AS p ORDER BY pattern COLLATE "C"`,
+        [date, [...ANOMALY_EVENT_TYPES]],
+      ),
+      this.pool.query<{ auto: number; human: number }>(
+        `SELECT count(*) FILTER (WHERE decided_by = $2 AND NOT timed_out)::int AS auto,
+                count(*) FILTER (WHERE decided_by <> $2 AND NOT timed_out)::int AS human
+           FROM gate_decisions WHERE ${decidedInDay}`,
+        [date, POLICY_DECIDER],
+      ),
+      this.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM safety_events q
+          WHERE q.event_type = 'GATE_REQUESTED' AND q."timestamp" < ${endOfDay}
+            AND NOT EXISTS (SELECT 1 FROM gate_decisions d
+                             WHERE d.intent_id = q.intent_id AND d.gate = coalesce(q.metadata->>'gate', q.stage)
+                               AND d.decided_at >= q."timestamp" AND d.decided_at < ${endOfDay})
+            AND NOT EXISTS (SELECT 1 FROM safety_events e
+                             WHERE e.intent_id = q.intent_id
+                               AND e.event_type IN ('INTENT_MERGED', 'INTENT_REJECTED', 'INTENT_FAILED', 'INTENT_CANCELLED', 'INTENT_STOPPED')
+                               AND e."timestamp" >= q."timestamp" AND e."timestamp" < ${endOfDay})`,
+        [date],
+      ),
+    ]);
+
+    const count = (...types: SafetyEventType[]): number =>
+      events.rows.filter((row) => types.includes(row.event_type)).reduce((sum, row) => sum + row.n, 0);
+    const bySeverity = Object.fromEntries(SEVERITIES.map((s) => [s, 0])) as Record<Severity, number>;
+    for (const row of events.rows) {
+      if ((ANOMALY_EVENT_TYPES as readonly string[]).includes(row.event_type)) bySeverity[row.severity] += row.n;
+    }
+    const s = spend.rows[0]!;
+    const g = gates.rows[0]!;
+    const layers: DailyReport['layers'] = {
+      limits: {
+        iterations: s.calls,
+        spendUsd: s.spend,
+        ...(budget !== undefined && { budgetUsd: budget, remainingUsd: s.remaining!, remainingPct: Number(s.pct) }),
+      },
+      thresholds: { autoExecuted: g.auto, escalated: count('GATE_ESCALATED') },
+      history: { commits: count('STAGE_COMPLETED', 'INTENT_MERGED'), rollbacks: count('ROLLBACK') },
+      humanOverride: {
+        emergencyStops: count('GLOBAL_STOP_SET'),
+        manualInterventions: count('INTENT_STOPPED', 'OVERRIDE') + g.human,
+        decisionQueue: queue.rows[0]!.n,
+      },
+      anomalies: {
+        total: Object.values(bySeverity).reduce((a, b) => a + b, 0),
+        bySeverity,
+        patterns: patterns.rows.map((row) => row.pattern),
+      },
+    };
+
+    const red: string[] = [];
+    const yellow: string[] = [];
+    if (bySeverity.critical) red.push(`${bySeverity.critical} critical anomaly(ies)`);
+    if (layers.humanOverride.emergencyStops) red.push(`${layers.humanOverride.emergencyStops} emergency stop(s)`);
+    if (s.over) red.push(`spend $${s.spend} is over the $${budget} budget`);
+    if (bySeverity.high) yellow.push(`${bySeverity.high} high anomaly(ies)`);
+    if (layers.thresholds.escalated) yellow.push(`${layers.thresholds.escalated} escalation(s)`);
+    if (s.near && !s.over) yellow.push(`spend $${s.spend} is at least 80% of the $${budget} budget`);
+    const health = red.length ? 'RED' : yellow.length ? 'YELLOW' : 'GREEN';
+    const why = red.length ? red : yellow;
+    return {
+      date,
+      layers,
+      health,
+      rule: `${HEALTH_RULE}. ${health}: ${why.length ? why.join('; ') : 'none of these happened'}.`,
+    };
+  }
+
+  /**
+   * Retention: deletes rows older than `retentionDays` (before `now` minus the retention), the
+   * only DELETE path (the tables' triggers refuse any other). Never deletes an unsettled
+   * reservation, nor the latest state of a control or of a ladder scope. Returns rows deleted per table.
+   */
+  async cleanup(retentionDays: number, now: Date = new Date()): Promise<Record<string, number>> {
+    z.number().positive().finite().parse(retentionDays);
+    z.date().parse(now);
+    const cutoff = new Date(now.getTime() - retentionDays * 86_400_000);
+    return this.transaction(async (client) => {
+      await client.query(`SET LOCAL warden.retention_cleanup = 'on'`);
+      const deleted: Record<string, number> = {};
+      const simple: Array<[table: string, column: string]> = [
+        ['safety_events', '"timestamp"'],
+        ['cost_events', '"timestamp"'],
+        ['gate_decisions', 'decided_at'],
+      ];
+      for (const [table, column] of simple) {
+        deleted[table] = (await client.query(`DELETE FROM ${table} WHERE ${column} < $1`, [cutoff])).rowCount ?? 0;
+      }
+      // One statement, so "settled" is judged before the settlement rows go.
+      const budget = await client.query<{ reservations: number; settlements: number }>(
+        `WITH old AS (
+           SELECT r.id FROM budget_reservations r
+            WHERE r.created_at < $1 AND (NOT r.granted OR EXISTS (SELECT 1 FROM budget_settlements s WHERE s.reservation_id = r.id))
+         ), settlements AS (
+           DELETE FROM budget_settlements s USING old WHERE s.reservation_id = old.id RETURNING 1
+         ), reservations AS (
+           DELETE FROM budget_reservations r USING old WHERE r.id = old.id RETURNING 1
+         )
+         SELECT (SELECT count(*) FROM reservations)::int AS reservations, (SELECT count(*) FROM settlements)::int AS settlements`,
+        [cutoff],
+      );
+      deleted.budget_reservations = budget.rows[0]!.reservations;
+      deleted.budget_settlements = budget.rows[0]!.settlements;
+      deleted.controls =
+        (
+          await client.query(
+            `DELETE FROM controls c WHERE c.at < $1 AND EXISTS (SELECT 1 FROM controls n WHERE n.control = c.control AND n.seq > c.seq)`,
+            [cutoff],
+          )
+        ).rowCount ?? 0;
+      deleted.ladder_metrics =
+        (
+          await client.query(
+            `DELETE FROM ladder_metrics m WHERE m.recorded_at < $1
+                AND EXISTS (SELECT 1 FROM ladder_metrics n WHERE n.scope = m.scope AND (n.recorded_at, n.id) > (m.recorded_at, m.id))`,
+            [cutoff],
+          )
+        ).rowCount ?? 0;
+      return deleted;
+    });
+  }
+
+  private async changeGlobalStop(active: boolean, by: string, reason: string): Promise<void> {
+    await this.transaction(async (client) => {
+      const row = await client.query<{ seq: string; at: Date }>(
+        `INSERT INTO controls (control, active, set_by, reason) VALUES ('global_stop', $1, $2, $3) RETURNING seq::text, at`,
+        [active, by, reason],
+      );
+      const { seq, at } = row.rows[0]!;
+      const event = SafetyEventSchema.parse({
+        id: randomUUID(),
+        timestamp: at,
+        eventType: active ? 'GLOBAL_STOP_SET' : 'GLOBAL_STOP_CLEARED',
+        severity: active ? 'critical' : 'info',
+        reason: `${active ? 'global stop set' : 'global stop cleared'} by ${by}: ${reason}`,
+        metadata: { control: 'global_stop', seq: Number(seq), by },
+      });
+      await client.query(
+        `INSERT INTO safety_events (id, "timestamp", event_type, reason, metadata, severity) VALUES ($1, $2, $3, $4, $5, $6)`,
+        [event.id, event.timestamp, event.eventType, event.reason, JSON.stringify(event.metadata), event.severity],
+      );
+    });
+  }
+
+  /** BEGIN … COMMIT on one pooled client; ROLLBACK on error, and the client is dropped if even that fails. */
+  private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      });
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+}

@@ -1,0 +1,175 @@
+import { z } from 'zod';
+
+/**
+ * Safety event types: the ADR's (CIRCUIT_TRIPPED … ESCALATION_DENIED) plus Warden's lifecycle,
+ * gate and control events. Every safety decision is exactly one row of `safety_events`.
+ */
+export const SAFETY_EVENT_TYPES = [
+  // ADR 0002
+  'CIRCUIT_TRIPPED',
+  'CIRCUIT_RESET',
+  'RATE_LIMIT_BLOCK',
+  'COST_WARNING',
+  'COST_BUDGET_EXCEEDED',
+  'ANOMALY_DETECTED',
+  'MODE_VIOLATION',
+  'ESCALATION_DENIED',
+  // intent lifecycle
+  'INTENT_STARTED',
+  'STAGE_COMPLETED',
+  'STAGE_FAILED',
+  'INTENT_MERGED',
+  'INTENT_REJECTED',
+  'INTENT_FAILED',
+  'INTENT_CANCELLED',
+  // gates and humans
+  'GATE_REQUESTED',
+  'GATE_DECIDED',
+  'GATE_ESCALATED',
+  'DECISION_REFUSED',
+  'OVERRIDE',
+  // controls
+  'GLOBAL_STOP_SET',
+  'GLOBAL_STOP_CLEARED',
+  'INTENT_STOPPED',
+  // limits and detectors (safety interceptors)
+  'MAX_ITERATIONS_EXCEEDED',
+  'STAGNATION_DETECTED',
+  'BUDGET_RESERVATION_DENIED',
+  'CASCADE_DETECTED',
+  'SANDBOX_ESCAPE_ATTEMPTED',
+  'ROLLBACK',
+] as const;
+export type SafetyEventType = (typeof SAFETY_EVENT_TYPES)[number];
+
+export const SEVERITIES = ['info', 'low', 'medium', 'high', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+/** USD as an exact decimal string ("0.012500"); never a float on the way to the database. */
+export const UsdSchema = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a non-negative USD amount with at most 6 decimals');
+
+/** Spend at the moment of the event, as the ADR's cost_snapshot. */
+export const CostSnapshotSchema = z.object({
+  intentUsd: UsdSchema.optional(),
+  stageUsd: UsdSchema.optional(),
+  dayUsd: UsdSchema.optional(),
+  limitUsd: UsdSchema.optional(),
+});
+
+/** ADR 0002's SafetyEvent, with the intent and stage it belongs to. */
+export const SafetyEventSchema = z.object({
+  /** Deterministic (workflow uuid4 or derived from workflow/run/activity ids): a retry inserts nothing. */
+  id: z.uuid(),
+  timestamp: z.coerce.date(),
+  eventType: z.enum(SAFETY_EVENT_TYPES),
+  intentId: z.string().optional(),
+  stage: z.string().optional(),
+  agentId: z.string().optional(),
+  modelId: z.string().optional(),
+  breakerId: z.string().optional(),
+  costSnapshot: CostSnapshotSchema.optional(),
+  reason: z.string(),
+  /** What a person could do about it. */
+  suggestion: z.string().optional(),
+  metadata: z.record(z.string(), z.unknown()).default({}),
+  severity: z.enum(SEVERITIES),
+});
+export type SafetyEvent = z.infer<typeof SafetyEventSchema>;
+export type SafetyEventInput = z.input<typeof SafetyEventSchema>;
+
+export const CostEventSchema = z.object({
+  id: z.uuid(),
+  timestamp: z.coerce.date(),
+  intentId: z.string(),
+  stage: z.string(),
+  attempt: z.number().int().min(1),
+  agentId: z.string(),
+  modelId: z.string(),
+  inputTokens: z.number().int().min(0),
+  outputTokens: z.number().int().min(0),
+  usd: UsdSchema,
+});
+export type CostEvent = z.infer<typeof CostEventSchema>;
+export type CostEventInput = z.input<typeof CostEventSchema>;
+
+export const GateDecisionRowSchema = z.object({
+  id: z.uuid(),
+  intentId: z.string(),
+  gate: z.string(),
+  decision: z.enum(['approve', 'reject', 'approve-with-conditions', 'defer']),
+  by: z.string(),
+  reason: z.string().optional(),
+  conditions: z.array(z.string()).default([]),
+  requestedAt: z.coerce.date(),
+  decidedAt: z.coerce.date(),
+  timedOut: z.boolean(),
+});
+export type GateDecisionRow = z.infer<typeof GateDecisionRowSchema>;
+export type GateDecisionInput = z.input<typeof GateDecisionRowSchema>;
+
+/** Outcome of reserving a paid call's maximum cost against a day's budget. */
+export interface BudgetReservation {
+  readonly granted: boolean;
+  /** Settled spend of the day plus open reservations, before this one (exact decimal string). */
+  readonly committedUsd: string;
+  readonly limitUsd: string;
+}
+
+export interface GlobalStop {
+  readonly stopped: boolean;
+  readonly by?: string;
+  readonly reason?: string;
+  readonly at?: Date;
+}
+
+/** One line of `warden audit ID`, oldest first. */
+export interface TimelineEntry {
+  readonly at: Date;
+  readonly kind: 'safety' | 'cost' | 'gate';
+  readonly type: string;
+  readonly stage?: string;
+  readonly summary: string;
+  readonly severity?: Severity;
+  readonly usd?: string;
+}
+
+export type CostGrouping = 'intent' | 'stage' | 'model' | 'agent' | 'day';
+
+export interface CostRow {
+  readonly key: string;
+  readonly usd: string;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly calls: number;
+}
+
+/** The daily health report of the Safety Net design, one section per layer. */
+export interface DailyReport {
+  readonly date: string;
+  readonly layers: {
+    readonly limits: { readonly iterations: number; readonly spendUsd: string; readonly budgetUsd?: string; readonly remainingUsd?: string; readonly remainingPct?: number };
+    readonly thresholds: { readonly autoExecuted: number; readonly escalated: number };
+    readonly history: { readonly commits: number; readonly rollbacks: number };
+    readonly humanOverride: { readonly emergencyStops: number; readonly manualInterventions: number; readonly decisionQueue: number };
+    readonly anomalies: { readonly total: number; readonly bySeverity: Record<Severity, number>; readonly patterns: string[] };
+  };
+  readonly health: 'GREEN' | 'YELLOW' | 'RED';
+  /** The rule that produced `health`, in words. */
+  readonly rule: string;
+}
+
+/** A calendar day, YYYY-MM-DD (UTC where the ledger derives it from timestamps). */
+export const DaySchema = z.iso.date();
+
+/** A request to reserve a paid call's maximum cost against a day's budget; `id` makes it idempotent. */
+export const BudgetReservationRequestSchema = z.object({
+  /** Deterministic (e.g. derived from workflow, activity and attempt): a retried reservation is the same one. */
+  id: z.string().min(1).max(200),
+  day: DaySchema,
+  intentId: z.string().min(1),
+  amountUsd: UsdSchema,
+  limitUsd: UsdSchema,
+});
+export type BudgetReservationRequest = z.infer<typeof BudgetReservationRequestSchema>;
+
+export const COST_GROUPINGS = ['intent', 'stage', 'model', 'agent', 'day'] as const satisfies readonly CostGrouping[];

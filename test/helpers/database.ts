@@ -1,0 +1,67 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+/** A database of its own for one test file, on a shared test server. */
+export interface FreshDatabase {
+  /** Its URL, password included. */
+  readonly url: string;
+  readonly name: string;
+  readonly pool: pg.Pool;
+  /** Ends the pool and drops the database (WITH (FORCE): stray connections go too). */
+  drop(): Promise<void>;
+}
+
+/**
+ * The PostgreSQL servers the ledger tests run against: always the embedded one that
+ * test/global-setup.ts starts, and the server in WARDEN_TEST_DATABASE_URL when that is set (CI
+ * sets it to a Debian PostgreSQL). Use with describe.each.
+ */
+export function testBackends(): Array<[name: string, baseUrl: string]> {
+  const embedded = process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
+  if (!embedded) throw new Error('WARDEN_TEST_EMBEDDED_DATABASE_URL is not set: test/global-setup.ts starts the embedded PostgreSQL');
+  const backends: Array<[string, string]> = [['embedded', embedded]];
+  const external = process.env.WARDEN_TEST_DATABASE_URL;
+  if (external) backends.push(['server', external]);
+  return backends;
+}
+
+/**
+ * Creates an empty database with a unique name on the server of `baseUrl` (whose user may
+ * CREATE DATABASE) and opens a pool on it. Nothing is migrated.
+ */
+export async function freshDatabase(baseUrl: string, options: { max?: number } = {}): Promise<FreshDatabase> {
+  const name = `warden_test_${process.pid}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+  await admin(baseUrl, (client) => client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`));
+  const url = withDatabase(baseUrl, name);
+  const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10 });
+  // A test that stops the server must not crash the run through an idle client's error.
+  pool.on('error', () => undefined);
+  let dropped: Promise<void> | undefined;
+  return {
+    url,
+    name,
+    pool,
+    drop: () =>
+      (dropped ??= (async () => {
+        await pool.end().catch(() => undefined);
+        await admin(baseUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`));
+      })()),
+  };
+}
+
+/** `url` pointing at another database of the same server. */
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+async function admin(baseUrl: string, fn: (client: pg.Client) => Promise<unknown>): Promise<void> {
+  const client = new pg.Client({ connectionString: baseUrl });
+  await client.connect();
+  try {
+    await fn(client);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,210 @@
+import { existsSync } from 'node:fs';
+import { lstat, mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { openDatabase, redactDatabaseUrl, startEmbeddedPostgres, type LedgerDatabase } from '../../src/ledger/database';
+import { Ledger } from '../../src/ledger/ledger';
+import { freshDatabase, testBackends } from '../helpers/database';
+import { safetyEvent } from './fixtures';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
+  const dirs: string[] = [];
+  const open: LedgerDatabase[] = [];
+  const tempDir = async (): Promise<string> => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'warden-embedded-'));
+    dirs.push(dir);
+    return dir;
+  };
+  afterAll(async () => {
+    for (const db of open) await db.close().catch(() => undefined);
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+
+  test('starts in the data folder, is shared by a second process, and stops when the last one closes', async () => {
+    const dataDir = await tempDir();
+    const messages: string[] = [];
+    const first = await openDatabase({ dataDir, log: (m) => messages.push(m) });
+    open.push(first);
+    expect(first.embedded).toBe(true);
+    expect(first.server).toMatchObject({ startedHere: true, dataDir });
+    const { pid, port } = first.server!;
+    expect(first.url).toBe(`postgres://postgres:***@127.0.0.1:${port}/warden`);
+    expect((await readFile(path.join(dataDir, 'warden-port'), 'utf8')).trim()).toBe(String(port));
+    expect(messages.some((m) => m.startsWith('initialising the embedded PostgreSQL'))).toBe(true);
+    // Migrated on open.
+    const migrations = await first.pool.query('SELECT name FROM schema_migrations');
+    expect(migrations.rows.map((r) => r.name)).toContain('001_initial');
+    const event = safetyEvent({ intentId: 'kept' });
+    expect(await new Ledger(first.pool).recordSafetyEvent(event)).toBe(true);
+
+    // Another Warden process on the same folder joins the running server instead of starting one.
+    const second = await openDatabase({ dataDir });
+    open.push(second);
+    expect(second.server).toEqual({ pid, port, dataDir, startedHere: false });
+    expect((await second.pool.query('SELECT count(*)::int AS n FROM safety_events')).rows[0].n).toBe(1);
+
+    // The first one leaves: the server stays for the second.
+    await first.close();
+    expect(alive(pid)).toBe(true);
+    expect((await second.pool.query('SELECT 1 AS ok')).rows[0].ok).toBe(1);
+
+    // The last one leaves: the server stops and its port is free again.
+    await second.close();
+    expect(alive(pid)).toBe(false);
+    expect(existsSync(path.join(dataDir, 'pgdata', 'postmaster.pid'))).toBe(false);
+    expect(await portFree(port)).toBe(true);
+    await second.close(); // idempotent
+
+    // The data outlives the server; the next start reuses the initialised folder.
+    const later: string[] = [];
+    const third = await openDatabase({ dataDir, log: (m) => later.push(m) });
+    open.push(third);
+    expect(third.server!.startedHere).toBe(true);
+    expect(later.some((m) => m.startsWith('initialising'))).toBe(false);
+    const kept = await third.pool.query('SELECT reason FROM safety_events WHERE id = $1', [event.id]);
+    expect(kept.rows).toHaveLength(1);
+    await third.close();
+    expect(alive(third.server!.pid)).toBe(false);
+  });
+
+  test('two processes opening a new folder at the same moment end up on one server', async () => {
+    const dataDir = await tempDir();
+    const [a, b] = await Promise.all([openDatabase({ dataDir, port: 0 }), openDatabase({ dataDir, port: 0 })]);
+    open.push(a, b);
+    expect(a.server!.pid).toBe(b.server!.pid);
+    expect([a.server!.startedHere, b.server!.startedHere].sort()).toEqual([false, true]);
+    await Promise.all([a.close(), b.close()]);
+    expect(alive(a.server!.pid)).toBe(false);
+  });
+
+  test('startEmbeddedPostgres can stop and restart a server mid-run; pools recover once it is back', async () => {
+    const dataDir = await tempDir();
+    const server = await startEmbeddedPostgres({ dataDir, port: 0 });
+    const pool = new pg.Pool({ connectionString: server.url });
+    pool.on('error', () => undefined);
+    try {
+      await pool.query('CREATE TABLE t (x int)');
+      await pool.query('INSERT INTO t VALUES (42)');
+      await server.stop();
+      await server.stop(); // idempotent
+      expect(alive(server.pid)).toBe(false);
+      await expect(pool.query('SELECT 1')).rejects.toThrow();
+
+      const again = await startEmbeddedPostgres({ dataDir, port: server.port });
+      expect(again.url).toBe(server.url); // same password, same port
+      try {
+        expect((await pool.query('SELECT x FROM t')).rows).toEqual([{ x: 42 }]);
+      } finally {
+        await again.stop();
+      }
+    } finally {
+      await pool.end().catch(() => undefined);
+    }
+  });
+
+  const asRoot = process.getuid?.() === 0 ? test : test.skip;
+  asRoot('as root, data below a folder the server user cannot enter is kept in /var/lib/warden/postgres, linked from the data folder', async () => {
+    const closed = await tempDir(); // mkdtemp: 0700, like /root
+    const dataDir = path.join(closed, 'home', 'postgres');
+    const messages: string[] = [];
+    const db = await openDatabase({ dataDir, port: 0, log: (m) => messages.push(m) });
+    open.push(db);
+    const link = path.join(dataDir, 'pgdata');
+    const target = await realpath(link);
+    try {
+      expect((await lstat(link)).isSymbolicLink()).toBe(true);
+      expect(target.startsWith('/var/lib/warden/postgres/')).toBe(true);
+      expect(messages.some((m) => m.includes('is closed to the user postgres'))).toBe(true);
+      const event = safetyEvent();
+      await new Ledger(db.pool).recordSafetyEvent(event);
+      await db.close();
+      const again = await openDatabase({ dataDir, port: 0 });
+      open.push(again);
+      expect((await again.pool.query('SELECT 1 FROM safety_events WHERE id = $1', [event.id])).rowCount).toBe(1);
+      await again.close();
+    } finally {
+      await rm(path.dirname(target), { recursive: true, force: true });
+    }
+  });
+
+  test('a port held by another program is refused when asked for, and avoided by default', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const busy = (blocker.address() as net.AddressInfo).port;
+    // Hold the default port too, unless something else already does (then that proves the same).
+    const defaultBlocker = net.createServer();
+    await new Promise<void>((resolve) => {
+      defaultBlocker.once('error', () => resolve());
+      defaultBlocker.listen(5433, '127.0.0.1', resolve);
+    });
+    try {
+      await expect(openDatabase({ dataDir: await tempDir(), port: busy })).rejects.toThrow(`port ${busy} for the embedded PostgreSQL is in use`);
+      const messages: string[] = [];
+      const db = await openDatabase({ dataDir: await tempDir(), log: (m) => messages.push(m) });
+      open.push(db);
+      expect(db.server!.port).not.toBe(5433);
+      expect(messages).toContain(`port 5433 is in use by another program; the embedded PostgreSQL takes port ${db.server!.port}`);
+      await db.close();
+    } finally {
+      blocker.close();
+      defaultBlocker.close();
+    }
+  });
+});
+
+describe.each(testBackends())('openDatabase with DATABASE_URL (%s PostgreSQL)', (_backend, baseUrl) => {
+  test('uses that server, migrates it, and redacts the password', async () => {
+    const fresh = await freshDatabase(baseUrl);
+    try {
+      const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '/nonexistent/never-used' });
+      try {
+        expect(db.embedded).toBe(false);
+        expect(db.server).toBeUndefined();
+        expect(db.url).toBe(redactDatabaseUrl(fresh.url));
+        expect(db.url).not.toContain(new URL(fresh.url).password);
+        const tables = await db.pool.query(`SELECT count(*)::int AS n FROM schema_migrations`);
+        expect(tables.rows[0].n).toBeGreaterThanOrEqual(1);
+        // numeric stays an exact string.
+        expect((await db.pool.query(`SELECT 0.1::numeric(14,6) + 0.2 AS usd`)).rows[0].usd).toBe('0.300000');
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
+test('an unreachable DATABASE_URL is a clear error that does not print the password', async () => {
+  const error = await openDatabase({ databaseUrl: 'postgres://warden:s3cret@127.0.0.1:1/warden', dataDir: '/nonexistent' }).then(
+    () => new Error('opened'),
+    (e: unknown) => e as Error,
+  );
+  expect(error.message).toMatch(/^could not connect to the PostgreSQL server at postgres:\/\/warden:\*\*\*@127\.0\.0\.1:1\/warden \(DATABASE_URL\)/);
+  expect(error.message).not.toContain('s3cret');
+});
+
+test('redactDatabaseUrl hides passwords wherever they are', () => {
+  expect(redactDatabaseUrl('postgres://u:p%40ss@h:5432/db?sslmode=require')).toBe('postgres://u:***@h:5432/db?sslmode=require');
+  expect(redactDatabaseUrl('postgres://h/db?user=u&password=p')).toBe('postgres://h/db?user=u&password=***');
+  expect(redactDatabaseUrl('postgres://u@h/db')).toBe('postgres://u@h/db');
+});

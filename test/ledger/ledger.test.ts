@@ -1,0 +1,215 @@
+import { randomUUID } from 'node:crypto';
+import { ZodError } from 'zod';
+import type { Ledger } from '../../src/ledger/ledger';
+import type { FreshDatabase } from '../helpers/database';
+import { testBackends } from '../helpers/database';
+import { costEvent, countRows, gateDecision, micros, migratedLedger, safetyEvent, usdOf } from './fixtures';
+
+describe.each(testBackends())('ledger on the %s PostgreSQL', (_backend, baseUrl) => {
+  let db: FreshDatabase;
+  let ledger: Ledger;
+  beforeAll(async () => {
+    ({ db, ledger } = await migratedLedger(baseUrl));
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  describe('writes are idempotent by id', () => {
+    test('a safety event written twice is one row; the second write says so', async () => {
+      const event = safetyEvent({
+        intentId: 'idem',
+        eventType: 'CIRCUIT_TRIPPED',
+        severity: 'high',
+        breakerId: 'anthropic:messages',
+        modelId: 'claude',
+        agentId: 'anthropic',
+        stage: 'impl',
+        costSnapshot: { intentUsd: '1.250000', limitUsd: '5' },
+        suggestion: 'wait for the half-open probe',
+        metadata: { errors: 5, window: 20 },
+      });
+      expect(await ledger.recordSafetyEvent(event)).toBe(true);
+      expect(await ledger.recordSafetyEvent(event)).toBe(false);
+      // A retry after a crash may even carry a different timestamp: the id decides.
+      expect(await ledger.recordSafetyEvent({ ...event, timestamp: new Date(), reason: 'retried' })).toBe(false);
+      const rows = await db.pool.query('SELECT * FROM safety_events WHERE id = $1', [event.id]);
+      expect(rows.rows).toHaveLength(1);
+      expect(rows.rows[0]).toMatchObject({
+        event_type: 'CIRCUIT_TRIPPED',
+        severity: 'high',
+        breaker_id: 'anthropic:messages',
+        reason: 'done',
+        cost_snapshot: { intentUsd: '1.250000', limitUsd: '5' },
+        metadata: { errors: 5, window: 20 },
+        suggestion: 'wait for the half-open probe',
+      });
+    });
+
+    test('a cost event written twice is one row', async () => {
+      const cost = costEvent({ intentId: 'idem' });
+      expect(await ledger.recordCost(cost)).toBe(true);
+      expect(await ledger.recordCost(cost)).toBe(false);
+      expect((await db.pool.query('SELECT count(*)::int AS n FROM cost_events WHERE id = $1', [cost.id])).rows[0].n).toBe(1);
+    });
+
+    test('a gate decision written twice is one row', async () => {
+      const decision = gateDecision({ intentId: 'idem', decision: 'approve-with-conditions', conditions: ['add a test'] });
+      expect(await ledger.recordGateDecision(decision)).toBe(true);
+      expect(await ledger.recordGateDecision(decision)).toBe(false);
+      const rows = await db.pool.query('SELECT decided_by, conditions FROM gate_decisions WHERE id = $1', [decision.id]);
+      expect(rows.rows).toEqual([{ decided_by: 'alice', conditions: ['add a test'] }]);
+    });
+
+    test('concurrent writes of the same rows insert each once', async () => {
+      const event = safetyEvent({ intentId: 'idem-race' });
+      const results = await Promise.all(Array.from({ length: 10 }, () => ledger.recordSafetyEvent(event)));
+      expect(results.filter(Boolean)).toHaveLength(1);
+    });
+  });
+
+  describe('bad input is rejected with a zod error and writes nothing', () => {
+    const cases: Array<[string, (l: Ledger) => Promise<unknown>]> = [
+      ['a safety event id that is not a uuid', (l) => l.recordSafetyEvent(safetyEvent({ id: 'event-1' }))],
+      ['an unknown event type', (l) => l.recordSafetyEvent(safetyEvent({ eventType: 'SOMETHING' as never }))],
+      ['an unknown severity', (l) => l.recordSafetyEvent(safetyEvent({ severity: 'urgent' as never }))],
+      ['a cost snapshot with a float', (l) => l.recordSafetyEvent(safetyEvent({ costSnapshot: { dayUsd: 0.3 as never } }))],
+      ['usd with seven decimals', (l) => l.recordCost(costEvent({ usd: '0.1234567' }))],
+      ['usd as a number', (l) => l.recordCost(costEvent({ usd: 0.1 as never }))],
+      ['negative usd', (l) => l.recordCost(costEvent({ usd: '-1.00' }))],
+      ['negative tokens', (l) => l.recordCost(costEvent({ inputTokens: -1 }))],
+      ['attempt zero', (l) => l.recordCost(costEvent({ attempt: 0 }))],
+      ['an unknown gate decision', (l) => l.recordGateDecision(gateDecision({ decision: 'maybe' as never }))],
+      ['a gate decision time that is not a date', (l) => l.recordGateDecision(gateDecision({ decidedAt: 'yesterday' }))],
+    ];
+    test.each(cases)('%s', async (_what, write) => {
+      const before = await Promise.all(['safety_events', 'cost_events', 'gate_decisions'].map((t) => countRows(db.pool, t)));
+      await expect(write(ledger)).rejects.toBeInstanceOf(ZodError);
+      const after = await Promise.all(['safety_events', 'cost_events', 'gate_decisions'].map((t) => countRows(db.pool, t)));
+      expect(after).toEqual(before);
+    });
+  });
+
+  describe('money is exact', () => {
+    test('ten times 0.10 is exactly 1.00, and 0.1 + 0.2 is 0.3 (unlike floats)', async () => {
+      const since = new Date('2031-03-01T00:00:00Z');
+      for (let i = 0; i < 10; i++) await ledger.recordCost(costEvent({ intentId: 'exact-ten', timestamp: since, usd: '0.100000' }));
+      await ledger.recordCost(costEvent({ intentId: 'exact-sum', timestamp: since, usd: '0.1' }));
+      await ledger.recordCost(costEvent({ intentId: 'exact-sum', timestamp: since, usd: '0.2' }));
+      const byIntent = await ledger.costs({ since, by: 'intent' });
+      expect(0.1 + 0.2).not.toBe(0.3);
+      expect(byIntent.rows.find((r) => r.key === 'exact-ten')).toMatchObject({ usd: '1.000000', calls: 10 });
+      expect(byIntent.rows.find((r) => r.key === 'exact-sum')).toMatchObject({ usd: '0.300000', calls: 2 });
+      expect(byIntent.totalUsd).toBe('1.300000');
+    });
+
+    test('millionths survive large sums', async () => {
+      const since = new Date('2031-04-01T00:00:00Z');
+      await ledger.recordCost(costEvent({ intentId: 'exact-big', timestamp: since, usd: '12345678.123456' }));
+      await ledger.recordCost(costEvent({ intentId: 'exact-big', timestamp: since, usd: '0.000001' }));
+      const { totalUsd } = await ledger.costs({ since, by: 'intent' });
+      expect(totalUsd).toBe('12345678.123457');
+      const stored = await db.pool.query(`SELECT usd FROM cost_events WHERE intent_id = 'exact-big' ORDER BY usd`);
+      expect(stored.rows.map((r) => r.usd)).toEqual(['0.000001', '12345678.123456']);
+    });
+  });
+
+  test('the timeline merges safety events, costs and gate decisions, oldest first', async () => {
+    const t = (s: number): Date => new Date(Date.UTC(2031, 0, 1, 12, 0, s));
+    const intentId = `timeline-${randomUUID()}`;
+    // Written out of order on purpose.
+    await ledger.recordGateDecision(gateDecision({ intentId, gate: 'merge', decision: 'reject', by: 'bob', reason: 'tests are thin', requestedAt: t(3), decidedAt: t(4) }));
+    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(5), eventType: 'INTENT_REJECTED', reason: 'rejected at merge' }));
+    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(0), eventType: 'INTENT_STARTED', reason: 'add rate limiting' }));
+    await ledger.recordCost(costEvent({ intentId, timestamp: t(1), stage: 'impl', attempt: 2, usd: '0.012500', inputTokens: 1200, outputTokens: 300 }));
+    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(2), eventType: 'GATE_REQUESTED', stage: 'merge', reason: 'Merge?', severity: 'info' }));
+    await ledger.recordSafetyEvent(safetyEvent({ intentId: 'someone-else', timestamp: t(2) }));
+
+    const timeline = await ledger.timeline(intentId);
+    expect(timeline.map((e) => [e.at.toISOString(), e.kind, e.type])).toEqual([
+      [t(0).toISOString(), 'safety', 'INTENT_STARTED'],
+      [t(1).toISOString(), 'cost', 'COST'],
+      [t(2).toISOString(), 'safety', 'GATE_REQUESTED'],
+      [t(4).toISOString(), 'gate', 'GATE_DECISION'],
+      [t(5).toISOString(), 'safety', 'INTENT_REJECTED'],
+    ]);
+    expect(timeline[1]).toEqual({
+      at: t(1),
+      kind: 'cost',
+      type: 'COST',
+      stage: 'impl',
+      usd: '0.012500',
+      summary: 'scripted / model-a, attempt 2: 1200 input + 300 output tokens',
+    });
+    expect(timeline[2]).toMatchObject({ stage: 'merge', severity: 'info', summary: 'Merge?' });
+    expect(timeline[3]!.summary).toBe('merge gate: reject by bob: tests are thin');
+    expect(await ledger.timeline('no-such-intent')).toEqual([]);
+  });
+
+  describe('costs', () => {
+    const since = new Date('2032-05-01T00:00:00Z');
+    beforeAll(async () => {
+      const rows: Array<[intent: string, stage: string, model: string, agent: string, day: string, usd: string, input: number, output: number]> = [
+        ['i-1', 'lld', 'opus', 'anthropic', '2032-05-01', '0.300000', 1000, 100],
+        ['i-1', 'impl', 'opus', 'anthropic', '2032-05-01', '1.200000', 5000, 900],
+        ['i-1', 'impl', 'gpt', 'openai', '2032-05-02', '0.050001', 700, 70],
+        ['i-2', 'impl', 'gpt', 'openai', '2032-05-02', '0.700000', 3000, 300],
+        ['i-2', 'review', 'opus', 'anthropic', '2032-05-03', '0.000009', 10, 1],
+      ];
+      for (const [intentId, stage, modelId, agentId, day, usd, inputTokens, outputTokens] of rows) {
+        await ledger.recordCost(costEvent({ intentId, stage, modelId, agentId, timestamp: new Date(`${day}T23:59:59.999Z`), usd, inputTokens, outputTokens }));
+      }
+      // Before `since`: counted only without it.
+      await ledger.recordCost(costEvent({ intentId: 'i-old', timestamp: new Date('2032-04-30T23:59:59Z'), usd: '9.000000' }));
+    });
+
+    test.each([
+      ['intent', [['i-1', '1.550001', 3, 6700, 1070], ['i-2', '0.700009', 2, 3010, 301]]],
+      ['stage', [['impl', '1.950001', 3, 8700, 1270], ['lld', '0.300000', 1, 1000, 100], ['review', '0.000009', 1, 10, 1]]],
+      ['model', [['opus', '1.500009', 3, 6010, 1001], ['gpt', '0.750001', 2, 3700, 370]]],
+      ['agent', [['anthropic', '1.500009', 3, 6010, 1001], ['openai', '0.750001', 2, 3700, 370]]],
+      ['day', [['2032-05-01', '1.500000', 2, 6000, 1000], ['2032-05-02', '0.750001', 2, 3700, 370], ['2032-05-03', '0.000009', 1, 10, 1]]],
+    ] as const)('by %s', async (by, expected) => {
+      const result = await ledger.costs({ since, by });
+      expect(result.rows.map((r) => [r.key, r.usd, r.calls, r.inputTokens, r.outputTokens])).toEqual(expected);
+      expect(result.totalUsd).toBe('2.250010');
+      const sum = result.rows.reduce((total, row) => total + micros(row.usd), 0n);
+      expect(usdOf(sum)).toBe(result.totalUsd);
+    });
+
+    test('without --since everything counts; a grouping outside the list is refused', async () => {
+      const all = await ledger.costs({ by: 'intent' });
+      expect(micros(all.totalUsd) - micros('2.250010')).toBeGreaterThanOrEqual(micros('9.000000'));
+      await expect(ledger.costs({ by: 'intent; DROP TABLE cost_events' as never })).rejects.toBeInstanceOf(ZodError);
+    });
+  });
+
+  test('the global stop keeps its history; the latest change wins; each change is a safety event', async () => {
+    expect(await ledger.globalStop()).toEqual({ stopped: false });
+    await ledger.setGlobalStop('alice', 'runaway spend');
+    const stopped = await ledger.globalStop();
+    expect(stopped).toMatchObject({ stopped: true, by: 'alice', reason: 'runaway spend' });
+    expect(stopped.at).toBeInstanceOf(Date);
+    await ledger.clearGlobalStop('bob', 'fixed the budget');
+    expect(await ledger.globalStop()).toMatchObject({ stopped: false, by: 'bob', reason: 'fixed the budget' });
+    await ledger.setGlobalStop('carol', 'again');
+    expect(await ledger.globalStop()).toMatchObject({ stopped: true, by: 'carol' });
+
+    const history = await db.pool.query('SELECT active, set_by FROM controls ORDER BY seq');
+    expect(history.rows.slice(-3)).toEqual([
+      { active: true, set_by: 'alice' },
+      { active: false, set_by: 'bob' },
+      { active: true, set_by: 'carol' },
+    ]);
+    const events = await db.pool.query(
+      `SELECT event_type, severity FROM safety_events WHERE event_type IN ('GLOBAL_STOP_SET', 'GLOBAL_STOP_CLEARED') ORDER BY "timestamp"`,
+    );
+    expect(events.rows.slice(-3)).toEqual([
+      { event_type: 'GLOBAL_STOP_SET', severity: 'critical' },
+      { event_type: 'GLOBAL_STOP_CLEARED', severity: 'info' },
+      { event_type: 'GLOBAL_STOP_SET', severity: 'critical' },
+    ]);
+    await expect(ledger.setGlobalStop('', 'no one')).rejects.toBeInstanceOf(ZodError);
+    await ledger.clearGlobalStop('carol', 'done testing');
+  });
+});

@@ -1,0 +1,88 @@
+import { cp, mkdtemp, writeFile, appendFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../src/ledger/migrate';
+import { Ledger } from '../../src/ledger/ledger';
+import { freshDatabase, testBackends, type FreshDatabase } from '../helpers/database';
+import { safetyEvent } from './fixtures';
+
+const TABLES = ['budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'safety_events', 'schema_migrations'];
+
+async function tables(pool: pg.Pool): Promise<string[]> {
+  const result = await pool.query<{ table_name: string }>(
+    `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`,
+  );
+  return result.rows.map((r) => r.table_name);
+}
+
+describe.each(testBackends())('migrations on the %s PostgreSQL', (_backend, baseUrl) => {
+  const databases: FreshDatabase[] = [];
+  const fresh = async (): Promise<FreshDatabase> => {
+    const db = await freshDatabase(baseUrl);
+    databases.push(db);
+    return db;
+  };
+  afterAll(async () => {
+    await Promise.all(databases.map((db) => db.drop()));
+  });
+
+  test('apply once, and a second run applies nothing', async () => {
+    const db = await fresh();
+    const shipped = (await loadMigrations()).map((m) => m.name);
+    expect(shipped[0]).toBe('001_initial');
+    expect(await migrate(db.pool)).toEqual(shipped);
+    expect(await tables(db.pool)).toEqual(TABLES);
+    expect(await migrate(db.pool)).toEqual([]);
+    const rows = await db.pool.query('SELECT name FROM schema_migrations ORDER BY name');
+    expect(rows.rows.map((r) => r.name)).toEqual(shipped);
+  });
+
+  test('five processes migrating at once apply each migration exactly once', async () => {
+    const db = await fresh();
+    const pools = Array.from({ length: 5 }, () => new pg.Pool({ connectionString: db.url, max: 1 }));
+    try {
+      const results = await Promise.all(pools.map((pool) => migrate(pool)));
+      const shipped = (await loadMigrations()).map((m) => m.name);
+      expect(results.flat().sort()).toEqual(shipped);
+      expect(await tables(db.pool)).toEqual(TABLES);
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+    }
+  });
+
+  test('a later migration applies on top; an edited applied one is refused; a failing one leaves nothing behind', async () => {
+    const db = await fresh();
+    const dir = await mkdtemp(path.join(tmpdir(), 'warden-migrations-'));
+    await cp(MIGRATIONS_DIR, dir, { recursive: true });
+    await migrate(db.pool, dir);
+
+    await writeFile(path.join(dir, '002_notes.sql'), 'CREATE TABLE notes (id int PRIMARY KEY);');
+    expect(await migrate(db.pool, dir)).toEqual(['002_notes']);
+
+    await writeFile(path.join(dir, '003_broken.sql'), 'CREATE TABLE half_done (id int); SELECT 1 / 0;');
+    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 003_broken failed: division by zero/);
+    expect(await tables(db.pool)).not.toContain('half_done');
+    const names = await db.pool.query('SELECT name FROM schema_migrations ORDER BY name');
+    expect(names.rows.map((r) => r.name)).toEqual(['001_initial', '002_notes']);
+
+    await writeFile(path.join(dir, '003_broken.sql'), 'SELECT 1;');
+    await appendFile(path.join(dir, '002_notes.sql'), '\n-- edited afterwards\n');
+    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 002_notes has changed since it was applied/);
+  });
+
+  test('the tables are append-only: UPDATE, DELETE and TRUNCATE are refused', async () => {
+    const db = await fresh();
+    await migrate(db.pool);
+    const ledger = new Ledger(db.pool);
+    const event = safetyEvent();
+    await ledger.recordSafetyEvent(event);
+    await ledger.setGlobalStop('test', 'a row to try to change');
+    await expect(db.pool.query(`UPDATE safety_events SET reason = 'rewritten'`)).rejects.toThrow(/append-only: UPDATE on safety_events/);
+    await expect(db.pool.query('DELETE FROM safety_events')).rejects.toThrow(/append-only: DELETE on safety_events/);
+    await expect(db.pool.query('TRUNCATE cost_events')).rejects.toThrow(/append-only: TRUNCATE on cost_events/);
+    await expect(db.pool.query(`UPDATE controls SET active = false`)).rejects.toThrow(/append-only/);
+    const rows = await db.pool.query('SELECT reason FROM safety_events WHERE id = $1', [event.id]);
+    expect(rows.rows).toEqual([{ reason: event.reason }]);
+  });
+});
