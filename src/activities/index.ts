@@ -1,11 +1,16 @@
+import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
 import { createStageActivities, type ActivityDeps } from './stage-activities';
 
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
+export type { LedgerBatch } from './ledger-activities';
 export type { WorktreeRef } from './worktree';
 
+/** Everything activities need, injected by the worker. */
+export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps;
+
 /** Every activity the Warden worker registers, built from injected dependencies. */
-export function createActivities(deps: ActivityDeps) {
-  return { ...createStageActivities(deps) };
+export function createActivities(deps: WardenActivityDeps) {
+  return { ...createStageActivities(deps), ...createLedgerActivities(deps) };
 }
 
 /** The activity interface workflows import (as a type only). */

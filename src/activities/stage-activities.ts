@@ -3,9 +3,11 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
+import type { Redactor } from '../shared/redact';
 import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { createAgent } from './agents';
+import { activityLogger } from './log-context';
 import { commitAll } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
 import { agentEnvironment, runProcess } from './process';
@@ -20,6 +22,8 @@ export interface ActivityDeps {
   /** Folder that keeps the lineage of intents that were not merged. */
   readonly lineageRoot: string;
   readonly logger: Logger;
+  /** Scrubs secrets from agent and test output before it is stored anywhere. */
+  readonly redact: Redactor;
 }
 
 export interface IntentRef {
@@ -87,7 +91,7 @@ export function createStageActivities(deps: ActivityDeps) {
         priorArtifacts: await readPriorArtifacts(worktreePath, intent.id, stage),
         feedback: input.feedback,
       });
-      const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), prompt);
+      const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
       const result = await createAgent(intent.agent).run({
         intentId: intent.id,
         stage,
@@ -97,13 +101,14 @@ export function createStageActivities(deps: ActivityDeps) {
         signal: ctx.cancellationSignal,
         heartbeat: () => ctx.heartbeat(),
       });
-      const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), result.output);
+      const output = deps.redact(result.output);
+      const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
       const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
-      deps.logger.info({ intentId: intent.id, stage, attempt, commit, costUsd: result.costUsd }, 'stage attempt done');
+      activityLogger(deps.logger).info({ commit, costUsd: result.costUsd }, 'stage attempt done');
       return {
         artifactPath,
         promptPath,
-        summary: firstLine(result.output),
+        summary: firstLine(output),
         inputTokens: result.usage.inputTokens,
         outputTokens: result.usage.outputTokens,
         costUsd: result.costUsd,
@@ -129,7 +134,7 @@ export function createStageActivities(deps: ActivityDeps) {
         signal: ctx.cancellationSignal,
         heartbeat: () => ctx.heartbeat(),
       });
-      const output = `$ ${command}\n${outcome.stdout}${outcome.stderr}`;
+      const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
       const counts = readTestCounts(output);
       const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
       const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
@@ -163,7 +168,7 @@ export function createStageActivities(deps: ActivityDeps) {
         intentId: intent.id,
         message: `warden: merge intent ${intent.id}\n\n${intent.goal}`,
       });
-      deps.logger.info({ intentId: intent.id, mergedCommit }, 'merged');
+      activityLogger(deps.logger).info({ mergedCommit }, 'merged');
       return { mergedCommit };
     },
 

@@ -13,6 +13,7 @@ import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents } from './list-intents';
 import { reportResult } from './report';
+import { addLedgerCommands } from './ledger-commands';
 
 /** Who decides at a gate when `--by` is not given. */
 function defaultApprover(): string {
@@ -165,6 +166,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       await decide(config, id, { gate: flags.gate, decision: 'reject', by: flags.by ?? defaultApprover(), reason: flags.reason });
       print(`rejected the ${flags.gate} gate of ${id}`);
     });
+
+  addLedgerCommands(program, config, { print, printJson });
 
   return program;
 }

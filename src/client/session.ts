@@ -2,9 +2,12 @@ import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import { openDatabase, type LedgerDatabase } from '../ledger/database';
+import { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
 import { connectTemporal, type TemporalTarget } from '../runtime/temporal';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
+import { createRedactor } from '../shared/redact';
 import { createWardenWorker } from '../workers/warden-worker';
 
 /** A worker running in this process, and how to stop it. */
@@ -22,15 +25,24 @@ export function quietSdkRuntime(): void {
   Runtime.install({ logger: new DefaultLogger('WARN') });
 }
 
-/** Starts a Warden worker in this process against `target`. */
+/** Opens the ledger: DATABASE_URL, or the embedded PostgreSQL under `.warden/postgres`. */
+export async function openLedger(config: RuntimeConfig, log: (message: string) => void): Promise<{ ledger: Ledger; database: LedgerDatabase }> {
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.postgresDataDir, log });
+  return { ledger: new Ledger(database.pool), database };
+}
+
+/** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
 export async function startWorker(target: TemporalTarget, config: RuntimeConfig, logger: Logger): Promise<RunningWorker> {
   quietSdkRuntime();
+  const { ledger, database } = await openLedger(config, (m) => logger.info(m));
   const worker = await createWardenWorker({
     connection: await target.nativeConnection(),
     namespace: target.namespace,
     worktreeRoot: config.worktreeRoot,
     lineageRoot: config.lineageRoot,
+    ledger,
     logger,
+    redact: createRedactor(process.env),
   });
   const running = worker.run();
   return {
@@ -38,6 +50,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
+      await database.close();
     },
   };
 }

@@ -12,6 +12,9 @@ export interface RuntimeConfig {
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
   readonly logLevel: string;
+  /** PostgreSQL for the ledger; undefined means the embedded server under `<wardenHome>/postgres`. */
+  readonly databaseUrl?: string;
+  readonly postgresDataDir: string;
 }
 
 /**
@@ -34,5 +37,7 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv, cwd: string = process.
     worktreeRoot: path.resolve(cwd, env.WARDEN_WORKTREES ?? path.join(wardenHome, 'worktrees')),
     lineageRoot: path.join(wardenHome, 'lineage'),
     logLevel: env.WARDEN_LOG_LEVEL ?? 'info',
+    databaseUrl: env.DATABASE_URL || undefined,
+    postgresDataDir: path.join(wardenHome, 'postgres'),
   };
 }

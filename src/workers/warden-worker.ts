@@ -1,21 +1,35 @@
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { createActivities } from '../activities';
+import { createActivities, type WardenActivities } from '../activities';
+import type { Ledger } from '../ledger/ledger';
 import { TASK_QUEUE } from '../shared/ids';
+import type { Redactor } from '../shared/redact';
+import { activityContextInterceptor } from './interceptors/activity-context';
 
 export interface WardenWorkerOptions {
   readonly connection: NativeConnection;
-  readonly namespace: string;
+  readonly namespace?: string;
   readonly taskQueue?: string;
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
+  readonly ledger: Ledger;
   readonly logger: Logger;
+  readonly redact: Redactor;
   /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled here. */
   readonly workflowBundle?: WorkflowBundleWithSourceMap;
+  /** Replaces activities, e.g. to inject faults in tests. */
+  readonly wrapActivities?: (activities: WardenActivities) => WardenActivities;
 }
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
 export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
+  const activities = createActivities({
+    worktreeRoot: options.worktreeRoot,
+    lineageRoot: options.lineageRoot,
+    logger: options.logger,
+    redact: options.redact,
+    ledger: options.ledger,
+  });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -23,11 +37,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     ...(options.workflowBundle
       ? { workflowBundle: options.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
-    activities: createActivities({
-      worktreeRoot: options.worktreeRoot,
-      lineageRoot: options.lineageRoot,
-      logger: options.logger,
-    }),
+    activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
+    interceptors: { activity: [activityContextInterceptor(options.logger, options.redact)] },
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',

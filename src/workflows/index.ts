@@ -1,2 +1,3 @@
 /** Everything the worker loads into the workflow sandbox. */
 export { intentWorkflow } from './intent-workflow';
+export { maintenanceWorkflow } from './maintenance-workflow';

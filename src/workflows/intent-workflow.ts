@@ -20,6 +20,7 @@ import { decideSignal, stateQuery } from '../shared/messages';
 import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { Stage } from '../shared/stages';
 import type { IntentOutcome, IntentState, IntentStatus } from '../shared/state';
+import { LedgerRecorder, usd } from './ledger-recorder';
 
 /**
  * One intent, end to end: triage → lld → spec → impl (edit ⇄ test) → review → merge gate → merge.
@@ -55,18 +56,36 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     rejectedSignals: 0,
   };
   let gateDecision: RecordedDecision | undefined;
+  const refuse = (reason: string, payload: unknown): void => {
+    state.rejectedSignals += 1;
+    log.warn('ignored a decide signal', { reason });
+    ledger.event('DECISION_REFUSED', 'medium', reason, {
+      stage: state.stage,
+      metadata: { payload: JSON.stringify(payload ?? null).slice(0, 500) },
+      suggestion: 'send {"gate":"<pending gate>","decision":"approve"|"reject","by":"<name>","reason":"…"}',
+    });
+  };
+
+  // The ledger must not lose an event: while PostgreSQL is down, retry (with backoff) until it is back.
+  const ledgerActivities = proxyActivities<WardenActivities>({
+    startToCloseTimeout: '30s',
+    retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 },
+  });
+  const ledger = new LedgerRecorder(intent.id, (batch) => ledgerActivities.appendToLedger(batch));
+  ledger.event('INTENT_STARTED', 'info', intent.goal, {
+    agentId: intent.agent.kind,
+    metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
+  });
 
   setHandler(stateQuery, () => state);
   setHandler(decideSignal, (raw: unknown) => {
     const decision = DecisionSchema.safeParse(raw);
     if (!decision.success) {
-      state.rejectedSignals += 1;
-      log.warn('ignored an invalid decide signal', { problems: describeIssues(decision.error) });
+      refuse(`invalid decide payload: ${describeIssues(decision.error)}`, raw);
       return;
     }
     if (state.pendingGate?.gate !== decision.data.gate || gateDecision) {
-      state.rejectedSignals += 1;
-      log.warn('ignored a decision for a gate that is not pending', { gate: decision.data.gate });
+      refuse(`decision for the ${decision.data.gate} gate, which is not pending`, raw);
       return;
     }
     gateDecision = { ...decision.data, at: new Date().toISOString(), timedOut: false };
@@ -107,9 +126,20 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   };
   const runStage = async (stage: Exclude<Stage, 'merge'>, feedback?: string) => {
     enter(stage);
-    const result = await work.runAgentStage({ intent, stage, attempt: state.attempts[stage]!, feedback });
+    const attempt = state.attempts[stage]!;
+    const result = await work.runAgentStage({ intent, stage, attempt, feedback });
     state.spendUsd += result.costUsd;
     state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
+    const modelId = result.model ?? intent.agent.kind;
+    ledger.cost({ stage, attempt, agentId: intent.agent.kind, modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: usd(result.costUsd) });
+    ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
+      stage,
+      agentId: intent.agent.kind,
+      modelId,
+      costSnapshot: { intentUsd: usd(state.spendUsd) },
+      metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null },
+    });
+    await ledger.flush();
     return result;
   };
 
@@ -165,6 +195,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     } else {
       setStatus('failed');
       state.error = error instanceof Error ? (error.cause as Error | undefined)?.message ?? error.message : String(error);
+      ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, metadata: { attempts: state.attempts } });
     }
     throw error;
   } finally {
@@ -178,6 +209,14 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       if (outcome) outcome.lineagePath = lineageCopy;
     }
     state.worktreePath = undefined;
+    const endings = { merged: 'INTENT_MERGED', rejected: 'INTENT_REJECTED', cancelled: 'INTENT_CANCELLED' } as const;
+    const ending = state.status in endings ? endings[state.status as keyof typeof endings] : 'INTENT_FAILED';
+    ledger.event(ending, ending === 'INTENT_FAILED' ? 'high' : 'info', state.error ?? outcome?.reason ?? state.status, {
+      stage: state.stage,
+      costSnapshot: { intentUsd: usd(state.spendUsd) },
+      metadata: { mergedCommit: state.mergedCommit ?? null, lineagePath: state.lineagePath ?? null },
+    });
+    await CancellationScope.nonCancellable(() => ledger.flush());
     setCurrentDetails(`**${intent.goal}**\n\nFinished: ${state.status}`);
   }
 
@@ -200,10 +239,46 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
         'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
       ].join('\n\n'),
     );
-    const decided = await condition(() => gateDecision !== undefined, parseDuration(timeout));
-    const decision: RecordedDecision = decided
-      ? gateDecision!
-      : { gate, decision: 'reject', by: 'warden', reason: `no decision within ${timeout}`, at: new Date().toISOString(), timedOut: true };
+    ledger.event('GATE_REQUESTED', 'info', state.pendingGate.prompt, {
+      stage: state.stage,
+      costSnapshot: { intentUsd: usd(state.spendUsd) },
+      metadata: { gate, timeoutAt: state.pendingGate.timeoutAt },
+    });
+    await ledger.flush();
+    // Wake for the decision, the deadline, or refused signals to write to the ledger.
+    const deadline = requestedAt.getTime() + parseDuration(timeout);
+    let decided = false;
+    while (!decided) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      decided = (await condition(() => gateDecision !== undefined || ledger.pending, remaining)) && gateDecision !== undefined;
+      await ledger.flush();
+    }
+    let decision: RecordedDecision;
+    if (decided) {
+      decision = gateDecision!;
+    } else {
+      decision = { gate, decision: 'reject', by: 'warden', reason: `no decision within ${timeout}`, at: new Date().toISOString(), timedOut: true };
+      ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate within ${timeout}; applying its timeout policy: reject`, {
+        stage: state.stage,
+        metadata: { gate, escalateTo: 'the intent owner', policy: 'reject' },
+        suggestion: `decide sooner, or start the intent with a longer --gate-timeout`,
+      });
+    }
+    ledger.gateDecision({
+      gate,
+      decision: decision.decision,
+      by: decision.by,
+      reason: decision.reason,
+      requestedAt: state.pendingGate.requestedAt,
+      decidedAt: decision.at,
+      timedOut: decision.timedOut,
+    });
+    ledger.event('GATE_DECIDED', 'info', `${gate} gate: ${decision.decision} by ${decision.by}${decision.reason ? ` (${decision.reason})` : ''}`, {
+      stage: state.stage,
+      metadata: { gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut },
+    });
+    await ledger.flush();
     state.decisions.push(decision);
     state.pendingGate = undefined;
     gateDecision = undefined;

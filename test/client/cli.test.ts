@@ -2,11 +2,23 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DEMO_SCRIPT, git, makeSampleRepo, waitFor } from '../helpers/env';
+import { freshDatabase, type FreshDatabase } from '../helpers/database';
+import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
-const env = { ...process.env, WARDEN_HOME: home, WARDEN_LOG_LEVEL: 'warn', USER: 'cli-tester' };
+const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_LOG_LEVEL: 'warn', USER: 'cli-tester' };
+let database: FreshDatabase;
+
+beforeAll(async () => {
+  // the ledger of these CLI runs: a database of their own in the test PostgreSQL
+  database = await freshDatabase(testDatabaseUrl());
+  env.DATABASE_URL = database.url;
+});
+
+afterAll(async () => {
+  await database.drop();
+});
 
 function warden(...args: string[]) {
   const result = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 120_000 });

@@ -3,17 +3,30 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Runtime, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import pino from 'pino';
-import { createActivities, type WardenActivities } from '../../src/activities';
+import { bundleWorkflowCode, NativeConnection, Runtime, DefaultLogger, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import pino, { type Logger } from 'pino';
+import type pg from 'pg';
+import type { WardenActivities } from '../../src/activities';
 import { createSampleRepo } from '../../src/client/sample-repo';
+import { migrate } from '../../src/ledger/migrate';
+import { Ledger } from '../../src/ledger/ledger';
+import { createRedactor } from '../../src/shared/redact';
 import type { AgentScript } from '../../src/shared/script';
+import { createWardenWorker } from '../../src/workers/warden-worker';
+import { freshDatabase } from './database';
 
 /** The dev server started by test/global-setup.ts. */
 export function temporalAddress(): string {
   const address = process.env.TEMPORAL_ADDRESS;
   if (!address) throw new Error('TEMPORAL_ADDRESS is not set: tests run against the dev server from global-setup');
   return address;
+}
+
+/** The PostgreSQL the workflow tests write their ledgers to: a real server when CI gives one. */
+export function testDatabaseUrl(): string {
+  const url = process.env.WARDEN_TEST_DATABASE_URL ?? process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
+  if (!url) throw new Error('no test PostgreSQL: global-setup sets WARDEN_TEST_EMBEDDED_DATABASE_URL');
+  return url;
 }
 
 let runtimeInstalled = false;
@@ -25,9 +38,19 @@ export interface TestWorld {
   readonly taskQueue: string;
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
+  /** This file's own ledger database (a fresh one in the test PostgreSQL). */
+  readonly pool: pg.Pool;
+  readonly ledger: Ledger;
   /** A worker on this file's task queue; `wrap` may replace activities (fault injection). */
-  worker(wrap?: (activities: WardenActivities) => WardenActivities): Promise<Worker>;
+  worker(options?: WorkerOptions): Promise<Worker>;
   close(): Promise<void>;
+}
+
+export interface WorkerOptions {
+  readonly wrap?: (activities: WardenActivities) => WardenActivities;
+  readonly logger?: Logger;
+  /** Another ledger (e.g. one whose server the test stops and restarts). */
+  readonly ledger?: Ledger;
 }
 
 /** Connects to the test server and bundles the workflow code once per test file. */
@@ -45,7 +68,9 @@ export async function createTestWorld(name: string): Promise<TestWorld> {
   const worktreeRoot = path.join(dir, 'worktrees');
   const lineageRoot = path.join(dir, 'lineage');
   const taskQueue = `test-${name}-${process.pid}-${Date.now()}`;
-  const logger = pino({ level: 'silent' });
+  const database = await freshDatabase(testDatabaseUrl());
+  await migrate(database.pool);
+  const ledger = new Ledger(database.pool);
   return {
     client,
     connection,
@@ -53,20 +78,25 @@ export async function createTestWorld(name: string): Promise<TestWorld> {
     taskQueue,
     worktreeRoot,
     lineageRoot,
-    async worker(wrap) {
-      const activities = createActivities({ worktreeRoot, lineageRoot, logger });
-      return Worker.create({
+    pool: database.pool,
+    ledger,
+    async worker(options = {}) {
+      return createWardenWorker({
         connection,
         taskQueue,
         workflowBundle: bundle,
-        activities: wrap ? wrap(activities) : activities,
-        maxHeartbeatThrottleInterval: '1s',
-        defaultHeartbeatThrottleInterval: '1s',
+        worktreeRoot,
+        lineageRoot,
+        ledger: options.ledger ?? ledger,
+        logger: options.logger ?? pino({ level: 'silent' }),
+        redact: createRedactor(process.env),
+        wrapActivities: options.wrap,
       });
     },
     async close() {
       await clientConnection.close();
       await connection.close();
+      await database.drop();
     },
   };
 }

@@ -16,7 +16,7 @@ let failAfterLld = true;
 
 beforeAll(async () => {
   world = await createTestWorld('faults');
-  worker = await world.worker((activities: WardenActivities) => ({
+  worker = await world.worker({ wrap: (activities: WardenActivities) => ({
     ...activities,
     async runAgentStage(input) {
       const result = await activities.runAgentStage(input);
@@ -26,7 +26,7 @@ beforeAll(async () => {
       }
       return result;
     },
-  }));
+  }) });
   running = worker.run();
 });
 

@@ -1,0 +1,63 @@
+import { uuid4 } from '@temporalio/workflow';
+import type { LedgerBatch } from '../activities';
+import type { CostEventInput, GateDecisionInput, SafetyEventInput, SafetyEventType, Severity } from '../ledger/types';
+
+type EventDetails = Omit<SafetyEventInput, 'id' | 'timestamp' | 'eventType' | 'severity' | 'reason' | 'intentId'>;
+type CostDetails = Omit<CostEventInput, 'id' | 'timestamp' | 'intentId'>;
+type GateDetails = Omit<GateDecisionInput, 'id' | 'intentId'>;
+
+/**
+ * Collects ledger rows in workflow code and writes them through the `appendToLedger` activity.
+ * Ids come from the workflow's deterministic `uuid4()`, so a replayed or retried write inserts
+ * nothing twice. Rows whose write failed (e.g. cancelled mid-flight) stay queued for the next flush.
+ */
+export class LedgerRecorder {
+  private queue: { safetyEvents: SafetyEventInput[]; costs: CostEventInput[]; gateDecisions: GateDecisionInput[] } = {
+    safetyEvents: [],
+    costs: [],
+    gateDecisions: [],
+  };
+
+  constructor(
+    private readonly intentId: string,
+    private readonly append: (batch: LedgerBatch) => Promise<unknown>,
+  ) {}
+
+  event(eventType: SafetyEventType, severity: Severity, reason: string, details: EventDetails = {}): void {
+    this.queue.safetyEvents.push({ id: uuid4(), timestamp: new Date(), eventType, severity, reason, intentId: this.intentId, ...details });
+  }
+
+  cost(details: CostDetails): void {
+    this.queue.costs.push({ id: uuid4(), timestamp: new Date(), intentId: this.intentId, ...details });
+  }
+
+  gateDecision(details: GateDetails): void {
+    this.queue.gateDecisions.push({ id: uuid4(), intentId: this.intentId, ...details });
+  }
+
+  get pending(): boolean {
+    return this.queue.safetyEvents.length + this.queue.costs.length + this.queue.gateDecisions.length > 0;
+  }
+
+  /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
+  async flush(): Promise<void> {
+    if (!this.pending) return;
+    const batch = this.queue;
+    this.queue = { safetyEvents: [], costs: [], gateDecisions: [] };
+    try {
+      await this.append(batch);
+    } catch (error) {
+      this.queue = {
+        safetyEvents: [...batch.safetyEvents, ...this.queue.safetyEvents],
+        costs: [...batch.costs, ...this.queue.costs],
+        gateDecisions: [...batch.gateDecisions, ...this.queue.gateDecisions],
+      };
+      throw error;
+    }
+  }
+}
+
+/** USD number → the exact decimal string the ledger stores. */
+export function usd(amount: number): string {
+  return amount.toFixed(6);
+}
