@@ -137,3 +137,60 @@ function writeTemp(content: string): string {
   writeFileSync(file, content);
   return file;
 }
+
+test('the ledger commands read what an intent wrote: audit, costs, report, cleanup', () => {
+  const repo = makeSampleRepo();
+  const id = `cli-ledger-${Date.now()}`;
+  expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--approve', '--json').code).toBe(0);
+
+  const audit = warden('audit', id, '--json');
+  expect(audit.code).toBe(0);
+  const timeline = JSON.parse(audit.stdout) as Array<{ type: string }>;
+  expect(timeline[0]!.type).toBe('INTENT_STARTED');
+  expect(timeline.at(-1)!.type).toBe('INTENT_MERGED');
+  expect(timeline.filter((e) => e.type === 'COST')).toHaveLength(6);
+  const text = warden('audit', id);
+  expect(text.stdout).toMatch(/GATE_DECIDED \[review\]: merge gate: approve by cli-tester/);
+
+  const costs = JSON.parse(warden('costs', '--by', 'stage', '--json').stdout) as { rows: Array<{ key: string; usd: string }>; totalUsd: string };
+  expect(costs.rows.find((r) => r.key === 'impl')?.usd).toMatch(/^\d+\.\d{6}$/);
+  const byIntent = JSON.parse(warden('costs', '--by', 'intent', '--json').stdout) as { rows: Array<{ key: string; usd: string }> };
+  expect(byIntent.rows.find((r) => r.key === id)?.usd).toBe('0.051000');
+
+  const report = JSON.parse(warden('report', '--budget', '10', '--json').stdout) as { health: string; rule: string; layers: { limits: { budgetUsd: string } } };
+  expect(report.health).toBe('GREEN');
+  expect(report.rule).toMatch(/RED if/);
+  expect(report.layers.limits.budgetUsd).toBe('10');
+  expect(warden('report').stdout).toMatch(/### Overall Health: GREEN/);
+
+  const cleanup = warden('db', 'cleanup', '--retention', '90d', '--json');
+  expect(cleanup.code).toBe(0);
+  expect(JSON.parse(cleanup.stdout)).toMatchObject({ retentionDays: 90, deleted: { safety_events: 0, cost_events: 0 } });
+  expect(JSON.parse(warden('audit', id, '--json').stdout)).toHaveLength(timeline.length); // nothing recent was deleted
+
+  expect(warden('db', 'migrate').stdout).toMatch(/up to date/);
+  expect(warden('audit', 'never-ran').stderr).toMatch(/the ledger has nothing for intent never-ran/);
+  expect(warden('costs', '--since', 'yesterday').stderr).toMatch(/--since takes a date/);
+  expect(warden('db', 'cleanup', '--retention', '0d').code).toBe(2);
+  expect(warden('report', '--date', '2026-13-45').stderr).toMatch(/--date takes YYYY-MM-DD/);
+});
+
+test('warden schedules install creates the daily maintenance schedule, and updates it when run again', async () => {
+  const first = warden('schedules', 'install', '--retention', '30d', '--at', '04:30', '--json');
+  expect(first.code).toBe(0);
+  expect(JSON.parse(first.stdout)).toMatchObject({ scheduleId: 'warden-maintenance', created: true, retentionDays: 30 });
+  const second = warden('schedules', 'install', '--retention', '60d', '--json');
+  expect(JSON.parse(second.stdout)).toMatchObject({ created: false, retentionDays: 60 });
+  const { Client, Connection } = await import('@temporalio/client');
+  const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS });
+  try {
+    const handle = new Client({ connection }).schedule.getHandle('warden-maintenance');
+    const description = await handle.describe();
+    expect(description.action).toMatchObject({ type: 'startWorkflow', workflowType: 'maintenanceWorkflow', args: [{ retentionDays: 60 }] });
+    expect(description.spec.calendars?.[0]).toMatchObject({ hour: [{ start: 3, end: 3, step: 1 }], minute: [{ start: 0, end: 0, step: 1 }] });
+    await handle.delete();
+  } finally {
+    await connection.close();
+  }
+  expect(warden('schedules', 'install', '--at', '25:00').stderr).toMatch(/--at takes HH:MM/);
+});

@@ -1,0 +1,79 @@
+import { ErrorRateBreaker } from '../../src/safety/error-rate';
+
+/** Records `ok` successes and `errors` failures, all at time `at`. */
+function feed(breaker: ErrorRateBreaker, at: number, ok: number, errors: number): void {
+  for (let i = 0; i < ok; i++) breaker.record(at, true);
+  for (let i = 0; i < errors; i++) breaker.record(at, false);
+}
+
+describe('ErrorRateBreaker', () => {
+  it('trips at exactly 25 % and not one error before', () => {
+    const below = new ErrorRateBreaker();
+    feed(below, 1_000, 16, 4); // 4/20 = 20 %
+    expect(below.check(1_000)).toMatchObject({ verdict: 'warn', reason: 'ERROR_RATE_WARNING', calls: 20, errors: 4 });
+    const at = new ErrorRateBreaker();
+    feed(at, 1_000, 15, 5); // 5/20 = 25 %
+    expect(at.check(1_000)).toMatchObject({ verdict: 'trip', reason: 'ERROR_RATE_CRITICAL', rate: 0.25, threshold: 0.25 });
+  });
+
+  it('warns at exactly 10 %, exactly (3/30 is not lost to 0.1 × 30 = 3.0000000000000004)', () => {
+    const at = new ErrorRateBreaker();
+    feed(at, 0, 27, 3);
+    expect(at.check(0).verdict).toBe('warn');
+    const below = new ErrorRateBreaker();
+    feed(below, 0, 28, 3 - 1);
+    feed(below, 0, 1, 0); // 2/31
+    expect(below.check(0).verdict).toBe('ok');
+  });
+
+  it('says nothing below the minimum number of calls, even at 100 % errors', () => {
+    const few = new ErrorRateBreaker();
+    feed(few, 0, 0, 9);
+    expect(few.check(0)).toMatchObject({ verdict: 'ok', calls: 9 });
+    few.record(0, false);
+    expect(few.check(0).verdict).toBe('trip');
+    const custom = new ErrorRateBreaker({ minCalls: 3 });
+    feed(custom, 0, 2, 1);
+    expect(custom.check(0).verdict).toBe('trip');
+  });
+
+  it('forgets calls exactly one window later', () => {
+    const breaker = new ErrorRateBreaker({ windowMs: 60_000 });
+    feed(breaker, 0, 5, 5);
+    feed(breaker, 30_000, 10, 0);
+    expect(breaker.check(59_999)).toMatchObject({ verdict: 'trip', calls: 20, errors: 5 });
+    // At 60 000 the errors recorded at 0 are out of the window.
+    expect(breaker.check(60_000)).toMatchObject({ verdict: 'ok', calls: 10, errors: 0 });
+  });
+
+  it('does not count calls recorded after the checked time', () => {
+    const breaker = new ErrorRateBreaker();
+    feed(breaker, 10, 10, 0);
+    feed(breaker, 20, 0, 10);
+    expect(breaker.check(15)).toMatchObject({ calls: 10, errors: 0, verdict: 'ok' });
+  });
+
+  it('keeps memory bounded', () => {
+    const breaker = new ErrorRateBreaker({ maxSamples: 100 });
+    feed(breaker, 0, 1_000, 0);
+    expect(breaker.toJSON().samples).toHaveLength(100);
+  });
+
+  it('honours custom rates', () => {
+    const breaker = new ErrorRateBreaker({ warningRate: 0.5, criticalRate: 0.9, minCalls: 10 });
+    feed(breaker, 0, 5, 5);
+    expect(breaker.check(0).verdict).toBe('warn');
+  });
+
+  it('state survives a JSON round trip and gives the same verdicts after', () => {
+    const original = new ErrorRateBreaker({ windowMs: 10_000 });
+    feed(original, 0, 7, 2);
+    const copy = new ErrorRateBreaker({ windowMs: 10_000 }, JSON.parse(JSON.stringify(original.toJSON())));
+    for (const breaker of [original, copy]) {
+      feed(breaker, 5_000, 0, 3);
+    }
+    for (const at of [5_000, 9_999, 10_000, 14_999, 15_000]) {
+      expect(copy.check(at)).toEqual(original.check(at));
+    }
+  });
+});
