@@ -1,0 +1,450 @@
+/**
+ * Layer-1 limits as pure checks: iteration caps, two-strike stagnation, budget, blast radius,
+ * dispatch cooldown and elapsed time. Every input, including the current time, is passed in.
+ *
+ * Workflow-safe: pure, no Node built-ins, no clocks, no I/O. The workflow outbound interceptor
+ * calls these before each stage activity; activities may call them too.
+ */
+import { compareUsd, fromMicros, toMicros } from './money';
+
+/** ok: go on; warn: go on, but record it; trip: do not start the next step. */
+export type Verdict = 'ok' | 'warn' | 'trip';
+
+/** Why a check warned or tripped; the trip reasons match the ledger's event types where one exists. */
+export type LimitReason =
+  | 'MAX_ITERATIONS_EXCEEDED'
+  | 'APPROACHING_ITERATION_LIMIT'
+  | 'STAGNATION_DETECTED'
+  | 'BUDGET_WARNING'
+  | 'BUDGET_EXCEEDED'
+  | 'BUDGET_NOT_CONFIGURED'
+  | 'BLAST_RADIUS_WARNING'
+  | 'BLAST_RADIUS_EXCEEDED'
+  | 'COOLDOWN_ACTIVE'
+  | 'TIME_WARNING'
+  | 'TIME_LIMIT_EXCEEDED';
+
+/** The result of every check. `reason` is set whenever the verdict is not `ok`. */
+export interface LimitCheck {
+  readonly verdict: Verdict;
+  readonly reason?: LimitReason;
+  /** One sentence for people: what was measured against what. */
+  readonly detail: string;
+  /** What a person could do about it (empty when there is nothing to do). */
+  readonly suggestion: string;
+  /** The measured value (the next attempt's number, the projected spend in USD, …). */
+  readonly current: number;
+  /** The limit it was measured against. */
+  readonly threshold: number;
+}
+
+const VERDICT_RANK: Record<Verdict, number> = { ok: 0, warn: 1, trip: 2 };
+
+/** The most severe of several checks; the first one wins a tie. */
+export function worstOf(first: LimitCheck, ...rest: readonly LimitCheck[]): LimitCheck {
+  return rest.reduce((worst, check) => (VERDICT_RANK[check.verdict] > VERDICT_RANK[worst.verdict] ? check : worst), first);
+}
+
+// ─── Iterations ────────────────────────────────────────────────────────────────────────────────
+
+/** Attempts allowed per stage (seeds 000/002: impl 5, gates 3); `default` covers any other stage. */
+export const DEFAULT_STAGE_ATTEMPT_CAPS: Readonly<Record<string, number>> = {
+  triage: 3,
+  lld: 3,
+  spec: 3,
+  impl: 5,
+  review: 3,
+  completeness: 3,
+  default: 3,
+};
+
+/** Attempts allowed across all stages of one intent. */
+export const DEFAULT_TOTAL_ATTEMPT_CAP = 20;
+
+/** Input of `checkIterations`. Counts are attempts already started, before the next one. */
+export interface IterationInput {
+  readonly stage: string;
+  /** Attempts of `stage` already started in this intent. */
+  readonly stageAttempts: number;
+  /** Attempts of all stages already started in this intent. */
+  readonly totalAttempts: number;
+  /** Per-stage caps; missing stages fall back to `caps.default`, then to the built-in defaults. */
+  readonly caps?: Readonly<Record<string, number>>;
+  readonly totalCap?: number;
+  /** Warn when the next attempt reaches this fraction of a cap (default 0.8). */
+  readonly warnAt?: number;
+}
+
+function capFor(stage: string, caps: Readonly<Record<string, number>> | undefined): number {
+  const own = (table: Readonly<Record<string, number>> | undefined, key: string): number | undefined =>
+    table && Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined;
+  return own(caps, stage) ?? own(caps, 'default') ?? own(DEFAULT_STAGE_ATTEMPT_CAPS, stage) ?? DEFAULT_STAGE_ATTEMPT_CAPS.default;
+}
+
+function attemptCheck(scope: string, next: number, cap: number, warnAt: number): LimitCheck {
+  if (next > cap) {
+    return {
+      verdict: 'trip',
+      reason: 'MAX_ITERATIONS_EXCEEDED',
+      detail: `${scope}: attempt ${next} would exceed the cap of ${cap}`,
+      suggestion: `Stop and have a person look: ${cap} attempts did not finish ${scope}. The task may be too large or the approach wrong; narrow the intent or raise the cap deliberately.`,
+      current: next,
+      threshold: cap,
+    };
+  }
+  if (next >= cap * warnAt) {
+    return {
+      verdict: 'warn',
+      reason: 'APPROACHING_ITERATION_LIMIT',
+      detail: `${scope}: attempt ${next} of ${cap}`,
+      suggestion: `${cap - next} attempt(s) left after this one in ${scope}.`,
+      current: next,
+      threshold: cap,
+    };
+  }
+  return { verdict: 'ok', detail: `${scope}: attempt ${next} of ${cap}`, suggestion: '', current: next, threshold: cap };
+}
+
+/**
+ * May the next attempt of `stage` start? Trips when that attempt would exceed the stage's cap or
+ * the intent's total cap (with cap 5: attempts 1–5 pass, the 6th trips), warns from `warnAt` of
+ * either cap. Returns the more severe of the two, the stage's on a tie.
+ */
+export function checkIterations(input: IterationInput): LimitCheck {
+  const warnAt = input.warnAt ?? 0.8;
+  const stageCap = capFor(input.stage, input.caps);
+  const totalCap = input.totalCap ?? DEFAULT_TOTAL_ATTEMPT_CAP;
+  return worstOf(
+    attemptCheck(`stage ${input.stage}`, input.stageAttempts + 1, stageCap, warnAt),
+    attemptCheck('intent (all stages)', input.totalAttempts + 1, totalCap, warnAt),
+  );
+}
+
+// ─── Stagnation (two-strike rule) ──────────────────────────────────────────────────────────────
+
+/** What one verification run showed. `failingTests`, when known, names the failing tests. */
+export interface TestOutcome {
+  readonly passed: number;
+  readonly failed: number;
+  readonly failingTests?: readonly string[];
+}
+
+function sameOutcome(a: TestOutcome, b: TestOutcome): boolean {
+  if (a.passed !== b.passed || a.failed !== b.failed) return false;
+  if (!a.failingTests || !b.failingTests) return true;
+  const left = new Set(a.failingTests);
+  const right = new Set(b.failingTests);
+  return left.size === right.size && [...left].every((name) => right.has(name));
+}
+
+/**
+ * Two-strike rule (seed 002): trips when the last `strikes` (default 2) verification results of
+ * the impl loop are identical — same passing count, same failing count and, when both name them,
+ * the same set of failing tests. A green run (failures 0, passes > 0) is never stagnation.
+ * `history` is oldest first.
+ */
+export function checkStagnation(history: readonly TestOutcome[], strikes = 2): LimitCheck {
+  const last = history[history.length - 1];
+  let repeats = last ? 1 : 0;
+  for (let i = history.length - 2; i >= 0 && repeats < strikes && sameOutcome(history[i], last); i--) repeats++;
+  const green = last !== undefined && last.failed === 0 && last.passed > 0;
+  if (last && !green && repeats >= strikes) {
+    return {
+      verdict: 'trip',
+      reason: 'STAGNATION_DETECTED',
+      detail: `the last ${repeats} test runs were identical (${last.passed} passed, ${last.failed} failed${last.failingTests?.length ? `: ${last.failingTests.slice(0, 5).join(', ')}` : ''})`,
+      suggestion: 'Same approach, same result: stop and diagnose instead of retrying. Read the failing tests, then narrow the intent or give the agent new information.',
+      current: repeats,
+      threshold: strikes,
+    };
+  }
+  return { verdict: 'ok', detail: `${repeats} identical result(s) in a row`, suggestion: '', current: repeats, threshold: strikes };
+}
+
+// ─── Budget ────────────────────────────────────────────────────────────────────────────────────
+
+/** Input of `checkBudget`; amounts are exact decimal strings. */
+export interface BudgetInput {
+  /** Settled spend in this scope (stage, intent or day). */
+  readonly spentUsd: string;
+  /** Maximum cost of the call about to be made (see `maxCostOf`). */
+  readonly nextCallMaxUsd: string;
+  /** The limit; `null` means unlimited and must be chosen explicitly — there is no default. */
+  readonly limitUsd: string | null;
+  /** Warn once spend reaches this fraction of the limit (default 0.8). */
+  readonly warnAt?: number;
+}
+
+/** `checkBudget`'s result, with the exact amounts next to the approximate numbers. */
+export interface BudgetCheck extends LimitCheck {
+  readonly spentUsd: string;
+  /** spent + next call's maximum. */
+  readonly projectedUsd: string;
+  readonly limitUsd: string | null;
+  /** limit − spent, or null when unlimited. */
+  readonly remainingUsd: string | null;
+}
+
+/** `LimitCheck.threshold` of an unlimited budget: JSON-safe, unlike Infinity. */
+export const UNLIMITED = Number.MAX_SAFE_INTEGER;
+
+const PPM = 1_000_000;
+
+/**
+ * May a call whose cost is at most `nextCallMaxUsd` start? Trips when spent + that maximum would
+ * exceed the limit, so settled spend can never pass it (reaching it exactly is allowed); warns
+ * when spend already reached `warnAt` of the limit. An unlimited budget (`null`) is always ok;
+ * a missing limit (`undefined` from untyped input) fails closed.
+ */
+export function checkBudget(input: BudgetInput): BudgetCheck {
+  const spent = toMicros(input.spentUsd);
+  const next = toMicros(input.nextCallMaxUsd);
+  const projected = spent + next;
+  const base = { spentUsd: fromMicros(spent), projectedUsd: fromMicros(projected) };
+  const dollars = (micros: bigint): number => Number(micros) / PPM;
+
+  if (input.limitUsd === null) {
+    return {
+      ...base,
+      limitUsd: null,
+      remainingUsd: null,
+      verdict: 'ok',
+      detail: `spent $${base.spentUsd}; budget explicitly unlimited`,
+      suggestion: '',
+      current: dollars(projected),
+      threshold: UNLIMITED,
+    };
+  }
+  if (input.limitUsd === undefined) {
+    return {
+      ...base,
+      limitUsd: null,
+      remainingUsd: null,
+      verdict: 'trip',
+      reason: 'BUDGET_NOT_CONFIGURED',
+      detail: 'no budget limit was given; unlimited spend must be chosen explicitly',
+      suggestion: 'Set a budget (for example $5.00), or pass null to run without one on purpose.',
+      current: dollars(projected),
+      threshold: 0,
+    };
+  }
+
+  const limit = toMicros(input.limitUsd);
+  const remaining = limit - spent;
+  const exact = { ...base, limitUsd: fromMicros(limit), remainingUsd: fromMicros(remaining) };
+  if (projected > limit) {
+    return {
+      ...exact,
+      verdict: 'trip',
+      reason: 'BUDGET_EXCEEDED',
+      detail: `spent $${exact.spentUsd} + next call up to $${fromMicros(next)} = $${exact.projectedUsd} would exceed the $${exact.limitUsd} budget`,
+      suggestion: `Only $${exact.remainingUsd} left. Raise the budget deliberately, use a cheaper model or smaller max_tokens, or stop here.`,
+      current: dollars(projected),
+      threshold: dollars(limit),
+    };
+  }
+  const warnPpm = BigInt(Math.round((input.warnAt ?? 0.8) * PPM));
+  if (limit > 0n && spent * BigInt(PPM) >= limit * warnPpm) {
+    return {
+      ...exact,
+      verdict: 'warn',
+      reason: 'BUDGET_WARNING',
+      detail: `spent $${exact.spentUsd} of the $${exact.limitUsd} budget (${percent(spent, limit)})`,
+      suggestion: `$${exact.remainingUsd} left; decide now whether this intent is worth more.`,
+      current: dollars(spent),
+      threshold: dollars(limit),
+    };
+  }
+  return {
+    ...exact,
+    verdict: 'ok',
+    detail: `spent $${exact.spentUsd} of $${exact.limitUsd}; next call up to $${fromMicros(next)}`,
+    suggestion: '',
+    current: dollars(projected),
+    threshold: dollars(limit),
+  };
+}
+
+function percent(part: bigint, whole: bigint): string {
+  return `${(Number((part * 1000n) / whole) / 10).toFixed(1)}%`;
+}
+
+/** Has spend reached the limit, so that no further paid call can fit? Never true when unlimited. */
+export function isBudgetExhausted(spentUsd: string, limitUsd: string | null): boolean {
+  return limitUsd !== null && compareUsd(spentUsd, limitUsd) >= 0;
+}
+
+// ─── Blast radius ──────────────────────────────────────────────────────────────────────────────
+
+/** Size of a change. */
+export interface ChangeSize {
+  readonly files: number;
+  readonly lines: number;
+}
+
+/** Absolute size above which no change passes, whatever was predicted. */
+export const DEFAULT_BLAST_RADIUS_CAP: ChangeSize = { files: 50, lines: 2000 };
+
+/** Input of `checkBlastRadius`. */
+export interface BlastRadiusInput {
+  readonly predicted: ChangeSize;
+  readonly actual: ChangeSize;
+  /** Allowed overrun of the prediction (seed 003: 1.5×). */
+  readonly factor?: number;
+  readonly hardCap?: ChangeSize;
+}
+
+/**
+ * Did the change stay inside its predicted blast radius? Trips when files or lines exceed
+ * `factor` × the prediction (exactly 1.5× passes) or the hard cap (exactly 50 files passes);
+ * warns when the prediction itself was exceeded. The worst dimension is reported.
+ */
+export function checkBlastRadius(input: BlastRadiusInput): LimitCheck {
+  const factor = input.factor ?? 1.5;
+  const cap = input.hardCap ?? DEFAULT_BLAST_RADIUS_CAP;
+  const dims = ['files', 'lines'] as const;
+
+  for (const dim of dims) {
+    const actual = input.actual[dim];
+    if (actual > cap[dim]) {
+      return {
+        verdict: 'trip',
+        reason: 'BLAST_RADIUS_EXCEEDED',
+        detail: `${actual} ${dim} changed, over the hard cap of ${cap[dim]}`,
+        suggestion: 'Split the intent into smaller ones; no single change this large passes without a person.',
+        current: actual,
+        threshold: cap[dim],
+      };
+    }
+  }
+  for (const dim of dims) {
+    const actual = input.actual[dim];
+    const allowed = input.predicted[dim] * factor;
+    if (actual > allowed) {
+      return {
+        verdict: 'trip',
+        reason: 'BLAST_RADIUS_EXCEEDED',
+        detail: `${actual} ${dim} changed, over ${factor}× the ${input.predicted[dim]} predicted`,
+        suggestion: 'The change grew well beyond its plan: review why before it goes further, and re-plan if the scope really changed.',
+        current: actual,
+        threshold: allowed,
+      };
+    }
+  }
+  for (const dim of dims) {
+    if (input.actual[dim] > input.predicted[dim]) {
+      return {
+        verdict: 'warn',
+        reason: 'BLAST_RADIUS_WARNING',
+        detail: `${input.actual[dim]} ${dim} changed, more than the ${input.predicted[dim]} predicted`,
+        suggestion: 'Within tolerance, but the prediction was low; reviewers should look at the extra changes.',
+        current: input.actual[dim],
+        threshold: input.predicted[dim] * factor,
+      };
+    }
+  }
+  return {
+    verdict: 'ok',
+    detail: `${input.actual.files} files / ${input.actual.lines} lines, within the ${input.predicted.files} / ${input.predicted.lines} predicted`,
+    suggestion: '',
+    current: input.actual.lines,
+    threshold: input.predicted.lines * factor,
+  };
+}
+
+/**
+ * Before any work: is the predicted change itself over the hard cap? Same boundaries as
+ * `checkBlastRadius` (exactly at the cap passes).
+ */
+export function checkPredictedBlastRadius(predicted: ChangeSize, hardCap: ChangeSize = DEFAULT_BLAST_RADIUS_CAP): LimitCheck {
+  for (const dim of ['files', 'lines'] as const) {
+    if (predicted[dim] > hardCap[dim]) {
+      return {
+        verdict: 'trip',
+        reason: 'BLAST_RADIUS_EXCEEDED',
+        detail: `predicted ${predicted[dim]} ${dim}, over the hard cap of ${hardCap[dim]}`,
+        suggestion: 'Split the intent before starting; the plan alone is larger than any single change may be.',
+        current: predicted[dim],
+        threshold: hardCap[dim],
+      };
+    }
+  }
+  return { verdict: 'ok', detail: `predicted ${predicted.files} files / ${predicted.lines} lines`, suggestion: '', current: predicted.lines, threshold: hardCap.lines };
+}
+
+// ─── Cooldown ──────────────────────────────────────────────────────────────────────────────────
+
+/** Default pause between two dispatches of the same agent (seed 000). */
+export const DEFAULT_COOLDOWN_MS = 60_000;
+
+/** `checkCooldown`'s result; `waitMs` is how long until a dispatch is allowed (0 when it is). */
+export interface CooldownCheck extends LimitCheck {
+  readonly waitMs: number;
+}
+
+/**
+ * May the agent be dispatched at `now`? Trips while less than `cooldownMs` has passed since
+ * `lastDispatchAt` (exactly `cooldownMs` later passes). No previous dispatch, or a cooldown of
+ * 0, always passes. A clock that went backwards never makes the wait longer than `cooldownMs`.
+ */
+export function checkCooldown(lastDispatchAt: number | undefined, now: number, cooldownMs: number = DEFAULT_COOLDOWN_MS): CooldownCheck {
+  if (lastDispatchAt === undefined || cooldownMs <= 0) {
+    return { verdict: 'ok', detail: 'no cooldown pending', suggestion: '', current: 0, threshold: Math.max(0, cooldownMs), waitMs: 0 };
+  }
+  const elapsed = now - lastDispatchAt;
+  if (elapsed < cooldownMs) {
+    const waitMs = Math.min(cooldownMs, cooldownMs - elapsed);
+    return {
+      verdict: 'trip',
+      reason: 'COOLDOWN_ACTIVE',
+      detail: `${Math.max(0, elapsed)} ms since the last dispatch, cooldown is ${cooldownMs} ms`,
+      suggestion: `Wait ${waitMs} ms before dispatching this agent again.`,
+      current: elapsed,
+      threshold: cooldownMs,
+      waitMs,
+    };
+  }
+  return { verdict: 'ok', detail: `${elapsed} ms since the last dispatch`, suggestion: '', current: elapsed, threshold: cooldownMs, waitMs: 0 };
+}
+
+// ─── Time ──────────────────────────────────────────────────────────────────────────────────────
+
+/** Time limits per stage and for the whole intent, in ms (seed 004's time breaker, adapted). */
+export const DEFAULT_TIME_LIMITS_MS: Readonly<Record<string, number>> = {
+  triage: 15 * 60_000,
+  lld: 30 * 60_000,
+  spec: 30 * 60_000,
+  impl: 60 * 60_000,
+  review: 30 * 60_000,
+  total: 120 * 60_000,
+};
+
+/**
+ * Has `scope` (a stage, or the whole intent) run too long? Trips at `limitMs` elapsed (seed 004:
+ * `elapsed >= limit`), warns from `warnAt` (default 0.9) of it. `startedAt` and `now` come from
+ * the workflow clock.
+ */
+export function checkTimeLimit(scope: string, startedAt: number, now: number, limitMs: number, warnAt = 0.9): LimitCheck {
+  const elapsed = now - startedAt;
+  if (elapsed >= limitMs) {
+    return {
+      verdict: 'trip',
+      reason: 'TIME_LIMIT_EXCEEDED',
+      detail: `${scope} has run ${elapsed} ms, limit ${limitMs} ms`,
+      suggestion: `Stop ${scope}; look at why it is slow before retrying with a longer limit.`,
+      current: elapsed,
+      threshold: limitMs,
+    };
+  }
+  if (elapsed >= limitMs * warnAt) {
+    return {
+      verdict: 'warn',
+      reason: 'TIME_WARNING',
+      detail: `${scope} has run ${elapsed} ms of ${limitMs} ms`,
+      suggestion: `${limitMs - elapsed} ms left for ${scope}.`,
+      current: elapsed,
+      threshold: limitMs,
+    };
+  }
+  return { verdict: 'ok', detail: `${scope} has run ${elapsed} ms of ${limitMs} ms`, suggestion: '', current: elapsed, threshold: limitMs };
+}
