@@ -1,18 +1,24 @@
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
 import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
+import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
+import { costOf, UnknownModelError, type PricingTable } from '../safety/pricing';
+import { FailureType } from '../shared/errors';
+import type { AgentResult } from './agents';
 import { createAgent } from './agents';
 import { activityLogger } from './log-context';
-import { commitAll } from './git';
+import { commitAll, git } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
 import { agentEnvironment, runProcess } from './process';
 import { buildPrompt } from './prompts';
-import { describeTestRun, readTestCounts } from './test-results';
+import { describeTestRun, readFailingTests, readTestCounts } from './test-results';
 import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
 
 /** What the worker injects into activities. */
@@ -24,6 +30,8 @@ export interface ActivityDeps {
   readonly logger: Logger;
   /** Scrubs secrets from agent and test output before it is stored anywhere. */
   readonly redact: Redactor;
+  /** Prices usage the agent did not price itself. */
+  readonly pricing: PricingTable;
 }
 
 export interface IntentRef {
@@ -35,6 +43,23 @@ export interface StageInput extends IntentRef {
   readonly attempt: number;
   /** What went wrong last time (e.g. the failing tests), for the next prompt. */
   readonly feedback?: string;
+  /** The most this call may cost: reserved against the day's budget before the agent runs. */
+  readonly maxCallUsd: string;
+}
+
+/** What the safety layers need to know about one agent answer, computed where the answer is. */
+export interface StageSafety {
+  readonly cascade: { readonly level: CascadeLevel; readonly score: number; readonly patterns: readonly string[] };
+  /** Short hash of the output: equal hashes mean the agent said the same thing. */
+  readonly outputHash: string;
+  readonly latencyMs: number;
+}
+
+/** Triage's structured answer, when it gave one (a JSON object in its output). */
+export interface TriageAssessment {
+  readonly risk?: string;
+  readonly confidence?: number;
+  readonly predicted?: { readonly files: number; readonly lines: number };
 }
 
 /** Small by design: it is recorded in workflow history. Documents stay in the worktree. */
@@ -44,9 +69,12 @@ export interface StageResult {
   readonly summary: string;
   readonly inputTokens: number;
   readonly outputTokens: number;
-  readonly costUsd: number;
-  readonly model?: string;
+  /** Exact decimal USD: what the agent reported, or its usage priced by the model. */
+  readonly costUsd: string;
+  readonly model: string;
   readonly commit?: string;
+  readonly safety: StageSafety;
+  readonly triage?: TriageAssessment;
 }
 
 export interface TestRunResult {
@@ -56,6 +84,8 @@ export interface TestRunResult {
   readonly summary: string;
   readonly passedCount?: number;
   readonly failedCount?: number;
+  /** Names of the failing tests, when the runner prints them: the two-strike rule compares them. */
+  readonly failingTests: readonly string[];
   readonly logPath?: string;
   /** The end of the output, fed back to the next impl attempt. */
   readonly tail: string;
@@ -92,6 +122,7 @@ export function createStageActivities(deps: ActivityDeps) {
         feedback: input.feedback,
       });
       const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
+      const started = Date.now();
       const result = await createAgent(intent.agent).run({
         intentId: intent.id,
         stage,
@@ -101,19 +132,29 @@ export function createStageActivities(deps: ActivityDeps) {
         signal: ctx.cancellationSignal,
         heartbeat: () => ctx.heartbeat(),
       });
+      const latencyMs = Date.now() - started;
       const output = deps.redact(result.output);
+      const model = result.model ?? intent.agent.kind;
+      const costUsd = meterCost(model, result, deps.pricing);
       const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
       const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
-      activityLogger(deps.logger).info({ commit, costUsd: result.costUsd }, 'stage attempt done');
+      activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
+      const cascade = detectCascade(output);
       return {
         artifactPath,
         promptPath,
         summary: firstLine(output),
         inputTokens: result.usage.inputTokens,
         outputTokens: result.usage.outputTokens,
-        costUsd: result.costUsd,
-        model: result.model,
+        costUsd,
+        model,
         commit,
+        safety: {
+          cascade: { level: cascade.level, score: cascade.score, patterns: cascade.matches.map((m) => `${m.category}: ${m.excerpt}`).slice(0, 10) },
+          outputHash: createHash('sha256').update(output).digest('hex').slice(0, 16),
+          latencyMs,
+        },
+        ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
       };
     },
 
@@ -123,7 +164,7 @@ export function createStageActivities(deps: ActivityDeps) {
       const { worktreePath } = await worktree(intent);
       const command = intent.testCommand ?? detectTestCommand(worktreePath);
       if (!command) {
-        return { attempt, passed: true, ran: false, summary: 'no test command: nothing to run', tail: '' };
+        return { attempt, passed: true, ran: false, summary: 'no test command: nothing to run', tail: '', failingTests: [] };
       }
       const outcome = await runProcess({
         command,
@@ -147,9 +188,25 @@ export function createStageActivities(deps: ActivityDeps) {
         summary,
         passedCount: counts.passed,
         failedCount: counts.failed,
+        failingTests: readFailingTests(output),
         logPath,
         tail: output.slice(-FEEDBACK_TAIL_CHARS),
       };
+    },
+
+    /** Files and lines the intent branch changed against the base branch (lineage excluded). */
+    async measureChange({ intent }: IntentRef): Promise<{ readonly files: number; readonly lines: number }> {
+      const { worktreePath } = await worktree(intent);
+      const base = await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${intent.baseBranch}`]);
+      const numstat = await git(worktreePath, ['diff', '--numstat', base, 'HEAD', '--', '.', ':(exclude)docs/lineage']);
+      let files = 0;
+      let lines = 0;
+      for (const row of numstat.split('\n').filter(Boolean)) {
+        const [added, deleted] = row.split('\t');
+        files += 1;
+        lines += (Number(added) || 0) + (Number(deleted) || 0); // binary files show "-"
+      }
+      return { files, lines };
     },
 
     /** Moves the lineage from active/ to done/ and commits it on the intent branch. */
@@ -192,6 +249,39 @@ export function detectTestCommand(worktreePath: string): string | undefined {
   try {
     const scripts = (JSON.parse(readFileSync(pkg, 'utf8')) as { scripts?: Record<string, string> }).scripts;
     return scripts?.test ? 'npm test --silent' : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The agent's own price if it gave one, else its usage priced by model; an unknown model is an error. */
+function meterCost(model: string, result: AgentResult, pricing: PricingTable): string {
+  if (result.costUsd !== undefined) return result.costUsd.toFixed(6);
+  try {
+    return costOf(model, result.usage, pricing);
+  } catch (error) {
+    if (error instanceof UnknownModelError) {
+      throw ApplicationFailure.create({ type: FailureType.UnknownModel, message: error.message, nonRetryable: true });
+    }
+    throw error;
+  }
+}
+
+/** Reads `{risk, confidence, predicted: {files, lines}}` from the first JSON object in triage output. */
+export function readTriageAssessment(output: string): TriageAssessment | undefined {
+  const match = /\{[\s\S]*\}/.exec(output);
+  if (!match) return undefined;
+  try {
+    const parsed = JSON.parse(match[0]) as Record<string, unknown>;
+    const predicted = parsed.predicted as { files?: unknown; lines?: unknown } | undefined;
+    return {
+      risk: typeof parsed.risk === 'string' ? parsed.risk : undefined,
+      confidence: typeof parsed.confidence === 'number' ? parsed.confidence : undefined,
+      predicted:
+        predicted && typeof predicted.files === 'number' && typeof predicted.lines === 'number'
+          ? { files: predicted.files, lines: predicted.lines }
+          : undefined,
+    };
   } catch {
     return undefined;
   }

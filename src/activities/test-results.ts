@@ -37,3 +37,12 @@ export function describeTestRun(exitCode: number | null, termination: string, co
   if (termination === 'output-cap') return `stopped: output too large${tally}`;
   return exitCode === 0 ? `passed${tally}` : `failed: exit ${exitCode}${tally}`;
 }
+
+/** Names of failing tests, where the runner prints them (node: `not ok N - name`, jest: `✕ name`, pytest: `FAILED id`). */
+export function readFailingTests(output: string): string[] {
+  const names = new Set<string>();
+  for (const m of output.matchAll(/^\s*not ok \d+ - (.+)$/gm)) names.add(m[1]!.trim());
+  for (const m of output.matchAll(/^\s*✕ (.+?)(?: \(\d+ ms\))?$/gm)) names.add(m[1]!.trim());
+  for (const m of output.matchAll(/^FAILED (\S+)/gm)) names.add(m[1]!.trim());
+  return [...names].sort();
+}

@@ -1,6 +1,9 @@
 #!/usr/bin/env node
+import { formatUsd } from '../shared/format';
 import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
+import { loadConfig } from '../config/load';
+import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
 import { DecisionSchema, GateKindSchema } from '../shared/decisions';
@@ -33,15 +36,20 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   const logger = createLogger(config.logLevel);
   const program = new Command('warden')
     .description('Durable, safety-first orchestrator for autonomous coding agents, on Temporal.')
+    .option('--config <file>', 'config file (default: $WARDEN_CONFIG, else warden.config.json or .ts here, else the default profile)')
     .showHelpAfterError('(warden --help lists the commands; warden COMMAND --help their options)')
     .exitOverride();
+
+  /** The effective config: read when a command needs it, so a bad file stops only those. */
+  const settings = (): WardenConfig => loadConfig(program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG).config;
 
   program
     .command('dev')
     .description('Run the embedded Temporal server (with its Web UI) and a worker in one process, until Ctrl-C')
     .action(async () => {
+      const safety = settings();
       const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, logger);
+      const worker = await startWorker(target, config, safety.worker, logger);
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
       print('worker running on task queue "warden"; Ctrl-C to stop');
@@ -54,8 +62,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .command('worker')
     .description('Run a worker against TEMPORAL_ADDRESS (or the embedded server), until Ctrl-C')
     .action(async () => {
+      const safety = settings();
       const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, logger);
+      const worker = await startWorker(target, config, safety.worker, logger);
       print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
       await untilSignal();
       await worker.stop();
@@ -82,9 +91,11 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--by <name>', 'who approves (default: $USER)')
     .option('--json', 'print the outcome as JSON')
     .action(async (flags: RunFlags & { detach?: boolean; approve?: boolean; by?: string; json?: boolean }) => {
-      const input = intentFromFlags(flags, process.cwd());
+      const safety = settings();
+      const input = intentFromFlags(flags, process.cwd(), safety.limits);
       const result = await runIntent(input, {
         config,
+        safety,
         logger,
         detach: Boolean(flags.detach),
         approve: Boolean(flags.approve),
@@ -117,7 +128,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         if (flags.json) return printJson(status);
         print(`${id}: ${status.wardenStatus ?? description.status.name.toLowerCase()}`);
         if (state) {
-          print(`  stage ${state.stage}, attempts ${JSON.stringify(state.attempts)}, spend $${state.spendUsd.toFixed(2)}`);
+          print(`  stage ${state.stage}, attempts ${JSON.stringify(state.attempts)}, spend ${formatUsd(state.spendUsd)}`);
           if (state.pendingGate) print(`  waiting at the ${state.pendingGate.gate} gate since ${state.pendingGate.requestedAt} (times out ${state.pendingGate.timeoutAt})`);
           for (const t of state.tests) print(`  tests #${t.attempt}: ${t.summary}`);
         }
@@ -168,6 +179,19 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     });
 
   addLedgerCommands(program, config, { print, printJson });
+
+  program
+    .command('config')
+    .description('Configuration files')
+    .command('check [file]')
+    .description('Validate a config file and print the effective configuration (its profile with the overrides)')
+    .option('--json', 'print JSON')
+    .action((file: string | undefined, flags: { json?: boolean }) => {
+      const { config: effective, source } = loadConfig(file ?? program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);
+      if (flags.json) return printJson({ source: source ?? null, config: effective });
+      print(`${source ?? 'no config file: the default profile'} is valid. Effective configuration:`);
+      print(JSON.stringify(effective, null, 2));
+    });
 
   return program;
 }

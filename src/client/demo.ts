@@ -4,6 +4,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
+import { resolveConfig } from '../config/load';
 import { loadRuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
 import { reportResult } from './report';
@@ -24,9 +25,12 @@ async function demo(): Promise<number> {
       baseBranch: 'main',
       paths: ['lib/**'],
       agent: { kind: 'scripted', scriptPath: path.resolve(__dirname, '../../examples/demo-agent.json') },
+      // The scripted agent answers at once: no need for the default 60 s between impl attempts.
+      limits: { cooldown: '0s' },
     },
     {
       config,
+      safety: resolveConfig({}),
       logger: createLogger(process.env.WARDEN_LOG_LEVEL ?? 'warn'),
       detach: false,
       approve: true,

@@ -1,3 +1,4 @@
+import { formatUsd } from '../shared/format';
 import { createInterface } from 'node:readline/promises';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { IntentOutcome, IntentState } from '../shared/state';
@@ -68,7 +69,7 @@ export function progressLine(state: IntentState): string {
   const parts = [`${state.stage}${state.attempts[state.stage as keyof typeof state.attempts] ? ` (attempt ${state.attempts[state.stage as keyof typeof state.attempts]})` : ''}`];
   const lastTest = state.tests.at(-1);
   if (lastTest) parts.push(`tests #${lastTest.attempt}: ${lastTest.summary}`);
-  parts.push(`spend $${state.spendUsd.toFixed(2)}`);
+  parts.push(`spend ${formatUsd(state.spendUsd)}`);
   if (state.pendingGate) parts.push(`waiting at the ${state.pendingGate.gate} gate`);
   return parts.join(' · ');
 }
@@ -89,7 +90,7 @@ async function answerGate(options: FollowOptions, state: IntentState): Promise<v
   const rl = createInterface({ input: process.stdin, output: process.stdout });
   try {
     const lastTest = state.tests.at(-1)?.summary ?? 'not run';
-    const answer = (await rl.question(`${state.pendingGate!.prompt} Tests: ${lastTest}. Spend: $${state.spendUsd.toFixed(2)}. [a]pprove / [r]eject: `))
+    const answer = (await rl.question(`${state.pendingGate!.prompt} Tests: ${lastTest}. Spend: ${formatUsd(state.spendUsd)}. [a]pprove / [r]eject: `))
       .trim()
       .toLowerCase();
     if (answer === 'a' || answer === 'approve' || answer === 'y' || answer === 'yes') {

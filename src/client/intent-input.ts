@@ -5,6 +5,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
 import { UserError } from '../shared/errors';
+import { mergeLimits, type IntentLimitsConfig } from '../config/schema';
 import type { AgentProfile, IntentInput } from '../shared/intent';
 
 /** What `warden run` accepts, before any check. */
@@ -28,7 +29,7 @@ export interface RunFlags {
  * workflow starts: the repo exists and is a git repo, the base branch exists and is clean, the
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
-export function intentFromFlags(flags: RunFlags, cwd: string): IntentInput {
+export function intentFromFlags(flags: RunFlags, cwd: string, limits: IntentLimitsConfig): IntentInput {
   if (!flags.goal || !flags.goal.trim()) throw new UserError('--goal is required and must not be empty');
   if (!flags.repo) throw new UserError('--repo is required');
   const repoPath = path.resolve(cwd, flags.repo);
@@ -55,10 +56,11 @@ export function intentFromFlags(flags: RunFlags, cwd: string): IntentInput {
     paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : undefined,
     agent: agentFromFlags(flags, cwd),
     testCommand: flags.testCmd,
-    limits: {
-      ...(implAttempts !== undefined ? { implAttempts } : {}),
+    // The config's limits travel with the intent; flags override them for this one.
+    limits: mergeLimits(limits, {
+      ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),
       ...(flags.gateTimeout !== undefined ? { gateTimeout: flags.gateTimeout } : {}),
-    },
+    }),
   };
 }
 

@@ -1,3 +1,4 @@
+import { formatUsd } from '../shared/format';
 import path from 'node:path';
 import type { RunIntentResult } from './run-intent';
 
@@ -16,7 +17,7 @@ export function reportResult(result: RunIntentResult, printJson: ((value: unknow
       const { outcome } = result;
       if (outcome.status === 'merged') {
         if (!printJson) {
-          print(`merged ${outcome.mergedCommit} (spend $${outcome.spendUsd.toFixed(2)})`);
+          print(`merged ${outcome.mergedCommit} (spend ${formatUsd(outcome.spendUsd)})`);
           if (outcome.lineagePath) print(`lineage: ${outcome.lineagePath}`);
         }
         return 0;

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
 import type { IntentInput } from '../shared/intent';
@@ -8,6 +9,8 @@ import { connectTemporal, hasLiveWorker, startWorker, webUiLink, type RunningWor
 
 export interface RunIntentOptions {
   readonly config: RuntimeConfig;
+  /** Worker-side safety settings for the worker this command runs. */
+  readonly safety: WardenConfig;
   readonly logger: Logger;
   readonly detach: boolean;
   readonly approve: boolean;
@@ -32,7 +35,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
     }
     if (!options.detach) {
       // A worker here guarantees progress while we follow; other workers share the queue.
-      worker = await startWorker(target, options.config, options.logger);
+      worker = await startWorker(target, options.config, options.safety.worker, options.logger);
     } else if (!(await hasLiveWorker(target.client, target.namespace))) {
       options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
     }

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import type { WorkerSafetyConfig } from '../config/schema';
 import { openDatabase, type LedgerDatabase } from '../ledger/database';
 import { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
@@ -32,7 +33,7 @@ export async function openLedger(config: RuntimeConfig, log: (message: string) =
 }
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
-export async function startWorker(target: TemporalTarget, config: RuntimeConfig, logger: Logger): Promise<RunningWorker> {
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, safety: WorkerSafetyConfig, logger: Logger): Promise<RunningWorker> {
   quietSdkRuntime();
   const { ledger, database } = await openLedger(config, (m) => logger.info(m));
   const worker = await createWardenWorker({
@@ -43,6 +44,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     ledger,
     logger,
     redact: createRedactor(process.env),
+    safety,
   });
   const running = worker.run();
   return {

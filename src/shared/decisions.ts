@@ -1,7 +1,10 @@
 import { z } from 'zod';
 
-/** Gates an intent can wait at. The spine has the merge gate; more kinds grow here. */
-export const GateKindSchema = z.enum(['merge']);
+/**
+ * Gates an intent can wait at: `merge` before anything reaches the base branch; `blast-radius`
+ * when the change outgrows its prediction; `anomaly` when the behaviour monitor finds a HIGH one.
+ */
+export const GateKindSchema = z.enum(['merge', 'blast-radius', 'anomaly']);
 export type GateKind = z.infer<typeof GateKindSchema>;
 
 /**

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 // Same grammar as DurationSchema in intent.ts, so anything the schema accepts parses here.
@@ -19,3 +21,8 @@ export function parseDuration(text: string): number {
   }
   return ms;
 }
+
+/** A duration string as intents and config files write it: `90s`, `30m`, `24h`, `2d`. */
+export const DurationSchema = z
+  .string()
+  .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, 'a duration such as 30s, 15m, 24h or 2d');

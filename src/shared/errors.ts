@@ -13,6 +13,18 @@ export const FailureType = {
   MergeConflict: 'MERGE_CONFLICT',
   BaseBranchDirty: 'BASE_BRANCH_DIRTY',
   PathOutsideWorktree: 'PATH_OUTSIDE_WORKTREE',
+  UnknownModel: 'UNKNOWN_MODEL',
+  /** A safety limit halted the intent; the failure's details carry the SafetyEvent to write. */
+  SafetyHalt: 'SAFETY_HALT',
+  KillSwitch: 'KILL_SWITCH',
+  /** The model endpoint's circuit is open: retry after the failure's nextRetryDelay. */
+  CircuitOpen: 'CIRCUIT_OPEN',
+  /** An agent or model token bucket is empty: retry after the failure's nextRetryDelay. */
+  RateLimited: 'RATE_LIMITED',
+  /** The worker's agent-call error rate is critical: retry after the failure's nextRetryDelay. */
+  ErrorRateCritical: 'ERROR_RATE_CRITICAL',
+  /** The day's budget, or the agent's, has no room for this call's maximum cost. */
+  BudgetExceeded: 'BUDGET_EXCEEDED',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -25,6 +37,10 @@ export const NON_RETRYABLE_FAILURES: readonly FailureType[] = [
   FailureType.MergeConflict,
   FailureType.BaseBranchDirty,
   FailureType.PathOutsideWorktree,
+  FailureType.UnknownModel,
+  FailureType.SafetyHalt,
+  FailureType.KillSwitch,
+  FailureType.BudgetExceeded,
 ];
 
 /** An error the CLI reports as one line and exit code `exitCode` (2 = bad input). */

@@ -1,9 +1,9 @@
 import { z } from 'zod';
+import { PROFILE_DEFAULTS } from '../config/profiles';
+import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '../config/schema';
+import { DurationSchema } from './duration';
 
-/** A Temporal duration string: a number and a unit, e.g. `90s`, `30m`, `24h`, `2d`. */
-export const DurationSchema = z
-  .string()
-  .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, 'a duration such as 30s, 15m, 24h or 2d');
+export { DurationSchema };
 
 /** How a command agent receives its prompt. */
 export const CommandAgentProfileSchema = z.object({
@@ -34,17 +34,14 @@ export type CommandAgentProfile = z.infer<typeof CommandAgentProfileSchema>;
 export const RiskClassSchema = z.enum(['LOW', 'MEDIUM', 'HIGH', 'PROHIBITED']);
 export type RiskClass = z.infer<typeof RiskClassSchema>;
 
-/** Per-intent limit overrides. Defaults live here so the client and workflow agree. */
-export const LimitsSchema = z.object({
-  /** Edit → test attempts in impl before the stage fails. */
-  implAttempts: z.number().int().min(1).max(50).default(5),
-  /** How long a gate waits for a decision before its timeout policy (reject) applies. */
-  gateTimeout: DurationSchema.default('24h'),
-  /** Longest one agent stage may run. */
-  stageTimeout: DurationSchema.default('30m'),
-  /** Longest the repo's test command may run in one impl attempt. */
-  testTimeout: DurationSchema.default('10m'),
-});
+/**
+ * The limits an intent runs under: the default profile's, with what the intent (or the config
+ * file the client read) overrides. They travel in the workflow input, so every check on them is
+ * deterministic.
+ */
+export const LimitsSchema = LimitsOverridesSchema.default({}).transform((overrides) =>
+  IntentLimitsConfigSchema.parse(mergeLimits(PROFILE_DEFAULTS.default.limits, overrides)),
+);
 export type Limits = z.infer<typeof LimitsSchema>;
 
 export const IntentSchema = z.object({
@@ -65,7 +62,7 @@ export const IntentSchema = z.object({
   agent: AgentProfileSchema,
   /** Shell command that runs the repo's tests; exit code 0 means they pass. */
   testCommand: z.string().trim().min(1).optional(),
-  limits: LimitsSchema.default(LimitsSchema.parse({})),
+  limits: LimitsSchema,
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

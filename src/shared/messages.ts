@@ -8,5 +8,17 @@ import type { IntentState } from './state';
  */
 export const decideSignal = defineSignal<[unknown]>('decide');
 
+/** Who asks to pause or resume, and why. */
+export interface PauseRequest {
+  readonly by: string;
+  readonly reason?: string;
+}
+
+/** Hold the intent before its next stage (the running one finishes). */
+export const pauseSignal = defineSignal<[PauseRequest]>('pause');
+
+/** Let a paused intent go on. */
+export const resumeSignal = defineSignal<[PauseRequest]>('resume');
+
 /** The intent's current state: stage, attempts, spend, pending gate, decisions, artifacts. */
 export const stateQuery = defineQuery<IntentState>('state');

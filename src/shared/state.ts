@@ -2,8 +2,8 @@ import type { RecordedDecision, GateKind } from './decisions';
 import type { Stage } from './stages';
 
 /** Where an intent stands, as its search attribute and `state` query report it. */
-export type IntentStatus = 'running' | 'waiting' | 'merged' | 'rejected' | 'failed' | 'cancelled';
-export const INTENT_STATUSES: readonly IntentStatus[] = ['running', 'waiting', 'merged', 'rejected', 'failed', 'cancelled'];
+export type IntentStatus = 'running' | 'waiting' | 'paused' | 'merged' | 'rejected' | 'failed' | 'cancelled';
+export const INTENT_STATUSES: readonly IntentStatus[] = ['running', 'waiting', 'paused', 'merged', 'rejected', 'failed', 'cancelled'];
 
 export interface PendingGate {
   readonly gate: GateKind;
@@ -26,7 +26,14 @@ export interface IntentState {
   status: IntentStatus;
   stage: Stage | 'done';
   attempts: Partial<Record<Stage, number>>;
-  spendUsd: number;
+  /** Exact decimal USD. */
+  spendUsd: string;
+  /** Set while a `pause` signal holds the next stage. */
+  paused?: { readonly by: string; readonly reason?: string; readonly at: string };
+  /** Why the next gate must be decided by a person (e.g. a HIGH cascade finding). */
+  humanRequired?: string;
+  /** The change's size after the last impl attempt, and what triage predicted. */
+  blastRadius?: { readonly predicted?: { files: number; lines: number }; readonly actual: { files: number; lines: number } };
   pendingGate?: PendingGate;
   decisions: RecordedDecision[];
   /** Artifact name → path inside the worktree (or, once archived, the repo). */
@@ -47,6 +54,6 @@ export interface IntentOutcome {
   readonly status: Extract<IntentStatus, 'merged' | 'rejected'>;
   readonly mergedCommit?: string;
   readonly lineagePath?: string;
-  readonly spendUsd: number;
+  readonly spendUsd: string;
   readonly reason?: string;
 }

@@ -1,10 +1,14 @@
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
+import type { WorkerSafetyConfig } from '../config/schema';
 import type { Ledger } from '../ledger/ledger';
 import { TASK_QUEUE } from '../shared/ids';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
+
+/** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
+export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../workflows/interceptors')];
 
 export interface WardenWorkerOptions {
   readonly connection: NativeConnection;
@@ -15,6 +19,8 @@ export interface WardenWorkerOptions {
   readonly ledger: Ledger;
   readonly logger: Logger;
   readonly redact: Redactor;
+  /** Breakers, rate limits, prices and budgets of this worker (from the config file's profile). */
+  readonly safety: WorkerSafetyConfig;
   /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled here. */
   readonly workflowBundle?: WorkflowBundleWithSourceMap;
   /** Replaces activities, e.g. to inject faults in tests. */
@@ -29,6 +35,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     logger: options.logger,
     redact: options.redact,
     ledger: options.ledger,
+    pricing: options.safety.pricing,
   });
   return Worker.create({
     connection: options.connection,
@@ -38,7 +45,11 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
       ? { workflowBundle: options.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
-    interceptors: { activity: [activityContextInterceptor(options.logger, options.redact)] },
+    interceptors: {
+      activity: [activityContextInterceptor(options.logger, options.redact)],
+      workflowModules: WORKFLOW_INTERCEPTOR_MODULES,
+    },
+    maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',

@@ -8,27 +8,38 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { WardenActivities } from '../activities';
+import type { StageResult, WardenActivities } from '../activities';
+import { BehaviourMonitor } from '../safety/behaviour-monitor';
+import { checkBlastRadius } from '../safety/limits';
+import { addUsd, ZERO_USD } from '../safety/money';
 import { DecisionSchema, type GateKind, type RecordedDecision } from '../shared/decisions';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import { branchForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent } from '../shared/intent';
-import { decideSignal, stateQuery } from '../shared/messages';
+import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
 import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
-import type { Stage } from '../shared/stages';
+import type { AgentStage, Stage } from '../shared/stages';
 import type { IntentOutcome, IntentState, IntentStatus } from '../shared/state';
-import { LedgerRecorder, usd } from './ledger-recorder';
+import { LedgerRecorder } from './ledger-recorder';
+import { StageGuard, installStageGuard, type HaltDetails } from './stage-guard';
+
+type MutableOutcome = { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] };
 
 /**
  * One intent, end to end: triage → lld → spec → impl (edit ⇄ test) → review → merge gate → merge.
  *
  * - Input is re-validated here (the client validated it too): a bad intent fails at once.
  * - Signal `decide` ({gate, decision, by, reason}) decides the pending gate; invalid payloads are
- *   logged, counted and ignored. The merge gate waits `limits.gateTimeout`, then rejects.
+ *   refused, recorded as SafetyEvents, and change nothing. A gate waits its timeout, then rejects.
+ * - Signals `pause` / `resume` hold and release the next stage.
  * - Query `state` returns stage, attempts, spend, pending gate, decisions and artifact paths.
+ * - Before each agent call the stage-guard interceptor checks iteration caps, the two-strike
+ *   rule, the intent budget and the cooldown; after it, the behaviour monitor and the blast
+ *   radius check may stop the intent at a gate or halt it; a total time limit bounds the run.
  * - Cancellation (`warden stop`) kills the running agent and still removes the worktree.
  * History holds only references and summaries; documents and diffs stay in the worktree.
  */
@@ -42,13 +53,14 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     });
   }
   const intent: Intent = parsed.data;
+  const { limits } = intent;
   const state: IntentState = {
     intentId: intent.id,
     goal: intent.goal,
     status: 'running',
     stage: 'triage',
     attempts: {},
-    spendUsd: 0,
+    spendUsd: ZERO_USD,
     decisions: [],
     artifacts: {},
     branch: branchForIntent(intent.id),
@@ -56,6 +68,22 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     rejectedSignals: 0,
   };
   let gateDecision: RecordedDecision | undefined;
+
+  // The ledger must not lose an event: while PostgreSQL is down, retry (with backoff) until it is back.
+  const ledgerActivities = proxyActivities<WardenActivities>({
+    startToCloseTimeout: '30s',
+    retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 },
+  });
+  const ledger = new LedgerRecorder(intent.id, (batch) => ledgerActivities.appendToLedger(batch));
+  const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details));
+  installStageGuard(guard);
+  const monitor = new BehaviourMonitor();
+
+  ledger.event('INTENT_STARTED', 'info', intent.goal, {
+    agentId: intent.agent.kind,
+    metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
+  });
+
   const refuse = (reason: string, payload: unknown): void => {
     state.rejectedSignals += 1;
     log.warn('ignored a decide signal', { reason });
@@ -65,17 +93,6 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       suggestion: 'send {"gate":"<pending gate>","decision":"approve"|"reject","by":"<name>","reason":"…"}',
     });
   };
-
-  // The ledger must not lose an event: while PostgreSQL is down, retry (with backoff) until it is back.
-  const ledgerActivities = proxyActivities<WardenActivities>({
-    startToCloseTimeout: '30s',
-    retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 },
-  });
-  const ledger = new LedgerRecorder(intent.id, (batch) => ledgerActivities.appendToLedger(batch));
-  ledger.event('INTENT_STARTED', 'info', intent.goal, {
-    agentId: intent.agent.kind,
-    metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
-  });
 
   setHandler(stateQuery, () => state);
   setHandler(decideSignal, (raw: unknown) => {
@@ -90,6 +107,20 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     }
     gateDecision = { ...decision.data, at: new Date().toISOString(), timedOut: false };
   });
+  setHandler(pauseSignal, (request) => {
+    if (guard.paused) return;
+    guard.paused = true;
+    state.paused = { by: String(request?.by ?? 'unknown'), reason: request?.reason, at: new Date().toISOString() };
+    setStatus('paused');
+    ledger.event('OVERRIDE', 'info', `paused by ${state.paused.by}${request?.reason ? `: ${request.reason}` : ''}`, { stage: state.stage });
+  });
+  setHandler(resumeSignal, (request) => {
+    if (!guard.paused) return;
+    guard.paused = false;
+    state.paused = undefined;
+    setStatus(state.pendingGate ? 'waiting' : 'running', state.pendingGate?.gate ?? null);
+    ledger.event('OVERRIDE', 'info', `resumed by ${String(request?.by ?? 'unknown')}`, { stage: state.stage });
+  });
 
   // Git bookkeeping is idempotent, so it may retry freely.
   const git = proxyActivities<WardenActivities>({
@@ -99,58 +130,119 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   // Agents and tests heartbeat; waiting for cancellation to complete means a stopped intent's
   // process is dead before its worktree is removed.
   const work = proxyActivities<WardenActivities>({
-    startToCloseTimeout: parseDuration(intent.limits.stageTimeout),
+    startToCloseTimeout: parseDuration(limits.stageTimeout),
     heartbeatTimeout: '10s',
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: { maximumAttempts: 3, initialInterval: '2s', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
   });
   const testsRun = proxyActivities<WardenActivities>({
-    startToCloseTimeout: parseDuration(intent.limits.testTimeout) + 60_000,
+    startToCloseTimeout: parseDuration(limits.testTimeout) + 60_000,
     heartbeatTimeout: '10s',
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: { maximumAttempts: 2, nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
   });
 
-  const enter = (stage: Stage): void => {
+  function enter(stage: Stage): void {
     state.stage = stage;
     state.attempts[stage] = (state.attempts[stage] ?? 0) + 1;
     upsertSearchAttributes([{ key: WardenStage, value: stage }]);
-    setCurrentDetails(`**${intent.goal}**\n\nStage: \`${stage}\` (attempt ${state.attempts[stage]}), spend $${state.spendUsd.toFixed(2)}`);
-  };
-  const setStatus = (status: IntentStatus, gate: GateKind | null = null): void => {
+    setCurrentDetails(`**${intent.goal}**\n\nStage: \`${stage}\` (attempt ${state.attempts[stage]}), spend $${state.spendUsd}`);
+  }
+
+  function setStatus(status: IntentStatus, gate: GateKind | null = null): void {
     state.status = status;
     upsertSearchAttributes([
       { key: WardenStatus, value: status },
       { key: WardenGate, value: gate },
     ]);
-  };
-  const runStage = async (stage: Exclude<Stage, 'merge'>, feedback?: string) => {
+  }
+
+  async function runStage(stage: AgentStage, feedback?: string): Promise<StageResult> {
     enter(stage);
     const attempt = state.attempts[stage]!;
-    const result = await work.runAgentStage({ intent, stage, attempt, feedback });
-    state.spendUsd += result.costUsd;
+    const result = await work.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd });
+    state.spendUsd = addUsd(state.spendUsd, result.costUsd);
+    guard.recordSpend(result.costUsd);
     state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
-    const modelId = result.model ?? intent.agent.kind;
-    ledger.cost({ stage, attempt, agentId: intent.agent.kind, modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: usd(result.costUsd) });
+    ledger.cost({ stage, attempt, agentId: intent.agent.kind, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
     ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
       stage,
       agentId: intent.agent.kind,
-      modelId,
-      costSnapshot: { intentUsd: usd(state.spendUsd) },
-      metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null },
+      modelId: result.model,
+      costSnapshot: { intentUsd: state.spendUsd },
+      metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null, cascade: result.safety.cascade.level },
     });
+    if (result.safety.cascade.level === 'HIGH' && !state.humanRequired) {
+      state.humanRequired = `the ${stage} answer tried to widen the task (cascade HIGH): a person decides the next gate`;
+    }
     await ledger.flush();
+    await watchBehaviour(stage, result);
     return result;
-  };
+  }
 
-  // Mutable so the cleanup in `finally` can add where the lineage was kept.
-  let outcome: { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] } | undefined;
-  try {
+  /** Feeds the behaviour monitor; HIGH findings hold the intent at a gate, CRITICAL ones halt it. */
+  async function watchBehaviour(stage: AgentStage, result: StageResult): Promise<void> {
+    const findings = monitor.observe({
+      at: Date.now(),
+      stage,
+      agent: intent.agent.kind,
+      action: stage,
+      outputHash: result.safety.outputHash,
+      costUsd: result.costUsd,
+      latencyMs: result.safety.latencyMs,
+    });
+    for (const finding of findings) {
+      ledger.event('ANOMALY_DETECTED', finding.severity, finding.reason, { stage, suggestion: finding.suggestion, metadata: { kind: finding.kind } });
+    }
+    await ledger.flush();
+    const critical = findings.find((f) => f.severity === 'critical');
+    if (critical) {
+      throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `anomaly (${critical.kind}): ${critical.reason}`, nonRetryable: true });
+    }
+    const high = findings.find((f) => f.severity === 'high');
+    if (high) {
+      const decision = await waitForGate('anomaly', `The behaviour monitor found: ${high.reason}. Let the intent go on?`);
+      if (decision.decision !== 'approve') {
+        throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the anomaly gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
+      }
+    }
+  }
+
+  let blastRadiusApproved = false;
+  /** After an impl attempt: a change beyond 1.5× triage's prediction or the hard cap stops at a gate. */
+  async function checkChangeSize(predicted: { files: number; lines: number } | undefined): Promise<void> {
+    const actual = await git.measureChange({ intent });
+    state.blastRadius = { predicted, actual };
+    if (blastRadiusApproved) return;
+    const check = checkBlastRadius({
+      predicted: predicted ?? { files: limits.blastRadius.maxFiles, lines: limits.blastRadius.maxLines },
+      actual,
+      factor: limits.blastRadius.factor,
+      hardCap: { files: limits.blastRadius.maxFiles, lines: limits.blastRadius.maxLines },
+    });
+    if (check.verdict !== 'trip') return;
+    const predictedText = predicted ? `${predicted.files} files / ${predicted.lines} lines` : 'no prediction';
+    ledger.event('ANOMALY_DETECTED', 'high', `blast radius: ${check.detail}`, {
+      stage: 'impl',
+      suggestion: check.suggestion,
+      metadata: { kind: 'blast-radius', predicted: predicted ?? null, actual },
+    });
+    const decision = await waitForGate(
+      'blast-radius',
+      `The change is ${actual.files} files / ${actual.lines} lines; triage predicted ${predictedText}. Let it go on?`,
+    );
+    if (decision.decision !== 'approve') {
+      throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the blast-radius gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
+    }
+    blastRadiusApproved = true;
+  }
+
+  async function pipeline(): Promise<MutableOutcome> {
     setStatus('running');
     const { worktreePath } = await git.prepareWorktree({ intent });
     state.worktreePath = worktreePath;
 
-    await runStage('triage');
+    const triage = await runStage('triage');
     await runStage('lld');
     await runStage('spec');
 
@@ -159,9 +251,11 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       await runStage('impl', feedback);
       const tests = await testsRun.runTests({ intent, attempt });
       state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });
+      guard.recordTests({ passed: tests.passedCount ?? 0, failed: tests.failedCount ?? (tests.passed ? 0 : 1), failingTests: tests.failingTests });
       if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
+      await checkChangeSize(triage.triage?.predicted);
       if (tests.passed) break;
-      if (attempt >= intent.limits.implAttempts) {
+      if (attempt >= limits.attempts.impl) {
         throw ApplicationFailure.create({
           type: FailureType.ImplAttemptsExhausted,
           message: `tests still fail after ${attempt} impl attempts: ${tests.summary}`,
@@ -173,11 +267,10 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
 
     await runStage('review');
 
-    const decision = await waitForGate('merge', intent.limits.gateTimeout);
+    const decision = await waitForGate('merge', `Merge ${state.branch} into ${intent.baseBranch}?`);
     if (decision.decision !== 'approve') {
       setStatus('rejected');
-      outcome = { intentId: intent.id, status: 'rejected', spendUsd: state.spendUsd, reason: decision.reason };
-      return outcome;
+      return { intentId: intent.id, status: 'rejected', spendUsd: state.spendUsd, reason: decision.reason };
     }
 
     enter('merge');
@@ -187,18 +280,48 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     state.lineagePath = `${intent.repoPath}/${lineagePath}`;
     state.stage = 'done';
     setStatus('merged');
-    outcome = { intentId: intent.id, status: 'merged', mergedCommit, lineagePath: state.lineagePath, spendUsd: state.spendUsd };
+    return { intentId: intent.id, status: 'merged', mergedCommit, lineagePath: state.lineagePath, spendUsd: state.spendUsd };
+  }
+
+  let outcome: MutableOutcome | undefined;
+  // The total time limit is a workflow timer: when it fires, the pipeline's scope is cancelled.
+  let timeLimitHit = false;
+  const pipelineScope = new CancellationScope();
+  const timerScope = new CancellationScope();
+  timerScope
+    .run(() => sleep(parseDuration(limits.totalTimeout)))
+    .then(
+      () => {
+        timeLimitHit = true;
+        pipelineScope.cancel();
+      },
+      () => undefined, // the timer was cancelled because the pipeline ended first
+    );
+  try {
+    outcome = await pipelineScope.run(pipeline);
     return outcome;
   } catch (error) {
+    if (timeLimitHit) {
+      setStatus('failed');
+      state.error = `total time limit of ${limits.totalTimeout} reached`;
+      ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, suggestion: 'raise limits.totalTimeout, or split the intent' });
+      throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `TIME_LIMIT_EXCEEDED: ${state.error}`, nonRetryable: true });
+    }
     if (isCancellation(error)) {
       setStatus('cancelled');
     } else {
       setStatus('failed');
-      state.error = error instanceof Error ? (error.cause as Error | undefined)?.message ?? error.message : String(error);
-      ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, metadata: { attempts: state.attempts } });
+      const failure = (error instanceof ApplicationFailure ? error : (error as { cause?: unknown }).cause) as ApplicationFailure | undefined;
+      state.error = failure?.message ?? (error as Error).message ?? String(error);
+      const halt = failure?.type === FailureType.SafetyHalt ? (failure.details?.[0] as HaltDetails | undefined) : undefined;
+      if (halt) {
+        ledger.event(halt.eventType, 'high', halt.reason, { stage: state.stage, suggestion: halt.suggestion, metadata: { current: halt.current, threshold: halt.threshold } });
+      }
+      ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, metadata: { attempts: state.attempts, failureType: failure?.type ?? null } });
     }
     throw error;
   } finally {
+    timerScope.cancel();
     // Runs after cancellation too: no worktree is ever left behind. The branch is kept for a
     // failed or stopped intent (its commits are what a resume continues from).
     const { lineageCopy } = await CancellationScope.nonCancellable(() =>
@@ -213,35 +336,42 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     const ending = state.status in endings ? endings[state.status as keyof typeof endings] : 'INTENT_FAILED';
     ledger.event(ending, ending === 'INTENT_FAILED' ? 'high' : 'info', state.error ?? outcome?.reason ?? state.status, {
       stage: state.stage,
-      costSnapshot: { intentUsd: usd(state.spendUsd) },
+      costSnapshot: { intentUsd: state.spendUsd },
       metadata: { mergedCommit: state.mergedCommit ?? null, lineagePath: state.lineagePath ?? null },
     });
     await CancellationScope.nonCancellable(() => ledger.flush());
     setCurrentDetails(`**${intent.goal}**\n\nFinished: ${state.status}`);
   }
 
-  /** Waits for a decision on `gate`; no decision within `timeout` rejects (the default policy). */
-  async function waitForGate(gate: GateKind, timeout: string): Promise<RecordedDecision> {
+  /**
+   * Waits for a decision on `gate`. Refused signals are written to the ledger as they come; no
+   * decision before the gate's timeout escalates (a SafetyEvent) and then rejects.
+   */
+  async function waitForGate(gate: GateKind, prompt: string): Promise<RecordedDecision> {
+    const timeout = limits.gateTimeout;
     const requestedAt = new Date();
     state.pendingGate = {
       gate,
       requestedAt: requestedAt.toISOString(),
       timeoutAt: new Date(requestedAt.getTime() + parseDuration(timeout)).toISOString(),
-      prompt: `Merge ${state.branch} into ${intent.baseBranch}?`,
+      prompt,
     };
     setStatus('waiting', gate);
     setCurrentDetails(
       [
         `**${intent.goal}**`,
-        `Waiting at the **${gate}** gate: merge \`${state.branch}\` into \`${intent.baseBranch}\`?`,
-        `Tests: ${state.tests.at(-1)?.summary ?? 'not run'}. Spend: $${state.spendUsd.toFixed(2)}. Times out (reject) at ${state.pendingGate.timeoutAt}.`,
+        `Waiting at the **${gate}** gate: ${prompt}`,
+        `Tests: ${state.tests.at(-1)?.summary ?? 'not run'}. Spend: $${state.spendUsd}. Times out (reject) at ${state.pendingGate.timeoutAt}.`,
+        state.humanRequired ? `A person must decide: ${state.humanRequired}.` : '',
         'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',
         'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
-      ].join('\n\n'),
+      ]
+        .filter(Boolean)
+        .join('\n\n'),
     );
-    ledger.event('GATE_REQUESTED', 'info', state.pendingGate.prompt, {
+    ledger.event('GATE_REQUESTED', 'info', prompt, {
       stage: state.stage,
-      costSnapshot: { intentUsd: usd(state.spendUsd) },
+      costSnapshot: { intentUsd: state.spendUsd },
       metadata: { gate, timeoutAt: state.pendingGate.timeoutAt },
     });
     await ledger.flush();
@@ -262,7 +392,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate within ${timeout}; applying its timeout policy: reject`, {
         stage: state.stage,
         metadata: { gate, escalateTo: 'the intent owner', policy: 'reject' },
-        suggestion: `decide sooner, or start the intent with a longer --gate-timeout`,
+        suggestion: 'decide sooner, or start the intent with a longer --gate-timeout',
       });
     }
     ledger.gateDecision({
@@ -282,7 +412,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     state.decisions.push(decision);
     state.pendingGate = undefined;
     gateDecision = undefined;
-    setStatus('running');
+    setStatus(guard.paused ? 'paused' : 'running');
     return decision;
   }
 }

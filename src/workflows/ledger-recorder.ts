@@ -56,8 +56,3 @@ export class LedgerRecorder {
     }
   }
 }
-
-/** USD number → the exact decimal string the ledger stores. */
-export function usd(amount: number): string {
-  return amount.toFixed(6);
-}

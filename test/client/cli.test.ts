@@ -14,6 +14,10 @@ beforeAll(async () => {
   // the ledger of these CLI runs: a database of their own in the test PostgreSQL
   database = await freshDatabase(testDatabaseUrl());
   env.DATABASE_URL = database.url;
+  // the scripted agent answers at once: no need for the default cooldown between impl attempts
+  const config = path.join(home, 'warden.config.json');
+  writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' } }));
+  env.WARDEN_CONFIG = config;
 });
 
 afterAll(async () => {

@@ -12,8 +12,10 @@ import { migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
 import { createRedactor } from '../../src/shared/redact';
 import type { AgentScript } from '../../src/shared/script';
-import { createWardenWorker } from '../../src/workers/warden-worker';
+import { WORKFLOW_INTERCEPTOR_MODULES, createWardenWorker } from '../../src/workers/warden-worker';
 import { freshDatabase } from './database';
+import { resolveConfig } from '../../src/config/load';
+import type { WorkerSafetyConfig } from '../../src/config/schema';
 
 /** The dev server started by test/global-setup.ts. */
 export function temporalAddress(): string {
@@ -51,7 +53,11 @@ export interface WorkerOptions {
   readonly logger?: Logger;
   /** Another ledger (e.g. one whose server the test stops and restarts). */
   readonly ledger?: Ledger;
+  readonly safety?: WorkerSafetyConfig;
 }
+
+/** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
+export const TEST_CONFIG = resolveConfig({ limits: { cooldown: '0s' } });
 
 /** Connects to the test server and bundles the workflow code once per test file. */
 export async function createTestWorld(name: string): Promise<TestWorld> {
@@ -63,7 +69,11 @@ export async function createTestWorld(name: string): Promise<TestWorld> {
   const connection = await NativeConnection.connect({ address });
   const clientConnection = await Connection.connect({ address });
   const client = new Client({ connection: clientConnection });
-  const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../../src/workflows'),
+    workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES,
+    logger: new DefaultLogger('WARN'),
+  });
   const dir = mkdtempSync(path.join(tmpdir(), `warden-${name}-`));
   const worktreeRoot = path.join(dir, 'worktrees');
   const lineageRoot = path.join(dir, 'lineage');
@@ -90,6 +100,7 @@ export async function createTestWorld(name: string): Promise<TestWorld> {
         ledger: options.ledger ?? ledger,
         logger: options.logger ?? pino({ level: 'silent' }),
         redact: createRedactor(process.env),
+        safety: options.safety ?? TEST_CONFIG.worker,
         wrapActivities: options.wrap,
       });
     },

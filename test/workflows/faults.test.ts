@@ -52,7 +52,7 @@ test('a retried stage activity does not commit twice', async () => {
   const id = `retry-${Date.now()}`;
   const handle = await startIntent(
     world.client,
-    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: writeScript(script) } },
+    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: writeScript(script) }, limits: { cooldown: '0s' } },
     world.taskQueue,
   );
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
@@ -78,7 +78,7 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   const id = `cancel-${Date.now()}`;
   const handle = await startIntent(
     world.client,
-    { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command } },
+    { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command }, limits: { cooldown: '0s' } },
     world.taskQueue,
   );
   const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 60_000, 'the impl agent to start');

@@ -43,6 +43,7 @@ function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): Inte
     paths: ['lib/**'],
     agent: { kind: 'scripted', scriptPath: fastScript },
     ...overrides,
+    limits: { cooldown: '0s', ...overrides.limits },
   };
 }
 
@@ -82,7 +83,7 @@ test('an approved intent runs every stage, loops impl until tests pass, and merg
   expect(worktreesLeft()).toEqual([]);
   const final = await handle.query(stateQuery);
   expect(final.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'tester', timedOut: false })]);
-  expect(final.spendUsd).toBeCloseTo(0.004 + 0.008 + 0.007 + 0.012 + 0.014 + 0.006, 6);
+  expect(final.spendUsd).toBe('0.051000'); // exact: 0.004 + 0.008 + 0.007 + 0.012 + 0.014 + 0.006
 });
 
 test('a second start of a running intent id is refused with a clear message', async () => {
@@ -150,7 +151,7 @@ test('impl that never passes fails after its attempt cap, merges nothing and lea
   const repo = makeSampleRepo();
   const before = git(repo, 'rev-parse', 'main');
   const script = writeScript({ stages: { impl: [{ output: 'tried', edits: [{ path: 'lib/strings.js', content: 'module.exports = {};\n' }] }] } });
-  const intent = intentFor(repo, { agent: { kind: 'scripted', scriptPath: script }, limits: { implAttempts: 2 } });
+  const intent = intentFor(repo, { agent: { kind: 'scripted', scriptPath: script }, limits: { attempts: { impl: 2 } } });
   const handle = await startIntent(world.client, intent, world.taskQueue);
   const error = await handle.result().catch((e: unknown) => e);
   expect(error).toBeInstanceOf(WorkflowFailedError);

@@ -12,7 +12,7 @@ import { migrate } from '../../src/ledger/migrate';
 import { openDatabase, startEmbeddedPostgres } from '../../src/ledger/database';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { DEMO_SCRIPT, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
+import { DEMO_SCRIPT, TEST_CONFIG, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
 
 const FAKE_KEY = 'sk-fake-0123456789abcdefghij-PLANTED';
 process.env.WARDEN_FAKE_SERVICE_API_KEY = FAKE_KEY; // before any redactor is built
@@ -65,7 +65,15 @@ afterAll(async () => {
 let n = 0;
 function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): IntentInput {
   n += 1;
-  return { id: `l${n}-${Date.now()}`, goal: 'Add slugify', repoPath, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: fastScript }, ...overrides };
+  return {
+    id: `l${n}-${Date.now()}`,
+    goal: 'Add slugify',
+    repoPath,
+    paths: ['lib/**'],
+    agent: { kind: 'scripted', scriptPath: fastScript },
+    ...overrides,
+    limits: { cooldown: '0s', ...overrides.limits },
+  };
 }
 
 async function atGate(id: string): Promise<void> {
@@ -177,6 +185,7 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
     ledger: new Ledger(database.pool),
     logger: pino({ level: 'silent' }),
     redact: createRedactor(process.env),
+    safety: TEST_CONFIG.worker,
   });
   const wRunning = w.run();
   try {

@@ -34,7 +34,7 @@ test('a fresh history of a merged intent replays without non-determinism', async
   const id = `replay-${Date.now()}`;
   const handle = await startIntent(
     world.client,
-    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT } },
+    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
     world.taskQueue,
   );
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');

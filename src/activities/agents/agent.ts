@@ -25,7 +25,8 @@ export interface AgentResult {
   /** The agent's answer, saved as the stage's artifact. */
   readonly output: string;
   readonly usage: Usage;
-  readonly costUsd: number;
+  /** The cost the agent itself reports (USD); undefined means: price the usage by the model. */
+  readonly costUsd?: number;
   /** The model that answered, when the agent knows it. */
   readonly model?: string;
 }

@@ -1,0 +1,60 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../shared/errors';
+import { describeIssues } from '../shared/intent';
+import { PROFILE_DEFAULTS } from './profiles';
+import { ConfigFileSchema, WardenConfigSchema, mergeLimits, type ConfigFile, type WardenConfig } from './schema';
+
+/** File names looked for in the working directory when no path is given. */
+export const CONFIG_FILE_NAMES = ['warden.config.json', 'warden.config.ts'] as const;
+
+/**
+ * Merges a config file's overrides onto its profile's defaults and validates the result.
+ * Bad input is a `UserError` naming every bad field; nothing runs with a bad config.
+ */
+export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
+  const parsed = ConfigFileSchema.safeParse(file);
+  if (!parsed.success) throw new UserError(`${source} is invalid: ${describeIssues(parsed.error)}`);
+  const overrides: ConfigFile = parsed.data;
+  const base = PROFILE_DEFAULTS[overrides.profile ?? 'default'];
+  const merged = {
+    profile: base.profile,
+    mode: overrides.mode ?? base.mode,
+    limits: mergeLimits(base.limits, overrides.limits),
+    worker: {
+      ...base.worker,
+      ...overrides.worker,
+      circuitBreaker: { ...base.worker.circuitBreaker, ...overrides.worker?.circuitBreaker },
+      errorRate: { ...base.worker.errorRate, ...overrides.worker?.errorRate },
+      rateLimits: { ...base.worker.rateLimits, ...overrides.worker?.rateLimits },
+      pricing: { ...base.worker.pricing, ...overrides.worker?.pricing },
+    },
+    automation: { ...base.automation, ...overrides.automation },
+  };
+  const result = WardenConfigSchema.safeParse(merged);
+  if (!result.success) throw new UserError(`${source} is invalid: ${describeIssues(result.error)}`);
+  return result.data;
+}
+
+/**
+ * Loads `file` (JSON, or a .ts/.js module whose default export is the object), or the first of
+ * CONFIG_FILE_NAMES in `cwd`, or the default profile when there is none.
+ */
+export function loadConfig(file: string | undefined, cwd: string = process.cwd()): { config: WardenConfig; source?: string } {
+  const candidate = file ? path.resolve(cwd, file) : CONFIG_FILE_NAMES.map((n) => path.join(cwd, n)).find((p) => existsSync(p));
+  if (!candidate) return { config: resolveConfig({}) };
+  if (!existsSync(candidate)) throw new UserError(`config file not found: ${candidate}`);
+  let raw: unknown;
+  try {
+    if (candidate.endsWith('.json')) {
+      raw = JSON.parse(readFileSync(candidate, 'utf8'));
+    } else {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- .ts configs load through tsx's require hook
+      const loaded = require(candidate) as { default?: unknown };
+      raw = loaded.default ?? loaded;
+    }
+  } catch (error) {
+    throw new UserError(`cannot read config file ${candidate}: ${(error as Error).message}`);
+  }
+  return { config: resolveConfig(raw, candidate), source: candidate };
+}

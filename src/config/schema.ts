@@ -1,0 +1,126 @@
+import { z } from 'zod';
+import { DurationSchema } from '../shared/duration';
+
+/** A USD amount as an exact decimal string. `"0"` for a budget means unlimited — only when written. */
+const Usd = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a USD amount such as "5" or "12.50"');
+const Rate = z.object({
+  requestsPerMinute: z.number().int().positive(),
+  tokensPerMinute: z.number().int().positive(),
+});
+
+/** Limits that travel with each intent into its workflow (deterministic, durable). */
+export const IntentLimitsConfigSchema = z.object({
+  /** Attempts per stage; impl is the edit → test loop. */
+  attempts: z.object({
+    triage: z.number().int().min(1),
+    lld: z.number().int().min(1),
+    spec: z.number().int().min(1),
+    impl: z.number().int().min(1),
+    review: z.number().int().min(1),
+  }),
+  /** All agent calls of one intent together. */
+  totalAttempts: z.number().int().min(1),
+  /** Hard limit per intent. `"0"` = unlimited (only when set explicitly). */
+  budgetUsd: Usd,
+  /** The most one agent call may cost: the budget check adds it before every call. */
+  maxCallUsd: Usd,
+  /** Warn (and, with gates, ask a human) at this share of a budget. */
+  budgetWarnAt: z.number().gt(0).lt(1),
+  /** Wait at least this long before dispatching the same stage's agent again. */
+  cooldown: DurationSchema,
+  stageTimeout: DurationSchema,
+  totalTimeout: DurationSchema,
+  gateTimeout: DurationSchema,
+  testTimeout: DurationSchema,
+  blastRadius: z.object({
+    /** Stop at a gate when the diff exceeds the triage prediction by this factor. */
+    factor: z.number().min(1),
+    maxFiles: z.number().int().positive(),
+    maxLines: z.number().int().positive(),
+  }),
+});
+export type IntentLimitsConfig = z.infer<typeof IntentLimitsConfigSchema>;
+
+/** Settings of the worker process: breakers, rate limits, prices, per-day and per-agent budgets. */
+export const WorkerSafetyConfigSchema = z.object({
+  circuitBreaker: z.object({
+    failureRate: z.number().gt(0).max(1),
+    minimumCalls: z.number().int().min(1),
+    consecutiveFailures: z.number().int().min(1),
+    window: DurationSchema,
+    halfOpenAfter: DurationSchema,
+    probes: z.number().int().min(1),
+    probeInterval: DurationSchema,
+  }),
+  errorRate: z.object({ window: DurationSchema, warning: z.number().gt(0).lt(1), critical: z.number().gt(0).lt(1), minimumCalls: z.number().int().min(1) }),
+  rateLimits: z.object({
+    /** Activities per second across the task queue (the worker's own limit). */
+    globalActivitiesPerSecond: z.number().positive(),
+    perAgent: Rate,
+    perModel: Rate,
+  }),
+  /** Per day across all intents; `"0"` = unlimited (only when set explicitly). */
+  dayBudgetUsd: Usd,
+  /** Per agent profile per day across intents; `"0"` = unlimited. */
+  agentDayBudgetUsd: Usd,
+  /** USD per million tokens, per model. A model missing here is an error, never $0. */
+  pricing: z.record(z.string(), z.object({ inputUsdPerMillion: Usd, outputUsdPerMillion: Usd })),
+});
+export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
+
+export const AutomationConfigSchema = z.object({
+  level: z.number().int().min(0).max(4),
+  allowLevelUp: z.boolean(),
+});
+
+export const PROFILES = ['conservative', 'default', 'aggressive', 'production'] as const;
+export type ProfileName = (typeof PROFILES)[number];
+
+/** The effective configuration: a profile's defaults with the file's overrides on top. */
+export const WardenConfigSchema = z.object({
+  profile: z.enum(PROFILES),
+  /** development refuses paid cloud models; production allows them. */
+  mode: z.enum(['development', 'production']),
+  limits: IntentLimitsConfigSchema,
+  worker: WorkerSafetyConfigSchema,
+  automation: AutomationConfigSchema,
+});
+export type WardenConfig = z.infer<typeof WardenConfigSchema>;
+
+/** Limits overrides, two levels deep (e.g. `{ attempts: { impl: 2 } }`); unknown keys are errors. */
+export const LimitsOverridesSchema = IntentLimitsConfigSchema.extend({
+  attempts: IntentLimitsConfigSchema.shape.attempts.partial().strict(),
+  blastRadius: IntentLimitsConfigSchema.shape.blastRadius.partial().strict(),
+})
+  .partial()
+  .strict();
+export type LimitsOverrides = z.infer<typeof LimitsOverridesSchema>;
+
+/** `base` with `overrides` on top. */
+export function mergeLimits(base: IntentLimitsConfig, overrides: LimitsOverrides | undefined): IntentLimitsConfig {
+  return {
+    ...base,
+    ...overrides,
+    attempts: { ...base.attempts, ...overrides?.attempts },
+    blastRadius: { ...base.blastRadius, ...overrides?.blastRadius },
+  };
+}
+
+/** Deep-partial overrides as a config file may give them. Unknown keys are errors (typos). */
+export const ConfigFileSchema = z
+  .object({
+    profile: z.enum(PROFILES).optional(),
+    mode: z.enum(['development', 'production']).optional(),
+    limits: LimitsOverridesSchema.optional(),
+    worker: WorkerSafetyConfigSchema.extend({
+      circuitBreaker: WorkerSafetyConfigSchema.shape.circuitBreaker.partial().strict(),
+      errorRate: WorkerSafetyConfigSchema.shape.errorRate.partial().strict(),
+      rateLimits: WorkerSafetyConfigSchema.shape.rateLimits.partial().strict(),
+    })
+      .partial()
+      .strict()
+      .optional(),
+    automation: AutomationConfigSchema.partial().strict().optional(),
+  })
+  .strict();
+export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -1,0 +1,98 @@
+import { ApplicationFailure, condition, sleep } from '@temporalio/workflow';
+import type { StageInput } from '../activities';
+import type { IntentLimitsConfig } from '../config/schema';
+import type { SafetyEventType, Severity } from '../ledger/types';
+import { checkBudget, checkCooldown, checkIterations, checkStagnation, type LimitCheck, type TestOutcome } from '../safety/limits';
+import { addUsd, compareUsd, ZERO_USD } from '../safety/money';
+import { parseDuration } from '../shared/duration';
+import { FailureType } from '../shared/errors';
+
+/** Details of a SAFETY_HALT failure: the SafetyEvent the workflow writes for it. */
+export interface HaltDetails {
+  readonly eventType: SafetyEventType;
+  readonly reason: string;
+  readonly suggestion: string;
+  readonly current: number;
+  readonly threshold: number;
+}
+
+/** A non-retryable failure that halts the intent and says which limit did it. */
+export function haltFailure(eventType: SafetyEventType, check: Pick<LimitCheck, 'detail' | 'suggestion' | 'current' | 'threshold'>): ApplicationFailure {
+  const details: HaltDetails = { eventType, reason: check.detail, suggestion: check.suggestion, current: check.current, threshold: check.threshold };
+  return ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `${eventType}: ${check.detail}`, nonRetryable: true, details: [details] });
+}
+
+type EventSink = (eventType: SafetyEventType, severity: Severity, reason: string, details: { stage?: string; suggestion?: string; metadata?: Record<string, unknown> }) => void;
+
+/**
+ * The workflow-side limits checked before every agent dispatch (by the stage-guard workflow
+ * interceptor): pause, iteration caps, the two-strike rule, the intent budget against the next
+ * call's maximum cost, and the cooldown before the same stage's agent is dispatched again.
+ * All state is workflow state, so every check replays identically.
+ */
+export class StageGuard {
+  private total = 0;
+  private readonly lastDispatchAt: Record<string, number> = {};
+  private readonly testOutcomes: TestOutcome[] = [];
+  private spentUsd = ZERO_USD;
+  private warnedBudget = false;
+  paused = false;
+
+  constructor(
+    private readonly limits: IntentLimitsConfig,
+    private readonly emit: EventSink,
+  ) {}
+
+  /** Waits out a pause and the cooldown, or throws a SAFETY_HALT failure when a limit trips. */
+  async beforeDispatch(input: StageInput): Promise<void> {
+    await condition(() => !this.paused);
+    const iterations = checkIterations({
+      stage: input.stage,
+      stageAttempts: input.attempt - 1,
+      totalAttempts: this.total,
+      caps: this.limits.attempts,
+      totalCap: this.limits.totalAttempts,
+    });
+    if (iterations.verdict === 'trip') throw haltFailure('MAX_ITERATIONS_EXCEEDED', iterations);
+
+    if (input.stage === 'impl' && this.testOutcomes.length >= 2) {
+      const stagnation = checkStagnation(this.testOutcomes);
+      if (stagnation.verdict === 'trip') throw haltFailure('STAGNATION_DETECTED', stagnation);
+    }
+
+    // "0" means unlimited, and only because someone wrote it: the default is a real limit.
+    const limitUsd = compareUsd(this.limits.budgetUsd, '0') === 0 ? null : this.limits.budgetUsd;
+    const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: input.maxCallUsd, limitUsd, warnAt: this.limits.budgetWarnAt });
+    if (budget.verdict === 'trip') throw haltFailure('COST_BUDGET_EXCEEDED', budget);
+    if (budget.verdict === 'warn' && !this.warnedBudget) {
+      this.warnedBudget = true;
+      this.emit('COST_WARNING', 'medium', budget.detail, { stage: input.stage, suggestion: budget.suggestion, metadata: { spentUsd: this.spentUsd, limitUsd } });
+    }
+
+    const last = this.lastDispatchAt[input.stage];
+    const cooldown = checkCooldown(last, Date.now(), parseDuration(this.limits.cooldown));
+    if (cooldown.waitMs > 0) await sleep(cooldown.waitMs);
+
+    this.total += 1;
+    this.lastDispatchAt[input.stage] = Date.now();
+  }
+
+  recordSpend(usd: string): void {
+    this.spentUsd = addUsd(this.spentUsd, usd);
+  }
+
+  recordTests(outcome: TestOutcome): void {
+    this.testOutcomes.push(outcome);
+  }
+}
+
+// The guard lives on this workflow's own globalThis: the SDK gives every workflow its own globals.
+const GUARD_KEY = '__wardenStageGuard';
+
+export function installStageGuard(guard: StageGuard): void {
+  (globalThis as Record<string, unknown>)[GUARD_KEY] = guard;
+}
+
+export function currentStageGuard(): StageGuard | undefined {
+  return (globalThis as Record<string, unknown>)[GUARD_KEY] as StageGuard | undefined;
+}
