@@ -162,7 +162,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     const attempt = state.attempts[stage]!;
     const result = await work.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd });
     state.spendUsd = addUsd(state.spendUsd, result.costUsd);
-    guard.recordSpend(result.costUsd);
+    guard.recordSpend(result.costUsd, stage);
     state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
     ledger.cost({ stage, attempt, agentId: intent.agent.kind, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
     ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
@@ -255,13 +255,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
       await checkChangeSize(triage.triage?.predicted);
       if (tests.passed) break;
-      if (attempt >= limits.attempts.impl) {
-        throw ApplicationFailure.create({
-          type: FailureType.ImplAttemptsExhausted,
-          message: `tests still fail after ${attempt} impl attempts: ${tests.summary}`,
-          nonRetryable: true,
-        });
-      }
+      // The next attempt is dispatched through the stage guard, which halts the intent once the
+      // impl cap (MAX_ITERATIONS_EXCEEDED) or the two-strike rule (STAGNATION_DETECTED) says so.
       feedback = `Tests ${tests.summary}. End of their output:\n${tests.tail}`;
     }
 

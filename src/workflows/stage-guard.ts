@@ -60,14 +60,8 @@ export class StageGuard {
       if (stagnation.verdict === 'trip') throw haltFailure('STAGNATION_DETECTED', stagnation);
     }
 
-    // "0" means unlimited, and only because someone wrote it: the default is a real limit.
-    const limitUsd = compareUsd(this.limits.budgetUsd, '0') === 0 ? null : this.limits.budgetUsd;
-    const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: input.maxCallUsd, limitUsd, warnAt: this.limits.budgetWarnAt });
+    const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: input.maxCallUsd, limitUsd: this.budgetLimit(), warnAt: this.limits.budgetWarnAt });
     if (budget.verdict === 'trip') throw haltFailure('COST_BUDGET_EXCEEDED', budget);
-    if (budget.verdict === 'warn' && !this.warnedBudget) {
-      this.warnedBudget = true;
-      this.emit('COST_WARNING', 'medium', budget.detail, { stage: input.stage, suggestion: budget.suggestion, metadata: { spentUsd: this.spentUsd, limitUsd } });
-    }
 
     const last = this.lastDispatchAt[input.stage];
     const cooldown = checkCooldown(last, Date.now(), parseDuration(this.limits.cooldown));
@@ -77,8 +71,21 @@ export class StageGuard {
     this.lastDispatchAt[input.stage] = Date.now();
   }
 
-  recordSpend(usd: string): void {
+  /** Adds a call's cost; the first time spend reaches the warning share of the budget, says so. */
+  recordSpend(usd: string, stage: string): void {
     this.spentUsd = addUsd(this.spentUsd, usd);
+    const limitUsd = this.budgetLimit();
+    if (this.warnedBudget || limitUsd === null) return;
+    const check = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: '0', limitUsd, warnAt: this.limits.budgetWarnAt });
+    if (check.verdict === 'warn') {
+      this.warnedBudget = true;
+      this.emit('COST_WARNING', 'medium', check.detail, { stage, suggestion: check.suggestion, metadata: { spentUsd: this.spentUsd, limitUsd } });
+    }
+  }
+
+  /** "0" means unlimited, and only because someone wrote it: the default is a real limit. */
+  private budgetLimit(): string | null {
+    return compareUsd(this.limits.budgetUsd, '0') === 0 ? null : this.limits.budgetUsd;
   }
 
   recordTests(outcome: TestOutcome): void {

@@ -155,10 +155,10 @@ test('impl that never passes fails after its attempt cap, merges nothing and lea
   const handle = await startIntent(world.client, intent, world.taskQueue);
   const error = await handle.result().catch((e: unknown) => e);
   expect(error).toBeInstanceOf(WorkflowFailedError);
-  expect(String((error as WorkflowFailedError).cause?.message)).toMatch(/tests still fail after 2 impl attempts/);
+  expect(String((error as WorkflowFailedError).cause?.message)).toMatch(/MAX_ITERATIONS_EXCEEDED: stage impl: attempt 3/);
   const state = await handle.query(stateQuery);
   expect(state.status).toBe('failed');
-  expect(state.attempts.impl).toBe(2);
+  expect(state.tests).toHaveLength(2); // two impl attempts ran; the third was refused by the cap
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
   expect(worktreesLeft()).toEqual([]);
   // the branch stays, so the work can be inspected or resumed
