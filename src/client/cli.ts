@@ -10,6 +10,8 @@ import { DecisionSchema, GateKindSchema } from '../shared/decisions';
 import { UserError } from '../shared/errors';
 import { describeIssues } from '../shared/intent';
 import { INTENT_STATUSES } from '../shared/state';
+import { pauseSignal, resumeSignal } from '../shared/messages';
+import { detectCascade } from '../safety/cascade-detector';
 import { intentFromFlags, type RunFlags } from './intent-input';
 import { describeOrExplain, intentHandle, queryState, sendDecision } from './intents';
 import { runIntent } from './run-intent';
@@ -180,6 +182,37 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
 
   addLedgerCommands(program, config, { print, printJson });
 
+  const check = program.command('check').description('Run a safety check by hand');
+  check
+    .command('cascade')
+    .description('Score text on stdin for cascade patterns (continuation offers, option menus, pivots, scope expansion)')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      const verdict = detectCascade(await readStdin());
+      if (flags.json) return printJson(verdict);
+      print(`${verdict.level} (score ${verdict.score.toFixed(2)})`);
+      for (const m of verdict.matches) print(`  ${m.category}: "${m.excerpt}"`);
+    });
+
+  program
+    .command('pause <id>')
+    .description('Hold an intent before its next stage (the running one finishes)')
+    .option('--by <name>', 'who pauses (default: $USER)')
+    .option('--reason <text>', 'why')
+    .action(async (id: string, flags: { by?: string; reason?: string }) => {
+      await signalRunning(config, id, (handle) => handle.signal(pauseSignal, { by: flags.by ?? defaultApprover(), reason: flags.reason }));
+      print(`paused ${id}: it stops before its next stage (warden resume-run ${id} lets it go on)`);
+    });
+
+  program
+    .command('resume-run <id>')
+    .description('Let a paused intent go on')
+    .option('--by <name>', 'who resumes (default: $USER)')
+    .action(async (id: string, flags: { by?: string }) => {
+      await signalRunning(config, id, (handle) => handle.signal(resumeSignal, { by: flags.by ?? defaultApprover() }));
+      print(`resumed ${id}`);
+    });
+
   program
     .command('config')
     .description('Configuration files')
@@ -206,6 +239,26 @@ async function decide(config: RuntimeConfig, id: string, raw: Record<string, unk
   } finally {
     await target.close();
   }
+}
+
+/** Sends something to a running intent, with a clear error when it is not running. */
+async function signalRunning(config: RuntimeConfig, id: string, send: (handle: ReturnType<typeof intentHandle>) => Promise<void>): Promise<void> {
+  const target = await connectTemporal(config, () => undefined);
+  try {
+    const handle = intentHandle(target.client, id);
+    const description = await describeOrExplain(handle, id);
+    if (description.status.name !== 'RUNNING') throw new UserError(`intent ${id} is not running (${description.status.name.toLowerCase()})`);
+    await send(handle);
+  } finally {
+    await target.close();
+  }
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) throw new UserError('pipe the text to check into stdin, e.g. warden check cascade < answer.md');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function untilSignal(): Promise<void> {

@@ -198,3 +198,37 @@ test('warden schedules install creates the daily maintenance schedule, and updat
   }
   expect(warden('schedules', 'install', '--at', '25:00').stderr).toMatch(/--at takes HH:MM/);
 });
+
+test('warden check cascade scores stdin; warden config check names every bad field', () => {
+  const offer = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--json'], {
+    env,
+    encoding: 'utf8',
+    input: "Tests pass. Should I continue with the auth module next? While I'm at it, I'll also bump every dependency.",
+  });
+  expect(offer.status).toBe(0);
+  expect(JSON.parse(offer.stdout)).toMatchObject({ level: 'HIGH' });
+  const plain = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Added slugify() and its test; all tests pass.' });
+  expect(plain.stdout).toMatch(/^NONE/);
+
+  const good = path.join(home, 'good.json');
+  writeFileSync(good, JSON.stringify({ profile: 'conservative', limits: { attempts: { impl: 4 } } }));
+  const effective = JSON.parse(warden('config', 'check', good, '--json').stdout) as { config: { profile: string; limits: { attempts: { impl: number }; budgetUsd: string }; automation: { level: number } } };
+  expect(effective.config).toMatchObject({ profile: 'conservative', limits: { attempts: { impl: 4 }, budgetUsd: '2.50' }, automation: { level: 1 } });
+
+  const bad = path.join(home, 'bad.json');
+  writeFileSync(bad, JSON.stringify({ mode: 'dev', limits: { attempts: { imp: 3 }, budgetUsd: 5 } }));
+  const refused = warden('config', 'check', bad);
+  expect(refused.code).toBe(2);
+  expect(refused.stderr).toMatch(/mode: .*development.*production/);
+  expect(refused.stderr).toMatch(/limits\.attempts: Unrecognized key: "imp"/);
+  expect(refused.stderr).toMatch(/limits\.budgetUsd/);
+  // and nothing runs with it
+  const run = warden('--config', bad, 'run', '--repo', makeSampleRepo(), '--goal', 'x', '--script', DEMO_SCRIPT);
+  expect(run.code).toBe(2);
+  expect(run.stdout).not.toMatch(/started intent/);
+});
+
+test('warden pause and resume-run refuse an intent that is not running', () => {
+  expect(warden('pause', 'nope-intent').stderr).toMatch(/no intent with id nope-intent/);
+  expect(warden('resume-run', 'nope-intent').code).toBe(2);
+});
