@@ -19,6 +19,7 @@ import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents } from './list-intents';
 import { reportResult } from './report';
 import { addLedgerCommands } from './ledger-commands';
+import { addStopCommands } from './stop-commands';
 
 /** Who decides at a gate when `--by` is not given. */
 function defaultApprover(): string {
@@ -181,6 +182,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     });
 
   addLedgerCommands(program, config, { print, printJson });
+  addStopCommands(program, config, { print, printJson, defaultUser: defaultApprover });
 
   const check = program.command('check').description('Run a safety check by hand');
   check

@@ -5,7 +5,7 @@ import { UserError } from '../shared/errors';
 import type { IntentInput } from '../shared/intent';
 import { followIntent, type FollowResult } from './follow';
 import { startIntent, validateIntent } from './intents';
-import { connectTemporal, hasLiveWorker, startWorker, webUiLink, type RunningWorker } from './session';
+import { connectTemporal, hasLiveWorker, openLedger, startWorker, webUiLink, type RunningWorker } from './session';
 
 export interface RunIntentOptions {
   readonly config: RuntimeConfig;
@@ -27,6 +27,7 @@ export type RunIntentResult = { readonly intentId: string; readonly detached: tr
  */
 export async function runIntent(input: IntentInput, options: RunIntentOptions): Promise<RunIntentResult> {
   const intent = validateIntent(input);
+  await refuseWhileStopped(options.config);
   const target = await connectTemporal(options.config, (m) => options.print(m));
   let worker: RunningWorker | undefined;
   try {
@@ -56,5 +57,18 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
   } finally {
     await worker?.stop();
     await target.close();
+  }
+}
+
+/** `warden run` starts nothing while the global stop flag is set, and says why. */
+async function refuseWhileStopped(config: RuntimeConfig): Promise<void> {
+  const { ledger, database } = await openLedger(config, () => undefined);
+  try {
+    const stop = await ledger.globalStop();
+    if (stop.stopped) {
+      throw new UserError(`Warden is stopped (by ${stop.by ?? 'someone'}: ${stop.reason ?? 'no reason given'}); nothing starts until warden unlock --reason TEXT`);
+    }
+  } finally {
+    await database.close();
   }
 }

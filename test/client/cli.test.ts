@@ -232,3 +232,81 @@ test('warden pause and resume-run refuse an intent that is not running', () => {
   expect(warden('pause', 'nope-intent').stderr).toMatch(/no intent with id nope-intent/);
   expect(warden('resume-run', 'nope-intent').code).toBe(2);
 });
+
+describe('kill switches', () => {
+  /** A command agent that answers every stage at once but hangs in impl, recording its pid. */
+  function hangingAgent(pidFile: string): string {
+    return `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo ok; fi`;
+  }
+  function alive(pid: number): boolean {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  async function pidOf(file: string): Promise<number> {
+    const { readFileSync, existsSync } = await import('node:fs');
+    return waitFor(() => (existsSync(file) && readFileSync(file, 'utf8').trim() ? Number(readFileSync(file, 'utf8')) : undefined), 90_000, `a pid in ${file}`);
+  }
+
+  test('warden stop ID kills the running agent, merges nothing, and records who stopped it', async () => {
+    const repo = makeSampleRepo();
+    const before = git(repo, 'rev-parse', 'main');
+    const id = `cli-stop-${Date.now()}`;
+    const pidFile = path.join(mkdtempSync(path.join(tmpdir(), 'pid-')), 'agent.pid');
+    const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'hang', '--id', id, '--agent', 'command', '--cmd', hangingAgent(pidFile)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    const pid = await pidOf(pidFile);
+    const stop = warden('stop', id, '--reason', 'wrong repo');
+    expect(stop.code).toBe(0);
+    expect(await exited).toBe(130);
+    expect(out).toMatch(/cancelled; nothing was merged/);
+    await waitFor(() => (alive(-pid) ? undefined : true), 5000, 'the agent group to die');
+    expect(git(repo, 'rev-parse', 'main')).toBe(before);
+    expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
+    const timeline = JSON.parse(warden('audit', id, '--json').stdout) as Array<{ type: string; summary: string }>;
+    expect(timeline.find((e) => e.type === 'INTENT_STOPPED')?.summary).toBe('stopped by cli-tester: wrong repo');
+    expect(timeline.at(-1)?.type).toBe('INTENT_CANCELLED');
+    expect(warden('stop', id).stderr).toMatch(/is not running \(cancelled\)/);
+  });
+
+  test('warden stop --all sets the global stop, stops every intent; run refuses until unlock', async () => {
+    const worker = spawn(process.execPath, [BIN, 'worker'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const workerExited = new Promise<number | null>((resolve) => worker.on('close', resolve));
+    try {
+      const dir = mkdtempSync(path.join(tmpdir(), 'pids-'));
+      const ids = [1, 2, 3].map((i) => `cli-all-${i}-${Date.now()}`);
+      for (const [i, id] of ids.entries()) {
+        const started = warden('run', '--repo', makeSampleRepo(), '--goal', 'hang', '--id', id, '--agent', 'command', '--cmd', hangingAgent(path.join(dir, `${i}.pid`)), '--detach');
+        expect(started.code).toBe(0);
+      }
+      const pids = await Promise.all(ids.map((_, i) => pidOf(path.join(dir, `${i}.pid`))));
+      const stop = warden('stop', '--all', '--reason', 'drill', '--json');
+      expect(stop.code).toBe(0);
+      expect(JSON.parse(stop.stdout).cancelled.sort()).toEqual([...ids].sort());
+      for (const pid of pids) await waitFor(() => (alive(-pid) ? undefined : true), 10_000, `agent ${pid} to die`);
+      await waitFor(() => {
+        const rows = JSON.parse(warden('list', '--status', 'cancelled', '--json').stdout) as Array<{ intentId: string }>;
+        return ids.every((id) => rows.some((r) => r.intentId === id)) ? true : undefined;
+      }, 20_000, 'all three to be listed as cancelled');
+
+      const refused = warden('run', '--repo', makeSampleRepo(), '--goal', 'x', '--script', DEMO_SCRIPT);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/Warden is stopped \(by cli-tester: drill\)/);
+      expect(warden('stop', '--all').stderr).toMatch(/--all needs --reason/);
+
+      expect(warden('unlock', '--reason', 'drill over').code).toBe(0);
+      expect(warden('unlock', '--reason', 'again').stderr).toMatch(/not stopped/);
+      const report = JSON.parse(warden('report', '--json').stdout) as { layers: { humanOverride: { emergencyStops: number } } };
+      expect(report.layers.humanOverride.emergencyStops).toBeGreaterThanOrEqual(1);
+    } finally {
+      worker.kill('SIGTERM');
+      await workerExited;
+    }
+  });
+});
