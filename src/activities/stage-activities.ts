@@ -14,7 +14,7 @@ import { FailureType } from '../shared/errors';
 import type { AgentResult } from './agents';
 import { createAgent } from './agents';
 import { activityLogger } from './log-context';
-import { commitAll, git } from './git';
+import { commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
 import { agentEnvironment, runProcess } from './process';
 import { buildPrompt } from './prompts';
@@ -45,6 +45,11 @@ export interface StageInput extends IntentRef {
   readonly feedback?: string;
   /** The most this call may cost: reserved against the day's budget before the agent runs. */
   readonly maxCallUsd: string;
+  /**
+   * The commit this attempt starts from. After `warden resume --from STAGE` the branch may hold
+   * later commits of the run that was reset; the worktree is moved back to this one first.
+   */
+  readonly startCommit?: string;
 }
 
 /** What the safety layers need to know about one agent answer, computed where the answer is. */
@@ -89,6 +94,8 @@ export interface TestRunResult {
   readonly logPath?: string;
   /** The end of the output, fed back to the next impl attempt. */
   readonly tail: string;
+  /** The commit that recorded the test log, if one was made. */
+  readonly commit?: string;
 }
 
 const TEST_OUTPUT_CAP = 4 * 1024 * 1024;
@@ -113,7 +120,8 @@ export function createStageActivities(deps: ActivityDeps) {
     async runAgentStage(input: StageInput): Promise<StageResult> {
       const { intent, stage, attempt } = input;
       const ctx = Context.current();
-      const { worktreePath } = await worktree(intent);
+      const { worktreePath, head } = await worktree(intent);
+      if (input.startCommit && head !== input.startCommit) await rewindTo(worktreePath, input.startCommit);
       const prompt = buildPrompt({
         intent,
         stage,
@@ -180,8 +188,9 @@ export function createStageActivities(deps: ActivityDeps) {
       const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
       const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
       const logPath = await writeLineageFile(worktreePath, intent.id, artifactName('impl', attempt, '-tests.log'), output);
-      await commitAll(worktreePath, `warden(${intent.id}): tests after impl attempt ${attempt}: ${summary}`);
+      const commit = await commitAll(worktreePath, `warden(${intent.id}): tests after impl attempt ${attempt}: ${summary}`);
       return {
+        commit,
         attempt,
         passed,
         ran: true,
@@ -240,6 +249,20 @@ export function createStageActivities(deps: ActivityDeps) {
       });
     },
   };
+}
+
+/** Moves the intent branch back to `commit` (an ancestor of its head): the rewind of a resume. */
+async function rewindTo(worktreePath: string, commit: string): Promise<void> {
+  const ancestor = await gitRaw(worktreePath, ['merge-base', '--is-ancestor', commit, 'HEAD']);
+  if (ancestor.code !== 0) {
+    throw ApplicationFailure.create({
+      type: FailureType.GitFailed,
+      message: `cannot rewind ${worktreePath} to ${commit}: it is not an ancestor of the intent branch`,
+      nonRetryable: true,
+    });
+  }
+  await git(worktreePath, ['reset', '-q', '--hard', commit]);
+  await git(worktreePath, ['clean', '-q', '-fd']);
 }
 
 /** `npm test` when package.json has a test script; otherwise none. */

@@ -20,6 +20,7 @@ import { listIntents } from './list-intents';
 import { reportResult } from './report';
 import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
+import { addResumeCommand, resumeFromCli } from './resume';
 
 /** Who decides at a gate when `--by` is not given. */
 function defaultApprover(): string {
@@ -77,8 +78,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   program
     .command('run')
     .description('Start an intent and follow it: triage → lld → spec → impl → review → merge gate → merge')
-    .requiredOption('--repo <path>', 'target git repository')
-    .requiredOption('--goal <text>', 'what the agent should achieve')
+    .option('--repo <path>', 'target git repository (required)')
+    .option('--goal <text>', 'what the agent should achieve (required)')
     .option('--id <id>', 'intent id (default: from the goal)')
     .addOption(new Option('--agent <kind>', 'agent kind').choices(['scripted', 'command']))
     .option('--script <file>', 'script file for the scripted agent')
@@ -89,11 +90,16 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one)')
     .option('--impl-attempts <n>', 'edit → test attempts before impl fails (default 5)')
     .option('--gate-timeout <duration>', 'how long the merge gate waits before rejecting (default 24h)')
+    .option('--resume-from <stage>', 'with --id: run an existing intent again from this stage (same as warden resume --from)')
     .option('--detach', 'start and return at once')
     .option('--approve', 'approve the merge gate without asking')
     .option('--by <name>', 'who approves (default: $USER)')
     .option('--json', 'print the outcome as JSON')
-    .action(async (flags: RunFlags & { detach?: boolean; approve?: boolean; by?: string; json?: boolean }) => {
+    .action(async (flags: RunFlags & { detach?: boolean; approve?: boolean; by?: string; json?: boolean; resumeFrom?: string }) => {
+      if (flags.resumeFrom !== undefined) {
+        if (!flags.id) throw new UserError('--resume-from needs --id ID of the intent to resume');
+        return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
+      }
       const safety = settings();
       const input = intentFromFlags(flags, process.cwd(), safety.limits);
       const result = await runIntent(input, {
@@ -183,6 +189,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
 
   addLedgerCommands(program, config, { print, printJson });
   addStopCommands(program, config, { print, printJson, defaultUser: defaultApprover });
+  addResumeCommand(program, config, print);
 
   const check = program.command('check').description('Run a safety check by hand');
   check

@@ -160,7 +160,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   async function runStage(stage: AgentStage, feedback?: string): Promise<StageResult> {
     enter(stage);
     const attempt = state.attempts[stage]!;
-    const result = await work.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd });
+    const result = await work.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd, startCommit: head });
+    if (result.commit) head = result.commit;
     state.spendUsd = addUsd(state.spendUsd, result.costUsd);
     guard.recordSpend(result.costUsd, stage);
     state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
@@ -208,6 +209,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     }
   }
 
+  /** The intent branch's head as this run knows it: where the next stage starts (see resume). */
+  let head: string | undefined;
   let blastRadiusApproved = false;
   /** After an impl attempt: a change beyond 1.5× triage's prediction or the hard cap stops at a gate. */
   async function checkChangeSize(predicted: { files: number; lines: number } | undefined): Promise<void> {
@@ -239,8 +242,9 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
 
   async function pipeline(): Promise<MutableOutcome> {
     setStatus('running');
-    const { worktreePath } = await git.prepareWorktree({ intent });
-    state.worktreePath = worktreePath;
+    const prepared = await git.prepareWorktree({ intent });
+    state.worktreePath = prepared.worktreePath;
+    head = prepared.head;
 
     const triage = await runStage('triage');
     await runStage('lld');
@@ -250,6 +254,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     for (let attempt = 1; ; attempt++) {
       await runStage('impl', feedback);
       const tests = await testsRun.runTests({ intent, attempt });
+      if (tests.commit) head = tests.commit;
       state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });
       guard.recordTests({ passed: tests.passedCount ?? 0, failed: tests.failedCount ?? (tests.passed ? 0 : 1), failingTests: tests.failingTests });
       if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;

@@ -310,3 +310,12 @@ describe('kill switches', () => {
     }
   });
 });
+
+test('warden resume and run --resume-from explain bad requests', () => {
+  expect(warden('resume', 'no-such-intent', '--from', 'impl').stderr).toMatch(/no intent with id no-such-intent/);
+  const noId = warden('run', '--resume-from', 'impl');
+  expect(noId.code).toBe(2);
+  expect(noId.stderr).toMatch(/--resume-from needs --id/);
+  expect(warden('run', '--id', 'no-such-intent', '--resume-from', 'impl').stderr).toMatch(/no intent with id no-such-intent/);
+  expect(warden('resume', '--help').stdout).toMatch(/--reapply-signals/);
+});

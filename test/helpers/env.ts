@@ -59,13 +59,16 @@ export interface WorkerOptions {
 /** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
 export const TEST_CONFIG = resolveConfig({ limits: { cooldown: '0s' } });
 
-/** Connects to the test server and bundles the workflow code once per test file. */
-export async function createTestWorld(name: string): Promise<TestWorld> {
+/**
+ * Connects to the test server (or to `address`, a server the test started itself) and bundles
+ * the workflow code once per test file.
+ */
+export async function createTestWorld(name: string, address?: string): Promise<TestWorld> {
   if (!runtimeInstalled) {
     Runtime.install({ logger: new DefaultLogger('ERROR') });
     runtimeInstalled = true;
   }
-  const address = temporalAddress();
+  address ??= temporalAddress();
   const connection = await NativeConnection.connect({ address });
   const clientConnection = await Connection.connect({ address });
   const client = new Client({ connection: clientConnection });
