@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
@@ -45,6 +46,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     logger,
     redact: createRedactor(process.env),
     safety,
+    // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
+    killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },
   });
   const running = worker.run();
   return {

@@ -173,3 +173,54 @@ export const BudgetReservationRequestSchema = z.object({
 export type BudgetReservationRequest = z.infer<typeof BudgetReservationRequestSchema>;
 
 export const COST_GROUPINGS = ['intent', 'stage', 'model', 'agent', 'day'] as const satisfies readonly CostGrouping[];
+
+/** How an activity attempt ended. */
+export const ACTIVITY_OUTCOMES = ['completed', 'failed', 'cancelled'] as const;
+export type ActivityOutcome = (typeof ACTIVITY_OUTCOMES)[number];
+
+/**
+ * One activity attempt as the worker saw it (`activity_runs`). The key is
+ * (workflowId, runId, activityId, attempt): writing the same attempt again changes nothing.
+ */
+export const ActivityRunSchema = z
+  .object({
+    workflowId: z.string().min(1),
+    runId: z.string().min(1),
+    activityId: z.string().min(1),
+    attempt: z.number().int().min(1),
+    activityType: z.string().min(1),
+    taskQueue: z.string().min(1),
+    intentId: z.string().optional(),
+    stage: z.string().optional(),
+    agentId: z.string().optional(),
+    modelId: z.string().optional(),
+    startedAt: z.coerce.date(),
+    endedAt: z.coerce.date(),
+    outcome: z.enum(ACTIVITY_OUTCOMES),
+    /** The failure's type (or error name) only: messages may quote agent output. */
+    failureType: z.string().max(200).optional(),
+    /** What a paid call cost, when known. */
+    spendUsd: UsdSchema.optional(),
+  })
+  .refine((run) => run.endedAt.getTime() >= run.startedAt.getTime(), { message: 'an activity cannot end before it starts', path: ['endedAt'] });
+export type ActivityRunInput = z.input<typeof ActivityRunSchema>;
+
+/** An `activity_runs` row as read back, with its duration. */
+export interface ActivityRun {
+  readonly workflowId: string;
+  readonly runId: string;
+  readonly activityId: string;
+  readonly attempt: number;
+  readonly activityType: string;
+  readonly taskQueue: string;
+  readonly intentId?: string;
+  readonly stage?: string;
+  readonly agentId?: string;
+  readonly modelId?: string;
+  readonly startedAt: Date;
+  readonly endedAt: Date;
+  readonly durationMs: number;
+  readonly outcome: ActivityOutcome;
+  readonly failureType?: string;
+  readonly spendUsd?: string;
+}

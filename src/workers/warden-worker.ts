@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
@@ -6,6 +7,7 @@ import type { Ledger } from '../ledger/ledger';
 import { TASK_QUEUE } from '../shared/ids';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
+import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
 
 /** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
 export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../workflows/interceptors')];
@@ -25,6 +27,11 @@ export interface WardenWorkerOptions {
   readonly workflowBundle?: WorkflowBundleWithSourceMap;
   /** Replaces activities, e.g. to inject faults in tests. */
   readonly wrapActivities?: (activities: WardenActivities) => WardenActivities;
+  /**
+   * Kill switches besides the ledger's global stop (WARDEN_ENABLED=false → `enabled: false`).
+   * Default: enabled, with the emergency stop file at `<cwd>/.warden/EMERGENCY_STOP`.
+   */
+  readonly killSwitch?: KillSwitchOptions;
 }
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
@@ -46,7 +53,15 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
       : { workflowsPath: require.resolve('../workflows') }),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
     interceptors: {
-      activity: [activityContextInterceptor(options.logger, options.redact)],
+      activity: [
+        activityContextInterceptor(options.logger, options.redact),
+        agentSafetyInterceptor({
+          ledger: options.ledger,
+          config: options.safety,
+          logger: options.logger,
+          killSwitch: options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(process.cwd(), DEFAULT_EMERGENCY_STOP_FILE) },
+        }),
+      ],
       workflowModules: WORKFLOW_INTERCEPTOR_MODULES,
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,

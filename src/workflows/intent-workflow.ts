@@ -133,7 +133,9 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     startToCloseTimeout: parseDuration(limits.stageTimeout),
     heartbeatTimeout: '10s',
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: { maximumAttempts: 3, initialInterval: '2s', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
+    // Five tries, backing off to a minute: an open circuit or an empty token bucket asks for a
+    // later retry (nextRetryDelay) and should not cost the intent its stage.
+    retry: { maximumAttempts: 5, initialInterval: '2s', maximumInterval: '1m', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
   });
   const testsRun = proxyActivities<WardenActivities>({
     startToCloseTimeout: parseDuration(limits.testTimeout) + 60_000,

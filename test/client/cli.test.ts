@@ -2,6 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 
@@ -234,6 +235,20 @@ test('warden pause and resume-run refuse an intent that is not running', () => {
 });
 
 describe('kill switches', () => {
+  // An emergency stop cancels every running intent on its server: give these tests a server of
+  // their own, so they stop nobody else's.
+  let server: DevServer;
+  let sharedAddress: string | undefined;
+  beforeAll(async () => {
+    server = await startDevServer({ cliPath: process.env.WARDEN_TEST_CLI_PATH!, port: 0, uiPort: false });
+    sharedAddress = env.TEMPORAL_ADDRESS;
+    env.TEMPORAL_ADDRESS = server.address;
+  });
+  afterAll(async () => {
+    env.TEMPORAL_ADDRESS = sharedAddress;
+    await server.stop();
+  });
+
   /** A command agent that answers every stage at once but hangs in impl, recording its pid. */
   function hangingAgent(pidFile: string): string {
     return `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo ok; fi`;

@@ -61,6 +61,7 @@ describe.each(testBackends())('retention cleanup on the %s PostgreSQL', (_backen
 
     const deleted = await ledger.cleanup(90, now);
     expect(deleted).toEqual({
+      activity_runs: 0,
       safety_events: 1,
       cost_events: 1,
       gate_decisions: 1,

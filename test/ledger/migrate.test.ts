@@ -7,7 +7,7 @@ import { Ledger } from '../../src/ledger/ledger';
 import { freshDatabase, testBackends, type FreshDatabase } from '../helpers/database';
 import { safetyEvent } from './fixtures';
 
-const TABLES = ['budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'safety_events', 'schema_migrations'];
+const TABLES = ['activity_runs', 'budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'safety_events', 'schema_migrations'];
 
 async function tables(pool: pg.Pool): Promise<string[]> {
   const result = await pool.query<{ table_name: string }>(
@@ -57,18 +57,18 @@ describe.each(testBackends())('migrations on the %s PostgreSQL', (_backend, base
     await cp(MIGRATIONS_DIR, dir, { recursive: true });
     await migrate(db.pool, dir);
 
-    await writeFile(path.join(dir, '002_notes.sql'), 'CREATE TABLE notes (id int PRIMARY KEY);');
-    expect(await migrate(db.pool, dir)).toEqual(['002_notes']);
+    await writeFile(path.join(dir, '003_notes.sql'), 'CREATE TABLE notes (id int PRIMARY KEY);');
+    expect(await migrate(db.pool, dir)).toEqual(['003_notes']);
 
-    await writeFile(path.join(dir, '003_broken.sql'), 'CREATE TABLE half_done (id int); SELECT 1 / 0;');
-    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 003_broken failed: division by zero/);
+    await writeFile(path.join(dir, '004_broken.sql'), 'CREATE TABLE half_done (id int); SELECT 1 / 0;');
+    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 004_broken failed: division by zero/);
     expect(await tables(db.pool)).not.toContain('half_done');
     const names = await db.pool.query('SELECT name FROM schema_migrations ORDER BY name');
-    expect(names.rows.map((r) => r.name)).toEqual(['001_initial', '002_notes']);
+    expect(names.rows.map((r) => r.name)).toEqual(['001_initial', '002_activity_runs', '003_notes']);
 
-    await writeFile(path.join(dir, '003_broken.sql'), 'SELECT 1;');
-    await appendFile(path.join(dir, '002_notes.sql'), '\n-- edited afterwards\n');
-    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 002_notes has changed since it was applied/);
+    await writeFile(path.join(dir, '004_broken.sql'), 'SELECT 1;');
+    await appendFile(path.join(dir, '003_notes.sql'), '\n-- edited afterwards\n');
+    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 003_notes has changed since it was applied/);
   });
 
   test('the tables are append-only: UPDATE, DELETE and TRUNCATE are refused', async () => {

@@ -1,0 +1,669 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import type { ActivityExecuteInput, ActivityInterceptorsFactory } from '@temporalio/worker';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { ZodError } from 'zod';
+import type { StageInput, StageResult } from '../../activities';
+import { activityLogger } from '../../activities/log-context';
+import type { WorkerSafetyConfig } from '../../config/schema';
+import { deterministicUuid } from '../../ledger/event-id';
+import { LedgerError, type Ledger } from '../../ledger/ledger';
+import type { ActivityOutcome, SafetyEventInput, SafetyEventType, Severity } from '../../ledger/types';
+import { CircuitBreakerRegistry, CircuitOpenError, type CircuitStateChange } from '../../safety/circuit-breaker';
+import { ErrorRateBreaker, type ErrorRateCheck } from '../../safety/error-rate';
+import { addUsd, compareUsd, normalizeUsd, subUsd } from '../../safety/money';
+import { RateLimiter } from '../../safety/token-bucket';
+import { parseDuration } from '../../shared/duration';
+import { FailureType } from '../../shared/errors';
+import type { AgentProfile } from '../../shared/intent';
+
+/** The activity the safety layers act on; every other activity is only audited. */
+export const AGENT_ACTIVITY = 'runAgentStage';
+
+/** Where the emergency stop file lives when the worker is not told otherwise. */
+export const DEFAULT_EMERGENCY_STOP_FILE = path.join('.warden', 'EMERGENCY_STOP');
+
+/** The kill switches a worker obeys besides the ledger's global stop flag. */
+export interface KillSwitchOptions {
+  /** False when WARDEN_ENABLED=false: the worker starts no agent work at all. */
+  readonly enabled: boolean;
+  /** While this file exists, the worker starts no agent work. */
+  readonly emergencyStopFile: string;
+}
+
+export interface AgentSafetyDeps {
+  readonly ledger: Ledger;
+  readonly config: WorkerSafetyConfig;
+  readonly logger: Logger;
+  readonly killSwitch: KillSwitchOptions;
+}
+
+/** Which agent, model and endpoint an agent call goes to. */
+export interface AgentEndpoint {
+  /** As cost events name it: the agent profile's kind. */
+  readonly agentId: string;
+  readonly modelId: string;
+  /** The circuit breaker's key. */
+  readonly endpoint: string;
+}
+
+/** The largest amount the ledger stores: the "limit" of an unlimited day budget. */
+const UNLIMITED_USD = '99999999.999999';
+/** Longest pause between two tries of an unreachable ledger: well inside a 10 s heartbeat timeout. */
+const LEDGER_RETRY_MAX_MS = 4_000;
+/** Stop waiting for the ledger this long before the attempt's start-to-close timeout. */
+const DEADLINE_MARGIN_MS = 5_000;
+/** Temporal reads a zero nextRetryDelay as "use the retry policy"; never ask for less than this. */
+const MIN_RETRY_DELAY_MS = 1_000;
+/**
+ * Failures that say our request was bad, not that the endpoint is unhealthy: they neither trip
+ * the endpoint's circuit nor count as errors in the error rate.
+ */
+const CALLER_FAULTS: ReadonlySet<string> = new Set<string>([
+  FailureType.InvalidIntent,
+  FailureType.InvalidScript,
+  FailureType.PathOutsideWorktree,
+  FailureType.UnknownModel,
+  FailureType.GitFailed,
+  FailureType.BaseBranchDirty,
+  FailureType.MergeConflict,
+]);
+/** SQLSTATE classes worth waiting out: connection, resources, operator intervention, serialization. */
+const TRANSIENT_SQLSTATE_CLASSES = new Set(['08', '40', '53', '57']);
+
+const CASCADE_SEVERITY = { LOW: 'low', MEDIUM: 'medium', HIGH: 'high', CRITICAL: 'critical' } as const satisfies Record<string, Severity>;
+const CASCADE_SUGGESTION = {
+  LOW: 'Nothing to do now; a pattern of these from one agent is worth a look.',
+  MEDIUM: "Read the stage's artifact before approving the next gate.",
+  HIGH: 'A human must decide the next gate: do not auto-approve it. Read the artifact and check the work stays within the intent.',
+  CRITICAL: 'The intent was halted. Read the artifact, then rewind or restart the intent with a narrower prompt.',
+} as const;
+
+/** One activity attempt, as the ledger's keys and the logs name it. */
+interface CallRef {
+  readonly workflowId: string;
+  readonly runId: string;
+  readonly activityId: string;
+  readonly attempt: number;
+  readonly activityType: string;
+  readonly taskQueue: string;
+  readonly intentId?: string;
+  readonly stage?: string;
+  /** `Date.now()` when the attempt reached this interceptor. */
+  readonly startedMs: number;
+  /** When to stop waiting for an unreachable ledger. */
+  readonly deadlineMs: number;
+}
+
+/** What the audit row of an agent call learns while the call runs. */
+interface RunFacts {
+  agent?: AgentEndpoint;
+  spendUsd?: string;
+}
+
+/** The activity a circuit transition happened in (see `CircuitBreakerRegistry`'s onStateChange). */
+interface CallScope {
+  readonly ctx: Context;
+  readonly transitions: CircuitStateChange[];
+}
+
+type EventDetails = {
+  readonly suggestion?: string;
+  readonly breakerId?: string;
+  readonly costSnapshot?: CostSnapshot;
+  readonly metadata?: Record<string, unknown>;
+  /** Tells apart two events of one type in one attempt (e.g. two breakers resetting). */
+  readonly key?: string;
+};
+type CostSnapshot = NonNullable<SafetyEventInput['costSnapshot']>;
+
+/**
+ * The worker's agent-safety layers, around every activity (one instance per worker process):
+ *
+ * - `runAgentStage` only, before the agent runs, in this order: kill switches (WARDEN_ENABLED,
+ *   the emergency stop file, the ledger's global stop flag) → non-retryable KILL_SWITCH; the
+ *   error-rate breaker at critical → retryable ERROR_RATE_CRITICAL; the endpoint's circuit OPEN →
+ *   retryable CIRCUIT_OPEN; per-agent and per-model token buckets → retryable RATE_LIMITED; the
+ *   agent's day budget (its cost events today + this call's maximum) and the day budget across
+ *   intents (an atomic ledger reservation of the call's maximum) → non-retryable BUDGET_EXCEEDED.
+ *   Retryable failures carry `nextRetryDelay` = the wait.
+ * - After it: the reservation is settled at the call's cost (released if the call failed); a
+ *   cascade of LOW…HIGH is recorded, CRITICAL is recorded and halts (non-retryable SAFETY_HALT,
+ *   without details: its event is already written).
+ * - Every activity: one `activity_runs` row per attempt (start, end, duration, outcome, spend).
+ *
+ * Every decision is one SafetyEvent whose id derives from workflow id, run id, activity id,
+ * attempt and event type, so a repeated write adds nothing. While the ledger is unreachable the
+ * attempt waits for it (heartbeating) until shortly before its start-to-close timeout.
+ */
+export function agentSafetyInterceptor(deps: AgentSafetyDeps): ActivityInterceptorsFactory {
+  const safety = new AgentSafety(deps);
+  return (ctx: Context) => ({
+    inbound: {
+      execute: (input, next) => safety.execute(ctx, input, next),
+    },
+  });
+}
+
+/**
+ * The SafetyEvent id of a decision taken in one activity attempt: a version-8 UUID made from a
+ * sha256 of its inputs, so the same decision always gets the same id.
+ */
+export function safetyEventId(
+  call: { readonly workflowId: string; readonly runId: string; readonly activityId: string; readonly attempt: number },
+  eventType: SafetyEventType,
+  key = '',
+): string {
+  return deterministicUuid(call.workflowId, call.runId, call.activityId, call.attempt, eventType, key);
+}
+
+/**
+ * The agent, model and endpoint of a profile. A scripted agent's model is its script's `model`
+ * (each script is an endpoint of its own); a command agent's endpoint is its program.
+ */
+export async function agentEndpoint(agent: AgentProfile): Promise<AgentEndpoint> {
+  const declared = (agent as { model?: unknown }).model;
+  if (typeof declared === 'string' && declared) return { agentId: agent.kind, modelId: declared, endpoint: `${agent.kind}/${declared}` };
+  if (agent.kind === 'scripted') {
+    const model = await readScriptModel(agent.scriptPath);
+    return { agentId: agent.kind, modelId: model, endpoint: `scripted/${model}` };
+  }
+  if (agent.kind === 'command') {
+    const program = path.basename(agent.command.trim().split(/\s+/)[0] ?? 'command');
+    return { agentId: agent.kind, modelId: agent.kind, endpoint: `command/${program}` };
+  }
+  const kind = (agent as { kind: string }).kind;
+  return { agentId: kind, modelId: kind, endpoint: kind };
+}
+
+async function readScriptModel(scriptPath: string): Promise<string> {
+  try {
+    const model = (JSON.parse(await readFile(scriptPath, 'utf8')) as { model?: unknown }).model;
+    return typeof model === 'string' && model ? model : 'scripted';
+  } catch {
+    // The agent itself reports a bad script, as a non-retryable failure.
+    return 'scripted';
+  }
+}
+
+class AgentSafety {
+  private readonly scope = new AsyncLocalStorage<CallScope>();
+  private readonly breakers: CircuitBreakerRegistry;
+  private readonly errorRate: ErrorRateBreaker;
+  private errorRateLevel: ErrorRateCheck['verdict'] = 'ok';
+  private readonly limiter: RateLimiter;
+  /** Tokens used by past calls, charged to the buckets at the next call of the same agent and model. */
+  private readonly tokenDebt = new Map<string, number>();
+  private readonly tokenCapacity: number;
+  private readonly stopFile: string;
+
+  constructor(private readonly deps: AgentSafetyDeps) {
+    const { circuitBreaker, errorRate, rateLimits } = deps.config;
+    this.breakers = new CircuitBreakerRegistry({
+      errorRateThreshold: circuitBreaker.failureRate,
+      minimumCalls: circuitBreaker.minimumCalls,
+      consecutiveFailures: circuitBreaker.consecutiveFailures,
+      windowMs: Math.max(1_000, parseDuration(circuitBreaker.window)),
+      coolDownMs: parseDuration(circuitBreaker.halfOpenAfter),
+      probes: circuitBreaker.probes,
+      probeIntervalMs: parseDuration(circuitBreaker.probeInterval),
+      isFailure: (error) => this.countsAgainstEndpoint(error, this.scope.getStore()?.ctx),
+      onStateChange: (change) => {
+        const scope = this.scope.getStore();
+        if (scope) scope.transitions.push(change);
+        else deps.logger.warn({ circuit: change }, 'circuit changed outside an activity; not recorded');
+      },
+    });
+    this.errorRate = new ErrorRateBreaker({
+      windowMs: parseDuration(errorRate.window),
+      warningRate: errorRate.warning,
+      criticalRate: errorRate.critical,
+      minCalls: errorRate.minimumCalls,
+    });
+    this.limiter = new RateLimiter({ agents: { '*': rateLimits.perAgent }, models: { '*': rateLimits.perModel } });
+    this.tokenCapacity = Math.min(rateLimits.perAgent.tokensPerMinute, rateLimits.perModel.tokensPerMinute);
+    this.stopFile = path.resolve(deps.killSwitch.emergencyStopFile);
+  }
+
+  async execute(ctx: Context, input: ActivityExecuteInput, next: (input: ActivityExecuteInput) => Promise<unknown>): Promise<unknown> {
+    const call = describeCall(ctx, input.args);
+    const facts: RunFacts = {};
+    let outcome: ActivityOutcome = 'completed';
+    let failureType: string | undefined;
+    try {
+      if (call.activityType !== AGENT_ACTIVITY) return await next(input);
+      return await this.guardAgentCall(ctx, call, input, next, facts);
+    } catch (error) {
+      outcome = ctx.cancellationSignal.aborted ? 'cancelled' : 'failed';
+      failureType = failureTypeOf(error);
+      throw error;
+    } finally {
+      await this.audit(ctx, call, outcome, failureType, facts);
+    }
+  }
+
+  private async guardAgentCall(
+    ctx: Context,
+    call: CallRef,
+    input: ActivityExecuteInput,
+    next: (input: ActivityExecuteInput) => Promise<unknown>,
+    facts: RunFacts,
+  ): Promise<StageResult> {
+    const stageInput = input.args[0] as StageInput;
+    const agent = await agentEndpoint(stageInput.intent.agent);
+    facts.agent = agent;
+    const log = activityLogger(this.deps.logger);
+    const event = (type: SafetyEventType, severity: Severity, reason: string, details: EventDetails = {}) =>
+      this.recordEvent(ctx, call, agent, type, severity, reason, details);
+
+    // 1. Kill switches: a stopped system starts no new agent work.
+    const stop = await this.killSwitch(ctx, call);
+    if (stop) {
+      log.warn({ killSwitch: stop.source, reason: stop.reason }, 'kill switch is on: refusing to start agent work');
+      const eventId = await event('INTENT_STOPPED', 'high', `kill switch (${stop.source}): ${stop.reason}; the ${call.stage ?? 'agent'} call was not started`, {
+        suggestion: stop.suggestion,
+        metadata: { killSwitch: stop.source },
+      });
+      throw ApplicationFailure.create({
+        type: FailureType.KillSwitch,
+        message: `kill switch (${stop.source}): ${stop.reason}`,
+        nonRetryable: true,
+        details: [{ eventId, source: stop.source }],
+      });
+    }
+
+    // 2. Error rate across this worker's agent calls: critical means no new calls until it drops.
+    await this.judgeErrorRate(ctx, call, agent);
+    if (this.errorRateLevel === 'trip') {
+      const waitMs = this.errorRateWaitMs(Date.now());
+      throw ApplicationFailure.create({
+        type: FailureType.ErrorRateCritical,
+        message: `agent-call error rate is critical (${this.errorRate.check(Date.now()).detail}); retry in ${waitMs} ms`,
+        nextRetryDelay: Math.max(MIN_RETRY_DELAY_MS, waitMs),
+      });
+    }
+
+    // 3. The endpoint's circuit, before anything is reserved or taken.
+    if (this.breakers.state(agent.endpoint) !== 'CLOSED' && this.breakers.retryAfterMs(agent.endpoint) > 0) {
+      throw circuitOpenFailure(new CircuitOpenError(agent.endpoint, this.breakers.retryAfterMs(agent.endpoint), this.breakers.state(agent.endpoint) as 'OPEN' | 'HALF_OPEN'));
+    }
+
+    // 4. Token buckets per agent and per model.
+    const debtKey = JSON.stringify([agent.agentId, agent.modelId]);
+    const owed = Math.min(this.tokenDebt.get(debtKey) ?? 0, this.tokenCapacity);
+    const admitted = this.limiter.take({ agent: agent.agentId, model: agent.modelId, tokens: owed, at: Date.now() });
+    if (!admitted.ok) {
+      const waitMs = Math.max(MIN_RETRY_DELAY_MS, admitted.retryAfterMs);
+      const which = admitted.refusals.map((r) => `${r.scope} ${r.key} ${r.limit}/min`).join(', ');
+      await event('RATE_LIMIT_BLOCK', 'low', `rate limit: ${which} exhausted; the ${call.stage ?? 'agent'} call waits ${waitMs} ms`, {
+        suggestion: 'Nothing to do: the call is retried when the bucket has refilled. Raise worker.rateLimits if this is routine.',
+        metadata: { retryAfterMs: waitMs, refusals: admitted.refusals },
+      });
+      throw ApplicationFailure.create({
+        type: FailureType.RateLimited,
+        message: `rate limited (${which}); retry in ${waitMs} ms`,
+        nextRetryDelay: waitMs,
+        details: [{ retryAfterMs: waitMs, refusals: admitted.refusals }],
+      });
+    }
+    this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) - owed);
+
+    // 5. Budgets: the agent's across intents today, then the day's through an atomic reservation.
+    const maxCallUsd = maxCallOf(stageInput);
+    const day = new Date().toISOString().slice(0, 10);
+    const { agentDayBudgetUsd, dayBudgetUsd } = this.deps.config;
+    if (compareUsd(agentDayBudgetUsd, '0') !== 0) {
+      const spent = await this.patiently(ctx, call, "read the agent's spend today", () => this.deps.ledger.agentDaySpend(agent.agentId, day));
+      if (compareUsd(addUsd(spent, maxCallUsd), agentDayBudgetUsd) > 0) {
+        const reason = `agent ${agent.agentId} spent $${spent} today; this call may cost up to $${maxCallUsd}, over its $${normalizeUsd(agentDayBudgetUsd)} day budget`;
+        const eventId = await event('COST_BUDGET_EXCEEDED', 'high', reason, {
+          breakerId: 'agent-day-budget',
+          suggestion: "Wait for tomorrow (UTC), or raise worker.agentDayBudgetUsd if this spend is expected; then resume the intent.",
+          costSnapshot: { dayUsd: spent, limitUsd: normalizeUsd(agentDayBudgetUsd) },
+          metadata: { day, maxCallUsd },
+        });
+        throw budgetFailure(reason, eventId);
+      }
+    }
+    const unlimited = compareUsd(dayBudgetUsd, '0') === 0;
+    const reservationId = reservationIdOf(call);
+    const reservation = await this.patiently(ctx, call, "reserve the call's maximum cost", () =>
+      this.deps.ledger.reserveBudget({
+        id: reservationId,
+        day,
+        intentId: call.intentId ?? call.workflowId,
+        amountUsd: maxCallUsd,
+        limitUsd: unlimited ? UNLIMITED_USD : normalizeUsd(dayBudgetUsd),
+      }),
+    );
+    if (!reservation.granted) {
+      const reason = `day budget: $${reservation.committedUsd} already spent or reserved on ${day}; this call may cost up to $${maxCallUsd}, over the $${reservation.limitUsd} limit`;
+      const eventId = await event('BUDGET_RESERVATION_DENIED', 'high', reason, {
+        breakerId: 'day-budget',
+        suggestion: 'Wait for tomorrow (UTC), or raise worker.dayBudgetUsd if this spend is expected; then resume the intent.',
+        costSnapshot: { dayUsd: reservation.committedUsd, limitUsd: reservation.limitUsd },
+        metadata: { day, maxCallUsd, reservationId },
+      });
+      throw budgetFailure(reason, eventId);
+    }
+
+    // 6. The call, through the endpoint's circuit.
+    const scope: CallScope = { ctx, transitions: [] };
+    let result: StageResult;
+    try {
+      result = (await this.scope.run(scope, () => this.breakers.execute(agent.endpoint, () => next(input)))) as StageResult;
+    } catch (error) {
+      await this.writeTransitions(ctx, call, agent, scope.transitions);
+      await this.patiently(ctx, call, 'release the reservation', () => this.deps.ledger.releaseReservation(reservationId)).catch((releaseError: unknown) =>
+        log.error({ reservationId, error: messageOf(releaseError) }, 'could not release the budget reservation; it stays open'),
+      );
+      if (error instanceof CircuitOpenError) throw circuitOpenFailure(error);
+      if (this.countsAgainstEndpoint(error, ctx)) {
+        this.errorRate.record(Date.now(), false);
+        await this.judgeErrorRate(ctx, call, agent);
+      }
+      throw error;
+    }
+    await this.writeTransitions(ctx, call, agent, scope.transitions);
+    this.errorRate.record(Date.now(), true);
+    await this.judgeErrorRate(ctx, call, agent);
+    this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) + result.inputTokens + result.outputTokens);
+
+    // 7. Settle at the real cost.
+    const costUsd = normalizeUsd(result.costUsd);
+    facts.spendUsd = costUsd;
+    await this.settle(ctx, call, reservationId, day, costUsd, maxCallUsd, unlimited, event);
+
+    // 8. Cascade: record LOW and up; CRITICAL halts.
+    const cascade = result.safety?.cascade;
+    if (cascade && cascade.level !== 'NONE') {
+      const severity = CASCADE_SEVERITY[cascade.level];
+      const reason = `${call.stage ?? 'agent'} output reads as a ${cascade.level} cascade (score ${cascade.score.toFixed(2)}): ${cascade.patterns.slice(0, 3).join(' | ')}`;
+      const eventId = await event('CASCADE_DETECTED', severity, reason.slice(0, 1000), {
+        suggestion: CASCADE_SUGGESTION[cascade.level],
+        metadata: { level: cascade.level, score: cascade.score, patterns: cascade.patterns, artifactPath: result.artifactPath, pattern: `cascade-${cascade.level.toLowerCase()}` },
+      });
+      if (cascade.level === 'CRITICAL') {
+        log.error({ cascade: cascade.level, score: cascade.score, eventId, costUsd }, 'critical cascade: halting the intent');
+        // No details: the workflow writes a SafetyEvent from a SAFETY_HALT's details, and this
+        // one is already written (its cost is in activity_runs).
+        throw ApplicationFailure.create({
+          type: FailureType.SafetyHalt,
+          message: `CASCADE_DETECTED: critical cascade in ${call.stage ?? 'agent'} output (score ${cascade.score.toFixed(2)}); the intent is halted (event ${eventId})`,
+          nonRetryable: true,
+        });
+      }
+    }
+    return result;
+  }
+
+  /** Which kill switch is on, if any: the cheap local ones first, then the ledger's flag. */
+  private async killSwitch(ctx: Context, call: CallRef): Promise<{ source: string; reason: string; suggestion: string } | undefined> {
+    if (!this.deps.killSwitch.enabled) {
+      return { source: 'WARDEN_ENABLED', reason: 'Warden is disabled on this worker (WARDEN_ENABLED=false)', suggestion: 'Unset WARDEN_ENABLED (or set it to true), restart the worker, then resume the intent.' };
+    }
+    if (existsSync(this.stopFile)) {
+      return { source: 'EMERGENCY_STOP', reason: `the emergency stop file ${this.stopFile} exists`, suggestion: `Remove ${this.stopFile} once it is safe, then resume the intent.` };
+    }
+    const stop = await this.patiently(ctx, call, 'read the global stop flag', () => this.deps.ledger.globalStop());
+    if (stop.stopped) {
+      return { source: 'global_stop', reason: `global stop set by ${stop.by ?? 'someone'}: ${stop.reason ?? 'no reason given'}`, suggestion: 'Once it is safe: warden unlock --reason TEXT, then resume the intent.' };
+    }
+    return undefined;
+  }
+
+  /** Settles the reservation at `costUsd`; a call that cost more than its maximum is recorded whole, with a warning. */
+  private async settle(
+    ctx: Context,
+    call: CallRef,
+    reservationId: string,
+    day: string,
+    costUsd: string,
+    maxCallUsd: string,
+    unlimited: boolean,
+    event: (type: SafetyEventType, severity: Severity, reason: string, details?: EventDetails) => Promise<string>,
+  ): Promise<void> {
+    const log = activityLogger(this.deps.logger);
+    const within = compareUsd(costUsd, maxCallUsd) <= 0;
+    try {
+      await this.patiently(ctx, call, 'settle the reservation', () => this.deps.ledger.settleReservation(reservationId, within ? costUsd : maxCallUsd));
+      if (within) return;
+      // The reservation cannot hold more than it reserved: the rest is a reservation of its own,
+      // granted whatever the limit, so the day's spend stays true.
+      const over = subUsd(costUsd, maxCallUsd);
+      const overId = `${reservationId}/over`;
+      await this.patiently(ctx, call, 'record the overspend', async () => {
+        await this.deps.ledger.reserveBudget({ id: overId, day, intentId: call.intentId ?? call.workflowId, amountUsd: over, limitUsd: UNLIMITED_USD });
+        await this.deps.ledger.settleReservation(overId, over);
+      });
+      await event('COST_WARNING', 'high', `the call cost $${costUsd}, $${over} more than its $${maxCallUsd} maximum`, {
+        suggestion: 'Raise limits.maxCallUsd to what this agent really costs per call, or cap its tokens.',
+        costSnapshot: unlimited ? undefined : { limitUsd: normalizeUsd(this.deps.config.dayBudgetUsd) },
+        metadata: { costUsd, maxCallUsd, reservationId },
+      });
+    } catch (error) {
+      // The agent has run and been paid for: failing now would only run it again.
+      log.error({ reservationId, costUsd, error: messageOf(error) }, 'could not settle the budget reservation');
+    }
+  }
+
+  /** Re-judges the error rate and records a change of level: warning and critical once each time they are entered. */
+  private async judgeErrorRate(ctx: Context, call: CallRef, agent: AgentEndpoint): Promise<void> {
+    const check = this.errorRate.check(Date.now());
+    const from = this.errorRateLevel;
+    const to = check.verdict;
+    if (from === to) return;
+    this.errorRateLevel = to;
+    const key = `error-rate:${from}->${to}`;
+    const metadata = { calls: check.calls, errors: check.errors, rate: check.rate, from, to };
+    const log = activityLogger(this.deps.logger);
+    if (to === 'trip') {
+      log.error({ errorRate: metadata }, 'agent-call error rate is critical: new agent calls fail fast');
+      await this.recordEvent(ctx, call, agent, 'ANOMALY_DETECTED', 'critical', `error rate critical: ${check.detail}; new agent calls fail fast until it drops`, {
+        breakerId: 'error-rate', key, suggestion: check.suggestion, metadata: { ...metadata, pattern: 'ERROR_RATE_CRITICAL' },
+      });
+    } else if (from === 'trip') {
+      log.info({ errorRate: metadata }, 'agent-call error rate is below critical again');
+      await this.recordEvent(ctx, call, agent, 'CIRCUIT_RESET', 'info', `error rate no longer critical: ${check.detail}`, { breakerId: 'error-rate', key, metadata });
+    } else if (to === 'warn') {
+      log.warn({ errorRate: metadata }, 'agent-call error rate above warning');
+      await this.recordEvent(ctx, call, agent, 'ANOMALY_DETECTED', 'medium', `error rate warning: ${check.detail}`, {
+        breakerId: 'error-rate', key, suggestion: check.suggestion, metadata: { ...metadata, pattern: 'ERROR_RATE_WARNING' },
+      });
+    }
+  }
+
+  /** How long until the error rate drops below critical with no new calls: when enough errors have left the window. */
+  private errorRateWaitMs(now: number): number {
+    const windowMs = parseDuration(this.deps.config.errorRate.window);
+    const exits = this.errorRate
+      .toJSON()
+      .samples.map((s) => s.at + windowMs)
+      .filter((t) => t > now)
+      .sort((a, b) => a - b);
+    const drop = exits.find((t) => this.errorRate.check(t).verdict !== 'trip');
+    return (drop ?? now + windowMs) - now;
+  }
+
+  /** CIRCUIT_TRIPPED for every move to OPEN, CIRCUIT_RESET for every move to CLOSED; HALF_OPEN is only logged. */
+  private async writeTransitions(ctx: Context, call: CallRef, agent: AgentEndpoint, transitions: readonly CircuitStateChange[]): Promise<void> {
+    const log = activityLogger(this.deps.logger);
+    for (const change of transitions) {
+      const metadata = { from: change.from, to: change.to, cause: change.reason, at: new Date(change.at).toISOString() };
+      const key = `${change.endpoint}:${change.from}->${change.to}`;
+      if (change.to === 'OPEN') {
+        log.error({ circuit: metadata, endpoint: change.endpoint }, 'circuit opened');
+        await this.recordEvent(ctx, call, agent, 'CIRCUIT_TRIPPED', 'high', `circuit for ${change.endpoint} opened: ${change.detail}`, {
+          breakerId: change.endpoint,
+          key,
+          suggestion: `Calls to ${change.endpoint} fail fast until the cool-down (${this.deps.config.circuitBreaker.halfOpenAfter}) ends and probes succeed; check the endpoint (or the agent's setup) meanwhile.`,
+          metadata,
+        });
+      } else if (change.to === 'CLOSED') {
+        log.info({ circuit: metadata, endpoint: change.endpoint }, 'circuit closed');
+        await this.recordEvent(ctx, call, agent, 'CIRCUIT_RESET', 'info', `circuit for ${change.endpoint} closed: ${change.detail}`, { breakerId: change.endpoint, key, metadata });
+      } else {
+        log.info({ circuit: metadata, endpoint: change.endpoint }, 'circuit half-open: probing');
+      }
+    }
+  }
+
+  /** Writes one SafetyEvent with its deterministic id (a repeat is a no-op) and returns the id. */
+  private async recordEvent(
+    ctx: Context,
+    call: CallRef,
+    agent: AgentEndpoint,
+    eventType: SafetyEventType,
+    severity: Severity,
+    reason: string,
+    details: EventDetails = {},
+  ): Promise<string> {
+    const id = safetyEventId(call, eventType, details.key);
+    await this.patiently(ctx, call, `record ${eventType}`, () =>
+      this.deps.ledger.recordSafetyEvent({
+        id,
+        timestamp: new Date(),
+        eventType,
+        severity,
+        reason,
+        intentId: call.intentId,
+        stage: call.stage,
+        agentId: agent.agentId,
+        modelId: agent.modelId,
+        breakerId: details.breakerId,
+        costSnapshot: details.costSnapshot,
+        suggestion: details.suggestion,
+        metadata: { ...details.metadata, workflowId: call.workflowId, runId: call.runId, activityId: call.activityId, attempt: call.attempt },
+      }),
+    ).catch((error: unknown) => {
+      // The decision stands even if its record could not be written; say so loudly.
+      activityLogger(this.deps.logger).error({ eventId: id, eventType, reason, error: messageOf(error) }, 'could not record a safety event');
+    });
+    return id;
+  }
+
+  /** One `activity_runs` row per attempt. Never throws: the audit must not change the activity's outcome. */
+  private async audit(ctx: Context, call: CallRef, outcome: ActivityOutcome, failureType: string | undefined, facts: RunFacts): Promise<void> {
+    const endedAt = new Date(Math.max(Date.now(), call.startedMs));
+    try {
+      await this.patiently(ctx, call, 'record the activity run', () =>
+        this.deps.ledger.recordActivityRun({
+          workflowId: call.workflowId,
+          runId: call.runId,
+          activityId: call.activityId,
+          attempt: call.attempt,
+          activityType: call.activityType,
+          taskQueue: call.taskQueue,
+          intentId: call.intentId,
+          stage: call.stage,
+          agentId: facts.agent?.agentId,
+          modelId: facts.agent?.modelId,
+          startedAt: new Date(call.startedMs),
+          endedAt,
+          outcome,
+          failureType,
+          spendUsd: facts.spendUsd,
+        }),
+      );
+    } catch (error) {
+      activityLogger(this.deps.logger).error({ outcome, error: messageOf(error) }, 'could not record the activity run in the ledger');
+    }
+  }
+
+  /**
+   * Runs a ledger operation, waiting out an unreachable database (heartbeating, so the attempt
+   * stays alive) until shortly before the attempt's deadline or its cancellation.
+   */
+  private async patiently<T>(ctx: Context, call: CallRef, what: string, fn: () => Promise<T>): Promise<T> {
+    for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, LEDGER_RETRY_MAX_MS)) {
+      try {
+        return await fn();
+      } catch (error) {
+        if (!isTransientLedgerError(error) || ctx.cancellationSignal.aborted || Date.now() + waitMs > call.deadlineMs) throw error;
+        activityLogger(this.deps.logger).warn({ error: messageOf(error), retryInMs: waitMs }, `ledger unreachable; waiting to ${what}`);
+        ctx.heartbeat();
+        await ctx.sleep(waitMs);
+      }
+    }
+  }
+
+  /** Errors that say the endpoint is unhealthy; not cancellations, nor our own bad requests. */
+  private countsAgainstEndpoint(error: unknown, ctx: Context | undefined): boolean {
+    if (ctx?.cancellationSignal.aborted) return false;
+    if (error instanceof CancelledFailure || (error instanceof Error && error.name === 'AbortError')) return false;
+    if (error instanceof ApplicationFailure && error.type && CALLER_FAULTS.has(error.type)) return false;
+    return true;
+  }
+}
+
+function describeCall(ctx: Context, args: readonly unknown[]): CallRef {
+  const info = ctx.info;
+  const first = args[0] as { intent?: { id?: unknown }; stage?: unknown } | undefined;
+  const startedMs = Date.now();
+  return {
+    workflowId: info.workflowExecution?.workflowId ?? `activity:${info.activityId}`,
+    runId: info.workflowExecution?.runId ?? info.activityRunId ?? 'none',
+    activityId: info.activityId,
+    attempt: info.attempt,
+    activityType: info.activityType,
+    taskQueue: info.taskQueue,
+    intentId: typeof first?.intent?.id === 'string' ? first.intent.id : undefined,
+    stage: typeof first?.stage === 'string' ? first.stage : undefined,
+    startedMs,
+    deadlineMs: startedMs + (info.startToCloseTimeoutMs > 0 ? info.startToCloseTimeoutMs : 60_000) - DEADLINE_MARGIN_MS,
+  };
+}
+
+/** The call's maximum cost: the stage input's, or the intent's limit when the workflow gave none. */
+function maxCallOf(input: StageInput): string {
+  const raw: unknown = input.maxCallUsd ?? (input.intent.limits as { maxCallUsd?: unknown } | undefined)?.maxCallUsd;
+  try {
+    const usd = normalizeUsd(raw as string);
+    if (compareUsd(usd, '0') >= 0) return usd;
+  } catch {
+    // reported below
+  }
+  throw ApplicationFailure.create({ type: FailureType.InvalidIntent, message: `maxCallUsd ${JSON.stringify(raw)} is not a USD amount`, nonRetryable: true });
+}
+
+/** One reservation per attempt: a retry after a release reserves afresh; a repeated write is the same one. */
+function reservationIdOf(call: CallRef): string {
+  const id = `agent-call/${call.workflowId}/${call.runId}/${call.activityId}/${call.attempt}`;
+  return id.length <= 190 ? id : `agent-call/${safetyEventId(call, 'BUDGET_RESERVATION_DENIED', 'reservation')}`;
+}
+
+function circuitOpenFailure(error: CircuitOpenError): ApplicationFailure {
+  const waitMs = Math.max(MIN_RETRY_DELAY_MS, error.retryAfterMs);
+  return ApplicationFailure.create({
+    type: FailureType.CircuitOpen,
+    message: `circuit for ${error.endpoint} is ${error.state}; retry in ${waitMs} ms`,
+    nextRetryDelay: waitMs,
+    details: [{ endpoint: error.endpoint, state: error.state, retryAfterMs: waitMs }],
+  });
+}
+
+function budgetFailure(reason: string, eventId: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: FailureType.BudgetExceeded, message: reason, nonRetryable: true, details: [{ eventId }] });
+}
+
+function failureTypeOf(error: unknown): string {
+  if (error instanceof ApplicationFailure) return error.type ?? 'ApplicationFailure';
+  if (error instanceof CancelledFailure) return 'CANCELLED';
+  return (error instanceof Error ? error.name : typeof error).slice(0, 200);
+}
+
+/** Worth waiting for: the database unreachable or briefly unable; not a bad row, nor a ledger state conflict. */
+function isTransientLedgerError(error: unknown): boolean {
+  if (error instanceof LedgerError || error instanceof ZodError) return false;
+  if (error instanceof pg.DatabaseError) return TRANSIENT_SQLSTATE_CLASSES.has((error.code ?? '').slice(0, 2));
+  return error instanceof Error;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
