@@ -13,6 +13,7 @@ const DEFAULT: WardenConfig = {
     attempts: { triage: 3, lld: 3, spec: 3, impl: 5, review: 3 },
     totalAttempts: 20,
     budgetUsd: '5',
+    stageBudgetUsd: {},
     maxCallUsd: '0.50',
     budgetWarnAt: 0.8,
     cooldown: '60s',

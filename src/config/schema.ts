@@ -22,6 +22,8 @@ export const IntentLimitsConfigSchema = z.object({
   totalAttempts: z.number().int().min(1),
   /** Hard limit per intent. `"0"` = unlimited (only when set explicitly). */
   budgetUsd: Usd,
+  /** Hard limits per stage (e.g. `{ "impl": "3" }`); a stage not named has only the intent's. */
+  stageBudgetUsd: z.partialRecord(z.enum(['triage', 'lld', 'spec', 'impl', 'review']), Usd),
   /** The most one agent call may cost: the budget check adds it before every call. */
   maxCallUsd: Usd,
   /** Warn (and, with gates, ask a human) at this share of a budget. */

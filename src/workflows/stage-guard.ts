@@ -35,6 +35,7 @@ export class StageGuard {
   private readonly lastDispatchAt: Record<string, number> = {};
   private readonly testOutcomes: TestOutcome[] = [];
   private spentUsd = ZERO_USD;
+  private readonly stageSpentUsd: Record<string, string> = {};
   private warnedBudget = false;
   paused = false;
 
@@ -62,6 +63,13 @@ export class StageGuard {
 
     const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: input.maxCallUsd, limitUsd: this.budgetLimit(), warnAt: this.limits.budgetWarnAt });
     if (budget.verdict === 'trip') throw haltFailure('COST_BUDGET_EXCEEDED', budget);
+    const stageLimit = this.limits.stageBudgetUsd[input.stage as keyof IntentLimitsConfig['stageBudgetUsd']];
+    if (stageLimit !== undefined) {
+      const stageBudget = checkBudget({ spentUsd: this.stageSpentUsd[input.stage] ?? ZERO_USD, nextCallMaxUsd: input.maxCallUsd, limitUsd: stageLimit });
+      if (stageBudget.verdict === 'trip') {
+        throw haltFailure('COST_BUDGET_EXCEEDED', { ...stageBudget, detail: `stage ${input.stage}: ${stageBudget.detail}` });
+      }
+    }
 
     const last = this.lastDispatchAt[input.stage];
     const cooldown = checkCooldown(last, Date.now(), parseDuration(this.limits.cooldown));
@@ -74,6 +82,7 @@ export class StageGuard {
   /** Adds a call's cost; the first time spend reaches the warning share of the budget, says so. */
   recordSpend(usd: string, stage: string): void {
     this.spentUsd = addUsd(this.spentUsd, usd);
+    this.stageSpentUsd[stage] = addUsd(this.stageSpentUsd[stage] ?? ZERO_USD, usd);
     const limitUsd = this.budgetLimit();
     if (this.warnedBudget || limitUsd === null) return;
     const check = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: '0', limitUsd, warnAt: this.limits.budgetWarnAt });
