@@ -2,11 +2,11 @@ import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile, realpath, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { migrate } from './migrate';
+import { findFreePort, isPortFree } from '../runtime/ports';
 
 const execFileAsync = promisify(execFile);
 
@@ -503,27 +503,7 @@ async function isPostgresProcess(pid: number): Promise<boolean> {
   }
 }
 
-function isPortFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', () => resolve(false));
-    server.listen(port, HOST, () => server.close(() => resolve(true)));
-  });
-}
 
-function findFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, HOST, () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('could not find a free port'))));
-    });
-  });
-}
 
 async function logTail(file: string): Promise<string> {
   try {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../shared/search-attributes';
+import { findFreePort, isPortFree } from './ports';
 
 export interface DevServerOptions {
   /** Absolute path of the `temporal` CLI binary. */
@@ -51,29 +52,7 @@ const CLI_TO_SDK_TYPE = {
   KeywordList: 'KEYWORD_LIST',
 } as const;
 
-/** Asks the OS for a free TCP port on 127.0.0.1. */
-function findFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, HOST, () => {
-      const addr = server.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('could not get a free port'))));
-    });
-  });
-}
 
-/** True when nothing listens on the port, so a stale server cannot pass our readiness check. */
-function isPortFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', () => resolve(false));
-    server.listen(port, HOST, () => server.close(() => resolve(true)));
-  });
-}
 
 function tcpOpen(host: string, port: number, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
