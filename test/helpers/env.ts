@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -143,4 +143,42 @@ export async function waitFor<T>(check: () => Promise<T | undefined> | T | undef
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * One world and one running worker for a test file: registers the beforeAll / afterAll that
+ * make and tear them down, and returns a getter for the world.
+ */
+export function useTestWorld(name: string, options: WorkerOptions | (() => Promise<WorkerOptions>) = {}): () => TestWorld {
+  let world: TestWorld | undefined;
+  let worker: Worker | undefined;
+  let running: Promise<void> | undefined;
+  beforeAll(async () => {
+    world = await createTestWorld(name);
+    worker = await world.worker(typeof options === 'function' ? await options() : options);
+    running = worker.run();
+  });
+  afterAll(async () => {
+    worker?.shutdown();
+    await running;
+    await world?.close();
+  });
+  return () => {
+    if (!world) throw new Error('the test world is made in beforeAll');
+    return world;
+  };
+}
+
+type ScriptStages = Record<string, Array<Record<string, unknown>>>;
+
+/** The bundled demo script's stages, every delay removed. */
+export function demoStages(): ScriptStages {
+  const stages = (JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8')) as { stages: ScriptStages }).stages;
+  for (const attempts of Object.values(stages)) for (const attempt of attempts) attempt.delayMs = 0;
+  return stages;
+}
+
+/** A script file: the demo with no delays (impl fails once, then passes), `changes` replacing stages. */
+export function demoScript(changes: ScriptStages = {}): string {
+  return writeScript({ stages: { ...demoStages(), ...changes } });
 }

@@ -2,21 +2,16 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
 import type { WardenActivities } from '../../src/activities';
 import { startIntent } from '../../src/client/intents';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { DEMO_SCRIPT, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
+import { demoScript, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 
-let world: TestWorld;
-let worker: Worker;
-let running: Promise<void>;
 /** Fails the first `runAgentStage` of lld *after* it did its work: a crash between commit and reply. */
 let failAfterLld = true;
 
-beforeAll(async () => {
-  world = await createTestWorld('faults');
-  worker = await world.worker({ wrap: (activities: WardenActivities) => ({
+const world = useTestWorld('faults', {
+  wrap: (activities: WardenActivities) => ({
     ...activities,
     async runAgentStage(input) {
       const result = await activities.runAgentStage(input);
@@ -26,14 +21,7 @@ beforeAll(async () => {
       }
       return result;
     },
-  }) });
-  running = worker.run();
-});
-
-afterAll(async () => {
-  worker.shutdown();
-  await running;
-  await world.close();
+  }),
 });
 
 function alive(pid: number): boolean {
@@ -47,13 +35,11 @@ function alive(pid: number): boolean {
 
 test('a retried stage activity does not commit twice', async () => {
   const repo = makeSampleRepo();
-  const script = JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8'));
-  for (const attempts of Object.values(script.stages) as { delayMs?: number }[][]) for (const a of attempts) a.delayMs = 0;
   const id = `retry-${Date.now()}`;
   const handle = await startIntent(
-    world.client,
-    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: writeScript(script) }, limits: { cooldown: '0s' } },
-    world.taskQueue,
+    world().client,
+    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: demoScript() }, limits: { cooldown: '0s' } },
+    world().taskQueue,
   );
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
@@ -77,9 +63,9 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   const command = `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo done; fi`;
   const id = `cancel-${Date.now()}`;
   const handle = await startIntent(
-    world.client,
+    world().client,
     { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command }, limits: { cooldown: '0s' } },
-    world.taskQueue,
+    world().taskQueue,
   );
   const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 60_000, 'the impl agent to start');
   expect(alive(pid)).toBe(true);
@@ -95,6 +81,6 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   const state = await handle.query(stateQuery);
   expect(state.status).toBe('cancelled');
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
-  const left = existsSync(world.worktreeRoot) ? readdirSync(world.worktreeRoot).flatMap((r) => readdirSync(path.join(world.worktreeRoot, r))) : [];
+  const left = existsSync(world().worktreeRoot) ? readdirSync(world().worktreeRoot).flatMap((r) => readdirSync(path.join(world().worktreeRoot, r))) : [];
   expect(left).toEqual([]);
 });

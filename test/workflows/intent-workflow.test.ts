@@ -1,36 +1,17 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
 import { startIntent, intentHandle } from '../../src/client/intents';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentInput } from '../../src/shared/intent';
 import type { IntentState } from '../../src/shared/state';
 import { UserError } from '../../src/shared/errors';
-import { DEMO_SCRIPT, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
-
-let world: TestWorld;
-let worker: Worker;
-let running: Promise<void>;
+import { demoScript, git, makeSampleRepo, waitFor, writeScript, useTestWorld } from '../helpers/env';
 
 /** The demo script with no delays: impl fails once, then passes. */
-const fastScript = (() => {
-  const script = JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8'));
-  for (const attempts of Object.values(script.stages) as { delayMs?: number }[][]) for (const a of attempts) a.delayMs = 0;
-  return writeScript(script);
-})();
+const fastScript = demoScript();
 
-beforeAll(async () => {
-  world = await createTestWorld('intent');
-  worker = await world.worker();
-  running = worker.run();
-});
-
-afterAll(async () => {
-  worker.shutdown();
-  await running;
-  await world.close();
-});
+const world = useTestWorld('intent');
 
 let counter = 0;
 function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): IntentInput {
@@ -49,20 +30,20 @@ function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): Inte
 
 async function waitForGate(intentId: string): Promise<IntentState> {
   return waitFor(async () => {
-    const state = await intentHandle(world.client, intentId).query(stateQuery);
+    const state = await intentHandle(world().client, intentId).query(stateQuery);
     return state.pendingGate ? state : undefined;
   }, 60_000, `intent ${intentId} to reach the merge gate`);
 }
 
 function worktreesLeft(): string[] {
-  if (!existsSync(world.worktreeRoot)) return [];
-  return readdirSync(world.worktreeRoot).flatMap((repo) => readdirSync(path.join(world.worktreeRoot, repo)));
+  if (!existsSync(world().worktreeRoot)) return [];
+  return readdirSync(world().worktreeRoot).flatMap((repo) => readdirSync(path.join(world().worktreeRoot, repo)));
 }
 
 test('an approved intent runs every stage, loops impl until tests pass, and merges into main', async () => {
   const repo = makeSampleRepo();
   const intent = intentFor(repo);
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   const atGate = await waitForGate(intent.id);
   expect(atGate.attempts).toEqual({ triage: 1, lld: 1, spec: 1, impl: 2, review: 1 });
   expect(atGate.tests.map((t) => t.passed)).toEqual([false, true]);
@@ -89,9 +70,9 @@ test('an approved intent runs every stage, loops impl until tests pass, and merg
 test('a second start of a running intent id is refused with a clear message', async () => {
   const repo = makeSampleRepo();
   const intent = intentFor(repo);
-  const handle = await startIntent(world.client, intent, world.taskQueue);
-  await expect(startIntent(world.client, intent, world.taskQueue)).rejects.toThrow(UserError);
-  await expect(startIntent(world.client, intent, world.taskQueue)).rejects.toThrow(/already running/);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
+  await expect(startIntent(world().client, intent, world().taskQueue)).rejects.toThrow(UserError);
+  await expect(startIntent(world().client, intent, world().taskQueue)).rejects.toThrow(/already running/);
   await waitForGate(intent.id);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'cleanup' });
   await handle.result();
@@ -101,7 +82,7 @@ test('a rejected merge gate merges nothing and removes the branch and the worktr
   const repo = makeSampleRepo();
   const before = git(repo, 'rev-parse', 'main');
   const intent = intentFor(repo);
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   await waitForGate(intent.id);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'not this way' });
   const outcome = await handle.result();
@@ -110,14 +91,14 @@ test('a rejected merge gate merges nothing and removes the branch and the worktr
   expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
   expect(worktreesLeft()).toEqual([]);
   // the record of what happened survives outside the repo
-  expect(outcome.lineagePath).toBe(path.join(world.lineageRoot, intent.id));
+  expect(outcome.lineagePath).toBe(path.join(world().lineageRoot, intent.id));
   expect(existsSync(path.join(outcome.lineagePath!, '05-review.md'))).toBe(true);
 });
 
 test('invalid decide payloads are ignored and counted; a valid one still decides', async () => {
   const repo = makeSampleRepo();
   const intent = intentFor(repo);
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   await waitForGate(intent.id);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'tester' });
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve' });
@@ -138,7 +119,7 @@ test('a gate with no decision times out and rejects', async () => {
   const repo = makeSampleRepo();
   const before = git(repo, 'rev-parse', 'main');
   const intent = intentFor(repo, { limits: { gateTimeout: '2s' } });
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   const outcome = await handle.result();
   expect(outcome.status).toBe('rejected');
   expect(outcome.reason).toBe('no decision within 2s');
@@ -152,7 +133,7 @@ test('impl that never passes fails after its attempt cap, merges nothing and lea
   const before = git(repo, 'rev-parse', 'main');
   const script = writeScript({ stages: { impl: [{ output: 'tried', edits: [{ path: 'lib/strings.js', content: 'module.exports = {};\n' }] }] } });
   const intent = intentFor(repo, { agent: { kind: 'scripted', scriptPath: script }, limits: { attempts: { impl: 2 } } });
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   const error = await handle.result().catch((e: unknown) => e);
   expect(error).toBeInstanceOf(WorkflowFailedError);
   expect(String((error as WorkflowFailedError).cause?.message)).toMatch(/MAX_ITERATIONS_EXCEEDED: stage impl: attempt 3/);
@@ -166,8 +147,8 @@ test('impl that never passes fails after its attempt cap, merges nothing and lea
 });
 
 test('an intent that fails validation in the workflow fails at once and touches nothing', async () => {
-  const handle = await world.client.workflow.start('intentWorkflow', {
-    taskQueue: world.taskQueue,
+  const handle = await world().client.workflow.start('intentWorkflow', {
+    taskQueue: world().taskQueue,
     workflowId: `intent-invalid-${Date.now()}`,
     args: [{ id: 'bad id with spaces', goal: '', repoPath: 'relative/path', agent: { kind: 'robot' } }],
   });

@@ -1,9 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import type { Worker } from '@temporalio/worker';
 import pino from 'pino';
 import type { WardenActivities } from '../../src/activities';
 import { intentHandle, startIntent } from '../../src/client/intents';
@@ -12,54 +11,40 @@ import { migrate } from '../../src/ledger/migrate';
 import { openDatabase, startEmbeddedPostgres } from '../../src/ledger/database';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { DEMO_SCRIPT, TEST_CONFIG, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
+import { TEST_CONFIG, demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { createLogger } from '../../src/runtime/logger';
 
 const FAKE_KEY = 'sk-fake-0123456789abcdefghij-PLANTED';
 process.env.WARDEN_FAKE_SERVICE_API_KEY = FAKE_KEY; // before any redactor is built
 
-let world: TestWorld;
-let worker: Worker;
-let running: Promise<void>;
 const logLines: string[] = [];
 /** Fails `appendToLedger` once right after its rows were written: the retry must add nothing. */
 let failAfterFirstAppend = true;
 
-const fastScript = (() => {
-  const script = JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8'));
-  for (const attempts of Object.values(script.stages) as { delayMs?: number }[][]) for (const a of attempts) a.delayMs = 0;
-  return writeScript(script);
-})();
+const fastScript = demoScript();
 
-beforeAll(async () => {
-  world = await createTestWorld('ledger');
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      logLines.push(chunk.toString());
-      done();
-    },
-  });
-  const { createLogger } = await import('../../src/runtime/logger');
-  worker = await world.worker({
-    logger: createLogger({ level: 'debug', destination: sink }),
-    wrap: (activities: WardenActivities) => ({
-      ...activities,
-      async appendToLedger(batch) {
-        const result = await activities.appendToLedger(batch);
-        if (failAfterFirstAppend) {
-          failAfterFirstAppend = false;
-          throw new Error('injected: reply lost after the rows were written');
-        }
-        return result;
+const world = useTestWorld('ledger', {
+  // every log line of the worker, to look for the planted secret and the bound ids
+  logger: createLogger({
+    level: 'debug',
+    destination: new Writable({
+      write(chunk: Buffer, _enc, done) {
+        logLines.push(chunk.toString());
+        done();
       },
     }),
-  });
-  running = worker.run();
-});
-
-afterAll(async () => {
-  worker.shutdown();
-  await running;
-  await world.close();
+  }),
+  wrap: (activities: WardenActivities) => ({
+    ...activities,
+    async appendToLedger(batch) {
+      const result = await activities.appendToLedger(batch);
+      if (failAfterFirstAppend) {
+        failAfterFirstAppend = false;
+        throw new Error('injected: reply lost after the rows were written');
+      }
+      return result;
+    },
+  }),
 });
 
 let n = 0;
@@ -77,16 +62,16 @@ function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): Inte
 }
 
 async function atGate(id: string): Promise<void> {
-  await waitFor(async () => ((await intentHandle(world.client, id).query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the gate');
+  await waitFor(async () => ((await intentHandle(world().client, id).query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the gate');
 }
 
 async function rows(sql: string, params: unknown[] = []): Promise<Record<string, unknown>[]> {
-  return (await world.pool.query(sql, params)).rows;
+  return (await world().pool.query(sql, params)).rows;
 }
 
 test('a merged intent leaves its whole story in the ledger, each row once, spend exact', async () => {
   const intent = intentFor(makeSampleRepo());
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   await atGate(intent.id);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'auditor' });
   await handle.result();
@@ -109,7 +94,7 @@ test('a merged intent leaves its whole story in the ledger, each row once, spend
   const gates = await rows('SELECT gate, decision, decided_by AS "by", timed_out FROM gate_decisions WHERE intent_id = $1', [intent.id]);
   expect(gates).toEqual([{ gate: 'merge', decision: 'approve', by: 'auditor', timed_out: false }]);
 
-  const timeline = await world.ledger.timeline(intent.id);
+  const timeline = await world().ledger.timeline(intent.id);
   expect(timeline[0]!.type).toBe('INTENT_STARTED');
   expect(timeline.at(-1)!.type).toBe('INTENT_MERGED');
   expect(timeline.map((e) => e.at.getTime())).toEqual([...timeline.map((e) => e.at.getTime())].sort((a, b) => a - b));
@@ -117,7 +102,7 @@ test('a merged intent leaves its whole story in the ledger, each row once, spend
 
 test('refused decisions and a gate timeout are safety events; the timeout escalates then rejects', async () => {
   const intent = intentFor(makeSampleRepo(), { limits: { gateTimeout: '3s' } });
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   await atGate(intent.id);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'x' });
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve' });
@@ -136,7 +121,7 @@ test('a planted secret appears nowhere: not in logs, ledger rows, workflow histo
   // The agent leaks the key on stdout (its artifact) and stderr, and review fails with it in the message.
   const command = `if grep -q '^# Warden: review'; then echo "key=$WARDEN_FAKE_SERVICE_API_KEY ${FAKE_KEY}" >&2; exit 3; else echo "using ${FAKE_KEY} and Bearer abcdefghijklmnopqrstuvwxyz"; fi`;
   const intent = intentFor(repo, { agent: { kind: 'command', command }, testCommand: 'true' });
-  const handle = await startIntent(world.client, intent, world.taskQueue);
+  const handle = await startIntent(world().client, intent, world().taskQueue);
   await handle.result().catch(() => undefined);
   const state = await handle.query(stateQuery);
   expect(state.status).toBe('failed');
@@ -171,17 +156,19 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
   let server = await startEmbeddedPostgres({ dataDir, port });
   const database = await openDatabase({ databaseUrl: server.url, dataDir });
   await migrate(database.pool);
-  const intent = intentFor(makeSampleRepo());
+  // lld takes 2.5 s, so the server goes down while it runs and its ledger rows cannot be written
+  const slowLld = demoScript({ lld: [{ ...demoStages().lld![0], delayMs: 2500 }] });
+  const intent = intentFor(makeSampleRepo(), { agent: { kind: 'scripted', scriptPath: slowLld } });
   // a worker of its own (own queue), whose ledger is the server this test stops
   const { createWardenWorker } = await import('../../src/workers/warden-worker');
   const { createRedactor } = await import('../../src/shared/redact');
-  const queue = `${world.taskQueue}-pgfault`;
+  const queue = `${world().taskQueue}-pgfault`;
   const w = await createWardenWorker({
-    connection: world.connection,
+    connection: world().connection,
     taskQueue: queue,
-    workflowBundle: world.bundle,
-    worktreeRoot: world.worktreeRoot,
-    lineageRoot: world.lineageRoot,
+    workflowBundle: world().bundle,
+    worktreeRoot: world().worktreeRoot,
+    lineageRoot: world().lineageRoot,
     ledger: new Ledger(database.pool),
     logger: pino({ level: 'silent' }),
     redact: createRedactor(process.env),
@@ -189,13 +176,14 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
   });
   const wRunning = w.run();
   try {
-    const handle = await startIntent(world.client, intent, queue);
+    const handle = await startIntent(world().client, intent, queue);
     await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 60_000, 'lld to start');
     await server.stop();
     // the intent cannot write its ledger rows now: it must wait, not fail and not skip them
-    await new Promise((r) => setTimeout(r, 4000));
+    await new Promise((r) => setTimeout(r, 5000));
     const waiting = await handle.query(stateQuery);
     expect(waiting.status).toBe('running');
+    expect(waiting.stage).toBe('lld'); // lld is done, but the intent waits for its ledger rows
     expect(waiting.pendingGate).toBeUndefined();
     server = await startEmbeddedPostgres({ dataDir, port });
     await atGateOn(handle);

@@ -1,10 +1,10 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { Worker, type Worker as WorkerType } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { startIntent } from '../../src/client/intents';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { DEMO_SCRIPT, createTestWorld, makeSampleRepo, waitFor, type TestWorld } from '../helpers/env';
+import { DEMO_SCRIPT, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
 
 /**
  * Determinism guard. Histories recorded from earlier versions of the workflow live under
@@ -13,29 +13,15 @@ import { DEMO_SCRIPT, createTestWorld, makeSampleRepo, waitFor, type TestWorld }
  */
 const FIXTURE = path.resolve(__dirname, '../fixtures/histories/intent-merged.json');
 
-let world: TestWorld;
-let worker: WorkerType;
-let running: Promise<void>;
-
-beforeAll(async () => {
-  world = await createTestWorld('replay');
-  worker = await world.worker();
-  running = worker.run();
-});
-
-afterAll(async () => {
-  worker.shutdown();
-  await running;
-  await world.close();
-});
+const world = useTestWorld('replay');
 
 test('a fresh history of a merged intent replays without non-determinism', async () => {
   const repo = makeSampleRepo();
   const id = `replay-${Date.now()}`;
   const handle = await startIntent(
-    world.client,
+    world().client,
     { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
-    world.taskQueue,
+    world().taskQueue,
   );
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'tester' }); // ignored, but in history
@@ -47,12 +33,12 @@ test('a fresh history of a merged intent replays without non-determinism', async
     const json = execFileSync(process.env.WARDEN_TEST_CLI_PATH!, ['workflow', 'show', '-w', handle.workflowId, '--output', 'json', '--address', process.env.TEMPORAL_ADDRESS!], { encoding: 'utf8' });
     writeFileSync(FIXTURE, json);
   }
-  await Worker.runReplayHistory({ workflowBundle: world.bundle }, history, handle.workflowId);
+  await Worker.runReplayHistory({ workflowBundle: world().bundle }, history, handle.workflowId);
 });
 
 test('the recorded history of an earlier version replays against today\'s workflow code', async () => {
   expect(existsSync(FIXTURE)).toBe(true);
   // runReplayHistory parses the proto JSON itself
   const history: unknown = JSON.parse(readFileSync(FIXTURE, 'utf8'));
-  await Worker.runReplayHistory({ workflowBundle: world.bundle }, history, 'intent-recorded');
+  await Worker.runReplayHistory({ workflowBundle: world().bundle }, history, 'intent-recorded');
 });

@@ -1,48 +1,33 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { WorkflowFailedError } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { findResetPoint, resumeIntent } from '../../src/client/resume';
 import { UserError } from '../../src/shared/errors';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { DEMO_SCRIPT, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
+import { demoStages, git, makeSampleRepo, waitFor, writeScript, useTestWorld } from '../helpers/env';
 
-let world: TestWorld;
-let worker: Worker;
-let running: Promise<void>;
 
-const demo = JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8')) as { stages: Record<string, Array<Record<string, unknown>>> };
-for (const attempts of Object.values(demo.stages)) for (const a of attempts) a.delayMs = 0;
+const demo = { stages: demoStages() };
 const BAD_IMPL = demo.stages.impl![0]!;
 const GOOD_IMPL = demo.stages.impl![1]!;
 
-beforeAll(async () => {
-  world = await createTestWorld('resume');
-  worker = await world.worker();
-  running = worker.run();
-});
-
-afterAll(async () => {
-  worker.shutdown();
-  await running;
-  await world.close();
-});
+const world = useTestWorld('resume');
 
 async function failedIntent(): Promise<{ id: string; repo: string; scriptPath: string }> {
   const repo = makeSampleRepo();
   const scriptPath = writeScript({ stages: { ...demo.stages, impl: [BAD_IMPL] } });
   const id = `resume-${Date.now()}`;
   const handle = await startIntent(
-    world.client,
+    world().client,
     { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath }, limits: { cooldown: '0s' } },
-    world.taskQueue,
+    world().taskQueue,
   );
   await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError); // the two-strike rule stops it
   return { id, repo, scriptPath };
 }
 
 async function stageCalls(id: string): Promise<string[]> {
-  const { rows } = await world.pool.query('SELECT stage FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
+  const { rows } = await world().pool.query('SELECT stage FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
   return rows.map((r: { stage: string }) => r.stage);
 }
 
@@ -53,10 +38,10 @@ test('resume --from impl re-runs impl and later stages only, from the commit imp
 
   // the agent gets it right this time
   writeFileSync(scriptPath, JSON.stringify({ stages: { ...demo.stages, impl: [GOOD_IMPL] } }));
-  const { stage } = await resumeIntent(world.client, 'default', id, { stage: 'impl', reason: 'agent fixed', reapplySignals: false, force: false });
+  const { stage } = await resumeIntent(world().client, 'default', id, { stage: 'impl', reason: 'agent fixed', reapplySignals: false, force: false });
   expect(stage).toBe('impl');
 
-  const handle = intentHandle(world.client, id);
+  const handle = intentHandle(world().client, id);
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
@@ -73,28 +58,28 @@ test('resume --from impl re-runs impl and later stages only, from the commit imp
 
 test('resume with no stage picks the stage that failed; bad requests change nothing', async () => {
   const { id } = await failedIntent();
-  const history = await intentHandle(world.client, id).fetchHistory();
+  const history = await intentHandle(world().client, id).fetchHistory();
   expect(findResetPoint(history.events!).stage).toBe('impl');
   expect(() => findResetPoint(history.events!, 'deploy')).toThrow(/unknown stage "deploy"/);
   expect(() => findResetPoint(history.events!, 'review')).toThrow(/has not reached stage review/);
-  const before = (await intentHandle(world.client, id).describe()).runId;
-  await expect(resumeIntent(world.client, 'default', id, { stage: 'merge', reason: 'x', reapplySignals: false, force: false })).rejects.toThrow(UserError);
-  expect((await intentHandle(world.client, id).describe()).runId).toBe(before);
+  const before = (await intentHandle(world().client, id).describe()).runId;
+  await expect(resumeIntent(world().client, 'default', id, { stage: 'merge', reason: 'x', reapplySignals: false, force: false })).rejects.toThrow(UserError);
+  expect((await intentHandle(world().client, id).describe()).runId).toBe(before);
 });
 
 test('a running intent is not reset without --force', async () => {
   const repo = makeSampleRepo();
   const id = `resume-running-${Date.now()}`;
   const handle = await startIntent(
-    world.client,
+    world().client,
     { id, goal: 'wait at the gate', repoPath: repo, agent: { kind: 'scripted', scriptPath: writeScript({ stages: demo.stages }) }, limits: { cooldown: '0s' } },
-    world.taskQueue,
+    world().taskQueue,
   );
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
-  await expect(resumeIntent(world.client, 'default', id, { stage: 'review', reason: 'x', reapplySignals: false, force: false })).rejects.toThrow(/still running/);
+  await expect(resumeIntent(world().client, 'default', id, { stage: 'review', reason: 'x', reapplySignals: false, force: false })).rejects.toThrow(/still running/);
   // with --force it resets: review runs again and the gate is asked again (the old decision is not re-applied)
-  await resumeIntent(world.client, 'default', id, { stage: 'review', reason: 'again', reapplySignals: false, force: true });
-  const current = intentHandle(world.client, id); // the run the reset started
+  await resumeIntent(world().client, 'default', id, { stage: 'review', reason: 'again', reapplySignals: false, force: true });
+  const current = intentHandle(world().client, id); // the run the reset started
   await waitFor(async () => ((await current.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate again');
   await current.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'done' });
   expect((await current.result()).status).toBe('rejected');

@@ -1,38 +1,19 @@
-import { readFileSync } from 'node:fs';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
 import { startIntent } from '../../src/client/intents';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
 import type { intentWorkflow } from '../../src/workflows';
-import { DEMO_SCRIPT, createTestWorld, git, makeSampleRepo, waitFor, writeScript, type TestWorld } from '../helpers/env';
+import { demoScript, demoStages, git, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
 
 /** One integration test per workflow-side layer, through a real workflow with the scripted agent. */
 
-let world: TestWorld;
-let worker: Worker;
-let running: Promise<void>;
 
-const demo = JSON.parse(readFileSync(DEMO_SCRIPT, 'utf8')) as { stages: Record<string, Array<Record<string, unknown>>> };
-function script(changes: Record<string, Array<Record<string, unknown>>> = {}): string {
-  const stages = structuredClone(demo.stages);
-  for (const attempts of Object.values(stages)) for (const a of attempts) a.delayMs = 0;
-  return writeScript({ stages: { ...stages, ...changes } });
-}
+const demo = { stages: demoStages() };
+const script = demoScript;
 const BAD_IMPL = demo.stages.impl![0]!;
 
-beforeAll(async () => {
-  world = await createTestWorld('safety');
-  worker = await world.worker();
-  running = worker.run();
-});
-
-afterAll(async () => {
-  worker.shutdown();
-  await running;
-  await world.close();
-});
+const world = useTestWorld('safety');
 
 let n = 0;
 async function start(overrides: Partial<IntentInput> & { scriptPath?: string } = {}): Promise<{ handle: WorkflowHandle<typeof intentWorkflow>; repo: string; id: string }> {
@@ -41,7 +22,7 @@ async function start(overrides: Partial<IntentInput> & { scriptPath?: string } =
   const id = `s${n}-${Date.now()}`;
   const { scriptPath, ...rest } = overrides;
   const handle = await startIntent(
-    world.client,
+    world().client,
     {
       id,
       goal: 'Add slugify',
@@ -51,7 +32,7 @@ async function start(overrides: Partial<IntentInput> & { scriptPath?: string } =
       ...rest,
       limits: { cooldown: '0s', ...rest.limits },
     },
-    world.taskQueue,
+    world().taskQueue,
   );
   return { handle, repo, id };
 }
@@ -63,7 +44,7 @@ async function failure(handle: WorkflowHandle): Promise<string> {
 }
 
 async function events(id: string): Promise<Array<{ event_type: string; severity: string; reason: string }>> {
-  return (await world.pool.query('SELECT event_type, severity, reason FROM safety_events WHERE intent_id = $1 ORDER BY timestamp', [id])).rows;
+  return (await world().pool.query('SELECT event_type, severity, reason FROM safety_events WHERE intent_id = $1 ORDER BY timestamp', [id])).rows;
 }
 
 async function until(handle: WorkflowHandle, test: (s: IntentState) => boolean, what: string): Promise<IntentState> {
@@ -80,7 +61,7 @@ test('iteration cap: the total attempt cap halts the intent before the call over
   expect(await failure(handle)).toMatch(/^MAX_ITERATIONS_EXCEEDED: intent \(all stages\): attempt 5 would exceed the cap of 4/);
   const state = await handle.query(stateQuery);
   expect(state.attempts.impl).toBe(2); // entered, but the agent was never called a second time
-  expect((await world.pool.query('SELECT count(*)::int AS n FROM cost_events WHERE intent_id = $1', [id])).rows[0].n).toBe(4);
+  expect((await world().pool.query('SELECT count(*)::int AS n FROM cost_events WHERE intent_id = $1', [id])).rows[0].n).toBe(4);
   expect((await events(id)).filter((e) => e.event_type === 'MAX_ITERATIONS_EXCEEDED')).toHaveLength(1);
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
 });
@@ -110,7 +91,7 @@ test('stage budget: impl is halted once its own budget cannot take another call,
   // impl #1 costs 0.012; a second impl call (max 0.010) would pass impl's 0.020
   const { handle, id } = await start({ scriptPath: script({ impl: [BAD_IMPL, demo.stages.impl![1]!] }), limits: { stageBudgetUsd: { impl: '0.020' }, maxCallUsd: '0.010' } });
   expect(await failure(handle)).toMatch(/^COST_BUDGET_EXCEEDED: stage impl: /);
-  const calls = await world.pool.query('SELECT stage FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
+  const calls = await world().pool.query('SELECT stage FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
   expect(calls.rows.map((r: { stage: string }) => r.stage)).toEqual(['triage', 'lld', 'spec', 'impl']);
 });
 
@@ -140,7 +121,7 @@ test('pause holds the next stage until resume', async () => {
   const still = await handle.query(stateQuery);
   expect(still.status).toBe('paused');
   expect(still.tests).toEqual([]);
-  const calls = await world.pool.query('SELECT stage FROM cost_events WHERE intent_id = $1', [id]);
+  const calls = await world().pool.query('SELECT stage FROM cost_events WHERE intent_id = $1', [id]);
   expect(calls.rows.map((r: { stage: string }) => r.stage)).toEqual(['triage']);
   await handle.signal(resumeSignal, { by: 'operator' });
   await until(handle, (s) => Boolean(s.pendingGate), 'the merge gate');
