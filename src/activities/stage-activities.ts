@@ -18,7 +18,12 @@ import { commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
 import { agentEnvironment, runProcess } from './process';
 import { buildPrompt } from './prompts';
-import { describeTestRun, readFailingTests, readTestCounts } from './test-results';
+import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
+import { inspectChanges, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
+import { detectTestTampering } from './test-tamper';
+import { formatStubFindings } from '../safety/stub-detector';
+import { branchForIntent } from '../shared/ids';
+import type { HaltDetails } from '../shared/halt';
 import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
 
 /** What the worker injects into activities. */
@@ -82,6 +87,15 @@ export interface StageResult {
   readonly triage?: TriageAssessment;
 }
 
+/** What the mechanical gates found after an impl attempt. */
+export interface ImplementationCheck {
+  readonly ok: boolean;
+  readonly stubCount: number;
+  readonly tamperCount: number;
+  /** The findings, for the next impl prompt. */
+  readonly feedback: string;
+}
+
 export interface TestRunResult {
   readonly attempt: number;
   readonly passed: boolean;
@@ -96,6 +110,9 @@ export interface TestRunResult {
   readonly tail: string;
   /** The commit that recorded the test log, if one was made. */
   readonly commit?: string;
+  /** What kind of result it was (collection error, failures, timeout), and what to do about it. */
+  readonly kind: TestRunClass;
+  readonly instruction: string;
 }
 
 const TEST_OUTPUT_CAP = 4 * 1024 * 1024;
@@ -122,6 +139,9 @@ export function createStageActivities(deps: ActivityDeps) {
       const ctx = Context.current();
       const { worktreePath, head } = await worktree(intent);
       if (input.startCommit && head !== input.startCommit) await rewindTo(worktreePath, input.startCommit);
+      const baseCommit = input.startCommit ?? head;
+      // The target repo's own working tree, to catch an agent that writes outside its worktree.
+      const repoSnapshot = await takeRepoSnapshot(intent.repoPath);
       const prompt = buildPrompt({
         intent,
         stage,
@@ -141,6 +161,7 @@ export function createStageActivities(deps: ActivityDeps) {
         heartbeat: () => ctx.heartbeat(),
       });
       const latencyMs = Date.now() - started;
+      await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
       const output = deps.redact(result.output);
       const model = result.model ?? intent.agent.kind;
       const costUsd = meterCost(model, result, deps.pricing);
@@ -172,7 +193,7 @@ export function createStageActivities(deps: ActivityDeps) {
       const { worktreePath } = await worktree(intent);
       const command = intent.testCommand ?? detectTestCommand(worktreePath);
       if (!command) {
-        return { attempt, passed: true, ran: false, summary: 'no test command: nothing to run', tail: '', failingTests: [] };
+        return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
       }
       const outcome = await runProcess({
         command,
@@ -186,11 +207,14 @@ export function createStageActivities(deps: ActivityDeps) {
       const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
       const counts = readTestCounts(output);
       const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
+      const kind = classifyTestRun({ exitCode: outcome.exitCode, termination: outcome.termination, output });
       const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
       const logPath = await writeLineageFile(worktreePath, intent.id, artifactName('impl', attempt, '-tests.log'), output);
       const commit = await commitAll(worktreePath, `warden(${intent.id}): tests after impl attempt ${attempt}: ${summary}`);
       return {
         commit,
+        kind,
+        instruction: instructionForTestRun(kind),
         attempt,
         passed,
         ran: true,
@@ -201,6 +225,23 @@ export function createStageActivities(deps: ActivityDeps) {
         logPath,
         tail: output.slice(-FEEDBACK_TAIL_CHARS),
       };
+    },
+
+    /**
+     * The mechanical gates after an impl attempt: stubs the intent added (TypeScript/JavaScript by
+     * the compiler's AST, Python by patterns) and test tampering against the base branch (tests
+     * deleted, skipped, focused, or assertions removed). Findings send impl back.
+     */
+    async checkImplementation({ intent }: IntentRef): Promise<ImplementationCheck> {
+      const { worktreePath } = await worktree(intent);
+      const baseRef = `refs/heads/${intent.baseBranch}`;
+      const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath })).filter((f) => f.severity === 'block');
+      const tampering = await detectTestTampering(worktreePath, baseRef);
+      const findings = [
+        ...(stubs.length ? [formatStubFindings(stubs)] : []),
+        ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),
+      ];
+      return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
     },
 
     /** Files and lines the intent branch changed against the base branch (lineage excluded). */
@@ -249,6 +290,26 @@ export function createStageActivities(deps: ActivityDeps) {
       });
     },
   };
+}
+
+/**
+ * After an agent step: any change outside the declared paths, a symlink out of the worktree, a
+ * touch of `.git`, or a write to the target repo's own tree is reverted, and the intent halts
+ * (SANDBOX_ESCAPE_ATTEMPTED).
+ */
+async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: string, repoSnapshot: RepoSnapshot): Promise<void> {
+  const branch = branchForIntent(intent.id);
+  const report = await inspectChanges({ worktreePath, repoPath: intent.repoPath, baseCommit, declaredPaths: intent.paths, repoSnapshot, branch });
+  if (report.ok) return;
+  await revertChanges(worktreePath, baseCommit, { repoPath: intent.repoPath, branch });
+  const details: HaltDetails = {
+    eventType: 'SANDBOX_ESCAPE_ATTEMPTED',
+    reason: report.summary,
+    suggestion: 'the change was reverted; look at the agent and its declared paths before resuming',
+    current: report.violations.length + report.omittedViolations,
+    threshold: 0,
+  };
+  throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${report.summary}`, nonRetryable: true, details: [details] });
 }
 
 /** Moves the intent branch back to `commit` (an ancestor of its head): the rewind of a resume. */

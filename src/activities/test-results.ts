@@ -46,3 +46,81 @@ export function readFailingTests(output: string): string[] {
   for (const m of output.matchAll(/^FAILED (\S+)/gm)) names.add(m[1]!.trim());
   return [...names].sort();
 }
+
+/**
+ * How a test run ended, for routing (seed 002's exit-code routing):
+ * - `passed`: exit 0;
+ * - `collection-error`: the tests could not even be loaded — pytest exit 4 (usage/collection
+ *   error) or exit 5 with nothing collected, pytest's `ERROR collecting` / `errors during
+ *   collection` / `ImportError while importing test module`, unittest's `Failed to import test
+ *   module`, jest's `Test suite failed to run`, or `Cannot find module` / `ERR_MODULE_NOT_FOUND` /
+ *   `SyntaxError` / `ModuleNotFoundError` when no test ran: an import the model hallucinated,
+ *   route back to re-scaffold;
+ * - `timed-out`: the run was killed for taking too long or printing too much (a runaway test;
+ *   the seed's exit code -1 counts too);
+ * - `failed`: anything else (a failing test, an aborted run): route back to re-implement.
+ */
+export type TestRunClass = 'passed' | 'failed' | 'collection-error' | 'timed-out';
+
+export interface TestRunOutcome {
+  /** Null when the process was killed by a signal. */
+  readonly exitCode: number | null;
+  /** `ProcessTermination` from process.ts: exited, timed-out, output-cap, aborted. */
+  readonly termination: string;
+  /** stdout and stderr of the run (the tail is enough if it holds the summary). */
+  readonly output: string;
+}
+
+const COLLECTION_ALWAYS = [
+  /\bERROR collecting\b/,
+  /\b\d+ errors? during collection\b/,
+  /ImportError while importing test module/,
+  /Failed to import test module/,
+  /Test suite failed to run/,
+];
+const COLLECTION_IF_NOTHING_RAN = [
+  /Cannot find module/,
+  /ERR_MODULE_NOT_FOUND/,
+  /\bSyntaxError\b/,
+  /\bModuleNotFoundError\b/,
+  /\bImportError\b/,
+  /error TS\d+:/,
+];
+
+/** Routes a finished test run (see {@link TestRunClass}). Pure. */
+export function classifyTestRun(run: TestRunOutcome): TestRunClass {
+  if (run.termination === 'timed-out' || run.termination === 'output-cap' || run.exitCode === -1) return 'timed-out';
+  if (run.termination === 'exited' && run.exitCode === 0) return 'passed';
+  const output = run.output;
+  if (run.exitCode === 4) return 'collection-error';
+  if (COLLECTION_ALWAYS.some((re) => re.test(output))) return 'collection-error';
+  const ran = testsRan(output);
+  if (run.exitCode === 5 && !ran && /no tests ran|collected 0 items/.test(output)) return 'collection-error';
+  if (!ran && COLLECTION_IF_NOTHING_RAN.some((re) => re.test(output))) return 'collection-error';
+  return 'failed';
+}
+
+/** True if the output shows at least one test that ran to a result (pass or fail). */
+function testsRan(output: string): boolean {
+  // TAP (node --test): a file that failed to load is reported as a failed "test" named by its absolute path
+  if (/^\s*ok \d+ - /m.test(output) || /^\s*not ok \d+ - (?![/\\]|[A-Za-z]:\\)/m.test(output)) return true;
+  if (/^\s*(?:✓|✔|√|✕|✖|×)\s/m.test(output) || /\b(?:PASSED|FAILED)\b/.test(output)) return true;
+  if (/^# (?:pass|fail) \d+/m.test(output)) return false;
+  const counts = readTestCounts(output);
+  return (counts.passed ?? 0) > 0 || (counts.failed ?? 0) > 0;
+}
+
+/** One line for the next impl prompt, by how the tests ended. */
+export const TEST_RUN_INSTRUCTIONS: Readonly<Record<TestRunClass, string>> = {
+  passed: 'The tests pass: keep the behaviour they check, and change nothing they do not ask for.',
+  failed: 'Re-implement: the tests ran and some failed. Read the failures below and fix the implementation, not the tests.',
+  'collection-error':
+    'Re-scaffold: the tests could not be loaded (a missing module, a bad import or a syntax error). Make every imported module and name exist and every file parse before changing any behaviour.',
+  'timed-out':
+    'Stop the runaway test: the run was killed for taking too long or printing too much. Find the infinite loop, the unbounded wait or the endless output and remove it.',
+};
+
+/** The instruction for the next impl prompt after a run of class `kind`. */
+export function instructionForTestRun(kind: TestRunClass): string {
+  return TEST_RUN_INSTRUCTIONS[kind];
+}

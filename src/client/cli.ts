@@ -20,6 +20,7 @@ import { listIntents } from './list-intents';
 import { reportResult } from './report';
 import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
+import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
 
 /** Who decides at a gate when `--by` is not given. */
@@ -192,6 +193,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addResumeCommand(program, config, print);
 
   const check = program.command('check').description('Run a safety check by hand');
+  addCheckStubsCommand(check, print, printJson);
   check
     .command('cascade')
     .description('Score text on stdin for cascade patterns (continuation offers, option menus, pivots, scope expansion)')

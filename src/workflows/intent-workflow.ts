@@ -261,10 +261,25 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       guard.recordTests({ passed: tests.passedCount ?? 0, failed: tests.failedCount ?? (tests.passed ? 0 : 1), failingTests: tests.failingTests });
       if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
       await checkChangeSize(triage.triage?.predicted);
-      if (tests.passed) break;
+      // Passing tests are not enough: no stubs, and the tests themselves left as they were.
+      const gates = await git.checkImplementation({ intent });
+      if (!gates.ok) {
+        ledger.event('STAGE_FAILED', 'medium', `impl attempt ${attempt}: ${gates.stubCount} stub(s), ${gates.tamperCount} test tampering finding(s)`, {
+          stage: 'impl',
+          suggestion: 'the next attempt is told what was found',
+          metadata: { stubs: gates.stubCount, tampering: gates.tamperCount },
+        });
+      }
+      if (tests.passed && gates.ok) break;
       // The next attempt is dispatched through the stage guard, which halts the intent once the
       // impl cap (MAX_ITERATIONS_EXCEEDED) or the two-strike rule (STAGNATION_DETECTED) says so.
-      feedback = `Tests ${tests.summary}. End of their output:\n${tests.tail}`;
+      feedback = [
+        tests.instruction,
+        `Tests ${tests.summary}. End of their output:\n${tests.tail}`,
+        gates.ok ? '' : `The mechanical checks refused this attempt:\n${gates.feedback}`,
+      ]
+        .filter(Boolean)
+        .join('\n\n');
     }
 
     await runStage('review');
@@ -320,6 +335,9 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
         ledger.event(halt.eventType, 'high', halt.reason, { stage: state.stage, suggestion: halt.suggestion, metadata: { current: halt.current, threshold: halt.threshold } });
       }
       ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, metadata: { attempts: state.attempts, failureType: failure?.type ?? null } });
+      // A halt from inside an activity: fail the intent with the halt itself, so its reason is
+      // what `warden run` and the Web UI show rather than "Activity task failed".
+      if (failure && failure !== error && failure.type === FailureType.SafetyHalt) throw failure;
     }
     throw error;
   } finally {

@@ -6,15 +6,9 @@ import { checkBudget, checkCooldown, checkIterations, checkStagnation, type Limi
 import { addUsd, compareUsd, ZERO_USD } from '../safety/money';
 import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';
+import type { HaltDetails } from '../shared/halt';
 
-/** Details of a SAFETY_HALT failure: the SafetyEvent the workflow writes for it. */
-export interface HaltDetails {
-  readonly eventType: SafetyEventType;
-  readonly reason: string;
-  readonly suggestion: string;
-  readonly current: number;
-  readonly threshold: number;
-}
+export type { HaltDetails };
 
 /** A non-retryable failure that halts the intent and says which limit did it. */
 export function haltFailure(eventType: SafetyEventType, check: Pick<LimitCheck, 'detail' | 'suggestion' | 'current' | 'threshold'>): ApplicationFailure {

@@ -1,0 +1,563 @@
+/**
+ * Change inspection (seed 002's declared-path validation, seed 003's "git is the safety boundary"
+ * and sandbox escape detection): after an agent step, what did the agent change, and did it stay
+ * inside its box?
+ *
+ * Checks, each producing {@link ChangeViolation}s:
+ * - `outside-declared-paths`: a path added, changed or deleted in the worktree since the step's
+ *   start commit (committed or not, untracked files included, ignored files not) that matches
+ *   none of the intent's declared globs (Warden's own lineage folder is always allowed);
+ * - `symlink-escape`: a changed path that is a symbolic link resolving outside the worktree, or
+ *   into its `.git`;
+ * - `git-dir-changed`: the worktree's `.git` file no longer points at its own git dir; HEAD
+ *   detached or switched to another branch; the branch no longer contains the start commit
+ *   (history rewritten); another ref (e.g. the base branch) now contains commits made in this
+ *   step; a nested repository added; and, with a {@link RepoSnapshot}, the repository's hooks,
+ *   config, info/ (exclude) or the worktree's own git-dir files changed;
+ * - `outside-worktree-write`: with a {@link RepoSnapshot} taken before the step, a file of the
+ *   target repo's own working tree (tracked or untracked, not ignored) created, deleted or
+ *   changed.
+ *
+ * Also here, because it needs the same view of the changes: {@link scanChangedFilesForStubs},
+ * the anti-stub scan of the files the intent changed.
+ *
+ * Not workflow code (git, file system). Git runs with an explicit `--git-dir`/`--work-tree`
+ * found from the repository's worktree registry, so a tampered `.git` file cannot redirect the
+ * inspection to another repository.
+ *
+ * Limits: only the target repository is watched for outside writes (not $HOME or /tmp); a write
+ * that restores size and mtime of a file larger than {@link HASH_LIMIT_BYTES} is not seen; a
+ * person editing the target repo's working tree (or switching its branch) during the step looks
+ * like an escape.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, realpathSync } from 'node:fs';
+import { lstat, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../shared/errors';
+import { pathAllowed } from '../shared/glob';
+import type { StubFinding } from '../safety/stub-detector';
+import { gitRaw, type GitResult } from './git';
+import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
+
+export type ViolationKind = 'outside-declared-paths' | 'symlink-escape' | 'git-dir-changed' | 'outside-worktree-write';
+
+export interface ChangeViolation {
+  readonly kind: ViolationKind;
+  /** Worktree-relative for worktree paths, repo-relative for outside writes, `<git>/…` for git-dir files. */
+  readonly path: string;
+  readonly detail: string;
+}
+
+export type ChangeStatus = 'added' | 'modified' | 'deleted' | 'type-changed' | 'untracked';
+
+export interface ChangedPath {
+  /** Relative to the worktree root, `/`-separated. An untracked nested repository ends with `/`. */
+  readonly path: string;
+  readonly status: ChangeStatus;
+}
+
+/** Small by design, so an activity may return it: violations are capped, paths are counted. */
+export interface InspectionReport {
+  /** True when there is no violation. */
+  readonly ok: boolean;
+  /** At most {@link MAX_REPORTED_VIOLATIONS}, in check order. */
+  readonly violations: readonly ChangeViolation[];
+  /** Violations found beyond the cap. */
+  readonly omittedViolations: number;
+  /** How many paths changed in the worktree since the start commit. */
+  readonly changedPaths: number;
+  /** Which checks ran: outside writes and git control files need a {@link RepoSnapshot}. */
+  readonly checked: {
+    readonly declaredPaths: boolean;
+    readonly symlinks: boolean;
+    readonly gitDir: boolean;
+    readonly gitControlFiles: boolean;
+    readonly outsideWrites: boolean;
+  };
+  /** One line for people and for the SafetyEvent's reason. */
+  readonly summary: string;
+}
+
+/** State of a file in the target repo's working tree. */
+export interface FileStamp {
+  readonly type: 'file' | 'symlink' | 'dir' | 'other';
+  readonly size: number;
+  readonly mtimeMs: number;
+  /** sha256 of the content (or the link target) for files up to {@link HASH_LIMIT_BYTES}. */
+  readonly hash?: string;
+}
+
+/**
+ * The target repository before an agent step: its working tree files (tracked and untracked,
+ * ignored ones and `.git` excluded) and its git control files (config, hooks, info/, HEAD, each
+ * worktree's HEAD/gitdir/commondir/config.worktree). Thousands of entries: keep it inside the
+ * activity, never in workflow history.
+ */
+export interface RepoSnapshot {
+  /** Real path of the repository's top level. */
+  readonly repoPath: string;
+  readonly files: Readonly<Record<string, FileStamp>>;
+  /** Path relative to the common git dir → sha256 of its content. */
+  readonly gitControl: Readonly<Record<string, string>>;
+  readonly takenAt: string;
+}
+
+export interface InspectChangesInput {
+  /** The intent's worktree. */
+  readonly worktreePath: string;
+  /** The target repository (the one the worktree belongs to). */
+  readonly repoPath: string;
+  /** The commit the agent step started from. */
+  readonly baseCommit: string;
+  /** The intent's declared globs, relative to the repo root (`Intent.paths`). */
+  readonly declaredPaths: readonly string[];
+  /** Taken with {@link takeRepoSnapshot} before the step; enables the outside-write check. */
+  readonly repoSnapshot?: RepoSnapshot;
+  /** Globs always allowed besides the declared ones. Default {@link WARDEN_OWN_PATHS}. */
+  readonly alwaysAllowed?: readonly string[];
+  /**
+   * The branch the worktree must be on (`warden/<id>`, or a full `refs/heads/…` name). Without
+   * it (and without a snapshot) a HEAD switched to another branch is not seen.
+   */
+  readonly branch?: string;
+}
+
+/** Warden writes the lineage (prompts, artifacts, test logs) itself, inside the worktree. */
+export const WARDEN_OWN_PATHS: readonly string[] = ['docs/lineage/**'];
+export const MAX_REPORTED_VIOLATIONS = 100;
+/** Files up to this size are hashed, so a touch without a content change is not a write. */
+export const HASH_LIMIT_BYTES = 1024 * 1024;
+const STAT_CONCURRENCY = 64;
+
+/** Where git keeps a worktree's state. */
+interface GitLocation {
+  /** Real path of the worktree. */
+  readonly worktree: string;
+  /** The repository's common git dir (`repo/.git`). */
+  readonly commonDir: string;
+  /** The worktree's own git dir (`repo/.git/worktrees/<name>`, or the common dir for the main worktree). */
+  readonly gitDir: string;
+  /** `worktrees/<name>` relative to the common dir; '' for the main worktree. */
+  readonly gitDirRel: string;
+}
+
+/**
+ * Inspects what an agent step changed in the worktree (see the file comment for the checks).
+ * Reports; changes nothing. Throws a non-retryable `GIT_FAILED` if the worktree is not a
+ * worktree of `repoPath` or `baseCommit` is unknown.
+ */
+export async function inspectChanges(input: InspectChangesInput): Promise<InspectionReport> {
+  const loc = await locateWorktree(input.repoPath, input.worktreePath);
+  const run = (args: readonly string[]) => gitIn(loc, args);
+  if ((await run(['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
+    throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
+  }
+  const violations: ChangeViolation[] = [];
+  const add = (v: ChangeViolation) => violations.push(v);
+
+  // 1. git itself: the .git pointer, HEAD, history, refs
+  await checkDotGit(loc, add);
+  const snapshotHead = input.repoSnapshot?.gitControl[joinRel(loc.gitDirRel, 'HEAD')];
+  const head = await readHead(loc);
+  const expectedRef = input.branch ? (input.branch.startsWith('refs/') ? input.branch : `refs/heads/${input.branch}`) : undefined;
+  if (!head.branch) add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `HEAD is detached (${head.raw.trim().slice(0, 60)}): the worktree must stay on its branch` });
+  else if ((expectedRef && head.branch !== expectedRef) || (snapshotHead && snapshotHead !== sha256(head.raw))) {
+    add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `HEAD was switched to ${head.branch} during the step` });
+  }
+  const headCommit = (await run(['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
+  const descends = headCommit !== '' && (await run(['merge-base', '--is-ancestor', input.baseCommit, headCommit])).code === 0;
+  if (!descends) {
+    add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `the branch no longer contains the step's start commit ${input.baseCommit.slice(0, 12)}: its history was rewritten` });
+  } else {
+    for (const ref of await refsHoldingNewCommits(loc, input.baseCommit, headCommit, expectedRef ?? head.branch)) {
+      add({ kind: 'git-dir-changed', path: ref, detail: `${ref} now contains commits made in this step: only the intent branch may move` });
+    }
+  }
+
+  // 2. the worktree's changes: declared paths, symlinks, nested repositories
+  const changes = await listChanges(loc, input.baseCommit);
+  const allowed = input.alwaysAllowed ?? WARDEN_OWN_PATHS;
+  for (const change of changes) {
+    const rel = change.path.replace(/\/$/, '');
+    if (rel.split('/').includes('.git')) {
+      add({ kind: 'git-dir-changed', path: change.path, detail: `${change.status}: a path inside a .git folder` });
+      continue;
+    }
+    if (!pathAllowed(input.declaredPaths, rel) && !pathAllowed(allowed, rel)) {
+      add({ kind: 'outside-declared-paths', path: change.path, detail: `${change.status}, but not in the declared paths (${input.declaredPaths.join(', ')})` });
+    }
+    if (change.status === 'deleted') continue;
+    const abs = path.join(loc.worktree, rel);
+    if (change.path.endsWith('/') && existsSync(path.join(abs, '.git'))) {
+      add({ kind: 'git-dir-changed', path: change.path, detail: 'a nested git repository was created in the worktree' });
+    }
+    const escape = await symlinkEscape(loc.worktree, abs);
+    if (escape) add({ kind: 'symlink-escape', path: change.path, detail: escape });
+  }
+
+  // 3. outside the worktree: the target repo's working tree and git control files
+  const snapshot = input.repoSnapshot;
+  if (snapshot) {
+    const after = await takeRepoSnapshot(snapshot.repoPath, { previous: snapshot, exclude: loc.worktree });
+    for (const v of compareFiles(snapshot, after)) add(v);
+    for (const v of compareGitControl(snapshot, after, loc.gitDirRel)) add(v);
+  }
+
+  const shown = violations.slice(0, MAX_REPORTED_VIOLATIONS);
+  return {
+    ok: violations.length === 0,
+    violations: shown,
+    omittedViolations: violations.length - shown.length,
+    changedPaths: changes.length,
+    checked: { declaredPaths: true, symlinks: true, gitDir: true, gitControlFiles: Boolean(snapshot), outsideWrites: Boolean(snapshot) },
+    summary: summarize(violations, changes.length),
+  };
+}
+
+/**
+ * Every path changed in the worktree since `baseCommit`: committed, staged, unstaged, and
+ * untracked (not ignored). Renames are a deletion and an addition. Sorted by path.
+ * `repoPath` makes git use the worktree's registered git dir rather than trusting `.git`.
+ */
+export async function listChangedPaths(worktreePath: string, baseCommit: string, repoPath?: string): Promise<ChangedPath[]> {
+  const loc = repoPath ? await locateWorktree(repoPath, worktreePath) : await locateFromWorktree(worktreePath);
+  return listChanges(loc, baseCommit);
+}
+
+/**
+ * The anti-stub scan (seed 002's completeness gate) of what the intent changed: every TypeScript,
+ * JavaScript and Python file added or modified in the worktree since the merge base of HEAD and
+ * `baseRef` (a base branch ref or a commit), committed or not, compared with its version there,
+ * so only stubs the agent added count ({@link detectNewStubs}). Deleted files, files over
+ * {@link MAX_STUB_SCAN_BYTES} and Warden's lineage are skipped. Findings use worktree-relative
+ * paths; `parse-failed` ones are warnings (fail-open), the rest block.
+ */
+export async function scanChangedFilesForStubs(input: {
+  readonly worktreePath: string;
+  readonly baseRef: string;
+  readonly repoPath?: string;
+}): Promise<StubFinding[]> {
+  const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
+  const mergeBase = await gitIn(loc, ['merge-base', 'HEAD', input.baseRef]);
+  if (mergeBase.code !== 0) throw failure(`cannot compare ${input.worktreePath} with ${input.baseRef}: ${mergeBase.stderr.trim() || 'no common commit'}`);
+  const base = mergeBase.stdout.trim();
+  const findings: StubFinding[] = [];
+  for (const change of await listChanges(loc, base)) {
+    if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
+    const abs = path.join(loc.worktree, change.path);
+    const info = await lstat(abs).catch(() => undefined);
+    if (!info?.isFile() || info.size > MAX_STUB_SCAN_BYTES) continue;
+    const after = await readFile(abs, 'utf8');
+    const shown = change.status === 'modified' || change.status === 'type-changed' ? await gitIn(loc, ['show', `${base}:${change.path}`]) : undefined;
+    findings.push(...detectNewStubs({ path: change.path, before: shown?.code === 0 ? shown.stdout : undefined, after }));
+  }
+  return findings;
+}
+
+/**
+ * Puts the worktree back to `baseCommit`: `reset --hard` and `clean -ffd` (untracked files and
+ * folders, nested repositories included; ignored files stay). With `repoPath`, a tampered `.git`
+ * file is rewritten first; with `branch`, HEAD is put back on `refs/heads/<branch>` before the
+ * reset, so a switched HEAD does not drag another branch back. Refs the agent moved elsewhere
+ * and writes outside the worktree are not undone: they are reported by {@link inspectChanges}.
+ */
+export async function revertChanges(
+  worktreePath: string,
+  baseCommit: string,
+  options: { readonly repoPath?: string; readonly branch?: string } = {},
+): Promise<void> {
+  const loc = options.repoPath ? await locateWorktree(options.repoPath, worktreePath) : await locateFromWorktree(worktreePath);
+  if (loc.gitDirRel !== '') {
+    const expected = `gitdir: ${loc.gitDir}\n`;
+    const dotGit = path.join(loc.worktree, '.git');
+    const stat = await lstat(dotGit).catch(() => undefined);
+    const current = stat?.isFile() ? await readFile(dotGit, 'utf8') : undefined;
+    if (current?.trim() !== expected.trim()) {
+      if (stat) await rm(dotGit, { recursive: true, force: true });
+      await writeFile(dotGit, expected);
+    }
+  }
+  if (options.branch) await gitOrThrow(loc, ['symbolic-ref', 'HEAD', `refs/heads/${options.branch}`]);
+  await gitOrThrow(loc, ['reset', '-q', '--hard', baseCommit]);
+  await gitOrThrow(loc, ['clean', '-q', '-ffd']);
+}
+
+/**
+ * Records the target repository's working tree and git control files, to compare after an agent
+ * step ({@link inspectChanges}). Reads every tracked and untracked (not ignored) file up to
+ * {@link HASH_LIMIT_BYTES}; a few thousand files take well under a second.
+ */
+export async function takeRepoSnapshot(
+  repoPath: string,
+  options: { readonly previous?: RepoSnapshot; readonly exclude?: string } = {},
+): Promise<RepoSnapshot> {
+  const top = realpathSync(repoPath);
+  const commonDir = await commonGitDir(top);
+  const bare = (await gitRaw(top, ['rev-parse', '--is-bare-repository'])).stdout.trim() === 'true';
+  const files: Record<string, FileStamp> = {};
+  if (!bare) {
+    const listing = await gitRaw(top, ['ls-files', '-z', '--cached', '--others', '--exclude-standard']);
+    if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
+    const excludeRel = options.exclude ? path.relative(top, options.exclude) : undefined;
+    const names = [...new Set(listing.stdout.split('\0').filter(Boolean))].filter(
+      (name) => !excludeRel || excludeRel.startsWith('..') || path.isAbsolute(excludeRel) || !(name === excludeRel || name.startsWith(`${excludeRel}/`)),
+    );
+    await forEachLimited(names, STAT_CONCURRENCY, async (name) => {
+      const stamp = await stampOf(path.join(top, name), options.previous?.files[name]);
+      if (stamp) files[name] = stamp;
+    });
+  }
+  return { repoPath: top, files, gitControl: await gitControlFiles(commonDir), takenAt: new Date().toISOString() };
+}
+
+// ---------------------------------------------------------------------------------------------
+// git location
+
+async function commonGitDir(cwd: string): Promise<string> {
+  const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
+  if (out.code !== 0) throw failure(`${cwd} is not a git repository: ${out.stderr.trim()}`);
+  return realpathSync(out.stdout.trim());
+}
+
+/** Finds the worktree's git dir from the repository's registry (`<common>/worktrees/*\/gitdir`). */
+async function locateWorktree(repoPath: string, worktreePath: string): Promise<GitLocation> {
+  if (!existsSync(worktreePath)) throw failure(`worktree ${worktreePath} does not exist`);
+  const worktree = realpathSync(worktreePath);
+  const commonDir = await commonGitDir(repoPath);
+  const topOut = await gitRaw(repoPath, ['rev-parse', '--show-toplevel']);
+  if (topOut.code === 0 && realpathSync(topOut.stdout.trim()) === worktree) {
+    return { worktree, commonDir, gitDir: commonDir, gitDirRel: '' };
+  }
+  const registry = path.join(commonDir, 'worktrees');
+  for (const name of await readdir(registry).catch(() => [] as string[])) {
+    const pointer = await readFile(path.join(registry, name, 'gitdir'), 'utf8').catch(() => '');
+    if (!pointer.trim()) continue;
+    const dir = path.dirname(path.resolve(registry, name, pointer.trim()));
+    if (existsSync(dir) && realpathSync(dir) === worktree) {
+      return { worktree, commonDir, gitDir: path.join(registry, name), gitDirRel: `worktrees/${name}` };
+    }
+  }
+  throw failure(`${worktreePath} is not a worktree of ${repoPath}`);
+}
+
+/** Without the repository: trusts the worktree's `.git` (used by revert and listing only). */
+async function locateFromWorktree(worktreePath: string): Promise<GitLocation> {
+  const worktree = realpathSync(worktreePath);
+  const out = await gitRaw(worktree, ['rev-parse', '--absolute-git-dir']);
+  if (out.code !== 0) throw failure(`${worktreePath} is not a git worktree: ${out.stderr.trim()}`);
+  const gitDir = realpathSync(out.stdout.trim());
+  const commonDir = await commonGitDir(worktree);
+  const rel = path.relative(commonDir, gitDir);
+  return { worktree, commonDir, gitDir, gitDirRel: rel === '' ? '' : rel.split(path.sep).join('/') };
+}
+
+function gitIn(loc: GitLocation, args: readonly string[]): Promise<GitResult> {
+  return gitRaw(loc.worktree, [`--git-dir=${loc.gitDir}`, `--work-tree=${loc.worktree}`, ...args]);
+}
+
+async function gitOrThrow(loc: GitLocation, args: readonly string[]): Promise<string> {
+  const result = await gitIn(loc, args);
+  if (result.code !== 0) {
+    throw ApplicationFailure.create({
+      type: FailureType.GitFailed,
+      message: `git ${args.join(' ')} failed in ${loc.worktree} (exit ${result.code}): ${result.stderr.trim().slice(-500)}`,
+    });
+  }
+  return result.stdout.trim();
+}
+
+function failure(message: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: FailureType.GitFailed, message, nonRetryable: true });
+}
+
+// ---------------------------------------------------------------------------------------------
+// checks
+
+async function checkDotGit(loc: GitLocation, add: (v: ChangeViolation) => void): Promise<void> {
+  const dotGit = path.join(loc.worktree, '.git');
+  const stat = await lstat(dotGit).catch(() => undefined);
+  if (loc.gitDirRel === '') {
+    if (!stat?.isDirectory() || realpathSync(dotGit) !== loc.commonDir) {
+      add({ kind: 'git-dir-changed', path: '.git', detail: 'the repository\'s .git folder was replaced' });
+    }
+    return;
+  }
+  if (!stat) return add({ kind: 'git-dir-changed', path: '.git', detail: 'the worktree\'s .git file was deleted' });
+  if (!stat.isFile()) return add({ kind: 'git-dir-changed', path: '.git', detail: `the worktree's .git file was replaced by a ${stat.isDirectory() ? 'folder' : 'link'}` });
+  const content = await readFile(dotGit, 'utf8');
+  const target = /^gitdir:\s*(.+?)\s*$/m.exec(content)?.[1];
+  const resolved = target ? path.resolve(loc.worktree, target) : undefined;
+  if (!resolved || !existsSync(resolved) || realpathSync(resolved) !== realpathSync(loc.gitDir)) {
+    add({ kind: 'git-dir-changed', path: '.git', detail: `the worktree's .git file points elsewhere (${content.trim().slice(0, 120)})` });
+  }
+}
+
+async function readHead(loc: GitLocation): Promise<{ readonly raw: string; readonly branch?: string }> {
+  const raw = await readFile(path.join(loc.gitDir, 'HEAD'), 'utf8').catch(() => '');
+  const branch = /^ref:\s*(refs\/\S+)\s*$/.exec(raw.trim())?.[1];
+  return { raw, branch };
+}
+
+/** Refs other than the intent branch that now contain a commit made since `base`. */
+async function refsHoldingNewCommits(loc: GitLocation, base: string, head: string, ownRef: string | undefined): Promise<string[]> {
+  if (base === head) return [];
+  const listing = await gitIn(loc, ['rev-list', '--parents', `${base}..${head}`]);
+  const rows = listing.stdout.split('\n').filter(Boolean).map((line) => line.split(' '));
+  const fresh = new Set(rows.map((r) => r[0]!));
+  // the oldest new commits: any ref holding a new commit holds one of these
+  const roots = rows.filter((r) => !r.slice(1).some((p) => fresh.has(p))).map((r) => r[0]!).slice(0, 50);
+  if (roots.length === 0) return [];
+  const refs = await gitIn(loc, ['for-each-ref', '--format=%(refname)', ...roots.flatMap((c) => ['--contains', c])]);
+  return refs.stdout
+    .split('\n')
+    .map((r) => r.trim())
+    .filter((r) => r && r !== ownRef);
+}
+
+async function listChanges(loc: GitLocation, baseCommit: string): Promise<ChangedPath[]> {
+  const diff = await gitIn(loc, ['diff', '--name-status', '-z', '--no-renames', '--no-ext-diff', '--ignore-submodules=none', baseCommit]);
+  if (diff.code !== 0) throw failure(`git diff ${baseCommit} failed in ${loc.worktree}: ${diff.stderr.trim()}`);
+  const byPath = new Map<string, ChangeStatus>();
+  const parts = diff.stdout.split('\0');
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const code = parts[i]!;
+    const file = parts[i + 1]!;
+    if (!code) break;
+    byPath.set(file, code.startsWith('A') ? 'added' : code.startsWith('D') ? 'deleted' : code.startsWith('T') ? 'type-changed' : 'modified');
+  }
+  const untracked = await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard']);
+  for (const file of untracked.stdout.split('\0').filter(Boolean)) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  return [...byPath].map(([p, status]) => ({ path: p, status })).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/** Why the link at `abs` escapes the worktree, or undefined if it is not a link or stays inside. */
+async function symlinkEscape(worktree: string, abs: string): Promise<string | undefined> {
+  const stat = await lstat(abs).catch(() => undefined);
+  if (!stat?.isSymbolicLink()) return undefined;
+  const target = await readlink(abs);
+  let resolved = path.resolve(path.dirname(abs), target);
+  try {
+    resolved = realpathSync(abs); // follows chains of links; fails for a dangling one
+  } catch {
+    // dangling: judge by where it points
+  }
+  const rel = path.relative(worktree, resolved);
+  if (rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) return `symbolic link to ${target}, outside the worktree`;
+  if (rel.split(path.sep)[0] === '.git') return `symbolic link to ${target}, inside the worktree's .git`;
+  return undefined;
+}
+
+async function stampOf(abs: string, previous: FileStamp | undefined): Promise<FileStamp | undefined> {
+  const stat = await lstat(abs).catch(() => undefined);
+  if (!stat) return undefined;
+  const type = stat.isSymbolicLink() ? 'symlink' : stat.isFile() ? 'file' : stat.isDirectory() ? 'dir' : 'other';
+  const base = { type, size: stat.size, mtimeMs: stat.mtimeMs } as const;
+  if (type === 'dir' || type === 'other') return { ...base, size: 0, mtimeMs: 0 };
+  // after the step, only hash what looks different: unchanged stamps keep the earlier hash
+  if (previous && previous.type === type && previous.size === base.size && previous.mtimeMs === base.mtimeMs) return { ...base, hash: previous.hash };
+  if (type === 'symlink') return { ...base, hash: sha256(await readlink(abs)) };
+  if (stat.size > HASH_LIMIT_BYTES) return base;
+  const content = await readFile(abs).catch(() => undefined);
+  return content ? { ...base, hash: sha256(content) } : base;
+}
+
+function compareFiles(before: RepoSnapshot, after: RepoSnapshot): ChangeViolation[] {
+  const out: ChangeViolation[] = [];
+  const names = [...new Set([...Object.keys(before.files), ...Object.keys(after.files)])].sort();
+  for (const name of names) {
+    const a = before.files[name];
+    const b = after.files[name];
+    if (a && !b) out.push({ kind: 'outside-worktree-write', path: name, detail: `deleted from the target repository's working tree (${before.repoPath})` });
+    else if (!a && b) out.push({ kind: 'outside-worktree-write', path: name, detail: `created in the target repository's working tree (${before.repoPath})` });
+    else if (a && b && changed(a, b)) out.push({ kind: 'outside-worktree-write', path: name, detail: `changed in the target repository's working tree (${before.repoPath})` });
+  }
+  return out;
+}
+
+function changed(a: FileStamp, b: FileStamp): boolean {
+  if (a.type !== b.type) return true;
+  if (a.type === 'dir' || a.type === 'other') return false;
+  if (a.hash && b.hash) return a.hash !== b.hash;
+  return a.size !== b.size || a.mtimeMs !== b.mtimeMs;
+}
+
+/** Config, hooks and info/ of the repository, and this worktree's own git-dir files. */
+function compareGitControl(before: RepoSnapshot, after: RepoSnapshot, ownGitDirRel: string): ChangeViolation[] {
+  const own = ownGitDirRel ? `${ownGitDirRel}/` : undefined;
+  const relevant = (name: string) => !name.startsWith('worktrees/') || (own !== undefined && name.startsWith(own));
+  const out: ChangeViolation[] = [];
+  const names = [...new Set([...Object.keys(before.gitControl), ...Object.keys(after.gitControl)])].filter(relevant).sort();
+  for (const name of names) {
+    if (name === joinRel(ownGitDirRel, 'HEAD')) continue; // reported with the HEAD check
+    const a = before.gitControl[name];
+    const b = after.gitControl[name];
+    if (a === b) continue;
+    const what = a === undefined ? 'created' : b === undefined ? 'deleted' : 'changed';
+    out.push({ kind: 'git-dir-changed', path: `<git>/${name}`, detail: `${what} during the step: ${describeControl(name)}` });
+  }
+  return out;
+}
+
+function describeControl(name: string): string {
+  if (name.startsWith('hooks/')) return 'a git hook runs code on the next git command';
+  if (name === 'config' || name.endsWith('config.worktree')) return 'git config can run commands (aliases, hooks path, filters)';
+  if (name.startsWith('info/')) return 'info/exclude and info/attributes change what git sees';
+  if (name === 'HEAD') return "the target repository's own checkout was switched";
+  return 'a file of the worktree\'s git dir';
+}
+
+const CONTROL_TOP = ['config', 'config.worktree', 'HEAD'];
+const CONTROL_DIRS = ['hooks', 'info'];
+const CONTROL_WORKTREE = ['HEAD', 'gitdir', 'commondir', 'config.worktree'];
+
+async function gitControlFiles(commonDir: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  const hashInto = async (rel: string) => {
+    const abs = path.join(commonDir, rel);
+    const stat = await lstat(abs).catch(() => undefined);
+    if (!stat) return;
+    if (stat.isDirectory()) {
+      for (const entry of await readdir(abs).catch(() => [] as string[])) await hashInto(`${rel}/${entry}`);
+    } else if (stat.isSymbolicLink()) {
+      out[rel] = sha256(`link:${await readlink(abs)}`);
+    } else if (stat.isFile()) {
+      out[rel] = sha256(await readFile(abs));
+    }
+  };
+  for (const rel of CONTROL_TOP) await hashInto(rel);
+  for (const rel of CONTROL_DIRS) await hashInto(rel);
+  for (const name of await readdir(path.join(commonDir, 'worktrees')).catch(() => [] as string[])) {
+    for (const file of CONTROL_WORKTREE) await hashInto(`worktrees/${name}/${file}`);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+function summarize(violations: readonly ChangeViolation[], changed: number): string {
+  if (violations.length === 0) return `clean: ${changed} changed path${changed === 1 ? '' : 's'}, all allowed`;
+  const counts = new Map<ViolationKind, number>();
+  for (const v of violations) counts.set(v.kind, (counts.get(v.kind) ?? 0) + 1);
+  const parts = [...counts].map(([kind, n]) => `${n} ${kind}`).join(', ');
+  const first = violations[0]!;
+  return `${violations.length} violation${violations.length === 1 ? '' : 's'} (${parts}); first: ${first.kind} ${first.path}: ${first.detail}`.slice(0, 500);
+}
+
+function joinRel(dir: string, file: string): string {
+  return dir ? `${dir}/${file}` : file;
+}
+
+function sha256(data: string | Buffer): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  });
+  await Promise.all(workers);
+}

