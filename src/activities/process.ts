@@ -12,8 +12,13 @@ const PIPE_GRACE_MS = 1_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface RunProcessOptions {
-  /** Run with `/bin/sh -c`. */
+  /** Run with `/bin/sh -c` (unless `exec` says otherwise). */
   readonly command: string;
+  /**
+   * The program that actually runs, when it is not `/bin/sh -c command`: e.g. a sandbox that
+   * runs the command inside (see sandbox.ts). It still gets its own process group.
+   */
+  readonly exec?: { readonly file: string; readonly args: readonly string[] };
   readonly cwd: string;
   /** The complete environment of the child (nothing is inherited). */
   readonly env: NodeJS.ProcessEnv;
@@ -81,7 +86,7 @@ export function agentEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 }
 
 /**
- * Runs `opts.command` with `/bin/sh -c` in its own process group and resolves once it has
+ * Runs `opts.command` with `/bin/sh -c` (or `opts.exec`) in its own process group and resolves once it has
  * ended and its output pipes have closed. On timeout, output cap or abort the whole group
  * gets SIGTERM, then SIGKILL after about a second. When the shell exits on its own, anything
  * it left running in its group is killed the same way, so nothing outlives the call.
@@ -100,7 +105,7 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
     const started = performance.now();
     let child: ChildProcess;
     try {
-      child = spawn('/bin/sh', ['-c', opts.command], {
+      child = spawn(opts.exec?.file ?? '/bin/sh', opts.exec ? [...opts.exec.args] : ['-c', opts.command], {
         cwd: opts.cwd,
         env: opts.env,
         // Its own process group, so one kill reaches everything it starts.

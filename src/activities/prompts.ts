@@ -25,6 +25,7 @@ export function buildPrompt(input: {
   readonly attempt: number;
   readonly priorArtifacts: readonly PriorArtifact[];
   readonly feedback?: string;
+  readonly conditions?: readonly string[];
 }): string {
   const { intent, stage, attempt } = input;
   const parts = [
@@ -35,6 +36,9 @@ export function buildPrompt(input: {
   ];
   for (const artifact of input.priorArtifacts) {
     parts.push(`## Earlier artifact: ${artifact.name}\n${artifact.content.slice(0, MAX_ARTIFACT_CHARS)}`);
+  }
+  if (input.conditions?.length) {
+    parts.push(`## Conditions set by the approver (you must respect them)\n${input.conditions.map((c) => `- ${c}`).join('\n')}`);
   }
   if (input.feedback) parts.push(`## Result of the previous attempt\n${input.feedback}`);
   return parts.join('\n\n') + '\n';

@@ -55,6 +55,8 @@ export interface StageInput extends IntentRef {
    * later commits of the run that was reset; the worktree is moved back to this one first.
    */
   readonly startCommit?: string;
+  /** Conditions an approver attached to the gate before this stage; they go into the prompt. */
+  readonly conditions?: readonly string[];
 }
 
 /** What the safety layers need to know about one agent answer, computed where the answer is. */
@@ -148,6 +150,7 @@ export function createStageActivities(deps: ActivityDeps) {
         attempt,
         priorArtifacts: await readPriorArtifacts(worktreePath, intent.id, stage),
         feedback: input.feedback,
+        conditions: input.conditions,
       });
       const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
       const started = Date.now();
@@ -159,6 +162,7 @@ export function createStageActivities(deps: ActivityDeps) {
         worktreePath,
         signal: ctx.cancellationSignal,
         heartbeat: () => ctx.heartbeat(),
+        riskHint: intent.riskHint,
       });
       const latencyMs = Date.now() - started;
       await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);

@@ -16,7 +16,7 @@ import { intentFromFlags, type RunFlags } from './intent-input';
 import { describeOrExplain, intentHandle, queryState, sendDecision } from './intents';
 import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
-import { listIntents } from './list-intents';
+import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
 import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
@@ -86,6 +86,12 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--script <file>', 'script file for the scripted agent')
     .option('--cmd <command>', "command for the command agent, e.g. 'claude -p'")
     .addOption(new Option('--prompt-via <how>', 'how the command agent gets the prompt').choices(['stdin', 'arg']))
+    .addOption(
+      new Option('--sandbox <level>', 'where the command agent runs: bubblewrap when available (auto), bubblewrap, process limits, or none')
+        .choices(['auto', 'bubblewrap', 'process', 'none'])
+        .default('auto'),
+    )
+    .option('--network', 'let the command agent reach the network (CLI agents that call a hosted model need it)')
     .option('--paths <glob...>', 'paths the agent may change (default: everything)')
     .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
     .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one)')
@@ -168,13 +174,21 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
 
   program
     .command('approve <id>')
-    .description('Approve the gate an intent waits at')
+    .description('Approve the gate an intent waits at (with --conditions: approve with conditions for the next stage)')
     .option('--gate <gate>', 'gate to approve', 'merge')
     .option('--by <name>', 'who approves (default: $USER)')
     .option('--reason <text>', 'why')
-    .action(async (id: string, flags: { gate: string; by?: string; reason?: string }) => {
-      await decide(config, id, { gate: flags.gate, decision: 'approve', by: flags.by ?? defaultApprover(), reason: flags.reason });
-      print(`approved the ${flags.gate} gate of ${id}`);
+    .option('--conditions <text...>', 'conditions the next stage must respect (recorded, and added to its prompt)')
+    .action(async (id: string, flags: { gate: string; by?: string; reason?: string; conditions?: string[] }) => {
+      const withConditions = Boolean(flags.conditions?.length);
+      await decide(config, id, {
+        gate: flags.gate,
+        decision: withConditions ? 'approve-with-conditions' : 'approve',
+        by: flags.by ?? defaultApprover(),
+        reason: flags.reason,
+        conditions: flags.conditions,
+      });
+      print(`approved the ${flags.gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : ''}`);
     });
 
   program
@@ -186,6 +200,33 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (id: string, flags: { gate: string; by?: string; reason: string }) => {
       await decide(config, id, { gate: flags.gate, decision: 'reject', by: flags.by ?? defaultApprover(), reason: flags.reason });
       print(`rejected the ${flags.gate} gate of ${id}`);
+    });
+
+  program
+    .command('defer <id>')
+    .description("Give the gate more time (once): its timeout moves by the gate's defer period")
+    .option('--gate <gate>', 'gate to defer', 'merge')
+    .option('--by <name>', 'who defers (default: $USER)')
+    .option('--reason <text>', 'why')
+    .action(async (id: string, flags: { gate: string; by?: string; reason?: string }) => {
+      await decide(config, id, { gate: flags.gate, decision: 'defer', by: flags.by ?? defaultApprover(), reason: flags.reason });
+      print(`deferred the ${flags.gate} gate of ${id}`);
+    });
+
+  program
+    .command('gates')
+    .description('Every gate waiting for a decision, across intents, with its age and timeout')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      const target = await connectTemporal(config, () => undefined);
+      try {
+        const rows = await waitingGates(target.client);
+        if (flags.json) return printJson(rows);
+        if (rows.length === 0) return print('no gate is waiting');
+        for (const r of rows) print(`${r.intentId.padEnd(36)} ${r.gate.padEnd(13)} waiting ${r.ageMinutes} min, times out ${r.timeoutAt}  ${r.prompt}`);
+      } finally {
+        await target.close();
+      }
     });
 
   addLedgerCommands(program, config, { print, printJson });

@@ -17,6 +17,8 @@ export interface RunFlags {
   readonly script?: string;
   readonly cmd?: string;
   readonly promptVia?: string;
+  readonly sandbox?: string;
+  readonly network?: boolean;
   readonly paths?: readonly string[];
   readonly base?: string;
   readonly testCmd?: string;
@@ -87,6 +89,8 @@ function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
       promptVia: (flags.promptVia as 'stdin' | 'arg' | undefined) ?? 'stdin',
       timeout: '30m',
       maxOutputBytes: 1_000_000,
+      sandbox: (flags.sandbox as 'auto' | 'none' | 'process' | 'bubblewrap' | undefined) ?? 'auto',
+      network: Boolean(flags.network),
     };
   }
   throw new UserError(`unknown agent "${kind}": use scripted or command`);

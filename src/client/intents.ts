@@ -2,7 +2,7 @@ import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle 
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../shared/intent';
-import { decideSignal, stateQuery } from '../shared/messages';
+import { decideUpdate, stateQuery } from '../shared/messages';
 import { WardenRepo, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { Decision } from '../shared/decisions';
 import type { IntentState } from '../shared/state';
@@ -55,8 +55,8 @@ export async function queryState(client: Client, intentId: string): Promise<Inte
 }
 
 /**
- * Sends a decision to a running intent after checking it waits at that gate, so a typo gets an
- * answer instead of silence. The workflow validates the payload again.
+ * Sends a decision to a running intent (as the `decision` update, so the answer comes back) after
+ * checking it waits at that gate. The workflow validates the payload and the sender again.
  */
 export async function sendDecision(client: Client, intentId: string, decision: Decision): Promise<void> {
   const handle = intentHandle(client, intentId);
@@ -69,7 +69,9 @@ export async function sendDecision(client: Client, intentId: string, decision: D
     const where = state.pendingGate ? `the ${state.pendingGate.gate} gate` : `stage ${state.stage}, no gate`;
     throw new UserError(`intent ${intentId} is not waiting at the ${decision.gate} gate (it is at ${where})`);
   }
-  await handle.signal(decideSignal, decision);
+  // The update answers: a refusal (not an approver, the agent itself, deferred twice) is an error here.
+  const answer = await handle.executeUpdate(decideUpdate, { args: [decision] });
+  if (!answer.accepted) throw new UserError(`the ${decision.gate} gate of ${intentId} refused the decision: ${answer.reason}`);
 }
 
 export async function describeOrExplain(handle: WorkflowHandle, intentId: string) {

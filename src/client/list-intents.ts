@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { intentIdFromWorkflowId } from '../shared/ids';
+import { stateQuery } from '../shared/messages';
 
 export interface IntentRow {
   readonly intentId: string;
@@ -34,4 +35,32 @@ export async function listIntents(client: Client, options: { readonly status?: s
     if (rows.length >= options.limit) break;
   }
   return rows;
+}
+
+export interface WaitingGate {
+  readonly intentId: string;
+  readonly gate: string;
+  readonly prompt: string;
+  readonly requestedAt: string;
+  readonly timeoutAt: string;
+  readonly ageMinutes: number;
+}
+
+/** Gates waiting for a decision: intents whose WardenStatus is `waiting`, asked for their gate. */
+export async function waitingGates(client: Client, now: Date = new Date()): Promise<WaitingGate[]> {
+  const gates: WaitingGate[] = [];
+  for await (const wf of client.workflow.list({ query: "WorkflowType = 'intentWorkflow' AND WardenStatus = 'waiting' AND ExecutionStatus = 'Running'" })) {
+    const state = await client.workflow.getHandle(wf.workflowId).query(stateQuery).catch(() => undefined);
+    const pending = state?.pendingGate;
+    if (!pending) continue; // decided since the list was read
+    gates.push({
+      intentId: intentIdFromWorkflowId(wf.workflowId),
+      gate: pending.gate,
+      prompt: pending.prompt,
+      requestedAt: pending.requestedAt,
+      timeoutAt: pending.timeoutAt,
+      ageMinutes: Math.floor((now.getTime() - new Date(pending.requestedAt).getTime()) / 60_000),
+    });
+  }
+  return gates;
 }

@@ -24,6 +24,8 @@ export const FailureType = {
   ErrorRateCritical: 'ERROR_RATE_CRITICAL',
   /** The day's budget, or the agent's, has no room for this call's maximum cost. */
   BudgetExceeded: 'BUDGET_EXCEEDED',
+  /** The sandbox the intent's risk (or the agent's profile) requires cannot be had on this worker. */
+  SandboxUnavailable: 'SANDBOX_UNAVAILABLE',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -39,6 +41,7 @@ export const NON_RETRYABLE_FAILURES: readonly FailureType[] = [
   FailureType.SafetyHalt,
   FailureType.KillSwitch,
   FailureType.BudgetExceeded,
+  FailureType.SandboxUnavailable,
 ];
 
 /** An error the CLI reports as one line and exit code `exitCode` (2 = bad input). */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { PROFILE_DEFAULTS } from '../config/profiles';
 import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '../config/schema';
+import { GateKindSchema, GateSettingsSchema } from './decisions';
 import { DurationSchema } from './duration';
 
 export { DurationSchema };
@@ -16,6 +17,15 @@ export const CommandAgentProfileSchema = z.object({
   timeout: DurationSchema.default('30m'),
   /** Kill the agent once it has printed this many bytes. */
   maxOutputBytes: z.number().int().positive().default(1_000_000),
+  /**
+   * Where the command runs (see src/activities/sandbox.ts): `none` a plain process, `process`
+   * the same with resource limits, `bubblewrap` inside bwrap (only the worktree writable),
+   * `auto` bubblewrap when it works on the worker, else process. HIGH risk always needs
+   * bubblewrap.
+   */
+  sandbox: z.enum(['auto', 'none', 'process', 'bubblewrap']).default('auto'),
+  /** Whether the command may use the network; only bubblewrap can take it away. */
+  network: z.boolean().default(false),
 });
 
 export const ScriptedAgentProfileSchema = z.object({
@@ -63,6 +73,8 @@ export const IntentSchema = z.object({
   /** Shell command that runs the repo's tests; exit code 0 means they pass. */
   testCommand: z.string().trim().min(1).optional(),
   limits: LimitsSchema,
+  /** Per-gate approvers, defer period and escalation target. */
+  gates: z.partialRecord(GateKindSchema, GateSettingsSchema).default({}),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

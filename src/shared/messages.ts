@@ -1,4 +1,5 @@
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { DecisionAnswer } from './decisions';
 import type { IntentState } from './state';
 
 /**
@@ -7,6 +8,14 @@ import type { IntentState } from './state';
  * Typed `unknown` on purpose: anything may arrive from the Web UI.
  */
 export const decideSignal = defineSignal<[unknown]>('decide');
+
+/**
+ * The same decision, for callers that want the answer: a payload that does not parse is refused
+ * by the update's validator (nothing reaches history); one that parses but may not decide (not
+ * pending, not an approver, the agent itself) is answered `{ accepted: false, reason }` and
+ * recorded as a refused decision.
+ */
+export const decideUpdate = defineUpdate<DecisionAnswer, [unknown]>('decision');
 
 /** Who asks to pause or resume, and why. */
 export interface PauseRequest {

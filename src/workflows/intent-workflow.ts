@@ -15,12 +15,12 @@ import type { StageResult, WardenActivities } from '../activities';
 import { BehaviourMonitor } from '../safety/behaviour-monitor';
 import { checkBlastRadius } from '../safety/limits';
 import { addUsd, ZERO_USD } from '../safety/money';
-import { DecisionSchema, type GateKind, type RecordedDecision } from '../shared/decisions';
+import { DecisionSchema, type Decision, type DecisionAnswer, type GateKind, type RecordedDecision } from '../shared/decisions';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import { branchForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent } from '../shared/intent';
-import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
+import { decideSignal, decideUpdate, pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
 import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { AgentStage, Stage } from '../shared/stages';
 import type { IntentOutcome, IntentState, IntentStatus } from '../shared/state';
@@ -95,18 +95,67 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   };
 
   setHandler(stateQuery, () => state);
+  /** Whether a parsed decision may decide now: the gate is pending, the sender may decide it. */
+  const mayDecide = (decision: Decision): string | undefined => {
+    const pending = state.pendingGate;
+    if (pending?.gate !== decision.gate || gateDecision) return `decision for the ${decision.gate} gate, which is not pending`;
+    // The agent never approves its own work.
+    if (decision.by === intent.agent.kind || decision.by.toLowerCase() === 'agent') return `${decision.by} is the agent: it may not decide its own gate`;
+    const approvers = intent.gates[decision.gate]?.approvers;
+    if (approvers && !approvers.includes(decision.by)) return `${decision.by} may not decide the ${decision.gate} gate (approvers: ${approvers.join(', ')})`;
+    if (decision.decision === 'defer' && deferredGates.has(decision.gate)) return `the ${decision.gate} gate was deferred once already`;
+    return undefined;
+  };
+  const deferredGates = new Set<GateKind>();
+  let gateDeadline = 0;
+  /** Applies an accepted decision: defer extends the wait once; any other decides the gate. */
+  const accept = (decision: Decision): void => {
+    const at = new Date().toISOString();
+    if (decision.decision === 'defer') {
+      deferredGates.add(decision.gate);
+      const period = intent.gates[decision.gate]?.deferPeriod ?? limits.gateTimeout;
+      gateDeadline += parseDuration(period);
+      state.pendingGate = { ...state.pendingGate!, timeoutAt: new Date(gateDeadline).toISOString() };
+      state.decisions.push({ ...decision, at, timedOut: false });
+      ledger.gateDecision({ gate: decision.gate, decision: 'defer', by: decision.by, reason: decision.reason, requestedAt: state.pendingGate.requestedAt, decidedAt: at, timedOut: false });
+      ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate deferred by ${decision.by} until ${state.pendingGate.timeoutAt}`, {
+        stage: state.stage,
+        metadata: { gate: decision.gate, decision: 'defer', by: decision.by },
+      });
+      return;
+    }
+    gateDecision = { ...decision, at, timedOut: false };
+  };
+
   setHandler(decideSignal, (raw: unknown) => {
     const decision = DecisionSchema.safeParse(raw);
     if (!decision.success) {
       refuse(`invalid decide payload: ${describeIssues(decision.error)}`, raw);
       return;
     }
-    if (state.pendingGate?.gate !== decision.data.gate || gateDecision) {
-      refuse(`decision for the ${decision.data.gate} gate, which is not pending`, raw);
-      return;
-    }
-    gateDecision = { ...decision.data, at: new Date().toISOString(), timedOut: false };
+    const refusal = mayDecide(decision.data);
+    if (refusal) return refuse(refusal, raw);
+    accept(decision.data);
   });
+  setHandler(
+    decideUpdate,
+    (raw: unknown): DecisionAnswer => {
+      const decision = DecisionSchema.parse(raw); // the validator let only a valid payload through
+      const refusal = mayDecide(decision);
+      if (refusal) {
+        refuse(refusal, raw);
+        return { accepted: false, reason: refusal };
+      }
+      accept(decision);
+      return { accepted: true };
+    },
+    {
+      validator: (raw: unknown): void => {
+        const decision = DecisionSchema.safeParse(raw);
+        if (!decision.success) throw new Error(`invalid decision: ${describeIssues(decision.error)}`);
+      },
+    },
+  );
   setHandler(pauseSignal, (request) => {
     if (guard.paused) return;
     guard.paused = true;
@@ -162,7 +211,9 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   async function runStage(stage: AgentStage, feedback?: string): Promise<StageResult> {
     enter(stage);
     const attempt = state.attempts[stage]!;
-    const result = await work.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd, startCommit: head });
+    const conditions = pendingConditions;
+    pendingConditions = undefined;
+    const result = await work.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd, startCommit: head, conditions });
     if (result.commit) head = result.commit;
     state.spendUsd = addUsd(state.spendUsd, result.costUsd);
     guard.recordSpend(result.costUsd, stage);
@@ -205,12 +256,15 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     const high = findings.find((f) => f.severity === 'high');
     if (high) {
       const decision = await waitForGate('anomaly', `The behaviour monitor found: ${high.reason}. Let the intent go on?`);
-      if (decision.decision !== 'approve') {
+      if (!approved(decision)) {
         throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the anomaly gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
       }
     }
   }
 
+  /** Conditions of the last approve-with-conditions, for the next stage's prompt. */
+  let pendingConditions: string[] | undefined;
+  const approved = (decision: RecordedDecision): boolean => decision.decision === 'approve' || decision.decision === 'approve-with-conditions';
   /** The intent branch's head as this run knows it: where the next stage starts (see resume). */
   let head: string | undefined;
   let blastRadiusApproved = false;
@@ -236,7 +290,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       'blast-radius',
       `The change is ${actual.files} files / ${actual.lines} lines; triage predicted ${predictedText}. Let it go on?`,
     );
-    if (decision.decision !== 'approve') {
+    if (!approved(decision)) {
       throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the blast-radius gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
     }
     blastRadiusApproved = true;
@@ -285,7 +339,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     await runStage('review');
 
     const decision = await waitForGate('merge', `Merge ${state.branch} into ${intent.baseBranch}?`);
-    if (decision.decision !== 'approve') {
+    if (!approved(decision)) {
       setStatus('rejected');
       return { intentId: intent.id, status: 'rejected', spendUsd: state.spendUsd, reason: decision.reason };
     }
@@ -395,11 +449,11 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       metadata: { gate, timeoutAt: state.pendingGate.timeoutAt },
     });
     await ledger.flush();
-    // Wake for the decision, the deadline, or refused signals to write to the ledger.
-    const deadline = requestedAt.getTime() + parseDuration(timeout);
+    // Wake for the decision, the deadline (a defer moves it), or refused signals to record.
+    gateDeadline = requestedAt.getTime() + parseDuration(timeout);
     let decided = false;
     while (!decided) {
-      const remaining = deadline - Date.now();
+      const remaining = gateDeadline - Date.now();
       if (remaining <= 0) break;
       decided = (await condition(() => gateDecision !== undefined || ledger.pending, remaining)) && gateDecision !== undefined;
       await ledger.flush();
@@ -409,9 +463,10 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       decision = gateDecision!;
     } else {
       decision = { gate, decision: 'reject', by: 'warden', reason: `no decision within ${timeout}`, at: new Date().toISOString(), timedOut: true };
-      ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate within ${timeout}; applying its timeout policy: reject`, {
+      const escalateTo = intent.gates[gate]?.escalateTo ?? 'the intent owner';
+      ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate in time; escalated to ${escalateTo}; applying its timeout policy: reject`, {
         stage: state.stage,
-        metadata: { gate, escalateTo: 'the intent owner', policy: 'reject' },
+        metadata: { gate, escalateTo, policy: 'reject' },
         suggestion: 'decide sooner, or start the intent with a longer --gate-timeout',
       });
     }
@@ -420,6 +475,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       decision: decision.decision,
       by: decision.by,
       reason: decision.reason,
+      conditions: decision.conditions,
       requestedAt: state.pendingGate.requestedAt,
       decidedAt: decision.at,
       timedOut: decision.timedOut,
@@ -430,6 +486,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     });
     await ledger.flush();
     state.decisions.push(decision);
+    if (decision.decision === 'approve-with-conditions') pendingConditions = [...(decision.conditions ?? [])];
     state.pendingGate = undefined;
     gateDecision = undefined;
     setStatus(guard.paused ? 'paused' : 'running');

@@ -271,7 +271,7 @@ describe('kill switches', () => {
     const before = git(repo, 'rev-parse', 'main');
     const id = `cli-stop-${Date.now()}`;
     const pidFile = path.join(mkdtempSync(path.join(tmpdir(), 'pid-')), 'agent.pid');
-    const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'hang', '--id', id, '--agent', 'command', '--cmd', hangingAgent(pidFile)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'hang', '--id', id, '--agent', 'command', '--sandbox', 'none', '--cmd', hangingAgent(pidFile)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -297,7 +297,7 @@ describe('kill switches', () => {
       const dir = mkdtempSync(path.join(tmpdir(), 'pids-'));
       const ids = [1, 2, 3].map((i) => `cli-all-${i}-${Date.now()}`);
       for (const [i, id] of ids.entries()) {
-        const started = warden('run', '--repo', makeSampleRepo(), '--goal', 'hang', '--id', id, '--agent', 'command', '--cmd', hangingAgent(path.join(dir, `${i}.pid`)), '--detach');
+        const started = warden('run', '--repo', makeSampleRepo(), '--goal', 'hang', '--id', id, '--agent', 'command', '--sandbox', 'none', '--cmd', hangingAgent(path.join(dir, `${i}.pid`)), '--detach');
         expect(started.code).toBe(0);
       }
       const pids = await Promise.all(ids.map((_, i) => pidOf(path.join(dir, `${i}.pid`))));

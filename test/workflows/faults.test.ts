@@ -64,7 +64,9 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   const id = `cancel-${Date.now()}`;
   const handle = await startIntent(
     world().client,
-    { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command }, limits: { cooldown: '0s' } },
+    // Unsandboxed, so its pid file reaches the host's /tmp and `$$` is a host pid (bubblewrap's
+    // cancellation is tested in test/activities/sandbox.test.ts).
+    { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command, sandbox: 'none' }, limits: { cooldown: '0s' } },
     world().taskQueue,
   );
   const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 60_000, 'the impl agent to start');

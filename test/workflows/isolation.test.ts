@@ -34,9 +34,13 @@ async function eventTypes(id: string): Promise<string[]> {
   return rows.map((r: { event_type: string }) => r.event_type);
 }
 
-/** A command agent that answers every stage, and in impl runs `implScript` in the worktree. */
+/**
+ * A command agent that answers every stage, and in impl runs `implScript` in the worktree.
+ * Unsandboxed (`sandbox: 'none'`): these tests are about the checks after the agent, which must
+ * hold even where bubblewrap would have stopped the write (test/activities/sandbox.test.ts).
+ */
 function commandAgent(implScript: string): IntentInput['agent'] {
-  return { kind: 'command', command: `if grep -q '^# Warden: impl'; then ${implScript}; fi; echo done` };
+  return { kind: 'command', sandbox: 'none', command: `if grep -q '^# Warden: impl'; then ${implScript}; fi; echo done` };
 }
 
 test('a write outside the declared paths is reverted and halts the intent (SANDBOX_ESCAPE_ATTEMPTED)', async () => {

@@ -1,3 +1,4 @@
+import type { RiskClass } from '../../shared/intent';
 import type { AgentStage } from '../../shared/stages';
 
 /** Token usage reported by an agent call. */
@@ -19,6 +20,11 @@ export interface AgentRequest {
   readonly signal: AbortSignal;
   /** Called while the agent works so Temporal knows the activity is alive. */
   readonly heartbeat: () => void;
+  /**
+   * The intent's risk class (`intent.riskHint`). Command agents choose their sandbox by it:
+   * HIGH runs only inside bubblewrap, PROHIBITED never runs.
+   */
+  readonly riskHint?: RiskClass;
 }
 
 export interface AgentResult {

@@ -6,7 +6,21 @@ import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { CommandAgentProfile } from '../../shared/intent';
 import { agentEnvironment, runProcess, type ProcessOutcome } from '../process';
+import {
+  gitDirsOf,
+  probeBubblewrap,
+  resolveSandboxLevel,
+  sandboxCommand,
+  sandboxEnvironment,
+  type BubblewrapProbe,
+  type SandboxLevel,
+} from '../sandbox';
 import type { Agent, AgentRequest, AgentResult } from './agent';
+
+export interface CommandAgentDeps {
+  /** Whether bubblewrap works on this worker; default: the cached `probeBubblewrap`. */
+  readonly probeBubblewrap?: () => Promise<BubblewrapProbe>;
+}
 
 /** How much of stderr a failure message quotes. */
 const STDERR_TAIL_CHARS = 500;
@@ -16,15 +30,17 @@ const PROMPT_FILE = '{promptFile}';
 
 /**
  * An agent that runs `profile.command` with `/bin/sh -c` in the request's worktree, with
- * Warden's own credentials removed from its environment. The prompt goes to stdin
+ * Warden's own credentials removed from its environment, in the sandbox `resolveSandboxLevel`
+ * picks from `profile.sandbox` and the request's risk (see sandbox.ts). The prompt goes to stdin
  * (`promptVia: 'stdin'`) or replaces `{prompt}` / `{promptFile}` in the command
  * (`promptVia: 'arg'`); the command's stdout is the agent's output.
  *
- * Failures are `ApplicationFailure`s typed AGENT_FAILED (non-zero exit), AGENT_TIMED_OUT or
- * AGENT_OUTPUT_TOO_LARGE (non-retryable); cancellation throws a `CancelledFailure`.
+ * Failures are `ApplicationFailure`s typed AGENT_FAILED (non-zero exit), AGENT_TIMED_OUT,
+ * AGENT_OUTPUT_TOO_LARGE (non-retryable) or SANDBOX_UNAVAILABLE (non-retryable, raised before
+ * anything runs); cancellation throws a `CancelledFailure`.
  * A bad profile throws INVALID_INTENT (non-retryable) here, before anything runs.
  */
-export function createCommandAgent(profile: CommandAgentProfile): Agent {
+export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAgentDeps = {}): Agent {
   let timeoutMs: number;
   try {
     timeoutMs = parseDuration(profile.timeout);
@@ -49,6 +65,12 @@ export function createCommandAgent(profile: CommandAgentProfile): Agent {
           nonRetryable: true,
         });
       }
+      // Before anything is written or run: a sandbox that cannot be had stops the stage here.
+      const { level, bwrapPath } = await resolveSandboxLevel({
+        setting: profile.sandbox,
+        risk: request.riskHint,
+        probe: deps.probeBubblewrap ?? probeBubblewrap,
+      });
       // Outside the worktree, so it never shows up in the agent's diff.
       const promptDir =
         viaArg && profile.command.includes(PROMPT_FILE)
@@ -67,10 +89,21 @@ export function createCommandAgent(profile: CommandAgentProfile): Agent {
 
         let outcome: ProcessOutcome;
         try {
+          const exec = sandboxCommand({
+            level,
+            bwrapPath,
+            worktreePath: request.worktreePath,
+            ...(level === 'bubblewrap' ? gitDirsOf(request.worktreePath) : {}),
+            network: profile.network,
+            command,
+            // The sandbox's /tmp is its own; the prompt file must still be readable there.
+            readOnlyPaths: promptDir === undefined ? [] : [promptDir],
+          });
           outcome = await runProcess({
             command,
+            exec,
             cwd: request.worktreePath,
-            env: agentEnvironment(process.env),
+            env: sandboxEnvironment(level, agentEnvironment(process.env)),
             stdin: viaArg ? undefined : request.prompt,
             timeoutMs,
             maxOutputBytes: profile.maxOutputBytes,
@@ -87,7 +120,7 @@ export function createCommandAgent(profile: CommandAgentProfile): Agent {
             cause: err as Error,
           });
         }
-        return toResult(outcome, profile);
+        return toResult(outcome, profile, level);
       } finally {
         if (promptDir !== undefined) await rm(promptDir, { recursive: true, force: true });
       }
@@ -95,7 +128,7 @@ export function createCommandAgent(profile: CommandAgentProfile): Agent {
   };
 }
 
-function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile): AgentResult {
+function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile, level: SandboxLevel): AgentResult {
   const tail = stderrTail(outcome.stderr);
   switch (outcome.termination) {
     case 'aborted':
@@ -118,7 +151,7 @@ function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile): AgentR
           outcome.exitCode === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.exitCode}`;
         throw ApplicationFailure.create({
           type: FailureType.AgentFailed,
-          message: `agent command ${how}${tail}`,
+          message: `agent command ${how}${level === 'none' ? '' : ` (sandbox: ${level})`}${tail}`,
           nonRetryable: false,
         });
       }

@@ -72,6 +72,7 @@ const CALLER_FAULTS: ReadonlySet<string> = new Set<string>([
   FailureType.GitFailed,
   FailureType.BaseBranchDirty,
   FailureType.MergeConflict,
+  FailureType.SandboxUnavailable,
 ]);
 /** SQLSTATE classes worth waiting out: connection, resources, operator intervention, serialization. */
 const TRANSIENT_SQLSTATE_CLASSES = new Set(['08', '40', '53', '57']);

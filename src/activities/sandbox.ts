@@ -1,0 +1,330 @@
+/**
+ * Sandboxes for command agents. Three levels:
+ *
+ * - `none`: `/bin/sh -c command` as a plain child in its own process group, with Warden's
+ *   credentials removed from its environment (see `agentEnvironment`). This is how command
+ *   agents ran before sandboxes existed.
+ * - `process`: the same, plus resource limits set by the shell before the command starts
+ *   (`PROCESS_LIMITS`: no core dumps, files of at most 1 GiB, at most 4096 processes of the
+ *   user). The limits are lowered, never raised, and the agent cannot raise them again.
+ *   No filesystem or network isolation: that needs `bubblewrap`.
+ * - `bubblewrap`: the `process` limits, run inside bubblewrap (`bwrap`, Debian's `bubblewrap`
+ *   package): the whole filesystem read-only, the worktree writable, the worktree's `.git`
+ *   and the repository's git dirs read-only again, a private `/tmp` (with an empty HOME in it),
+ *   `/run` hidden (the sockets of PostgreSQL, Docker, D-Bus, ssh-agent live there), new
+ *   user, pid, ipc, uts, cgroup and network namespaces (the network is shared only when the
+ *   profile allows it), no capabilities, and death with its parent.
+ *
+ * Which level a run gets is `resolveSandboxLevel`'s decision: the profile's setting, raised to
+ * `bubblewrap` for HIGH risk, and refused for PROHIBITED.
+ */
+import { accessSync, constants, existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../shared/errors';
+import type { CommandAgentProfile, RiskClass } from '../shared/intent';
+import { runProcess } from './process';
+
+/** How a command actually runs. */
+export type SandboxLevel = 'none' | 'process' | 'bubblewrap';
+/** What a profile may ask for: a level, or `auto` (bubblewrap when it works here, else process). */
+export type SandboxSetting = CommandAgentProfile['sandbox'];
+
+/** Largest file the agent may write, in the 512-byte blocks of `ulimit -f`: 1 GiB. */
+export const MAX_FILE_BLOCKS = 2 * 1024 * 1024;
+/** Most processes (threads, in fact) the agent's user may have; root is exempt by the kernel. */
+export const MAX_PROCESSES = 4096;
+
+/**
+ * Shell code run before the command at the `process` and `bubblewrap` levels. `lower` sets a
+ * limit (soft and hard, so the agent cannot raise it) only when the current hard limit is
+ * higher, because only root may raise a hard limit. A limit that cannot be set is skipped: they
+ * are a backstop against runaway commands, not the isolation (that is bubblewrap). RLIMIT_AS is
+ * left alone: V8 and Go reserve far more address space than they use.
+ */
+const PROCESS_LIMITS = [
+  // A failing ulimit ends a non-interactive dash, so each is tried in a subshell first.
+  'lower() { cur=$(ulimit -H "$1" 2>/dev/null) || return 0; if [ "$cur" = unlimited ] || [ "$cur" -gt "$2" ]; then (ulimit "$1" "$2") 2>/dev/null && ulimit "$1" "$2"; fi; }',
+  'lower -c 0',
+  `lower -f ${MAX_FILE_BLOCKS}`,
+  // bash and most shells call the process limit -u; dash calls it -p (bash's -p is the pipe size).
+  `if (ulimit -H -u) >/dev/null 2>&1; then lower -u ${MAX_PROCESSES}; else lower -p ${MAX_PROCESSES}; fi`,
+  'exec /bin/sh -c "$1"',
+].join('\n');
+
+/** Inside the sandbox: a private, empty home, so no CLI writes into (or reads logins from) the real one. */
+export const SANDBOX_HOME = '/tmp/home';
+/** Hidden behind an empty tmpfs: the sockets of local services (PostgreSQL, Docker, D-Bus, ssh-agent). */
+const HIDDEN_DIRS = ['/run', '/var/run'];
+/** Variables that point at what the sandbox hides. */
+const HIDDEN_VARIABLES = ['SSH_AUTH_SOCK', 'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS'];
+
+export interface SandboxSpec {
+  readonly level: SandboxLevel;
+  /** The only folder the command may change (bubblewrap); also its working directory. */
+  readonly worktreePath: string;
+  /** The repository's common git dir (`repo/.git`): read-only inside bubblewrap. */
+  readonly gitCommonDir?: string;
+  /** The worktree's own git dir (`repo/.git/worktrees/<name>`): read-only inside bubblewrap. */
+  readonly gitDir?: string;
+  /** Share the host's network (bubblewrap only; the other levels cannot take it away). */
+  readonly network: boolean;
+  /** Run with `/bin/sh -c`. */
+  readonly command: string;
+  /** More paths the command must see even where the sandbox hides them (e.g. a prompt file in /tmp). */
+  readonly readOnlyPaths?: readonly string[];
+  /** The bwrap executable; default: `bwrap` on PATH. */
+  readonly bwrapPath?: string;
+}
+
+export interface SandboxedCommand {
+  readonly file: string;
+  readonly args: string[];
+}
+
+/** What a run needs to know to choose its level. */
+export interface SandboxDecisionInput {
+  readonly setting: SandboxSetting;
+  readonly risk?: RiskClass;
+  /** Asked only when bubblewrap matters. */
+  readonly probe: () => Promise<BubblewrapProbe>;
+}
+
+export interface BubblewrapProbe {
+  readonly available: boolean;
+  /** Why not, when it is not (bwrap missing, or its error: e.g. no user namespaces here). */
+  readonly reason?: string;
+  /** The bwrap that worked. */
+  readonly bwrapPath?: string;
+}
+
+/**
+ * The level a run gets: risk sets a floor and the profile can only raise it.
+ * PROHIBITED never runs; HIGH runs in bubblewrap or not at all; otherwise the profile decides,
+ * `auto` meaning bubblewrap when it works here, else process. A level that cannot be had is a
+ * non-retryable SANDBOX_UNAVAILABLE failure: never a silent fallback to something weaker.
+ */
+export async function resolveSandboxLevel(input: SandboxDecisionInput): Promise<{ level: SandboxLevel; bwrapPath?: string }> {
+  const { setting, risk } = input;
+  if (risk === 'PROHIBITED') {
+    throw sandboxUnavailable('the intent is PROHIBITED risk: no sandbox is strong enough, so the agent never runs');
+  }
+  const needsBubblewrap = risk === 'HIGH' || setting === 'bubblewrap';
+  if (!needsBubblewrap && setting !== 'auto') return { level: setting };
+
+  const probe = await input.probe();
+  if (probe.available) return { level: 'bubblewrap', bwrapPath: probe.bwrapPath };
+  if (!needsBubblewrap) return { level: 'process' };
+  const why = risk === 'HIGH' ? 'HIGH risk intents run only inside bubblewrap' : "the agent profile asks for sandbox 'bubblewrap'";
+  const fix =
+    risk === 'HIGH'
+      ? 'run it on a worker with bubblewrap (apt-get install bubblewrap) and user namespaces allowed'
+      : "install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed, or set the profile's sandbox to auto";
+  throw sandboxUnavailable(
+    `${why}, but bubblewrap is not usable on this worker (${probe.reason ?? 'unknown reason'}): ${fix}. The agent was not started.`,
+  );
+}
+
+/** The program and arguments that run `spec.command` at `spec.level`. */
+export function sandboxCommand(spec: SandboxSpec): SandboxedCommand {
+  switch (spec.level) {
+    case 'none':
+      return { file: '/bin/sh', args: ['-c', spec.command] };
+    case 'process':
+      return { file: '/bin/sh', args: limitedShell(spec.command) };
+    case 'bubblewrap':
+      return {
+        file: spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap',
+        args: [...bubblewrapArgs(spec), '--', '/bin/sh', ...limitedShell(spec.command)],
+      };
+  }
+}
+
+/**
+ * The environment for a command at `level`, from one already cleaned by `agentEnvironment`.
+ * Inside bubblewrap HOME and TMPDIR point into the sandbox's private /tmp, and variables that
+ * name hidden sockets are dropped.
+ */
+export function sandboxEnvironment(level: SandboxLevel, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (level !== 'bubblewrap') return env;
+  const copy: NodeJS.ProcessEnv = { ...env, HOME: SANDBOX_HOME, TMPDIR: '/tmp' };
+  for (const name of HIDDEN_VARIABLES) delete copy[name];
+  copy.PATH ??= '/usr/local/bin:/usr/bin:/bin';
+  copy.LANG ??= 'C.UTF-8';
+  return copy;
+}
+
+/**
+ * Where git keeps a worktree's state, read from its `.git` (a `gitdir:` file for a linked
+ * worktree, a folder for a main one). Undefined when the folder is not a git worktree.
+ */
+export function gitDirsOf(worktreePath: string): { gitDir: string; gitCommonDir: string } | undefined {
+  const dotGit = path.join(worktreePath, '.git');
+  try {
+    const stat = statSync(dotGit);
+    if (stat.isDirectory()) {
+      const dir = realpathSync(dotGit);
+      return { gitDir: dir, gitCommonDir: dir };
+    }
+    const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(readFileSync(dotGit, 'utf8'))?.[1];
+    if (pointer === undefined) return undefined;
+    const gitDir = realpathSync(path.resolve(worktreePath, pointer));
+    const commonFile = path.join(gitDir, 'commondir');
+    const gitCommonDir = existsSync(commonFile)
+      ? realpathSync(path.resolve(gitDir, readFileSync(commonFile, 'utf8').trim()))
+      : gitDir;
+    return { gitDir, gitCommonDir };
+  } catch {
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bubblewrap
+
+/**
+ * The namespaces and mounts every bubblewrap run uses (the probe too, so a working probe means
+ * a working sandbox).
+ *
+ * - `--unshare-all`: user (where possible), pid, ipc, uts, cgroup and network namespaces.
+ *   The pid namespace is what makes cancellation reliable: when the outer bwrap dies (our
+ *   process-group kill), its init inside gets SIGKILL (`--die-with-parent`) and the kernel kills
+ *   every process in the namespace, including any that called setsid().
+ * - `--cap-drop ALL`: bwrap keeps all capabilities when started by root, and with them the
+ *   command could remount the read-only binds writable.
+ * - No `--new-session`: the command stays in our process group, so cancellation reaches it with
+ *   SIGTERM first (a chance to clean up) rather than only the namespace's SIGKILL. It has no
+ *   controlling terminal to abuse (runProcess starts it detached, i.e. setsid), and TIOCSTI on
+ *   a pipe does nothing.
+ * - `--clearenv` is not used: bwrap hands its own environment (set by the spawn, already
+ *   cleaned) to the command, and `--setenv` would show secrets such as API keys in `ps`.
+ */
+function baseArgs(network: boolean): string[] {
+  return [
+    '--unshare-all',
+    ...(network ? ['--share-net'] : []),
+    '--die-with-parent',
+    '--cap-drop',
+    'ALL',
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--proc',
+    '/proc',
+    '--tmpfs',
+    '/tmp',
+  ];
+}
+
+type Mount = { readonly kind: '--bind' | '--ro-bind' | '--tmpfs'; readonly path: string };
+
+function bubblewrapArgs(spec: SandboxSpec): string[] {
+  const worktree = realpathSync(spec.worktreePath);
+  const mounts: Mount[] = [];
+  for (const dir of HIDDEN_DIRS) {
+    // /var/run is usually a symlink to /run; bwrap cannot mount over a symlink.
+    if (existsSync(dir) && realpathSync(dir) === dir) mounts.push({ kind: '--tmpfs', path: dir });
+  }
+  mounts.push({ kind: '--bind', path: worktree });
+  const readOnly = [spec.gitCommonDir, spec.gitDir, path.join(worktree, '.git'), ...(spec.readOnlyPaths ?? [])];
+  // With the network shared, DNS must keep working where resolv.conf lives under /run.
+  if (spec.network) readOnly.push('/etc/resolv.conf');
+  for (const entry of readOnly) {
+    if (entry === undefined || !existsSync(entry)) continue;
+    mounts.push({ kind: '--ro-bind', path: realpathSync(entry) });
+  }
+
+  // A mount hides what an earlier one put below it, so the deeper path goes last: the worktree
+  // inside /tmp stays visible, its .git inside the worktree stays read-only, and so on.
+  const depth = (p: string) => p.split('/').filter(Boolean).length;
+  const ordered = mounts
+    .map((mount, index) => ({ mount, index }))
+    .sort((a, b) => depth(a.mount.path) - depth(b.mount.path) || a.index - b.index)
+    .map(({ mount }) => mount);
+  const seen = new Set<string>();
+  const args = baseArgs(spec.network);
+  for (const mount of ordered) {
+    const key = `${mount.kind} ${mount.path}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    args.push(...(mount.kind === '--tmpfs' ? [mount.kind, mount.path] : [mount.kind, mount.path, mount.path]));
+  }
+  args.push('--dir', SANDBOX_HOME, '--chdir', worktree);
+  return args;
+}
+
+/** `/bin/sh` arguments that set the `process` limits, then exec `/bin/sh -c command`. */
+function limitedShell(command: string): string[] {
+  return ['-c', PROCESS_LIMITS, 'warden-sandbox', command];
+}
+
+/** Re-probe a failed probe after this long: a worker should not stay unsandboxed for a hiccup. */
+const FAILED_PROBE_TTL_MS = 60_000;
+const PROBE_TIMEOUT_MS = 5_000;
+let cached: { readonly result: Promise<BubblewrapProbe>; failedAt?: number } | undefined;
+
+/**
+ * Whether bubblewrap works here: `bwrap` on PATH and able to create the namespaces and mounts a
+ * real run uses (`bwrap --unshare-all … --ro-bind / / … true`). Some containers forbid user
+ * namespaces; then bwrap exists but fails. A success is cached for the process's life, a
+ * failure for a minute.
+ */
+export function probeBubblewrap(): Promise<BubblewrapProbe> {
+  if (cached === undefined || (cached.failedAt !== undefined && Date.now() - cached.failedAt > FAILED_PROBE_TTL_MS)) {
+    const entry: { result: Promise<BubblewrapProbe>; failedAt?: number } = { result: runProbe() };
+    void entry.result.then((probe) => {
+      if (!probe.available) entry.failedAt = Date.now();
+    });
+    cached = entry;
+  }
+  return cached.result;
+}
+
+/** Whether bubblewrap works here (see `probeBubblewrap`). */
+export async function bubblewrapAvailable(): Promise<boolean> {
+  return (await probeBubblewrap()).available;
+}
+
+async function runProbe(): Promise<BubblewrapProbe> {
+  const bwrapPath = findExecutable('bwrap');
+  if (bwrapPath === undefined) return { available: false, reason: 'bwrap is not installed (no bwrap on PATH)' };
+  try {
+    const outcome = await runProcess({
+      command: `${bwrapPath} (probe)`,
+      exec: { file: bwrapPath, args: [...baseArgs(false), '--', '/bin/true'] },
+      cwd: '/',
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      timeoutMs: PROBE_TIMEOUT_MS,
+      maxOutputBytes: 64 * 1024,
+    });
+    if (outcome.termination === 'exited' && outcome.exitCode === 0) return { available: true, bwrapPath };
+    const detail = outcome.stderr.trim().split('\n').slice(-1)[0] ?? '';
+    const how = outcome.termination === 'timed-out' ? 'timed out' : `exited with ${outcome.exitCode ?? outcome.signal}`;
+    return { available: false, reason: `${bwrapPath} ${how}${detail ? `: ${detail}` : ''}` };
+  } catch (err) {
+    return { available: false, reason: `${bwrapPath} could not start: ${(err as Error).message}` };
+  }
+}
+
+/** The absolute path of an executable on PATH, if any. */
+function findExecutable(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {
+    if (!dir) continue;
+    const candidate = path.join(dir, name);
+    try {
+      if (statSync(candidate).isFile()) {
+        accessSync(candidate, constants.X_OK);
+        return candidate;
+      }
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+function sandboxUnavailable(message: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: FailureType.SandboxUnavailable, message, nonRetryable: true });
+}
