@@ -137,98 +137,104 @@ export function createStageActivities(deps: ActivityDeps) {
      * commits nothing new (same content, nothing staged).
      */
     async runAgentStage(input: StageInput): Promise<StageResult> {
-      const { intent, stage, attempt } = input;
-      const ctx = Context.current();
-      const { worktreePath, head } = await worktree(intent);
-      if (input.startCommit && head !== input.startCommit) await rewindTo(worktreePath, input.startCommit);
-      const baseCommit = input.startCommit ?? head;
-      // The target repo's own working tree, to catch an agent that writes outside its worktree.
-      const repoSnapshot = await takeRepoSnapshot(intent.repoPath);
-      const prompt = buildPrompt({
-        intent,
-        stage,
-        attempt,
-        priorArtifacts: await readPriorArtifacts(worktreePath, intent.id, stage),
-        feedback: input.feedback,
-        conditions: input.conditions,
+      // Heartbeat for the whole attempt, git work included: a busy worker must not look dead.
+      return whileHeartbeating(async () => {
+        const { intent, stage, attempt } = input;
+        const ctx = Context.current();
+        const { worktreePath, head } = await worktree(intent);
+        if (input.startCommit && head !== input.startCommit) await rewindTo(worktreePath, input.startCommit);
+        const baseCommit = input.startCommit ?? head;
+        // The target repo's own working tree, to catch an agent that writes outside its worktree.
+        const repoSnapshot = await takeRepoSnapshot(intent.repoPath);
+        const prompt = buildPrompt({
+          intent,
+          stage,
+          attempt,
+          priorArtifacts: await readPriorArtifacts(worktreePath, intent.id, stage),
+          feedback: input.feedback,
+          conditions: input.conditions,
+        });
+        const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
+        const started = Date.now();
+        const result = await createAgent(intent.agent).run({
+          intentId: intent.id,
+          stage,
+          attempt,
+          prompt,
+          worktreePath,
+          signal: ctx.cancellationSignal,
+          heartbeat: () => ctx.heartbeat(),
+          riskHint: intent.riskHint,
+        });
+        const latencyMs = Date.now() - started;
+        await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
+        const output = deps.redact(result.output);
+        const model = result.model ?? intent.agent.kind;
+        const costUsd = meterCost(model, result, deps.pricing);
+        const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
+        const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
+        activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
+        const cascade = detectCascade(output);
+        return {
+          artifactPath,
+          promptPath,
+          summary: firstLine(output),
+          inputTokens: result.usage.inputTokens,
+          outputTokens: result.usage.outputTokens,
+          costUsd,
+          model,
+          commit,
+          safety: {
+            cascade: { level: cascade.level, score: cascade.score, patterns: cascade.matches.map((m) => `${m.category}: ${m.excerpt}`).slice(0, 10) },
+            outputHash: createHash('sha256').update(output).digest('hex').slice(0, 16),
+            latencyMs,
+          },
+          ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
+        };
       });
-      const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
-      const started = Date.now();
-      const result = await createAgent(intent.agent).run({
-        intentId: intent.id,
-        stage,
-        attempt,
-        prompt,
-        worktreePath,
-        signal: ctx.cancellationSignal,
-        heartbeat: () => ctx.heartbeat(),
-        riskHint: intent.riskHint,
-      });
-      const latencyMs = Date.now() - started;
-      await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
-      const output = deps.redact(result.output);
-      const model = result.model ?? intent.agent.kind;
-      const costUsd = meterCost(model, result, deps.pricing);
-      const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
-      const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
-      activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
-      const cascade = detectCascade(output);
-      return {
-        artifactPath,
-        promptPath,
-        summary: firstLine(output),
-        inputTokens: result.usage.inputTokens,
-        outputTokens: result.usage.outputTokens,
-        costUsd,
-        model,
-        commit,
-        safety: {
-          cascade: { level: cascade.level, score: cascade.score, patterns: cascade.matches.map((m) => `${m.category}: ${m.excerpt}`).slice(0, 10) },
-          outputHash: createHash('sha256').update(output).digest('hex').slice(0, 16),
-          latencyMs,
-        },
-        ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
-      };
     },
 
     /** Runs the repo's test command in the worktree and records its output in the lineage. */
     async runTests({ intent, attempt }: { readonly intent: Intent; readonly attempt: number }): Promise<TestRunResult> {
-      const ctx = Context.current();
-      const { worktreePath } = await worktree(intent);
-      const command = intent.testCommand ?? detectTestCommand(worktreePath);
-      if (!command) {
-        return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
-      }
-      const outcome = await runProcess({
-        command,
-        cwd: worktreePath,
-        env: { ...agentEnvironment(process.env), CI: 'true' },
-        timeoutMs: parseDuration(intent.limits.testTimeout),
-        maxOutputBytes: TEST_OUTPUT_CAP,
-        signal: ctx.cancellationSignal,
-        heartbeat: () => ctx.heartbeat(),
+      // Heartbeat for the whole attempt, git work included: a busy worker must not look dead.
+      return whileHeartbeating(async () => {
+        const ctx = Context.current();
+        const { worktreePath } = await worktree(intent);
+        const command = intent.testCommand ?? detectTestCommand(worktreePath);
+        if (!command) {
+          return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
+        }
+        const outcome = await runProcess({
+          command,
+          cwd: worktreePath,
+          env: { ...agentEnvironment(process.env), CI: 'true' },
+          timeoutMs: parseDuration(intent.limits.testTimeout),
+          maxOutputBytes: TEST_OUTPUT_CAP,
+          signal: ctx.cancellationSignal,
+          heartbeat: () => ctx.heartbeat(),
+        });
+        const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
+        const counts = readTestCounts(output);
+        const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
+        const kind = classifyTestRun({ exitCode: outcome.exitCode, termination: outcome.termination, output });
+        const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
+        const logPath = await writeLineageFile(worktreePath, intent.id, artifactName('impl', attempt, '-tests.log'), output);
+        const commit = await commitAll(worktreePath, `warden(${intent.id}): tests after impl attempt ${attempt}: ${summary}`);
+        return {
+          commit,
+          kind,
+          instruction: instructionForTestRun(kind),
+          attempt,
+          passed,
+          ran: true,
+          summary,
+          passedCount: counts.passed,
+          failedCount: counts.failed,
+          failingTests: readFailingTests(output),
+          logPath,
+          tail: output.slice(-FEEDBACK_TAIL_CHARS),
+        };
       });
-      const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
-      const counts = readTestCounts(output);
-      const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
-      const kind = classifyTestRun({ exitCode: outcome.exitCode, termination: outcome.termination, output });
-      const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
-      const logPath = await writeLineageFile(worktreePath, intent.id, artifactName('impl', attempt, '-tests.log'), output);
-      const commit = await commitAll(worktreePath, `warden(${intent.id}): tests after impl attempt ${attempt}: ${summary}`);
-      return {
-        commit,
-        kind,
-        instruction: instructionForTestRun(kind),
-        attempt,
-        passed,
-        ran: true,
-        summary,
-        passedCount: counts.passed,
-        failedCount: counts.failed,
-        failingTests: readFailingTests(output),
-        logPath,
-        tail: output.slice(-FEEDBACK_TAIL_CHARS),
-      };
     },
 
     /**
@@ -328,6 +334,17 @@ async function rewindTo(worktreePath: string, commit: string): Promise<void> {
   }
   await git(worktreePath, ['reset', '-q', '--hard', commit]);
   await git(worktreePath, ['clean', '-q', '-fd']);
+}
+
+/** Runs `fn` with a heartbeat every second, so Temporal knows the activity is alive throughout. */
+async function whileHeartbeating<T>(fn: () => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const beat = setInterval(() => ctx.heartbeat(), 1000);
+  try {
+    return await fn();
+  } finally {
+    clearInterval(beat);
+  }
 }
 
 /** `npm test` when package.json has a test script; otherwise none. */
