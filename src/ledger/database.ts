@@ -460,6 +460,9 @@ function createPool(connectionString: string, applicationName: string, log: (m: 
   const pool = new pg.Pool({ connectionString, application_name: applicationName });
   // An idle client whose server went away emits 'error' on the pool; unhandled, that kills the process.
   pool.on('error', (error) => log(`ledger database connection lost: ${error.message}`));
+  // So does a checked-out client between two queries (e.g. inside a transaction): its next query
+  // fails and the caller retries, so the event itself only needs a listener.
+  pool.on('connect', (client) => client.on('error', (error) => log(`ledger database connection lost: ${error.message}`)));
   return pool;
 }
 
