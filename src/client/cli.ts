@@ -13,7 +13,7 @@ import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
 import { detectCascade } from '../safety/cascade-detector';
 import { intentFromFlags, type RunFlags } from './intent-input';
-import { describeOrExplain, intentHandle, queryState, sendDecision } from './intents';
+import { describeOrExplain, describeRunning, intentHandle, queryState, sendDecision } from './intents';
 import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents, waitingGates } from './list-intents';
@@ -298,8 +298,7 @@ async function signalRunning(config: RuntimeConfig, id: string, send: (handle: R
   const target = await connectTemporal(config, () => undefined);
   try {
     const handle = intentHandle(target.client, id);
-    const description = await describeOrExplain(handle, id);
-    if (description.status.name !== 'RUNNING') throw new UserError(`intent ${id} is not running (${description.status.name.toLowerCase()})`);
+    await describeRunning(handle, id);
     await send(handle);
   } finally {
     await target.close();

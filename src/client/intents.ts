@@ -60,10 +60,7 @@ export async function queryState(client: Client, intentId: string): Promise<Inte
  */
 export async function sendDecision(client: Client, intentId: string, decision: Decision): Promise<void> {
   const handle = intentHandle(client, intentId);
-  const description = await describeOrExplain(handle, intentId);
-  if (description.status.name !== 'RUNNING') {
-    throw new UserError(`intent ${intentId} is not running (${description.status.name.toLowerCase()})`);
-  }
+  await describeRunning(handle, intentId);
   const state = await handle.query(stateQuery);
   if (state.pendingGate?.gate !== decision.gate) {
     const where = state.pendingGate ? `the ${state.pendingGate.gate} gate` : `stage ${state.stage}, no gate`;
@@ -72,6 +69,15 @@ export async function sendDecision(client: Client, intentId: string, decision: D
   // The update answers: a refusal (not an approver, the agent itself, deferred twice) is an error here.
   const answer = await handle.executeUpdate(decideUpdate, { args: [decision] });
   if (!answer.accepted) throw new UserError(`the ${decision.gate} gate of ${intentId} refused the decision: ${answer.reason}`);
+}
+
+/** Describes an intent that must be running; a missing or finished one is a clear `UserError`. */
+export async function describeRunning(handle: WorkflowHandle, intentId: string) {
+  const description = await describeOrExplain(handle, intentId);
+  if (description.status.name !== 'RUNNING') {
+    throw new UserError(`intent ${intentId} is not running (${description.status.name.toLowerCase()})`);
+  }
+  return description;
 }
 
 export async function describeOrExplain(handle: WorkflowHandle, intentId: string) {

@@ -5,7 +5,7 @@ import type { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
 import { intentIdFromWorkflowId } from '../shared/ids';
-import { describeOrExplain, intentHandle } from './intents';
+import { describeRunning, intentHandle } from './intents';
 import { connectTemporal, openLedger } from './session';
 
 interface Io {
@@ -20,8 +20,7 @@ interface Io {
  */
 export async function stopIntent(client: Client, ledger: Ledger, intentId: string, by: string, reason: string): Promise<void> {
   const handle = intentHandle(client, intentId);
-  const description = await describeOrExplain(handle, intentId);
-  if (description.status.name !== 'RUNNING') throw new UserError(`intent ${intentId} is not running (${description.status.name.toLowerCase()})`);
+  const description = await describeRunning(handle, intentId);
   await ledger.recordSafetyEvent({
     id: deterministicUuid('INTENT_STOPPED', description.workflowId, description.runId),
     timestamp: new Date(),
