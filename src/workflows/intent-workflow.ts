@@ -424,6 +424,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   async function waitForGate(gate: GateKind, prompt: string): Promise<RecordedDecision> {
     const timeout = limits.gateTimeout;
     const requestedAt = new Date();
+    // Set with the pending gate, before any await: a defer may arrive during the ledger write below.
+    gateDeadline = requestedAt.getTime() + parseDuration(timeout);
     state.pendingGate = {
       gate,
       requestedAt: requestedAt.toISOString(),
@@ -450,7 +452,6 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     });
     await ledger.flush();
     // Wake for the decision, the deadline (a defer moves it), or refused signals to record.
-    gateDeadline = requestedAt.getTime() + parseDuration(timeout);
     let decided = false;
     while (!decided) {
       const remaining = gateDeadline - Date.now();
