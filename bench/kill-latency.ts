@@ -16,7 +16,7 @@
  * failure too. The result goes to bench/results/kill-latency.json; the worker's log (warn and
  * up) to bench/results/kill-latency.log.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,6 +24,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import pino from 'pino';
+import { liveProcessGroups } from '../src/activities/process';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/session';
 import { startIntent } from '../src/client/intents';
@@ -103,39 +104,6 @@ function readPid(file: string): number | undefined {
   if (!existsSync(file)) return undefined;
   const pid = Number(readFileSync(file, 'utf8').trim());
   return Number.isInteger(pid) && pid > 1 ? pid : undefined;
-}
-
-/**
- * Process groups (by leader pid) that still hold a live process. `process.kill(-pgid, 0)` first;
- * a group it still finds is looked up in /proc, because a group whose members are all zombies
- * (orphans waiting for an init that does not reap, as in some containers) has no live process.
- */
-function liveGroups(pgids: readonly number[]): { live: Set<number>; zombieOnly: Set<number> } {
-  const exists = pgids.filter((pgid) => {
-    try {
-      process.kill(-pgid, 0);
-      return true;
-    } catch (error) {
-      return (error as NodeJS.ErrnoException).code === 'EPERM';
-    }
-  });
-  if (exists.length === 0 || process.platform !== 'linux') return { live: new Set(exists), zombieOnly: new Set() };
-  const wanted = new Set(exists);
-  const live = new Set<number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
-    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const group = Number(pgrp);
-    if (wanted.has(group) && state !== 'Z' && state !== 'X') live.add(group);
-  }
-  return { live, zombieOnly: new Set(exists.filter((pgid) => !live.has(pgid))) };
 }
 
 /** Polls `done` every `everyMs` until true; resolves with the ms since `since`, or undefined on timeout. */
@@ -312,7 +280,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   for (;;) {
     if (interrupted) throw new Error('interrupted');
     pids = res.pidFiles.map(readPid).filter((pid): pid is number => pid !== undefined);
-    const running = liveGroups(pids).live.size;
+    const running = liveProcessGroups(pids).live.size;
     const batch = Math.min(N - started, WINDOW - (started - running));
     if (batch > 0) {
       await Promise.all(Array.from({ length: batch }, (_, k) => start(started + k)));
@@ -361,7 +329,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     timeUntil(async () => (await client.workflow.count(RUNNING_QUERY)).count === 0, t0, 50, MEASURE_TIMEOUT_MS),
     timeUntil(
       () => {
-        const { live, zombieOnly } = liveGroups(pids);
+        const { live, zombieOnly } = liveProcessGroups(pids);
         const now = t() - t0;
         for (const pid of pids) if (!live.has(pid) && !deaths.has(pid)) deaths.set(pid, now);
         zombieOnlyGroups = Math.max(zombieOnlyGroups, zombieOnly.size);

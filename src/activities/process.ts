@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
 /** How long a process group gets between SIGTERM and SIGKILL. */
@@ -8,6 +9,8 @@ const KILL_GRACE_MS = 1_000;
  * group (e.g. via setsid) can hold them open that long; we then stop reading rather than hang.
  */
 const PIPE_GRACE_MS = 1_000;
+/** After the pipes close, how long we wait for the rest of the group to die (SIGKILL included). */
+const GROUP_GONE_WAIT_MS = 2_000;
 /** Node's timers overflow above this and would fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -65,6 +68,45 @@ export function killProcessGroup(pid: number, signal: NodeJS.Signals = 'SIGTERM'
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
   }
+}
+
+/**
+ * Which of these process groups (by leader pid) still hold a live process. `kill(-pgid, 0)`
+ * first; a group it still finds is looked up in /proc, because a group whose members are all
+ * zombies (orphans waiting for an init that reaps slowly or never, as in some containers) runs
+ * nothing. `zombieOnly` lists those. Without /proc, any member counts as live.
+ */
+export function liveProcessGroups(pgids: readonly number[]): { live: Set<number>; zombieOnly: Set<number> } {
+  const exists = pgids.filter((pgid) => {
+    try {
+      process.kill(-pgid, 0);
+      return true;
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  });
+  if (exists.length === 0 || process.platform !== 'linux') return { live: new Set(exists), zombieOnly: new Set() };
+  const wanted = new Set(exists);
+  const live = new Set<number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const group = Number(pgrp);
+    if (wanted.has(group) && state !== 'Z' && state !== 'X') live.add(group);
+  }
+  return { live, zombieOnly: new Set(exists.filter((pgid) => !live.has(pgid))) };
+}
+
+/** Whether the process group led by `pid` still holds a live (non-zombie) process. */
+export function groupAlive(pid: number): boolean {
+  return liveProcessGroups([pid]).live.size > 0;
 }
 
 const CREDENTIAL_VARIABLES = [/^TEMPORAL_/, /^WARDEN_/, /^PG/, /^DATABASE_URL$/];
@@ -234,16 +276,27 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
     child.once('exit', () => escalate());
 
     child.once('close', (code, signal) => {
-      finish(() =>
-        resolve({
-          exitCode: code,
-          termination: termination ?? 'exited',
-          signal,
-          stdout: Buffer.concat(stdout).toString('utf8'),
-          stderr: Buffer.concat(stderr).toString('utf8'),
-          durationMs: Math.round(performance.now() - started),
-        }),
-      );
+      // The pipes are closed, but members of the group may still be dying from the SIGTERM sent
+      // at exit (escalate's SIGKILL follows a second later unless we settle first). Wait for the
+      // group to be gone, within a bound, so nothing the command started outlives this call.
+      const deadline = performance.now() + GROUP_GONE_WAIT_MS;
+      const settleWhenGroupGone = (): void => {
+        if (child.pid !== undefined && groupAlive(child.pid) && performance.now() < deadline) {
+          setTimeout(settleWhenGroupGone, 20);
+          return;
+        }
+        finish(() =>
+          resolve({
+            exitCode: code,
+            termination: termination ?? 'exited',
+            signal,
+            stdout: Buffer.concat(stdout).toString('utf8'),
+            stderr: Buffer.concat(stderr).toString('utf8'),
+            durationMs: Math.round(performance.now() - started),
+          }),
+        );
+      };
+      settleWhenGroupGone();
     });
   });
 }

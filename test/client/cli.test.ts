@@ -5,6 +5,7 @@ import path from 'node:path';
 import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
+import { groupAlive } from '../../src/activities/process';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
@@ -253,14 +254,6 @@ describe('kill switches', () => {
   function hangingAgent(pidFile: string): string {
     return `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo ok; fi`;
   }
-  function alive(pid: number): boolean {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  }
   async function pidOf(file: string): Promise<number> {
     const { readFileSync, existsSync } = await import('node:fs');
     return waitFor(() => (existsSync(file) && readFileSync(file, 'utf8').trim() ? Number(readFileSync(file, 'utf8')) : undefined), 90_000, `a pid in ${file}`);
@@ -281,7 +274,7 @@ describe('kill switches', () => {
     expect(stop.code).toBe(0);
     expect(await exited).toBe(130);
     expect(out).toMatch(/cancelled; nothing was merged/);
-    await waitFor(() => (alive(-pid) ? undefined : true), 5000, 'the agent group to die');
+    await waitFor(() => (groupAlive(pid) ? undefined : true), 5000, 'the agent group to die');
     expect(git(repo, 'rev-parse', 'main')).toBe(before);
     expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
     const timeline = JSON.parse(warden('audit', id, '--json').stdout) as Array<{ type: string; summary: string }>;
@@ -304,7 +297,7 @@ describe('kill switches', () => {
       const stop = warden('stop', '--all', '--reason', 'drill', '--json');
       expect(stop.code).toBe(0);
       expect(JSON.parse(stop.stdout).cancelled.sort()).toEqual([...ids].sort());
-      for (const pid of pids) await waitFor(() => (alive(-pid) ? undefined : true), 10_000, `agent ${pid} to die`);
+      for (const pid of pids) await waitFor(() => (groupAlive(pid) ? undefined : true), 10_000, `agent ${pid} to die`);
       await waitFor(() => {
         const rows = JSON.parse(warden('list', '--status', 'cancelled', '--json').stdout) as Array<{ intentId: string }>;
         return ids.every((id) => rows.some((r) => r.intentId === id)) ? true : undefined;

@@ -6,6 +6,7 @@ import type { WardenActivities } from '../../src/activities';
 import { startIntent } from '../../src/client/intents';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { demoScript, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { groupAlive } from '../../src/activities/process';
 
 /** Fails the first `runAgentStage` of lld *after* it did its work: a crash between commit and reply. */
 let failAfterLld = true;
@@ -77,7 +78,7 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   expect(error).toBeInstanceOf(WorkflowFailedError);
   expect((error as WorkflowFailedError).cause?.name).toBe('CancelledFailure');
   // the whole process group is gone: the shell and both sleeps
-  await waitFor(() => (alive(-pid) ? undefined : true), 5000, 'the agent process group to die');
+  await waitFor(() => (groupAlive(pid) ? undefined : true), 5000, 'the agent process group to die');
   const killSeconds = (Date.now() - cancelledAt) / 1000;
   expect(killSeconds).toBeLessThan(10);
   const state = await handle.query(stateQuery);

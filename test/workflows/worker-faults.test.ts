@@ -17,6 +17,7 @@ import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { createTestWorld, demoScript, demoStages, git, makeSampleRepo, testDatabaseUrl, waitFor, type TestWorld } from '../helpers/env';
+import { groupAlive } from '../../src/activities/process';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const ROOT = path.resolve(__dirname, '../..');
@@ -67,14 +68,6 @@ async function spawnWorker(env: NodeJS.ProcessEnv): Promise<SpawnedWorker> {
   return worker;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Like waitFor, but an error (server away, query not answered yet) counts as "not yet". */
 async function poll<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
@@ -182,7 +175,7 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     log(`impl agent (group ${first.leader}, ${first.program}) ran under worker ${first.worker}; killed that worker with SIGKILL at ${since()}`);
     // Nobody is left to kill the dead worker's agent: inside bubblewrap --die-with-parent ends it;
     // a plain process group (sandbox none/process) lives on until its command ends by itself.
-    await waitFor(() => (alive(-first.leader) ? undefined : true), 15_000, 'the dead worker\'s agent group to end');
+    await waitFor(() => (groupAlive(first.leader) ? undefined : true), 15_000, 'the dead worker\'s agent group to end');
     log(`dead worker's agent group ${first.leader} gone ${after()}`);
 
     // The survivor picks the activity up after the heartbeat timeout (10 s) and goes on.
@@ -228,8 +221,8 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     expect(costs.map((c) => `${c.stage}#${c.attempt}`)).toEqual(['triage#1', 'lld#1', 'spec#1', 'impl#1', 'impl#2', 'review#1']);
     log(`ledger: ${events.length} safety events (${[...new Set(events.map((e) => e.event_type))].join(', ')})`);
 
-    expect(alive(-first.leader)).toBe(false);
-    expect(alive(-retry.leader)).toBe(false);
+    expect(groupAlive(first.leader)).toBe(false);
+    expect(groupAlive(retry.leader)).toBe(false);
   } catch (error) {
     for (const worker of spawned) log(`worker ${worker.pid} output:\n${worker.output()}`);
     throw error;
