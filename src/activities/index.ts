@@ -1,4 +1,5 @@
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
+import { createReviewPackageActivities } from './review-package';
 import { createStageActivities, type ActivityDeps } from './stage-activities';
 
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
@@ -10,7 +11,7 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps;
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
-  return { ...createStageActivities(deps), ...createLedgerActivities(deps) };
+  return { ...createStageActivities(deps), ...createLedgerActivities(deps), ...createReviewPackageActivities(deps) };
 }
 
 /** The activity interface workflows import (as a type only). */

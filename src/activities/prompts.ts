@@ -8,11 +8,21 @@ export interface PriorArtifact {
 }
 
 const ASK: Record<AgentStage, string> = {
-  triage: 'Triage this intent: say what it changes, how risky it is (LOW, MEDIUM, HIGH or PROHIBITED), and which files it will touch.',
+  triage: [
+    'Triage this intent: say what it changes, how risky it is, and which files it will touch.',
+    'End your answer with one JSON object (in a ```json block) of this shape:',
+    '{"risk": "LOW" | "MEDIUM" | "HIGH" | "PROHIBITED", "confidence": 0.0-1.0, "affectedPaths": ["…"], "rationale": "…", "predicted": {"files": N, "lines": N}}',
+    'PROHIBITED is for security controls and credentials: such an intent is not carried out.',
+  ].join('\n'),
   lld: 'Write the low-level design: the files to change, the functions to add or alter, and how each is tested.',
   spec: 'Write the test specification: each requirement mapped to at least one test case.',
   impl: 'Implement the design in the working tree. Change only the declared paths. Make the tests pass.',
-  review: 'Review the change on this branch against the goal, the design and the tests. Answer APPROVE or BLOCK with findings.',
+  review: [
+    'Review the change on this branch against the goal, the design and the tests. Answer APPROVE or BLOCK with findings.',
+    'End your answer with one JSON object (in a ```json block) of this shape:',
+    '{"verdict": "APPROVE" | "BLOCK", "summary": "…", "findings": [{"severity": "critical" | "high" | "medium" | "low", "category": "security" | "correctness" | "tests" | "style" | "…", "message": "…", "path": "…"}],',
+    ' "scores": {"strategicAlignment": 1-5, "autonomyAppropriateness": 1-5, "outputQuality": 1-5, "resourceEfficiency": 1-5, "learningApplication": 1-5}}',
+  ].join('\n'),
 };
 
 /** Longest slice of one earlier artifact that goes into a prompt. */

@@ -25,6 +25,7 @@ import { formatStubFindings } from '../safety/stub-detector';
 import { branchForIntent } from '../shared/ids';
 import type { HaltDetails } from '../shared/halt';
 import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
+import { readReviewAssessment, readTriageAssessment, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
 
 /** What the worker injects into activities. */
 export interface ActivityDeps {
@@ -67,13 +68,6 @@ export interface StageSafety {
   readonly latencyMs: number;
 }
 
-/** Triage's structured answer, when it gave one (a JSON object in its output). */
-export interface TriageAssessment {
-  readonly risk?: string;
-  readonly confidence?: number;
-  readonly predicted?: { readonly files: number; readonly lines: number };
-}
-
 /** Small by design: it is recorded in workflow history. Documents stay in the worktree. */
 export interface StageResult {
   readonly artifactPath: string;
@@ -86,7 +80,10 @@ export interface StageResult {
   readonly model: string;
   readonly commit?: string;
   readonly safety: StageSafety;
+  /** Triage only: its risk assessment (zod-validated JSON, or read from the text). */
   readonly triage?: TriageAssessment;
+  /** Review only: verdict, findings and judge scores. */
+  readonly review?: ReviewAssessment;
 }
 
 /** What the mechanical gates found after an impl attempt. */
@@ -190,6 +187,7 @@ export function createStageActivities(deps: ActivityDeps) {
             latencyMs,
           },
           ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
+          ...(stage === 'review' ? { review: readReviewAssessment(output) } : {}),
         };
       });
     },
@@ -369,26 +367,6 @@ function meterCost(model: string, result: AgentResult, pricing: PricingTable): s
       throw ApplicationFailure.create({ type: FailureType.UnknownModel, message: error.message, nonRetryable: true });
     }
     throw error;
-  }
-}
-
-/** Reads `{risk, confidence, predicted: {files, lines}}` from the first JSON object in triage output. */
-export function readTriageAssessment(output: string): TriageAssessment | undefined {
-  const match = /\{[\s\S]*\}/.exec(output);
-  if (!match) return undefined;
-  try {
-    const parsed = JSON.parse(match[0]) as Record<string, unknown>;
-    const predicted = parsed.predicted as { files?: unknown; lines?: unknown } | undefined;
-    return {
-      risk: typeof parsed.risk === 'string' ? parsed.risk : undefined,
-      confidence: typeof parsed.confidence === 'number' ? parsed.confidence : undefined,
-      predicted:
-        predicted && typeof predicted.files === 'number' && typeof predicted.lines === 'number'
-          ? { files: predicted.files, lines: predicted.lines }
-          : undefined,
-    };
-  } catch {
-    return undefined;
   }
 }
 

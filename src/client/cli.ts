@@ -6,26 +6,28 @@ import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
-import { DecisionSchema, GateKindSchema } from '../shared/decisions';
+import { AGENT_SESSION_VARIABLE, DecisionSchema, GateKindSchema } from '../shared/decisions';
 import { UserError } from '../shared/errors';
 import { describeIssues } from '../shared/intent';
 import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
 import { detectCascade } from '../safety/cascade-detector';
 import { intentFromFlags, type RunFlags } from './intent-input';
-import { describeOrExplain, describeRunning, intentHandle, queryState, sendDecision } from './intents';
+import { describeOrExplain, describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
 import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
+import { renderPendingGate } from './gate-prompt';
+import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
 
 /** Who decides at a gate when `--by` is not given. */
-function defaultApprover(): string {
-  return process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
+function defaultApprover(operator?: string): string {
+  return operator || process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
 }
 
 function print(line: string): void {
@@ -47,6 +49,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
 
   /** The effective config: read when a command needs it, so a bad file stops only those. */
   const settings = (): WardenConfig => loadConfig(program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG).config;
+  /** Who decides when `--by` is not given: the config's operator, else $WARDEN_USER / $USER. */
+  const approver = (): string => defaultApprover(settings().operator);
 
   program
     .command('dev')
@@ -54,7 +58,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async () => {
       const safety = settings();
       const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, safety.worker, logger);
+      const worker = await startWorker(target, config, safety, logger);
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
       print('worker running on task queue "warden"; Ctrl-C to stop');
@@ -69,7 +73,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async () => {
       const safety = settings();
       const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, safety.worker, logger);
+      const worker = await startWorker(target, config, safety, logger);
       print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
       await untilSignal();
       await worker.stop();
@@ -96,11 +100,13 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
     .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one)')
     .option('--impl-attempts <n>', 'edit → test attempts before impl fails (default 5)')
-    .option('--gate-timeout <duration>', 'how long the merge gate waits before rejecting (default 24h)')
+    .option('--gate-timeout <duration>', 'how long a gate waits before its timeout policy (default 24h; per gate: gates.<gate>.timeout in the config)')
+    .option('--env <environment>', 'environment the change is for; production adds a human-only gate before merge')
+    .option('--agent-name <name>', "the agent profile's name: its automation-ladder scope (default: its kind)")
     .option('--resume-from <stage>', 'with --id: run an existing intent again from this stage (same as warden resume --from)')
     .option('--detach', 'start and return at once')
     .option('--approve', 'approve the merge gate without asking')
-    .option('--by <name>', 'who approves (default: $USER)')
+    .option('--by <name>', 'who approves (default: the config\'s operator, else $USER)')
     .option('--json', 'print the outcome as JSON')
     .action(async (flags: RunFlags & { detach?: boolean; approve?: boolean; by?: string; json?: boolean; resumeFrom?: string }) => {
       if (flags.resumeFrom !== undefined) {
@@ -108,7 +114,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
       }
       const safety = settings();
-      const input = intentFromFlags(flags, process.cwd(), safety.limits);
+      const input = intentFromFlags(flags, process.cwd(), safety);
       const result = await runIntent(input, {
         config,
         safety,
@@ -116,7 +122,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         detach: Boolean(flags.detach),
         approve: Boolean(flags.approve),
         interactive: Boolean(process.stdin.isTTY) && !flags.json,
-        by: flags.by ?? defaultApprover(),
+        by: flags.by ?? approver(),
         print: flags.json ? () => undefined : print,
       });
       process.exitCode = reportResult(result, flags.json ? printJson : undefined, print);
@@ -175,51 +181,57 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   program
     .command('approve <id>')
     .description('Approve the gate an intent waits at (with --conditions: approve with conditions for the next stage)')
-    .option('--gate <gate>', 'gate to approve', 'merge')
-    .option('--by <name>', 'who approves (default: $USER)')
+    .option('--gate <gate>', 'gate to approve (default: the one the intent waits at)')
+    .option('--by <name>', 'who approves (default: the config\'s operator, else $USER)')
     .option('--reason <text>', 'why')
     .option('--conditions <text...>', 'conditions the next stage must respect (recorded, and added to its prompt)')
-    .action(async (id: string, flags: { gate: string; by?: string; reason?: string; conditions?: string[] }) => {
+    .action(async (id: string, flags: { gate?: string; by?: string; reason?: string; conditions?: string[] }) => {
       const withConditions = Boolean(flags.conditions?.length);
-      await decide(config, id, {
+      const gate = await decide(config, id, {
         gate: flags.gate,
         decision: withConditions ? 'approve-with-conditions' : 'approve',
-        by: flags.by ?? defaultApprover(),
+        by: flags.by ?? approver(),
         reason: flags.reason,
         conditions: flags.conditions,
       });
-      print(`approved the ${flags.gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : ''}`);
+      print(`approved the ${gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : ''}`);
     });
 
   program
     .command('reject <id>')
     .description('Reject the gate an intent waits at; nothing is merged')
-    .option('--gate <gate>', 'gate to reject', 'merge')
+    .option('--gate <gate>', 'gate to reject (default: the one the intent waits at)')
     .requiredOption('--reason <text>', 'why (required)')
-    .option('--by <name>', 'who rejects (default: $USER)')
-    .action(async (id: string, flags: { gate: string; by?: string; reason: string }) => {
-      await decide(config, id, { gate: flags.gate, decision: 'reject', by: flags.by ?? defaultApprover(), reason: flags.reason });
-      print(`rejected the ${flags.gate} gate of ${id}`);
+    .option('--by <name>', 'who rejects (default: the config\'s operator, else $USER)')
+    .action(async (id: string, flags: { gate?: string; by?: string; reason: string }) => {
+      const gate = await decide(config, id, { gate: flags.gate, decision: 'reject', by: flags.by ?? approver(), reason: flags.reason });
+      print(`rejected the ${gate} gate of ${id}`);
     });
 
   program
     .command('defer <id>')
     .description("Give the gate more time (once): its timeout moves by the gate's defer period")
-    .option('--gate <gate>', 'gate to defer', 'merge')
-    .option('--by <name>', 'who defers (default: $USER)')
+    .option('--gate <gate>', 'gate to defer (default: the one the intent waits at)')
+    .option('--by <name>', 'who defers (default: the config\'s operator, else $USER)')
     .option('--reason <text>', 'why')
-    .action(async (id: string, flags: { gate: string; by?: string; reason?: string }) => {
-      await decide(config, id, { gate: flags.gate, decision: 'defer', by: flags.by ?? defaultApprover(), reason: flags.reason });
-      print(`deferred the ${flags.gate} gate of ${id}`);
+    .action(async (id: string, flags: { gate?: string; by?: string; reason?: string }) => {
+      const gate = await decide(config, id, { gate: flags.gate, decision: 'defer', by: flags.by ?? approver(), reason: flags.reason });
+      print(`deferred the ${gate} gate of ${id}`);
     });
 
   program
-    .command('gates')
-    .description('Every gate waiting for a decision, across intents, with its age and timeout')
+    .command('gates [id]')
+    .description('Every gate waiting for a decision, across intents, with its age and timeout; with an ID, that gate in full (its review package too)')
     .option('--json', 'print JSON')
-    .action(async (flags: { json?: boolean }) => {
+    .action(async (id: string | undefined, flags: { json?: boolean }) => {
       const target = await connectTemporal(config, () => undefined);
       try {
+        if (id !== undefined) {
+          const pending = (await queryState(target.client, id)).pendingGate;
+          if (flags.json) return printJson(pending ?? null);
+          if (!pending) return print(`intent ${id} is not waiting at a gate`);
+          return print(renderPendingGate(id, pending));
+        }
         const rows = await waitingGates(target.client);
         if (flags.json) return printJson(rows);
         if (rows.length === 0) return print('no gate is waiting');
@@ -229,8 +241,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       }
     });
 
+  addLadderCommands(program, config, settings, approver, { print, printJson });
   addLedgerCommands(program, config, { print, printJson });
-  addStopCommands(program, config, { print, printJson, defaultUser: defaultApprover });
+  addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addResumeCommand(program, config, print);
 
   const check = program.command('check').description('Run a safety check by hand');
@@ -252,7 +265,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--by <name>', 'who pauses (default: $USER)')
     .option('--reason <text>', 'why')
     .action(async (id: string, flags: { by?: string; reason?: string }) => {
-      await signalRunning(config, id, (handle) => handle.signal(pauseSignal, { by: flags.by ?? defaultApprover(), reason: flags.reason }));
+      await signalRunning(config, id, (handle) => handle.signal(pauseSignal, { by: flags.by ?? approver(), reason: flags.reason }));
       print(`paused ${id}: it stops before its next stage (warden resume-run ${id} lets it go on)`);
     });
 
@@ -261,7 +274,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description('Let a paused intent go on')
     .option('--by <name>', 'who resumes (default: $USER)')
     .action(async (id: string, flags: { by?: string }) => {
-      await signalRunning(config, id, (handle) => handle.signal(resumeSignal, { by: flags.by ?? defaultApprover() }));
+      await signalRunning(config, id, (handle) => handle.signal(resumeSignal, { by: flags.by ?? approver() }));
       print(`resumed ${id}`);
     });
 
@@ -281,13 +294,22 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   return program;
 }
 
-async function decide(config: RuntimeConfig, id: string, raw: Record<string, unknown>): Promise<void> {
-  if (!GateKindSchema.safeParse(raw.gate).success) throw new UserError(`unknown gate "${String(raw.gate)}": known gates are ${GateKindSchema.options.join(', ')}`);
-  const decision = DecisionSchema.safeParse(raw);
-  if (!decision.success) throw new UserError(describeIssues(decision.error));
+/**
+ * Decides the gate `id` waits at (or `raw.gate`, checked against it); returns the gate. Run
+ * inside an agent's process (WARDEN_AGENT_SESSION set), the decision says so and is refused.
+ */
+async function decide(config: RuntimeConfig, id: string, raw: Record<string, unknown> & { gate?: string }): Promise<string> {
+  if (raw.gate !== undefined && !GateKindSchema.safeParse(raw.gate).success) {
+    throw new UserError(`unknown gate "${raw.gate}": known gates are ${GateKindSchema.options.join(', ')}`);
+  }
+  const agentSession = process.env[AGENT_SESSION_VARIABLE];
   const target = await connectTemporal(config, () => undefined);
   try {
+    const gate = raw.gate ?? (await pendingGateOf(target.client, id));
+    const decision = DecisionSchema.safeParse({ ...raw, gate, ...(agentSession ? { agentSession } : {}) });
+    if (!decision.success) throw new UserError(describeIssues(decision.error));
     await sendDecision(target.client, id, decision.data);
+    return gate;
   } finally {
     await target.close();
   }

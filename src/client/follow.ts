@@ -3,6 +3,7 @@ import { createInterface } from 'node:readline/promises';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { IntentOutcome, IntentState } from '../shared/state';
 import { stateQuery } from '../shared/messages';
+import { askAtGate } from './gate-prompt';
 import { intentHandle, sendDecision } from './intents';
 
 export interface FollowOptions {
@@ -31,7 +32,8 @@ export async function followIntent(options: FollowOptions): Promise<FollowResult
   const handle = intentHandle(options.client, options.intentId);
   const started = Date.now();
   let lastLine = '';
-  let gateHandled = false;
+  // Gates can follow one another closely (production, then merge): each is answered once.
+  let answered = '';
   let state: IntentState | undefined;
   for (;;) {
     const { status } = await handle.describe();
@@ -43,11 +45,11 @@ export async function followIntent(options: FollowOptions): Promise<FollowResult
         options.print(`[${elapsed(started)}] ${line}`);
         lastLine = line;
       }
-      if (state.pendingGate && !gateHandled) {
-        gateHandled = true;
+      const key = state.pendingGate ? `${state.pendingGate.gate}@${state.pendingGate.requestedAt}` : '';
+      if (key && key !== answered) {
+        answered = key;
         await answerGate(options, state);
       }
-      if (!state.pendingGate) gateHandled = false;
     }
     await sleep(options.pollMs ?? 300);
   }
@@ -82,23 +84,23 @@ async function answerGate(options: FollowOptions, state: IntentState): Promise<v
     return;
   }
   if (!options.interactive) {
-    options.print(`${state.pendingGate!.prompt} Waiting for a decision (times out and rejects at ${state.pendingGate!.timeoutAt}):`);
+    options.print(`${state.pendingGate!.prompt} Waiting for a decision (times out at ${state.pendingGate!.timeoutAt}):`);
     options.print(`  approve: warden approve ${options.intentId} --gate ${gate}`);
     options.print(`  reject:  warden reject ${options.intentId} --gate ${gate} --reason "…"`);
+    options.print(`  details: warden gates ${options.intentId}`);
     return;
+  }
+  // Gates after impl carry the review package; it is gathered just after the gate opens.
+  let pending = state.pendingGate!;
+  if (state.attempts.impl !== undefined && !pending.package) {
+    await sleep(1500);
+    pending = (await intentHandle(options.client, options.intentId).query(stateQuery)).pendingGate ?? pending;
   }
   const rl = createInterface({ input: process.stdin, output: process.stdout });
   try {
-    const lastTest = state.tests.at(-1)?.summary ?? 'not run';
-    const answer = (await rl.question(`${state.pendingGate!.prompt} Tests: ${lastTest}. Spend: ${formatUsd(state.spendUsd)}. [a]pprove / [r]eject: `))
-      .trim()
-      .toLowerCase();
-    if (answer === 'a' || answer === 'approve' || answer === 'y' || answer === 'yes') {
-      await sendDecision(options.client, options.intentId, { gate, decision: 'approve', by: options.by });
-    } else {
-      const reason = (await rl.question('Reason for rejecting: ')).trim() || 'rejected at the prompt';
-      await sendDecision(options.client, options.intentId, { gate, decision: 'reject', by: options.by, reason });
-    }
+    const decision = await askAtGate(rl, options.intentId, pending, options.print);
+    await sendDecision(options.client, options.intentId, { ...decision, by: options.by });
+    options.print(`${decision.decision} sent for the ${decision.gate} gate as ${options.by}`);
   } finally {
     rl.close();
   }

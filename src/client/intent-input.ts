@@ -4,6 +4,7 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
+import type { GatesConfig } from '../shared/gates';
 import { UserError } from '../shared/errors';
 import { mergeLimits, type IntentLimitsConfig } from '../config/schema';
 import type { AgentProfile, IntentInput } from '../shared/intent';
@@ -24,6 +25,8 @@ export interface RunFlags {
   readonly testCmd?: string;
   readonly implAttempts?: string;
   readonly gateTimeout?: string;
+  readonly env?: string;
+  readonly agentName?: string;
 }
 
 /**
@@ -31,7 +34,8 @@ export interface RunFlags {
  * workflow starts: the repo exists and is a git repo, the base branch exists and is clean, the
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
-export function intentFromFlags(flags: RunFlags, cwd: string, limits: IntentLimitsConfig): IntentInput {
+export function intentFromFlags(flags: RunFlags, cwd: string, config: { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig }): IntentInput {
+  const { limits } = config;
   if (!flags.goal || !flags.goal.trim()) throw new UserError('--goal is required and must not be empty');
   if (!flags.repo) throw new UserError('--repo is required');
   const repoPath = path.resolve(cwd, flags.repo);
@@ -56,8 +60,10 @@ export function intentFromFlags(flags: RunFlags, cwd: string, limits: IntentLimi
     repoPath: topLevel,
     baseBranch,
     paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : undefined,
-    agent: agentFromFlags(flags, cwd),
+    agent: { ...agentFromFlags(flags, cwd), ...(flags.agentName ? { name: flags.agentName } : {}) },
     testCommand: flags.testCmd,
+    ...(flags.env ? { environment: flags.env } : {}),
+    gates: config.gates ?? {},
     // The config's limits travel with the intent; flags override them for this one.
     limits: mergeLimits(limits, {
       ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),

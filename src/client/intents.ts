@@ -4,7 +4,7 @@ import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../shared/intent';
 import { decideUpdate, stateQuery } from '../shared/messages';
 import { WardenRepo, WardenStage, WardenStatus } from '../shared/search-attributes';
-import type { Decision } from '../shared/decisions';
+import type { Decision, GateKind } from '../shared/decisions';
 import type { IntentState } from '../shared/state';
 import type { intentWorkflow } from '../workflows';
 
@@ -52,6 +52,15 @@ export function intentHandle(client: Client, intentId: string): WorkflowHandle<t
 
 export async function queryState(client: Client, intentId: string): Promise<IntentState> {
   return intentHandle(client, intentId).query(stateQuery);
+}
+
+/** The gate a running intent waits at; a clear error when it waits at none. */
+export async function pendingGateOf(client: Client, intentId: string): Promise<GateKind> {
+  const handle = intentHandle(client, intentId);
+  await describeRunning(handle, intentId);
+  const state = await handle.query(stateQuery);
+  if (!state.pendingGate) throw new UserError(`intent ${intentId} is not waiting at a gate (it is at stage ${state.stage})`);
+  return state.pendingGate.gate;
 }
 
 /**

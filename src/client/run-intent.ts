@@ -36,7 +36,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
     }
     if (!options.detach) {
       // A worker here guarantees progress while we follow; other workers share the queue.
-      worker = await startWorker(target, options.config, options.safety.worker, options.logger);
+      worker = await startWorker(target, options.config, options.safety, options.logger);
     } else if (!(await hasLiveWorker(target.client, target.namespace))) {
       options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
     }

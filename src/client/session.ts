@@ -3,13 +3,14 @@ import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import type { WorkerSafetyConfig } from '../config/schema';
+import type { WardenConfig } from '../config/schema';
 import { openDatabase, type LedgerDatabase } from '../ledger/database';
 import { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
 import { connectTemporal, type TemporalTarget } from '../runtime/temporal';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { createRedactor } from '../shared/redact';
+import type { LadderLevel } from '../shared/ladder';
 import { createWardenWorker } from '../workers/warden-worker';
 
 /** A worker running in this process, and how to stop it. */
@@ -34,7 +35,7 @@ export async function openLedger(config: RuntimeConfig, log: (message: string) =
 }
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
-export async function startWorker(target: TemporalTarget, config: RuntimeConfig, safety: WorkerSafetyConfig, logger: Logger): Promise<RunningWorker> {
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
   quietSdkRuntime();
   const { ledger, database } = await openLedger(config, (m) => logger.info(m));
   const worker = await createWardenWorker({
@@ -45,7 +46,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     ledger,
     logger,
     redact: createRedactor(process.env),
-    safety,
+    safety: warden.worker,
+    automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
     // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
     killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },
   });

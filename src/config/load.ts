@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../shared/errors';
 import { describeIssues } from '../shared/intent';
+import { mergeGateSettings } from '../shared/gates';
 import { PROFILE_DEFAULTS } from './profiles';
 import { ConfigFileSchema, WardenConfigSchema, mergeLimits, type ConfigFile, type WardenConfig } from './schema';
 
@@ -30,6 +31,8 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
       pricing: { ...base.worker.pricing, ...overrides.worker?.pricing },
     },
     automation: { ...base.automation, ...overrides.automation },
+    gates: mergeGateSettings(base.gates, overrides.gates),
+    ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);
   if (!result.success) throw new UserError(`${source} is invalid: ${describeIssues(result.error)}`);

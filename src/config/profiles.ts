@@ -42,6 +42,7 @@ const DEFAULT: WardenConfig = {
     },
   },
   automation: { level: 0, allowLevelUp: true },
+  gates: {},
 };
 
 export const PROFILE_DEFAULTS: Readonly<Record<ProfileName, WardenConfig>> = {

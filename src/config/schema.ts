@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DurationSchema } from '../shared/duration';
+import { GatesConfigSchema } from '../shared/gates';
 
 /** A USD amount as an exact decimal string. `"0"` for a budget means unlimited — only when written. */
 const Usd = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a USD amount such as "5" or "12.50"');
@@ -86,6 +87,10 @@ export const WardenConfigSchema = z.object({
   limits: IntentLimitsConfigSchema,
   worker: WorkerSafetyConfigSchema,
   automation: AutomationConfigSchema,
+  /** Per-gate approvers, timeouts, escalation and switches (see src/shared/gates.ts); intents carry them. */
+  gates: GatesConfigSchema,
+  /** Who `warden approve` & co. decide as when `--by` is not given (else $WARDEN_USER or $USER). */
+  operator: z.string().trim().min(1).optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -123,6 +128,8 @@ export const ConfigFileSchema = z
       .strict()
       .optional(),
     automation: AutomationConfigSchema.partial().strict().optional(),
+    gates: GatesConfigSchema.optional(),
+    operator: z.string().trim().min(1).optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -27,6 +27,7 @@ import {
   type Severity,
   type TimelineEntry,
 } from './types';
+import { inTransaction } from './transaction';
 
 /** A state conflict no retry can fix (settling a released reservation, settling above the reservation, …). */
 export class LedgerError extends Error {
@@ -75,7 +76,7 @@ const ReasonSchema = z.string().trim().min(1, 'give a reason');
  * Writes are idempotent by id; money is exact (NUMERIC in SQL, decimal strings in TypeScript).
  */
 export class Ledger {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(readonly pool: pg.Pool) {}
 
   /** Appends a SafetyEvent. True if inserted; false if a row with this id already exists (a retry). */
   async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
@@ -569,22 +570,7 @@ export class Ledger {
     });
   }
 
-  /** BEGIN … COMMIT on one pooled client; ROLLBACK on error, and the client is dropped if even that fails. */
   private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
-      const result = await fn(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-      });
-      throw error;
-    } finally {
-      client.release(broken);
-    }
+    return inTransaction(this.pool, fn);
   }
 }

@@ -28,6 +28,10 @@ export const SAFETY_EVENT_TYPES = [
   'GATE_ESCALATED',
   'DECISION_REFUSED',
   'OVERRIDE',
+  'GATE_AUTO_PASSED',
+  // risk and the automation ladder
+  'RISK_ASSESSED',
+  'LADDER_LEVEL_CHANGED',
   // controls
   'GLOBAL_STOP_SET',
   'GLOBAL_STOP_CLEARED',

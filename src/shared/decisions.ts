@@ -1,11 +1,10 @@
 import { z } from 'zod';
+import { GateKindSchema } from './gates';
 
-/**
- * Gates an intent can wait at: `merge` before anything reaches the base branch; `blast-radius`
- * when the change outgrows its prediction; `anomaly` when the behaviour monitor finds a HIGH one.
- */
-export const GateKindSchema = z.enum(['merge', 'blast-radius', 'anomaly']);
-export type GateKind = z.infer<typeof GateKindSchema>;
+export { GateKindSchema, GateSettingsSchema, type GateKind, type GateSettings } from './gates';
+
+/** Set in every agent process's environment: a decision sent from there is the agent's own. */
+export const AGENT_SESSION_VARIABLE = 'WARDEN_AGENT_SESSION';
 
 /** approve; reject (with a reason); approve with conditions for the next stage; defer once. */
 export const DecisionKindSchema = z.enum(['approve', 'reject', 'approve-with-conditions', 'defer']);
@@ -24,6 +23,11 @@ export const DecisionSchema = z
     reason: z.string().trim().max(2000).optional(),
     /** With approve-with-conditions: what the next stage must respect (added to its prompt). */
     conditions: z.array(z.string().trim().min(1).max(1000)).max(20).optional(),
+    /**
+     * Set by the CLI when it runs inside an agent's process (WARDEN_AGENT_SESSION is in its
+     * environment): such a decision is the agent deciding its own gate, and is refused.
+     */
+    agentSession: z.string().max(200).optional(),
   })
   .refine((d) => d.decision !== 'reject' || (d.reason !== undefined && d.reason.length > 0), {
     message: 'a rejection needs a reason',
@@ -41,19 +45,6 @@ export interface DecisionAnswer {
   /** Why it was refused, when it was. */
   readonly reason?: string;
 }
-
-/** Per-gate settings an intent may carry: who may decide, how long a defer extends the wait. */
-export const GateSettingsSchema = z
-  .object({
-    /** Only these may decide the gate; absent means anyone but the agent. */
-    approvers: z.array(z.string().trim().min(1)).min(1).optional(),
-    /** How long `defer` extends the wait (once). Default: the gate timeout again. */
-    deferPeriod: z.string().regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/).optional(),
-    /** Who an escalation names when the gate times out. */
-    escalateTo: z.string().trim().min(1).optional(),
-  })
-  .strict();
-export type GateSettings = z.infer<typeof GateSettingsSchema>;
 
 /** A decision as the workflow recorded it. */
 export interface RecordedDecision extends Decision {

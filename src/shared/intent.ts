@@ -1,14 +1,19 @@
 import { z } from 'zod';
 import { PROFILE_DEFAULTS } from '../config/profiles';
 import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '../config/schema';
-import { GateKindSchema, GateSettingsSchema } from './decisions';
+import { GatesConfigSchema } from './gates';
 import { DurationSchema } from './duration';
+import { RiskClassSchema, type RiskClass } from './risk';
 
 export { DurationSchema };
 
 /** How a command agent receives its prompt. */
+/** A profile's name: its automation-ladder scope and its identity in the ledger (default: its kind). */
+const AgentName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is 1-64 letters, digits, dots, dashes or underscores').optional();
+
 export const CommandAgentProfileSchema = z.object({
   kind: z.literal('command'),
+  name: AgentName,
   /** Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. */
   command: z.string().trim().min(1, 'the command of a command agent must not be empty'),
   /** `stdin` pipes the prompt in; `arg` replaces `{prompt}` / `{promptFile}` in the command. */
@@ -30,6 +35,7 @@ export const CommandAgentProfileSchema = z.object({
 
 export const ScriptedAgentProfileSchema = z.object({
   kind: z.literal('scripted'),
+  name: AgentName,
   /** Absolute path of the JSON script the agent replays. */
   scriptPath: z.string().min(1),
 });
@@ -41,8 +47,7 @@ export const AgentProfileSchema = z.discriminatedUnion('kind', [
 export type AgentProfile = z.infer<typeof AgentProfileSchema>;
 export type CommandAgentProfile = z.infer<typeof CommandAgentProfileSchema>;
 
-export const RiskClassSchema = z.enum(['LOW', 'MEDIUM', 'HIGH', 'PROHIBITED']);
-export type RiskClass = z.infer<typeof RiskClassSchema>;
+export { RiskClassSchema, type RiskClass };
 
 /**
  * The limits an intent runs under: the default profile's, with what the intent (or the config
@@ -73,8 +78,10 @@ export const IntentSchema = z.object({
   /** Shell command that runs the repo's tests; exit code 0 means they pass. */
   testCommand: z.string().trim().min(1).optional(),
   limits: LimitsSchema,
-  /** Per-gate approvers, defer period and escalation target. */
-  gates: z.partialRecord(GateKindSchema, GateSettingsSchema).default({}),
+  /** Per-gate approvers, timeouts, escalation targets (see gates.ts); the client merges the config file's in. */
+  gates: GatesConfigSchema.default({}),
+  /** The environment the change is for; `production` always adds a human-only gate before merge. */
+  environment: z.string().trim().min(1).max(60).optional(),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

@@ -1,4 +1,6 @@
 import type { RecordedDecision, GateKind } from './decisions';
+import type { ReviewPackage } from './review-package';
+import type { RiskClass } from './risk';
 import type { Stage } from './stages';
 
 /** Where an intent stands, as its search attribute and `state` query report it. */
@@ -11,6 +13,12 @@ export interface PendingGate {
   readonly timeoutAt: string;
   /** What approving means, for the person asked. */
   readonly prompt: string;
+  /** The automation ladder never passes this gate. */
+  readonly humanOnly?: boolean;
+  /** Why the automation ladder did not pass it. */
+  readonly whyNotAutomatic?: string;
+  /** Gates after impl carry the review package. */
+  readonly package?: ReviewPackage;
 }
 
 export interface TestSummary {
@@ -30,8 +38,12 @@ export interface IntentState {
   spendUsd: string;
   /** Set while a `pause` signal holds the next stage. */
   paused?: { readonly by: string; readonly reason?: string; readonly at: string };
-  /** Why the next gate must be decided by a person (e.g. a HIGH cascade finding). */
-  humanRequired?: string;
+  /** Triage's assessment, once triage has run. */
+  risk?: { readonly class: RiskClass; readonly confidence: number; readonly structured: boolean };
+  /** Review's verdict and how many findings it reported. */
+  review?: { readonly verdict: 'APPROVE' | 'BLOCK'; readonly findings: number; readonly criticalSecurity: number };
+  /** The agent profile's automation ladder level for this run (read once at the start). */
+  ladderLevel?: number;
   /** The change's size after the last impl attempt, and what triage predicted. */
   blastRadius?: { readonly predicted?: { files: number; lines: number }; readonly actual: { files: number; lines: number } };
   pendingGate?: PendingGate;

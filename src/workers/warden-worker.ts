@@ -3,6 +3,7 @@ import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from 
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
 import type { WorkerSafetyConfig } from '../config/schema';
+import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import { TASK_QUEUE } from '../shared/ids';
 import type { Redactor } from '../shared/redact';
@@ -23,6 +24,8 @@ export interface WardenWorkerOptions {
   readonly redact: Redactor;
   /** Breakers, rate limits, prices and budgets of this worker (from the config file's profile). */
   readonly safety: WorkerSafetyConfig;
+  /** Where agent profiles start on the automation ladder, and whether they may climb (config `automation`). */
+  readonly automation?: LadderDefaults;
   /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled here. */
   readonly workflowBundle?: WorkflowBundleWithSourceMap;
   /** Replaces activities, e.g. to inject faults in tests. */
@@ -43,6 +46,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     redact: options.redact,
     ledger: options.ledger,
     pricing: options.safety.pricing,
+    automation: options.automation,
   });
   return Worker.create({
     connection: options.connection,

@@ -2,30 +2,44 @@ import {
   ActivityCancellationType,
   ApplicationFailure,
   CancellationScope,
-  condition,
   isCancellation,
-  log,
   proxyActivities,
   setCurrentDetails,
   setHandler,
   sleep,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { StageResult, WardenActivities } from '../activities';
 import { BehaviourMonitor } from '../safety/behaviour-monitor';
 import { checkBlastRadius } from '../safety/limits';
 import { addUsd, ZERO_USD } from '../safety/money';
-import { DecisionSchema, type Decision, type DecisionAnswer, type GateKind, type RecordedDecision } from '../shared/decisions';
+import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, readReviewAssessment, readTriageAssessment, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
+import type { GateKind, RecordedDecision } from '../shared/decisions';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import { branchForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent } from '../shared/intent';
-import { decideSignal, decideUpdate, pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
+import { ladderScope, type LadderLevel, type LadderRun } from '../shared/ladder';
+import { pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
+import { riskAtLeast } from '../shared/risk';
 import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { AgentStage, Stage } from '../shared/stages';
 import type { IntentOutcome, IntentState, IntentStatus } from '../shared/state';
+import { GateKeeper } from './gate-keeper';
 import { LedgerRecorder } from './ledger-recorder';
 import { StageGuard, installStageGuard, type HaltDetails } from './stage-guard';
+
+/** A person (or a gate's timeout policy) said no: the intent ends as rejected, not failed. */
+class GateRejected extends Error {
+  constructor(
+    readonly gate: GateKind,
+    readonly reason: string,
+  ) {
+    super(`rejected at the ${gate} gate: ${reason}`);
+    this.name = 'GateRejected';
+  }
+}
 
 type MutableOutcome = { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] };
 
@@ -67,7 +81,6 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     tests: [],
     rejectedSignals: 0,
   };
-  let gateDecision: RecordedDecision | undefined;
 
   // The ledger must not lose an event: while PostgreSQL is down, retry (with backoff) until it is back.
   const ledgerActivities = proxyActivities<WardenActivities>({
@@ -84,78 +97,56 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
   });
 
-  const refuse = (reason: string, payload: unknown): void => {
-    state.rejectedSignals += 1;
-    log.warn('ignored a decide signal', { reason });
-    ledger.event('DECISION_REFUSED', 'medium', reason, {
-      stage: state.stage,
-      metadata: { payload: JSON.stringify(payload ?? null).slice(0, 500) },
-      suggestion: 'send {"gate":"<pending gate>","decision":"approve"|"reject","by":"<name>","reason":"…"}',
-    });
-  };
-
   setHandler(stateQuery, () => state);
-  /** Whether a parsed decision may decide now: the gate is pending, the sender may decide it. */
-  const mayDecide = (decision: Decision): string | undefined => {
-    const pending = state.pendingGate;
-    if (pending?.gate !== decision.gate || gateDecision) return `decision for the ${decision.gate} gate, which is not pending`;
-    // The agent never approves its own work.
-    if (decision.by === intent.agent.kind || decision.by.toLowerCase() === 'agent') return `${decision.by} is the agent: it may not decide its own gate`;
-    const approvers = intent.gates[decision.gate]?.approvers;
-    if (approvers && !approvers.includes(decision.by)) return `${decision.by} may not decide the ${decision.gate} gate (approvers: ${approvers.join(', ')})`;
-    if (decision.decision === 'defer' && deferredGates.has(decision.gate)) return `the ${decision.gate} gate was deferred once already`;
-    return undefined;
-  };
-  const deferredGates = new Set<GateKind>();
-  let gateDeadline = 0;
-  /** Applies an accepted decision: defer extends the wait once; any other decides the gate. */
-  const accept = (decision: Decision): void => {
-    const at = new Date().toISOString();
-    if (decision.decision === 'defer') {
-      deferredGates.add(decision.gate);
-      const period = intent.gates[decision.gate]?.deferPeriod ?? limits.gateTimeout;
-      gateDeadline += parseDuration(period);
-      state.pendingGate = { ...state.pendingGate!, timeoutAt: new Date(gateDeadline).toISOString() };
-      state.decisions.push({ ...decision, at, timedOut: false });
-      ledger.gateDecision({ gate: decision.gate, decision: 'defer', by: decision.by, reason: decision.reason, requestedAt: state.pendingGate.requestedAt, decidedAt: at, timedOut: false });
-      ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate deferred by ${decision.by} until ${state.pendingGate.timeoutAt}`, {
-        stage: state.stage,
-        metadata: { gate: decision.gate, decision: 'defer', by: decision.by },
-      });
-      return;
-    }
-    gateDecision = { ...decision, at, timedOut: false };
-  };
 
-  setHandler(decideSignal, (raw: unknown) => {
-    const decision = DecisionSchema.safeParse(raw);
-    if (!decision.success) {
-      refuse(`invalid decide payload: ${describeIssues(decision.error)}`, raw);
-      return;
-    }
-    const refusal = mayDecide(decision.data);
-    if (refusal) return refuse(refusal, raw);
-    accept(decision.data);
+  // Filled in as the intent goes: what the automation ladder and the review package need.
+  let ladderLevel: LadderLevel = 0;
+  let triage: TriageAssessment | undefined;
+  let review: ReviewAssessment | undefined;
+  let cascadeHigh = false;
+  const gates = new GateKeeper({
+    intent,
+    state,
+    ledger,
+    agentNames: [intent.agent.kind, ...(intent.agent.name ? [intent.agent.name] : [])],
+    autoPass: (gate) => ({ level: ladderLevel, risk: triage?.risk ?? 'MEDIUM', refusals: autoPassRefusals(gate) }),
+    reviewPackage: async () =>
+      state.attempts.impl === undefined || !triage
+        ? undefined
+        : git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel } }),
+    onWaiting: (gate) => setStatus('waiting', gate),
+    onDecided: (decision) => {
+      if (decision.decision === 'approve-with-conditions') pendingConditions = [...(decision.conditions ?? [])];
+      setStatus(guard.paused ? 'paused' : 'running');
+    },
   });
-  setHandler(
-    decideUpdate,
-    (raw: unknown): DecisionAnswer => {
-      const decision = DecisionSchema.parse(raw); // the validator let only a valid payload through
-      const refusal = mayDecide(decision);
-      if (refusal) {
-        refuse(refusal, raw);
-        return { accepted: false, reason: refusal };
+
+  /** Checks that must hold before the ladder may pass `gate` on its own. */
+  function autoPassRefusals(gate: GateKind): string[] {
+    const refusals: string[] = [];
+    if (!triage) refusals.push('no triage yet');
+    else {
+      if (!triage.structured) refusals.push('triage gave no valid structured assessment');
+      const confidence = confidenceRefusal(triage);
+      if (confidence) refusals.push(`confidence gate: ${confidence}`);
+    }
+    if (cascadeHigh) refusals.push('a stage tried to widen the task (cascade HIGH)');
+    if (gate === 'merge') {
+      if (!review) refusals.push('no review');
+      else {
+        if (review.verdict !== 'APPROVE') refusals.push(`review verdict ${review.verdict}`);
+        const judge = judgeRefusal(review.scores);
+        if (judge) refusals.push(`judge rule: ${judge}`);
       }
-      accept(decision);
-      return { accepted: true };
-    },
-    {
-      validator: (raw: unknown): void => {
-        const decision = DecisionSchema.safeParse(raw);
-        if (!decision.success) throw new Error(`invalid decision: ${describeIssues(decision.error)}`);
-      },
-    },
-  );
+    }
+    return refusals;
+  }
+
+  /** A gate whose rejection ends the intent as rejected (not failed): the person said no. */
+  async function requireApproval(gate: GateKind, prompt: string): Promise<void> {
+    const decision = await gates.decide(gate, prompt);
+    if (!approved(decision)) throw new GateRejected(gate, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+  }
   setHandler(pauseSignal, (request) => {
     if (guard.paused) return;
     guard.paused = true;
@@ -216,7 +207,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     const result = await work.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd, startCommit: head, conditions });
     if (result.commit) head = result.commit;
     state.spendUsd = addUsd(state.spendUsd, result.costUsd);
-    guard.recordSpend(result.costUsd, stage);
+    const nearBudget = guard.recordSpend(result.costUsd, stage);
     state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
     ledger.cost({ stage, attempt, agentId: intent.agent.kind, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
     ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
@@ -226,11 +217,15 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       costSnapshot: { intentUsd: state.spendUsd },
       metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null, cascade: result.safety.cascade.level },
     });
-    if (result.safety.cascade.level === 'HIGH' && !state.humanRequired) {
-      state.humanRequired = `the ${stage} answer tried to widen the task (cascade HIGH): a person decides the next gate`;
-    }
     await ledger.flush();
     await watchBehaviour(stage, result);
+    if (result.safety.cascade.level === 'HIGH') {
+      cascadeHigh = true;
+      await requireApproval('cascade', `The ${stage} answer tried to widen the task (${result.safety.cascade.patterns.slice(0, 3).join('; ')}). Let the intent go on?`);
+    }
+    if (nearBudget && gates.enabled('cost-overrun')) {
+      await requireApproval('cost-overrun', `Spend is $${state.spendUsd} of the $${limits.budgetUsd} budget (${Math.round(limits.budgetWarnAt * 100)}% reached). Continue?`);
+    }
     return result;
   }
 
@@ -255,7 +250,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     }
     const high = findings.find((f) => f.severity === 'high');
     if (high) {
-      const decision = await waitForGate('anomaly', `The behaviour monitor found: ${high.reason}. Let the intent go on?`);
+      const decision = await gates.decide('anomaly', `The behaviour monitor found: ${high.reason}. Let the intent go on?`);
       if (!approved(decision)) {
         throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the anomaly gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
       }
@@ -286,7 +281,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       suggestion: check.suggestion,
       metadata: { kind: 'blast-radius', predicted: predicted ?? null, actual },
     });
-    const decision = await waitForGate(
+    const decision = await gates.decide(
       'blast-radius',
       `The change is ${actual.files} files / ${actual.lines} lines; triage predicted ${predictedText}. Let it go on?`,
     );
@@ -296,14 +291,63 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     blastRadiusApproved = true;
   }
 
+  /** How this run counts on the ladder: success, and what the people at the gates said. */
+  function ladderRun(): LadderRun {
+    const human = state.decisions.filter((d) => d.decision !== 'defer' && !d.timedOut && !d.by.startsWith('warden'));
+    const rejected = human.some((d) => d.decision === 'reject');
+    const mergeByHuman = human.find((d) => d.gate === 'merge');
+    return {
+      success: state.status === 'merged',
+      ...(human.length > 0 ? { humanApproved: !rejected } : {}),
+      // Review said APPROVE and a person still turned the change down.
+      falsePositive: review?.verdict === 'APPROVE' && mergeByHuman?.decision === 'reject',
+      // Review reported no critical finding, yet a person rejected it at the security-sensitive end.
+      missedCriticalBugs: 0,
+    };
+  }
+
+  /** Records triage's assessment; PROHIBITED never reaches a gate: the intent halts here. */
+  function assessRisk(assessment: TriageAssessment): void {
+    state.risk = { class: assessment.risk, confidence: assessment.confidence, structured: assessment.structured };
+    const confidence = confidenceRefusal(assessment);
+    const severity = assessment.risk === 'PROHIBITED' ? 'critical' : assessment.risk === 'HIGH' ? 'high' : assessment.structured ? 'info' : 'medium';
+    ledger.event(
+      'RISK_ASSESSED',
+      severity,
+      `risk ${assessment.risk}, confidence ${Math.round(assessment.confidence * 100)}%${assessment.structured ? '' : ' (no valid structured assessment: treated as unsure)'}${confidence ? `; confidence gate failed: ${confidence} (a person decides every gate)` : ''}`,
+      {
+        stage: 'triage',
+        metadata: { risk: assessment.risk, confidence: assessment.confidence, structured: assessment.structured, affectedPaths: assessment.affectedPaths.slice(0, 50), problems: assessment.problems ?? null },
+        ...(assessment.structured ? {} : { suggestion: 'the triage answer should end with the JSON object its prompt asks for' }),
+      },
+    );
+    if (assessment.risk === 'PROHIBITED') {
+      throw ApplicationFailure.create({
+        type: FailureType.SafetyHalt,
+        message: `RISK_PROHIBITED: triage classed this intent PROHIBITED (${assessment.rationale || 'no rationale given'}); it is not carried out`,
+        nonRetryable: true,
+      });
+    }
+  }
+
   async function pipeline(): Promise<MutableOutcome> {
     setStatus('running');
     const prepared = await git.prepareWorktree({ intent });
     state.worktreePath = prepared.worktreePath;
     head = prepared.head;
 
-    const triage = await runStage('triage');
+    ladderLevel = (await ledgerActivities.readLadder({ scope: ladderScope(intent.agent) })).level;
+    state.ladderLevel = ladderLevel;
+
+    triage = (await runStage('triage')).triage ?? readTriageAssessment('');
+    assessRisk(triage);
+    if (triage.risk === 'HIGH') {
+      await requireApproval('architecture', `Triage rates this intent HIGH risk (${triage.rationale || 'no rationale given'}). Approve the approach before the design is written?`);
+    }
     await runStage('lld');
+    if (gates.enabled('lld') && riskAtLeast(triage.risk, gates.settings('lld').minRisk ?? 'HIGH')) {
+      await requireApproval('lld', `Approve the low-level design (${state.artifacts['02-lld.md'] ?? 'in the lineage'}) before the spec and the implementation?`);
+    }
     await runStage('spec');
 
     let feedback: string | undefined;
@@ -314,7 +358,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });
       guard.recordTests({ passed: tests.passedCount ?? 0, failed: tests.failedCount ?? (tests.passed ? 0 : 1), failingTests: tests.failingTests });
       if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
-      await checkChangeSize(triage.triage?.predicted);
+      await checkChangeSize(triage.predicted);
       // Passing tests are not enough: no stubs, and the tests themselves left as they were.
       const gates = await git.checkImplementation({ intent });
       if (!gates.ok) {
@@ -336,13 +380,16 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
         .join('\n\n');
     }
 
-    await runStage('review');
-
-    const decision = await waitForGate('merge', `Merge ${state.branch} into ${intent.baseBranch}?`);
-    if (!approved(decision)) {
-      setStatus('rejected');
-      return { intentId: intent.id, status: 'rejected', spendUsd: state.spendUsd, reason: decision.reason };
+    review = (await runStage('review')).review ?? readReviewAssessment('');
+    const security = criticalSecurityFindings(review);
+    state.review = { verdict: review.verdict, findings: review.findings.length, criticalSecurity: security.length };
+    if (security.length > 0) {
+      await requireApproval('security', `Review reported ${security.length} critical security finding(s): ${security.map((f) => f.message).join(' | ').slice(0, 500)}`);
     }
+    if (intent.environment === 'production') {
+      await requireApproval('production', `This change targets production. Sign off on merging ${state.branch}?`);
+    }
+    await requireApproval('merge', `Merge ${state.branch} into ${intent.baseBranch}?${review.verdict === 'BLOCK' ? ' Review says BLOCK.' : ''}`);
 
     enter('merge');
     const { lineagePath } = await git.archiveLineage({ intent });
@@ -372,6 +419,11 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     outcome = await pipelineScope.run(pipeline);
     return outcome;
   } catch (error) {
+    if (error instanceof GateRejected && !timeLimitHit) {
+      setStatus('rejected');
+      outcome = { intentId: intent.id, status: 'rejected', spendUsd: state.spendUsd, reason: error.reason };
+      return outcome;
+    }
     if (timeLimitHit) {
       setStatus('failed');
       state.error = `total time limit of ${limits.totalTimeout} reached`;
@@ -414,83 +466,10 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       metadata: { mergedCommit: state.mergedCommit ?? null, lineagePath: state.lineagePath ?? null },
     });
     await CancellationScope.nonCancellable(() => ledger.flush());
+    // The run counts on the agent's ladder, unless a person stopped it (that says nothing about the agent).
+    if (state.status !== 'cancelled' && state.ladderLevel !== undefined) {
+      await CancellationScope.nonCancellable(() => ledgerActivities.recordLadderRun({ scope: ladderScope(intent.agent), intentId: intent.id, runId: workflowInfo().runId, run: ladderRun() }));
+    }
     setCurrentDetails(`**${intent.goal}**\n\nFinished: ${state.status}`);
-  }
-
-  /**
-   * Waits for a decision on `gate`. Refused signals are written to the ledger as they come; no
-   * decision before the gate's timeout escalates (a SafetyEvent) and then rejects.
-   */
-  async function waitForGate(gate: GateKind, prompt: string): Promise<RecordedDecision> {
-    const timeout = limits.gateTimeout;
-    const requestedAt = new Date();
-    // Set with the pending gate, before any await: a defer may arrive during the ledger write below.
-    gateDeadline = requestedAt.getTime() + parseDuration(timeout);
-    state.pendingGate = {
-      gate,
-      requestedAt: requestedAt.toISOString(),
-      timeoutAt: new Date(requestedAt.getTime() + parseDuration(timeout)).toISOString(),
-      prompt,
-    };
-    setStatus('waiting', gate);
-    setCurrentDetails(
-      [
-        `**${intent.goal}**`,
-        `Waiting at the **${gate}** gate: ${prompt}`,
-        `Tests: ${state.tests.at(-1)?.summary ?? 'not run'}. Spend: $${state.spendUsd}. Times out (reject) at ${state.pendingGate.timeoutAt}.`,
-        state.humanRequired ? `A person must decide: ${state.humanRequired}.` : '',
-        'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',
-        'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
-      ]
-        .filter(Boolean)
-        .join('\n\n'),
-    );
-    ledger.event('GATE_REQUESTED', 'info', prompt, {
-      stage: state.stage,
-      costSnapshot: { intentUsd: state.spendUsd },
-      metadata: { gate, timeoutAt: state.pendingGate.timeoutAt },
-    });
-    await ledger.flush();
-    // Wake for the decision, the deadline (a defer moves it), or refused signals to record.
-    let decided = false;
-    while (!decided) {
-      const remaining = gateDeadline - Date.now();
-      if (remaining <= 0) break;
-      decided = (await condition(() => gateDecision !== undefined || ledger.pending, remaining)) && gateDecision !== undefined;
-      await ledger.flush();
-    }
-    let decision: RecordedDecision;
-    if (decided) {
-      decision = gateDecision!;
-    } else {
-      decision = { gate, decision: 'reject', by: 'warden', reason: `no decision within ${timeout}`, at: new Date().toISOString(), timedOut: true };
-      const escalateTo = intent.gates[gate]?.escalateTo ?? 'the intent owner';
-      ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate in time; escalated to ${escalateTo}; applying its timeout policy: reject`, {
-        stage: state.stage,
-        metadata: { gate, escalateTo, policy: 'reject' },
-        suggestion: 'decide sooner, or start the intent with a longer --gate-timeout',
-      });
-    }
-    ledger.gateDecision({
-      gate,
-      decision: decision.decision,
-      by: decision.by,
-      reason: decision.reason,
-      conditions: decision.conditions,
-      requestedAt: state.pendingGate.requestedAt,
-      decidedAt: decision.at,
-      timedOut: decision.timedOut,
-    });
-    ledger.event('GATE_DECIDED', 'info', `${gate} gate: ${decision.decision} by ${decision.by}${decision.reason ? ` (${decision.reason})` : ''}`, {
-      stage: state.stage,
-      metadata: { gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut },
-    });
-    await ledger.flush();
-    state.decisions.push(decision);
-    if (decision.decision === 'approve-with-conditions') pendingConditions = [...(decision.conditions ?? [])];
-    state.pendingGate = undefined;
-    gateDecision = undefined;
-    setStatus(guard.paused ? 'paused' : 'running');
-    return decision;
   }
 }

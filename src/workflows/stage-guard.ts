@@ -73,17 +73,22 @@ export class StageGuard {
     this.lastDispatchAt[input.stage] = Date.now();
   }
 
-  /** Adds a call's cost; the first time spend reaches the warning share of the budget, says so. */
-  recordSpend(usd: string, stage: string): void {
+  /**
+   * Adds a call's cost. The first time spend reaches the warning share of the budget it says so
+   * (COST_WARNING) and returns true: the cost-overrun gate opens then.
+   */
+  recordSpend(usd: string, stage: string): boolean {
     this.spentUsd = addUsd(this.spentUsd, usd);
     this.stageSpentUsd[stage] = addUsd(this.stageSpentUsd[stage] ?? ZERO_USD, usd);
     const limitUsd = this.budgetLimit();
-    if (this.warnedBudget || limitUsd === null) return;
+    if (this.warnedBudget || limitUsd === null) return false;
     const check = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: '0', limitUsd, warnAt: this.limits.budgetWarnAt });
     if (check.verdict === 'warn') {
       this.warnedBudget = true;
       this.emit('COST_WARNING', 'medium', check.detail, { stage, suggestion: check.suggestion, metadata: { spentUsd: this.spentUsd, limitUsd } });
+      return true;
     }
+    return false;
   }
 
   /** "0" means unlimited, and only because someone wrote it: the default is a real limit. */

@@ -120,11 +120,44 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   expect(wrongGate.code).toBe(2);
   expect(wrongGate.stderr).toMatch(/unknown gate "deploy"/);
 
+  // the gate in full: its review package, as JSON and as text
+  const pending = await waitFor(() => {
+    const shown = JSON.parse(warden('gates', id, '--json').stdout) as { gate: string; package?: { goal: string; diffSummary: Array<{ path: string }>; review?: { verdict: string } } } | null;
+    return shown?.package ? shown : undefined;
+  }, 30_000, 'the review package');
+  expect(pending).toMatchObject({ gate: 'merge', package: { goal: 'Add slugify', diffSummary: [{ path: 'lib/strings.js' }], review: { verdict: 'APPROVE' } } });
+  const text = warden('gates', id);
+  expect(text.stdout).toMatch(/Predicted vs actual: files 1 → 1/);
+  expect(text.stdout).toMatch(/Ledger trace:/);
+
+  // a decision sent from inside an agent's process is refused (and recorded), whoever it claims to be
+  const fromAgent = spawnSync(process.execPath, [BIN, 'approve', id, '--by', 'cli-tester'], { env: { ...env, WARDEN_AGENT_SESSION: `${id}/impl/2` }, encoding: 'utf8', timeout: 60_000 });
+  expect(fromAgent.status).toBe(2);
+  expect(fromAgent.stderr).toMatch(/refused the decision: sent from inside an agent's process/);
+
   const reject = warden('reject', id, '--reason', 'not now');
   expect(reject.code).toBe(0);
+  expect(reject.stdout).toMatch(/rejected the merge gate/);
   expect(await exited).toBe(1);
   expect(out).toMatch(/rejected: not now; nothing was merged/);
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
+  expect(warden('audit', id).stdout).toMatch(/DECISION_REFUSED .*sent from inside an agent's process/);
+});
+
+test('warden ladder shows each profile\'s level and what the next needs; ladder set pins one', () => {
+  const repo = makeSampleRepo();
+  const id = `cli-ladder-${Date.now()}`;
+  expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--agent-name', 'ladder-cli', '--approve', '--json').code).toBe(0);
+  const shown = JSON.parse(warden('ladder', '--agent', 'ladder-cli', '--json').stdout) as Array<Record<string, unknown>>;
+  expect(shown).toEqual([
+    expect.objectContaining({ agent: 'ladder-cli', level: 0, pinned: false, metrics: expect.objectContaining({ totalRuns: 1, successfulRuns: 1 }), next: { level: 1, name: 'AI Suggests', needs: ['runs 1 < 10'] } }),
+  ]);
+  const set = warden('ladder', 'set', 'L3', '--agent', 'ladder-cli', '--reason', 'proven elsewhere');
+  expect(set.code).toBe(0);
+  expect(set.stdout).toMatch(/^ladder-cli: L3 AI Autonomous \(pinned\)/);
+  expect(warden('ladder').stdout).toMatch(/ladder-cli: L3/);
+  expect(warden('ladder', 'set', '7', '--agent', 'ladder-cli').stderr).toMatch(/a level is 0-4/);
+  expect(warden('audit', id).stdout).toMatch(/RISK_ASSESSED/);
 });
 
 function waitForList(id: string): Array<Record<string, unknown>> {

@@ -9,6 +9,7 @@ import type pg from 'pg';
 import type { WardenActivities } from '../../src/activities';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { migrate } from '../../src/ledger/migrate';
+import type { LadderDefaults } from '../../src/ledger/ladder-store';
 import { Ledger } from '../../src/ledger/ledger';
 import { createRedactor } from '../../src/shared/redact';
 import type { AgentScript } from '../../src/shared/script';
@@ -54,6 +55,8 @@ export interface WorkerOptions {
   /** Another ledger (e.g. one whose server the test stops and restarts). */
   readonly ledger?: Ledger;
   readonly safety?: WorkerSafetyConfig;
+  /** The automation ladder's start; by default L0 with no level-up, so run counts never change a test's gates. */
+  readonly automation?: LadderDefaults;
 }
 
 /** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
@@ -104,6 +107,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         logger: options.logger ?? pino({ level: 'silent' }),
         redact: createRedactor(process.env),
         safety: options.safety ?? TEST_CONFIG.worker,
+        automation: options.automation ?? { level: 0, allowLevelUp: false },
         wrapActivities: options.wrap,
       });
     },

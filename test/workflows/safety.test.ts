@@ -75,9 +75,12 @@ test('two-strike rule: two impl attempts with the same failing tests halt with S
   expect((await events(id)).find((e) => e.event_type === 'STAGNATION_DETECTED')).toMatchObject({ severity: 'high' });
 });
 
-test('intent budget: warns at 80%, and halts before a call whose maximum cost would pass the limit', async () => {
+test('intent budget: warns at 80% and asks at the cost-overrun gate, then halts before a call whose maximum cost would pass the limit', async () => {
   // triage 0.004 → lld (0.004 + max 0.010 ≤ 0.014) → spent 0.012 ≥ 80% → spec would need 0.022 > 0.014
   const { handle, id } = await start({ limits: { budgetUsd: '0.014', maxCallUsd: '0.010' } });
+  const asked = await until(handle, (s) => s.pendingGate?.gate === 'cost-overrun', 'the cost-overrun gate');
+  expect(asked.pendingGate!.prompt).toBe('Spend is $0.012000 of the $0.014 budget (80% reached). Continue?');
+  await handle.signal(decideSignal, { gate: 'cost-overrun', decision: 'approve', by: 'tester' });
   expect(await failure(handle)).toMatch(/^COST_BUDGET_EXCEEDED/);
   const state = await handle.query(stateQuery);
   expect(state.spendUsd).toBe('0.012000');

@@ -5,6 +5,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { CommandAgentProfile } from '../../shared/intent';
+import { AGENT_SESSION_VARIABLE } from '../../shared/decisions';
 import { agentEnvironment, runProcess, type ProcessOutcome } from '../process';
 import {
   gitDirsOf,
@@ -103,7 +104,9 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
             command,
             exec,
             cwd: request.worktreePath,
-            env: sandboxEnvironment(level, agentEnvironment(process.env)),
+            // The marker tells `warden approve` & co. that they run inside an agent: the agent's
+            // own decisions are refused (and recorded) even if it reaches the cluster somehow.
+            env: { ...sandboxEnvironment(level, agentEnvironment(process.env)), [AGENT_SESSION_VARIABLE]: `${request.intentId}/${request.stage}/${request.attempt}` },
             stdin: viaArg ? undefined : request.prompt,
             timeoutMs,
             maxOutputBytes: profile.maxOutputBytes,

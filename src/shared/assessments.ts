@@ -1,0 +1,155 @@
+import { z } from 'zod';
+import { RiskClassSchema, type RiskClass } from './risk';
+
+/**
+ * The structured answers of triage and review. Agents are asked for a JSON object (see
+ * prompts.ts); the first `{…}` block of the output is validated here with zod. An answer
+ * without a valid block is read from its plain words where it can be ("Risk: LOW", a first
+ * line "APPROVE"), and is marked `structured: false`: it never lets anything pass on its own.
+ */
+
+const Probability = z.number().min(0).max(1);
+
+export const TriageAnswerSchema = z.object({
+  risk: RiskClassSchema,
+  confidence: Probability,
+  affectedPaths: z.array(z.string().min(1)).max(200).default([]),
+  rationale: z.string().max(4000).default(''),
+  predicted: z.object({ files: z.number().int().min(0), lines: z.number().int().min(0) }).optional(),
+});
+
+export interface TriageAssessment {
+  readonly risk: RiskClass;
+  readonly confidence: number;
+  readonly affectedPaths: readonly string[];
+  readonly rationale: string;
+  readonly predicted?: { readonly files: number; readonly lines: number };
+  /** False when no valid JSON block was found and the risk was read from the text (or assumed). */
+  readonly structured: boolean;
+  /** What was wrong with the JSON block, when there was one. */
+  readonly problems?: string;
+}
+
+export const FindingSchema = z.object({
+  severity: z.enum(['critical', 'high', 'medium', 'low']),
+  category: z.string().trim().min(1).max(60),
+  message: z.string().trim().min(1).max(2000),
+  path: z.string().optional(),
+});
+export type Finding = z.infer<typeof FindingSchema>;
+
+const Score = z.number().min(1).max(5);
+/** The five judge scores (1-5) of the LLM-as-judge rule. */
+export const JudgeScoresSchema = z.object({
+  strategicAlignment: Score,
+  autonomyAppropriateness: Score,
+  outputQuality: Score,
+  resourceEfficiency: Score,
+  learningApplication: Score,
+});
+export type JudgeScores = z.infer<typeof JudgeScoresSchema>;
+
+export const ReviewAnswerSchema = z.object({
+  verdict: z.enum(['APPROVE', 'BLOCK']),
+  findings: z.array(FindingSchema).max(100).default([]),
+  scores: JudgeScoresSchema.optional(),
+  summary: z.string().max(4000).default(''),
+});
+
+export interface ReviewAssessment {
+  readonly verdict: 'APPROVE' | 'BLOCK';
+  readonly findings: readonly Finding[];
+  readonly scores?: JudgeScores;
+  readonly summary: string;
+  readonly structured: boolean;
+  readonly problems?: string;
+}
+
+/** The first balanced-looking JSON object in `text`, parsed; undefined when there is none. */
+function firstJsonObject(text: string): { value?: unknown; error?: string } | undefined {
+  const fenced = /```(?:json)?\s*(\{[\s\S]*?\})\s*```/.exec(text);
+  const candidate = fenced?.[1] ?? /\{[\s\S]*\}/.exec(text)?.[0];
+  if (!candidate) return undefined;
+  try {
+    return { value: JSON.parse(candidate) as unknown };
+  } catch (error) {
+    return { error: `the JSON block does not parse: ${(error as Error).message}` };
+  }
+}
+
+function issues(error: z.ZodError): string {
+  return error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ');
+}
+
+/**
+ * Triage's assessment. Without a valid block: the risk named in the text ("Risk: HIGH"), or
+ * MEDIUM when none is named, with confidence 0 so the confidence gate never passes; a valid
+ * `predicted` is kept.
+ */
+export function readTriageAssessment(output: string): TriageAssessment {
+  const block = firstJsonObject(output);
+  let problems = block?.error;
+  if (block?.value !== undefined) {
+    const parsed = TriageAnswerSchema.safeParse(block.value);
+    if (parsed.success) return { ...parsed.data, structured: true };
+    problems = issues(parsed.error);
+  }
+  const named = /\brisk\b\W{0,3}(LOW|MEDIUM|HIGH|PROHIBITED)\b/i.exec(output)?.[1]?.toUpperCase() as RiskClass | undefined;
+  // A prediction that is valid on its own still bounds the blast-radius check (the hard cap bounds it too).
+  const predicted = TriageAnswerSchema.shape.predicted.safeParse((block?.value as { predicted?: unknown } | undefined)?.predicted);
+  return {
+    risk: named ?? 'MEDIUM',
+    confidence: 0,
+    affectedPaths: [],
+    rationale: '',
+    ...(predicted.success && predicted.data ? { predicted: predicted.data } : {}),
+    structured: false,
+    ...(problems ? { problems } : {}),
+  };
+}
+
+/**
+ * Review's assessment. Without a valid block: APPROVE only when the answer's first word is
+ * APPROVE, else BLOCK; no findings, no scores (so the judge rule cannot pass).
+ */
+export function readReviewAssessment(output: string): ReviewAssessment {
+  const block = firstJsonObject(output);
+  let problems = block?.error;
+  if (block?.value !== undefined) {
+    const parsed = ReviewAnswerSchema.safeParse(block.value);
+    if (parsed.success) return { ...parsed.data, structured: true };
+    problems = issues(parsed.error);
+  }
+  const verdict = /^\W*APPROVE\b/i.test(output.trim()) ? 'APPROVE' : 'BLOCK';
+  return { verdict, findings: [], summary: output.trim().split('\n')[0]?.slice(0, 200) ?? '', structured: false, ...(problems ? { problems } : {}) };
+}
+
+/**
+ * The judge rule for autonomous execution: average ≥ 4.0, no score ≤ 1, autonomy
+ * appropriateness > 2. Returns why not, or undefined when the scores allow it.
+ */
+export function judgeRefusal(scores: JudgeScores | undefined): string | undefined {
+  if (!scores) return 'no judge scores';
+  const values = Object.values(scores);
+  const average = values.reduce((a, b) => a + b, 0) / values.length;
+  if (average < 4) return `judge average ${average.toFixed(2)} < 4.0`;
+  if (Math.min(...values) <= 1) return 'a judge score is 1 (critical failure)';
+  if (scores.autonomyAppropriateness <= 2) return `autonomy appropriateness ${scores.autonomyAppropriateness} ≤ 2`;
+  return undefined;
+}
+
+/** Confidence a triage needs, per risk, before anything may pass without a person. */
+export const CONFIDENCE_THRESHOLDS: Record<Exclude<RiskClass, 'PROHIBITED'>, number> = { LOW: 0.5, MEDIUM: 0.7, HIGH: 0.9 };
+
+/** Why the confidence gate fails (escalate to a person), or undefined when it passes. */
+export function confidenceRefusal(assessment: Pick<TriageAssessment, 'risk' | 'confidence'>): string | undefined {
+  if (assessment.risk === 'PROHIBITED') return 'PROHIBITED risk';
+  const threshold = CONFIDENCE_THRESHOLDS[assessment.risk];
+  if (assessment.confidence >= threshold) return undefined;
+  return `confidence ${Math.round(assessment.confidence * 100)}% < ${Math.round(threshold * 100)}% for ${assessment.risk} risk`;
+}
+
+/** Critical security findings: each one opens the human-only security gate. */
+export function criticalSecurityFindings(review: Pick<ReviewAssessment, 'findings'>): Finding[] {
+  return review.findings.filter((f) => f.severity === 'critical' && f.category.toLowerCase() === 'security');
+}

@@ -1,0 +1,61 @@
+import type { Finding, JudgeScores } from './assessments';
+import type { RiskClass } from './risk';
+
+/**
+ * What a person sees before deciding a gate after impl: the goal, the plan, what was predicted
+ * against what happened, the diff, the tests, the review's findings and the ledger trace. It is
+ * bounded (a few KB) because it travels in the workflow's state and the gate's details.
+ */
+export interface ReviewPackage {
+  readonly intentId: string;
+  readonly goal: string;
+  readonly branch: string;
+  readonly baseBranch: string;
+  readonly environment?: string;
+  readonly agent: string;
+  readonly ladderLevel: number;
+  readonly risk: { readonly class: RiskClass; readonly confidence: number; readonly rationale: string };
+  /** The LLD's headings and first lines: the plan the agent chose. */
+  readonly plan: string;
+  readonly predicted: { readonly files?: number; readonly lines?: number };
+  readonly actual: { readonly files: number; readonly lines: number; readonly added: number; readonly deleted: number; readonly spendUsd: string };
+  readonly diffSummary: ReadonlyArray<{ readonly path: string; readonly added: number; readonly deleted: number }>;
+  /** Files beyond the first MAX_DIFF_FILES, counted only. */
+  readonly moreFiles: number;
+  readonly tests: ReadonlyArray<{ readonly attempt: number; readonly passed: boolean; readonly summary: string }>;
+  readonly review?: { readonly verdict: 'APPROVE' | 'BLOCK'; readonly findings: readonly Finding[]; readonly scores?: JudgeScores; readonly summary: string };
+  /** The intent's ledger events, oldest first (the last MAX_TRACE of them). */
+  readonly ledgerTrace: readonly string[];
+}
+
+export const MAX_DIFF_FILES = 30;
+export const MAX_TRACE = 40;
+
+/** The package as Markdown, for the CLI prompt and the Web UI's current details. */
+export function renderReviewPackage(p: ReviewPackage): string {
+  const lines = [
+    `**Goal:** ${p.goal}`,
+    `**Branch:** \`${p.branch}\` → \`${p.baseBranch}\`${p.environment ? ` (environment: ${p.environment})` : ''} · agent ${p.agent} at L${p.ladderLevel}`,
+    `**Risk:** ${p.risk.class}, confidence ${Math.round(p.risk.confidence * 100)}%${p.risk.rationale ? ` — ${p.risk.rationale}` : ''}`,
+    `**Predicted vs actual:** files ${p.predicted.files ?? '?'} → ${p.actual.files}, lines ${p.predicted.lines ?? '?'} → ${p.actual.lines} (+${p.actual.added} −${p.actual.deleted}), spend $${p.actual.spendUsd}`,
+    '',
+    '**Plan:**',
+    p.plan || '(no design written)',
+    '',
+    '**Diff:**',
+    ...p.diffSummary.map((f) => `- ${f.path} (+${f.added} −${f.deleted})`),
+    ...(p.moreFiles > 0 ? [`- … and ${p.moreFiles} more file(s)`] : []),
+    '',
+    `**Tests:** ${p.tests.map((t) => `attempt ${t.attempt}: ${t.passed ? 'passed' : 'failed'} (${t.summary})`).join('; ') || 'not run'}`,
+  ];
+  if (p.review) {
+    lines.push('', `**Review:** ${p.review.verdict}${p.review.summary ? ` — ${p.review.summary}` : ''}`);
+    for (const f of p.review.findings) lines.push(`- [${f.severity}/${f.category}] ${f.message}${f.path ? ` (${f.path})` : ''}`);
+    if (p.review.scores) {
+      const s = p.review.scores;
+      lines.push(`Judge scores: alignment ${s.strategicAlignment}, autonomy ${s.autonomyAppropriateness}, quality ${s.outputQuality}, efficiency ${s.resourceEfficiency}, learning ${s.learningApplication}`);
+    }
+  }
+  lines.push('', '**Ledger trace:**', ...p.ledgerTrace.map((t) => `- ${t}`));
+  return lines.join('\n');
+}

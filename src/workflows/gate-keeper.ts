@@ -1,0 +1,262 @@
+import { condition, log, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { DecisionSchema, type Decision, type DecisionAnswer, type RecordedDecision } from '../shared/decisions';
+import { parseDuration } from '../shared/duration';
+import { GATES, type GateKind } from '../shared/gates';
+import { describeIssues, type Intent } from '../shared/intent';
+import { autoPassRefusal, type LadderLevel } from '../shared/ladder';
+import { decideSignal, decideUpdate } from '../shared/messages';
+import { renderReviewPackage, type ReviewPackage } from '../shared/review-package';
+import type { RiskClass } from '../shared/risk';
+import type { IntentState } from '../shared/state';
+import type { LedgerRecorder } from './ledger-recorder';
+
+/** What the automation ladder needs to know when a gate opens. */
+export interface AutoPassContext {
+  readonly level: LadderLevel;
+  readonly risk: RiskClass;
+  /** Checks that do not vouch for the agent right now (confidence gate, review BLOCK, judge rule…). */
+  readonly refusals: readonly string[];
+}
+
+export interface GateKeeperOptions {
+  readonly intent: Intent;
+  readonly state: IntentState;
+  readonly ledger: LedgerRecorder;
+  /** The agent's identities: a decision `by` one of them is the agent approving itself. */
+  readonly agentNames: readonly string[];
+  readonly autoPass: (gate: GateKind) => AutoPassContext;
+  /** The review package, once impl has run; undefined before. */
+  readonly reviewPackage: () => Promise<ReviewPackage | undefined>;
+  /** Status updates (search attributes) when a gate opens and closes. */
+  readonly onWaiting: (gate: GateKind) => void;
+  /** After every decision, automatic or not (e.g. to carry conditions into the next prompt). */
+  readonly onDecided: (decision: RecordedDecision) => void;
+}
+
+/**
+ * The human gates of one intent: receives decisions (signal `decide`, update `decision`),
+ * checks who may decide, lets the automation ladder pass what its level allows, waits with a
+ * timer, escalates and applies the timeout policy, and writes every step to the ledger.
+ */
+export class GateKeeper {
+  private decision: RecordedDecision | undefined;
+  private readonly deferred = new Set<GateKind>();
+  private deadline = 0;
+
+  constructor(private readonly o: GateKeeperOptions) {
+    setHandler(decideSignal, (raw: unknown) => {
+      const parsed = DecisionSchema.safeParse(raw);
+      if (!parsed.success) return this.refuse(`invalid decide payload: ${describeIssues(parsed.error)}`, raw);
+      const refusal = this.mayDecide(parsed.data);
+      if (refusal) return this.refuse(refusal, raw);
+      this.accept(parsed.data);
+    });
+    setHandler(
+      decideUpdate,
+      (raw: unknown): DecisionAnswer => {
+        const decision = DecisionSchema.parse(raw); // the validator let only a valid payload through
+        const refusal = this.mayDecide(decision);
+        if (refusal) {
+          this.refuse(refusal, raw);
+          return { accepted: false, reason: refusal };
+        }
+        this.accept(decision);
+        return { accepted: true };
+      },
+      {
+        validator: (raw: unknown): void => {
+          const parsed = DecisionSchema.safeParse(raw);
+          if (!parsed.success) throw new Error(`invalid decision: ${describeIssues(parsed.error)}`);
+        },
+      },
+    );
+  }
+
+  /** Settings of `gate`, as configured (config file, then intent). */
+  settings(gate: GateKind) {
+    return this.o.intent.gates[gate] ?? {};
+  }
+
+  /** Whether an optional gate is switched on (the mandatory ones always are). */
+  enabled(gate: GateKind): boolean {
+    return !GATES[gate].optional || this.settings(gate).enabled !== false;
+  }
+
+  /**
+   * Asks for a decision on `gate`. The ladder may pass it at once (GATE_AUTO_PASSED); otherwise
+   * it waits for an accepted decision or the gate's timeout, which escalates and then applies the
+   * timeout policy (reject, or wait once more). Refused decisions are recorded as they come.
+   */
+  async decide(gate: GateKind, prompt: string): Promise<RecordedDecision> {
+    const { state, ledger, intent } = this.o;
+    const auto = this.o.autoPass(gate);
+    const refusal = autoPassRefusal({ level: auto.level, gate, risk: auto.risk, refusals: auto.refusals });
+    if (refusal === undefined) return this.autoPassed(gate, prompt, auto.level);
+
+    const timeout = this.settings(gate).timeout ?? intent.limits.gateTimeout;
+    const requestedAt = new Date();
+    // Set with the pending gate, before any await: a defer may arrive during the writes below.
+    this.deadline = requestedAt.getTime() + parseDuration(timeout);
+    state.pendingGate = {
+      gate,
+      requestedAt: requestedAt.toISOString(),
+      timeoutAt: new Date(this.deadline).toISOString(),
+      prompt,
+      humanOnly: GATES[gate].humanOnly,
+      whyNotAutomatic: refusal,
+    };
+    this.o.onWaiting(gate);
+    this.showDetails();
+    ledger.event('GATE_REQUESTED', 'info', prompt, {
+      stage: state.stage,
+      costSnapshot: { intentUsd: state.spendUsd },
+      metadata: { gate, timeoutAt: state.pendingGate.timeoutAt, humanOnly: GATES[gate].humanOnly, notAutomatic: refusal },
+    });
+    await ledger.flush();
+    const reviewPackage = await this.o.reviewPackage();
+    if (reviewPackage && state.pendingGate) {
+      state.pendingGate = { ...state.pendingGate, package: reviewPackage };
+      this.showDetails();
+    }
+
+    const policy = this.settings(gate).onTimeout ?? 'reject';
+    let decided = await this.waitUntilDeadline();
+    if (!decided && policy === 'wait-again') {
+      this.escalate(gate, timeout, 'wait once more');
+      this.deadline = Date.now() + parseDuration(timeout);
+      state.pendingGate = { ...state.pendingGate, timeoutAt: new Date(this.deadline).toISOString() };
+      this.showDetails();
+      decided = await this.waitUntilDeadline();
+    }
+    let decision: RecordedDecision;
+    if (decided) {
+      decision = this.decision!;
+    } else {
+      decision = { gate, decision: 'reject', by: 'warden', reason: `no decision within ${timeout}`, at: new Date().toISOString(), timedOut: true };
+      this.escalate(gate, timeout, 'reject');
+    }
+    return this.close(decision, state.pendingGate.requestedAt);
+  }
+
+  private async waitUntilDeadline(): Promise<boolean> {
+    const { ledger } = this.o;
+    // Wake for the decision, the deadline (a defer moves it), or refused signals to record.
+    for (;;) {
+      const remaining = this.deadline - Date.now();
+      if (remaining <= 0) return false;
+      const woke = await condition(() => this.decision !== undefined || ledger.pending, remaining);
+      await ledger.flush();
+      if (woke && this.decision !== undefined) return true;
+    }
+  }
+
+  private escalate(gate: GateKind, timeout: string, policy: 'reject' | 'wait once more'): void {
+    const escalateTo = this.settings(gate).escalateTo ?? GATES[gate].escalateTo;
+    this.o.ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate within ${timeout}; escalated to ${escalateTo}; timeout policy: ${policy}`, {
+      stage: this.o.state.stage,
+      metadata: { gate, escalateTo, policy },
+      suggestion: `decide sooner, or set gates.${gate}.timeout / onTimeout in the config`,
+    });
+  }
+
+  private async autoPassed(gate: GateKind, prompt: string, level: LadderLevel): Promise<RecordedDecision> {
+    const at = new Date().toISOString();
+    const decision: RecordedDecision = { gate, decision: 'approve', by: `warden-ladder-L${level}`, reason: `auto-passed at L${level}: ${prompt}`, at, timedOut: false };
+    this.o.ledger.event('GATE_AUTO_PASSED', 'info', `${gate} gate passed by the automation ladder at L${level} (LOW risk, every check held)`, {
+      stage: this.o.state.stage,
+      metadata: { gate, level },
+    });
+    return this.close(decision, at);
+  }
+
+  private async close(decision: RecordedDecision, requestedAt: string): Promise<RecordedDecision> {
+    const { ledger, state } = this.o;
+    ledger.gateDecision({
+      gate: decision.gate,
+      decision: decision.decision,
+      by: decision.by,
+      reason: decision.reason,
+      conditions: decision.conditions,
+      requestedAt,
+      decidedAt: decision.at,
+      timedOut: decision.timedOut,
+    });
+    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate: ${decision.decision} by ${decision.by}${decision.reason ? ` (${decision.reason})` : ''}`, {
+      stage: state.stage,
+      metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut },
+    });
+    await ledger.flush();
+    state.decisions.push(decision);
+    state.pendingGate = undefined;
+    this.decision = undefined;
+    this.o.onDecided(decision);
+    return decision;
+  }
+
+  /** Why a parsed decision may not decide now, or undefined when it may. */
+  private mayDecide(decision: Decision): string | undefined {
+    const pending = this.o.state.pendingGate;
+    if (pending?.gate !== decision.gate || this.decision) return `decision for the ${decision.gate} gate, which is not pending`;
+    // The agent never approves its own work: not under its own name, not from its own process.
+    if (decision.agentSession !== undefined) return `sent from inside an agent's process (${decision.agentSession}): an agent may not decide its own gate`;
+    const by = decision.by.toLowerCase();
+    if (by === 'agent' || this.o.agentNames.some((name) => name.toLowerCase() === by)) return `${decision.by} is the agent: it may not decide its own gate`;
+    const approvers = this.settings(decision.gate).approvers;
+    if (approvers && !approvers.includes(decision.by)) return `${decision.by} may not decide the ${decision.gate} gate (approvers: ${approvers.join(', ')})`;
+    if (decision.decision === 'defer' && this.deferred.has(decision.gate)) return `the ${decision.gate} gate was deferred once already`;
+    return undefined;
+  }
+
+  /** Applies an accepted decision: defer extends the wait once; any other decides the gate. */
+  private accept(decision: Decision): void {
+    const { state, ledger, intent } = this.o;
+    const at = new Date().toISOString();
+    if (decision.decision !== 'defer') {
+      this.decision = { ...decision, at, timedOut: false };
+      return;
+    }
+    this.deferred.add(decision.gate);
+    const period = this.settings(decision.gate).deferPeriod ?? this.settings(decision.gate).timeout ?? intent.limits.gateTimeout;
+    this.deadline += parseDuration(period);
+    state.pendingGate = { ...state.pendingGate!, timeoutAt: new Date(this.deadline).toISOString() };
+    state.decisions.push({ ...decision, at, timedOut: false });
+    ledger.gateDecision({ gate: decision.gate, decision: 'defer', by: decision.by, reason: decision.reason, requestedAt: state.pendingGate.requestedAt, decidedAt: at, timedOut: false });
+    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate deferred by ${decision.by} until ${state.pendingGate.timeoutAt}`, {
+      stage: state.stage,
+      metadata: { gate: decision.gate, decision: 'defer', by: decision.by },
+    });
+    this.showDetails();
+  }
+
+  private refuse(reason: string, payload: unknown): void {
+    this.o.state.rejectedSignals += 1;
+    log.warn('ignored a decide signal', { reason });
+    this.o.ledger.event('DECISION_REFUSED', 'medium', reason, {
+      stage: this.o.state.stage,
+      metadata: { payload: JSON.stringify(payload ?? null).slice(0, 500) },
+      suggestion: 'send {"gate":"<pending gate>","decision":"approve"|"reject","by":"<name>","reason":"…"}',
+    });
+  }
+
+  /** The Web UI's current details: what is asked, the package, and the payloads that answer. */
+  private showDetails(): void {
+    const { state, intent } = this.o;
+    const pending = state.pendingGate;
+    if (!pending) return;
+    const gate = pending.gate;
+    setCurrentDetails(
+      [
+        `**${intent.goal}**`,
+        `Waiting at the **${gate}** gate: ${pending.prompt}`,
+        `Tests: ${state.tests.at(-1)?.summary ?? 'not run'}. Spend: $${state.spendUsd}. Times out at ${pending.timeoutAt} (then: ${this.settings(gate).onTimeout ?? 'reject'}).`,
+        pending.humanOnly ? 'This gate always needs a person.' : `Not automatic: ${pending.whyNotAutomatic}.`,
+        'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',
+        'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
+        'With conditions: `{"gate":"' + gate + '","decision":"approve-with-conditions","by":"<your name>","conditions":["…"]}`',
+        pending.package ? `---\n${renderReviewPackage(pending.package)}` : '',
+      ]
+        .filter(Boolean)
+        .join('\n\n'),
+    );
+  }
+}

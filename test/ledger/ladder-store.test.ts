@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import { LadderStore } from '../../src/ledger/ladder-store';
+import type { FreshDatabase } from '../helpers/database';
+import { testBackends } from '../helpers/database';
+import { migratedLedger } from './fixtures';
+
+describe.each(testBackends())('automation ladder on the %s PostgreSQL', (_backend, baseUrl) => {
+  let db: FreshDatabase;
+  let store: LadderStore;
+  beforeAll(async () => {
+    ({ db } = await migratedLedger(baseUrl));
+    store = new LadderStore(db.pool);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  const climbing = { level: 0 as const, allowLevelUp: true };
+
+  test('a scope starts at the configured level; the 10th successful run lifts it to L1, recorded as an event', async () => {
+    const scope = `agent:climber-${randomUUID()}`;
+    expect(await store.state(scope, { level: 2, allowLevelUp: true })).toMatchObject({ level: 2, pinned: false, metrics: { totalRuns: 0 } });
+    for (let i = 1; i <= 9; i++) {
+      const { after } = await store.recordRun({ id: randomUUID(), scope, intentId: `i${i}`, run: { success: true, humanApproved: true }, defaults: climbing });
+      expect(after.level).toBe(0);
+    }
+    const tenth = await store.recordRun({ id: randomUUID(), scope, intentId: 'i10', run: { success: true, humanApproved: true }, defaults: climbing });
+    expect(tenth.after).toMatchObject({ level: 1, metrics: { totalRuns: 10, successfulRuns: 10 } });
+    const { rows } = await db.pool.query("SELECT intent_id, reason, metadata FROM safety_events WHERE event_type = 'LADDER_LEVEL_CHANGED' AND metadata->>'scope' = $1", [scope]);
+    expect(rows).toEqual([{ intent_id: 'i10', reason: `${scope} climbed to L1: the level's requirements hold after 10 runs`, metadata: { scope, from: 0, to: 1, by: null } }]);
+  });
+
+  test('the same run recorded twice counts once', async () => {
+    const scope = `agent:retry-${randomUUID()}`;
+    const id = randomUUID();
+    await store.recordRun({ id, scope, intentId: 'x', run: { success: true }, defaults: climbing });
+    const again = await store.recordRun({ id, scope, intentId: 'x', run: { success: true }, defaults: climbing });
+    expect(again.recorded).toBe(false);
+    expect((await store.state(scope, climbing)).metrics.totalRuns).toBe(1);
+  });
+
+  test('runs finishing at once are all counted (the scope lock serialises them)', async () => {
+    const scope = `agent:busy-${randomUUID()}`;
+    await Promise.all(Array.from({ length: 8 }, (_, i) => store.recordRun({ id: randomUUID(), scope, intentId: `p${i}`, run: { success: true }, defaults: climbing })));
+    expect((await store.state(scope, climbing)).metrics).toMatchObject({ totalRuns: 8, successfulRuns: 8 });
+  });
+
+  test('a person pins a level: runs still count, the level stays; a failure drops an unpinned one', async () => {
+    const scope = `agent:pinned-${randomUUID()}`;
+    await store.setLevel({ scope, level: 3, pinned: true, by: 'alice', reason: 'trusted', defaults: climbing });
+    const failed = await store.recordRun({ id: randomUUID(), scope, intentId: 'f', run: { success: false }, defaults: climbing });
+    expect(failed.after).toMatchObject({ level: 3, pinned: true, metrics: { totalRuns: 1, successfulRuns: 0 } });
+    await store.setLevel({ scope, level: 3, pinned: false, by: 'alice', defaults: climbing });
+    const again = await store.recordRun({ id: randomUUID(), scope, intentId: 'g', run: { success: false }, defaults: climbing });
+    expect(again.after).toMatchObject({ level: 2, pinned: false, metrics: { totalRuns: 2 } });
+    const all = await store.scopes(climbing);
+    expect(all.find((s) => s.scope === scope)).toMatchObject({ level: 2 });
+  });
+
+  test('snapshots are append-only', async () => {
+    await expect(db.pool.query('UPDATE ladder_metrics SET level = 4')).rejects.toThrow(/append-only/);
+  });
+});
