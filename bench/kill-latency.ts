@@ -25,7 +25,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
-import { createSampleRepo } from '../src/client/sample-repo';
+import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/session';
 import { startIntent } from '../src/client/intents';
 import type { IntentInput } from '../src/shared/intent';
@@ -87,7 +87,7 @@ function endProgress(): void {
 
 /** The kill-switch test's agent: answers every stage at once, but in impl records its pid and hangs. */
 function hangingAgent(pidFile: string): string {
-  return `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 600 & sleep 600 & wait; else echo ok; fi`;
+  return answeringDesignStages(`if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 600 & sleep 600 & wait; else echo ok; fi`);
 }
 
 /**

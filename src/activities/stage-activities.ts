@@ -21,6 +21,7 @@ import { buildPrompt } from './prompts';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
 import { inspectChanges, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
 import { detectTestTampering } from './test-tamper';
+import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
 import { branchForIntent } from '../shared/ids';
 import type { HaltDetails } from '../shared/halt';
@@ -265,6 +266,17 @@ export function createStageActivities(deps: ActivityDeps) {
         lines += (Number(added) || 0) + (Number(deleted) || 0); // binary files show "-"
       }
       return { files, lines };
+    },
+
+    /**
+     * The mechanical checks of a design document (see document-checks.ts): the LLD's sections and
+     * the paths it names, the spec's requirement → test mapping. Reads only.
+     */
+    async checkDocument({ intent, stage, artifactPath }: { readonly intent: Intent; readonly stage: 'lld' | 'spec'; readonly artifactPath: string }): Promise<DocumentCheck> {
+      const { worktreePath } = await worktree(intent);
+      const text = readFileSync(path.join(worktreePath, artifactPath), 'utf8');
+      if (stage === 'spec') return checkSpec(text);
+      return checkLld(text, { declaredPaths: intent.paths, exists: (file) => existsSync(path.join(worktreePath, file)) });
     },
 
     /** Moves the lineage from active/ to done/ and commits it on the intent branch. */

@@ -83,4 +83,17 @@ export function addLadderCommands(program: Command, config: RuntimeConfig, setti
       );
       printState(io, state);
     });
+
+  ladder
+    .command('missed-bug <intent>')
+    .description('Report a critical bug that review missed in a merged intent: it counts on the profile\'s ladder and drops its level one step')
+    .option('--agent <name>', 'the agent profile that ran the intent (required)')
+    .requiredOption('--reason <text>', 'what the bug was')
+    .option('--by <name>', "who reports it (default: the config's operator, else $USER)")
+    .action(async (intentId: string, flags: { agent?: string; reason: string; by?: string }) => {
+      const agent = flags.agent ?? ladder.opts<{ agent?: string }>().agent;
+      if (!agent) throw new UserError('ladder missed-bug needs --agent NAME: the agent profile that ran the intent');
+      const state = await withStore((store, defaults) => store.recordMissedBug({ scope: scopeOf(agent), intentId, by: flags.by ?? approver(), reason: flags.reason, defaults }));
+      printState(io, state);
+    });
 }

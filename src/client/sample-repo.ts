@@ -52,3 +52,26 @@ export function createSampleRepo(dir: string): string {
   git('commit', '-q', '-m', 'sample-strings: capitalize, and a test for slugify');
   return dir;
 }
+
+/** A design for the sample repo that passes the LLD checks (for command agents in tests and benches). */
+export const SAMPLE_LLD = ['# Low-level design', '', '## Files', '- lib/strings.js: add `slugify(text)`', '', '## Tests', '- test/strings.test.js already covers slugify', ''].join('\n');
+
+/** A test specification for the sample repo that passes the spec checks. */
+export const SAMPLE_SPEC = ['# Test specification', '', '| Requirement | Test |', '|---|---|', '| slugify makes a lower-case slug | `slugify makes a lower-case, dash-separated slug` |', ''].join('\n');
+
+/**
+ * Wraps a command agent's shell command so the lld and spec stages answer with SAMPLE_LLD and
+ * SAMPLE_SPEC; every other stage's prompt is piped on to `command` unchanged.
+ */
+export function answeringDesignStages(command: string): string {
+  const b64 = (text: string): string => Buffer.from(text).toString('base64');
+  return [
+    'warden_prompt=$(cat)',
+    'case "$warden_prompt" in',
+    `  "# Warden: lld"*) printf %s ${b64(SAMPLE_LLD)} | base64 -d; exit 0 ;;`,
+    `  "# Warden: spec"*) printf %s ${b64(SAMPLE_SPEC)} | base64 -d; exit 0 ;;`,
+    'esac',
+    `printf '%s\\n' "$warden_prompt" | { ${command}
+}`,
+  ].join('\n');
+}

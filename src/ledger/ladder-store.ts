@@ -86,6 +86,31 @@ export class LadderStore {
     });
   }
 
+  /**
+   * A person reports a critical bug that review missed in an intent of this profile (found after
+   * the merge): it counts against the next level's requirements and drops the level one step
+   * (trust degradation), unless pinned.
+   */
+  async recordMissedBug(input: { scope: string; intentId: string; by: string; reason: string; defaults: LadderDefaults }): Promise<LadderState> {
+    return this.locked(input.scope, async (client) => {
+      const before = await this.latest(client, input.scope, input.defaults);
+      const metrics = { ...before.metrics, missedCriticalBugs: before.metrics.missedCriticalBugs + 1 };
+      const level = before.pinned ? before.level : (Math.max(0, before.level - 1) as LadderLevel);
+      const after = await this.insert(client, { id: randomUUID(), scope: input.scope, level, pinned: before.pinned, metrics, metadata: { missedBug: { intentId: input.intentId, by: input.by, reason: input.reason } } });
+      if (level !== before.level) {
+        await this.levelEvent(client, {
+          scope: input.scope,
+          intentId: input.intentId,
+          from: before.level,
+          to: level,
+          reason: `${input.scope} dropped to L${level}: ${input.by} reported a critical bug review missed in ${input.intentId}: ${input.reason}`,
+          by: input.by,
+        });
+      }
+      return after;
+    });
+  }
+
   /** A person sets the level (`pinned` keeps it there until unpinned); recorded as an event. */
   async setLevel(input: { scope: string; level: LadderLevel; pinned: boolean; by: string; reason?: string; defaults: LadderDefaults }): Promise<LadderState> {
     return this.locked(input.scope, async (client) => {

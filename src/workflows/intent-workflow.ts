@@ -301,9 +301,27 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       ...(human.length > 0 ? { humanApproved: !rejected } : {}),
       // Review said APPROVE and a person still turned the change down.
       falsePositive: review?.verdict === 'APPROVE' && mergeByHuman?.decision === 'reject',
-      // Review reported no critical finding, yet a person rejected it at the security-sensitive end.
-      missedCriticalBugs: 0,
+      // Missed critical bugs show up after the merge: a person reports them (warden ladder missed-bug).
     };
+  }
+
+  /**
+   * Runs lld or spec until its document passes the mechanical checks; each failure goes back to
+   * the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
+   */
+  async function runDesignStage(stage: 'lld' | 'spec'): Promise<void> {
+    let feedback: string | undefined;
+    for (;;) {
+      const result = await runStage(stage, feedback);
+      const check = await git.checkDocument({ intent, stage, artifactPath: result.artifactPath });
+      if (check.ok) return;
+      ledger.event('STAGE_FAILED', 'medium', `${stage} attempt ${state.attempts[stage]}: the document failed its mechanical checks: ${check.errors.join('; ').slice(0, 1000)}`, {
+        stage,
+        suggestion: 'the next attempt is told what to fix',
+        metadata: { errors: check.errors.slice(0, 20) },
+      });
+      feedback = `The ${stage === 'lld' ? 'design' : 'test specification'} was refused by the mechanical checks. Fix each of these and answer with the whole document again:\n${check.errors.map((e) => `- ${e}`).join('\n')}`;
+    }
   }
 
   /** Records triage's assessment; PROHIBITED never reaches a gate: the intent halts here. */
@@ -344,11 +362,11 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     if (triage.risk === 'HIGH') {
       await requireApproval('architecture', `Triage rates this intent HIGH risk (${triage.rationale || 'no rationale given'}). Approve the approach before the design is written?`);
     }
-    await runStage('lld');
+    await runDesignStage('lld');
     if (gates.enabled('lld') && riskAtLeast(triage.risk, gates.settings('lld').minRisk ?? 'HIGH')) {
       await requireApproval('lld', `Approve the low-level design (${state.artifacts['02-lld.md'] ?? 'in the lineage'}) before the spec and the implementation?`);
     }
-    await runStage('spec');
+    await runDesignStage('spec');
 
     let feedback: string | undefined;
     for (let attempt = 1; ; attempt++) {

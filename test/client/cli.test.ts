@@ -6,6 +6,7 @@ import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
+import { answeringDesignStages } from '../../src/client/sample-repo';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
@@ -285,7 +286,7 @@ describe('kill switches', () => {
 
   /** A command agent that answers every stage at once but hangs in impl, recording its pid. */
   function hangingAgent(pidFile: string): string {
-    return `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo ok; fi`;
+    return answeringDesignStages(`if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo ok; fi`);
   }
   async function pidOf(file: string): Promise<number> {
     const { readFileSync, existsSync } = await import('node:fs');

@@ -56,6 +56,15 @@ describe.each(testBackends())('automation ladder on the %s PostgreSQL', (_backen
     expect(all.find((s) => s.scope === scope)).toMatchObject({ level: 2 });
   });
 
+  test('a reported missed critical bug counts and drops the level one step', async () => {
+    const scope = `agent:missed-${randomUUID()}`;
+    await store.setLevel({ scope, level: 2, pinned: false, by: 'alice', defaults: climbing });
+    const after = await store.recordMissedBug({ scope, intentId: 'm1', by: 'bob', reason: 'SQL injection in the new query', defaults: climbing });
+    expect(after).toMatchObject({ level: 1, metrics: { missedCriticalBugs: 1 } });
+    const { rows } = await db.pool.query("SELECT reason FROM safety_events WHERE event_type = 'LADDER_LEVEL_CHANGED' AND intent_id = 'm1'");
+    expect(rows).toEqual([{ reason: `${scope} dropped to L1: bob reported a critical bug review missed in m1: SQL injection in the new query` }]);
+  });
+
   test('snapshots are append-only', async () => {
     await expect(db.pool.query('UPDATE ladder_metrics SET level = 4')).rejects.toThrow(/append-only/);
   });

@@ -7,6 +7,7 @@ import { startIntent } from '../../src/client/intents';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { demoScript, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
+import { answeringDesignStages } from '../../src/client/sample-repo';
 
 /** Fails the first `runAgentStage` of lld *after* it did its work: a crash between commit and reply. */
 let failAfterLld = true;
@@ -61,7 +62,7 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   const pidDir = mkdtempSync(path.join(tmpdir(), 'warden-pid-'));
   const pidFile = path.join(pidDir, 'agent.pid');
   // Every stage answers at once, except impl: it records its pid and runs two long children.
-  const command = `if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo done; fi`;
+  const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo done; fi`);
   const id = `cancel-${Date.now()}`;
   const handle = await startIntent(
     world().client,

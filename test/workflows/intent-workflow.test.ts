@@ -6,7 +6,7 @@ import { decideSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentInput } from '../../src/shared/intent';
 import type { IntentState } from '../../src/shared/state';
 import { UserError } from '../../src/shared/errors';
-import { demoScript, git, makeSampleRepo, waitFor, writeScript, useTestWorld } from '../helpers/env';
+import { demoScript, git, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
 
 /** The demo script with no delays: impl fails once, then passes. */
 const fastScript = demoScript();
@@ -131,7 +131,7 @@ test('a gate with no decision times out and rejects', async () => {
 test('impl that never passes fails after its attempt cap, merges nothing and leaves no worktree', async () => {
   const repo = makeSampleRepo();
   const before = git(repo, 'rev-parse', 'main');
-  const script = writeScript({ stages: { impl: [{ output: 'tried', edits: [{ path: 'lib/strings.js', content: 'module.exports = {};\n' }] }] } });
+  const script = demoScript({ impl: [{ output: 'tried', edits: [{ path: 'lib/strings.js', content: 'module.exports = {};\n' }] }] });
   const intent = intentFor(repo, { agent: { kind: 'scripted', scriptPath: script }, limits: { attempts: { impl: 2 } } });
   const handle = await startIntent(world().client, intent, world().taskQueue);
   const error = await handle.result().catch((e: unknown) => e);

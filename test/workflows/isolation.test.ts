@@ -6,6 +6,7 @@ import type { IntentInput } from '../../src/shared/intent';
 import { stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
 import { demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { answeringDesignStages } from '../../src/client/sample-repo';
 
 /** The agent is held to its worktree and its declared paths; the mechanical gates judge impl. */
 
@@ -40,7 +41,7 @@ async function eventTypes(id: string): Promise<string[]> {
  * hold even where bubblewrap would have stopped the write (test/activities/sandbox.test.ts).
  */
 function commandAgent(implScript: string): IntentInput['agent'] {
-  return { kind: 'command', sandbox: 'none', command: `if grep -q '^# Warden: impl'; then ${implScript}; fi; echo done` };
+  return { kind: 'command', sandbox: 'none', command: answeringDesignStages(`if grep -q '^# Warden: impl'; then ${implScript}; fi; echo done`) };
 }
 
 test('a write outside the declared paths is reverted and halts the intent (SANDBOX_ESCAPE_ATTEMPTED)', async () => {

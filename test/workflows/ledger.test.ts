@@ -13,6 +13,7 @@ import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { TEST_CONFIG, demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 import { createLogger } from '../../src/runtime/logger';
+import { answeringDesignStages } from '../../src/client/sample-repo';
 
 const FAKE_KEY = 'sk-fake-0123456789abcdefghij-PLANTED';
 process.env.WARDEN_FAKE_SERVICE_API_KEY = FAKE_KEY; // before any redactor is built
@@ -120,7 +121,7 @@ test('refused decisions and a gate timeout are safety events; the timeout escala
 test('a planted secret appears nowhere: not in logs, ledger rows, workflow history or lineage', async () => {
   const repo = makeSampleRepo();
   // The agent leaks the key on stdout (its artifact) and stderr, and review fails with it in the message.
-  const command = `if grep -q '^# Warden: review'; then echo "key=$WARDEN_FAKE_SERVICE_API_KEY ${FAKE_KEY}" >&2; exit 3; else echo "using ${FAKE_KEY} and Bearer abcdefghijklmnopqrstuvwxyz"; fi`;
+  const command = answeringDesignStages(`if grep -q '^# Warden: review'; then echo "key=$WARDEN_FAKE_SERVICE_API_KEY ${FAKE_KEY}" >&2; exit 3; else echo "using ${FAKE_KEY} and Bearer abcdefghijklmnopqrstuvwxyz"; fi`);
   const intent = intentFor(repo, { agent: { kind: 'command', command }, testCommand: 'true' });
   const handle = await startIntent(world().client, intent, world().taskQueue);
   await handle.result().catch(() => undefined);

@@ -18,6 +18,7 @@ import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { createTestWorld, demoScript, demoStages, git, makeSampleRepo, testDatabaseUrl, waitFor, type TestWorld } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
+import { answeringDesignStages } from '../../src/client/sample-repo';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const ROOT = path.resolve(__dirname, '../..');
@@ -156,10 +157,11 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
       '  *) printf "%s\\n" "$prompt" | head -n 1 | sed "s/^# Warden: /done: /" ;;',
       'esac',
     ].join('\n');
+    const agentCommand = answeringDesignStages(command);
 
     const repo = makeSampleRepo();
     const id = `two-workers-${Date.now()}`;
-    const intent: IntentInput = { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'command', command }, limits: { cooldown: '0s' } };
+    const intent: IntentInput = { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'command', command: agentCommand }, limits: { cooldown: '0s' } };
     const client = new Client({ connection, namespace: server.namespace });
     const handle = await startIntent(client, intent);
 
