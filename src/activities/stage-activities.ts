@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
-import type { Intent } from '../shared/intent';
+import { agentForStage, type Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import { costOf, UnknownModelError, type PricingTable } from '../safety/pricing';
@@ -39,6 +39,10 @@ export interface ActivityDeps {
   readonly redact: Redactor;
   /** Prices usage the agent did not price itself. */
   readonly pricing: PricingTable;
+  /** `development` refuses paid cloud model endpoints (config `mode`). Default: development. */
+  readonly mode?: 'development' | 'production';
+  /** Replaces global fetch for HTTP agents (tests). */
+  readonly fetch?: typeof fetch;
 }
 
 export interface IntentRef {
@@ -154,7 +158,8 @@ export function createStageActivities(deps: ActivityDeps) {
         });
         const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
         const started = Date.now();
-        const result = await createAgent(intent.agent).run({
+        const profile = agentForStage(intent, stage);
+        const result = await createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch }).run({
           intentId: intent.id,
           stage,
           attempt,
@@ -163,11 +168,12 @@ export function createStageActivities(deps: ActivityDeps) {
           signal: ctx.cancellationSignal,
           heartbeat: () => ctx.heartbeat(),
           riskHint: intent.riskHint,
+          declaredPaths: intent.paths,
         });
         const latencyMs = Date.now() - started;
         await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
         const output = deps.redact(result.output);
-        const model = result.model ?? intent.agent.kind;
+        const model = result.model ?? profile.kind;
         const costUsd = meterCost(model, result, deps.pricing);
         const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
         const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);

@@ -47,6 +47,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     logger,
     redact: createRedactor(process.env),
     safety: warden.worker,
+    mode: warden.mode,
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
     // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
     killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },

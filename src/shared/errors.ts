@@ -26,6 +26,18 @@ export const FailureType = {
   BudgetExceeded: 'BUDGET_EXCEEDED',
   /** The sandbox the intent's risk (or the agent's profile) requires cannot be had on this worker. */
   SandboxUnavailable: 'SANDBOX_UNAVAILABLE',
+  /** The model endpoint answered 5xx, timed out or sent something unreadable, three times in a row. */
+  ModelUnavailable: 'MODEL_UNAVAILABLE',
+  /** The answer came from another model than the profile asked for: fail closed. */
+  ModelMismatch: 'MODEL_MISMATCH',
+  /** Every API key of the profile was refused (auth or quota): the intent stops at this stage. */
+  CredentialsExhausted: 'CREDENTIALS_EXHAUSTED',
+  /** A text stage's answer did not validate, even after one repair attempt. */
+  InvalidStructuredOutput: 'INVALID_STRUCTURED_OUTPUT',
+  /** Development mode refuses paid cloud endpoints. */
+  ModeViolation: 'MODE_VIOLATION',
+  /** Review would run on the same model family as impl, or on a model never allowed to review. */
+  ReviewPolicyViolation: 'REVIEW_POLICY_VIOLATION',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -42,6 +54,11 @@ export const NON_RETRYABLE_FAILURES: readonly FailureType[] = [
   FailureType.KillSwitch,
   FailureType.BudgetExceeded,
   FailureType.SandboxUnavailable,
+  FailureType.ModelMismatch,
+  FailureType.CredentialsExhausted,
+  FailureType.InvalidStructuredOutput,
+  FailureType.ModeViolation,
+  FailureType.ReviewPolicyViolation,
 ];
 
 /** An error the CLI reports as one line and exit code `exitCode` (2 = bad input). */

@@ -4,6 +4,7 @@ import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '..
 import { GatesConfigSchema } from './gates';
 import { DurationSchema } from './duration';
 import { RiskClassSchema, type RiskClass } from './risk';
+import type { AgentStage } from './stages';
 
 export { DurationSchema };
 
@@ -40,10 +41,44 @@ export const ScriptedAgentProfileSchema = z.object({
   scriptPath: z.string().min(1),
 });
 
+/** Names of environment variables holding API keys, tried in order (the keys never travel). */
+const KeyVariables = z
+  .array(z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as ANTHROPIC_API_KEY'))
+  .min(1)
+  .max(10);
+
+/** Fields every HTTP model profile shares. */
+const HttpModelFields = {
+  name: AgentName,
+  /** The model asked for; the answer must name it (or one of `modelAliases`), else the call fails closed. */
+  model: z.string().trim().min(1),
+  modelAliases: z.array(z.string().trim().min(1)).default([]),
+  /** Endpoint root; a local server (llama.cpp, vLLM, Ollama) works the same way. */
+  baseUrl: z.string().url().optional(),
+  /** Environment variables with the API keys; on an auth or quota error the next one is tried. */
+  apiKeyEnv: KeyVariables.optional(),
+  maxTokens: z.number().int().positive().max(200_000).default(8192),
+  /** One HTTP request; retries (429, 5xx) come on top, within the stage timeout. */
+  timeout: DurationSchema.default('5m'),
+  /** Answers longer than this (bytes) are refused. */
+  maxResponseBytes: z.number().int().positive().default(4_000_000),
+};
+
+/** Anthropic's Messages API. */
+export const AnthropicAgentProfileSchema = z.object({ kind: z.literal('anthropic'), ...HttpModelFields });
+
+/** OpenAI's Chat Completions API, or any endpoint that speaks it (by `baseUrl`). */
+export const OpenAiAgentProfileSchema = z.object({ kind: z.literal('openai'), ...HttpModelFields });
+
 export const AgentProfileSchema = z.discriminatedUnion('kind', [
   ScriptedAgentProfileSchema,
   CommandAgentProfileSchema,
+  AnthropicAgentProfileSchema,
+  OpenAiAgentProfileSchema,
 ]);
+export type AnthropicAgentProfile = z.infer<typeof AnthropicAgentProfileSchema>;
+export type OpenAiAgentProfile = z.infer<typeof OpenAiAgentProfileSchema>;
+export type HttpAgentProfile = AnthropicAgentProfile | OpenAiAgentProfile;
 export type AgentProfile = z.infer<typeof AgentProfileSchema>;
 export type CommandAgentProfile = z.infer<typeof CommandAgentProfileSchema>;
 
@@ -74,7 +109,20 @@ export const IntentSchema = z.object({
   /** Globs (relative to the repo root) the agent may change. */
   paths: z.array(z.string().min(1)).min(1).default(['**']),
   riskHint: RiskClassSchema.optional(),
+  /** The agent of every stage that `stageAgents` does not name. */
   agent: AgentProfileSchema,
+  /** Per-stage routing, e.g. triage/lld/spec/review on a model and impl on a CLI agent. */
+  stageAgents: z.partialRecord(z.enum(['triage', 'lld', 'spec', 'impl', 'review']), AgentProfileSchema).default({}),
+  /**
+   * Cross-model review: review on a different model family than impl, and never on the listed
+   * models. A violation stops the intent before review.
+   */
+  reviewPolicy: z
+    .object({
+      requireDifferentFamily: z.boolean().default(false),
+      forbiddenReviewers: z.array(z.string().trim().min(1)).default([]),
+    })
+    .default({ requireDifferentFamily: false, forbiddenReviewers: [] }),
   /** Shell command that runs the repo's tests; exit code 0 means they pass. */
   testCommand: z.string().trim().min(1).optional(),
   limits: LimitsSchema,
@@ -87,6 +135,28 @@ export const IntentSchema = z.object({
 export type Intent = z.infer<typeof IntentSchema>;
 /** What callers pass in: defaults may be left out. */
 export type IntentInput = z.input<typeof IntentSchema>;
+
+/** The agent profile that runs `stage` of this intent. */
+export function agentForStage(intent: Pick<Intent, 'agent' | 'stageAgents'>, stage: AgentStage): AgentProfile {
+  return intent.stageAgents[stage] ?? intent.agent;
+}
+
+/**
+ * A profile's model family, for the cross-model review rule: the provider and the model's
+ * leading name (claude-sonnet-4-5 → anthropic/claude; gpt-4.1 → openai/gpt). Command and
+ * scripted agents are their own families (by program or script).
+ */
+export function modelFamily(profile: AgentProfile): string {
+  switch (profile.kind) {
+    case 'anthropic':
+    case 'openai':
+      return `${profile.kind}/${(/^[a-z]+/i.exec(profile.model)?.[0] ?? profile.model).toLowerCase()}`;
+    case 'command':
+      return `command/${profile.command.trim().split(/\s+/)[0]?.split('/').pop() ?? 'command'}`;
+    case 'scripted':
+      return `scripted/${profile.name ?? profile.scriptPath}`;
+  }
+}
 
 /** Turns zod issues into one readable line: `field: problem; field: problem`. */
 export function describeIssues(error: z.ZodError): string {

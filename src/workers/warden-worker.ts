@@ -26,6 +26,10 @@ export interface WardenWorkerOptions {
   readonly safety: WorkerSafetyConfig;
   /** Where agent profiles start on the automation ladder, and whether they may climb (config `automation`). */
   readonly automation?: LadderDefaults;
+  /** `development` (default) refuses paid cloud model endpoints; `production` allows them (config `mode`). */
+  readonly mode?: 'development' | 'production';
+  /** Replaces global fetch for HTTP agents (tests point it nowhere else: they run local servers). */
+  readonly fetch?: typeof fetch;
   /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled here. */
   readonly workflowBundle?: WorkflowBundleWithSourceMap;
   /** Replaces activities, e.g. to inject faults in tests. */
@@ -47,6 +51,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     ledger: options.ledger,
     pricing: options.safety.pricing,
     automation: options.automation,
+    mode: options.mode,
+    fetch: options.fetch,
   });
   return Worker.create({
     connection: options.connection,

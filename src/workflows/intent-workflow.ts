@@ -19,7 +19,7 @@ import type { GateKind, RecordedDecision } from '../shared/decisions';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import { branchForIntent } from '../shared/ids';
-import { IntentSchema, describeIssues, type Intent } from '../shared/intent';
+import { IntentSchema, agentForStage, describeIssues, modelFamily, type Intent } from '../shared/intent';
 import { ladderScope, type LadderLevel, type LadderRun } from '../shared/ladder';
 import { pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
 import { riskAtLeast } from '../shared/risk';
@@ -209,10 +209,10 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     state.spendUsd = addUsd(state.spendUsd, result.costUsd);
     const nearBudget = guard.recordSpend(result.costUsd, stage);
     state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
-    ledger.cost({ stage, attempt, agentId: intent.agent.kind, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
+    ledger.cost({ stage, attempt, agentId: agentForStage(intent, stage).kind, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
     ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
       stage,
-      agentId: intent.agent.kind,
+      agentId: agentForStage(intent, stage).kind,
       modelId: result.model,
       costSnapshot: { intentUsd: state.spendUsd },
       metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null, cascade: result.safety.cascade.level },
@@ -324,6 +324,22 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     }
   }
 
+  /** Cross-model review: review on another model family than impl, and never on a forbidden model. */
+  function checkReviewPolicy(): void {
+    const reviewer = agentForStage(intent, 'review');
+    const builder = agentForStage(intent, 'impl');
+    const policy = intent.reviewPolicy;
+    const reviewerModel = 'model' in reviewer ? reviewer.model : modelFamily(reviewer);
+    let violation: string | undefined;
+    if (policy.forbiddenReviewers.some((m) => m === reviewerModel || reviewerModel.startsWith(`${m}-`))) {
+      violation = `${reviewerModel} is never allowed to review (reviewPolicy.forbiddenReviewers)`;
+    } else if (policy.requireDifferentFamily && modelFamily(reviewer) === modelFamily(builder)) {
+      violation = `review would run on ${modelFamily(reviewer)}, the family that built the change; the policy asks for another`;
+    }
+    if (!violation) return;
+    throw ApplicationFailure.create({ type: FailureType.ReviewPolicyViolation, message: `REVIEW_POLICY_VIOLATION: ${violation}`, nonRetryable: true });
+  }
+
   /** Records triage's assessment; PROHIBITED never reaches a gate: the intent halts here. */
   function assessRisk(assessment: TriageAssessment): void {
     state.risk = { class: assessment.risk, confidence: assessment.confidence, structured: assessment.structured };
@@ -398,6 +414,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
         .join('\n\n');
     }
 
+    checkReviewPolicy();
     review = (await runStage('review')).review ?? readReviewAssessment('');
     const security = criticalSecurityFindings(review);
     state.review = { verdict: review.verdict, findings: review.findings.length, criticalSecurity: security.length };

@@ -57,6 +57,7 @@ export interface WorkerOptions {
   readonly safety?: WorkerSafetyConfig;
   /** The automation ladder's start; by default L0 with no level-up, so run counts never change a test's gates. */
   readonly automation?: LadderDefaults;
+  readonly mode?: 'development' | 'production';
 }
 
 /** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
@@ -108,6 +109,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         redact: createRedactor(process.env),
         safety: options.safety ?? TEST_CONFIG.worker,
         automation: options.automation ?? { level: 0, allowLevelUp: false },
+        mode: options.mode,
         wrapActivities: options.wrap,
       });
     },

@@ -25,6 +25,8 @@ export interface AgentRequest {
    * HIGH runs only inside bubblewrap, PROHIBITED never runs.
    */
   readonly riskHint?: RiskClass;
+  /** The intent's declared paths: the only files an agent's edits may touch. */
+  readonly declaredPaths?: readonly string[];
 }
 
 export interface AgentResult {

@@ -20,7 +20,7 @@ import { addUsd, compareUsd, normalizeUsd, subUsd } from '../../safety/money';
 import { RateLimiter } from '../../safety/token-bucket';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
-import type { AgentProfile } from '../../shared/intent';
+import { agentForStage, type AgentProfile } from '../../shared/intent';
 
 /** The activity the safety layers act on; every other activity is only audited. */
 export const AGENT_ACTIVITY = 'runAgentStage';
@@ -256,7 +256,7 @@ class AgentSafety {
     facts: RunFacts,
   ): Promise<StageResult> {
     const stageInput = input.args[0] as StageInput;
-    const agent = await agentEndpoint(stageInput.intent.agent);
+    const agent = await agentEndpoint(agentForStage(stageInput.intent, stageInput.stage));
     facts.agent = agent;
     const log = activityLogger(this.deps.logger);
     const event = (type: SafetyEventType, severity: Severity, reason: string, details: EventDetails = {}) =>

@@ -1,0 +1,113 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { readReviewAssessment, readTriageAssessment } from '../../shared/assessments';
+import { FailureType } from '../../shared/errors';
+import type { HttpAgentProfile } from '../../shared/intent';
+import { pathAllowed } from '../../shared/glob';
+import { git } from '../git';
+import { artifactName, writeLineageFile } from '../lineage';
+import type { Agent, AgentRequest, AgentResult } from './agent';
+import { applyEdits, parseEdits } from './edit-blocks';
+import { callModel, isLocalEndpoint, type ModelCallOptions } from './model-http';
+
+export interface HttpAgentDeps {
+  /** `development` refuses paid cloud endpoints; local ones are allowed. */
+  readonly mode: 'development' | 'production';
+  readonly env: NodeJS.ProcessEnv;
+  readonly fetch?: typeof fetch;
+  readonly maxRetryAfterMs?: number;
+}
+
+/** What impl with an HTTP model is told about answering with edits. */
+const EDIT_FORMAT = [
+  '## How to answer',
+  'You cannot run commands. Answer with edit blocks that Warden applies; only the declared paths may change.',
+  'A whole file (new or replaced):',
+  '```file:path/to/file.js',
+  '…the complete new content…',
+  '```',
+  'A change inside a file (the SEARCH text must appear exactly once):',
+  'path/to/file.js',
+  '<<<<<<< SEARCH',
+  '…existing lines…',
+  '=======',
+  '…new lines…',
+  '>>>>>>> REPLACE',
+].join('\n');
+
+/** How much of the declared files impl is shown (finished files carried forward). */
+const MAX_CONTEXT_FILES = 20;
+const MAX_CONTEXT_BYTES = 120_000;
+
+/**
+ * An agent backed by an HTTP model (Anthropic or OpenAI-compatible). Text stages answer in
+ * text; triage and review must end with their JSON block, and an answer that does not validate
+ * gets one repair attempt with the validation error, then the stage fails (the raw answer kept
+ * as an artifact). Impl answers with edit blocks that are checked, then applied here.
+ */
+export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps): Agent {
+  return {
+    async run(request: AgentRequest): Promise<AgentResult> {
+      if (deps.mode === 'development' && !isLocalEndpoint(profile)) {
+        throw ApplicationFailure.create({
+          type: FailureType.ModeViolation,
+          message: `development mode refuses paid cloud endpoints: ${profile.kind} model ${profile.model} at ${profile.baseUrl ?? 'its default endpoint'} (use a local endpoint, a command agent, or mode "production")`,
+          nonRetryable: true,
+        });
+      }
+      const call: ModelCallOptions = { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs };
+      const prompt = request.stage === 'impl' ? `${request.prompt}\n${await implContext(request)}\n${EDIT_FORMAT}\n` : request.prompt;
+      const first = await callModel(profile, prompt, call);
+      let answer = first;
+      let usage = first.usage;
+
+      if (request.stage === 'triage' || request.stage === 'review') {
+        const problems = structureProblems(request.stage, first.text);
+        if (problems) {
+          const repair = `${prompt}\n\n## Your previous answer\n${first.text.slice(0, 20_000)}\n\n## Why it was refused\n${problems}\n\nAnswer again, ending with the JSON object in the shape asked for.\n`;
+          answer = await callModel(profile, repair, call);
+          usage = { inputTokens: usage.inputTokens + answer.usage.inputTokens, outputTokens: usage.outputTokens + answer.usage.outputTokens };
+          const still = structureProblems(request.stage, answer.text);
+          if (still) {
+            const kept = await writeLineageFile(request.worktreePath, request.intentId, artifactName(request.stage, request.attempt, '.invalid.md'), answer.text);
+            throw ApplicationFailure.create({
+              type: FailureType.InvalidStructuredOutput,
+              message: `the ${request.stage} answer did not validate after one repair attempt (${still}); the raw answer is in ${kept}`,
+              nonRetryable: true,
+            });
+          }
+        }
+      }
+
+      if (request.stage === 'impl') {
+        const written = await applyEdits(request.worktreePath, request.declaredPaths ?? ['**'], parseEdits(answer.text));
+        return { output: `${answer.text}\n\n(applied to: ${written.join(', ')})\n`, usage, model: profile.model };
+      }
+      // The answering model was checked against the profile's; price and record it by the profile's name.
+      return { output: answer.text, usage, model: profile.model };
+    },
+  };
+}
+
+/** Why a triage or review answer is not structured, or undefined when it is. */
+function structureProblems(stage: 'triage' | 'review', text: string): string | undefined {
+  const read = stage === 'triage' ? readTriageAssessment(text) : readReviewAssessment(text);
+  if (read.structured) return undefined;
+  return read.problems ?? 'no JSON object found at the end of the answer';
+}
+
+/** The declared files as they are now, so impl edits what is there (bounded). */
+async function implContext(request: AgentRequest): Promise<string> {
+  const listed = (await git(request.worktreePath, ['ls-files'])).split('\n').filter(Boolean);
+  const files = listed.filter((f) => pathAllowed(request.declaredPaths ?? ['**'], f) && !f.startsWith('docs/lineage/')).slice(0, MAX_CONTEXT_FILES);
+  const parts = ['## Current files'];
+  let budget = MAX_CONTEXT_BYTES;
+  for (const file of files) {
+    const content = await readFile(path.join(request.worktreePath, file), 'utf8').catch(() => undefined);
+    if (content === undefined || content.length > budget) continue;
+    budget -= content.length;
+    parts.push(`### ${file}\n\`\`\`\n${content}\`\`\``);
+  }
+  return parts.join('\n\n');
+}

@@ -1,0 +1,247 @@
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { parseDuration } from '../../shared/duration';
+import { FailureType } from '../../shared/errors';
+import type { HttpAgentProfile } from '../../shared/intent';
+import type { Usage } from './agent';
+
+/**
+ * One model call over HTTP, for the Anthropic Messages API and OpenAI-compatible Chat
+ * Completions: the request, the retries (429 and 5xx, honouring `retry-after`), API keys tried in
+ * turn on auth or quota errors, the response's model checked against the profile, the usage
+ * read for the cost. The circuit breaker and rate limiter around it are the worker's
+ * (agent-safety interceptor): a call that keeps failing surfaces as a retryable failure there.
+ */
+
+export interface ModelAnswer {
+  readonly text: string;
+  readonly usage: Usage;
+  /** The model the answer names. */
+  readonly model: string;
+}
+
+export interface ModelCallOptions {
+  readonly env: NodeJS.ProcessEnv;
+  readonly signal: AbortSignal;
+  readonly heartbeat: () => void;
+  /** Injected in tests; default: global fetch. */
+  readonly fetch?: typeof fetch;
+  /** Longest `retry-after` honoured, in ms (longer ones end the call with a retryable failure). */
+  readonly maxRetryAfterMs?: number;
+}
+
+/** Tries per key, as the seed asks ("at most 3 tries each"). */
+export const TRIES_PER_KEY = 3;
+const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
+
+const DEFAULTS = {
+  anthropic: { baseUrl: 'https://api.anthropic.com', keys: ['ANTHROPIC_API_KEY'] },
+  openai: { baseUrl: 'https://api.openai.com/v1', keys: ['OPENAI_API_KEY'] },
+} as const;
+
+export function baseUrlOf(profile: HttpAgentProfile): string {
+  return (profile.baseUrl ?? DEFAULTS[profile.kind].baseUrl).replace(/\/+$/, '');
+}
+
+/** Whether the endpoint is on this machine (allowed in development mode; keys optional). */
+export function isLocalEndpoint(profile: HttpAgentProfile): boolean {
+  const host = new URL(baseUrlOf(profile)).hostname;
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\./.test(host);
+}
+
+/** The API keys to try, from the environment, in order. A local endpoint may need none. */
+function keysOf(profile: HttpAgentProfile, env: NodeJS.ProcessEnv): Array<string | undefined> {
+  const names = profile.apiKeyEnv ?? [...DEFAULTS[profile.kind].keys];
+  const keys = names.map((n) => env[n]).filter((k): k is string => Boolean(k && k.trim()));
+  if (keys.length > 0) return keys;
+  if (isLocalEndpoint(profile)) return [undefined];
+  throw ApplicationFailure.create({
+    type: FailureType.CredentialsExhausted,
+    message: `no API key for ${profile.kind} model ${profile.model}: set ${names.join(' or ')} in the worker's environment`,
+    nonRetryable: true,
+  });
+}
+
+function request(profile: HttpAgentProfile, prompt: string, key: string | undefined): { url: string; init: RequestInit } {
+  if (profile.kind === 'anthropic') {
+    return {
+      url: `${baseUrlOf(profile)}/v1/messages`,
+      init: {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...(key ? { 'x-api-key': key } : {}) },
+        body: JSON.stringify({ model: profile.model, max_tokens: profile.maxTokens, messages: [{ role: 'user', content: prompt }] }),
+      },
+    };
+  }
+  return {
+    url: `${baseUrlOf(profile)}/chat/completions`,
+    init: {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify({ model: profile.model, max_tokens: profile.maxTokens, messages: [{ role: 'user', content: prompt }] }),
+    },
+  };
+}
+
+/** Reads the provider's answer; undefined when the body is not the expected shape. */
+function parseAnswer(profile: HttpAgentProfile, body: unknown): ModelAnswer | undefined {
+  const b = body as Record<string, unknown> | null;
+  if (!b || typeof b !== 'object' || typeof b.model !== 'string') return undefined;
+  if (profile.kind === 'anthropic') {
+    const content = b.content as Array<{ type?: string; text?: unknown }> | undefined;
+    const usage = b.usage as { input_tokens?: unknown; output_tokens?: unknown } | undefined;
+    if (!Array.isArray(content) || typeof usage?.input_tokens !== 'number' || typeof usage.output_tokens !== 'number') return undefined;
+    const text = content.filter((c) => c.type === 'text' && typeof c.text === 'string').map((c) => c.text as string).join('');
+    return { text, model: b.model, usage: { inputTokens: usage.input_tokens, outputTokens: usage.output_tokens } };
+  }
+  const choices = b.choices as Array<{ message?: { content?: unknown } }> | undefined;
+  const usage = b.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined;
+  const text = choices?.[0]?.message?.content;
+  if (typeof text !== 'string' || typeof usage?.prompt_tokens !== 'number' || typeof usage.completion_tokens !== 'number') return undefined;
+  return { text, model: b.model, usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } };
+}
+
+/** Whether the answering model is the one asked for (a dated or aliased name counts). */
+export function modelMatches(profile: HttpAgentProfile, answered: string): boolean {
+  const allowed = [profile.model, ...profile.modelAliases];
+  return allowed.some((m) => answered === m || answered.startsWith(`${m}-20`));
+}
+
+/** `retry-after` in ms: seconds or an HTTP date; undefined when absent or unreadable. */
+export function retryAfterMs(value: string | null, now = Date.now()): number | undefined {
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value.trim())) return Math.round(Number(value) * 1000);
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** A quota or billing refusal (the key is spent), as opposed to a rate limit (wait and retry). */
+function isQuotaError(text: string): boolean {
+  return /insufficient_quota|quota|billing|credit balance/i.test(text);
+}
+
+type Outcome = { kind: 'answer'; answer: ModelAnswer } | { kind: 'next-key'; reason: string } | { kind: 'retry'; reason: string; waitMs: number };
+
+export async function callModel(profile: HttpAgentProfile, prompt: string, options: ModelCallOptions): Promise<ModelAnswer> {
+  const doFetch = options.fetch ?? fetch;
+  const timeoutMs = parseDuration(profile.timeout);
+  const maxRetryAfter = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
+  const keys = keysOf(profile, options.env);
+  const refused: string[] = [];
+  let lastProblem = '';
+
+  for (const [index, key] of keys.entries()) {
+    for (let attempt = 1; attempt <= TRIES_PER_KEY; attempt++) {
+      if (options.signal.aborted) throw new CancelledFailure('the model call was cancelled');
+      options.heartbeat();
+      const outcome = await tryOnce(profile, prompt, key, { doFetch, timeoutMs, signal: options.signal });
+      if (outcome.kind === 'answer') return outcome.answer;
+      lastProblem = outcome.reason;
+      if (outcome.kind === 'next-key') {
+        refused.push(`key ${index + 1}: ${outcome.reason}`);
+        break;
+      }
+      if (attempt === TRIES_PER_KEY) break;
+      if (outcome.waitMs > maxRetryAfter) {
+        throw ApplicationFailure.create({
+          type: FailureType.RateLimited,
+          message: `${profile.kind} asks to wait ${Math.round(outcome.waitMs / 1000)} s: ${outcome.reason}`,
+          nextRetryDelay: outcome.waitMs,
+        });
+      }
+      await sleepAbortable(outcome.waitMs, options.signal, options.heartbeat);
+    }
+    // Three server-side failures on one key: the endpoint is the problem, not the key.
+    if (refused.length <= index) {
+      throw ApplicationFailure.create({ type: FailureType.ModelUnavailable, message: `${profile.kind} model ${profile.model} failed ${TRIES_PER_KEY} times: ${lastProblem}` });
+    }
+  }
+  throw ApplicationFailure.create({
+    type: FailureType.CredentialsExhausted,
+    message: `every API key for ${profile.kind} model ${profile.model} was refused (${refused.join('; ')}); the stage stops here`,
+    nonRetryable: true,
+  });
+}
+
+async function tryOnce(
+  profile: HttpAgentProfile,
+  prompt: string,
+  key: string | undefined,
+  ctx: { doFetch: typeof fetch; timeoutMs: number; signal: AbortSignal },
+): Promise<Outcome> {
+  const { url, init } = request(profile, prompt, key);
+  const timeout = AbortSignal.timeout(ctx.timeoutMs);
+  let response: Response;
+  let text: string;
+  try {
+    response = await ctx.doFetch(url, { ...init, signal: AbortSignal.any([ctx.signal, timeout]) });
+    text = await readCapped(response, profile.maxResponseBytes);
+  } catch (error) {
+    if (ctx.signal.aborted) throw new CancelledFailure('the model call was cancelled');
+    if (error instanceof ApplicationFailure) throw error;
+    if (timeout.aborted) return { kind: 'retry', reason: `no answer within ${profile.timeout}`, waitMs: 1000 };
+    return { kind: 'retry', reason: `request failed: ${(error as Error).message}`, waitMs: 1000 };
+  }
+  const status = response.status;
+  const summary = `HTTP ${status}: ${text.slice(0, 300)}`;
+  if (status === 401 || status === 403) return { kind: 'next-key', reason: summary };
+  if (status === 429) {
+    if (isQuotaError(text)) return { kind: 'next-key', reason: summary };
+    return { kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 2000 };
+  }
+  if (status >= 500) return { kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 1000 };
+  if (status !== 200) {
+    throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: `${profile.kind} refused the request: ${summary}`, nonRetryable: status === 400 || status === 404 });
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return { kind: 'retry', reason: `the answer is not JSON: ${text.slice(0, 200)}`, waitMs: 1000 };
+  }
+  const answer = parseAnswer(profile, body);
+  if (!answer) return { kind: 'retry', reason: `the answer is not a ${profile.kind} response: ${text.slice(0, 200)}`, waitMs: 1000 };
+  if (!modelMatches(profile, answer.model)) {
+    throw ApplicationFailure.create({
+      type: FailureType.ModelMismatch,
+      message: `asked ${profile.model}, but ${answer.model} answered: refused (add it to modelAliases if it is the same model)`,
+      nonRetryable: true,
+    });
+  }
+  return { kind: 'answer', answer };
+}
+
+/** The body as text, refusing it once it passes `maxBytes`. */
+async function readCapped(response: Response, maxBytes: number): Promise<string> {
+  if (!response.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > maxBytes) {
+      await response.body.cancel().catch(() => undefined);
+      throw ApplicationFailure.create({ type: FailureType.AgentOutputTooLarge, message: `the model's answer passed ${maxBytes} bytes: refused`, nonRetryable: true });
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function sleepAbortable(ms: number, signal: AbortSignal, heartbeat: () => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const beat = setInterval(heartbeat, 1000);
+    const done = (): void => {
+      clearInterval(beat);
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    };
+    const timer = setTimeout(() => {
+      done();
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      done();
+      reject(new CancelledFailure('the model call was cancelled'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
