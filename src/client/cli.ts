@@ -103,6 +103,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--gate-timeout <duration>', 'how long a gate waits before its timeout policy (default 24h; per gate: gates.<gate>.timeout in the config)')
     .option('--env <environment>', 'environment the change is for; production adds a human-only gate before merge')
     .option('--agent-name <name>', "the agent profile's name: its automation-ladder scope (default: its kind)")
+    .option('--agent-profile <name>', "a profile from the config's agents for every stage (default: the config's routing, if any)")
     .option('--resume-from <stage>', 'with --id: run an existing intent again from this stage (same as warden resume --from)')
     .option('--detach', 'start and return at once')
     .option('--approve', 'approve the merge gate without asking')

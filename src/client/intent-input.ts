@@ -6,8 +6,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
 import type { GatesConfig } from '../shared/gates';
 import { UserError } from '../shared/errors';
-import { mergeLimits, type IntentLimitsConfig } from '../config/schema';
-import type { AgentProfile, IntentInput } from '../shared/intent';
+import { z } from 'zod';
+import { isLocalEndpoint } from '../activities/agents/model-http';
+import { mergeLimits, type IntentLimitsConfig, type WardenConfig } from '../config/schema';
+import { AnthropicAgentProfileSchema, OpenAiAgentProfileSchema, type AgentProfile, type IntentInput } from '../shared/intent';
 
 /** What `warden run` accepts, before any check. */
 export interface RunFlags {
@@ -27,6 +29,7 @@ export interface RunFlags {
   readonly gateTimeout?: string;
   readonly env?: string;
   readonly agentName?: string;
+  readonly agentProfile?: string;
 }
 
 /**
@@ -34,7 +37,10 @@ export interface RunFlags {
  * workflow starts: the repo exists and is a git repo, the base branch exists and is clean, the
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
-export function intentFromFlags(flags: RunFlags, cwd: string, config: { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig }): IntentInput {
+/** What `warden run` takes from the config file. */
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode'>>;
+
+export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig): IntentInput {
   const { limits } = config;
   if (!flags.goal || !flags.goal.trim()) throw new UserError('--goal is required and must not be empty');
   if (!flags.repo) throw new UserError('--repo is required');
@@ -60,7 +66,8 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: { readonly
     repoPath: topLevel,
     baseBranch,
     paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : undefined,
-    agent: { ...agentFromFlags(flags, cwd), ...(flags.agentName ? { name: flags.agentName } : {}) },
+    ...agentsFor(flags, cwd, config),
+    ...(config.review ? { reviewPolicy: config.review } : {}),
     testCommand: flags.testCmd,
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
@@ -71,6 +78,51 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: { readonly
     }),
   };
 }
+
+/**
+ * The intent's agents: `--agent`/`--cmd`/`--script` for every stage; else `--agent-profile NAME`
+ * from the config's agents; else the config's routing (default + per-stage). In development
+ * mode a profile calling a paid cloud endpoint is refused here, before anything starts.
+ */
+function agentsFor(flags: RunFlags, cwd: string, config: RunConfig): Pick<IntentInput, 'agent' | 'stageAgents'> {
+  const agents = config.agents ?? {};
+  const named = (name: string, where: string): AgentProfile => {
+    const profile = agents[name];
+    if (!profile) {
+      const known = Object.keys(agents);
+      throw new UserError(`${where} names agent "${name}", which the config does not define${known.length ? ` (it has: ${known.join(', ')})` : ''}`);
+    }
+    return profile;
+  };
+  let chosen: Pick<IntentInput, 'agent' | 'stageAgents'>;
+  if (flags.agent || flags.cmd || flags.script) {
+    chosen = { agent: agentFromFlags(flags, cwd) };
+  } else if (flags.agentProfile) {
+    chosen = { agent: named(flags.agentProfile, '--agent-profile') };
+  } else if (config.routing?.default) {
+    const stageAgents: NonNullable<IntentInput['stageAgents']> = {};
+    for (const stage of ['triage', 'lld', 'spec', 'impl', 'review'] as const) {
+      const name = config.routing[stage];
+      if (name) stageAgents[stage] = named(name, `routing.${stage}`);
+    }
+    chosen = { agent: named(config.routing.default, 'routing.default'), stageAgents };
+  } else {
+    chosen = { agent: agentFromFlags(flags, cwd) };
+  }
+  if (flags.agentName) chosen = { ...chosen, agent: { ...chosen.agent, name: flags.agentName } };
+  if (config.mode !== 'production') {
+    for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
+      if ((profile.kind === 'anthropic' || profile.kind === 'openai') && !isLocalEndpoint(HttpProfileSchema.parse(profile))) {
+        throw new UserError(
+          `development mode refuses paid cloud endpoints: ${profile.kind} model ${profile.model} (set "mode": "production" in the config, or use a local endpoint or a command agent)`,
+        );
+      }
+    }
+  }
+  return chosen;
+}
+
+const HttpProfileSchema = z.discriminatedUnion('kind', [AnthropicAgentProfileSchema, OpenAiAgentProfileSchema]);
 
 function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
   const kind = flags.agent ?? (flags.cmd ? 'command' : 'scripted');

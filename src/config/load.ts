@@ -32,10 +32,17 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
     },
     automation: { ...base.automation, ...overrides.automation },
     gates: mergeGateSettings(base.gates, overrides.gates),
+    // Each profile takes its name from its key: that is its ladder scope and ledger identity.
+    agents: Object.fromEntries(Object.entries({ ...base.agents, ...overrides.agents }).map(([name, p]) => [name, { ...(p as object), name }])),
+    routing: { ...base.routing, ...overrides.routing },
+    review: { ...base.review, ...overrides.review },
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);
   if (!result.success) throw new UserError(`${source} is invalid: ${describeIssues(result.error)}`);
+  for (const [stage, name] of Object.entries(result.data.routing)) {
+    if (name !== undefined && !result.data.agents[name]) throw new UserError(`${source} is invalid: routing.${stage} names agent "${name}", which is not in agents`);
+  }
   return result.data;
 }
 

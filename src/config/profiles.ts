@@ -43,6 +43,9 @@ const DEFAULT: WardenConfig = {
   },
   automation: { level: 0, allowLevelUp: true },
   gates: {},
+  agents: {},
+  routing: {},
+  review: { requireDifferentFamily: false, forbiddenReviewers: [] },
 };
 
 export const PROFILE_DEFAULTS: Readonly<Record<ProfileName, WardenConfig>> = {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DurationSchema } from '../shared/duration';
+import { AgentProfileSchema } from '../shared/agent-profiles';
 import { GatesConfigSchema } from '../shared/gates';
 
 /** A USD amount as an exact decimal string. `"0"` for a budget means unlimited — only when written. */
@@ -43,6 +44,11 @@ export const IntentLimitsConfigSchema = z.object({
   }),
 });
 export type IntentLimitsConfig = z.infer<typeof IntentLimitsConfigSchema>;
+
+/** Which named agent profile runs which stage; `default` runs every stage not named. */
+export const RoutingSchema = z
+  .object({ default: z.string().optional(), triage: z.string().optional(), lld: z.string().optional(), spec: z.string().optional(), impl: z.string().optional(), review: z.string().optional() })
+  .strict();
 
 /** Settings of the worker process: breakers, rate limits, prices, per-day and per-agent budgets. */
 export const WorkerSafetyConfigSchema = z.object({
@@ -91,6 +97,12 @@ export const WardenConfigSchema = z.object({
   gates: GatesConfigSchema,
   /** Who `warden approve` & co. decide as when `--by` is not given (else $WARDEN_USER or $USER). */
   operator: z.string().trim().min(1).optional(),
+  /** Named agent profiles (the name becomes the profile's ladder scope). Keys are never here. */
+  agents: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is letters, digits, dots, dashes or underscores'), AgentProfileSchema),
+  /** Which named profile runs which stage; `default` runs the rest. */
+  routing: RoutingSchema,
+  /** Cross-model review rules, carried by every intent. */
+  review: z.object({ requireDifferentFamily: z.boolean(), forbiddenReviewers: z.array(z.string().trim().min(1)) }),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -130,6 +142,9 @@ export const ConfigFileSchema = z
     automation: AutomationConfigSchema.partial().strict().optional(),
     gates: GatesConfigSchema.optional(),
     operator: z.string().trim().min(1).optional(),
+    agents: z.record(z.string(), z.unknown()).optional(),
+    routing: RoutingSchema.optional(),
+    review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional() }).strict().optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -2,85 +2,25 @@ import { z } from 'zod';
 import { PROFILE_DEFAULTS } from '../config/profiles';
 import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '../config/schema';
 import { GatesConfigSchema } from './gates';
+import { AgentProfileSchema, type AgentProfile } from './agent-profiles';
 import { DurationSchema } from './duration';
 import { RiskClassSchema, type RiskClass } from './risk';
 import type { AgentStage } from './stages';
 
 export { DurationSchema };
 
-/** How a command agent receives its prompt. */
-/** A profile's name: its automation-ladder scope and its identity in the ledger (default: its kind). */
-const AgentName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is 1-64 letters, digits, dots, dashes or underscores').optional();
-
-export const CommandAgentProfileSchema = z.object({
-  kind: z.literal('command'),
-  name: AgentName,
-  /** Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. */
-  command: z.string().trim().min(1, 'the command of a command agent must not be empty'),
-  /** `stdin` pipes the prompt in; `arg` replaces `{prompt}` / `{promptFile}` in the command. */
-  promptVia: z.enum(['stdin', 'arg']).default('stdin'),
-  /** Kill the agent after this long. */
-  timeout: DurationSchema.default('30m'),
-  /** Kill the agent once it has printed this many bytes. */
-  maxOutputBytes: z.number().int().positive().default(1_000_000),
-  /**
-   * Where the command runs (see src/activities/sandbox.ts): `none` a plain process, `process`
-   * the same with resource limits, `bubblewrap` inside bwrap (only the worktree writable),
-   * `auto` bubblewrap when it works on the worker, else process. HIGH risk always needs
-   * bubblewrap.
-   */
-  sandbox: z.enum(['auto', 'none', 'process', 'bubblewrap']).default('auto'),
-  /** Whether the command may use the network; only bubblewrap can take it away. */
-  network: z.boolean().default(false),
-});
-
-export const ScriptedAgentProfileSchema = z.object({
-  kind: z.literal('scripted'),
-  name: AgentName,
-  /** Absolute path of the JSON script the agent replays. */
-  scriptPath: z.string().min(1),
-});
-
-/** Names of environment variables holding API keys, tried in order (the keys never travel). */
-const KeyVariables = z
-  .array(z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name such as ANTHROPIC_API_KEY'))
-  .min(1)
-  .max(10);
-
-/** Fields every HTTP model profile shares. */
-const HttpModelFields = {
-  name: AgentName,
-  /** The model asked for; the answer must name it (or one of `modelAliases`), else the call fails closed. */
-  model: z.string().trim().min(1),
-  modelAliases: z.array(z.string().trim().min(1)).default([]),
-  /** Endpoint root; a local server (llama.cpp, vLLM, Ollama) works the same way. */
-  baseUrl: z.string().url().optional(),
-  /** Environment variables with the API keys; on an auth or quota error the next one is tried. */
-  apiKeyEnv: KeyVariables.optional(),
-  maxTokens: z.number().int().positive().max(200_000).default(8192),
-  /** One HTTP request; retries (429, 5xx) come on top, within the stage timeout. */
-  timeout: DurationSchema.default('5m'),
-  /** Answers longer than this (bytes) are refused. */
-  maxResponseBytes: z.number().int().positive().default(4_000_000),
-};
-
-/** Anthropic's Messages API. */
-export const AnthropicAgentProfileSchema = z.object({ kind: z.literal('anthropic'), ...HttpModelFields });
-
-/** OpenAI's Chat Completions API, or any endpoint that speaks it (by `baseUrl`). */
-export const OpenAiAgentProfileSchema = z.object({ kind: z.literal('openai'), ...HttpModelFields });
-
-export const AgentProfileSchema = z.discriminatedUnion('kind', [
-  ScriptedAgentProfileSchema,
-  CommandAgentProfileSchema,
+export {
+  AgentProfileSchema,
   AnthropicAgentProfileSchema,
+  CommandAgentProfileSchema,
   OpenAiAgentProfileSchema,
-]);
-export type AnthropicAgentProfile = z.infer<typeof AnthropicAgentProfileSchema>;
-export type OpenAiAgentProfile = z.infer<typeof OpenAiAgentProfileSchema>;
-export type HttpAgentProfile = AnthropicAgentProfile | OpenAiAgentProfile;
-export type AgentProfile = z.infer<typeof AgentProfileSchema>;
-export type CommandAgentProfile = z.infer<typeof CommandAgentProfileSchema>;
+  ScriptedAgentProfileSchema,
+  type AgentProfile,
+  type AnthropicAgentProfile,
+  type CommandAgentProfile,
+  type HttpAgentProfile,
+  type OpenAiAgentProfile,
+} from './agent-profiles';
 
 export { RiskClassSchema, type RiskClass };
 

@@ -128,3 +128,19 @@ test('retry-after: seconds or an HTTP date', () => {
   expect(retryAfterMs(new Date(Date.now() + 3000).toUTCString(), Date.now())).toBeGreaterThan(1000);
   expect(retryAfterMs('soon')).toBeUndefined();
 });
+
+test('development mode: the worker refuses a cloud endpoint before any request; a local one runs', async () => {
+  const { createHttpAgent } = await import('../../src/activities/agents/http-agent');
+  const request = { intentId: 'x', stage: 'lld' as const, attempt: 1, prompt: '# Warden: lld', worktreePath: '/nonexistent', signal: new AbortController().signal, heartbeat: () => undefined };
+  const cloudProfile = AnthropicAgentProfileSchema.parse({ kind: 'anthropic', model: 'claude-sonnet-4-5', baseUrl: 'https://api.anthropic.com' });
+  let fetched = false;
+  const spy = (async () => {
+    fetched = true;
+    throw new Error('no network here');
+  }) as unknown as typeof fetch;
+  const err = await failure(createHttpAgent(cloudProfile, { mode: 'development', env, fetch: spy }).run(request));
+  expect(err).toMatchObject({ type: 'MODE_VIOLATION', nonRetryable: true });
+  expect(fetched).toBe(false);
+  server.respond = () => ({ text: '# Design' });
+  expect((await createHttpAgent(anthropic(), { mode: 'development', env }).run(request)).output).toBe('# Design');
+});

@@ -1,0 +1,42 @@
+import { intentFromFlags } from '../../src/client/intent-input';
+import { resolveConfig } from '../../src/config/load';
+import { makeSampleRepo } from '../helpers/env';
+
+/** Agent profiles in the config: named, routed per stage, keys only by environment variable name. */
+
+const local = { kind: 'openai', model: 'llama-3.1-8b', baseUrl: 'http://127.0.0.1:8080/v1' };
+const cloud = { kind: 'anthropic', model: 'claude-sonnet-4-5', apiKeyEnv: ['ANTHROPIC_API_KEY'] };
+
+test('profiles take their names from their keys; routing names them per stage', () => {
+  const config = resolveConfig({ agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, review: { requireDifferentFamily: true } });
+  expect(config.agents.planner).toMatchObject({ kind: 'anthropic', name: 'planner', maxTokens: 8192, timeout: '5m' });
+  expect(config.routing).toEqual({ default: 'planner', impl: 'local' });
+  expect(config.review).toEqual({ requireDifferentFamily: true, forbiddenReviewers: [] });
+});
+
+test('a key written into a profile is refused, as is routing to a profile that does not exist', () => {
+  expect(() => resolveConfig({ agents: { planner: { ...cloud, apiKey: 'sk-live-123' } } })).toThrow(/agents\.planner: Unrecognized key: "apiKey"/);
+  expect(() => resolveConfig({ agents: { local }, routing: { default: 'planner' } })).toThrow(/routing\.default names agent "planner", which is not in agents/);
+});
+
+describe('warden run picks the agents', () => {
+  const repo = makeSampleRepo();
+  const flags = { repo, goal: 'Add slugify' };
+
+  test("the config's routing when no agent flag is given; --agent-profile for every stage", () => {
+    const config = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' } });
+    const routed = intentFromFlags(flags, process.cwd(), config);
+    expect(routed.agent).toMatchObject({ kind: 'anthropic', name: 'planner' });
+    expect(routed.stageAgents).toEqual({ impl: expect.objectContaining({ kind: 'openai', name: 'local' }) });
+    const one = intentFromFlags({ ...flags, agentProfile: 'local' }, process.cwd(), config);
+    expect(one).toMatchObject({ agent: { name: 'local' } });
+    expect(one.stageAgents).toBeUndefined();
+    expect(() => intentFromFlags({ ...flags, agentProfile: 'nope' }, process.cwd(), config)).toThrow(/--agent-profile names agent "nope", which the config does not define \(it has: planner, local\)/);
+  });
+
+  test('development mode refuses a paid cloud endpoint before anything starts; a local one is fine', () => {
+    const config = resolveConfig({ mode: 'development', agents: { planner: cloud, local }, routing: { default: 'local', review: 'planner' } });
+    expect(() => intentFromFlags(flags, process.cwd(), config)).toThrow(/development mode refuses paid cloud endpoints: anthropic model claude-sonnet-4-5/);
+    expect(intentFromFlags({ ...flags, agentProfile: 'local' }, process.cwd(), config).agent).toMatchObject({ kind: 'openai' });
+  });
+});
