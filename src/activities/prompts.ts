@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 
@@ -7,23 +9,19 @@ export interface PriorArtifact {
   readonly content: string;
 }
 
-const ASK: Record<AgentStage, string> = {
-  triage: [
-    'Triage this intent: say what it changes, how risky it is, and which files it will touch.',
-    'End your answer with one JSON object (in a ```json block) of this shape:',
-    '{"risk": "LOW" | "MEDIUM" | "HIGH" | "PROHIBITED", "confidence": 0.0-1.0, "affectedPaths": ["…"], "rationale": "…", "predicted": {"files": N, "lines": N}}',
-    'PROHIBITED is for security controls and credentials: such an intent is not carried out.',
-  ].join('\n'),
-  lld: 'Write the low-level design: the files to change, the functions to add or alter, and how each is tested.',
-  spec: 'Write the test specification: each requirement mapped to at least one test case.',
-  impl: 'Implement the design in the working tree. Change only the declared paths. Make the tests pass.',
-  review: [
-    'Review the change on this branch against the goal, the design and the tests. Answer APPROVE or BLOCK with findings.',
-    'End your answer with one JSON object (in a ```json block) of this shape:',
-    '{"verdict": "APPROVE" | "BLOCK", "summary": "…", "findings": [{"severity": "critical" | "high" | "medium" | "low", "category": "security" | "correctness" | "tests" | "style" | "…", "message": "…", "path": "…"}],',
-    ' "scores": {"strategicAlignment": 1-5, "autonomyAppropriateness": 1-5, "outputQuality": 1-5, "resourceEfficiency": 1-5, "learningApplication": 1-5}}',
-  ].join('\n'),
-};
+/** Folder of the per-stage task texts (`triage.md` … `review.md`): edit them to change what agents are asked. */
+export const PROMPTS_DIR = path.join(__dirname, 'prompts');
+
+const tasks = new Map<AgentStage, string>();
+/** The task text of `stage`, read once from PROMPTS_DIR. */
+export function stageTask(stage: AgentStage): string {
+  let task = tasks.get(stage);
+  if (task === undefined) {
+    task = readFileSync(path.join(PROMPTS_DIR, `${stage}.md`), 'utf8').trim();
+    tasks.set(stage, task);
+  }
+  return task;
+}
 
 /** Longest slice of one earlier artifact that goes into a prompt. */
 const MAX_ARTIFACT_CHARS = 20_000;
@@ -42,7 +40,7 @@ export function buildPrompt(input: {
     `# Warden: ${stage} (attempt ${attempt})`,
     `## Goal\n${intent.goal}`,
     `## Declared paths (the only files you may change)\n${intent.paths.map((p) => `- ${p}`).join('\n')}`,
-    `## Task\n${ASK[stage]}`,
+    `## Task\n${stageTask(stage)}`,
   ];
   for (const artifact of input.priorArtifacts) {
     parts.push(`## Earlier artifact: ${artifact.name}\n${artifact.content.slice(0, MAX_ARTIFACT_CHARS)}`);

@@ -8,6 +8,7 @@ import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE } from '../shared/ids';
 import type { maintenanceWorkflow } from '../workflows';
+import { findPrompts } from './prompt-files';
 import { connectTemporal, openLedger } from './session';
 
 /** Id of the schedule that runs ledger retention and the daily report. */
@@ -71,7 +72,18 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .command('audit <id>')
     .description("An intent's timeline from the ledger: stages, gates, decisions, safety events and spend, in order")
     .option('--json', 'print JSON')
-    .action(async (id: string, flags: { json?: boolean }) => {
+    .option('--prompts', 'print the exact prompt of every attempt instead (from the intent\'s lineage)')
+    .action(async (id: string, flags: { json?: boolean; prompts?: boolean }) => {
+      if (flags.prompts) {
+        const repoPath = await withLedger((ledger) => ledger.intentRepoPath(id));
+        if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
+        const { dir, prompts } = findPrompts(id, repoPath, config);
+        if (flags.json) return io.printJson(prompts.map((p) => ({ name: p.name, path: p.path, prompt: p.content })));
+        if (prompts.length === 0) throw new UserError(`no prompts of intent ${id} were found (looked in its worktree, ${repoPath}'s docs/lineage and ${config.lineageRoot})`);
+        io.print(`prompts of ${id}, from ${dir}:`);
+        for (const p of prompts) io.print(`\n===== ${p.name} =====\n${p.content.trimEnd()}`);
+        return;
+      }
       const timeline = await withLedger((ledger) => ledger.timeline(id));
       if (flags.json) return io.printJson(timeline);
       if (timeline.length === 0) throw new UserError(`the ledger has nothing for intent ${id}`);

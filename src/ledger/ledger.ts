@@ -325,6 +325,15 @@ export class Ledger {
     await this.changeGlobalStop(false, ActorSchema.parse(by), ReasonSchema.parse(reason));
   }
 
+  /** Where an intent worked: the repository its INTENT_STARTED event names (undefined if unknown). */
+  async intentRepoPath(intentId: string): Promise<string | undefined> {
+    const { rows } = await this.pool.query<{ repo: string | null }>(
+      `SELECT metadata->>'repoPath' AS repo FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY "timestamp" LIMIT 1`,
+      [intentId],
+    );
+    return rows[0]?.repo ?? undefined;
+  }
+
   /** Everything the ledger holds about one intent (safety events, costs, gate decisions), oldest first. */
   async timeline(intentId: string): Promise<TimelineEntry[]> {
     z.string().min(1).parse(intentId);

@@ -191,6 +191,11 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(timeline.filter((e) => e.type === 'COST')).toHaveLength(6);
   const text = warden('audit', id);
   expect(text.stdout).toMatch(/GATE_DECIDED \[review\]: merge gate: approve by cli-tester/);
+  const prompts = warden('audit', id, '--prompts');
+  expect(prompts.stdout).toContain(`prompts of ${id}, from ${repo}/docs/lineage/done/${id}`);
+  expect(prompts.stdout).toMatch(/===== 01-triage\.prompt\.md =====\n# Warden: triage \(attempt 1\)/);
+  expect(prompts.stdout).toMatch(/===== 04-impl-attempt-2\.prompt\.md =====[\s\S]*## Result of the previous attempt/);
+  expect(JSON.parse(warden('audit', id, '--prompts', '--json').stdout)).toHaveLength(6);
 
   const costs = JSON.parse(warden('costs', '--by', 'stage', '--json').stdout) as { rows: Array<{ key: string; usd: string }>; totalUsd: string };
   expect(costs.rows.find((r) => r.key === 'impl')?.usd).toMatch(/^\d+\.\d{6}$/);
