@@ -81,19 +81,22 @@ function issues(error: z.ZodError): string {
   return error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ');
 }
 
+/** The output's JSON block validated by `schema`: the data, or what was wrong (undefined: no block). */
+function validBlock<S extends z.ZodType>(schema: S, output: string): { block?: { value?: unknown }; data?: z.infer<S>; problems?: string } {
+  const block = firstJsonObject(output);
+  if (block?.value === undefined) return { block, problems: block?.error };
+  const parsed = schema.safeParse(block.value);
+  return parsed.success ? { block, data: parsed.data } : { block, problems: issues(parsed.error) };
+}
+
 /**
  * Triage's assessment. Without a valid block: the risk named in the text ("Risk: HIGH"), or
  * MEDIUM when none is named, with confidence 0 so the confidence gate never passes; a valid
  * `predicted` is kept.
  */
 export function readTriageAssessment(output: string): TriageAssessment {
-  const block = firstJsonObject(output);
-  let problems = block?.error;
-  if (block?.value !== undefined) {
-    const parsed = TriageAnswerSchema.safeParse(block.value);
-    if (parsed.success) return { ...parsed.data, structured: true };
-    problems = issues(parsed.error);
-  }
+  const { block, data, problems } = validBlock(TriageAnswerSchema, output);
+  if (data) return { ...data, structured: true };
   const named = /\brisk\b\W{0,3}(LOW|MEDIUM|HIGH|PROHIBITED)\b/i.exec(output)?.[1]?.toUpperCase() as RiskClass | undefined;
   // A prediction that is valid on its own still bounds the blast-radius check (the hard cap bounds it too).
   const predicted = TriageAnswerSchema.shape.predicted.safeParse((block?.value as { predicted?: unknown } | undefined)?.predicted);
@@ -113,13 +116,8 @@ export function readTriageAssessment(output: string): TriageAssessment {
  * APPROVE, else BLOCK; no findings, no scores (so the judge rule cannot pass).
  */
 export function readReviewAssessment(output: string): ReviewAssessment {
-  const block = firstJsonObject(output);
-  let problems = block?.error;
-  if (block?.value !== undefined) {
-    const parsed = ReviewAnswerSchema.safeParse(block.value);
-    if (parsed.success) return { ...parsed.data, structured: true };
-    problems = issues(parsed.error);
-  }
+  const { data, problems } = validBlock(ReviewAnswerSchema, output);
+  if (data) return { ...data, structured: true };
   const verdict = /^\W*APPROVE\b/i.test(output.trim()) ? 'APPROVE' : 'BLOCK';
   return { verdict, findings: [], summary: output.trim().split('\n')[0]?.slice(0, 200) ?? '', structured: false, ...(problems ? { problems } : {}) };
 }
