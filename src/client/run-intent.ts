@@ -6,6 +6,7 @@ import type { IntentInput } from '../shared/intent';
 import { followIntent, type FollowResult } from './follow';
 import { startIntent, validateIntent } from './intents';
 import { connectTemporal, hasLiveWorker, openLedger, startWorker, webUiLink, type RunningWorker } from './session';
+import { startTracing } from '../runtime/telemetry';
 
 export interface RunIntentOptions {
   readonly config: RuntimeConfig;
@@ -28,7 +29,8 @@ export type RunIntentResult = { readonly intentId: string; readonly detached: tr
 export async function runIntent(input: IntentInput, options: RunIntentOptions): Promise<RunIntentResult> {
   const intent = validateIntent(input);
   await refuseWhileStopped(options.config);
-  const target = await connectTemporal(options.config, (m) => options.print(m));
+  const tracing = startTracing(options.safety.telemetry.otlpEndpoint, 'warden-client');
+  const target = await connectTemporal(options.config, (m) => options.print(m), tracing?.client);
   let worker: RunningWorker | undefined;
   try {
     if (options.detach && target.embedded) {
@@ -57,6 +59,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
   } finally {
     await worker?.stop();
     await target.close();
+    await tracing?.shutdown(); // flush the client's spans before the command exits
   }
 }
 

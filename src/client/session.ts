@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import type { WardenConfig } from '../config/schema';
+import type { TelemetryConfig, WardenConfig } from '../config/schema';
 import { openDatabase, type LedgerDatabase } from '../ledger/database';
 import { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
@@ -11,7 +11,9 @@ import { connectTemporal, type TemporalTarget } from '../runtime/temporal';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { createRedactor } from '../shared/redact';
 import type { LadderLevel } from '../shared/ladder';
+import { createWardenMetrics } from '../workers/metrics';
 import { createWardenWorker } from '../workers/warden-worker';
+import { startTracing, telemetryEnabled } from '../runtime/telemetry';
 
 /** A worker running in this process, and how to stop it. */
 export interface RunningWorker {
@@ -20,12 +22,22 @@ export interface RunningWorker {
 }
 
 let runtimeInstalled = false;
+let metricsServed = false;
 
-/** Keeps the SDK's own logging to warnings, so CLI output stays readable. */
-export function quietSdkRuntime(): void {
+/**
+ * Installs the SDK runtime once per process: its own logging kept to warnings, so CLI output
+ * stays readable, and — with `telemetry.prometheus` set and WARDEN_TELEMETRY not 0 — a
+ * Prometheus endpoint for the SDK's metrics and Warden's own.
+ */
+export function quietSdkRuntime(telemetry: TelemetryConfig = {}): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const prometheus = telemetryEnabled(process.env) ? telemetry.prometheus : undefined;
+  Runtime.install({
+    logger: new DefaultLogger('WARN'),
+    ...(prometheus ? { telemetryOptions: { metrics: { prometheus: { bindAddress: prometheus } } } } : {}),
+  });
+  metricsServed = prometheus !== undefined;
 }
 
 /** Opens the ledger: DATABASE_URL, or the embedded PostgreSQL under `.warden/postgres`. */
@@ -36,9 +48,15 @@ export async function openLedger(config: RuntimeConfig, log: (message: string) =
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
 export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
-  quietSdkRuntime();
+  quietSdkRuntime(warden.telemetry);
   const { ledger, database } = await openLedger(config, (m) => logger.info(m));
+  if (metricsServed) {
+    ledger.observer = createWardenMetrics(Runtime.instance().metricMeter);
+    logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');
+  }
+  const tracing = startTracing(warden.telemetry.otlpEndpoint, 'warden-worker');
   const worker = await createWardenWorker({
+    tracing: tracing?.worker,
     connection: await target.nativeConnection(),
     namespace: target.namespace,
     worktreeRoot: config.worktreeRoot,
@@ -58,6 +76,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
+      await tracing?.shutdown();
       await database.close();
     },
   };

@@ -36,6 +36,7 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
     agents: Object.fromEntries(Object.entries({ ...base.agents, ...overrides.agents }).map(([name, p]) => [name, { ...(p as object), name }])),
     routing: { ...base.routing, ...overrides.routing },
     review: { ...base.review, ...overrides.review },
+    telemetry: { ...base.telemetry, ...overrides.telemetry },
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);

@@ -46,6 +46,7 @@ const DEFAULT: WardenConfig = {
   agents: {},
   routing: {},
   review: { requireDifferentFamily: false, forbiddenReviewers: [] },
+  telemetry: {},
 };
 
 export const PROFILE_DEFAULTS: Readonly<Record<ProfileName, WardenConfig>> = {

@@ -45,6 +45,19 @@ export const IntentLimitsConfigSchema = z.object({
 });
 export type IntentLimitsConfig = z.infer<typeof IntentLimitsConfigSchema>;
 
+/**
+ * Metrics and traces of the worker (both off unless set; WARDEN_TELEMETRY=0 turns both off):
+ * `prometheus` is the address the SDK runtime serves `/metrics` on (the SDK's metrics and
+ * Warden's own); `otlpEndpoint` receives OpenTelemetry traces over OTLP/HTTP.
+ */
+export const TelemetrySchema = z
+  .object({
+    prometheus: z.string().regex(/^[\w.:[\]-]+:\d{1,5}$/, 'host:port, e.g. 127.0.0.1:9464').optional(),
+    otlpEndpoint: z.string().url().optional(),
+  })
+  .strict();
+export type TelemetryConfig = z.infer<typeof TelemetrySchema>;
+
 /** Which named agent profile runs which stage; `default` runs every stage not named. */
 export const RoutingSchema = z
   .object({ default: z.string().optional(), triage: z.string().optional(), lld: z.string().optional(), spec: z.string().optional(), impl: z.string().optional(), review: z.string().optional() })
@@ -103,6 +116,7 @@ export const WardenConfigSchema = z.object({
   routing: RoutingSchema,
   /** Cross-model review rules, carried by every intent. */
   review: z.object({ requireDifferentFamily: z.boolean(), forbiddenReviewers: z.array(z.string().trim().min(1)) }),
+  telemetry: TelemetrySchema,
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -145,6 +159,7 @@ export const ConfigFileSchema = z
     agents: z.record(z.string(), z.unknown()).optional(),
     routing: RoutingSchema.optional(),
     review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional() }).strict().optional(),
+    telemetry: TelemetrySchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -75,7 +75,17 @@ const ReasonSchema = z.string().trim().min(1, 'give a reason');
  * stop flag, and the queries behind `warden audit`, `warden costs`, `warden report` and retention.
  * Writes are idempotent by id; money is exact (NUMERIC in SQL, decimal strings in TypeScript).
  */
+/** What the ledger tells about each inserted row (see `Ledger.observer`). */
+export interface LedgerObserver {
+  safetyEvent(event: SafetyEventInput): void;
+  gateDecision(decision: GateDecisionInput): void;
+  cost(cost: CostEventInput): void;
+}
+
 export class Ledger {
+  /** Told about each row actually inserted (not about repeats): the worker's metrics. */
+  observer?: LedgerObserver;
+
   constructor(readonly pool: pg.Pool) {}
 
   /** Appends a SafetyEvent. True if inserted; false if a row with this id already exists (a retry). */
@@ -102,7 +112,9 @@ export class Ledger {
         e.severity,
       ],
     );
-    return result.rowCount === 1;
+    const inserted = result.rowCount === 1;
+    if (inserted) this.observer?.safetyEvent(e);
+    return inserted;
   }
 
   /** Appends a cost event (one agent call). True if inserted; false if the id already exists. */
@@ -114,7 +126,9 @@ export class Ledger {
        ON CONFLICT (id) DO NOTHING`,
       [c.id, c.timestamp, c.intentId, c.stage, c.attempt, c.agentId, c.modelId, c.inputTokens, c.outputTokens, c.usd],
     );
-    return result.rowCount === 1;
+    const inserted = result.rowCount === 1;
+    if (inserted) this.observer?.cost(c);
+    return inserted;
   }
 
   /** Appends a gate decision. True if inserted; false if the id already exists. */
@@ -126,7 +140,9 @@ export class Ledger {
        ON CONFLICT (id) DO NOTHING`,
       [g.id, g.intentId, g.gate, g.decision, g.by, g.reason ?? null, JSON.stringify(g.conditions), g.requestedAt, g.decidedAt, g.timedOut],
     );
-    return result.rowCount === 1;
+    const inserted = result.rowCount === 1;
+    if (inserted) this.observer?.gateDecision(g);
+    return inserted;
   }
 
   /**

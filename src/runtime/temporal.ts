@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type ClientInterceptors } from '@temporalio/client';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import type { RuntimeConfig } from './config';
 import { isTemporalReachable, startDevServer, type DevServer } from './dev-server';
@@ -28,7 +28,8 @@ export interface TemporalTarget {
  * reusing one that is already running (`warden dev` in another terminal) or starting one with its
  * database under `.warden/temporal.db`.
  */
-export async function connectTemporal(config: RuntimeConfig, log: (message: string) => void): Promise<TemporalTarget> {
+/** `interceptors`: client interceptors, e.g. OpenTelemetry's (see telemetry.ts). */
+export async function connectTemporal(config: RuntimeConfig, log: (message: string) => void, interceptors?: ClientInterceptors): Promise<TemporalTarget> {
   let address = config.temporalAddress;
   let embedded: DevServer | undefined;
   let uiUrl: string | undefined;
@@ -53,7 +54,7 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
   }
   const tls = await tlsOptions(config);
   const connection = await Connection.connect({ address, tls, apiKey: config.apiKey });
-  const client = new Client({ connection, namespace: config.namespace });
+  const client = new Client({ connection, namespace: config.namespace, ...(interceptors ? { interceptors } : {}) });
   const natives: NativeConnection[] = [];
   return {
     address,

@@ -5,6 +5,7 @@ import { createActivities, type WardenActivities } from '../activities';
 import type { WorkerSafetyConfig } from '../config/schema';
 import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
+import type { Tracing } from '../runtime/telemetry';
 import { TASK_QUEUE } from '../shared/ids';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
@@ -28,6 +29,8 @@ export interface WardenWorkerOptions {
   readonly automation?: LadderDefaults;
   /** `development` (default) refuses paid cloud model endpoints; `production` allows them (config `mode`). */
   readonly mode?: 'development' | 'production';
+  /** OpenTelemetry tracing (sinks and interceptors); the worker then bundles the workflows itself. */
+  readonly tracing?: Tracing['worker'];
   /** Replaces global fetch for HTTP agents (tests point it nowhere else: they run local servers). */
   readonly fetch?: typeof fetch;
   /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled here. */
@@ -58,9 +61,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? TASK_QUEUE,
-    ...(options.workflowBundle
+    ...(options.workflowBundle && !options.tracing
       ? { workflowBundle: options.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
+    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
     interceptors: {
       activity: [
@@ -71,8 +75,9 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
           logger: options.logger,
           killSwitch: options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(process.cwd(), DEFAULT_EMERGENCY_STOP_FILE) },
         }),
+        ...(options.tracing?.activity ?? []),
       ],
-      workflowModules: WORKFLOW_INTERCEPTOR_MODULES,
+      workflowModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...(options.tracing?.workflowModules ?? [])],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
