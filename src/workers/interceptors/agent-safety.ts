@@ -168,15 +168,17 @@ export function safetyEventId(
  * (each script is an endpoint of its own); a command agent's endpoint is its program.
  */
 export async function agentEndpoint(agent: AgentProfile): Promise<AgentEndpoint> {
+  // A named profile is an agent of its own: its own rate limits and day budget.
+  const agentId = agent.name ?? agent.kind;
   const declared = (agent as { model?: unknown }).model;
-  if (typeof declared === 'string' && declared) return { agentId: agent.kind, modelId: declared, endpoint: `${agent.kind}/${declared}` };
+  if (typeof declared === 'string' && declared) return { agentId, modelId: declared, endpoint: `${agent.kind}/${declared}` };
   if (agent.kind === 'scripted') {
     const model = await readScriptModel(agent.scriptPath);
-    return { agentId: agent.kind, modelId: model, endpoint: `scripted/${model}` };
+    return { agentId, modelId: model, endpoint: `scripted/${model}` };
   }
   if (agent.kind === 'command') {
     const program = path.basename(agent.command.trim().split(/\s+/)[0] ?? 'command');
-    return { agentId: agent.kind, modelId: agent.kind, endpoint: `command/${program}` };
+    return { agentId, modelId: agent.kind, endpoint: `command/${program}` };
   }
   const kind = (agent as { kind: string }).kind;
   return { agentId: kind, modelId: kind, endpoint: kind };
