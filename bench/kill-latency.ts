@@ -27,6 +27,7 @@ import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/session';
+import { endProgress, mapLimit, out, percentile, progress, secs, sleep, t } from './console';
 import { startIntent } from '../src/client/intents';
 import type { IntentInput } from '../src/shared/intent';
 import { stopAll } from '../src/client/stop-commands';
@@ -71,20 +72,6 @@ if (SANDBOX !== 'none' && SANDBOX !== 'process') throw new Error(`--sandbox must
 if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
 if (!(SETUP_TIMEOUT_MS > 0)) throw new Error(`--setup-timeout must be a positive number of seconds, not ${flags['setup-timeout']}`);
 
-const t = (): number => performance.now();
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
-const out = (line: string): void => void process.stdout.write(`${line}\n`);
-
-/** Progress on one line when stdout is a terminal; a line per change otherwise. */
-function progress(line: string): void {
-  if (process.stdout.isTTY) process.stdout.write(`\r\x1b[2K${line}`);
-  else out(line);
-}
-function endProgress(): void {
-  if (process.stdout.isTTY) process.stdout.write('\n');
-}
-
 /** The kill-switch test's agent: answers every stage at once, but in impl records its pid and hangs. */
 function hangingAgent(pidFile: string): string {
   return answeringDesignStages(`if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 600 & sleep 600 & wait; else echo ok; fi`);
@@ -115,22 +102,6 @@ async function timeUntil(done: () => boolean | Promise<boolean>, since: number, 
   return undefined;
 }
 
-function percentile(sorted: readonly number[], p: number): number | undefined {
-  if (sorted.length === 0) return undefined;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
-async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const index = next++;
-        await fn(items[index]!, index);
-      }
-    }),
-  );
-}
 
 /** Set on SIGINT/SIGTERM: the setup loop stops starting things while everything is torn down. */
 let interrupted = false;

@@ -29,6 +29,11 @@ export interface WardenWorkerOptions {
   readonly automation?: LadderDefaults;
   /** `development` (default) refuses paid cloud model endpoints; `production` allows them (config `mode`). */
   readonly mode?: 'development' | 'production';
+  /**
+   * Only for the overhead benchmark (bench/pipeline.ts): false leaves out the agent-safety
+   * activity interceptor and the stage-guard workflow interceptor, to measure what they cost.
+   */
+  readonly safetyInterceptors?: boolean;
   /** OpenTelemetry tracing (sinks and interceptors); the worker then bundles the workflows itself. */
   readonly tracing?: Tracing['worker'];
   /** Replaces global fetch for HTTP agents (tests point it nowhere else: they run local servers). */
@@ -61,7 +66,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? TASK_QUEUE,
-    ...(options.workflowBundle && !options.tracing
+    ...(options.workflowBundle && !options.tracing && options.safetyInterceptors !== false
       ? { workflowBundle: options.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
     ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
@@ -69,15 +74,19 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     interceptors: {
       activity: [
         activityContextInterceptor(options.logger, options.redact),
-        agentSafetyInterceptor({
+        ...(options.safetyInterceptors === false
+          ? []
+          : [
+              agentSafetyInterceptor({
           ledger: options.ledger,
           config: options.safety,
           logger: options.logger,
           killSwitch: options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(process.cwd(), DEFAULT_EMERGENCY_STOP_FILE) },
-        }),
+              }),
+            ]),
         ...(options.tracing?.activity ?? []),
       ],
-      workflowModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...(options.tracing?.workflowModules ?? [])],
+      workflowModules: [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.

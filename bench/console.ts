@@ -1,0 +1,35 @@
+/** Clock and console helpers shared by the benchmarks. */
+
+export const t = (): number => performance.now();
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+export const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+/** Progress on one line when stdout is a terminal; a line per change otherwise. */
+export function progress(line: string): void {
+  if (process.stdout.isTTY) process.stdout.write(`\r\x1b[2K${line}`);
+  else out(line);
+}
+
+export function endProgress(): void {
+  if (process.stdout.isTTY) process.stdout.write('\n');
+}
+
+/** The p-th percentile (0-100) of sorted values, nearest rank. */
+export function percentile(sorted: readonly number[], p: number): number | undefined {
+  if (sorted.length === 0) return undefined;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+export async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const index = next++;
+        await fn(items[index]!, index);
+      }
+    }),
+  );
+}

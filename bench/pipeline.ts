@@ -1,0 +1,274 @@
+/**
+ * Pipeline benchmark, side by side in one run on one machine:
+ *
+ * - safety overhead: N intents (default 200) through the whole pipeline with the zero-delay
+ *   scripted demo agent — worktree, five agent stages, the repo's tests (impl fails once, then
+ *   passes), the mechanical checks, the ledger, the merge (passed by the automation ladder at a
+ *   pinned L3, so no person is in the loop) — with the safety interceptors on, then off; and a
+ *   bare Temporal workflow of six no-op activities as the floor;
+ * - gate latency: G intents (default 100) wait at the merge gate; the bench approves each and
+ *   reads, from the workflow history, the time from the signal to the next activity's start.
+ *
+ *   npx tsx bench/pipeline.ts [--intents 200] [--gates 100] [--concurrency 8]
+ *   npm run bench:pipeline -- --intents 50
+ *
+ * Everything is its own (an in-memory dev server, an embedded PostgreSQL in a temp folder, the
+ * repos) and is torn down at the end. Results: bench/results/pipeline.json.
+ */
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import pino from 'pino';
+import { startIntent } from '../src/client/intents';
+import { createSampleRepo } from '../src/client/sample-repo';
+import { quietSdkRuntime } from '../src/client/session';
+import { resolveConfig } from '../src/config/load';
+import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
+import { LadderStore } from '../src/ledger/ladder-store';
+import { Ledger } from '../src/ledger/ledger';
+import { startDevServer, type DevServer } from '../src/runtime/dev-server';
+import { findFreePort } from '../src/runtime/ports';
+import { ensureTemporalCli } from '../src/runtime/temporal-cli';
+import { decideSignal, stateQuery } from '../src/shared/messages';
+import { createRedactor } from '../src/shared/redact';
+import { createWardenWorker } from '../src/workers/warden-worker';
+import * as bareActivities from './bare/activities';
+import { endProgress, mapLimit, out, percentile, progress, secs, sleep, t } from './console';
+
+const REPO_ROOT = path.resolve(__dirname, '..');
+const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
+const DEMO_SCRIPT_SOURCE = path.join(REPO_ROOT, 'examples', 'demo-agent.json');
+/** The demo script with every delay removed (written at start): a zero-delay scripted agent. */
+let DEMO_SCRIPT = '';
+
+const { values: flags } = parseArgs({
+  options: {
+    intents: { type: 'string', default: '200' },
+    gates: { type: 'string', default: '100' },
+    concurrency: { type: 'string', default: '8' },
+  },
+});
+const N = Number(flags.intents);
+const G = Number(flags.gates);
+const C = Number(flags.concurrency);
+for (const [name, value] of [['--intents', N], ['--gates', G], ['--concurrency', C]] as const) {
+  if (!Number.isInteger(value) || value < 1) {
+    out(`${name} takes a whole number ≥ 1`);
+    process.exit(2);
+  }
+}
+
+interface Setup {
+  tmp: string;
+  server: DevServer;
+  database: LedgerDatabase;
+  ledger: Ledger;
+  client: Client;
+  native: NativeConnection;
+  connection: Connection;
+}
+
+/** Runs `worker` while `fn` runs. */
+async function withWorker<T>(worker: Worker, fn: () => Promise<T>): Promise<T> {
+  const running = worker.run();
+  try {
+    return await fn();
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+}
+
+function wardenWorker(s: Setup, queue: string, safety: boolean): Promise<Worker> {
+  const config = resolveConfig({
+    worker: {
+      rateLimits: { globalActivitiesPerSecond: 10_000, perAgent: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 }, perModel: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 } },
+      dayBudgetUsd: '0',
+      agentDayBudgetUsd: '0',
+    },
+  });
+  return createWardenWorker({
+    connection: s.native,
+    namespace: s.server.namespace,
+    taskQueue: queue,
+    worktreeRoot: path.join(s.tmp, `worktrees-${queue}`),
+    lineageRoot: path.join(s.tmp, `lineage-${queue}`),
+    ledger: s.ledger,
+    logger: pino({ level: 'silent' }),
+    redact: createRedactor(process.env),
+    safety: config.worker,
+    safetyInterceptors: safety,
+    killSwitch: { enabled: true, emergencyStopFile: path.join(s.tmp, 'EMERGENCY_STOP') },
+  });
+}
+
+/** N intents through the whole pipeline, C at a time; the ladder passes the merge. */
+async function pipelines(s: Setup, label: string, queue: string, safety: boolean): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
+  const agent = `bench-${queue}`;
+  await new LadderStore(s.database.pool).setLevel({ scope: `agent:${agent}`, level: 3, pinned: true, by: 'bench', defaults: { level: 0, allowLevelUp: false } });
+  const repos = await makeRepos(s, queue, N);
+  const worker = await wardenWorker(s, queue, safety);
+  const durations: number[] = [];
+  let done = 0;
+  const started = t();
+  await withWorker(worker, () =>
+    mapLimit(repos, C, async (repo, i) => {
+      const begun = t();
+      const handle = await startIntent(
+        s.client,
+        { id: `${queue}-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: agent, scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
+        queue,
+      );
+      const outcome = await handle.result();
+      if (outcome.status !== 'merged') throw new Error(`${queue}-${i} ended ${outcome.status}`);
+      durations.push(t() - begun);
+      done += 1;
+      progress(`${label}: ${done}/${N} merged, ${secs(t() - started)}`);
+    }),
+  );
+  endProgress();
+  const wallMs = t() - started;
+  return { wallMs, perSecond: N / (wallMs / 1000), medianMs: percentile([...durations].sort((a, b) => a - b), 50)! };
+}
+
+async function bare(s: Setup): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
+  const queue = 'bare';
+  const worker = await Worker.create({
+    connection: s.native,
+    namespace: s.server.namespace,
+    taskQueue: queue,
+    workflowsPath: require.resolve('./bare/workflow'),
+    activities: bareActivities,
+  });
+  const durations: number[] = [];
+  const started = t();
+  await withWorker(worker, () =>
+    mapLimit(
+      Array.from({ length: N }, (_, i) => i),
+      C,
+      async (i) => {
+        const begun = t();
+        await s.client.workflow.execute('bareSixStages', { taskQueue: queue, workflowId: `bare-${i}-${Date.now()}` });
+        durations.push(t() - begun);
+        progress(`bare six no-op activities: ${durations.length}/${N}`);
+      },
+    ),
+  );
+  endProgress();
+  const wallMs = t() - started;
+  return { wallMs, perSecond: N / (wallMs / 1000), medianMs: percentile([...durations].sort((a, b) => a - b), 50)! };
+}
+
+/** G intents wait at the merge gate; each is approved; signal → next activity started, from history. */
+async function gateLatency(s: Setup): Promise<{ medianMs: number; p99Ms: number; samples: number }> {
+  const queue = 'gates';
+  const repos = await makeRepos(s, queue, G);
+  const worker = await wardenWorker(s, queue, true);
+  const latencies: number[] = [];
+  await withWorker(worker, () =>
+    mapLimit(repos, C, async (repo, i) => {
+      const handle = await startIntent(
+        s.client,
+        { id: `${queue}-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: 'bench-gates', scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
+        queue,
+      );
+      for (;;) {
+        if ((await handle.query(stateQuery)).pendingGate?.gate === 'merge') break;
+        await sleep(50);
+      }
+      await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'bench' });
+      await handle.result();
+      const events = (await handle.fetchHistory()).events ?? [];
+      const signalled = events.find((e) => e.workflowExecutionSignaledEventAttributes);
+      const scheduledAfter = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'archiveLineage');
+      const startedEvent = events.find((e) => e.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === scheduledAfter?.eventId?.toString());
+      const ms = (e: (typeof events)[number] | undefined): number => Number(e!.eventTime!.seconds) * 1000 + Math.round((e!.eventTime!.nanos ?? 0) / 1e6);
+      latencies.push(ms(startedEvent) - ms(signalled));
+      progress(`gate latency: ${latencies.length}/${G}`);
+    }),
+  );
+  endProgress();
+  const sorted = [...latencies].sort((a, b) => a - b);
+  return { medianMs: percentile(sorted, 50)!, p99Ms: percentile(sorted, 99)!, samples: sorted.length };
+}
+
+async function makeRepos(s: Setup, label: string, count: number): Promise<string[]> {
+  const repos: string[] = [];
+  for (let i = 0; i < count; i++) {
+    repos.push(createSampleRepo(path.join(s.tmp, 'repos', label, `repo-${i}`)));
+    if ((i + 1) % 25 === 0 || i + 1 === count) progress(`creating ${count} sample repos for ${label}: ${i + 1}/${count}`);
+  }
+  endProgress();
+  return repos;
+}
+
+async function main(): Promise<number> {
+  out(`pipeline benchmark: ${N} intents per variant, ${G} gates, concurrency ${C}; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
+  quietSdkRuntime();
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const tmp = await mkdtemp(path.join(os.tmpdir(), 'warden-bench-pipeline-'));
+  await chmod(tmp, 0o755); // the embedded PostgreSQL may run as another user
+  const script = JSON.parse(await readFile(DEMO_SCRIPT_SOURCE, 'utf8')) as { stages: Record<string, Array<{ delayMs?: number }>> };
+  for (const attempts of Object.values(script.stages)) for (const attempt of attempts) attempt.delayMs = 0;
+  DEMO_SCRIPT = path.join(tmp, 'demo-agent-no-delay.json');
+  await writeFile(DEMO_SCRIPT, JSON.stringify(script));
+  const setupStarted = t();
+  progress('starting Temporal dev server and PostgreSQL…');
+  const cliPath = await ensureTemporalCli({ wardenHome: path.join(REPO_ROOT, '.warden'), env: process.env });
+  const [server, database] = await Promise.all([
+    startDevServer({ cliPath, port: 0, uiPort: false, logFile: path.join(tmp, 'temporal.log') }),
+    (async () => openDatabase({ dataDir: path.join(tmp, 'postgres'), port: await findFreePort() }))(),
+  ]);
+  progress(`servers up in ${secs(t() - setupStarted)}`);
+  endProgress();
+  const connection = await Connection.connect({ address: server.address });
+  const s: Setup = { tmp, server, database, ledger: new Ledger(database.pool), client: new Client({ connection, namespace: server.namespace }), native: await NativeConnection.connect({ address: server.address }), connection };
+  try {
+    const on = await pipelines(s, 'safety on', 'on', true);
+    const off = await pipelines(s, 'safety off', 'off', false);
+    const floor = await bare(s);
+    const gates = await gateLatency(s);
+    const result = {
+      intents: N,
+      concurrency: C,
+      cores: os.cpus().length,
+      safetyOn: on,
+      safetyOff: off,
+      bare: floor,
+      throughputOnVsOff: on.perSecond / off.perSecond,
+      timeOnVsBare: on.medianMs / floor.medianMs,
+      gateLatency: gates,
+    };
+    out('');
+    out(`| variant | wall time | intents/s | median per intent |`);
+    out(`|---|---|---|---|`);
+    out(`| safety on | ${secs(on.wallMs)} | ${on.perSecond.toFixed(2)} | ${on.medianMs.toFixed(0)} ms |`);
+    out(`| safety off | ${secs(off.wallMs)} | ${off.perSecond.toFixed(2)} | ${off.medianMs.toFixed(0)} ms |`);
+    out(`| bare Temporal, six no-op activities | ${secs(floor.wallMs)} | ${floor.perSecond.toFixed(2)} | ${floor.medianMs.toFixed(0)} ms |`);
+    out('');
+    out(`throughput, safety on / off: ${result.throughputOnVsOff.toFixed(3)} (target ≥ 0.95)`);
+    out(`median time per intent, safety on / bare: ${result.timeOnVsBare.toFixed(1)}× (target ≤ 1.5×; the pipeline does real git work and runs the repo's tests twice, the bare one nothing)`);
+    out(`gate latency (approve signal → next activity started): median ${gates.medianMs} ms, p99 ${gates.p99Ms} ms over ${gates.samples} gates`);
+    await writeFile(path.join(RESULTS_DIR, 'pipeline.json'), JSON.stringify(result, null, 2) + '\n');
+    out(`results: ${path.relative(process.cwd(), path.join(RESULTS_DIR, 'pipeline.json'))}`);
+    return 0;
+  } finally {
+    await connection.close();
+    await s.native.close();
+    await database.close();
+    await server.stop();
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    endProgress();
+    out(`pipeline benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exit(1);
+  },
+);
