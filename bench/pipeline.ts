@@ -15,34 +15,18 @@
  * Everything is its own (an in-memory dev server, an embedded PostgreSQL in a temp folder, the
  * repos) and is torn down at the end. Results: bench/results/pipeline.json.
  */
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
-import pino from 'pino';
+import { Worker } from '@temporalio/worker';
 import { startIntent } from '../src/client/intents';
 import { createSampleRepo } from '../src/client/sample-repo';
-import { quietSdkRuntime } from '../src/client/session';
-import { resolveConfig } from '../src/config/load';
-import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { LadderStore } from '../src/ledger/ladder-store';
-import { Ledger } from '../src/ledger/ledger';
-import { startDevServer, type DevServer } from '../src/runtime/dev-server';
-import { findFreePort } from '../src/runtime/ports';
-import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { decideSignal, stateQuery } from '../src/shared/messages';
-import { createRedactor } from '../src/shared/redact';
-import { createWardenWorker } from '../src/workers/warden-worker';
 import * as bareActivities from './bare/activities';
 import { endProgress, mapLimit, out, percentile, progress, secs, sleep, t } from './console';
-
-const REPO_ROOT = path.resolve(__dirname, '..');
-const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
-const DEMO_SCRIPT_SOURCE = path.join(REPO_ROOT, 'examples', 'demo-agent.json');
-/** The demo script with every delay removed (written at start): a zero-delay scripted agent. */
-let DEMO_SCRIPT = '';
+import { benchWorker, RESULTS_DIR, startBench, withWorker, type Bench } from './harness';
 
 const { values: flags } = parseArgs({
   options: {
@@ -61,56 +45,12 @@ for (const [name, value] of [['--intents', N], ['--gates', G], ['--concurrency',
   }
 }
 
-interface Setup {
-  tmp: string;
-  server: DevServer;
-  database: LedgerDatabase;
-  ledger: Ledger;
-  client: Client;
-  native: NativeConnection;
-  connection: Connection;
-}
-
-/** Runs `worker` while `fn` runs. */
-async function withWorker<T>(worker: Worker, fn: () => Promise<T>): Promise<T> {
-  const running = worker.run();
-  try {
-    return await fn();
-  } finally {
-    worker.shutdown();
-    await running;
-  }
-}
-
-function wardenWorker(s: Setup, queue: string, safety: boolean): Promise<Worker> {
-  const config = resolveConfig({
-    worker: {
-      rateLimits: { globalActivitiesPerSecond: 10_000, perAgent: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 }, perModel: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 } },
-      dayBudgetUsd: '0',
-      agentDayBudgetUsd: '0',
-    },
-  });
-  return createWardenWorker({
-    connection: s.native,
-    namespace: s.server.namespace,
-    taskQueue: queue,
-    worktreeRoot: path.join(s.tmp, `worktrees-${queue}`),
-    lineageRoot: path.join(s.tmp, `lineage-${queue}`),
-    ledger: s.ledger,
-    logger: pino({ level: 'silent' }),
-    redact: createRedactor(process.env),
-    safety: config.worker,
-    safetyInterceptors: safety,
-    killSwitch: { enabled: true, emergencyStopFile: path.join(s.tmp, 'EMERGENCY_STOP') },
-  });
-}
-
 /** N intents through the whole pipeline, C at a time; the ladder passes the merge. */
-async function pipelines(s: Setup, label: string, queue: string, safety: boolean): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
+async function pipelines(s: Bench, label: string, queue: string, safety: boolean): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
   const agent = `bench-${queue}`;
   await new LadderStore(s.database.pool).setLevel({ scope: `agent:${agent}`, level: 3, pinned: true, by: 'bench', defaults: { level: 0, allowLevelUp: false } });
   const repos = await makeRepos(s, queue, N);
-  const worker = await wardenWorker(s, queue, safety);
+  const worker = await benchWorker(s, queue, { safetyInterceptors: safety });
   const durations: number[] = [];
   let done = 0;
   const started = t();
@@ -119,7 +59,7 @@ async function pipelines(s: Setup, label: string, queue: string, safety: boolean
       const begun = t();
       const handle = await startIntent(
         s.client,
-        { id: `${queue}-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: agent, scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
+        { id: `${queue}-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: agent, scriptPath: s.demoScript }, limits: { cooldown: '0s' } },
         queue,
       );
       const outcome = await handle.result();
@@ -134,7 +74,7 @@ async function pipelines(s: Setup, label: string, queue: string, safety: boolean
   return { wallMs, perSecond: N / (wallMs / 1000), medianMs: percentile([...durations].sort((a, b) => a - b), 50)! };
 }
 
-async function bare(s: Setup): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
+async function bare(s: Bench): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
   const queue = 'bare';
   const worker = await Worker.create({
     connection: s.native,
@@ -163,16 +103,16 @@ async function bare(s: Setup): Promise<{ wallMs: number; perSecond: number; medi
 }
 
 /** G intents wait at the merge gate; each is approved; signal → next activity started, from history. */
-async function gateLatency(s: Setup): Promise<{ medianMs: number; p99Ms: number; samples: number }> {
+async function gateLatency(s: Bench): Promise<{ medianMs: number; p99Ms: number; samples: number }> {
   const queue = 'gates';
   const repos = await makeRepos(s, queue, G);
-  const worker = await wardenWorker(s, queue, true);
+  const worker = await benchWorker(s, queue);
   const latencies: number[] = [];
   await withWorker(worker, () =>
     mapLimit(repos, C, async (repo, i) => {
       const handle = await startIntent(
         s.client,
-        { id: `${queue}-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: 'bench-gates', scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
+        { id: `${queue}-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: 'bench-gates', scriptPath: s.demoScript }, limits: { cooldown: '0s' } },
         queue,
       );
       for (;;) {
@@ -195,7 +135,7 @@ async function gateLatency(s: Setup): Promise<{ medianMs: number; p99Ms: number;
   return { medianMs: percentile(sorted, 50)!, p99Ms: percentile(sorted, 99)!, samples: sorted.length };
 }
 
-async function makeRepos(s: Setup, label: string, count: number): Promise<string[]> {
+async function makeRepos(s: Bench, label: string, count: number): Promise<string[]> {
   const repos: string[] = [];
   for (let i = 0; i < count; i++) {
     repos.push(createSampleRepo(path.join(s.tmp, 'repos', label, `repo-${i}`)));
@@ -207,25 +147,8 @@ async function makeRepos(s: Setup, label: string, count: number): Promise<string
 
 async function main(): Promise<number> {
   out(`pipeline benchmark: ${N} intents per variant, ${G} gates, concurrency ${C}; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
-  quietSdkRuntime();
   await mkdir(RESULTS_DIR, { recursive: true });
-  const tmp = await mkdtemp(path.join(os.tmpdir(), 'warden-bench-pipeline-'));
-  await chmod(tmp, 0o755); // the embedded PostgreSQL may run as another user
-  const script = JSON.parse(await readFile(DEMO_SCRIPT_SOURCE, 'utf8')) as { stages: Record<string, Array<{ delayMs?: number }>> };
-  for (const attempts of Object.values(script.stages)) for (const attempt of attempts) attempt.delayMs = 0;
-  DEMO_SCRIPT = path.join(tmp, 'demo-agent-no-delay.json');
-  await writeFile(DEMO_SCRIPT, JSON.stringify(script));
-  const setupStarted = t();
-  progress('starting Temporal dev server and PostgreSQL…');
-  const cliPath = await ensureTemporalCli({ wardenHome: path.join(REPO_ROOT, '.warden'), env: process.env });
-  const [server, database] = await Promise.all([
-    startDevServer({ cliPath, port: 0, uiPort: false, logFile: path.join(tmp, 'temporal.log') }),
-    (async () => openDatabase({ dataDir: path.join(tmp, 'postgres'), port: await findFreePort() }))(),
-  ]);
-  progress(`servers up in ${secs(t() - setupStarted)}`);
-  endProgress();
-  const connection = await Connection.connect({ address: server.address });
-  const s: Setup = { tmp, server, database, ledger: new Ledger(database.pool), client: new Client({ connection, namespace: server.namespace }), native: await NativeConnection.connect({ address: server.address }), connection };
+  const s = await startBench('pipeline');
   try {
     const on = await pipelines(s, 'safety on', 'on', true);
     const off = await pipelines(s, 'safety off', 'off', false);
@@ -256,11 +179,7 @@ async function main(): Promise<number> {
     out(`results: ${path.relative(process.cwd(), path.join(RESULTS_DIR, 'pipeline.json'))}`);
     return 0;
   } finally {
-    await connection.close();
-    await s.native.close();
-    await database.close();
-    await server.stop();
-    await rm(tmp, { recursive: true, force: true });
+    await s.close();
   }
 }
 

@@ -1,0 +1,105 @@
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import pino from 'pino';
+import { quietSdkRuntime } from '../src/client/session';
+import { resolveConfig } from '../src/config/load';
+import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
+import { Ledger } from '../src/ledger/ledger';
+import { startDevServer, type DevServer } from '../src/runtime/dev-server';
+import { findFreePort } from '../src/runtime/ports';
+import { ensureTemporalCli } from '../src/runtime/temporal-cli';
+import { createRedactor } from '../src/shared/redact';
+import { createWardenWorker } from '../src/workers/warden-worker';
+import { endProgress, progress, secs, t } from './console';
+
+export const REPO_ROOT = path.resolve(__dirname, '..');
+export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
+
+/** What a benchmark runs against: all its own, torn down by `close`. */
+export interface Bench {
+  readonly tmp: string;
+  readonly server: DevServer;
+  readonly database: LedgerDatabase;
+  readonly ledger: Ledger;
+  readonly client: Client;
+  readonly native: NativeConnection;
+  /** The demo script with every delay removed: a zero-delay scripted agent. */
+  readonly demoScript: string;
+  close(): Promise<void>;
+}
+
+/** An in-memory Temporal dev server (UI off) and an embedded PostgreSQL, in a temp folder. */
+export async function startBench(name: string): Promise<Bench> {
+  quietSdkRuntime();
+  const tmp = await mkdtemp(path.join(os.tmpdir(), `warden-bench-${name}-`));
+  await chmod(tmp, 0o755); // the embedded PostgreSQL may run as another user
+  const started = t();
+  progress('starting Temporal dev server and PostgreSQL…');
+  const cliPath = await ensureTemporalCli({ wardenHome: path.join(REPO_ROOT, '.warden'), env: process.env });
+  const [server, database] = await Promise.all([
+    startDevServer({ cliPath, port: 0, uiPort: false, logFile: path.join(tmp, 'temporal.log') }),
+    (async () => openDatabase({ dataDir: path.join(tmp, 'postgres'), port: await findFreePort() }))(),
+  ]);
+  progress(`servers up in ${secs(t() - started)}`);
+  endProgress();
+  const script = JSON.parse(await readFile(path.join(REPO_ROOT, 'examples', 'demo-agent.json'), 'utf8')) as { stages: Record<string, Array<{ delayMs?: number }>> };
+  for (const attempts of Object.values(script.stages)) for (const attempt of attempts) attempt.delayMs = 0;
+  const demoScript = path.join(tmp, 'demo-agent-no-delay.json');
+  await writeFile(demoScript, JSON.stringify(script));
+  const connection = await Connection.connect({ address: server.address });
+  const native = await NativeConnection.connect({ address: server.address });
+  return {
+    tmp,
+    server,
+    database,
+    ledger: new Ledger(database.pool),
+    client: new Client({ connection, namespace: server.namespace }),
+    native,
+    demoScript,
+    async close() {
+      await connection.close();
+      await native.close();
+      await database.close();
+      await server.stop();
+      await rm(tmp, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A Warden worker on `queue`, with limits that never throttle a benchmark. */
+export function benchWorker(b: Bench, queue: string, options: { safetyInterceptors?: boolean } = {}): Promise<Worker> {
+  const config = resolveConfig({
+    worker: {
+      rateLimits: { globalActivitiesPerSecond: 10_000, perAgent: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 }, perModel: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 } },
+      dayBudgetUsd: '0',
+      agentDayBudgetUsd: '0',
+    },
+  });
+  return createWardenWorker({
+    connection: b.native,
+    namespace: b.server.namespace,
+    taskQueue: queue,
+    worktreeRoot: path.join(b.tmp, `worktrees-${queue}`),
+    lineageRoot: path.join(b.tmp, `lineage-${queue}`),
+    ledger: b.ledger,
+    logger: pino({ level: 'silent' }),
+    redact: createRedactor(process.env),
+    safety: config.worker,
+    safetyInterceptors: options.safetyInterceptors,
+    killSwitch: { enabled: true, emergencyStopFile: path.join(b.tmp, 'EMERGENCY_STOP') },
+  });
+}
+
+/** Runs `worker` while `fn` runs. */
+export async function withWorker<T>(worker: Worker, fn: () => Promise<T>): Promise<T> {
+  const running = worker.run();
+  try {
+    return await fn();
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+}
