@@ -2,12 +2,11 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import { startIntent } from '../src/client/intents';
 import { answeringDesignStages } from '../src/client/sample-repo';
 import type { IntentInput } from '../src/shared/intent';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import type { IntentState } from '../src/shared/state';
-import { demoScript, demoStages, git, makeSampleRepo, temporalAddress, useTestWorld, waitFor } from '../test/helpers/env';
+import { demoScript, demoStages, git, makeSampleRepo, startSampleIntent, temporalAddress, useTestWorld, waitFor } from '../test/helpers/env';
 
 /**
  * Misbehaving agents, each run as a real intent, each with the layer that must catch it and the
@@ -29,25 +28,9 @@ interface Run {
   readonly started: number;
 }
 
-let n = 0;
 async function run(intent: Partial<IntentInput>, script?: Record<string, Array<Record<string, unknown>>>): Promise<Run> {
-  n += 1;
-  const repo = makeSampleRepo();
-  const id = `s${n}-${Date.now()}`;
-  const handle = await startIntent(
-    world().client,
-    {
-      id,
-      goal: 'Add slugify',
-      repoPath: repo,
-      paths: ['lib/**'],
-      agent: { kind: 'scripted', scriptPath: demoScript(script) },
-      ...intent,
-      limits: { cooldown: '0s', ...intent.limits },
-    },
-    world().taskQueue,
-  );
-  return { handle, repo, id, before: git(repo, 'rev-parse', 'main'), started: Date.now() };
+  const started = await startSampleIntent(world(), 's', { agent: { kind: 'scripted', scriptPath: demoScript(script) }, ...intent });
+  return { ...started, started: Date.now() };
 }
 
 async function failureOf(r: Run): Promise<string> {

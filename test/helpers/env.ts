@@ -2,17 +2,20 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Runtime, DefaultLogger, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import type pg from 'pg';
 import type { WardenActivities } from '../../src/activities';
+import { startIntent } from '../../src/client/intents';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { migrate } from '../../src/ledger/migrate';
 import type { LadderDefaults } from '../../src/ledger/ladder-store';
 import { Ledger } from '../../src/ledger/ledger';
 import { createRedactor } from '../../src/shared/redact';
+import type { IntentInput } from '../../src/shared/intent';
 import type { AgentScript } from '../../src/shared/script';
+import type { intentWorkflow } from '../../src/workflows';
 import { WORKFLOW_INTERCEPTOR_MODULES, createWardenWorker } from '../../src/workers/warden-worker';
 import { freshDatabase } from './database';
 import { resolveConfig } from '../../src/config/load';
@@ -187,4 +190,35 @@ export function demoStages(): ScriptStages {
 /** A script file: the demo with no delays (impl fails once, then passes), `changes` replacing stages. */
 export function demoScript(changes: ScriptStages = {}): string {
   return writeScript({ stages: { ...demoStages(), ...changes } });
+}
+
+let sampleIntents = 0;
+
+/**
+ * Starts an "Add slugify" intent on a fresh sample repo in `world`: the scripted demo agent
+ * (no delays), declared paths `lib/**`, no cooldown; `overrides` replace any of it (limits are
+ * merged). The id is `<prefix><n>-<time>`.
+ */
+export async function startSampleIntent(
+  world: TestWorld,
+  prefix: string,
+  overrides: Partial<IntentInput> = {},
+): Promise<{ handle: WorkflowHandle<typeof intentWorkflow>; repo: string; id: string; before: string }> {
+  sampleIntents += 1;
+  const repo = makeSampleRepo();
+  const id = `${prefix}${sampleIntents}-${Date.now()}`;
+  const handle = await startIntent(
+    world.client,
+    {
+      id,
+      goal: 'Add slugify',
+      repoPath: repo,
+      paths: ['lib/**'],
+      agent: { kind: 'scripted', scriptPath: demoScript() },
+      ...overrides,
+      limits: { cooldown: '0s', ...overrides.limits },
+    },
+    world.taskQueue,
+  );
+  return { handle, repo, id, before: git(repo, 'rev-parse', 'main') };
 }

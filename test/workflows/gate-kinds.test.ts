@@ -1,11 +1,10 @@
 import type { WorkflowHandle } from '@temporalio/client';
-import { startIntent } from '../../src/client/intents';
 import { LadderStore } from '../../src/ledger/ladder-store';
 import type { IntentInput } from '../../src/shared/intent';
 import type { LadderLevel } from '../../src/shared/ladder';
 import { decideSignal, decideUpdate, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
-import { demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { demoScript, demoStages, git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
 /**
  * Every gate kind opens on its condition and not otherwise, and the automation ladder passes
@@ -23,26 +22,12 @@ let n = 0;
 /** Starts an intent; `ladder` puts its agent's scope at a level first (pinned unless said otherwise). */
 async function start(extra: Partial<IntentInput> = {}, script: Record<string, Array<Record<string, unknown>>> = {}, ladder?: { level: LadderLevel; pinned?: boolean }) {
   n += 1;
-  const repo = makeSampleRepo();
-  const id = `k${n}-${Date.now()}`;
-  const agentName = `agent-${id}`;
+  const agentName = `agent-k${n}-${Date.now()}`;
   if (ladder) {
     await new LadderStore(world().pool).setLevel({ scope: `agent:${agentName}`, level: ladder.level, pinned: ladder.pinned ?? true, by: 'tester', defaults: { level: 0, allowLevelUp: false } });
   }
-  const handle = await startIntent(
-    world().client,
-    {
-      id,
-      goal: 'Add slugify',
-      repoPath: repo,
-      paths: ['lib/**'],
-      agent: { kind: 'scripted', name: agentName, scriptPath: demoScript(script) },
-      ...extra,
-      limits: { cooldown: '0s', ...extra.limits },
-    },
-    world().taskQueue,
-  );
-  return { handle, repo, id, scope: `agent:${agentName}` };
+  const started = await startSampleIntent(world(), 'k', { agent: { kind: 'scripted', name: agentName, scriptPath: demoScript(script) }, ...extra });
+  return { ...started, scope: `agent:${agentName}` };
 }
 
 async function atGate(handle: WorkflowHandle, gate: string): Promise<IntentState> {

@@ -1,10 +1,8 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import { startIntent } from '../../src/client/intents';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
-import type { intentWorkflow } from '../../src/workflows';
-import { demoScript, demoStages, git, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
+import { demoScript, demoStages, git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
 /** One integration test per workflow-side layer, through a real workflow with the scripted agent. */
 
@@ -15,26 +13,9 @@ const BAD_IMPL = demo.stages.impl![0]!;
 
 const world = useTestWorld('safety');
 
-let n = 0;
-async function start(overrides: Partial<IntentInput> & { scriptPath?: string } = {}): Promise<{ handle: WorkflowHandle<typeof intentWorkflow>; repo: string; id: string }> {
-  n += 1;
-  const repo = makeSampleRepo();
-  const id = `s${n}-${Date.now()}`;
+function start(overrides: Partial<IntentInput> & { scriptPath?: string } = {}) {
   const { scriptPath, ...rest } = overrides;
-  const handle = await startIntent(
-    world().client,
-    {
-      id,
-      goal: 'Add slugify',
-      repoPath: repo,
-      paths: ['lib/**'],
-      agent: { kind: 'scripted', scriptPath: scriptPath ?? script() },
-      ...rest,
-      limits: { cooldown: '0s', ...rest.limits },
-    },
-    world().taskQueue,
-  );
-  return { handle, repo, id };
+  return startSampleIntent(world(), 's', { agent: { kind: 'scripted', scriptPath: scriptPath ?? script() }, ...rest });
 }
 
 async function failure(handle: WorkflowHandle): Promise<string> {
