@@ -70,12 +70,13 @@ export async function startBench(name: string): Promise<Bench> {
 }
 
 /** A Warden worker on `queue`, with limits that never throttle a benchmark. */
-export function benchWorker(b: Bench, queue: string, options: { safetyInterceptors?: boolean } = {}): Promise<Worker> {
+export function benchWorker(b: Bench, queue: string, options: { safetyInterceptors?: boolean; maxCachedWorkflows?: number } = {}): Promise<Worker> {
   const config = resolveConfig({
     worker: {
       rateLimits: { globalActivitiesPerSecond: 10_000, perAgent: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 }, perModel: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 } },
       dayBudgetUsd: '0',
       agentDayBudgetUsd: '0',
+      ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
     },
   });
   return createWardenWorker({

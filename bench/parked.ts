@@ -4,7 +4,7 @@
  * architecture gate right after triage (its worktree made, one agent stage run, its ledger rows
  * written). The RSS is of this process, which hosts the worker (and the benchmark's client).
  *
- *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16]
+ *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N]
  *   npm run bench:parked
  *
  * Everything is its own and torn down at the end. Results: bench/results/parked.json.
@@ -18,7 +18,9 @@ import { createSampleRepo } from '../src/client/sample-repo';
 import { endProgress, mapLimit, out, progress, secs, sleep, t } from './console';
 import { benchWorker, RESULTS_DIR, startBench, withWorker } from './harness';
 
-const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' } } });
+const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' } } });
+/** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the SDK's. */
+const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
 const N = Number(flags.intents);
 const C = Number(flags.concurrency);
 if (!Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1) {
@@ -40,7 +42,7 @@ async function main(): Promise<number> {
     await writeFile(scriptPath, JSON.stringify(script));
     const repo = createSampleRepo(path.join(b.tmp, 'repo'));
     const queue = 'parked';
-    const worker = await benchWorker(b, queue);
+    const worker = await benchWorker(b, queue, { maxCachedWorkflows: CACHE });
     const before = process.memoryUsage();
     const started = t();
     const result = await withWorker(worker, async () => {
@@ -67,8 +69,8 @@ async function main(): Promise<number> {
       const after = process.memoryUsage();
       return { parked, seconds: (t() - started) / 1000, rssMb: mb(after.rss), heapUsedMb: mb(after.heapUsed), rssBeforeMb: mb(before.rss) };
     });
-    out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s; process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
-    await writeFile(path.join(RESULTS_DIR, 'parked.json'), JSON.stringify({ intents: N, ...result, targetMb: TARGET_MB }, null, 2) + '\n');
+    out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s (workflow cache: ${CACHE ?? 'SDK default'}); process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
+    await writeFile(path.join(RESULTS_DIR, 'parked.json'), JSON.stringify({ intents: N, maxCachedWorkflows: CACHE ?? null, ...result, targetMb: TARGET_MB }, null, 2) + '\n');
     return 0;
   } finally {
     await b.close();

@@ -87,6 +87,12 @@ export const WorkerSafetyConfigSchema = z.object({
   agentDayBudgetUsd: Usd,
   /** USD per million tokens, per model. A model missing here is an error, never $0. */
   pricing: z.record(z.string(), z.object({ inputUsdPerMillion: Usd, outputUsdPerMillion: Usd })),
+  /**
+   * Workflows the worker keeps in memory between tasks (the SDK's sticky cache; default: the
+   * SDK's, sized from the heap). Intents parked at gates for hours need not stay cached: a lower
+   * number bounds the worker's memory, at the price of a replay when one of them wakes.
+   */
+  maxCachedWorkflows: z.number().int().min(0).optional(),
 });
 export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
 

@@ -89,6 +89,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
       workflowModules: [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
+    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
