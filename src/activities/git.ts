@@ -56,6 +56,29 @@ export async function commitAll(worktreePath: string, message: string): Promise<
   return git(worktreePath, ['rev-parse', 'HEAD']);
 }
 
+/** One file of a diff: its path and the lines added and deleted (binary files count 0). */
+export interface FileChange {
+  readonly path: string;
+  readonly added: number;
+  readonly deleted: number;
+}
+
+/**
+ * What the branch checked out in `worktreePath` changed against where it left `baseBranch`,
+ * file by file, Warden's own lineage folder excluded.
+ */
+export async function changesAgainstBase(worktreePath: string, baseBranch: string): Promise<FileChange[]> {
+  const base = await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${baseBranch}`]);
+  const numstat = await git(worktreePath, ['diff', '--numstat', base, 'HEAD', '--', '.', ':(exclude)docs/lineage']);
+  return numstat
+    .split('\n')
+    .filter(Boolean)
+    .map((row) => {
+      const [added, deleted, file] = row.split('\t');
+      return { path: file ?? '?', added: Number(added) || 0, deleted: Number(deleted) || 0 }; // binary files show "-"
+    });
+}
+
 /** Worktrees of a repository: path → checked-out branch (full ref), from `git worktree list`. */
 export async function listWorktrees(repoPath: string): Promise<Map<string, string | undefined>> {
   const out = await git(repoPath, ['worktree', 'list', '--porcelain']);

@@ -6,7 +6,7 @@ import type { Intent } from '../shared/intent';
 import { ladderScope } from '../shared/ladder';
 import { MAX_DIFF_FILES, MAX_TRACE, type ReviewPackage } from '../shared/review-package';
 import type { Ledger } from '../ledger/ledger';
-import { git } from './git';
+import { changesAgainstBase } from './git';
 import { ensureWorktree } from './worktree';
 
 /** What the workflow knows and the package repeats; the rest is read from git and the ledger. */
@@ -26,15 +26,7 @@ export function createReviewPackageActivities(deps: { readonly worktreeRoot: str
     /** Gathers the review package for a gate after impl. Reads only; safe to retry. */
     async buildReviewPackage({ intent, facts }: { readonly intent: Intent; readonly facts: ReviewPackageFacts }): Promise<ReviewPackage> {
       const { worktreePath, branch } = await ensureWorktree({ repoPath: intent.repoPath, baseBranch: intent.baseBranch, intentId: intent.id, worktreeRoot: deps.worktreeRoot });
-      const base = await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${intent.baseBranch}`]);
-      const numstat = await git(worktreePath, ['diff', '--numstat', base, 'HEAD', '--', '.', ':(exclude)docs/lineage']);
-      const files = numstat
-        .split('\n')
-        .filter(Boolean)
-        .map((row) => {
-          const [added, deleted, file] = row.split('\t');
-          return { path: file ?? '?', added: Number(added) || 0, deleted: Number(deleted) || 0 };
-        });
+      const files = await changesAgainstBase(worktreePath, intent.baseBranch);
       const added = files.reduce((n, f) => n + f.added, 0);
       const deleted = files.reduce((n, f) => n + f.deleted, 0);
       const trace = await deps.ledger.timeline(intent.id);

@@ -14,7 +14,7 @@ import { FailureType } from '../shared/errors';
 import type { AgentResult } from './agents';
 import { createAgent } from './agents';
 import { activityLogger } from './log-context';
-import { commitAll, git, gitRaw } from './git';
+import { changesAgainstBase, commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
 import { agentEnvironment, runProcess } from './process';
 import { buildPrompt } from './prompts';
@@ -262,16 +262,8 @@ export function createStageActivities(deps: ActivityDeps) {
     /** Files and lines the intent branch changed against the base branch (lineage excluded). */
     async measureChange({ intent }: IntentRef): Promise<{ readonly files: number; readonly lines: number }> {
       const { worktreePath } = await worktree(intent);
-      const base = await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${intent.baseBranch}`]);
-      const numstat = await git(worktreePath, ['diff', '--numstat', base, 'HEAD', '--', '.', ':(exclude)docs/lineage']);
-      let files = 0;
-      let lines = 0;
-      for (const row of numstat.split('\n').filter(Boolean)) {
-        const [added, deleted] = row.split('\t');
-        files += 1;
-        lines += (Number(added) || 0) + (Number(deleted) || 0); // binary files show "-"
-      }
-      return { files, lines };
+      const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
+      return { files: changes.length, lines: changes.reduce((n, c) => n + c.added + c.deleted, 0) };
     },
 
     /**
