@@ -6,10 +6,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
 import type { GatesConfig } from '../shared/gates';
 import { UserError } from '../shared/errors';
-import { z } from 'zod';
 import { isLocalEndpoint } from '../activities/agents/model-http';
 import { mergeLimits, type IntentLimitsConfig, type WardenConfig } from '../config/schema';
-import { AnthropicAgentProfileSchema, OpenAiAgentProfileSchema, type AgentProfile, type IntentInput } from '../shared/intent';
+import type { AgentProfile, IntentInput } from '../shared/intent';
 
 /** What `warden run` accepts, before any check. */
 export interface RunFlags {
@@ -112,7 +111,7 @@ function agentsFor(flags: RunFlags, cwd: string, config: RunConfig): Pick<Intent
   if (flags.agentName) chosen = { ...chosen, agent: { ...chosen.agent, name: flags.agentName } };
   if (config.mode !== 'production') {
     for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
-      if ((profile.kind === 'anthropic' || profile.kind === 'openai') && !isLocalEndpoint(HttpProfileSchema.parse(profile))) {
+      if ((profile.kind === 'anthropic' || profile.kind === 'openai') && !isLocalEndpoint(profile)) {
         throw new UserError(
           `development mode refuses paid cloud endpoints: ${profile.kind} model ${profile.model} (set "mode": "production" in the config, or use a local endpoint or a command agent)`,
         );
@@ -121,8 +120,6 @@ function agentsFor(flags: RunFlags, cwd: string, config: RunConfig): Pick<Intent
   }
   return chosen;
 }
-
-const HttpProfileSchema = z.discriminatedUnion('kind', [AnthropicAgentProfileSchema, OpenAiAgentProfileSchema]);
 
 function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
   const kind = flags.agent ?? (flags.cmd ? 'command' : 'scripted');

@@ -38,12 +38,15 @@ const DEFAULTS = {
   openai: { baseUrl: 'https://api.openai.com/v1', keys: ['OPENAI_API_KEY'] },
 } as const;
 
-export function baseUrlOf(profile: HttpAgentProfile): string {
+/** What an endpoint's address depends on. */
+type Endpoint = Pick<HttpAgentProfile, 'kind' | 'baseUrl'>;
+
+export function baseUrlOf(profile: Endpoint): string {
   return (profile.baseUrl ?? DEFAULTS[profile.kind].baseUrl).replace(/\/+$/, '');
 }
 
 /** Whether the endpoint is on this machine (allowed in development mode; keys optional). */
-export function isLocalEndpoint(profile: HttpAgentProfile): boolean {
+export function isLocalEndpoint(profile: Endpoint): boolean {
   const host = new URL(baseUrlOf(profile)).hostname;
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\./.test(host);
 }
