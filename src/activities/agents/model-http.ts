@@ -129,20 +129,17 @@ export async function callModel(profile: HttpAgentProfile, prompt: string, optio
   const timeoutMs = parseDuration(profile.timeout);
   const maxRetryAfter = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const keys = keysOf(profile, options.env);
-  const refused: string[] = [];
-  let lastProblem = '';
 
-  for (const [index, key] of keys.entries()) {
+  /** The answer, or why the key was refused (auth or quota); throws when the endpoint keeps failing. */
+  const tryKey = async (key: string | undefined): Promise<ModelAnswer | { refused: string }> => {
+    let lastProblem = '';
     for (let attempt = 1; attempt <= TRIES_PER_KEY; attempt++) {
       if (options.signal.aborted) throw new CancelledFailure('the model call was cancelled');
       options.heartbeat();
       const outcome = await tryOnce(profile, prompt, key, { doFetch, timeoutMs, signal: options.signal });
       if (outcome.kind === 'answer') return outcome.answer;
+      if (outcome.kind === 'next-key') return { refused: outcome.reason };
       lastProblem = outcome.reason;
-      if (outcome.kind === 'next-key') {
-        refused.push(`key ${index + 1}: ${outcome.reason}`);
-        break;
-      }
       if (attempt === TRIES_PER_KEY) break;
       if (outcome.waitMs > maxRetryAfter) {
         throw ApplicationFailure.create({
@@ -154,9 +151,14 @@ export async function callModel(profile: HttpAgentProfile, prompt: string, optio
       await sleepAbortable(outcome.waitMs, options.signal, options.heartbeat);
     }
     // Three server-side failures on one key: the endpoint is the problem, not the key.
-    if (refused.length <= index) {
-      throw ApplicationFailure.create({ type: FailureType.ModelUnavailable, message: `${profile.kind} model ${profile.model} failed ${TRIES_PER_KEY} times: ${lastProblem}` });
-    }
+    throw ApplicationFailure.create({ type: FailureType.ModelUnavailable, message: `${profile.kind} model ${profile.model} failed ${TRIES_PER_KEY} times: ${lastProblem}` });
+  };
+
+  const refused: string[] = [];
+  for (const [index, key] of keys.entries()) {
+    const result = await tryKey(key);
+    if (!('refused' in result)) return result;
+    refused.push(`key ${index + 1}: ${result.refused}`);
   }
   throw ApplicationFailure.create({
     type: FailureType.CredentialsExhausted,
