@@ -6,6 +6,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import pino from 'pino';
 import { quietSdkRuntime } from '../src/client/session';
 import { resolveConfig } from '../src/config/load';
+import type { WardenConfig } from '../src/config/schema';
 import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
@@ -69,16 +70,22 @@ export async function startBench(name: string): Promise<Bench> {
   };
 }
 
-/** A Warden worker on `queue`, with limits that never throttle a benchmark. */
-export function benchWorker(b: Bench, queue: string, options: { safetyInterceptors?: boolean; maxCachedWorkflows?: number } = {}): Promise<Worker> {
-  const config = resolveConfig({
+/** The default profile with no cooldown, and worker limits that never throttle a benchmark. */
+export function unthrottledConfig(worker: { maxCachedWorkflows?: number } = {}): WardenConfig {
+  return resolveConfig({
+    limits: { cooldown: '0s' },
     worker: {
       rateLimits: { globalActivitiesPerSecond: 10_000, perAgent: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 }, perModel: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 } },
       dayBudgetUsd: '0',
       agentDayBudgetUsd: '0',
-      ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+      ...worker,
     },
   });
+}
+
+/** A Warden worker on `queue`, with limits that never throttle a benchmark. */
+export function benchWorker(b: Bench, queue: string, options: { safetyInterceptors?: boolean; maxCachedWorkflows?: number } = {}): Promise<Worker> {
+  const config = unthrottledConfig(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {});
   return createWardenWorker({
     connection: b.native,
     namespace: b.server.namespace,

@@ -28,10 +28,10 @@ import { liveProcessGroups } from '../src/activities/process';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/session';
 import { endProgress, mapLimit, out, percentile, progress, secs, sleep, t } from './console';
+import { unthrottledConfig } from './harness';
 import { startIntent } from '../src/client/intents';
 import type { IntentInput } from '../src/shared/intent';
 import { stopAll } from '../src/client/stop-commands';
-import { resolveConfig } from '../src/config/load';
 import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
@@ -183,18 +183,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   const client = new Client({ connection: res.connection, namespace: server.namespace });
 
   // 2. One worker, with limits that do not throttle N agents started at once.
-  const config = resolveConfig({
-    limits: { cooldown: '0s' },
-    worker: {
-      rateLimits: {
-        globalActivitiesPerSecond: 1000,
-        perAgent: { requestsPerMinute: 100_000, tokensPerMinute: 100_000_000 },
-        perModel: { requestsPerMinute: 100_000, tokensPerMinute: 100_000_000 },
-      },
-      dayBudgetUsd: '0',
-      agentDayBudgetUsd: '0',
-    },
-  });
+  const config = unthrottledConfig();
   await phase('bundling workflows and starting the worker', async () => {
     res.native = await NativeConnection.connect({ address: server.address });
     const logger = createLogger({ level: 'warn', destination: pino.destination({ dest: LOG_FILE, sync: false, append: false }) });
