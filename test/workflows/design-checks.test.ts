@@ -1,24 +1,14 @@
-import { startIntent } from '../../src/client/intents';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { demoScript, demoStages, git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
 /** The LLD and the spec pass their mechanical checks before anything is built on them. */
 
 const world = useTestWorld('design-checks');
 const demo = demoStages();
 
-let n = 0;
-async function start(script: Record<string, Array<Record<string, unknown>>>, extra: Partial<IntentInput> = {}) {
-  n += 1;
-  const repo = makeSampleRepo();
-  const id = `d${n}-${Date.now()}`;
-  const handle = await startIntent(
-    world().client,
-    { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**', 'test/**'], agent: { kind: 'scripted', scriptPath: demoScript(script) }, ...extra, limits: { cooldown: '0s', ...extra.limits } },
-    world().taskQueue,
-  );
-  return { handle, repo, id };
+function start(script: Record<string, Array<Record<string, unknown>>>, extra: Partial<IntentInput> = {}) {
+  return startSampleIntent(world(), 'd', { paths: ['lib/**', 'test/**'], agent: { kind: 'scripted', scriptPath: demoScript(script) }, ...extra });
 }
 
 async function failures(id: string): Promise<string[]> {

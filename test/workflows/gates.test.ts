@@ -1,26 +1,16 @@
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
-import { startIntent } from '../../src/client/intents';
 import { waitingGates } from '../../src/client/list-intents';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, decideUpdate, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
-import { demoScript, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { demoScript, git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
 /** Decisions at gates: who may decide, approve with conditions, defer once, the update's answer. */
 
 const world = useTestWorld('gates');
 
-let n = 0;
-async function start(extra: Partial<IntentInput> = {}, scriptPath = demoScript()) {
-  n += 1;
-  const repo = makeSampleRepo();
-  const id = `g${n}-${Date.now()}`;
-  const handle = await startIntent(
-    world().client,
-    { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath }, ...extra, limits: { cooldown: '0s', ...extra.limits } },
-    world().taskQueue,
-  );
-  return { handle, repo, id };
+function start(extra: Partial<IntentInput> = {}, scriptPath = demoScript()) {
+  return startSampleIntent(world(), 'g', { agent: { kind: 'scripted', scriptPath }, ...extra });
 }
 
 async function atGate(handle: WorkflowHandle, gate = 'merge'): Promise<IntentState> {
