@@ -2,8 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
 import { activeLineageDir } from '../shared/ids';
-import type { Intent } from '../shared/intent';
-import { ladderScope } from '../shared/ladder';
+import { agentIdOf, type Intent } from '../shared/intent';
 import { MAX_DIFF_FILES, MAX_TRACE, type ReviewPackage } from '../shared/review-package';
 import type { Ledger } from '../ledger/ledger';
 import { changesAgainstBase } from './git';
@@ -36,7 +35,7 @@ export function createReviewPackageActivities(deps: { readonly worktreeRoot: str
         branch,
         baseBranch: intent.baseBranch,
         ...(intent.environment ? { environment: intent.environment } : {}),
-        agent: ladderScope(intent.agent).replace(/^agent:/, ''),
+        agent: agentIdOf(intent.agent),
         ladderLevel: facts.ladderLevel,
         risk: { class: facts.triage.risk, confidence: facts.triage.confidence, rationale: facts.triage.rationale.slice(0, 500) },
         plan: await planExcerpt(worktreePath, intent.id),

@@ -79,3 +79,12 @@ export type CommandAgentProfile = z.infer<typeof CommandAgentProfileSchema>;
 export type AnthropicAgentProfile = z.infer<typeof AnthropicAgentProfileSchema>;
 export type OpenAiAgentProfile = z.infer<typeof OpenAiAgentProfileSchema>;
 export type HttpAgentProfile = AnthropicAgentProfile | OpenAiAgentProfile;
+
+/**
+ * The agent's identity across Warden: its ledger rows (cost, events), the worker's per-agent rate
+ * limits and day budget, its automation-ladder scope, and the names that may not decide its gates.
+ * A named profile is itself; an unnamed one is its kind.
+ */
+export function agentIdOf(agent: { readonly kind: string; readonly name?: string }): string {
+  return agent.name ?? agent.kind;
+}

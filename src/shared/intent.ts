@@ -10,6 +10,7 @@ import type { AgentStage } from './stages';
 export { DurationSchema };
 
 export {
+  agentIdOf,
   AgentProfileSchema,
   AnthropicAgentProfileSchema,
   CommandAgentProfileSchema,

@@ -1,3 +1,4 @@
+import { agentIdOf } from './agent-profiles';
 import type { GateKind } from './gates';
 import { GATES } from './gates';
 import type { RiskClass } from './risk';
@@ -136,5 +137,5 @@ export function autoPassRefusal(input: { level: LadderLevel; gate: GateKind; ris
 
 /** The ledger scope of an agent profile's ladder. */
 export function ladderScope(agent: { readonly kind: string; readonly name?: string }): string {
-  return `agent:${agent.name ?? agent.kind}`;
+  return `agent:${agentIdOf(agent)}`;
 }

@@ -19,7 +19,7 @@ import type { GateKind, RecordedDecision } from '../shared/decisions';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import { branchForIntent } from '../shared/ids';
-import { IntentSchema, agentForStage, describeIssues, modelFamily, type Intent } from '../shared/intent';
+import { IntentSchema, agentForStage, agentIdOf, describeIssues, modelFamily, type Intent } from '../shared/intent';
 import { ladderScope, type LadderLevel, type LadderRun } from '../shared/ladder';
 import { pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
 import { riskAtLeast } from '../shared/risk';
@@ -93,7 +93,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const monitor = new BehaviourMonitor();
 
   ledger.event('INTENT_STARTED', 'info', intent.goal, {
-    agentId: intent.agent.kind,
+    agentId: agentIdOf(intent.agent),
     metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
   });
 
@@ -108,7 +108,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     intent,
     state,
     ledger,
-    agentNames: [intent.agent.kind, ...(intent.agent.name ? [intent.agent.name] : [])],
+    // Every agent of the intent, by kind and by name: none of them decides a gate.
+    agentNames: [intent.agent, ...Object.values(intent.stageAgents)].flatMap((a) => [a.kind, agentIdOf(a)]),
     autoPass: (gate) => ({ level: ladderLevel, risk: triage?.risk ?? 'MEDIUM', refusals: autoPassRefusals(gate) }),
     reviewPackage: async () =>
       state.attempts.impl === undefined || !triage
@@ -209,10 +210,10 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     state.spendUsd = addUsd(state.spendUsd, result.costUsd);
     const nearBudget = guard.recordSpend(result.costUsd, stage);
     state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
-    ledger.cost({ stage, attempt, agentId: agentForStage(intent, stage).kind, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
+    ledger.cost({ stage, attempt, agentId: agentIdOf(agentForStage(intent, stage)), modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
     ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
       stage,
-      agentId: agentForStage(intent, stage).kind,
+      agentId: agentIdOf(agentForStage(intent, stage)),
       modelId: result.model,
       costSnapshot: { intentUsd: state.spendUsd },
       metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null, cascade: result.safety.cascade.level },
@@ -234,7 +235,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     const findings = monitor.observe({
       at: Date.now(),
       stage,
-      agent: intent.agent.kind,
+      agent: agentIdOf(agentForStage(intent, stage)),
       action: stage,
       outputHash: result.safety.outputHash,
       costUsd: result.costUsd,

@@ -51,7 +51,7 @@ async function costStages(id: string): Promise<string[]> {
 }
 
 test('a LOW-risk intent meets only the merge gate', async () => {
-  const { handle } = await start();
+  const { handle, id, scope } = await start();
   await atGate(handle, 'merge');
   await approve(handle, 'merge');
   expect((await handle.result()).status).toBe('merged');
@@ -59,6 +59,10 @@ test('a LOW-risk intent meets only the merge gate', async () => {
   expect(state.decisions.map((d) => d.gate)).toEqual(['merge']);
   expect(state.risk).toEqual({ class: 'LOW', confidence: 0.9, structured: true });
   expect(state.review).toEqual({ verdict: 'APPROVE', findings: 1, criticalSecurity: 0 });
+  // A named profile is one agent everywhere: its cost rows carry its name, which the worker's
+  // per-agent day budget sums.
+  const { rows } = await world().pool.query('SELECT DISTINCT agent_id FROM cost_events WHERE intent_id = $1', [id]);
+  expect(rows).toEqual([{ agent_id: scope.replace(/^agent:/, '') }]);
 });
 
 test('HIGH risk: the architecture gate before the LLD, then the LLD approval gate before the spec', async () => {

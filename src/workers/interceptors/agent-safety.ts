@@ -20,7 +20,7 @@ import { addUsd, compareUsd, normalizeUsd, subUsd } from '../../safety/money';
 import { RateLimiter } from '../../safety/token-bucket';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
-import { agentForStage, type AgentProfile } from '../../shared/intent';
+import { agentForStage, agentIdOf, type AgentProfile } from '../../shared/intent';
 
 /** The activity the safety layers act on; every other activity is only audited. */
 export const AGENT_ACTIVITY = 'runAgentStage';
@@ -169,7 +169,7 @@ export function safetyEventId(
  */
 export async function agentEndpoint(agent: AgentProfile): Promise<AgentEndpoint> {
   // A named profile is an agent of its own: its own rate limits and day budget.
-  const agentId = agent.name ?? agent.kind;
+  const agentId = agentIdOf(agent);
   const declared = (agent as { model?: unknown }).model;
   if (typeof declared === 'string' && declared) return { agentId, modelId: declared, endpoint: `${agent.kind}/${declared}` };
   if (agent.kind === 'scripted') {
@@ -180,8 +180,7 @@ export async function agentEndpoint(agent: AgentProfile): Promise<AgentEndpoint>
     const program = path.basename(agent.command.trim().split(/\s+/)[0] ?? 'command');
     return { agentId, modelId: agent.kind, endpoint: `command/${program}` };
   }
-  const kind = (agent as { kind: string }).kind;
-  return { agentId: kind, modelId: kind, endpoint: kind };
+  return { agentId, modelId: agent.kind, endpoint: agent.kind };
 }
 
 async function readScriptModel(scriptPath: string): Promise<string> {
