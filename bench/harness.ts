@@ -13,7 +13,7 @@ import { startDevServer, type DevServer } from '../src/runtime/dev-server';
 import { findFreePort } from '../src/runtime/ports';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { createRedactor } from '../src/shared/redact';
-import { createWardenWorker } from '../src/workers/warden-worker';
+import { createWardenWorker, type WardenWorkerOptions } from '../src/workers/warden-worker';
 import { endProgress, progress, secs, t } from './console';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
@@ -84,7 +84,11 @@ export function unthrottledConfig(worker: { maxCachedWorkflows?: number } = {}):
 }
 
 /** A Warden worker on `queue`, with limits that never throttle a benchmark. */
-export function benchWorker(b: Bench, queue: string, options: { safetyInterceptors?: boolean; maxCachedWorkflows?: number } = {}): Promise<Worker> {
+export function benchWorker(
+  b: Bench,
+  queue: string,
+  options: Pick<WardenWorkerOptions, 'safetyInterceptors' | 'wrapActivities'> & { maxCachedWorkflows?: number } = {},
+): Promise<Worker> {
   const config = unthrottledConfig(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {});
   return createWardenWorker({
     connection: b.native,
@@ -97,6 +101,7 @@ export function benchWorker(b: Bench, queue: string, options: { safetyIntercepto
     redact: createRedactor(process.env),
     safety: config.worker,
     safetyInterceptors: options.safetyInterceptors,
+    wrapActivities: options.wrapActivities,
     killSwitch: { enabled: true, emergencyStopFile: path.join(b.tmp, 'EMERGENCY_STOP') },
   });
 }

@@ -1,0 +1,231 @@
+/**
+ * Warden's orchestration core against a peer, side by side in one run on one machine: the same
+ * six-stage pipeline (triage → lld → spec → impl → review → human gate → merge) with stages that
+ * do nothing,
+ *
+ * - on Warden: `intentWorkflow` on a real Temporal dev server, with the stage guard, the gate
+ *   keeper, the agent-safety interceptor and the PostgreSQL ledger all real and every stage
+ *   activity answered at once (bench/core/noop-activities.ts);
+ * - on LangGraph-JS with its PostgreSQL checkpointer (bench/peer/langgraph-pipeline.ts), on the
+ *   same embedded PostgreSQL, with its default durability (async) and with sync;
+ * - and, as the floor of any pipeline on Temporal, a bare workflow of six no-op activities;
+ *
+ * at each concurrency given: pipelines per second (the gate answered as soon as it is asked),
+ * and gate-resume latency, from the approve call to the merge stage's code starting.
+ *
+ *   npm run bench:peer -- [--pipelines 200] [--concurrency 1,8]
+ *
+ * LangGraph is a dependency of this benchmark only: bench/peer/package.json, installed into
+ * bench/peer/node_modules on the first run. Results: bench/results/peer.json.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Worker } from '@temporalio/worker';
+import { startIntent } from '../src/client/intents';
+import { LadderStore } from '../src/ledger/ladder-store';
+import { decideSignal } from '../src/shared/messages';
+import * as bareActivities from './bare/activities';
+import { noopStageActivities } from './core/noop-activities';
+import { endProgress, mapLimit, out, percentile, progress, secs, t } from './console';
+import { benchWorker, RESULTS_DIR, startBench, withWorker, type Bench } from './harness';
+import type { CreatePeerPipeline } from './peer-types';
+
+const { values: flags } = parseArgs({
+  options: {
+    pipelines: { type: 'string', default: '200' },
+    concurrency: { type: 'string', default: '1,8' },
+    warmup: { type: 'string', default: '20' },
+  },
+});
+const N = Number(flags.pipelines);
+const WARMUP = Number(flags.warmup);
+const LEVELS = flags.concurrency.split(',').map(Number);
+if (!Number.isInteger(N) || N < 1 || !Number.isInteger(WARMUP) || WARMUP < 0 || LEVELS.some((c) => !Number.isInteger(c) || c < 1)) {
+  out('--pipelines takes a whole number ≥ 1, --warmup one ≥ 0, --concurrency a comma-separated list of them (e.g. 1,8)');
+  process.exit(2);
+}
+
+const PEER_DIR = path.join(__dirname, 'peer');
+
+interface Run {
+  readonly system: string;
+  readonly concurrency: number;
+  readonly pipelines: number;
+  readonly wallMs: number;
+  readonly perSecond: number;
+  readonly gate: { readonly medianMs: number; readonly p99Ms: number };
+}
+
+/** One pipeline: run to the gate, approve, and say how long the approve took to reach merge. */
+type Pipeline = (index: number) => Promise<number>;
+
+async function measure(system: string, concurrency: number, pipeline: Pipeline, first: number): Promise<Run> {
+  const latencies: number[] = [];
+  const started = t();
+  await mapLimit(
+    Array.from({ length: N }, (_, i) => first + i),
+    concurrency,
+    async (index) => {
+      latencies.push(await pipeline(index));
+      if (latencies.length % 10 === 0 || latencies.length === N) progress(`${system}, concurrency ${concurrency}: ${latencies.length}/${N} merged, ${secs(t() - started)}`);
+    },
+  );
+  endProgress();
+  const wallMs = t() - started;
+  const sorted = [...latencies].sort((a, b) => a - b);
+  return { system, concurrency, pipelines: N, wallMs, perSecond: N / (wallMs / 1000), gate: { medianMs: percentile(sorted, 50)!, p99Ms: percentile(sorted, 99)! } };
+}
+
+/** Resolves once `key` has been signalled through `settle`; either may come first. */
+class Rendezvous<T> {
+  private readonly waiting = new Map<string, { promise: Promise<T>; resolve: (value: T) => void }>();
+  private entry(key: string) {
+    let found = this.waiting.get(key);
+    if (!found) {
+      let resolve!: (value: T) => void;
+      const promise = new Promise<T>((r) => (resolve = r));
+      found = { promise, resolve };
+      this.waiting.set(key, found);
+    }
+    return found;
+  }
+  wait(key: string): Promise<T> {
+    return this.entry(key).promise.finally(() => this.waiting.delete(key));
+  }
+  settle(key: string, value: T): void {
+    this.entry(key).resolve(value);
+  }
+}
+
+async function wardenRuns(s: Bench): Promise<Run[]> {
+  const atGate = new Rendezvous<void>();
+  const mergeAt = new Rendezvous<number>();
+  const worker = await benchWorker(s, 'core', {
+    wrapActivities: (real) =>
+      noopStageActivities(real, {
+        gateRequested: (intentId, gate) => gate === 'merge' && atGate.settle(intentId, undefined),
+        mergeStarted: (intentId) => mergeAt.settle(intentId, t()),
+      }),
+  });
+  // Pinned at L0: every merge waits for a person however many runs succeed (the ladder would climb).
+  await new LadderStore(s.database.pool).setLevel({ scope: 'agent:bench-core', level: 0, pinned: true, by: 'bench', defaults: { level: 0, allowLevelUp: false } });
+  const repoPath = path.join(s.tmp, 'no-repo'); // never opened: no stage touches it
+  const pipeline: Pipeline = async (index) => {
+    const id = `core-${index}`;
+    const handle = await startIntent(s.client, { id, goal: 'No-op pipeline', repoPath, paths: ['lib/**'], agent: { kind: 'scripted', name: 'bench-core', scriptPath: s.demoScript }, limits: { cooldown: '0s' } }, 'core');
+    await atGate.wait(id);
+    const merged = mergeAt.wait(id);
+    const asked = t();
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'bench' });
+    const latency = (await merged) - asked;
+    const outcome = await handle.result();
+    if (outcome.status !== 'merged') throw new Error(`${id} ended ${outcome.status}`);
+    return latency;
+  };
+  return withWorker(worker, () => runLevels('Warden core (intentWorkflow, safety on, no-op stages)', pipeline));
+}
+
+async function peerRuns(s: Bench, createPeerPipeline: CreatePeerPipeline, durability: 'async' | 'sync'): Promise<Run[]> {
+  const mergeAt = new Rendezvous<number>();
+  const peer = await createPeerPipeline({ connectionString: s.database.pool.options.connectionString }, durability, (threadId, stage) => {
+    if (stage === 'merge') mergeAt.settle(threadId, t());
+  });
+  const pipeline: Pipeline = async (index) => {
+    const thread = `peer-${durability}-${index}`;
+    await peer.runToGate(thread);
+    const merged = mergeAt.wait(thread);
+    const asked = t();
+    const done = await peer.decide(thread, 'approve');
+    if (done.at(-1) !== 'merge') throw new Error(`${thread} ended after ${done.join(', ')}`);
+    return (await merged) - asked;
+  };
+  try {
+    return await runLevels(`LangGraph-JS + PostgresSaver (durability ${durability})`, pipeline);
+  } finally {
+    await peer.close();
+  }
+}
+
+/** The floor of any pipeline on Temporal: a bare workflow of six no-op activities (no gate, no ledger). */
+async function bareRuns(s: Bench): Promise<Run[]> {
+  const worker = await Worker.create({ connection: s.native, namespace: s.server.namespace, taskQueue: 'bare', workflowsPath: require.resolve('./bare/workflow'), activities: bareActivities });
+  const pipeline: Pipeline = async (index) => {
+    await s.client.workflow.execute('bareSixStages', { taskQueue: 'bare', workflowId: `bare-${index}` });
+    return Number.NaN;
+  };
+  return withWorker(worker, () => runLevels('bare Temporal workflow, six no-op activities, no gate', pipeline));
+}
+
+/** A few pipelines to warm up (not counted), then N at each concurrency level. */
+async function runLevels(system: string, pipeline: Pipeline): Promise<Run[]> {
+  let next = 0;
+  if (WARMUP > 0) {
+    await mapLimit(Array.from({ length: WARMUP }, (_, i) => i), 4, async (i) => void (await pipeline(i)));
+    next = WARMUP;
+  }
+  const runs: Run[] = [];
+  for (const c of LEVELS) {
+    runs.push(await measure(system, c, pipeline, next));
+    next += N;
+  }
+  return runs;
+}
+
+/** LangGraph lives in bench/peer/node_modules: installed there on first use, never in Warden's own tree. */
+function loadPeer(): CreatePeerPipeline {
+  if (!existsSync(path.join(PEER_DIR, 'node_modules', '@langchain', 'langgraph-checkpoint-postgres'))) {
+    out('installing the peer (bench/peer/package.json) into bench/peer/node_modules…');
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: PEER_DIR, stdio: 'inherit' });
+  }
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require(path.join(PEER_DIR, 'langgraph-pipeline')) as { createPeerPipeline: CreatePeerPipeline }).createPeerPipeline;
+}
+
+async function main(): Promise<number> {
+  out(`orchestration benchmark, Warden core vs LangGraph-JS: ${N} pipelines per concurrency level (${LEVELS.join(', ')}), ${WARMUP} warm-up; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
+  const createPeerPipeline = loadPeer();
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const s = await startBench('peer');
+  try {
+    const warden = await wardenRuns(s);
+    const peer = await peerRuns(s, createPeerPipeline, 'async');
+    const peerSync = await peerRuns(s, createPeerPipeline, 'sync');
+    const floor = await bareRuns(s);
+    const all = [...warden, ...peer, ...peerSync, ...floor];
+    out('');
+    out('| system | concurrency | pipelines/s | gate resume median | gate resume p99 |');
+    out('|---|---|---|---|---|');
+    const ms = (value: number): string => (Number.isNaN(value) ? '–' : `${value.toFixed(1)} ms`);
+    for (const r of [...all].sort((a, b) => a.concurrency - b.concurrency)) {
+      out(`| ${r.system} | ${r.concurrency} | ${r.perSecond.toFixed(1)} | ${ms(r.gate.medianMs)} | ${ms(r.gate.p99Ms)} |`);
+    }
+    out('');
+    const ratios = LEVELS.map((c) => {
+      const w = warden.find((r) => r.concurrency === c)!;
+      const p = peer.find((r) => r.concurrency === c)!;
+      return { concurrency: c, throughput: w.perSecond / p.perSecond, gateMedian: w.gate.medianMs / p.gate.medianMs };
+    });
+    for (const r of ratios) {
+      out(`concurrency ${r.concurrency}: throughput Warden / peer (its default durability) ${r.throughput.toFixed(2)}× (target ≥ 1.0), median gate resume Warden / peer ${r.gateMedian.toFixed(2)}× (target ≤ 1.0)`);
+    }
+    const file = path.join(RESULTS_DIR, 'peer.json');
+    await writeFile(file, JSON.stringify({ pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios }, null, 2) + '\n');
+    out(`results: ${path.relative(process.cwd(), file)}`);
+    return 0;
+  } finally {
+    await s.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    endProgress();
+    out(`orchestration benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exit(1);
+  },
+);
