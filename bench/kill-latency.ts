@@ -22,6 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
@@ -115,6 +116,24 @@ interface Resources {
   worker?: Worker;
   workerRun?: Promise<void>;
   pidFiles: string[];
+}
+
+/** A workflow's history events from `sinceWallMs` on, as "+ms event (activity)" lines: where its time went. */
+async function timelineSince(client: Client, workflowId: string, sinceWallMs: number): Promise<string[]> {
+  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const activityNames = new Map<string, string>();
+  const lines: string[] = [];
+  for (const event of events) {
+    const name = event.activityTaskScheduledEventAttributes?.activityType?.name;
+    if (name) activityNames.set(String(event.eventId), name);
+    const at = Number(event.eventTime?.seconds ?? 0) * 1000 + Math.round((event.eventTime?.nanos ?? 0) / 1e6);
+    if (at < sinceWallMs) continue;
+    const attributes = Object.values(event).find((v): v is { scheduledEventId?: unknown } => typeof v === 'object' && v !== null && 'scheduledEventId' in v);
+    const activity = name ?? (attributes?.scheduledEventId ? activityNames.get(String(attributes.scheduledEventId)) : undefined);
+    const type = typeof event.eventType === 'number' ? temporal.api.enums.v1.EventType[event.eventType] : String(event.eventType);
+    lines.push(`+${String(at - sinceWallMs).padStart(5)} ms  ${String(type).replace(/^EVENT_TYPE_/, '')}${activity ? ` (${activity})` : ''}`);
+  }
+  return lines;
 }
 
 async function main(): Promise<number> {
@@ -306,12 +325,17 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   // How the intents ended, and when (by the server's close time, free of visibility lag).
   const statuses: Record<string, number> = {};
   const closes: number[] = [];
+  let lastClosed: { id: string; ms: number } | undefined;
   await mapLimit(ids, 10, async (id) => {
     const description = await client.workflow.getHandle(`intent-${id}`).describe();
     statuses[description.status.name] = (statuses[description.status.name] ?? 0) + 1;
-    if (description.closeTime) closes.push(description.closeTime.getTime() - wallT0);
+    if (!description.closeTime) return;
+    const ms = description.closeTime.getTime() - wallT0;
+    closes.push(ms);
+    if (!lastClosed || ms > lastClosed.ms) lastClosed = { id, ms };
   });
   closes.sort((a, b) => a - b);
+  const lastTimeline = lastClosed ? await timelineSince(client, `intent-${lastClosed.id}`, wallT0) : [];
 
   const round = (ms: number | undefined): number | null => (ms === undefined ? null : Math.round(ms));
   const result = {
@@ -337,6 +361,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     workflowCloseMs: { first: round(closes[0]), p50: round(percentile(closes, 50)), p90: round(percentile(closes, 90)), last: round(closes.at(-1)) },
     zombieOnlyGroups,
     finalStatuses: statuses,
+    lastToClose: lastClosed ? { intentId: lastClosed.id, timeline: lastTimeline } : null,
     setupMs: setupTimes,
     totalMs: Math.round(t() - benchStart),
   };
@@ -358,6 +383,11 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   out('');
   for (const [k, v] of rows) out(`  ${k.padEnd(width)}  ${v}`);
   if (zombieOnlyGroups > 0) out(`  (${zombieOnlyGroups} agent group(s) were zombies only for a while — killed orphans init had not reaped yet; counted as dead)`);
+  if (lastClosed) {
+    out('');
+    out(`  the last intent to close (${lastClosed.id}), its history from the stop on:`);
+    for (const line of lastTimeline) out(`    ${line}`);
+  }
   out('');
   out(`result: ${path.relative(process.cwd(), RESULT_FILE)}`);
   return workflowsMs !== undefined && agentsMs !== undefined ? 0 : 1;

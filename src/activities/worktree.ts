@@ -77,11 +77,14 @@ export async function removeWorktree(input: {
     await rm(lineageCopy, { recursive: true, force: true });
     await cp(lineage, lineageCopy, { recursive: true });
   }
-  if (existsSync(worktreePath)) {
-    const removed = await gitRaw(input.repoPath, ['worktree', 'remove', '--force', '--force', worktreePath]);
-    if (removed.code !== 0) await rm(worktreePath, { recursive: true, force: true });
+  // `worktree remove` drops git's record of the worktree too; only a folder removed some other
+  // way (or already gone, e.g. after a crash) leaves a record for `prune`. One git process fewer
+  // per intent matters when a stop cleans up a hundred intents at once.
+  const removed = existsSync(worktreePath) && (await gitRaw(input.repoPath, ['worktree', 'remove', '--force', '--force', worktreePath])).code === 0;
+  if (!removed) {
+    await rm(worktreePath, { recursive: true, force: true });
+    await git(input.repoPath, ['worktree', 'prune']);
   }
-  await git(input.repoPath, ['worktree', 'prune']);
   await rmdir(path.dirname(worktreePath)).catch(() => undefined); // only if no other intent of this repo is there
   const branch = branchForIntent(input.intentId);
   if (input.deleteBranch && (await refExists(input.repoPath, `refs/heads/${branch}`))) {

@@ -35,9 +35,13 @@ async function waitForGate(intentId: string): Promise<IntentState> {
   }, 60_000, `intent ${intentId} to reach the merge gate`);
 }
 
-function worktreesLeft(): string[] {
-  if (!existsSync(world().worktreeRoot)) return [];
-  return readdirSync(world().worktreeRoot).flatMap((repo) => readdirSync(path.join(world().worktreeRoot, repo)));
+/** Worktree folders left on disk, and worktrees `repo`'s git still has on record (besides its own). */
+function worktreesLeft(repo: string): string[] {
+  const folders = existsSync(world().worktreeRoot) ? readdirSync(world().worktreeRoot).flatMap((r) => readdirSync(path.join(world().worktreeRoot, r))) : [];
+  const recorded = git(repo, 'worktree', 'list', '--porcelain')
+    .split('\n')
+    .filter((line) => line.startsWith('worktree ') && line !== `worktree ${repo}`);
+  return [...folders, ...recorded];
 }
 
 test('an approved intent runs every stage, loops impl until tests pass, and merges into main', async () => {
@@ -61,7 +65,7 @@ test('an approved intent runs every stage, loops impl until tests pass, and merg
   expect(outcome.lineagePath).toBe(`${repo}/docs/lineage/done/${intent.id}`);
   expect(existsSync(path.join(outcome.lineagePath!, '04-impl-attempt-1-tests.log'))).toBe(true);
   expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
-  expect(worktreesLeft()).toEqual([]);
+  expect(worktreesLeft(repo)).toEqual([]);
   const final = await handle.query(stateQuery);
   expect(final.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'tester', timedOut: false })]);
   expect(final.spendUsd).toBe('0.051000'); // exact: 0.004 + 0.008 + 0.007 + 0.012 + 0.014 + 0.006
@@ -89,7 +93,7 @@ test('a rejected merge gate merges nothing and removes the branch and the worktr
   expect(outcome).toMatchObject({ status: 'rejected', reason: 'not this way' });
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
   expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
-  expect(worktreesLeft()).toEqual([]);
+  expect(worktreesLeft(repo)).toEqual([]);
   // the record of what happened survives outside the repo
   expect(outcome.lineagePath).toBe(path.join(world().lineageRoot, intent.id));
   expect(existsSync(path.join(outcome.lineagePath!, '05-review.md'))).toBe(true);
@@ -141,7 +145,7 @@ test('impl that never passes fails after its attempt cap, merges nothing and lea
   expect(state.status).toBe('failed');
   expect(state.tests).toHaveLength(2); // two impl attempts ran; the third was refused by the cap
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
-  expect(worktreesLeft()).toEqual([]);
+  expect(worktreesLeft(repo)).toEqual([]);
   // the branch stays, so the work can be inspected or resumed
   expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toContain(`warden/${intent.id}`);
 });
