@@ -10,6 +10,7 @@ import { TASK_QUEUE } from '../shared/ids';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
+import { bundleWorkflowsApart } from './workflow-bundle';
 
 /** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
 export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../workflows/interceptors')];
@@ -38,7 +39,7 @@ export interface WardenWorkerOptions {
   readonly tracing?: Tracing['worker'];
   /** Replaces global fetch for HTTP agents (tests point it nowhere else: they run local servers). */
   readonly fetch?: typeof fetch;
-  /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled here. */
+  /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled in a child process. */
   readonly workflowBundle?: WorkflowBundleWithSourceMap;
   /** Replaces activities, e.g. to inject faults in tests. */
   readonly wrapActivities?: (activities: WardenActivities) => WardenActivities;
@@ -62,13 +63,14 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     mode: options.mode,
     fetch: options.fetch,
   });
+  const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
+  const workflowBundle =
+    options.workflowBundle && !options.tracing && options.safetyInterceptors !== false ? options.workflowBundle : await bundleWorkflowsApart(workflowModules);
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? TASK_QUEUE,
-    ...(options.workflowBundle && !options.tracing && options.safetyInterceptors !== false
-      ? { workflowBundle: options.workflowBundle }
-      : { workflowsPath: require.resolve('../workflows') }),
+    workflowBundle,
     ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
     interceptors: {
@@ -78,15 +80,14 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
           ? []
           : [
               agentSafetyInterceptor({
-          ledger: options.ledger,
-          config: options.safety,
-          logger: options.logger,
-          killSwitch: options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(process.cwd(), DEFAULT_EMERGENCY_STOP_FILE) },
+                ledger: options.ledger,
+                config: options.safety,
+                logger: options.logger,
+                killSwitch: options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(process.cwd(), DEFAULT_EMERGENCY_STOP_FILE) },
               }),
             ]),
         ...(options.tracing?.activity ?? []),
       ],
-      workflowModules: [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
     ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
