@@ -16,11 +16,12 @@ import { parseArgs } from 'node:util';
 import { startIntent } from '../src/client/intents';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { endProgress, mapLimit, out, progress, secs, sleep, t } from './console';
-import { benchWorker, RESULTS_DIR, startBench, withWorker } from './harness';
+import { benchWorker, RESULTS_DIR, startBench, unthrottledConfig, withWorker } from './harness';
 
 const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' } } });
-/** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the SDK's. */
+/** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the config's. */
 const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
+const EFFECTIVE_CACHE = CACHE ?? unthrottledConfig().worker.maxCachedWorkflows;
 const N = Number(flags.intents);
 const C = Number(flags.concurrency);
 if (!Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1) {
@@ -69,8 +70,8 @@ async function main(): Promise<number> {
       const after = process.memoryUsage();
       return { parked, seconds: (t() - started) / 1000, rssMb: mb(after.rss), heapUsedMb: mb(after.heapUsed), rssBeforeMb: mb(before.rss) };
     });
-    out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s (workflow cache: ${CACHE ?? 'SDK default'}); process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
-    await writeFile(path.join(RESULTS_DIR, 'parked.json'), JSON.stringify({ intents: N, maxCachedWorkflows: CACHE ?? null, ...result, targetMb: TARGET_MB }, null, 2) + '\n');
+    out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s (workflow cache ${EFFECTIVE_CACHE}, workflow heap ${unthrottledConfig().worker.workflowHeapMb} MB); process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
+    await writeFile(path.join(RESULTS_DIR, 'parked.json'), JSON.stringify({ intents: N, maxCachedWorkflows: EFFECTIVE_CACHE ?? null, workflowHeapMb: unthrottledConfig().worker.workflowHeapMb ?? null, ...result, targetMb: TARGET_MB }, null, 2) + '\n');
     return 0;
   } finally {
     await b.close();

@@ -33,6 +33,10 @@ const DEFAULT: WardenConfig = {
     },
     dayBudgetUsd: '200',
     agentDayBudgetUsd: '100',
+    // Intents wait at gates for hours: a bounded cache and workflow heap keep a worker with a
+    // thousand of them parked under 500 MB (bench:parked); a woken one replays in milliseconds.
+    maxCachedWorkflows: 100,
+    workflowHeapMb: 256,
     pricing: {
       scripted: { inputUsdPerMillion: '0', outputUsdPerMillion: '0' },
       'claude-sonnet-4-5': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },

@@ -93,6 +93,12 @@ export const WorkerSafetyConfigSchema = z.object({
    * number bounds the worker's memory, at the price of a replay when one of them wakes.
    */
   maxCachedWorkflows: z.number().int().min(0).optional(),
+  /**
+   * V8 heap limit (MB) of the worker's workflow thread. Without one, V8 sizes it from the
+   * machine's memory and collects lazily: the RSS of a worker with many parked intents kept
+   * growing long after its cache was full. Keep it above what `maxCachedWorkflows` needs.
+   */
+  workflowHeapMb: z.number().int().min(64).optional(),
 });
 export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
 

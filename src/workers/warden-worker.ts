@@ -1,4 +1,5 @@
 import path from 'node:path';
+import v8 from 'node:v8';
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
@@ -66,6 +67,11 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
   const workflowBundle =
     options.workflowBundle && !options.tracing && options.safetyInterceptors !== false ? options.workflowBundle : await bundleWorkflowsApart(workflowModules);
+  if (options.safety.workflowHeapMb !== undefined) {
+    // A V8 flag applies to isolates created after it is set: here, the workflow thread this worker
+    // is about to start (the main thread's heap keeps its own limit).
+    v8.setFlagsFromString(`--max-old-space-size=${options.safety.workflowHeapMb}`);
+  }
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
