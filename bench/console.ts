@@ -33,3 +33,15 @@ export async function mapLimit<T>(items: readonly T[], limit: number, fn: (item:
     }),
   );
 }
+
+/** Runs a benchmark's `main` and exits with its code; a failure is printed with its stack. */
+export function runBenchmark(name: string, main: () => Promise<number>): void {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      endProgress();
+      out(`${name} benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -14,7 +14,7 @@ import { findFreePort } from '../src/runtime/ports';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { createRedactor } from '../src/shared/redact';
 import { createWardenWorker, type WardenWorkerOptions } from '../src/workers/warden-worker';
-import { endProgress, progress, secs, t } from './console';
+import { endProgress, out, progress, secs, t } from './console';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
 export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
@@ -104,6 +104,14 @@ export function benchWorker(
     wrapActivities: options.wrapActivities,
     killSwitch: { enabled: true, emergencyStopFile: path.join(b.tmp, 'EMERGENCY_STOP') },
   });
+}
+
+/** Writes a benchmark's result to bench/results/<name>.json and says where. */
+export async function writeResult(name: string, result: unknown): Promise<void> {
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const file = path.join(RESULTS_DIR, `${name}.json`);
+  await writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
+  out(`results: ${path.relative(process.cwd(), file)}`);
 }
 
 /** Runs `worker` while `fn` runs. */

@@ -28,7 +28,7 @@ import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/session';
-import { endProgress, mapLimit, out, percentile, progress, secs, sleep, t } from './console';
+import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
 import { unthrottledConfig } from './harness';
 import { startIntent } from '../src/client/intents';
 import type { IntentInput } from '../src/shared/intent';
@@ -429,11 +429,4 @@ async function cleanUp(res: Resources): Promise<void> {
   endProgress();
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    endProgress();
-    process.stderr.write(`kill-latency benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark('kill-latency', main);

@@ -9,14 +9,14 @@
  *
  * Everything is its own and torn down at the end. Results: bench/results/parked.json.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startIntent } from '../src/client/intents';
 import { createSampleRepo } from '../src/client/sample-repo';
-import { endProgress, mapLimit, out, progress, secs, sleep, t } from './console';
-import { benchWorker, RESULTS_DIR, startBench, unthrottledConfig, withWorker } from './harness';
+import { endProgress, mapLimit, out, progress, runBenchmark, secs, sleep, t } from './console';
+import { benchWorker, startBench, unthrottledConfig, withWorker, writeResult } from './harness';
 
 const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' } } });
 /** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the config's. */
@@ -33,7 +33,6 @@ const mb = (bytes: number): number => Math.round(bytes / 1024 / 1024);
 
 async function main(): Promise<number> {
   out(`parked-intents benchmark: ${N} intents waiting at a gate on one worker; ${os.cpus().length} cores, node ${process.version}`);
-  await mkdir(RESULTS_DIR, { recursive: true });
   const b = await startBench('parked');
   try {
     // The demo script, with triage rating the intent HIGH risk: it parks at the architecture gate.
@@ -71,18 +70,11 @@ async function main(): Promise<number> {
       return { parked, seconds: (t() - started) / 1000, rssMb: mb(after.rss), heapUsedMb: mb(after.heapUsed), rssBeforeMb: mb(before.rss) };
     });
     out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s (workflow cache ${EFFECTIVE_CACHE}, workflow heap ${unthrottledConfig().worker.workflowHeapMb} MB); process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
-    await writeFile(path.join(RESULTS_DIR, 'parked.json'), JSON.stringify({ intents: N, maxCachedWorkflows: EFFECTIVE_CACHE ?? null, workflowHeapMb: unthrottledConfig().worker.workflowHeapMb ?? null, ...result, targetMb: TARGET_MB }, null, 2) + '\n');
+    await writeResult('parked', { intents: N, maxCachedWorkflows: EFFECTIVE_CACHE ?? null, workflowHeapMb: unthrottledConfig().worker.workflowHeapMb ?? null, ...result, targetMb: TARGET_MB });
     return 0;
   } finally {
     await b.close();
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    endProgress();
-    out(`parked-intents benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    process.exit(1);
-  },
-);
+runBenchmark('parked-intents', main);

@@ -20,7 +20,6 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -30,8 +29,8 @@ import { LadderStore } from '../src/ledger/ladder-store';
 import { decideSignal } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
 import { noopStageActivities } from './core/noop-activities';
-import { endProgress, mapLimit, out, percentile, progress, secs, t } from './console';
-import { benchWorker, RESULTS_DIR, startBench, withWorker, type Bench } from './harness';
+import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, t } from './console';
+import { benchWorker, startBench, withWorker, writeResult, type Bench } from './harness';
 import type { CreatePeerPipeline } from './peer-types';
 
 const { values: flags } = parseArgs({
@@ -188,7 +187,6 @@ function loadPeer(): CreatePeerPipeline {
 async function main(): Promise<number> {
   out(`orchestration benchmark, Warden core vs LangGraph-JS: ${N} pipelines per concurrency level (${LEVELS.join(', ')}), ${WARMUP} warm-up; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
   const createPeerPipeline = loadPeer();
-  await mkdir(RESULTS_DIR, { recursive: true });
   const s = await startBench('peer');
   try {
     const warden = await wardenRuns(s);
@@ -212,20 +210,11 @@ async function main(): Promise<number> {
     for (const r of ratios) {
       out(`concurrency ${r.concurrency}: throughput Warden / peer (its default durability) ${r.throughput.toFixed(2)}× (target ≥ 1.0), median gate resume Warden / peer ${r.gateMedian.toFixed(2)}× (target ≤ 1.0)`);
     }
-    const file = path.join(RESULTS_DIR, 'peer.json');
-    await writeFile(file, JSON.stringify({ pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios }, null, 2) + '\n');
-    out(`results: ${path.relative(process.cwd(), file)}`);
+    await writeResult('peer', { pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios });
     return 0;
   } finally {
     await s.close();
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    endProgress();
-    out(`orchestration benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    process.exit(1);
-  },
-);
+runBenchmark('orchestration', main);

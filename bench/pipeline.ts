@@ -15,7 +15,6 @@
  * Everything is its own (an in-memory dev server, an embedded PostgreSQL in a temp folder, the
  * repos) and is torn down at the end. Results: bench/results/pipeline.json.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -25,8 +24,8 @@ import { createSampleRepo } from '../src/client/sample-repo';
 import { LadderStore } from '../src/ledger/ladder-store';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
-import { endProgress, mapLimit, out, percentile, progress, secs, sleep, t } from './console';
-import { benchWorker, RESULTS_DIR, startBench, withWorker, type Bench } from './harness';
+import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
+import { benchWorker, startBench, withWorker, writeResult, type Bench } from './harness';
 
 const { values: flags } = parseArgs({
   options: {
@@ -147,7 +146,6 @@ async function makeRepos(s: Bench, label: string, count: number): Promise<string
 
 async function main(): Promise<number> {
   out(`pipeline benchmark: ${N} intents per variant, ${G} gates, concurrency ${C}; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
-  await mkdir(RESULTS_DIR, { recursive: true });
   const s = await startBench('pipeline');
   try {
     const on = await pipelines(s, 'safety on', 'on', true);
@@ -175,19 +173,11 @@ async function main(): Promise<number> {
     out(`throughput, safety on / off: ${result.throughputOnVsOff.toFixed(3)} (target ≥ 0.95)`);
     out(`median time per intent, safety on / bare: ${result.timeOnVsBare.toFixed(1)}× (target ≤ 1.5×; the pipeline does real git work and runs the repo's tests twice, the bare one nothing)`);
     out(`gate latency (approve signal → next activity started): median ${gates.medianMs} ms, p99 ${gates.p99Ms} ms over ${gates.samples} gates`);
-    await writeFile(path.join(RESULTS_DIR, 'pipeline.json'), JSON.stringify(result, null, 2) + '\n');
-    out(`results: ${path.relative(process.cwd(), path.join(RESULTS_DIR, 'pipeline.json'))}`);
+    await writeResult('pipeline', result);
     return 0;
   } finally {
     await s.close();
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    endProgress();
-    out(`pipeline benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    process.exit(1);
-  },
-);
+runBenchmark('pipeline', main);

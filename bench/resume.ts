@@ -8,7 +8,6 @@
  *
  * Everything is its own and torn down at the end. Results: bench/results/resume.json.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -16,8 +15,8 @@ import { startIntent } from '../src/client/intents';
 import { resumeIntent } from '../src/client/resume';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { pauseSignal, resumeSignal, stateQuery } from '../src/shared/messages';
-import { endProgress, out, percentile, progress, sleep, t } from './console';
-import { benchWorker, RESULTS_DIR, startBench, withWorker } from './harness';
+import { endProgress, out, percentile, progress, runBenchmark, sleep, t } from './console';
+import { benchWorker, startBench, withWorker, writeResult } from './harness';
 
 const { values: flags } = parseArgs({ options: { runs: { type: 'string', default: '5' }, events: { type: 'string', default: '1000' } } });
 const RUNS = Number(flags.runs);
@@ -29,7 +28,6 @@ if (!Number.isInteger(RUNS) || RUNS < 1 || !Number.isInteger(EVENTS) || EVENTS <
 
 async function main(): Promise<number> {
   out(`resume benchmark: ${RUNS} resets of intents with ≥ ${EVENTS} history events; ${os.cpus().length} cores, node ${process.version}`);
-  await mkdir(RESULTS_DIR, { recursive: true });
   const b = await startBench('resume');
   const queue = 'resume';
   const samples: Array<{ historyEvents: number; ms: number }> = [];
@@ -75,7 +73,7 @@ async function main(): Promise<number> {
     const sorted = samples.map((s) => s.ms).sort((a, c) => a - c);
     const result = { runs: RUNS, samples, medianMs: percentile(sorted, 50), maxMs: sorted.at(-1), targetMs: 1000 };
     out(`resume --from impl → impl started: median ${result.medianMs!.toFixed(0)} ms, max ${result.maxMs!.toFixed(0)} ms over ${RUNS} runs (target ≤ 1000 ms)`);
-    await writeFile(path.join(RESULTS_DIR, 'resume.json'), JSON.stringify(result, null, 2) + '\n');
+    await writeResult('resume', result);
     return 0;
   } finally {
     await b.close();
@@ -88,11 +86,4 @@ function isImpl(event: { activityTaskScheduledEventAttributes?: { input?: { payl
   return data ? Buffer.from(data).toString('utf8').includes('"stage":"impl"') : false;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    endProgress();
-    out(`resume benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    process.exit(1);
-  },
-);
+runBenchmark('resume', main);
