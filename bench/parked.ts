@@ -21,13 +21,14 @@ import { benchWorker, startBench, unthrottledConfig, withWorker, writeResult } f
 const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' } } });
 /** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the config's. */
 const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
-const EFFECTIVE_CACHE = CACHE ?? unthrottledConfig().worker.maxCachedWorkflows;
 const N = Number(flags.intents);
 const C = Number(flags.concurrency);
-if (!Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1) {
-  out('--intents and --concurrency take whole numbers ≥ 1');
+if (!Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1 || (CACHE !== undefined && (!Number.isInteger(CACHE) || CACHE < 0))) {
+  out('--intents and --concurrency take whole numbers ≥ 1, --cache one ≥ 0');
   process.exit(2);
 }
+/** The worker's settings as the benchmark runs it: the config's defaults, with --cache applied. */
+const WORKER = unthrottledConfig(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE }).worker;
 const TARGET_MB = 500;
 const mb = (bytes: number): number => Math.round(bytes / 1024 / 1024);
 
@@ -69,8 +70,8 @@ async function main(): Promise<number> {
       const after = process.memoryUsage();
       return { parked, seconds: (t() - started) / 1000, rssMb: mb(after.rss), heapUsedMb: mb(after.heapUsed), rssBeforeMb: mb(before.rss) };
     });
-    out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s (workflow cache ${EFFECTIVE_CACHE}, workflow heap ${unthrottledConfig().worker.workflowHeapMb} MB); process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
-    await writeResult('parked', { intents: N, maxCachedWorkflows: EFFECTIVE_CACHE ?? null, workflowHeapMb: unthrottledConfig().worker.workflowHeapMb ?? null, ...result, targetMb: TARGET_MB });
+    out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s (workflow cache ${WORKER.maxCachedWorkflows}, workflow heap ${WORKER.workflowHeapMb} MB); process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
+    await writeResult('parked', { intents: N, maxCachedWorkflows: WORKER.maxCachedWorkflows ?? null, workflowHeapMb: WORKER.workflowHeapMb ?? null, ...result, targetMb: TARGET_MB });
     return 0;
   } finally {
     await b.close();
