@@ -1,0 +1,107 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { git } from '../../src/activities/git';
+import { ensureWorktree, removeWorktree, removeWorktreeDirectly, worktreePathFor } from '../../src/activities/worktree';
+import { createSampleRepo } from '../../src/client/sample-repo';
+import { activeLineageDir } from '../../src/shared/ids';
+
+let tmp: string;
+let repo: string;
+let worktreeRoot: string;
+let lineageRoot: string;
+
+beforeEach(async () => {
+  tmp = await mkdtemp(path.join(os.tmpdir(), 'warden-worktree-'));
+  repo = createSampleRepo(path.join(tmp, 'repo'));
+  worktreeRoot = path.join(tmp, 'worktrees');
+  lineageRoot = path.join(tmp, 'lineage');
+});
+afterEach(async () => {
+  await rm(tmp, { recursive: true, force: true });
+});
+
+const make = (intentId: string) => ensureWorktree({ repoPath: repo, baseBranch: 'main', intentId, worktreeRoot });
+const remove = (intentId: string, deleteBranch = false) => removeWorktree({ repoPath: repo, intentId, worktreeRoot, lineageRoot, deleteBranch });
+
+/** The worktrees git itself knows of, other than the repo's own. */
+async function recordedWorktrees(): Promise<string[]> {
+  const list = await git(repo, ['worktree', 'list', '--porcelain']);
+  return list
+    .split('\n')
+    .filter((line) => line.startsWith('worktree '))
+    .map((line) => line.slice('worktree '.length))
+    .slice(1);
+}
+
+describe('removing an intent worktree', () => {
+  it('removes the folder and git record of a worktree without git', async () => {
+    const { worktreePath } = await make('a');
+    expect(await recordedWorktrees()).toHaveLength(1);
+    expect(await removeWorktreeDirectly(repo, worktreePath)).toBe(true);
+    expect(existsSync(worktreePath)).toBe(false);
+    expect(await recordedWorktrees()).toEqual([]);
+    expect(await readdir(path.join(repo, '.git', 'worktrees')).catch(() => [])).toEqual([]);
+    // git agrees nothing is left: the same branch can be checked out in a new worktree at once.
+    await expect(make('a')).resolves.toMatchObject({ branch: 'warden/a' });
+  });
+
+  it('keeps the other intents of the same repo', async () => {
+    await make('a');
+    const { worktreePath: b } = await make('b');
+    await remove('a');
+    expect(await recordedWorktrees()).toEqual([b]);
+    expect(existsSync(b)).toBe(true);
+    expect(await git(b, ['status', '--porcelain'])).toBe('');
+  });
+
+  it('leaves a locked worktree to git, which still removes it', async () => {
+    const { worktreePath } = await make('a');
+    await git(repo, ['worktree', 'lock', worktreePath]);
+    expect(await removeWorktreeDirectly(repo, worktreePath)).toBe(false);
+    expect(existsSync(worktreePath)).toBe(true);
+    await remove('a');
+    expect(existsSync(worktreePath)).toBe(false);
+    expect(await recordedWorktrees()).toEqual([]);
+  });
+
+  it("touches nothing when the .git file points into another repo's records", async () => {
+    const { worktreePath } = await make('a');
+    const other = createSampleRepo(path.join(tmp, 'other'));
+    const otherWorktree = (await ensureWorktree({ repoPath: other, baseBranch: 'main', intentId: 'o', worktreeRoot })).worktreePath;
+    await writeFile(path.join(worktreePath, '.git'), `gitdir: ${path.join(other, '.git', 'worktrees', 'o')}\n`);
+    expect(await removeWorktreeDirectly(repo, worktreePath)).toBe(false);
+    expect(existsSync(worktreePath)).toBe(true);
+    expect(existsSync(path.join(other, '.git', 'worktrees', 'o'))).toBe(true);
+    expect(await git(otherWorktree, ['status', '--porcelain'])).toBe('');
+  });
+
+  it('prunes the record of a worktree whose folder is already gone', async () => {
+    const { worktreePath } = await make('a');
+    await rm(worktreePath, { recursive: true, force: true });
+    await remove('a');
+    expect(await recordedWorktrees()).toEqual([]);
+  });
+
+  it('copies the lineage out first and deletes the branch only when asked', async () => {
+    const { worktreePath } = await make('a');
+    const lineage = path.join(worktreePath, activeLineageDir('a'));
+    await mkdir(lineage, { recursive: true });
+    await writeFile(path.join(lineage, '01-triage.md'), '# triage\n');
+    const { lineageCopy } = await remove('a');
+    expect(lineageCopy).toBe(path.join(lineageRoot, 'a'));
+    expect(existsSync(path.join(lineageRoot, 'a', '01-triage.md'))).toBe(true);
+    expect(await git(repo, ['branch', '--list', 'warden/a'])).not.toBe('');
+    await make('b');
+    await remove('b', true);
+    expect(await git(repo, ['branch', '--list', 'warden/b'])).toBe('');
+  });
+
+  it('is safe to call again', async () => {
+    await make('a');
+    await remove('a');
+    await expect(remove('a')).resolves.toEqual({ lineageCopy: undefined });
+    expect(existsSync(worktreePathFor(worktreeRoot, repo, 'a'))).toBe(false);
+  });
+});
