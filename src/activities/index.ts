@@ -1,3 +1,4 @@
+import { GlobalStopWatch } from './global-stop-watch';
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
 import { createReviewPackageActivities } from './review-package';
 import { createStageActivities, type ActivityDeps } from './stage-activities';
@@ -11,7 +12,8 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps;
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
-  return { ...createStageActivities(deps), ...createLedgerActivities(deps), ...createReviewPackageActivities(deps) };
+  const globalStop = deps.globalStop ?? new GlobalStopWatch(() => deps.ledger.globalStop());
+  return { ...createStageActivities({ ...deps, globalStop }), ...createLedgerActivities(deps), ...createReviewPackageActivities(deps) };
 }
 
 /** The activity interface workflows import (as a type only). */

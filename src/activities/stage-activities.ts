@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
@@ -16,6 +16,7 @@ import { createAgent } from './agents';
 import { activityLogger } from './log-context';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
+import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
 import { agentEnvironment, runProcess } from './process';
 import { buildPrompt } from './prompts';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
@@ -43,6 +44,14 @@ export interface ActivityDeps {
   readonly mode?: 'development' | 'production';
   /** Replaces global fetch for HTTP agents (tests). */
   readonly fetch?: typeof fetch;
+  /** Stops running agents and tests when the global stop is set (one per worker). */
+  readonly globalStop?: GlobalStopWatch;
+  /**
+   * After the global stop ended a call, how long to wait for the activity's own cancellation
+   * (`warden stop --all` cancels every intent right after setting the flag) before failing it
+   * with KILL_SWITCH. Default 5 s.
+   */
+  readonly stopGraceMs?: number;
 }
 
 export interface IntentRef {
@@ -126,6 +135,8 @@ const FEEDBACK_TAIL_CHARS = 1500;
 export function createStageActivities(deps: ActivityDeps) {
   const worktree = (intent: Intent): Promise<WorktreeRef> =>
     ensureWorktree({ repoPath: intent.repoPath, baseBranch: intent.baseBranch, intentId: intent.id, worktreeRoot: deps.worktreeRoot });
+  const stoppable = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> =>
+    stoppableWork(deps.globalStop, deps.stopGraceMs ?? DEFAULT_STOP_GRACE_MS, work);
 
   return {
     /** Creates (or finds) the intent's worktree on `warden/<id>`. Idempotent. */
@@ -142,7 +153,6 @@ export function createStageActivities(deps: ActivityDeps) {
       // Heartbeat for the whole attempt, git work included: a busy worker must not look dead.
       return whileHeartbeating(async () => {
         const { intent, stage, attempt } = input;
-        const ctx = Context.current();
         const { worktreePath, head } = await worktree(intent);
         if (input.startCommit && head !== input.startCommit) await rewindTo(worktreePath, input.startCommit);
         const baseCommit = input.startCommit ?? head;
@@ -159,17 +169,21 @@ export function createStageActivities(deps: ActivityDeps) {
         const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
         const started = Date.now();
         const profile = agentForStage(intent, stage);
-        const result = await createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch }).run({
-          intentId: intent.id,
-          stage,
-          attempt,
-          prompt,
-          worktreePath,
-          signal: ctx.cancellationSignal,
-          heartbeat: () => ctx.heartbeat(),
-          riskHint: intent.riskHint,
-          declaredPaths: intent.paths,
-        });
+        const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch });
+        const result = await stoppable((signal) =>
+          agent.run({
+            intentId: intent.id,
+            stage,
+            attempt,
+            prompt,
+            worktreePath,
+            signal,
+            // whileHeartbeating beats for the whole attempt; a second stream would only double the RPCs.
+            heartbeat: () => undefined,
+            riskHint: intent.riskHint,
+            declaredPaths: intent.paths,
+          }),
+        );
         const latencyMs = Date.now() - started;
         await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
         const output = deps.redact(result.output);
@@ -203,21 +217,21 @@ export function createStageActivities(deps: ActivityDeps) {
     async runTests({ intent, attempt }: { readonly intent: Intent; readonly attempt: number }): Promise<TestRunResult> {
       // Heartbeat for the whole attempt, git work included: a busy worker must not look dead.
       return whileHeartbeating(async () => {
-        const ctx = Context.current();
         const { worktreePath } = await worktree(intent);
         const command = intent.testCommand ?? detectTestCommand(worktreePath);
         if (!command) {
           return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
         }
-        const outcome = await runProcess({
-          command,
-          cwd: worktreePath,
-          env: { ...agentEnvironment(process.env), CI: 'true' },
-          timeoutMs: parseDuration(intent.limits.testTimeout),
-          maxOutputBytes: TEST_OUTPUT_CAP,
-          signal: ctx.cancellationSignal,
-          heartbeat: () => ctx.heartbeat(),
-        });
+        const outcome = await stoppable((signal) =>
+          runProcess({
+            command,
+            cwd: worktreePath,
+            env: { ...agentEnvironment(process.env), CI: 'true' },
+            timeoutMs: parseDuration(intent.limits.testTimeout),
+            maxOutputBytes: TEST_OUTPUT_CAP,
+            signal,
+          }),
+        );
         const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
         const counts = readTestCounts(output);
         const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
@@ -342,6 +356,61 @@ async function rewindTo(worktreePath: string, commit: string): Promise<void> {
   }
   await git(worktreePath, ['reset', '-q', '--hard', commit]);
   await git(worktreePath, ['clean', '-q', '-fd']);
+}
+
+const DEFAULT_STOP_GRACE_MS = 5_000;
+/** How often to heartbeat while waiting for a cancellation (the worker throttles to its own interval). */
+const HURRIED_HEARTBEAT_MS = 100;
+
+/**
+ * Runs an agent or test call with a signal that aborts on the activity's cancellation or on the
+ * global stop, whichever comes first. A call the global stop ended waits (heartbeating often,
+ * since Temporal delivers a cancellation only in a heartbeat's answer) for the cancellation that
+ * `warden stop --all` sends next, and ends as cancelled; without one it fails with a
+ * non-retryable KILL_SWITCH, like a call the kill switch refused to start.
+ */
+async function stoppableWork<T>(watch: GlobalStopWatch | undefined, graceMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  if (!watch) return work(ctx.cancellationSignal);
+  return watch.during(async (stopSignal) => {
+    let result: T;
+    try {
+      result = await work(AbortSignal.any([ctx.cancellationSignal, stopSignal]));
+    } catch (error) {
+      if (!stopSignal.aborted || ctx.cancellationSignal.aborted) throw error;
+      throw await stoppedByGlobalStop(ctx, stopSignal.reason as GlobalStopSet, graceMs);
+    }
+    // A process that was killed returns normally (termination 'aborted'): the stop still ends the call.
+    if (stopSignal.aborted && !ctx.cancellationSignal.aborted) throw await stoppedByGlobalStop(ctx, stopSignal.reason as GlobalStopSet, graceMs);
+    return result;
+  });
+}
+
+async function stoppedByGlobalStop(ctx: Context, stop: GlobalStopSet, graceMs: number): Promise<Error> {
+  const beat = setInterval(() => ctx.heartbeat(), HURRIED_HEARTBEAT_MS);
+  try {
+    await new Promise<void>((resolve) => {
+      if (ctx.cancellationSignal.aborted) return resolve();
+      const timer = setTimeout(resolve, graceMs);
+      ctx.cancellationSignal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
+    });
+  } finally {
+    clearInterval(beat);
+  }
+  if (ctx.cancellationSignal.aborted) return new CancelledFailure(`stopped: ${stop.message}`);
+  return ApplicationFailure.create({
+    type: FailureType.KillSwitch,
+    message: `kill switch (global_stop): ${stop.message}; the running call was stopped`,
+    nonRetryable: true,
+    details: [{ source: 'global_stop', midRun: true }],
+  });
 }
 
 /** Runs `fn` with a heartbeat every second, so Temporal knows the activity is alive throughout. */

@@ -192,25 +192,48 @@ async function committedToday(): Promise<string> {
 }
 
 describe('kill switches', () => {
-  test('the global stop flag halts the intent at its next agent call with KILL_SWITCH, and the log says so', async () => {
-    // triage takes a moment, so the flag is set while it runs: lld is the next agent call.
-    const slow = script({ model: 'ks-global', triage: { delayMs: 1500 } });
+  test('the global stop flag stops a running agent at once; with no cancellation after it the intent halts with KILL_SWITCH', async () => {
+    // triage would take a minute: only the stop can end it sooner.
+    const slow = script({ model: 'ks-global', triage: { delayMs: 60_000 } });
     await withWorker({}, async (h) => {
       const intent = intentFor(slow);
       const handle = await startIntent(world.client, intent, h.queue);
       await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 30_000, 'triage to start');
+      const stoppedAt = Date.now();
       await world.ledger.setGlobalStop('tester', 'agent-safety test');
       try {
         expect(await failureOf(handle)).toContain('KILL_SWITCH');
       } finally {
         await world.ledger.clearGlobalStop('tester', 'agent-safety test done');
       }
-      expect(h.agentCalls()).toBe(1); // triage ran; lld never started
+      // One read of the flag (250 ms), then the 5 s wait for a cancellation that never comes.
+      expect(Date.now() - stoppedAt).toBeLessThan(20_000);
+      expect(h.agentCalls()).toBe(1); // triage was stopped; lld never started
+      const stopped = await events(intent.id, 'INTENT_STOPPED');
+      expect(stopped).toHaveLength(1);
+      expect(stopped[0]).toMatchObject({ severity: 'high', metadata: expect.objectContaining({ killSwitch: 'global_stop', midRun: true }) });
+      expect(stopped[0]!.reason).toContain('global stop set by tester');
+      expect(stopped[0]!.reason).toContain('(triage stage)');
+      expect(stopped[0]!.suggestion).toBeTruthy();
+      expect(h.logs().some((l) => l.msg === 'kill switch is on: stopped the running agent')).toBe(true);
+    });
+  });
+
+  test('the global stop flag set before an agent call: the call is not started, the intent halts with KILL_SWITCH', async () => {
+    await withWorker({}, async (h) => {
+      const intent = intentFor(script({ model: 'ks-global-before' }));
+      await world.ledger.setGlobalStop('tester', 'agent-safety test');
+      try {
+        const handle = await startIntent(world.client, intent, h.queue);
+        expect(await failureOf(handle)).toContain('KILL_SWITCH');
+      } finally {
+        await world.ledger.clearGlobalStop('tester', 'agent-safety test done');
+      }
+      expect(h.agentCalls()).toBe(0);
       const stopped = await events(intent.id, 'INTENT_STOPPED');
       expect(stopped).toHaveLength(1);
       expect(stopped[0]).toMatchObject({ severity: 'high', metadata: expect.objectContaining({ killSwitch: 'global_stop' }) });
-      expect(stopped[0]!.reason).toContain('global stop set by tester');
-      expect(stopped[0]!.suggestion).toBeTruthy();
+      expect(stopped[0]!.reason).toContain('call was not started');
       expect(h.logs().some((l) => l.msg === 'kill switch is on: refusing to start agent work' && l.killSwitch === 'global_stop')).toBe(true);
     });
   });

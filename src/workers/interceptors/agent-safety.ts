@@ -73,6 +73,7 @@ const CALLER_FAULTS: ReadonlySet<string> = new Set<string>([
   FailureType.BaseBranchDirty,
   FailureType.MergeConflict,
   FailureType.SandboxUnavailable,
+  FailureType.KillSwitch, // the global stop ended a running call: nothing about the endpoint
 ]);
 /** SQLSTATE classes worth waiting out: connection, resources, operator intervention, serialization. */
 const TRANSIENT_SQLSTATE_CLASSES = new Set(['08', '40', '53', '57']);
@@ -365,6 +366,13 @@ class AgentSafety {
         log.error({ reservationId, error: messageOf(releaseError) }, 'could not release the budget reservation; it stays open'),
       );
       if (error instanceof CircuitOpenError) throw circuitOpenFailure(error);
+      if (failureTypeOf(error) === FailureType.KillSwitch) {
+        log.warn({ killSwitch: 'global_stop' }, 'kill switch is on: stopped the running agent');
+        await event('INTENT_STOPPED', 'high', `${messageOf(error)} (${call.stage ?? 'agent'} stage)`, {
+          suggestion: 'Once it is safe: warden unlock --reason TEXT, then resume the intent.',
+          metadata: { killSwitch: 'global_stop', midRun: true },
+        });
+      }
       if (this.countsAgainstEndpoint(error, ctx)) {
         this.errorRate.record(Date.now(), false);
         await this.judgeErrorRate(ctx, call, agent);
