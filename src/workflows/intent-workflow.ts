@@ -1,9 +1,12 @@
 import {
   ActivityCancellationType,
+  type ActivityOptions,
   ApplicationFailure,
   CancellationScope,
   isCancellation,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -29,6 +32,9 @@ import type { IntentOutcome, IntentState, IntentStatus } from '../shared/state';
 import { GateKeeper } from './gate-keeper';
 import { LedgerRecorder } from './ledger-recorder';
 import { StageGuard, installStageGuard, type HaltDetails } from './stage-guard';
+
+/** Ledger writes and the final cleanup as local activities (see intentWorkflow). */
+export const LOCAL_BOOKKEEPING_PATCH = 'local-ledger-writes-and-cleanup';
 
 /** A person (or a gate's timeout policy) said no: the intent ends as rejected, not failed. */
 class GateRejected extends Error {
@@ -82,11 +88,13 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     rejectedSignals: 0,
   };
 
+  // Ledger writes and the final worktree cleanup are short and idempotent: as local activities, on
+  // the worker that runs this workflow, they cost no server round trip each. (Histories from
+  // before this patch scheduled them as ordinary activities, and replay that way.)
+  const localBookkeeping = patched(LOCAL_BOOKKEEPING_PATCH);
   // The ledger must not lose an event: while PostgreSQL is down, retry (with backoff) until it is back.
-  const ledgerActivities = proxyActivities<WardenActivities>({
-    startToCloseTimeout: '30s',
-    retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 },
-  });
+  const ledgerOptions: ActivityOptions = { startToCloseTimeout: '30s', retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 } };
+  const ledgerActivities = localBookkeeping ? proxyLocalActivities<WardenActivities>(ledgerOptions) : proxyActivities<WardenActivities>(ledgerOptions);
   const ledger = new LedgerRecorder(intent.id, (batch) => ledgerActivities.appendToLedger(batch));
   const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details));
   installStageGuard(guard);
@@ -164,10 +172,12 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   });
 
   // Git bookkeeping is idempotent, so it may retry freely.
-  const git = proxyActivities<WardenActivities>({
+  const gitOptions: ActivityOptions = {
     startToCloseTimeout: '2m',
     retry: { maximumAttempts: 5, initialInterval: '1s', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
-  });
+  };
+  const git = proxyActivities<WardenActivities>(gitOptions);
+  const cleanupActivities = localBookkeeping ? proxyLocalActivities<WardenActivities>(gitOptions) : git;
   // Agents and tests heartbeat; waiting for cancellation to complete means a stopped intent's
   // process is dead before its worktree is removed.
   const work = proxyActivities<WardenActivities>({
@@ -487,7 +497,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     // Runs after cancellation too: no worktree is ever left behind. The branch is kept for a
     // failed or stopped intent (its commits are what a resume continues from).
     const { lineageCopy } = await CancellationScope.nonCancellable(() =>
-      git.cleanupIntent({ intent, deleteBranch: outcome !== undefined }),
+      cleanupActivities.cleanupIntent({ intent, deleteBranch: outcome !== undefined }),
     );
     if (!state.lineagePath && lineageCopy) {
       state.lineagePath = lineageCopy;
