@@ -72,7 +72,12 @@ export async function startBench(name: string): Promise<Bench> {
 
 /** The default profile with no cooldown, and worker limits that never throttle a benchmark. */
 export function unthrottledConfig(worker: { maxCachedWorkflows?: number } = {}): WardenConfig {
-  return resolveConfig({
+  return resolveConfig(unthrottledConfigFile(worker));
+}
+
+/** The same, as a warden.config.json holds it (for a worker run as its own process). */
+export function unthrottledConfigFile(worker: { maxCachedWorkflows?: number } = {}) {
+  return {
     limits: { cooldown: '0s' },
     worker: {
       rateLimits: { globalActivitiesPerSecond: 10_000, perAgent: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 }, perModel: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 } },
@@ -80,7 +85,7 @@ export function unthrottledConfig(worker: { maxCachedWorkflows?: number } = {}):
       agentDayBudgetUsd: '0',
       ...worker,
     },
-  });
+  };
 }
 
 /** A Warden worker on `queue`, with limits that never throttle a benchmark. */

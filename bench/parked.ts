@@ -2,21 +2,27 @@
  * Parked intents: N intents (default 1000) waiting at a gate on one worker — what does the
  * worker's process hold in memory? Each intent's triage rates it HIGH risk, so it parks at the
  * architecture gate right after triage (its worktree made, one agent stage run, its ledger rows
- * written). The RSS is of this process, which hosts the worker (and the benchmark's client).
+ * written). The worker is `warden worker`, run as its own process the way a user runs it (with a
+ * warden.config.json that lifts the rate limits); its RSS is read from /proc while intents park
+ * and after they have.
  *
  *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N]
  *   npm run bench:parked
  *
- * Everything is its own and torn down at the end. Results: bench/results/parked.json.
+ * Everything is its own and torn down at the end. Results: bench/results/parked.json, the
+ * worker's log: bench/results/parked-worker.log.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startIntent } from '../src/client/intents';
 import { createSampleRepo } from '../src/client/sample-repo';
+import { TASK_QUEUE } from '../src/shared/ids';
 import { endProgress, mapLimit, out, progress, runBenchmark, secs, sleep, t } from './console';
-import { benchWorker, startBench, unthrottledConfig, withWorker, writeResult } from './harness';
+import { REPO_ROOT, RESULTS_DIR, startBench, unthrottledConfig, unthrottledConfigFile, writeResult } from './harness';
 
 const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' } } });
 /** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the config's. */
@@ -27,14 +33,51 @@ if (!Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1 || (CACHE !==
   out('--intents and --concurrency take whole numbers ≥ 1, --cache one ≥ 0');
   process.exit(2);
 }
+const CONFIG_FILE = unthrottledConfigFile(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE });
 /** The worker's settings as the benchmark runs it: the config's defaults, with --cache applied. */
 const WORKER = unthrottledConfig(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE }).worker;
 const TARGET_MB = 500;
-const mb = (bytes: number): number => Math.round(bytes / 1024 / 1024);
+const WORKER_LOG = path.join(RESULTS_DIR, 'parked-worker.log');
+
+/** A process's resident set, from /proc (what `ps` shows as RSS), in MB. */
+async function rssMb(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]);
+  if (!Number.isFinite(kb)) throw new Error(`no VmRSS for process ${pid}`);
+  return Math.round(kb / 1024);
+}
+
+/** `warden worker` in `cwd` against the bench's servers; resolves once it says it is running. */
+async function startWorkerProcess(cwd: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const log = createWriteStream(WORKER_LOG);
+  const child = spawn(process.execPath, [path.join(REPO_ROOT, 'bin', 'warden.js'), 'worker'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stderr!.pipe(log);
+  await new Promise<void>((resolve, reject) => {
+    let seen = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      log.write(chunk);
+      seen = (seen + chunk.toString()).slice(-10_000);
+      if (seen.includes('worker running against')) resolve();
+    });
+    child.once('exit', (code, signal) => reject(new Error(`warden worker exited (${signal ?? `code ${code}`}) before it ran; see ${WORKER_LOG}`)));
+    child.once('error', reject);
+  });
+  return child;
+}
+
+async function stopWorkerProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGINT');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  await exited;
+  clearTimeout(timer);
+}
 
 async function main(): Promise<number> {
-  out(`parked-intents benchmark: ${N} intents waiting at a gate on one worker; ${os.cpus().length} cores, node ${process.version}`);
+  out(`parked-intents benchmark: ${N} intents waiting at a gate on one worker process; ${os.cpus().length} cores, node ${process.version}`);
   const b = await startBench('parked');
+  let worker: ChildProcess | undefined;
   try {
     // The demo script, with triage rating the intent HIGH risk: it parks at the architecture gate.
     const script = JSON.parse(await readFile(b.demoScript, 'utf8')) as { stages: Record<string, Array<{ output: string }>> };
@@ -42,17 +85,28 @@ async function main(): Promise<number> {
     const scriptPath = path.join(b.tmp, 'parking-agent.json');
     await writeFile(scriptPath, JSON.stringify(script));
     const repo = createSampleRepo(path.join(b.tmp, 'repo'));
-    const queue = 'parked';
-    const worker = await benchWorker(b, queue, { maxCachedWorkflows: CACHE });
-    const before = process.memoryUsage();
+    await writeFile(path.join(b.tmp, 'warden.config.json'), JSON.stringify(CONFIG_FILE, null, 2));
+    // WARDEN_HOME is the bench's folder: the worker joins the bench's embedded PostgreSQL there.
+    progress('starting warden worker…');
+    worker = await startWorkerProcess(b.tmp, {
+      ...process.env,
+      TEMPORAL_ADDRESS: b.server.address,
+      TEMPORAL_NAMESPACE: b.server.namespace,
+      WARDEN_HOME: b.tmp,
+      DATABASE_URL: '',
+    });
+    const pid = worker.pid!;
+    const rssBeforeMb = await rssMb(pid);
     const started = t();
-    const result = await withWorker(worker, async () => {
-      let parked = 0;
+    let parked = 0;
+    let peakMb = rssBeforeMb;
+    const sampler = setInterval(() => void rssMb(pid).then((now) => (peakMb = Math.max(peakMb, now)), () => undefined), 500);
+    try {
       await mapLimit(
         Array.from({ length: N }, (_, i) => i),
         C,
         async (i) => {
-          const handle = await startIntent(b.client, { id: `parked-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath }, limits: { cooldown: '0s' } }, queue);
+          const handle = await startIntent(b.client, { id: `parked-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath }, limits: { cooldown: '0s' } }, TASK_QUEUE);
           for (;;) {
             const description = await handle.describe();
             if (description.searchAttributes.WardenGate?.[0] === 'architecture') break;
@@ -60,20 +114,34 @@ async function main(): Promise<number> {
             await sleep(100);
           }
           parked += 1;
-          if (parked % 25 === 0 || parked === N) progress(`${parked}/${N} parked at the architecture gate, ${secs(t() - started)}, RSS ${mb(process.memoryUsage().rss)} MB`);
+          if (parked % 25 === 0 || parked === N) progress(`${parked}/${N} parked at the architecture gate, ${secs(t() - started)}, worker RSS ${await rssMb(pid)} MB`);
         },
       );
-      endProgress();
-      // Let the worker settle (cache, GC) before measuring.
-      await sleep(5000);
-      global.gc?.();
-      const after = process.memoryUsage();
-      return { parked, seconds: (t() - started) / 1000, rssMb: mb(after.rss), heapUsedMb: mb(after.heapUsed), rssBeforeMb: mb(before.rss) };
+    } finally {
+      clearInterval(sampler);
+    }
+    endProgress();
+    const seconds = (t() - started) / 1000;
+    // Let the worker settle (cache, GC) before measuring.
+    await sleep(5000);
+    const rssAfterMb = await rssMb(pid);
+    out(`${parked} intents parked in ${seconds.toFixed(0)} s (workflow cache ${WORKER.maxCachedWorkflows}, workflow heap ${WORKER.workflowHeapMb} MB); worker RSS ${rssAfterMb} MB at rest, ${peakMb} MB at most while parking, ${rssBeforeMb} MB before the first intent — target ≤ ${TARGET_MB} MB`);
+    await writeResult('parked', {
+      intents: N,
+      maxCachedWorkflows: WORKER.maxCachedWorkflows ?? null,
+      workflowHeapMb: WORKER.workflowHeapMb ?? null,
+      parked,
+      seconds,
+      rssMb: rssAfterMb,
+      peakRssMb: peakMb,
+      rssBeforeMb,
+      targetMb: TARGET_MB,
+      cores: os.cpus().length,
+      node: process.version,
     });
-    out(`${result.parked} intents parked in ${result.seconds.toFixed(0)} s (workflow cache ${WORKER.maxCachedWorkflows}, workflow heap ${WORKER.workflowHeapMb} MB); process RSS ${result.rssMb} MB (heap ${result.heapUsedMb} MB; ${result.rssBeforeMb} MB before) — target ≤ ${TARGET_MB} MB`);
-    await writeResult('parked', { intents: N, maxCachedWorkflows: WORKER.maxCachedWorkflows ?? null, workflowHeapMb: WORKER.workflowHeapMb ?? null, ...result, targetMb: TARGET_MB });
     return 0;
   } finally {
+    if (worker) await stopWorkerProcess(worker);
     await b.close();
   }
 }
