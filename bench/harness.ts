@@ -71,12 +71,12 @@ export async function startBench(name: string): Promise<Bench> {
 }
 
 /** The default profile with no cooldown, and worker limits that never throttle a benchmark. */
-export function unthrottledConfig(worker: { maxCachedWorkflows?: number } = {}): WardenConfig {
+export function unthrottledConfig(worker: { maxCachedWorkflows?: number; workflowHeapMb?: number } = {}): WardenConfig {
   return resolveConfig(unthrottledConfigFile(worker));
 }
 
 /** The same, as a warden.config.json holds it (for a worker run as its own process). */
-export function unthrottledConfigFile(worker: { maxCachedWorkflows?: number } = {}) {
+export function unthrottledConfigFile(worker: { maxCachedWorkflows?: number; workflowHeapMb?: number } = {}) {
   return {
     limits: { cooldown: '0s' },
     worker: {

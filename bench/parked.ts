@@ -6,7 +6,7 @@
  * warden.config.json that lifts the rate limits); its RSS is read from /proc while intents park
  * and after they have.
  *
- *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N]
+ *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N] [--heap MB]
  *   npm run bench:parked
  *
  * Everything is its own and torn down at the end. Results: bench/results/parked.json, the
@@ -24,18 +24,25 @@ import { TASK_QUEUE } from '../src/shared/ids';
 import { endProgress, mapLimit, out, progress, runBenchmark, secs, sleep, t } from './console';
 import { REPO_ROOT, RESULTS_DIR, startBench, unthrottledConfig, unthrottledConfigFile, writeResult } from './harness';
 
-const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' } } });
+const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' }, heap: { type: 'string' } } });
 /** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the config's. */
 const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
+/** `--heap MB`: the workflow thread's heap limit (config worker.workflowHeapMb); default: the config's. */
+const HEAP = flags.heap === undefined ? undefined : Number(flags.heap);
 const N = Number(flags.intents);
 const C = Number(flags.concurrency);
-if (!Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1 || (CACHE !== undefined && (!Number.isInteger(CACHE) || CACHE < 0))) {
-  out('--intents and --concurrency take whole numbers ≥ 1, --cache one ≥ 0');
+if (
+  !Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1 ||
+  (CACHE !== undefined && (!Number.isInteger(CACHE) || CACHE < 0)) ||
+  (HEAP !== undefined && (!Number.isInteger(HEAP) || HEAP < 64))
+) {
+  out('--intents and --concurrency take whole numbers ≥ 1, --cache one ≥ 0, --heap one ≥ 64');
   process.exit(2);
 }
-const CONFIG_FILE = unthrottledConfigFile(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE });
-/** The worker's settings as the benchmark runs it: the config's defaults, with --cache applied. */
-const WORKER = unthrottledConfig(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE }).worker;
+const OVERRIDES = { ...(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE }), ...(HEAP === undefined ? {} : { workflowHeapMb: HEAP }) };
+const CONFIG_FILE = unthrottledConfigFile(OVERRIDES);
+/** The worker's settings as the benchmark runs it: the config's defaults, with --cache and --heap applied. */
+const WORKER = unthrottledConfig(OVERRIDES).worker;
 const TARGET_MB = 500;
 const WORKER_LOG = path.join(RESULTS_DIR, 'parked-worker.log');
 
