@@ -6,6 +6,13 @@ import { mergeGateSettings } from '../shared/gates';
 import { PROFILE_DEFAULTS } from './profiles';
 import { ConfigFileSchema, WardenConfigSchema, mergeLimits, type ConfigFile, type WardenConfig } from './schema';
 
+/**
+ * Workflow-thread heap one cached intent workflow needs, with room for the collector: each holds
+ * its own instance of the workflow code's modules (zod and the schemas, about 1.3 MB measured)
+ * and its state; a 128 MB heap ran out at about 55 cached intents.
+ */
+export const HEAP_MB_PER_CACHED_WORKFLOW = 2.5;
+
 /** File names looked for in the working directory when no path is given. */
 export const CONFIG_FILE_NAMES = ['warden.config.json', 'warden.config.ts'] as const;
 
@@ -41,6 +48,14 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
   };
   const result = WardenConfigSchema.safeParse(merged);
   if (!result.success) throw new UserError(`${source} is invalid: ${describeIssues(result.error)}`);
+  const { maxCachedWorkflows, workflowHeapMb } = result.data.worker;
+  if (maxCachedWorkflows !== undefined && workflowHeapMb !== undefined && workflowHeapMb < maxCachedWorkflows * HEAP_MB_PER_CACHED_WORKFLOW) {
+    const needed = Math.ceil(maxCachedWorkflows * HEAP_MB_PER_CACHED_WORKFLOW);
+    throw new UserError(
+      `${source} is invalid: worker.workflowHeapMb (${workflowHeapMb}) is too small for worker.maxCachedWorkflows (${maxCachedWorkflows}): ` +
+        `each cached intent needs about ${HEAP_MB_PER_CACHED_WORKFLOW} MB, and a full heap stops the worker. Raise workflowHeapMb to ${needed} or more, or cache fewer.`,
+    );
+  }
   for (const [stage, name] of Object.entries(result.data.routing)) {
     if (name !== undefined && !result.data.agents[name]) throw new UserError(`${source} is invalid: routing.${stage} names agent "${name}", which is not in agents`);
   }

@@ -35,7 +35,8 @@ const DEFAULT: WardenConfig = {
     agentDayBudgetUsd: '100',
     // Intents wait at gates for hours: a bounded cache and workflow heap keep a worker with a
     // thousand of them parked under 500 MB (bench:parked); a woken one replays in milliseconds.
-    maxCachedWorkflows: 100,
+    // The heap leaves room for twice the cache (HEAP_MB_PER_CACHED_WORKFLOW).
+    maxCachedWorkflows: 50,
     workflowHeapMb: 256,
     pricing: {
       scripted: { inputUsdPerMillion: '0', outputUsdPerMillion: '0' },

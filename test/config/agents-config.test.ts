@@ -40,3 +40,13 @@ describe('warden run picks the agents', () => {
     expect(intentFromFlags({ ...flags, agentProfile: 'local' }, process.cwd(), config).agent).toMatchObject({ kind: 'openai' });
   });
 });
+
+test("a workflow heap too small for the worker's cache is refused, with what would do", () => {
+  expect(() => resolveConfig({ worker: { maxCachedWorkflows: 100, workflowHeapMb: 128 } })).toThrow(
+    /worker\.workflowHeapMb \(128\) is too small for worker\.maxCachedWorkflows \(100\).*Raise workflowHeapMb to 250 or more/,
+  );
+  expect(resolveConfig({ worker: { maxCachedWorkflows: 100, workflowHeapMb: 256 } }).worker.maxCachedWorkflows).toBe(100);
+  // The defaults hold the rule themselves.
+  const { worker } = resolveConfig({});
+  expect(worker.workflowHeapMb).toBeGreaterThanOrEqual(worker.maxCachedWorkflows! * 2.5);
+});
