@@ -3,12 +3,14 @@
  * how long does `warden stop --all` take to leave 0 running intent workflows and 0 live agent
  * processes? A benchmark to run by hand, not a timed test:
  *
- *   npx tsx bench/kill-latency.ts [--intents 100] [--window 10] [--setup-timeout 900] [--sandbox none|process]
+ *   npx tsx bench/kill-latency.ts [--intents 100] [--window 10] [--setup-timeout 900] [--sandbox none|process] [--cache N]
  *   npm run bench:kill -- --intents 50
  *
  * `--window K` (default 10) starts intents so that at most K are on their way to impl at once;
  * `--window all` starts every intent at once. `--sandbox process` runs the agents at the
- * command agent's `process` sandbox level instead of `none`.
+ * command agent's `process` sandbox level instead of `none`. `--cache N` sets the worker's
+ * `maxCachedWorkflows` (default: the config's); with fewer than N, intents are evicted and every
+ * workflow task of theirs replays.
  *
  * Everything is its own: an in-memory Temporal dev server on free ports (UI off), an embedded
  * PostgreSQL in a temp folder, one in-process worker, N sample repos. The temporal CLI comes from
@@ -57,11 +59,12 @@ const { values: flags } = parseArgs({
     'setup-timeout': { type: 'string', default: '900' },
     sandbox: { type: 'string', default: 'none' },
     window: { type: 'string', default: '10' },
+    cache: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
-  process.stdout.write('usage: npx tsx bench/kill-latency.ts [--intents N (100)] [--setup-timeout SECONDS (900)] [--window K|all (10)] [--sandbox none|process (none)]\n');
+  process.stdout.write('usage: npx tsx bench/kill-latency.ts [--intents N (100)] [--setup-timeout SECONDS (900)] [--window K|all (10)] [--sandbox none|process (none)] [--cache N (config default)]\n');
   process.exit(0);
 }
 const N = Number(flags.intents);
@@ -71,6 +74,8 @@ if (!Number.isInteger(WINDOW) || WINDOW < 1) throw new Error(`--window must be a
 const SANDBOX = flags.sandbox as 'none' | 'process';
 if (SANDBOX !== 'none' && SANDBOX !== 'process') throw new Error(`--sandbox must be none or process (bubblewrap hides the agent's pid), not ${flags.sandbox}`);
 if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
+const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
+if (CACHE !== undefined && (!Number.isInteger(CACHE) || CACHE < 0)) throw new Error(`--cache must be a whole number ≥ 0, not ${flags.cache}`);
 if (!(SETUP_TIMEOUT_MS > 0)) throw new Error(`--setup-timeout must be a positive number of seconds, not ${flags['setup-timeout']}`);
 
 /** The kill-switch test's agent: answers every stage at once, but in impl records its pid and hangs. */
@@ -202,7 +207,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   const client = new Client({ connection: res.connection, namespace: server.namespace });
 
   // 2. One worker, with limits that do not throttle N agents started at once.
-  const config = unthrottledConfig();
+  const config = unthrottledConfig(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE });
   await phase('bundling workflows and starting the worker', async () => {
     res.native = await NativeConnection.connect({ address: server.address });
     const logger = createLogger({ level: 'warn', destination: pino.destination({ dest: LOG_FILE, sync: false, append: false }) });
@@ -344,6 +349,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     intents: N,
     sandbox: SANDBOX,
     startWindow: WINDOW,
+    maxCachedWorkflows: config.worker.maxCachedWorkflows ?? null,
     runningBeforeStop: runningBefore,
     cores: os.cpus().length,
     loadAverageAtStop: loadAtStop,
