@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
@@ -25,7 +25,7 @@ import { detectTestTampering } from './test-tamper';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
 import { branchForIntent } from '../shared/ids';
-import type { HaltDetails } from '../shared/halt';
+import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
 import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
 import { readReviewAssessment, readTriageAssessment, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
 
@@ -46,12 +46,6 @@ export interface ActivityDeps {
   readonly fetch?: typeof fetch;
   /** Stops running agents and tests when the global stop is set (one per worker). */
   readonly globalStop?: GlobalStopWatch;
-  /**
-   * After the global stop ended a call, how long to wait for the activity's own cancellation
-   * (`warden stop --all` cancels every intent right after setting the flag) before failing it
-   * with KILL_SWITCH. Default 5 s.
-   */
-  readonly stopGraceMs?: number;
 }
 
 export interface IntentRef {
@@ -135,8 +129,7 @@ const FEEDBACK_TAIL_CHARS = 1500;
 export function createStageActivities(deps: ActivityDeps) {
   const worktree = (intent: Intent): Promise<WorktreeRef> =>
     ensureWorktree({ repoPath: intent.repoPath, baseBranch: intent.baseBranch, intentId: intent.id, worktreeRoot: deps.worktreeRoot });
-  const stoppable = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> =>
-    stoppableWork(deps.globalStop, deps.stopGraceMs ?? DEFAULT_STOP_GRACE_MS, work);
+  const stoppable = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> => stoppableWork(deps.globalStop, work);
 
   return {
     /** Creates (or finds) the intent's worktree on `warden/<id>`. Idempotent. */
@@ -358,18 +351,13 @@ async function rewindTo(worktreePath: string, commit: string): Promise<void> {
   await git(worktreePath, ['clean', '-q', '-fd']);
 }
 
-const DEFAULT_STOP_GRACE_MS = 5_000;
-/** How often to heartbeat while waiting for a cancellation (the worker throttles to its own interval). */
-const HURRIED_HEARTBEAT_MS = 100;
-
 /**
  * Runs an agent or test call with a signal that aborts on the activity's cancellation or on the
- * global stop, whichever comes first. A call the global stop ended waits (heartbeating often,
- * since Temporal delivers a cancellation only in a heartbeat's answer) for the cancellation that
- * `warden stop --all` sends next, and ends as cancelled; without one it fails with a
- * non-retryable KILL_SWITCH, like a call the kill switch refused to start.
+ * global stop, whichever comes first. A call the global stop ended fails at once with a
+ * non-retryable KILL_SWITCH (details: midRun) rather than waiting for its cancellation to arrive
+ * on a heartbeat: the workflow treats it as the stop it is (see intentWorkflow).
  */
-async function stoppableWork<T>(watch: GlobalStopWatch | undefined, graceMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function stoppableWork<T>(watch: GlobalStopWatch | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const ctx = Context.current();
   if (!watch) return work(ctx.cancellationSignal);
   return watch.during(async (stopSignal) => {
@@ -378,38 +366,21 @@ async function stoppableWork<T>(watch: GlobalStopWatch | undefined, graceMs: num
       result = await work(AbortSignal.any([ctx.cancellationSignal, stopSignal]));
     } catch (error) {
       if (!stopSignal.aborted || ctx.cancellationSignal.aborted) throw error;
-      throw await stoppedByGlobalStop(ctx, stopSignal.reason as GlobalStopSet, graceMs);
+      throw stoppedByGlobalStop(stopSignal.reason as GlobalStopSet);
     }
     // A process that was killed returns normally (termination 'aborted'): the stop still ends the call.
-    if (stopSignal.aborted && !ctx.cancellationSignal.aborted) throw await stoppedByGlobalStop(ctx, stopSignal.reason as GlobalStopSet, graceMs);
+    if (stopSignal.aborted && !ctx.cancellationSignal.aborted) throw stoppedByGlobalStop(stopSignal.reason as GlobalStopSet);
     return result;
   });
 }
 
-async function stoppedByGlobalStop(ctx: Context, stop: GlobalStopSet, graceMs: number): Promise<Error> {
-  const beat = setInterval(() => ctx.heartbeat(), HURRIED_HEARTBEAT_MS);
-  try {
-    await new Promise<void>((resolve) => {
-      if (ctx.cancellationSignal.aborted) return resolve();
-      const timer = setTimeout(resolve, graceMs);
-      ctx.cancellationSignal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        { once: true },
-      );
-    });
-  } finally {
-    clearInterval(beat);
-  }
-  if (ctx.cancellationSignal.aborted) return new CancelledFailure(`stopped: ${stop.message}`);
+function stoppedByGlobalStop(stop: GlobalStopSet): ApplicationFailure {
+  const details: KillSwitchDetails = { source: 'global_stop', midRun: true };
   return ApplicationFailure.create({
     type: FailureType.KillSwitch,
     message: `kill switch (global_stop): ${stop.message}; the running call was stopped`,
     nonRetryable: true,
-    details: [{ source: 'global_stop', midRun: true }],
+    details: [details],
   });
 }
 

@@ -11,3 +11,13 @@ export interface HaltDetails {
   readonly current: number;
   readonly threshold: number;
 }
+
+/**
+ * Details of a KILL_SWITCH failure thrown while an agent or test ran (`midRun`): the global stop
+ * killed it. `warden stop --all` cancels the intent right after, and the workflow waits a moment
+ * for that cancellation so it ends as cancelled rather than failed.
+ */
+export interface KillSwitchDetails {
+  readonly source: 'global_stop';
+  readonly midRun: true;
+}

@@ -97,10 +97,9 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
     ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
-    // Cancellation reaches an activity only in a heartbeat's answer. Activities beat once a second;
-    // one the global stop ended beats every 100 ms until its cancellation arrives, and this lets
-    // those beats through within a quarter second (the steady rate stays one a second).
-    maxHeartbeatThrottleInterval: '250ms',
-    defaultHeartbeatThrottleInterval: '250ms',
+    // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
+    // (The global stop does not wait for it: see GlobalStopWatch.)
+    maxHeartbeatThrottleInterval: '1s',
+    defaultHeartbeatThrottleInterval: '1s',
   });
 }

@@ -1,5 +1,6 @@
 import {
   ActivityCancellationType,
+  ActivityFailure,
   type ActivityOptions,
   ApplicationFailure,
   CancellationScope,
@@ -21,6 +22,7 @@ import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, readReviewAs
 import type { GateKind, RecordedDecision } from '../shared/decisions';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
+import type { KillSwitchDetails } from '../shared/halt';
 import { branchForIntent } from '../shared/ids';
 import { IntentSchema, agentForStage, agentIdOf, describeIssues, modelFamily, type Intent } from '../shared/intent';
 import { ladderScope, type LadderLevel, type LadderRun } from '../shared/ladder';
@@ -35,6 +37,26 @@ import { StageGuard, installStageGuard, type HaltDetails } from './stage-guard';
 
 /** Ledger writes and the final cleanup as local activities (see intentWorkflow). */
 export const LOCAL_BOOKKEEPING_PATCH = 'local-ledger-writes-and-cleanup';
+
+/** How long an intent whose agent the global stop killed waits for its own cancellation. */
+const STOPPED_MID_RUN_WAIT_MS = 5_000;
+
+/** A KILL_SWITCH failure of an agent or test that the global stop ended while it ran. */
+function stoppedMidRun(error: unknown): boolean {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  return cause instanceof ApplicationFailure && cause.type === FailureType.KillSwitch && (cause.details?.[0] as KillSwitchDetails | undefined)?.midRun === true;
+}
+
+/** The workflow's cancellation, if it comes within `ms` (at once if it already has). */
+async function cancellationWithin(ms: number): Promise<unknown> {
+  try {
+    await sleep(ms);
+    return undefined;
+  } catch (error) {
+    if (isCancellation(error)) return error;
+    throw error;
+  }
+}
 
 /** A person (or a gate's timeout policy) said no: the intent ends as rejected, not failed. */
 class GateRejected extends Error {
@@ -464,7 +486,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   try {
     outcome = await pipelineScope.run(pipeline);
     return outcome;
-  } catch (error) {
+  } catch (caught) {
+    let error = caught;
     if (error instanceof GateRejected && !timeLimitHit) {
       setStatus('rejected');
       outcome = { intentId: intent.id, status: 'rejected', spendUsd: state.spendUsd, reason: error.reason };
@@ -476,6 +499,9 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, suggestion: 'raise limits.totalTimeout, or split the intent' });
       throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `TIME_LIMIT_EXCEEDED: ${state.error}`, nonRetryable: true });
     }
+    // The global stop killed the running agent, and `warden stop --all` cancels the intent right
+    // after setting it: wait a moment for that, so the intent ends cancelled like the others.
+    if (stoppedMidRun(error)) error = (await cancellationWithin(STOPPED_MID_RUN_WAIT_MS)) ?? error;
     if (isCancellation(error)) {
       setStatus('cancelled');
     } else {

@@ -219,6 +219,30 @@ describe('kill switches', () => {
     });
   });
 
+  test('warden stop --all: the global stop kills the running agent, and the cancellation that follows ends the intent cancelled', async () => {
+    const slow = script({ model: 'ks-stop-all', triage: { delayMs: 60_000 } });
+    await withWorker({}, async (h) => {
+      const intent = intentFor(slow);
+      const handle = await startIntent(world.client, intent, h.queue);
+      await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 30_000, 'triage to start');
+      const stoppedAt = Date.now();
+      try {
+        // What stopAll does, with the cancellation a moment late: the agent is already dead by then.
+        await world.ledger.setGlobalStop('tester', 'stop --all drill');
+        await waitFor(async () => ((await events(intent.id, 'INTENT_STOPPED')).length > 0 ? true : undefined), 10_000, 'the agent to be stopped');
+        await handle.cancel();
+        await handle.result().catch(() => undefined);
+      } finally {
+        await world.ledger.clearGlobalStop('tester', 'stop --all drill done');
+      }
+      expect((await handle.describe()).status.name).toBe('CANCELLED');
+      expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+      expect(h.agentCalls()).toBe(1);
+      expect(await events(intent.id, 'INTENT_CANCELLED')).toHaveLength(1);
+      expect(await events(intent.id, 'INTENT_FAILED')).toEqual([]);
+    });
+  });
+
   test('the global stop flag set before an agent call: the call is not started, the intent halts with KILL_SWITCH', async () => {
     await withWorker({}, async (h) => {
       const intent = intentFor(script({ model: 'ks-global-before' }));
