@@ -171,7 +171,7 @@ export function createStageActivities(deps: ActivityDeps) {
             prompt,
             worktreePath,
             signal,
-            // whileHeartbeating beats for the whole attempt; a second stream would only double the RPCs.
+            // whileHeartbeating already beats once a second for the whole attempt.
             heartbeat: () => undefined,
             riskHint: intent.riskHint,
             declaredPaths: intent.paths,
