@@ -12,8 +12,8 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps;
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
-  const globalStop = deps.globalStop ?? new GlobalStopWatch(() => deps.ledger.globalStop());
-  return { ...createStageActivities({ ...deps, globalStop }), ...createLedgerActivities(deps), ...createReviewPackageActivities(deps) };
+  const globalStop = new GlobalStopWatch(() => deps.ledger.globalStop());
+  return { ...createStageActivities(deps, globalStop), ...createLedgerActivities(deps), ...createReviewPackageActivities(deps) };
 }
 
 /** The activity interface workflows import (as a type only). */

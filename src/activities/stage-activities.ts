@@ -44,8 +44,6 @@ export interface ActivityDeps {
   readonly mode?: 'development' | 'production';
   /** Replaces global fetch for HTTP agents (tests). */
   readonly fetch?: typeof fetch;
-  /** Stops running agents and tests when the global stop is set (one per worker). */
-  readonly globalStop?: GlobalStopWatch;
 }
 
 export interface IntentRef {
@@ -125,11 +123,14 @@ export interface TestRunResult {
 const TEST_OUTPUT_CAP = 4 * 1024 * 1024;
 const FEEDBACK_TAIL_CHARS = 1500;
 
-/** Stage activities, built with their dependencies (see `createActivities`). */
-export function createStageActivities(deps: ActivityDeps) {
+/**
+ * Stage activities, built with their dependencies (see `createActivities`). `globalStop` (one
+ * per worker) stops running agents and tests when the global stop is set.
+ */
+export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStopWatch) {
   const worktree = (intent: Intent): Promise<WorktreeRef> =>
     ensureWorktree({ repoPath: intent.repoPath, baseBranch: intent.baseBranch, intentId: intent.id, worktreeRoot: deps.worktreeRoot });
-  const stoppable = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> => stoppableWork(deps.globalStop, work);
+  const stoppable = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> => stoppableWork(globalStop, work);
 
   return {
     /** Creates (or finds) the intent's worktree on `warden/<id>`. Idempotent. */
@@ -357,20 +358,19 @@ async function rewindTo(worktreePath: string, commit: string): Promise<void> {
  * non-retryable KILL_SWITCH (details: midRun) rather than waiting for its cancellation to arrive
  * on a heartbeat: the workflow treats it as the stop it is (see intentWorkflow).
  */
-async function stoppableWork<T>(watch: GlobalStopWatch | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function stoppableWork<T>(watch: GlobalStopWatch, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const ctx = Context.current();
-  if (!watch) return work(ctx.cancellationSignal);
   return watch.during(async (stopSignal) => {
-    let result: T;
+    const stopped = (): boolean => stopSignal.aborted && !ctx.cancellationSignal.aborted;
+    let result: T | undefined;
     try {
       result = await work(AbortSignal.any([ctx.cancellationSignal, stopSignal]));
     } catch (error) {
-      if (!stopSignal.aborted || ctx.cancellationSignal.aborted) throw error;
-      throw stoppedByGlobalStop(stopSignal.reason as GlobalStopSet);
+      if (!stopped()) throw error;
     }
-    // A process that was killed returns normally (termination 'aborted'): the stop still ends the call.
-    if (stopSignal.aborted && !ctx.cancellationSignal.aborted) throw stoppedByGlobalStop(stopSignal.reason as GlobalStopSet);
-    return result;
+    // A killed process returns normally (termination 'aborted'); either way the stop ends the call.
+    if (stopped()) throw stoppedByGlobalStop(stopSignal.reason as GlobalStopSet);
+    return result as T;
   });
 }
 

@@ -36,7 +36,7 @@ import { LedgerRecorder } from './ledger-recorder';
 import { StageGuard, installStageGuard, type HaltDetails } from './stage-guard';
 
 /** Ledger writes and the final cleanup as local activities (see intentWorkflow). */
-export const LOCAL_BOOKKEEPING_PATCH = 'local-ledger-writes-and-cleanup';
+const LOCAL_BOOKKEEPING_PATCH = 'local-ledger-writes-and-cleanup';
 
 /** How long an intent whose agent the global stop killed waits for its own cancellation. */
 const STOPPED_MID_RUN_WAIT_MS = 5_000;
