@@ -14,7 +14,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -56,6 +56,7 @@ async function rssMb(pid: number): Promise<number> {
 
 /** `warden worker` in `cwd` against the bench's servers; resolves once it says it is running. */
 async function startWorkerProcess(cwd: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  await mkdir(RESULTS_DIR, { recursive: true }); // a fresh clone has no bench/results yet
   const log = createWriteStream(WORKER_LOG);
   const child = spawn(process.execPath, [path.join(REPO_ROOT, 'bin', 'warden.js'), 'worker'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stderr!.pipe(log);
