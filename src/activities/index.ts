@@ -1,4 +1,5 @@
 import { GlobalStopWatch } from './global-stop-watch';
+import { createIntentCheckActivities } from './intent-check';
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
 import { createReviewPackageActivities } from './review-package';
 import { createStageActivities, type ActivityDeps } from './stage-activities';
@@ -13,7 +14,12 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps;
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
   const globalStop = new GlobalStopWatch(() => deps.ledger.globalStop());
-  return { ...createStageActivities(deps, globalStop), ...createLedgerActivities(deps), ...createReviewPackageActivities(deps) };
+  return {
+    ...createIntentCheckActivities(),
+    ...createStageActivities(deps, globalStop),
+    ...createLedgerActivities(deps),
+    ...createReviewPackageActivities(deps),
+  };
 }
 
 /** The activity interface workflows import (as a type only). */

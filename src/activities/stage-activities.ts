@@ -6,7 +6,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
-import { agentForStage, type Intent } from '../shared/intent';
+import { agentForStage } from '../shared/agent-routing';
+import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import { costOf, UnknownModelError, type PricingTable } from '../safety/pricing';
@@ -27,7 +28,8 @@ import { formatStubFindings } from '../safety/stub-detector';
 import { branchForIntent } from '../shared/ids';
 import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
 import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
-import { readReviewAssessment, readTriageAssessment, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
+import { readReviewAssessment, readTriageAssessment } from '../shared/assessment-parsing';
+import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
 
 /** What the worker injects into activities. */
 export interface ActivityDeps {

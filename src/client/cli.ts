@@ -6,9 +6,9 @@ import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
-import { AGENT_SESSION_VARIABLE, DecisionSchema, GateKindSchema } from '../shared/decisions';
+import { AGENT_SESSION_VARIABLE, parseDecision } from '../shared/decisions';
+import { GATE_KINDS, isGateKind } from '../shared/gates';
 import { UserError } from '../shared/errors';
-import { describeIssues } from '../shared/intent';
 import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
 import { detectCascade } from '../safety/cascade-detector';
@@ -300,16 +300,16 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
  * inside an agent's process (WARDEN_AGENT_SESSION set), the decision says so and is refused.
  */
 async function decide(config: RuntimeConfig, id: string, raw: Record<string, unknown> & { gate?: string }): Promise<string> {
-  if (raw.gate !== undefined && !GateKindSchema.safeParse(raw.gate).success) {
-    throw new UserError(`unknown gate "${raw.gate}": known gates are ${GateKindSchema.options.join(', ')}`);
+  if (raw.gate !== undefined && !isGateKind(raw.gate)) {
+    throw new UserError(`unknown gate "${raw.gate}": known gates are ${GATE_KINDS.join(', ')}`);
   }
   const agentSession = process.env[AGENT_SESSION_VARIABLE];
   const target = await connectTemporal(config, () => undefined);
   try {
     const gate = raw.gate ?? (await pendingGateOf(target.client, id));
-    const decision = DecisionSchema.safeParse({ ...raw, gate, ...(agentSession ? { agentSession } : {}) });
-    if (!decision.success) throw new UserError(describeIssues(decision.error));
-    await sendDecision(target.client, id, decision.data);
+    const parsed = parseDecision({ ...raw, gate, ...(agentSession ? { agentSession } : {}) });
+    if (!parsed.ok) throw new UserError(parsed.problems);
+    await sendDecision(target.client, id, parsed.decision);
     return gate;
   } finally {
     await target.close();

@@ -4,7 +4,7 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
-import type { GatesConfig } from '../shared/gates';
+import type { GatesConfig } from '../shared/gate-settings';
 import { UserError } from '../shared/errors';
 import { isLocalEndpoint } from '../activities/agents/model-http';
 import { mergeLimits, type IntentLimitsConfig, type WardenConfig } from '../config/schema';

@@ -4,7 +4,8 @@ import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../shared/intent';
 import { decideUpdate, stateQuery } from '../shared/messages';
 import { WardenRepo, WardenStage, WardenStatus } from '../shared/search-attributes';
-import type { Decision, GateKind } from '../shared/decisions';
+import type { Decision } from '../shared/decisions';
+import type { GateKind } from '../shared/gates';
 import type { IntentState } from '../shared/state';
 import type { intentWorkflow } from '../workflows';
 

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../shared/errors';
 import { describeIssues } from '../shared/intent';
-import { mergeGateSettings } from '../shared/gates';
+import { mergeGateSettings } from '../shared/gate-settings';
 import { PROFILE_DEFAULTS } from './profiles';
 import { ConfigFileSchema, WardenConfigSchema, mergeLimits, type ConfigFile, type WardenConfig } from './schema';
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { DurationSchema } from '../shared/duration';
+import { DurationSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
-import { GatesConfigSchema } from '../shared/gates';
+import { GatesConfigSchema } from '../shared/gate-settings';
 
 /** A USD amount as an exact decimal string. `"0"` for a budget means unlimited — only when written. */
 const Usd = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a USD amount such as "5" or "12.50"');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DurationSchema } from './duration';
+import { DurationSchema } from './schema-primitives';
 
 /**
  * Agent profiles: who does a stage's work. `scripted` replays a script, `command` runs a CLI
@@ -79,12 +79,3 @@ export type CommandAgentProfile = z.infer<typeof CommandAgentProfileSchema>;
 export type AnthropicAgentProfile = z.infer<typeof AnthropicAgentProfileSchema>;
 export type OpenAiAgentProfile = z.infer<typeof OpenAiAgentProfileSchema>;
 export type HttpAgentProfile = AnthropicAgentProfile | OpenAiAgentProfile;
-
-/**
- * The agent's identity across Warden: its ledger rows (cost, events), the worker's per-agent rate
- * limits and day budget, its automation-ladder scope, and the names that may not decide its gates.
- * A named profile is itself; an unnamed one is its kind.
- */
-export function agentIdOf(agent: { readonly kind: string; readonly name?: string }): string {
-  return agent.name ?? agent.kind;
-}

@@ -1,22 +1,10 @@
-import { z } from 'zod';
-import { RiskClassSchema, type RiskClass } from './risk';
+import type { RiskClass } from './risk';
 
 /**
- * The structured answers of triage and review. Agents are asked for a JSON object (see
- * prompts.ts); the first `{…}` block of the output is validated here with zod. An answer
- * without a valid block is read from its plain words where it can be ("Risk: LOW", a first
- * line "APPROVE"), and is marked `structured: false`: it never lets anything pass on its own.
+ * The structured answers of triage and review, and the rules that read them. Agents' answers
+ * are parsed into these by assessment-parsing.ts (in the activities); workflow code uses only
+ * this module.
  */
-
-const Probability = z.number().min(0).max(1);
-
-export const TriageAnswerSchema = z.object({
-  risk: RiskClassSchema,
-  confidence: Probability,
-  affectedPaths: z.array(z.string().min(1)).max(200).default([]),
-  rationale: z.string().max(4000).default(''),
-  predicted: z.object({ files: z.number().int().min(0), lines: z.number().int().min(0) }).optional(),
-});
 
 export interface TriageAssessment {
   readonly risk: RiskClass;
@@ -30,31 +18,21 @@ export interface TriageAssessment {
   readonly problems?: string;
 }
 
-export const FindingSchema = z.object({
-  severity: z.enum(['critical', 'high', 'medium', 'low']),
-  category: z.string().trim().min(1).max(60),
-  message: z.string().trim().min(1).max(2000),
-  path: z.string().optional(),
-});
-export type Finding = z.infer<typeof FindingSchema>;
+export interface Finding {
+  readonly severity: 'critical' | 'high' | 'medium' | 'low';
+  readonly category: string;
+  readonly message: string;
+  readonly path?: string;
+}
 
-const Score = z.number().min(1).max(5);
 /** The five judge scores (1-5) of the LLM-as-judge rule. */
-export const JudgeScoresSchema = z.object({
-  strategicAlignment: Score,
-  autonomyAppropriateness: Score,
-  outputQuality: Score,
-  resourceEfficiency: Score,
-  learningApplication: Score,
-});
-export type JudgeScores = z.infer<typeof JudgeScoresSchema>;
-
-export const ReviewAnswerSchema = z.object({
-  verdict: z.enum(['APPROVE', 'BLOCK']),
-  findings: z.array(FindingSchema).max(100).default([]),
-  scores: JudgeScoresSchema.optional(),
-  summary: z.string().max(4000).default(''),
-});
+export interface JudgeScores {
+  readonly strategicAlignment: number;
+  readonly autonomyAppropriateness: number;
+  readonly outputQuality: number;
+  readonly resourceEfficiency: number;
+  readonly learningApplication: number;
+}
 
 export interface ReviewAssessment {
   readonly verdict: 'APPROVE' | 'BLOCK';
@@ -65,62 +43,11 @@ export interface ReviewAssessment {
   readonly problems?: string;
 }
 
-/** The first balanced-looking JSON object in `text`, parsed; undefined when there is none. */
-function firstJsonObject(text: string): { value?: unknown; error?: string } | undefined {
-  const fenced = /```(?:json)?\s*(\{[\s\S]*?\})\s*```/.exec(text);
-  const candidate = fenced?.[1] ?? /\{[\s\S]*\}/.exec(text)?.[0];
-  if (!candidate) return undefined;
-  try {
-    return { value: JSON.parse(candidate) as unknown };
-  } catch (error) {
-    return { error: `the JSON block does not parse: ${(error as Error).message}` };
-  }
-}
+/** Triage's assessment of an empty answer: MEDIUM risk with no confidence, so nothing passes on it. */
+export const UNANSWERED_TRIAGE: TriageAssessment = { risk: 'MEDIUM', confidence: 0, affectedPaths: [], rationale: '', structured: false };
 
-function issues(error: z.ZodError): string {
-  return error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ');
-}
-
-/** The output's JSON block validated by `schema`: the data, or what was wrong (undefined: no block). */
-function validBlock<S extends z.ZodType>(schema: S, output: string): { block?: { value?: unknown }; data?: z.infer<S>; problems?: string } {
-  const block = firstJsonObject(output);
-  if (block?.value === undefined) return { block, problems: block?.error };
-  const parsed = schema.safeParse(block.value);
-  return parsed.success ? { block, data: parsed.data } : { block, problems: issues(parsed.error) };
-}
-
-/**
- * Triage's assessment. Without a valid block: the risk named in the text ("Risk: HIGH"), or
- * MEDIUM when none is named, with confidence 0 so the confidence gate never passes; a valid
- * `predicted` is kept.
- */
-export function readTriageAssessment(output: string): TriageAssessment {
-  const { block, data, problems } = validBlock(TriageAnswerSchema, output);
-  if (data) return { ...data, structured: true };
-  const named = /\brisk\b\W{0,3}(LOW|MEDIUM|HIGH|PROHIBITED)\b/i.exec(output)?.[1]?.toUpperCase() as RiskClass | undefined;
-  // A prediction that is valid on its own still bounds the blast-radius check (the hard cap bounds it too).
-  const predicted = TriageAnswerSchema.shape.predicted.safeParse((block?.value as { predicted?: unknown } | undefined)?.predicted);
-  return {
-    risk: named ?? 'MEDIUM',
-    confidence: 0,
-    affectedPaths: [],
-    rationale: '',
-    ...(predicted.success && predicted.data ? { predicted: predicted.data } : {}),
-    structured: false,
-    ...(problems ? { problems } : {}),
-  };
-}
-
-/**
- * Review's assessment. Without a valid block: APPROVE only when the answer's first word is
- * APPROVE, else BLOCK; no findings, no scores (so the judge rule cannot pass).
- */
-export function readReviewAssessment(output: string): ReviewAssessment {
-  const { data, problems } = validBlock(ReviewAnswerSchema, output);
-  if (data) return { ...data, structured: true };
-  const verdict = /^\W*APPROVE\b/i.test(output.trim()) ? 'APPROVE' : 'BLOCK';
-  return { verdict, findings: [], summary: output.trim().split('\n')[0]?.slice(0, 200) ?? '', structured: false, ...(problems ? { problems } : {}) };
-}
+/** Review's assessment of an empty answer: BLOCK, with no findings and no scores. */
+export const UNANSWERED_REVIEW: ReviewAssessment = { verdict: 'BLOCK', findings: [], summary: '', structured: false };
 
 /**
  * The judge rule for autonomous execution: average ≥ 4.0, no score ≤ 1, autonomy

@@ -1,43 +1,108 @@
-import { z } from 'zod';
-import { GateKindSchema } from './gates';
-
-export { GateKindSchema, GateSettingsSchema, type GateKind, type GateSettings } from './gates';
+import { GATE_KINDS, isGateKind, type GateKind } from './gates';
 
 /** Set in every agent process's environment: a decision sent from there is the agent's own. */
 export const AGENT_SESSION_VARIABLE = 'WARDEN_AGENT_SESSION';
 
 /** approve; reject (with a reason); approve with conditions for the next stage; defer once. */
-export const DecisionKindSchema = z.enum(['approve', 'reject', 'approve-with-conditions', 'defer']);
-export type DecisionKind = z.infer<typeof DecisionKindSchema>;
+export const DECISION_KINDS = ['approve', 'reject', 'approve-with-conditions', 'defer'] as const;
+export type DecisionKind = (typeof DECISION_KINDS)[number];
 
 /**
  * Payload of the `decide` signal and update. Anyone with access to the namespace can send it
- * (CLI or Web UI), so the workflow validates it; an invalid or unauthorised one changes nothing
- * and is recorded as a refused decision.
+ * (CLI or Web UI), so the workflow validates it (parseDecision); an invalid or unauthorised one
+ * changes nothing and is recorded as a refused decision.
  */
-export const DecisionSchema = z
-  .object({
-    gate: GateKindSchema,
-    decision: DecisionKindSchema,
-    by: z.string().trim().min(1, 'a decision must say who made it'),
-    reason: z.string().trim().max(2000).optional(),
-    /** With approve-with-conditions: what the next stage must respect (added to its prompt). */
-    conditions: z.array(z.string().trim().min(1).max(1000)).max(20).optional(),
-    /**
-     * Set by the CLI when it runs inside an agent's process (WARDEN_AGENT_SESSION is in its
-     * environment): such a decision is the agent deciding its own gate, and is refused.
-     */
-    agentSession: z.string().max(200).optional(),
-  })
-  .refine((d) => d.decision !== 'reject' || (d.reason !== undefined && d.reason.length > 0), {
-    message: 'a rejection needs a reason',
-    path: ['reason'],
-  })
-  .refine((d) => d.decision !== 'approve-with-conditions' || (d.conditions?.length ?? 0) > 0, {
-    message: 'approve-with-conditions needs at least one condition',
-    path: ['conditions'],
-  });
-export type Decision = z.infer<typeof DecisionSchema>;
+export interface Decision {
+  readonly gate: GateKind;
+  readonly decision: DecisionKind;
+  readonly by: string;
+  readonly reason?: string;
+  /** With approve-with-conditions: what the next stage must respect (added to its prompt). */
+  readonly conditions?: string[];
+  /**
+   * Set by the CLI when it runs inside an agent's process (WARDEN_AGENT_SESSION is in its
+   * environment): such a decision is the agent deciding its own gate, and is refused.
+   */
+  readonly agentSession?: string;
+}
+
+export const MAX_REASON_LENGTH = 2000;
+export const MAX_CONDITIONS = 20;
+export const MAX_CONDITION_LENGTH = 1000;
+const MAX_AGENT_SESSION_LENGTH = 200;
+
+export type ParsedDecision = { readonly ok: true; readonly decision: Decision } | { readonly ok: false; readonly problems: string };
+
+/**
+ * Validates a decide payload: the client checks it before sending and the workflow again on
+ * receipt. Strings are trimmed; unknown fields are dropped. Plain code rather than zod, because
+ * it runs in workflow code (see schema-primitives.ts). `problems` reads `field: problem; …`.
+ */
+export function parseDecision(raw: unknown): ParsedDecision {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { ok: false, problems: 'a decision must be an object' };
+  const input = raw as Record<string, unknown>;
+  const problems: string[] = [];
+  const problem = (field: string, text: string): void => void problems.push(`${field}: ${text}`);
+
+  const gate = input.gate;
+  if (!isGateKind(gate)) problem('gate', `expected one of ${GATE_KINDS.join(', ')}`);
+  const decision = input.decision;
+  if (!(DECISION_KINDS as readonly unknown[]).includes(decision)) problem('decision', `expected one of ${DECISION_KINDS.join(', ')}`);
+  const by = typeof input.by === 'string' ? input.by.trim() : undefined;
+  if (by === undefined) problem('by', 'expected a string');
+  else if (!by) problem('by', 'a decision must say who made it');
+
+  const reason = optionalString(input.reason, 'reason', MAX_REASON_LENGTH, problem);
+  const agentSession = optionalString(input.agentSession, 'agentSession', MAX_AGENT_SESSION_LENGTH, problem, false);
+  let conditions: string[] | undefined;
+  if (input.conditions !== undefined) {
+    if (!Array.isArray(input.conditions)) problem('conditions', 'expected an array of strings');
+    else {
+      if (input.conditions.length > MAX_CONDITIONS) problem('conditions', `at most ${MAX_CONDITIONS} conditions`);
+      conditions = input.conditions.map((condition: unknown, i) => {
+        const text = typeof condition === 'string' ? condition.trim() : undefined;
+        if (text === undefined) problem(`conditions.${i}`, 'expected a string');
+        else if (!text) problem(`conditions.${i}`, 'a condition must not be empty');
+        else if (text.length > MAX_CONDITION_LENGTH) problem(`conditions.${i}`, `at most ${MAX_CONDITION_LENGTH} characters`);
+        return text ?? '';
+      });
+    }
+  }
+  if (problems.length === 0) {
+    if (decision === 'reject' && !reason) problem('reason', 'a rejection needs a reason');
+    if (decision === 'approve-with-conditions' && !conditions?.length) problem('conditions', 'approve-with-conditions needs at least one condition');
+  }
+  if (problems.length > 0) return { ok: false, problems: problems.join('; ') };
+  return {
+    ok: true,
+    decision: {
+      gate: gate as GateKind,
+      decision: decision as DecisionKind,
+      by: by as string,
+      ...(reason !== undefined ? { reason } : {}),
+      ...(conditions !== undefined ? { conditions } : {}),
+      ...(agentSession !== undefined ? { agentSession } : {}),
+    },
+  };
+}
+
+/** An optional string field, trimmed unless `trim` is false; its problems are reported through `problem`. */
+function optionalString(
+  value: unknown,
+  field: string,
+  maxLength: number,
+  problem: (field: string, text: string) => void,
+  trim = true,
+): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') {
+    problem(field, 'expected a string');
+    return undefined;
+  }
+  const text = trim ? value.trim() : value;
+  if (text.length > maxLength) problem(field, `at most ${maxLength} characters`);
+  return text;
+}
 
 /** What the `decide` update answers. */
 export interface DecisionAnswer {

@@ -1,9 +1,7 @@
-import { z } from 'zod';
-
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-// Same grammar as DurationSchema in intent.ts, so anything the schema accepts parses here.
-const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
+/** A duration as intents and config files write it: `90s`, `30m`, `24h`, `2d` (DurationSchema checks it). */
+export const DURATION_PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
 
 /**
  * Parses a duration such as `500ms`, `30s`, `15m`, `24h` or `2d` into whole milliseconds
@@ -11,7 +9,7 @@ const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
  * numbers, missing or unknown units, and values too large to be a safe integer.
  */
 export function parseDuration(text: string): number {
-  const match = DURATION.exec(typeof text === 'string' ? text.trim() : '');
+  const match = DURATION_PATTERN.exec(typeof text === 'string' ? text.trim() : '');
   if (!match) {
     throw new RangeError(`invalid duration ${JSON.stringify(text)}: expected e.g. 500ms, 30s, 15m, 24h or 2d`);
   }
@@ -21,8 +19,3 @@ export function parseDuration(text: string): number {
   }
   return ms;
 }
-
-/** A duration string as intents and config files write it: `90s`, `30m`, `24h`, `2d`. */
-export const DurationSchema = z
-  .string()
-  .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, 'a duration such as 30s, 15m, 24h or 2d');

@@ -1,16 +1,19 @@
 import { z } from 'zod';
 import { PROFILE_DEFAULTS } from '../config/profiles';
 import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '../config/schema';
-import { GatesConfigSchema } from './gates';
-import { AgentProfileSchema, type AgentProfile } from './agent-profiles';
-import { DurationSchema } from './duration';
-import { RiskClassSchema, type RiskClass } from './risk';
-import type { AgentStage } from './stages';
+import { AgentProfileSchema } from './agent-profiles';
+import { GatesConfigSchema } from './gate-settings';
+import type { RiskClass } from './risk';
+import { DurationSchema, RiskClassSchema } from './schema-primitives';
+
+/*
+ * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
+ * code imports from here types only: see schema-primitives.ts for why zod stays out of it.
+ */
 
 export { DurationSchema };
 
 export {
-  agentIdOf,
   AgentProfileSchema,
   AnthropicAgentProfileSchema,
   CommandAgentProfileSchema,
@@ -76,28 +79,6 @@ export const IntentSchema = z.object({
 export type Intent = z.infer<typeof IntentSchema>;
 /** What callers pass in: defaults may be left out. */
 export type IntentInput = z.input<typeof IntentSchema>;
-
-/** The agent profile that runs `stage` of this intent. */
-export function agentForStage(intent: Pick<Intent, 'agent' | 'stageAgents'>, stage: AgentStage): AgentProfile {
-  return intent.stageAgents[stage] ?? intent.agent;
-}
-
-/**
- * A profile's model family, for the cross-model review rule: the provider and the model's
- * leading name (claude-sonnet-4-5 → anthropic/claude; gpt-4.1 → openai/gpt). Command and
- * scripted agents are their own families (by program or script).
- */
-export function modelFamily(profile: AgentProfile): string {
-  switch (profile.kind) {
-    case 'anthropic':
-    case 'openai':
-      return `${profile.kind}/${(/^[a-z]+/i.exec(profile.model)?.[0] ?? profile.model).toLowerCase()}`;
-    case 'command':
-      return `command/${profile.command.trim().split(/\s+/)[0]?.split('/').pop() ?? 'command'}`;
-    case 'scripted':
-      return `scripted/${profile.name ?? profile.scriptPath}`;
-  }
-}
 
 /** Turns zod issues into one readable line: `field: problem; field: problem`. */
 export function describeIssues(error: z.ZodError): string {

@@ -1,4 +1,4 @@
-import { agentIdOf } from './agent-profiles';
+import { agentIdOf } from './agent-routing';
 import type { GateKind } from './gates';
 import { GATES } from './gates';
 import type { RiskClass } from './risk';

@@ -3,7 +3,7 @@ import type { DecisionAnswer } from './decisions';
 import type { IntentState } from './state';
 
 /**
- * Decide a pending gate. The payload is validated in the workflow against `DecisionSchema`;
+ * Decide a pending gate. The payload is validated in the workflow by `parseDecision`;
  * an invalid one, or one for a gate that is not pending, is logged and ignored.
  * Typed `unknown` on purpose: anything may arrive from the Web UI.
  */

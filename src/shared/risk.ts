@@ -1,10 +1,8 @@
-import { z } from 'zod';
-
-/** Risk classes of an intent: LOW auto-executes, MEDIUM logs, HIGH asks first, PROHIBITED never runs. */
-export const RiskClassSchema = z.enum(['LOW', 'MEDIUM', 'HIGH', 'PROHIBITED']);
-export type RiskClass = z.infer<typeof RiskClassSchema>;
+/** Risk classes of an intent, least to most: LOW auto-executes, MEDIUM logs, HIGH asks first, PROHIBITED never runs. */
+export const RISK_CLASSES = ['LOW', 'MEDIUM', 'HIGH', 'PROHIBITED'] as const;
+export type RiskClass = (typeof RISK_CLASSES)[number];
 
 /** Whether `risk` is `floor` or riskier. */
 export function riskAtLeast(risk: RiskClass, floor: RiskClass): boolean {
-  return RiskClassSchema.options.indexOf(risk) >= RiskClassSchema.options.indexOf(floor);
+  return RISK_CLASSES.indexOf(risk) >= RISK_CLASSES.indexOf(floor);
 }

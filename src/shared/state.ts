@@ -1,4 +1,5 @@
-import type { RecordedDecision, GateKind } from './decisions';
+import type { RecordedDecision } from './decisions';
+import type { GateKind } from './gates';
 import type { ReviewPackage } from './review-package';
 import type { RiskClass } from './risk';
 import type { Stage } from './stages';

@@ -1,8 +1,8 @@
 import { condition, log, setCurrentDetails, setHandler } from '@temporalio/workflow';
-import { DecisionSchema, type Decision, type DecisionAnswer, type RecordedDecision } from '../shared/decisions';
+import { parseDecision, type Decision, type DecisionAnswer, type RecordedDecision } from '../shared/decisions';
 import { parseDuration } from '../shared/duration';
 import { GATES, type GateKind } from '../shared/gates';
-import { describeIssues, type Intent } from '../shared/intent';
+import type { Intent } from '../shared/intent';
 import { autoPassRefusal, type LadderLevel } from '../shared/ladder';
 import { decideSignal, decideUpdate } from '../shared/messages';
 import { renderReviewPackage, type ReviewPackage } from '../shared/review-package';
@@ -45,16 +45,18 @@ export class GateKeeper {
 
   constructor(private readonly o: GateKeeperOptions) {
     setHandler(decideSignal, (raw: unknown) => {
-      const parsed = DecisionSchema.safeParse(raw);
-      if (!parsed.success) return this.refuse(`invalid decide payload: ${describeIssues(parsed.error)}`, raw);
-      const refusal = this.mayDecide(parsed.data);
+      const parsed = parseDecision(raw);
+      if (!parsed.ok) return this.refuse(`invalid decide payload: ${parsed.problems}`, raw);
+      const refusal = this.mayDecide(parsed.decision);
       if (refusal) return this.refuse(refusal, raw);
-      this.accept(parsed.data);
+      this.accept(parsed.decision);
     });
     setHandler(
       decideUpdate,
       (raw: unknown): DecisionAnswer => {
-        const decision = DecisionSchema.parse(raw); // the validator let only a valid payload through
+        const parsed = parseDecision(raw);
+        if (!parsed.ok) throw new Error(`invalid decision: ${parsed.problems}`); // the validator lets none through
+        const { decision } = parsed;
         const refusal = this.mayDecide(decision);
         if (refusal) {
           this.refuse(refusal, raw);
@@ -65,8 +67,8 @@ export class GateKeeper {
       },
       {
         validator: (raw: unknown): void => {
-          const parsed = DecisionSchema.safeParse(raw);
-          if (!parsed.success) throw new Error(`invalid decision: ${describeIssues(parsed.error)}`);
+          const parsed = parseDecision(raw);
+          if (!parsed.ok) throw new Error(`invalid decision: ${parsed.problems}`);
         },
       },
     );

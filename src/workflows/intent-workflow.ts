@@ -18,13 +18,15 @@ import type { StageResult, WardenActivities } from '../activities';
 import { BehaviourMonitor } from '../safety/behaviour-monitor';
 import { checkBlastRadius } from '../safety/limits';
 import { addUsd, ZERO_USD } from '../safety/money';
-import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, readReviewAssessment, readTriageAssessment, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
-import type { GateKind, RecordedDecision } from '../shared/decisions';
+import { agentForStage, agentIdOf, modelFamily } from '../shared/agent-routing';
+import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, UNANSWERED_REVIEW, UNANSWERED_TRIAGE, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
+import type { RecordedDecision } from '../shared/decisions';
+import type { GateKind } from '../shared/gates';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import type { KillSwitchDetails } from '../shared/halt';
-import { branchForIntent } from '../shared/ids';
-import { IntentSchema, agentForStage, agentIdOf, describeIssues, modelFamily, type Intent } from '../shared/intent';
+import { branchForIntent, intentIdFromWorkflowId } from '../shared/ids';
+import type { Intent } from '../shared/intent';
 import { ladderScope, type LadderLevel, type LadderRun } from '../shared/ladder';
 import { pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
 import { riskAtLeast } from '../shared/risk';
@@ -37,6 +39,9 @@ import { StageGuard, installStageGuard, type HaltDetails } from './stage-guard';
 
 /** Ledger writes and the final cleanup as local activities (see intentWorkflow). */
 const LOCAL_BOOKKEEPING_PATCH = 'local-ledger-writes-and-cleanup';
+
+/** The intent's input checked by a local activity rather than by zod in workflow code (see checkedIntent). */
+export const INTENT_CHECK_PATCH = 'intent-checked-by-local-activity';
 
 /** How long an intent whose agent the global stop killed waits for its own cancellation. */
 const STOPPED_MID_RUN_WAIT_MS = 5_000;
@@ -58,6 +63,54 @@ async function cancellationWithin(ms: number): Promise<unknown> {
   }
 }
 
+/**
+ * The workflow's input, re-checked against the intent schema by a local activity; a bad intent
+ * fails the workflow at once with INVALID_INTENT. The checked intent is recorded in the history,
+ * so a replay uses it as it was, whatever the schema's defaults have become since.
+ */
+async function checkedIntent(input: unknown): Promise<Intent> {
+  if (!patched(INTENT_CHECK_PATCH)) return intentFromEarlierClient(input as IntentFromEarlierClient);
+  const { checkIntent } = proxyLocalActivities<WardenActivities>({ startToCloseTimeout: '10s', retry: { nonRetryableErrorTypes: [FailureType.InvalidIntent] } });
+  try {
+    return await checkIntent(input);
+  } catch (error) {
+    const cause = error instanceof ActivityFailure ? error.cause : undefined;
+    if (cause instanceof ApplicationFailure && cause.type === FailureType.InvalidIntent) {
+      throw ApplicationFailure.create({ type: FailureType.InvalidIntent, message: cause.message, nonRetryable: true });
+    }
+    throw error;
+  }
+}
+
+function startingState(intentId: string, goal: string): IntentState {
+  return {
+    intentId,
+    goal,
+    status: 'running',
+    stage: 'triage',
+    attempts: {},
+    spendUsd: ZERO_USD,
+    decisions: [],
+    artifacts: {},
+    branch: branchForIntent(intentId),
+    tests: [],
+    rejectedSignals: 0,
+  };
+}
+
+/** An intent as clients sent it before INTENT_CHECK_PATCH: checked, but without the fields added since. */
+type IntentFromEarlierClient = Omit<Intent, 'stageAgents' | 'reviewPolicy'> & Partial<Pick<Intent, 'stageAgents' | 'reviewPolicy'>>;
+
+/**
+ * Histories from before INTENT_CHECK_PATCH checked their input in workflow code, which filled in
+ * the defaults of fields added after their client was built. Their input had been checked by that
+ * client, with every other default filled in; these two are what the schema adds to it
+ * (test/workflows/replay.test.ts compares this with the schema on the recorded histories).
+ */
+export function intentFromEarlierClient(input: IntentFromEarlierClient): Intent {
+  return { ...input, stageAgents: input.stageAgents ?? {}, reviewPolicy: input.reviewPolicy ?? { requireDifferentFamily: false, forbiddenReviewers: [] } };
+}
+
 /** A person (or a gate's timeout policy) said no: the intent ends as rejected, not failed. */
 class GateRejected extends Error {
   constructor(
@@ -74,7 +127,8 @@ type MutableOutcome = { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] }
 /**
  * One intent, end to end: triage → lld → spec → impl (edit ⇄ test) → review → merge gate → merge.
  *
- * - Input is re-validated here (the client validated it too): a bad intent fails at once.
+ * - Input is re-checked first, by a local activity running the intent schema (the client checked it
+ *   too): a bad intent fails at once.
  * - Signal `decide` ({gate, decision, by, reason}) decides the pending gate; invalid payloads are
  *   refused, recorded as SafetyEvents, and change nothing. A gate waits its timeout, then rejects.
  * - Signals `pause` / `resume` hold and release the next stage.
@@ -86,29 +140,12 @@ type MutableOutcome = { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] }
  * History holds only references and summaries; documents and diffs stay in the worktree.
  */
 export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
-  const parsed = IntentSchema.safeParse(input);
-  if (!parsed.success) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidIntent,
-      message: `invalid intent: ${describeIssues(parsed.error)}`,
-      nonRetryable: true,
-    });
-  }
-  const intent: Intent = parsed.data;
+  // `state` answers from the first moment; while the input is being checked it knows the id only.
+  const uncheckedId = intentIdFromWorkflowId(workflowInfo().workflowId);
+  setHandler(stateQuery, () => startingState(uncheckedId, ''));
+  const intent = await checkedIntent(input);
   const { limits } = intent;
-  const state: IntentState = {
-    intentId: intent.id,
-    goal: intent.goal,
-    status: 'running',
-    stage: 'triage',
-    attempts: {},
-    spendUsd: ZERO_USD,
-    decisions: [],
-    artifacts: {},
-    branch: branchForIntent(intent.id),
-    tests: [],
-    rejectedSignals: 0,
-  };
+  const state = startingState(intent.id, intent.goal);
 
   // Ledger writes and the final worktree cleanup are short and idempotent: as local activities, on
   // the worker that runs this workflow, they cost no server round trip each. (Histories from
@@ -406,7 +443,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     ladderLevel = (await ledgerActivities.readLadder({ scope: ladderScope(intent.agent) })).level;
     state.ladderLevel = ladderLevel;
 
-    triage = (await runStage('triage')).triage ?? readTriageAssessment('');
+    triage = (await runStage('triage')).triage ?? UNANSWERED_TRIAGE;
     assessRisk(triage);
     if (triage.risk === 'HIGH') {
       await requireApproval('architecture', `Triage rates this intent HIGH risk (${triage.rationale || 'no rationale given'}). Approve the approach before the design is written?`);
@@ -448,7 +485,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     }
 
     checkReviewPolicy();
-    review = (await runStage('review')).review ?? readReviewAssessment('');
+    review = (await runStage('review')).review ?? UNANSWERED_REVIEW;
     const security = criticalSecurityFindings(review);
     state.review = { verdict: review.verdict, findings: review.findings.length, criticalSecurity: security.length };
     if (security.length > 0) {

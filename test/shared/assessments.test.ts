@@ -1,4 +1,5 @@
-import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, readReviewAssessment, readTriageAssessment } from '../../src/shared/assessments';
+import { readReviewAssessment, readTriageAssessment } from '../../src/shared/assessment-parsing';
+import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, UNANSWERED_REVIEW, UNANSWERED_TRIAGE } from '../../src/shared/assessments';
 
 const fenced = (value: unknown): string => `Some words first.\n\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
 
@@ -32,6 +33,11 @@ describe('review assessment', () => {
     expect(readReviewAssessment('APPROVE\n\nlooks right')).toMatchObject({ verdict: 'APPROVE', structured: false, findings: [] });
     expect(readReviewAssessment('I would not APPROVE this')).toMatchObject({ verdict: 'BLOCK', structured: false });
   });
+});
+
+test("the workflow's stand-ins for a missing answer are what an empty answer reads as", () => {
+  expect(readTriageAssessment('')).toEqual(UNANSWERED_TRIAGE);
+  expect(readReviewAssessment('')).toEqual(UNANSWERED_REVIEW);
 });
 
 describe('judge rule (average ≥ 4.0, no score ≤ 1, autonomy appropriateness > 2)', () => {

@@ -15,6 +15,13 @@ test('bundles the workflows with the given interceptor modules in a child proces
   expect(bare.code).toContain('intentWorkflow');
   expect(bare.code).not.toContain('workflows/interceptors.ts');
   expect(withGuard.code).toContain('workflows/interceptors.ts');
+
+  // Every cached workflow evaluates its own copy of the bundle's modules: zod and the intent
+  // schemas would cost each one over 1 MB. They stay in the activities (see schema-primitives.ts).
+  expect(withGuard.code).toContain('shared/decisions.ts');
+  expect(withGuard.code).not.toMatch(/node_modules\/zod\//);
+  expect(withGuard.code).not.toContain('shared/intent.ts');
+  expect(withGuard.code).not.toContain('config/schema.ts');
 });
 
 test('a bundling failure says so, with the bundler output', async () => {

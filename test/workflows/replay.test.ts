@@ -3,7 +3,9 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { Worker } from '@temporalio/worker';
 import { startIntent } from '../../src/client/intents';
+import { IntentSchema } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { INTENT_CHECK_PATCH, intentFromEarlierClient } from '../../src/workflows/intent-workflow';
 import { DEMO_SCRIPT, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
 
 /**
@@ -40,8 +42,33 @@ test('a fresh history of a merged intent replays without non-determinism', async
 
 const fixtures = readdirSync(FIXTURES).filter((file) => file.endsWith('.json'));
 
-test('there are recorded histories to replay, from before and after the local-bookkeeping patch', () => {
-  expect(fixtures).toEqual(expect.arrayContaining(['intent-merged.json', 'intent-merged-local-bookkeeping.json']));
+test('there are recorded histories to replay, from before and after the local-bookkeeping and intent-check patches', () => {
+  expect(fixtures).toEqual(expect.arrayContaining(['intent-merged.json', 'intent-merged-local-bookkeeping.json', 'intent-merged-intent-check.json']));
+});
+
+/** The workflow input of a recorded history, and whether its run checked it with the local activity. */
+function recordedInput(file: string): { input: unknown; checkedByActivity: boolean } {
+  type Payloads = { payloads: Array<{ data: string }> };
+  const history = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8')) as {
+    events: Array<{ workflowExecutionStartedEventAttributes?: { input: Payloads }; markerRecordedEventAttributes?: { markerName: string; details: Record<string, Payloads> } }>;
+  };
+  const decode = (payloads: Payloads): unknown => JSON.parse(Buffer.from(payloads.payloads[0]!.data, 'base64').toString('utf8'));
+  const patches = history.events
+    .map((event) => event.markerRecordedEventAttributes)
+    .filter((marker) => marker?.markerName === 'core_patch')
+    .map((marker) => (decode(marker!.details['patch-data']!) as { id: string }).id);
+  return { input: decode(history.events[0]!.workflowExecutionStartedEventAttributes!.input), checkedByActivity: patches.includes(INTENT_CHECK_PATCH) };
+}
+
+test('the intent-check patch is found in the history recorded after it, and only there', () => {
+  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity)).toEqual(['intent-merged-intent-check.json']);
+});
+
+test.each(fixtures)('%s: the intent the workflow replays with is the one the schema gives', (file) => {
+  const { input, checkedByActivity } = recordedInput(file);
+  // Later histories record the checked intent itself (the local activity's result).
+  if (checkedByActivity) return;
+  expect(intentFromEarlierClient(input as Parameters<typeof intentFromEarlierClient>[0])).toEqual(IntentSchema.parse(input));
 });
 
 test.each(fixtures)("the recorded history %s replays against today's workflow code", async (file) => {

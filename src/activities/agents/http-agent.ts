@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import { readReviewAssessment, readTriageAssessment } from '../../shared/assessments';
+import { readReviewAssessment, readTriageAssessment } from '../../shared/assessment-parsing';
 import { FailureType } from '../../shared/errors';
 import type { HttpAgentProfile } from '../../shared/intent';
 import { pathAllowed } from '../../shared/glob';

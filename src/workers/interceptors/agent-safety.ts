@@ -20,7 +20,8 @@ import { addUsd, compareUsd, normalizeUsd, subUsd } from '../../safety/money';
 import { RateLimiter } from '../../safety/token-bucket';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
-import { agentForStage, agentIdOf, type AgentProfile } from '../../shared/intent';
+import { agentForStage, agentIdOf } from '../../shared/agent-routing';
+import type { AgentProfile } from '../../shared/intent';
 
 /** The activity the safety layers act on; every other activity is only audited. */
 export const AGENT_ACTIVITY = 'runAgentStage';

@@ -1,0 +1,33 @@
+import type { AgentProfile, Intent } from './intent';
+import type { AgentStage } from './stages';
+
+/**
+ * The agent's identity across Warden: its ledger rows (cost, events), the worker's per-agent rate
+ * limits and day budget, its automation-ladder scope, and the names that may not decide its gates.
+ * A named profile is itself; an unnamed one is its kind.
+ */
+export function agentIdOf(agent: { readonly kind: string; readonly name?: string }): string {
+  return agent.name ?? agent.kind;
+}
+
+/** The agent profile that runs `stage` of this intent. */
+export function agentForStage(intent: Pick<Intent, 'agent' | 'stageAgents'>, stage: AgentStage): AgentProfile {
+  return intent.stageAgents[stage] ?? intent.agent;
+}
+
+/**
+ * A profile's model family, for the cross-model review rule: the provider and the model's
+ * leading name (claude-sonnet-4-5 → anthropic/claude; gpt-4.1 → openai/gpt). Command and
+ * scripted agents are their own families (by program or script).
+ */
+export function modelFamily(profile: AgentProfile): string {
+  switch (profile.kind) {
+    case 'anthropic':
+    case 'openai':
+      return `${profile.kind}/${(/^[a-z]+/i.exec(profile.model)?.[0] ?? profile.model).toLowerCase()}`;
+    case 'command':
+      return `command/${profile.command.trim().split(/\s+/)[0]?.split('/').pop() ?? 'command'}`;
+    case 'scripted':
+      return `scripted/${profile.name ?? profile.scriptPath}`;
+  }
+}

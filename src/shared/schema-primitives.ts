@@ -1,0 +1,18 @@
+import { z } from 'zod';
+import { DURATION_PATTERN } from './duration';
+import { GATE_KINDS } from './gates';
+import { RISK_CLASSES } from './risk';
+
+/*
+ * The zod schemas of Warden's shared vocabulary, for the client, the config file and the
+ * activities. Workflow code uses the plain modules they are built from (risk.ts, duration.ts,
+ * gates.ts) and never zod: every workflow the worker caches evaluates its own copy of the modules
+ * it imports, and zod with the intent schemas costs over 1 MB a workflow.
+ */
+
+export const RiskClassSchema = z.enum(RISK_CLASSES);
+
+/** A duration string as intents and config files write it: `90s`, `30m`, `24h`, `2d`. */
+export const DurationSchema = z.string().regex(DURATION_PATTERN, 'a duration such as 30s, 15m, 24h or 2d');
+
+export const GateKindSchema = z.enum(GATE_KINDS);
