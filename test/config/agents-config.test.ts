@@ -1,5 +1,5 @@
 import { intentFromFlags } from '../../src/client/intent-input';
-import { resolveConfig } from '../../src/config/load';
+import { HEAP_MB_PER_CACHED_WORKFLOW, resolveConfig } from '../../src/config/load';
 import { makeSampleRepo } from '../helpers/env';
 
 /** Agent profiles in the config: named, routed per stage, keys only by environment variable name. */
@@ -42,11 +42,11 @@ describe('warden run picks the agents', () => {
 });
 
 test("a workflow heap too small for the worker's cache is refused, with what would do", () => {
-  expect(() => resolveConfig({ worker: { maxCachedWorkflows: 100, workflowHeapMb: 128 } })).toThrow(
-    /worker\.workflowHeapMb \(128\) is too small for worker\.maxCachedWorkflows \(100\).*Raise workflowHeapMb to 250 or more/,
+  expect(() => resolveConfig({ worker: { maxCachedWorkflows: 1000, workflowHeapMb: 256 } })).toThrow(
+    /worker\.workflowHeapMb \(256\) is too small for worker\.maxCachedWorkflows \(1000\).*Raise workflowHeapMb to 500 or more/,
   );
-  expect(resolveConfig({ worker: { maxCachedWorkflows: 100, workflowHeapMb: 256 } }).worker.maxCachedWorkflows).toBe(100);
+  expect(resolveConfig({ worker: { maxCachedWorkflows: 500, workflowHeapMb: 256 } }).worker.maxCachedWorkflows).toBe(500);
   // The defaults hold the rule themselves.
   const { worker } = resolveConfig({});
-  expect(worker.workflowHeapMb).toBeGreaterThanOrEqual(worker.maxCachedWorkflows! * 2.5);
+  expect(worker.workflowHeapMb).toBeGreaterThanOrEqual(worker.maxCachedWorkflows! * HEAP_MB_PER_CACHED_WORKFLOW);
 });
