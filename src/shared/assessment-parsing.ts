@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ReviewAssessment, TriageAssessment } from './assessments';
 import type { RiskClass } from './risk';
-import { RiskClassSchema } from './schema-primitives';
+import { describeIssues, RiskClassSchema } from './schema-primitives';
 
 /**
  * Reads triage's and review's answers. Agents are asked for a JSON object (see prompts.ts); the
@@ -55,16 +55,12 @@ function firstJsonObject(text: string): { value?: unknown; error?: string } | un
   }
 }
 
-function issues(error: z.ZodError): string {
-  return error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ');
-}
-
 /** The output's JSON block validated by `schema`: the data, or what was wrong (undefined: no block). */
 function validBlock<S extends z.ZodType>(schema: S, output: string): { block?: { value?: unknown }; data?: z.infer<S>; problems?: string } {
   const block = firstJsonObject(output);
   if (block?.value === undefined) return { block, problems: block?.error };
   const parsed = schema.safeParse(block.value);
-  return parsed.success ? { block, data: parsed.data } : { block, problems: issues(parsed.error) };
+  return parsed.success ? { block, data: parsed.data } : { block, problems: describeIssues(parsed.error) };
 }
 
 /**

@@ -4,14 +4,14 @@ import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '..
 import { AgentProfileSchema } from './agent-profiles';
 import { GatesConfigSchema } from './gate-settings';
 import type { RiskClass } from './risk';
-import { DurationSchema, RiskClassSchema } from './schema-primitives';
+import { describeIssues, DurationSchema, RiskClassSchema } from './schema-primitives';
 
 /*
  * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
  * code imports from here types only: see schema-primitives.ts for why zod stays out of it.
  */
 
-export { DurationSchema };
+export { DurationSchema, describeIssues };
 
 export {
   AgentProfileSchema,
@@ -79,10 +79,3 @@ export const IntentSchema = z.object({
 export type Intent = z.infer<typeof IntentSchema>;
 /** What callers pass in: defaults may be left out. */
 export type IntentInput = z.input<typeof IntentSchema>;
-
-/** Turns zod issues into one readable line: `field: problem; field: problem`. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => (issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message))
-    .join('; ');
-}

@@ -16,3 +16,10 @@ export const RiskClassSchema = z.enum(RISK_CLASSES);
 export const DurationSchema = z.string().regex(DURATION_PATTERN, 'a duration such as 30s, 15m, 24h or 2d');
 
 export const GateKindSchema = z.enum(GATE_KINDS);
+
+/** Turns zod issues into one readable line: `field: problem; field: problem`. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => (issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message))
+    .join('; ');
+}
