@@ -283,8 +283,9 @@ async function findRunningServer(dataDir: string): Promise<EmbeddedPostgres | un
     if (!processAlive(pid)) return;
     process.kill(pid, 'SIGINT');
     const deadline = Date.now() + STOP_TIMEOUT_MS;
-    // postmaster.pid goes last in a shutdown; a zombie still answers kill(pid, 0).
-    while (processAlive(pid) && existsSync(files.postmasterPid)) {
+    // Wait for the process itself, not just postmaster.pid: the server removes that file a
+    // moment before it exits, and a caller may reuse the port or folder straight after.
+    while (await stillRunning(pid)) {
       if (Date.now() > deadline) {
         process.kill(pid, 'SIGKILL');
         break;
@@ -494,6 +495,24 @@ function processAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Whether `pid` has yet to exit. A zombie has exited, unless it is our own child: Node reaps
+ * those on its next turn, and until then kill(pid, 0) still answers for it. Other zombies may
+ * never be reaped (a container's PID 1 need not do it), so they count as gone.
+ */
+async function stillRunning(pid: number): Promise<boolean> {
+  if (!processAlive(pid)) return false;
+  let stat: string;
+  try {
+    stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return process.platform !== 'linux' && processAlive(pid);
+  }
+  // "<pid> (<comm>) <state> <ppid> …"; comm may itself hold parentheses.
+  const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return state !== 'Z' || Number(ppid) === process.pid;
 }
 
 /** Alive, and (where /proc tells) a postgres process rather than a recycled pid. */
