@@ -43,6 +43,16 @@ const LOCAL_BOOKKEEPING_PATCH = 'local-ledger-writes-and-cleanup';
 /** The intent's input checked by a local activity rather than by zod in workflow code (see checkedIntent). */
 export const INTENT_CHECK_PATCH = 'intent-checked-by-local-activity';
 
+/**
+ * LOCAL_BOOKKEEPING_PATCH decided in the first activation rather than after the intent check.
+ * On replay, patched() answers true only for a marker recorded in the workflow task being
+ * replayed. The code after the check's local activity sometimes ran in the next workflow task
+ * (its marker in the first, the continuation in the second), and a replay, which resolves the
+ * activity within the first, then got false and failed as non-deterministic. Patch decisions
+ * belong before the first await.
+ */
+export const PATCHES_AT_START_PATCH = 'patches-decided-at-start';
+
 /** How long an intent whose agent the global stop killed waits for its own cancellation. */
 const STOPPED_MID_RUN_WAIT_MS = 5_000;
 
@@ -143,6 +153,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   // `state` answers from the first moment; while the input is being checked it knows the id only.
   const uncheckedId = intentIdFromWorkflowId(workflowInfo().workflowId);
   setHandler(stateQuery, () => startingState(uncheckedId, ''));
+  const patchesAtStart = patched(PATCHES_AT_START_PATCH);
   const intent = await checkedIntent(input);
   const { limits } = intent;
   const state = startingState(intent.id, intent.goal);
@@ -150,7 +161,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   // Ledger writes and the final worktree cleanup are short and idempotent: as local activities, on
   // the worker that runs this workflow, they cost no server round trip each. (Histories from
   // before this patch scheduled them as ordinary activities, and replay that way.)
-  const localBookkeeping = patched(LOCAL_BOOKKEEPING_PATCH);
+  const localBookkeeping = patchesAtStart || patched(LOCAL_BOOKKEEPING_PATCH);
   // The ledger must not lose an event: while PostgreSQL is down, retry (with backoff) until it is back.
   const ledgerOptions: ActivityOptions = { startToCloseTimeout: '30s', retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 } };
   const ledgerActivities = localBookkeeping ? proxyLocalActivities<WardenActivities>(ledgerOptions) : proxyActivities<WardenActivities>(ledgerOptions);

@@ -5,7 +5,7 @@ import { Worker } from '@temporalio/worker';
 import { startIntent } from '../../src/client/intents';
 import { IntentSchema } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { INTENT_CHECK_PATCH, intentFromEarlierClient } from '../../src/workflows/intent-workflow';
+import { INTENT_CHECK_PATCH, PATCHES_AT_START_PATCH, intentFromEarlierClient } from '../../src/workflows/intent-workflow';
 import { DEMO_SCRIPT, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
 
 /**
@@ -42,26 +42,45 @@ test('a fresh history of a merged intent replays without non-determinism', async
 
 const fixtures = readdirSync(FIXTURES).filter((file) => file.endsWith('.json'));
 
-test('there are recorded histories to replay, from before and after the local-bookkeeping and intent-check patches', () => {
-  expect(fixtures).toEqual(expect.arrayContaining(['intent-merged.json', 'intent-merged-local-bookkeeping.json', 'intent-merged-intent-check.json']));
+test('there are recorded histories to replay, from before and after each patch', () => {
+  expect(fixtures).toEqual(
+    expect.arrayContaining(['intent-merged.json', 'intent-merged-local-bookkeeping.json', 'intent-merged-intent-check.json', 'intent-merged-split-first-task.json']),
+  );
 });
 
 /** The workflow input of a recorded history, and whether its run checked it with the local activity. */
+type Payloads = { payloads: Array<{ data: string }> };
+const decode = (payloads: Payloads): unknown => JSON.parse(Buffer.from(payloads.payloads[0]!.data, 'base64').toString('utf8'));
+
 function recordedInput(file: string): { input: unknown; checkedByActivity: boolean } {
-  type Payloads = { payloads: Array<{ data: string }> };
+  const history = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8')) as { events: Array<{ workflowExecutionStartedEventAttributes?: { input: Payloads } }> };
+  return { input: decode(history.events[0]!.workflowExecutionStartedEventAttributes!.input), checkedByActivity: recordedPatches(file).includes(INTENT_CHECK_PATCH) };
+}
+
+/** The patch ids a recorded history's markers name, in order. */
+function recordedPatches(file: string): string[] {
   const history = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8')) as {
-    events: Array<{ workflowExecutionStartedEventAttributes?: { input: Payloads }; markerRecordedEventAttributes?: { markerName: string; details: Record<string, Payloads> } }>;
+    events: Array<{ markerRecordedEventAttributes?: { markerName: string; details: Record<string, Payloads> } }>;
   };
-  const decode = (payloads: Payloads): unknown => JSON.parse(Buffer.from(payloads.payloads[0]!.data, 'base64').toString('utf8'));
-  const patches = history.events
+  return history.events
     .map((event) => event.markerRecordedEventAttributes)
     .filter((marker) => marker?.markerName === 'core_patch')
     .map((marker) => (decode(marker!.details['patch-data']!) as { id: string }).id);
-  return { input: decode(history.events[0]!.workflowExecutionStartedEventAttributes!.input), checkedByActivity: patches.includes(INTENT_CHECK_PATCH) };
 }
 
-test('the intent-check patch is found in the history recorded after it, and only there', () => {
-  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity)).toEqual(['intent-merged-intent-check.json']);
+test('the intent-check patch is found in the histories recorded after it, and only there', () => {
+  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity).sort()).toEqual(['intent-merged-intent-check.json', 'intent-merged-split-first-task.json']);
+});
+
+test('one recorded history ran the code after the intent check in the next workflow task', () => {
+  // What PATCHES_AT_START_PATCH is for: this run's check resolved in its first workflow task, but
+  // the workflow went on in the second. Its replay (below) resolves the check within the first.
+  type Event = { eventType: string; markerRecordedEventAttributes?: { markerName: string } };
+  const { events } = JSON.parse(readFileSync(path.join(FIXTURES, 'intent-merged-split-first-task.json'), 'utf8')) as { events: Event[] };
+  const check = events.findIndex((event) => event.markerRecordedEventAttributes?.markerName === 'core_local_activity');
+  expect(events.slice(0, check).filter((event) => event.eventType === 'EVENT_TYPE_WORKFLOW_TASK_COMPLETED')).toHaveLength(1);
+  expect(events[check + 1]?.eventType).toBe('EVENT_TYPE_WORKFLOW_TASK_SCHEDULED');
+  expect(recordedPatches('intent-merged-split-first-task.json')).toEqual([PATCHES_AT_START_PATCH, INTENT_CHECK_PATCH]);
 });
 
 test.each(fixtures)('%s: the intent the workflow replays with is the one the schema gives', (file) => {
