@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
-import { cp, mkdir, readFile, realpath, rm, rmdir } from 'node:fs/promises';
+import { cp, mkdir, readFile, readdir, realpath, rename, rm, rmdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -32,7 +32,7 @@ export interface WorktreeRef {
 /**
  * Makes sure the intent's worktree exists on branch `warden/<id>`, creating the branch from the
  * base branch the first time. Idempotent: an existing worktree is reused, a half-made one
- * (a crash during `git worktree add`) is pruned and made again, and an existing branch is
+ * (a crash during `git worktree add`) is forgotten and made again, and an existing branch is
  * checked out as it is (a resumed intent continues from its own commits).
  */
 export async function ensureWorktree(input: {
@@ -48,7 +48,7 @@ export async function ensureWorktree(input: {
     return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
   }
   await rm(worktreePath, { recursive: true, force: true });
-  await git(input.repoPath, ['worktree', 'prune']);
+  await forgetRecordsOf(input.repoPath, worktreePath);
   await mkdir(path.dirname(worktreePath), { recursive: true });
   if (await refExists(input.repoPath, `refs/heads/${branch}`)) {
     await git(input.repoPath, ['worktree', 'add', '-q', worktreePath, branch]);
@@ -78,13 +78,13 @@ export async function removeWorktree(input: {
     await cp(lineage, lineageCopy, { recursive: true });
   }
   // The usual case needs no git process (see removeWorktreeDirectly); anything unusual goes to
-  // `git worktree remove`, and a folder already gone (e.g. after a crash) to `prune`.
+  // `git worktree remove`; a folder already gone (e.g. after a crash) leaves only its record.
   const removed =
     (await removeWorktreeDirectly(input.repoPath, worktreePath)) ||
     (existsSync(worktreePath) && (await gitRaw(input.repoPath, ['worktree', 'remove', '--force', '--force', worktreePath])).code === 0);
   if (!removed) {
     await rm(worktreePath, { recursive: true, force: true });
-    await git(input.repoPath, ['worktree', 'prune']);
+    await forgetRecordsOf(input.repoPath, worktreePath);
   }
   await rmdir(path.dirname(worktreePath)).catch(() => undefined); // only if no other intent of this repo is there
   const branch = branchForIntent(input.intentId);
@@ -107,8 +107,39 @@ export async function removeWorktreeDirectly(repoPath: string, worktreePath: str
   const record = await worktreeRecord(repoPath, worktreePath);
   if (!record) return false;
   await rm(worktreePath, { recursive: true, force: true });
-  await rm(record, { recursive: true, force: true });
+  await discardRecord(record);
   return true;
+}
+
+/**
+ * Forgets git's records of the worktree at `worktreePath` (its folder gone), and no other. This
+ * is what `git worktree prune` would do for it, but prune also takes the record of a worktree
+ * another intent is making at that moment (git writes its admin folder before the files in it),
+ * and that intent's `git worktree add` then fails. A locked record is left, as prune leaves it.
+ */
+export async function forgetRecordsOf(repoPath: string, worktreePath: string): Promise<void> {
+  const records = path.join(await realpath(path.join(repoPath, '.git')), 'worktrees');
+  const parent = await realpath(path.dirname(worktreePath)).catch(() => path.dirname(worktreePath));
+  const dotGit = path.join(parent, path.basename(worktreePath), '.git');
+  for (const name of await readdir(records).catch(() => [])) {
+    const admin = path.join(records, name);
+    const pointer = await readFile(path.join(admin, 'gitdir'), 'utf8').catch(() => undefined);
+    if (pointer === undefined || path.resolve(admin, pointer.trim()) !== dotGit) continue;
+    if (existsSync(path.join(admin, 'locked'))) continue;
+    await discardRecord(admin);
+  }
+}
+
+/** Removes a worktree's admin folder in one step as git sees it: renamed out of `worktrees/`, then deleted. */
+async function discardRecord(admin: string): Promise<void> {
+  const commonDir = path.dirname(path.dirname(admin));
+  const doomed = path.join(commonDir, `warden-removing-${path.basename(admin)}-${randomBytes(4).toString('hex')}`);
+  try {
+    await rename(admin, doomed);
+  } catch {
+    return; // already gone
+  }
+  await rm(doomed, { recursive: true, force: true });
 }
 
 /** The admin folder of the worktree at `worktreePath` in `repoPath`, if everything about it is as git leaves it. */

@@ -35,6 +35,27 @@ async function recordedWorktrees(): Promise<string[]> {
     .slice(1);
 }
 
+describe('making an intent worktree', () => {
+  it('makes one again whose folder was deleted while git still records it', async () => {
+    const { worktreePath } = await make('a');
+    await rm(worktreePath, { recursive: true, force: true });
+    const again = await make('a');
+    expect(again.worktreePath).toBe(worktreePath);
+    expect(await git(worktreePath, ['status', '--porcelain'])).toBe('');
+    expect(await recordedWorktrees()).toEqual([worktreePath]);
+    expect((await readdir(path.join(repo, '.git'))).filter((name) => name.startsWith('warden-removing-'))).toEqual([]);
+  });
+
+  it('leaves alone the record of a worktree another intent is making at that moment', async () => {
+    // `git worktree add` makes the admin folder first and writes the files in it after: a prune
+    // that runs in between removes it, and that add fails.
+    const beingMade = path.join(repo, '.git', 'worktrees', 'other');
+    await mkdir(beingMade, { recursive: true });
+    await make('a');
+    expect(existsSync(beingMade)).toBe(true);
+  });
+});
+
 describe('removing an intent worktree', () => {
   it('removes the folder and git record of a worktree without git', async () => {
     const { worktreePath } = await make('a');
