@@ -1,9 +1,9 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { getEventListeners } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { agentEnvironment, killProcessGroup, runProcess, type RunProcessOptions } from '../../src/activities/process';
+import { GroupEndWaiter, agentEnvironment, groupAlive, killProcessGroup, runProcess, type RunProcessOptions } from '../../src/activities/process';
 
 let cwd: string;
 beforeEach(() => {
@@ -235,5 +235,48 @@ describe('agentEnvironment', () => {
     const copy = agentEnvironment(env);
     expect(copy).toEqual({ PATH: '/usr/bin', HOME: '/home/agent', MY_DATABASE_URL_NOTE: 'kept' });
     expect(env.TEMPORAL_ADDRESS).toBe('localhost:7233');
+  });
+});
+
+describe('GroupEndWaiter', () => {
+  it('looks at every waiting group in one look per round, however many wait', async () => {
+    const looks: number[][] = [];
+    let alive = new Set([11, 12, 13]);
+    const waiter = new GroupEndWaiter((pgids) => {
+      looks.push([...pgids].sort());
+      return { live: new Set(pgids.filter((pgid) => alive.has(pgid))) };
+    }, 5);
+    const ended: number[] = [];
+    const waits = [11, 12, 13, 14].map((pgid) => waiter.gone(pgid, 10_000).then(() => ended.push(pgid)));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(ended).toEqual([14]); // never alive: done after the first look
+    expect(looks[0]).toEqual([11, 12, 13, 14]);
+    expect(looks.slice(1).every((look) => look.join() === '11,12,13')).toBe(true);
+    alive = new Set();
+    await Promise.all(waits);
+    expect(ended.sort()).toEqual([11, 12, 13, 14]);
+    const rounds = looks.length;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(looks).toHaveLength(rounds); // nothing waits: no more looks
+  });
+
+  it('gives up on a group at its own time limit', async () => {
+    const waiter = new GroupEndWaiter((pgids) => ({ live: new Set(pgids) }), 5);
+    const started = performance.now();
+    let quick = 0;
+    const slow = waiter.gone(21, 500);
+    await waiter.gone(22, 50).then(() => (quick = performance.now() - started));
+    await slow;
+    expect(quick).toBeGreaterThanOrEqual(45);
+    expect(quick).toBeLessThan(400);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(495);
+  });
+
+  it('sees a real group end', async () => {
+    const child = spawn('/bin/sh', ['-c', 'sleep 0.3'], { detached: true, stdio: 'ignore' });
+    const started = performance.now();
+    await new GroupEndWaiter().gone(child.pid!, 5_000);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250);
+    expect(groupAlive(child.pid!)).toBe(false);
   });
 });
