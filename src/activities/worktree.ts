@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
-import { cp, mkdir, readFile, readdir, realpath, rename, rm, rmdir } from 'node:fs/promises';
+import { cp, mkdir, readFile, readdir, realpath, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -118,7 +118,13 @@ export async function removeWorktreeDirectly(repoPath: string, worktreePath: str
  * and that intent's `git worktree add` then fails. A locked record is left, as prune leaves it.
  */
 export async function forgetRecordsOf(repoPath: string, worktreePath: string): Promise<void> {
-  const records = path.join(await realpath(path.join(repoPath, '.git')), 'worktrees');
+  const gitDir = path.join(repoPath, '.git');
+  if (!(await stat(gitDir).catch(() => undefined))?.isDirectory()) {
+    // The repo is itself a linked worktree (or something else unusual): leave it to git.
+    await git(repoPath, ['worktree', 'prune']);
+    return;
+  }
+  const records = path.join(await realpath(gitDir), 'worktrees');
   const parent = await realpath(path.dirname(worktreePath)).catch(() => path.dirname(worktreePath));
   const dotGit = path.join(parent, path.basename(worktreePath), '.git');
   for (const name of await readdir(records).catch(() => [])) {

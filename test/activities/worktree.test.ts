@@ -46,6 +46,16 @@ describe('making an intent worktree', () => {
     expect((await readdir(path.join(repo, '.git'))).filter((name) => name.startsWith('warden-removing-'))).toEqual([]);
   });
 
+  it('works on a repo that is itself a linked worktree of another', async () => {
+    const linked = path.join(tmp, 'linked');
+    await git(repo, ['worktree', 'add', '-q', '-b', 'side', linked, 'main']);
+    const onLinked = (intentId: string) => ensureWorktree({ repoPath: linked, baseBranch: 'side', intentId, worktreeRoot });
+    const { worktreePath } = await onLinked('a');
+    await rm(worktreePath, { recursive: true, force: true });
+    expect((await onLinked('a')).worktreePath).toBe(worktreePath);
+    expect(await git(worktreePath, ['status', '--porcelain'])).toBe('');
+  });
+
   it('leaves alone the record of a worktree another intent is making at that moment', async () => {
     // `git worktree add` makes the admin folder first and writes the files in it after: a prune
     // that runs in between removes it, and that add fails.
