@@ -331,7 +331,12 @@ async function locateWorktree(repoPath: string, worktreePath: string): Promise<G
     return { worktree, commonDir, gitDir: commonDir, gitDirRel: '' };
   }
   const registry = path.join(commonDir, 'worktrees');
-  for (const name of await readdir(registry).catch(() => [] as string[])) {
+  // git names the record after the worktree's folder (with a number added if that is taken): try
+  // those first, rather than reading every other intent's record on the way.
+  const names = await readdir(registry).catch(() => [] as string[]);
+  const base = path.basename(worktree);
+  const likely = names.filter((name) => name.startsWith(base));
+  for (const name of [...likely, ...names.filter((name) => !name.startsWith(base))]) {
     const pointer = await readFile(path.join(registry, name, 'gitdir'), 'utf8').catch(() => '');
     if (!pointer.trim()) continue;
     const dir = path.dirname(path.resolve(registry, name, pointer.trim()));
@@ -526,11 +531,13 @@ async function gitControlFiles(commonDir: string): Promise<Record<string, string
       out[rel] = sha256(await readFile(abs));
     }
   };
-  for (const rel of CONTROL_TOP) await hashInto(rel);
-  for (const rel of CONTROL_DIRS) await hashInto(rel);
+  const rels = [...CONTROL_TOP, ...CONTROL_DIRS];
   for (const name of await readdir(path.join(commonDir, 'worktrees')).catch(() => [] as string[])) {
-    for (const file of CONTROL_WORKTREE) await hashInto(`worktrees/${name}/${file}`);
+    for (const file of CONTROL_WORKTREE) rels.push(`worktrees/${name}/${file}`);
   }
+  // Every intent of the repo has a worktree record: a thousand parked intents are four thousand
+  // files, read one after another they took 0.64 s a snapshot, and each stage takes one.
+  await forEachLimited(rels, STAT_CONCURRENCY, hashInto);
   return out;
 }
 
