@@ -7,6 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { activeLineageDir, branchForIntent } from '../shared/ids';
 import { git, gitRaw, listWorktrees, refExists } from './git';
+import { OneAtATime } from './one-at-a-time';
 
 /** Where an intent's worktree lives: outside the target repo, one folder per repo and intent. */
 export function worktreePathFor(worktreeRoot: string, repoPath: string, intentId: string): string {
@@ -35,12 +36,26 @@ export interface WorktreeRef {
  * (a crash during `git worktree add`) is forgotten and made again, and an existing branch is
  * checked out as it is (a resumed intent continues from its own commits).
  */
-export async function ensureWorktree(input: {
+export function ensureWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
+  return worktreesBeingMade.run(realpathSync(input.repoPath), () => makeWorktree(input));
+}
+
+interface WorktreeRequest {
   readonly repoPath: string;
   readonly baseBranch: string;
   readonly intentId: string;
   readonly worktreeRoot: string;
-}): Promise<WorktreeRef> {
+}
+
+/**
+ * git is not made for `git worktree add` running in parallel in one repo: an `add` or `list`
+ * dies ("failed to read .git/worktrees/<id>/commondir") on a record another `add` has begun and
+ * not finished. This worker makes one worktree of a repo at a time. (Removal stays parallel: it
+ * normally runs no git, and a stop removes a hundred at once.)
+ */
+const worktreesBeingMade = new OneAtATime();
+
+async function makeWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
   const worktreePath = worktreePathFor(input.worktreeRoot, input.repoPath, input.intentId);
   const branch = branchForIntent(input.intentId);
   const known = await listWorktrees(input.repoPath);

@@ -56,6 +56,12 @@ describe('making an intent worktree', () => {
     expect(await git(worktreePath, ['status', '--porcelain'])).toBe('');
   });
 
+  it('makes many worktrees of one repo asked for at once', async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => `many-${i}`);
+    const made = await Promise.all(ids.map((id) => make(id)));
+    expect((await recordedWorktrees()).sort()).toEqual(made.map((ref) => ref.worktreePath).sort());
+  });
+
   it('leaves alone the record of a worktree another intent is making at that moment', async () => {
     // `git worktree add` makes the admin folder first and writes the files in it after: a prune
     // that runs in between removes it, and that add fails.
