@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { parseProcStat } from '../runtime/proc-stat';
 
 /** How long a process group gets between SIGTERM and SIGKILL. */
 const KILL_GRACE_MS = 1_000;
@@ -96,10 +97,8 @@ export function liveProcessGroups(pgids: readonly number[]): { live: Set<number>
     } catch {
       continue; // gone meanwhile
     }
-    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
-    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const group = Number(pgrp);
-    if (wanted.has(group) && state !== 'Z' && state !== 'X') live.add(group);
+    const { state, pgrp } = parseProcStat(stat);
+    if (wanted.has(pgrp) && state !== 'Z' && state !== 'X') live.add(pgrp);
   }
   return { live, zombieOnly: new Set(exists.filter((pgid) => !live.has(pgid))) };
 }

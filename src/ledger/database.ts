@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { migrate } from './migrate';
 import { findFreePort, isPortFree } from '../runtime/ports';
+import { parseProcStat } from '../runtime/proc-stat';
 
 const execFileAsync = promisify(execFile);
 
@@ -510,9 +511,8 @@ async function stillRunning(pid: number): Promise<boolean> {
   } catch {
     return process.platform !== 'linux' && processAlive(pid);
   }
-  // "<pid> (<comm>) <state> <ppid> …"; comm may itself hold parentheses.
-  const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return state !== 'Z' || Number(ppid) === process.pid;
+  const { state, ppid } = parseProcStat(stat);
+  return state !== 'Z' || ppid === process.pid;
 }
 
 /** Alive, and (where /proc tells) a postgres process rather than a recycled pid. */

@@ -1,0 +1,13 @@
+/** The fields of a Linux `/proc/<pid>/stat` line that Warden reads. */
+export interface ProcStat {
+  /** R, S, D, … ; Z for a zombie (exited, not yet reaped), X for dead. */
+  readonly state: string;
+  readonly ppid: number;
+  readonly pgrp: number;
+}
+
+/** Parses "<pid> (<comm>) <state> <ppid> <pgrp> …": comm may hold spaces and parentheses, so fields are read after the last ')'. */
+export function parseProcStat(line: string): ProcStat {
+  const [state = '', ppid, pgrp] = line.slice(line.lastIndexOf(')') + 2).split(' ');
+  return { state, ppid: Number(ppid), pgrp: Number(pgrp) };
+}
