@@ -10,7 +10,10 @@
  * `--window all` starts every intent at once. `--sandbox process` runs the agents at the
  * command agent's `process` sandbox level instead of `none`. `--cache N` sets the worker's
  * `maxCachedWorkflows` (default: the config's); with fewer than N, intents are evicted and every
- * workflow task of theirs replays.
+ * workflow task of theirs replays. `--cpu-profile FILE` profiles the worker's main thread from
+ * the stop until all is closed and prints its top functions; `--log-level info` puts every
+ * activity's duration in the worker log. The run also prints the CPU time the worker, the dev
+ * server and PostgreSQL used until all was closed.
  *
  * Everything is its own: an in-memory Temporal dev server on free ports (UI off), an embedded
  * PostgreSQL in a temp folder, one in-process worker, N sample repos. The temporal CLI comes from
@@ -30,6 +33,7 @@ import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/session';
+import { startCpuProfile, startCpuWindow } from './cpu';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
 import { unthrottledConfig } from './harness';
 import { startIntent } from '../src/client/intents';
@@ -60,11 +64,13 @@ const { values: flags } = parseArgs({
     sandbox: { type: 'string', default: 'none' },
     window: { type: 'string', default: '10' },
     cache: { type: 'string' },
+    'cpu-profile': { type: 'string' },
+    'log-level': { type: 'string', default: 'warn' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
-  process.stdout.write('usage: npx tsx bench/kill-latency.ts [--intents N (100)] [--setup-timeout SECONDS (900)] [--window K|all (10)] [--sandbox none|process (none)] [--cache N (config default)]\n');
+  process.stdout.write('usage: npx tsx bench/kill-latency.ts [--intents N (100)] [--setup-timeout SECONDS (900)] [--window K|all (10)] [--sandbox none|process (none)] [--cache N (config default)] [--cpu-profile FILE (profile the worker main thread during the stop)] [--log-level LEVEL (warn; info logs every activity with its duration)]\n');
   process.exit(0);
 }
 const N = Number(flags.intents);
@@ -74,6 +80,7 @@ if (!Number.isInteger(WINDOW) || WINDOW < 1) throw new Error(`--window must be a
 const SANDBOX = flags.sandbox as 'none' | 'process';
 if (SANDBOX !== 'none' && SANDBOX !== 'process') throw new Error(`--sandbox must be none or process (bubblewrap hides the agent's pid), not ${flags.sandbox}`);
 if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
+if (!['trace', 'debug', 'info', 'warn', 'error'].includes(flags['log-level'])) throw new Error(`--log-level must be trace, debug, info, warn or error, not ${flags['log-level']}`);
 const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
 if (CACHE !== undefined && (!Number.isInteger(CACHE) || CACHE < 0)) throw new Error(`--cache must be a whole number ≥ 0, not ${flags.cache}`);
 if (!(SETUP_TIMEOUT_MS > 0)) throw new Error(`--setup-timeout must be a positive number of seconds, not ${flags['setup-timeout']}`);
@@ -210,7 +217,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   const config = unthrottledConfig(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE });
   await phase('bundling workflows and starting the worker', async () => {
     res.native = await NativeConnection.connect({ address: server.address });
-    const logger = createLogger({ level: 'warn', destination: pino.destination({ dest: LOG_FILE, sync: false, append: false }) });
+    const logger = createLogger({ level: flags['log-level'], destination: pino.destination({ dest: LOG_FILE, sync: false, append: false }) });
     res.worker = await createWardenWorker({
       connection: res.native,
       namespace: server.namespace,
@@ -306,6 +313,13 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   out('warden stop --all …');
   const t0 = t();
   const wallT0 = Date.now();
+  const cpuRoots = new Map([
+    ['worker (this process, its agents and git)', process.pid],
+    ['Temporal dev server', server.pid],
+    ...(res.database!.server ? [['PostgreSQL', res.database!.server.pid] as [string, number]] : []),
+  ]);
+  const cpuWindow = startCpuWindow(cpuRoots);
+  const profiler = flags['cpu-profile'] ? await startCpuProfile() : undefined;
   const deaths = new Map<number, number>();
   let zombieOnlyGroups = 0;
   const [stopResult, workflowsMs, agentsMs] = await Promise.all([
@@ -324,6 +338,8 @@ async function run(res: Resources, benchStart: number): Promise<number> {
       MEASURE_TIMEOUT_MS,
     ),
   ]);
+  const cpu = cpuWindow.end();
+  if (profiler) await profiler.stopInto(flags['cpu-profile']!);
   const bothMs = workflowsMs === undefined || agentsMs === undefined ? undefined : Math.max(workflowsMs, agentsMs);
   const deathTimes = [...deaths.values()].sort((a, b) => a - b);
 
@@ -366,6 +382,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     agentDeathMs: { first: round(deathTimes[0]), p50: round(percentile(deathTimes, 50)), p90: round(percentile(deathTimes, 90)), last: round(deathTimes.at(-1)) },
     workflowCloseMs: { first: round(closes[0]), p50: round(percentile(closes, 50)), p90: round(percentile(closes, 90)), last: round(closes.at(-1)) },
     zombieOnlyGroups,
+    cpuDuringStop: cpu,
     finalStatuses: statuses,
     lastToClose: lastClosed ? { intentId: lastClosed.id, timeline: lastTimeline } : null,
     setupMs: setupTimes,
@@ -383,6 +400,12 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     ['(c) both', `${fmt(result.bothMs)}  (target ≤ ${TARGET_MS} ms: ${result.withinTarget ? 'met' : 'MISSED'})`],
     ['agent deaths first / p50 / p90 / last', [result.agentDeathMs.first, result.agentDeathMs.p50, result.agentDeathMs.p90, result.agentDeathMs.last].map((v) => (v === null ? '-' : `${v}`)).join(' / ') + ' ms'],
     ['workflow close times first / p50 / p90 / last', [result.workflowCloseMs.first, result.workflowCloseMs.p50, result.workflowCloseMs.p90, result.workflowCloseMs.last].map((v) => (v === null ? '-' : `${v}`)).join(' / ') + ' ms'],
+    [
+      `CPU until all closed (${cpu.elapsedSeconds.toFixed(2)} s)`,
+      `machine ${(cpu.machineBusyShare * 100).toFixed(0)}% busy; ${Object.entries(cpu.cpuSeconds)
+        .map(([label, seconds]) => `${label} ${seconds.toFixed(2)} s`)
+        .join(', ')}`,
+    ],
     ['final workflow statuses', Object.entries(statuses).map(([k, v]) => `${k} ${v}`).join(', ')],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));

@@ -11,3 +11,9 @@ export function parseProcStat(line: string): ProcStat {
   const [state = '', ppid, pgrp] = line.slice(line.lastIndexOf(')') + 2).split(' ');
   return { state, ppid: Number(ppid), pgrp: Number(pgrp) };
 }
+
+/** User plus system CPU time of the process so far, in clock ticks (fields 14 and 15 of the line). */
+export function cpuTicksOf(line: string): number {
+  const fields = line.slice(line.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
