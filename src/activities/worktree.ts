@@ -8,6 +8,7 @@ import { FailureType } from '../shared/errors';
 import { activeLineageDir, branchForIntent } from '../shared/ids';
 import { git, gitRaw, listWorktrees, refExists } from './git';
 import { OneAtATime } from './one-at-a-time';
+import { throwAway, trashOf } from './trash';
 
 /** Where an intent's worktree lives: outside the target repo, one folder per repo and intent. */
 export function worktreePathFor(worktreeRoot: string, repoPath: string, intentId: string): string {
@@ -85,13 +86,7 @@ export async function removeWorktree(input: {
   readonly deleteBranch: boolean;
 }): Promise<{ readonly lineageCopy?: string }> {
   const worktreePath = worktreePathFor(input.worktreeRoot, input.repoPath, input.intentId);
-  let lineageCopy: string | undefined;
-  const lineage = path.join(worktreePath, activeLineageDir(input.intentId));
-  if (existsSync(lineage)) {
-    lineageCopy = path.join(input.lineageRoot, input.intentId);
-    await rm(lineageCopy, { recursive: true, force: true });
-    await cp(lineage, lineageCopy, { recursive: true });
-  }
+  const lineageCopy = await keepLineage(worktreePath, path.join(input.lineageRoot, input.intentId), input.intentId);
   // The usual case needs no git process (see removeWorktreeDirectly); anything unusual goes to
   // `git worktree remove`; a folder already gone (e.g. after a crash) leaves only its record.
   const removed =
@@ -110,6 +105,25 @@ export async function removeWorktree(input: {
 }
 
 /**
+ * Moves the intent's active lineage out of its worktree to `copy` (a rename; a copy across file
+ * systems), replacing an older copy. Where the worktree is there but its lineage is not, an
+ * earlier attempt of this cleanup has moved it already: `copy` is where it went.
+ */
+async function keepLineage(worktreePath: string, copy: string, intentId: string): Promise<string | undefined> {
+  const lineage = path.join(worktreePath, activeLineageDir(intentId));
+  if (!existsSync(lineage)) return existsSync(worktreePath) && existsSync(copy) ? copy : undefined;
+  await rm(copy, { recursive: true, force: true });
+  await mkdir(path.dirname(copy), { recursive: true });
+  try {
+    await rename(lineage, copy);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    await cp(lineage, copy, { recursive: true });
+  }
+  return copy;
+}
+
+/**
  * Removes a worktree and git's record of it without running git: the folder, then its admin
  * folder `<common dir>/worktrees/<name>` (the layout gitrepository-layout(5) documents, the same
  * two steps `git worktree remove` takes). A stop cleans up a hundred intents at once, and each
@@ -121,7 +135,8 @@ export async function removeWorktree(input: {
 export async function removeWorktreeDirectly(repoPath: string, worktreePath: string): Promise<boolean> {
   const record = await worktreeRecord(repoPath, worktreePath);
   if (!record) return false;
-  await rm(worktreePath, { recursive: true, force: true });
+  // Out of the way at once; its files are deleted in the background (see trash.ts).
+  await throwAway(worktreePath, trashOf(path.dirname(path.dirname(worktreePath))));
   await discardRecord(record);
   return true;
 }

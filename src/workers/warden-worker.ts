@@ -3,6 +3,7 @@ import v8 from 'node:v8';
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
+import { sweepTrash, trashOf } from '../activities/trash';
 import type { WorkerSafetyConfig } from '../config/schema';
 import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
@@ -64,6 +65,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     mode: options.mode,
     fetch: options.fetch,
   });
+  // Worktrees removed before a crash may still be in the trash: delete them in the background.
+  void sweepTrash(trashOf(options.worktreeRoot));
   const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
   const workflowBundle =
     options.workflowBundle && !options.tracing && options.safetyInterceptors !== false ? options.workflowBundle : await bundleWorkflowsApart(workflowModules);

@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { git } from '../../src/activities/git';
+import { trashEmptied, trashOf } from '../../src/activities/trash';
 import { ensureWorktree, removeWorktree, removeWorktreeDirectly, worktreePathFor } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { activeLineageDir } from '../../src/shared/ids';
@@ -19,6 +20,7 @@ beforeEach(async () => {
   lineageRoot = path.join(tmp, 'lineage');
 });
 afterEach(async () => {
+  await trashEmptied();
   await rm(tmp, { recursive: true, force: true });
 });
 
@@ -121,7 +123,7 @@ describe('removing an intent worktree', () => {
     expect(await recordedWorktrees()).toEqual([]);
   });
 
-  it('copies the lineage out first and deletes the branch only when asked', async () => {
+  it('moves the lineage out first and deletes the branch only when asked', async () => {
     const { worktreePath } = await make('a');
     const lineage = path.join(worktreePath, activeLineageDir('a'));
     await mkdir(lineage, { recursive: true });
@@ -133,6 +135,24 @@ describe('removing an intent worktree', () => {
     await make('b');
     await remove('b', true);
     expect(await git(repo, ['branch', '--list', 'warden/b'])).toBe('');
+  });
+
+  it('takes the worktree out of the way at once and deletes its files in the background', async () => {
+    const { worktreePath } = await make('a');
+    await remove('a');
+    expect(existsSync(worktreePath)).toBe(false);
+    expect(await recordedWorktrees()).toEqual([]);
+    await trashEmptied();
+    expect(await readdir(trashOf(worktreeRoot))).toEqual([]);
+  });
+
+  it('still reports where the lineage went when an earlier attempt of the cleanup moved it', async () => {
+    const { worktreePath } = await make('a');
+    await mkdir(path.join(lineageRoot, 'a'), { recursive: true });
+    await writeFile(path.join(lineageRoot, 'a', '01-triage.md'), '# triage\n'); // moved there, then the attempt failed
+    expect(existsSync(path.join(worktreePath, activeLineageDir('a')))).toBe(false);
+    await expect(remove('a')).resolves.toEqual({ lineageCopy: path.join(lineageRoot, 'a') });
+    expect(existsSync(worktreePath)).toBe(false);
   });
 
   it('is safe to call again', async () => {

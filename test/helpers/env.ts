@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
@@ -7,6 +7,7 @@ import { bundleWorkflowCode, NativeConnection, Runtime, DefaultLogger, type Work
 import pino, { type Logger } from 'pino';
 import type pg from 'pg';
 import type { WardenActivities } from '../../src/activities';
+import { trashOf } from '../../src/activities/trash';
 import { startIntent } from '../../src/client/intents';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { migrate } from '../../src/ledger/migrate';
@@ -144,6 +145,18 @@ export function git(cwd: string, ...args: string[]): string {
 }
 
 /** Polls `check` until it returns a value (not undefined) or `timeoutMs` passes. */
+/**
+ * Worktree folders left under `root` (one folder per repo, one per intent inside it). The trash
+ * (see src/activities/trash.ts) holds removed worktrees until they are deleted in the background:
+ * it is no worktree, and is not listed.
+ */
+export function worktreeFoldersLeft(root: string): string[] {
+  if (!existsSync(root)) return [];
+  return readdirSync(root)
+    .filter((entry) => path.join(root, entry) !== trashOf(root))
+    .flatMap((repoFolder) => readdirSync(path.join(root, repoFolder)));
+}
+
 export async function waitFor<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

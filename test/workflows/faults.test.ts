@@ -1,11 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { WardenActivities } from '../../src/activities';
 import { startIntent } from '../../src/client/intents';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { demoScript, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { demoScript, git, makeSampleRepo, useTestWorld, waitFor, worktreeFoldersLeft } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 
@@ -85,6 +85,5 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   const state = await handle.query(stateQuery);
   expect(state.status).toBe('cancelled');
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
-  const left = existsSync(world().worktreeRoot) ? readdirSync(world().worktreeRoot).flatMap((r) => readdirSync(path.join(world().worktreeRoot, r))) : [];
-  expect(left).toEqual([]);
+  expect(worktreeFoldersLeft(world().worktreeRoot)).toEqual([]);
 });

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { startIntent, intentHandle } from '../../src/client/intents';
@@ -6,7 +6,7 @@ import { decideSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentInput } from '../../src/shared/intent';
 import type { IntentState } from '../../src/shared/state';
 import { UserError } from '../../src/shared/errors';
-import { demoScript, git, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
+import { demoScript, git, makeSampleRepo, waitFor, useTestWorld, worktreeFoldersLeft } from '../helpers/env';
 
 /** The demo script with no delays: impl fails once, then passes. */
 const fastScript = demoScript();
@@ -37,7 +37,7 @@ async function waitForGate(intentId: string): Promise<IntentState> {
 
 /** Worktree folders left on disk, and worktrees `repo`'s git still has on record (besides its own). */
 function worktreesLeft(repo: string): string[] {
-  const folders = existsSync(world().worktreeRoot) ? readdirSync(world().worktreeRoot).flatMap((r) => readdirSync(path.join(world().worktreeRoot, r))) : [];
+  const folders = worktreeFoldersLeft(world().worktreeRoot);
   const recorded = git(repo, 'worktree', 'list', '--porcelain')
     .split('\n')
     .filter((line) => line.startsWith('worktree ') && line !== `worktree ${repo}`);

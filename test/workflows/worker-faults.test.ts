@@ -4,7 +4,7 @@
  * its own, so no other test file shares its task queue.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -16,7 +16,7 @@ import { findFreePort } from '../../src/runtime/ports';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
-import { createTestWorld, demoScript, demoStages, git, makeSampleRepo, testDatabaseUrl, waitFor, type TestWorld } from '../helpers/env';
+import { createTestWorld, demoScript, demoStages, git, makeSampleRepo, testDatabaseUrl, waitFor, worktreeFoldersLeft, type TestWorld } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 
@@ -205,8 +205,7 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     expect(new Set(stageCommits).size).toBe(stageCommits.length);
     expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
     const worktrees = path.join(home, 'worktrees');
-    const left = existsSync(worktrees) ? readdirSync(worktrees).flatMap((r) => readdirSync(path.join(worktrees, r))) : [];
-    expect(left).toEqual([]);
+    expect(worktreeFoldersLeft(worktrees)).toEqual([]);
 
     // the ledger: every event of a merged intent, each once
     const { rows: events } = await database.pool.query<{ id: string; event_type: string }>('SELECT id, event_type FROM safety_events WHERE intent_id = $1', [id]);
