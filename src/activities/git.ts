@@ -33,13 +33,16 @@ export async function gitRaw(cwd: string, args: readonly string[]): Promise<GitR
 /** Runs git in `cwd`; a non-zero exit becomes a retryable `GIT_FAILED` failure. */
 export async function git(cwd: string, args: readonly string[]): Promise<string> {
   const result = await gitRaw(cwd, args);
-  if (result.code !== 0) {
-    throw ApplicationFailure.create({
-      type: FailureType.GitFailed,
-      message: `git ${args.join(' ')} failed in ${cwd} (exit ${result.code}): ${result.stderr.trim().slice(-500)}`,
-    });
-  }
+  if (result.code !== 0) throw gitFailed(cwd, args, result);
   return result.stdout.trim();
+}
+
+/** The retryable `GIT_FAILED` failure of a git command that exited non-zero. */
+export function gitFailed(cwd: string, args: readonly string[], result: GitResult): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.GitFailed,
+    message: `git ${args.join(' ')} failed in ${cwd} (exit ${result.code}): ${result.stderr.trim().slice(-500)}`,
+  });
 }
 
 /** True if `ref` names an existing commit in the repository at `cwd`. */

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { activeLineageDir, branchForIntent } from '../shared/ids';
-import { git, gitRaw, listWorktrees, refExists } from './git';
+import { git, gitFailed, gitRaw, listWorktrees, refExists, type GitResult } from './git';
 import { OneAtATime } from './one-at-a-time';
 import { throwAway, trashOf } from './trash';
 
@@ -37,8 +37,10 @@ export interface WorktreeRef {
  * (a crash during `git worktree add`) is forgotten and made again, and an existing branch is
  * checked out as it is (a resumed intent continues from its own commits).
  */
-export function ensureWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
-  return worktreesBeingMade.run(realpathSync(input.repoPath), () => makeWorktree(input));
+export async function ensureWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
+  // Every stage after the first finds its worktree there: read git's record of it, and neither
+  // list every worktree of the repo nor wait behind the worktrees being made.
+  return (await existingWorktree(input)) ?? worktreesBeingMade.run(realpathSync(input.repoPath), () => makeWorktree(input));
 }
 
 interface WorktreeRequest {
@@ -56,22 +58,48 @@ interface WorktreeRequest {
  */
 const worktreesBeingMade = new OneAtATime();
 
+/** The intent's worktree if git's record of it checks out and has the intent branch checked out. */
+async function existingWorktree(input: WorktreeRequest): Promise<WorktreeRef | undefined> {
+  const worktreePath = worktreePathFor(input.worktreeRoot, input.repoPath, input.intentId);
+  const branch = branchForIntent(input.intentId);
+  const record = await worktreeRecord(input.repoPath, worktreePath, { lockedToo: true });
+  if (!record) return undefined;
+  const checkedOut = await readFile(path.join(record, 'HEAD'), 'utf8').catch(() => '');
+  if (checkedOut.trim() !== `ref: refs/heads/${branch}`) return undefined;
+  return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
+}
+
 async function makeWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
   const worktreePath = worktreePathFor(input.worktreeRoot, input.repoPath, input.intentId);
   const branch = branchForIntent(input.intentId);
-  const known = await listWorktrees(input.repoPath);
-  if (existsSync(worktreePath) && known.get(realpathSync(worktreePath)) === `refs/heads/${branch}`) {
-    return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
+  if (existsSync(worktreePath)) {
+    const existing = await existingWorktree(input);
+    if (existing) return existing;
+    // A repo that is itself a linked worktree keeps its records elsewhere: ask git.
+    const known = await listWorktrees(input.repoPath);
+    if (known.get(realpathSync(worktreePath)) === `refs/heads/${branch}`) {
+      return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
+    }
   }
   await rm(worktreePath, { recursive: true, force: true });
-  await forgetRecordsOf(input.repoPath, worktreePath);
   await mkdir(path.dirname(worktreePath), { recursive: true });
-  if (await refExists(input.repoPath, `refs/heads/${branch}`)) {
-    await git(input.repoPath, ['worktree', 'add', '-q', worktreePath, branch]);
-  } else {
-    await git(input.repoPath, ['worktree', 'add', '-q', '-b', branch, worktreePath, input.baseBranch]);
+  let added = await addWorktree(input, worktreePath, branch);
+  if (added.code !== 0) {
+    // git refuses a path it still has a record of (its folder gone in a crash). Forget that
+    // record and try once more; looking for one beforehand would read every worktree's record of
+    // the repo for every intent.
+    await forgetRecordsOf(input.repoPath, worktreePath);
+    added = await addWorktree(input, worktreePath, branch);
   }
+  if (added.code !== 0) throw gitFailed(input.repoPath, ['worktree', 'add', worktreePath], added);
   return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
+}
+
+/** `git worktree add` of the intent branch, made from the base branch if it does not exist yet (a failed add may have made it). */
+async function addWorktree(input: WorktreeRequest, worktreePath: string, branch: string): Promise<GitResult> {
+  return (await refExists(input.repoPath, `refs/heads/${branch}`))
+    ? gitRaw(input.repoPath, ['worktree', 'add', '-q', worktreePath, branch])
+    : gitRaw(input.repoPath, ['worktree', 'add', '-q', '-b', branch, worktreePath, input.baseBranch]);
 }
 
 /**
@@ -178,8 +206,11 @@ async function discardRecord(admin: string): Promise<void> {
   await rm(doomed, { recursive: true, force: true });
 }
 
-/** The admin folder of the worktree at `worktreePath` in `repoPath`, if everything about it is as git leaves it. */
-async function worktreeRecord(repoPath: string, worktreePath: string): Promise<string | undefined> {
+/**
+ * The admin folder of the worktree at `worktreePath` in `repoPath`, if everything about it is as
+ * git leaves it; a locked one only when `lockedToo`.
+ */
+async function worktreeRecord(repoPath: string, worktreePath: string, { lockedToo = false } = {}): Promise<string | undefined> {
   try {
     const dotGit = path.join(worktreePath, '.git');
     const pointer = /^gitdir: (.+)$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
@@ -189,7 +220,7 @@ async function worktreeRecord(repoPath: string, worktreePath: string): Promise<s
     if (path.dirname(admin) !== path.join(commonDir, 'worktrees')) return undefined;
     const backPointer = (await readFile(path.join(admin, 'gitdir'), 'utf8')).trim();
     if ((await realpath(path.resolve(admin, backPointer))) !== (await realpath(dotGit))) return undefined;
-    if (existsSync(path.join(admin, 'locked'))) return undefined;
+    if (!lockedToo && existsSync(path.join(admin, 'locked'))) return undefined;
     return admin;
   } catch {
     return undefined; // something is missing or odd: let git decide

@@ -53,9 +53,27 @@ describe('making an intent worktree', () => {
     await git(repo, ['worktree', 'add', '-q', '-b', 'side', linked, 'main']);
     const onLinked = (intentId: string) => ensureWorktree({ repoPath: linked, baseBranch: 'side', intentId, worktreeRoot });
     const { worktreePath } = await onLinked('a');
+    await writeFile(path.join(worktreePath, 'untracked.txt'), 'work in progress');
+    expect((await onLinked('a')).worktreePath).toBe(worktreePath);
+    expect(existsSync(path.join(worktreePath, 'untracked.txt'))).toBe(true); // reused, not made again
     await rm(worktreePath, { recursive: true, force: true });
     expect((await onLinked('a')).worktreePath).toBe(worktreePath);
     expect(await git(worktreePath, ['status', '--porcelain'])).toBe('');
+  });
+
+  it('reuses an existing worktree as it is, locked or not', async () => {
+    const first = await make('a');
+    await writeFile(path.join(first.worktreePath, 'untracked.txt'), 'work in progress');
+    await git(repo, ['worktree', 'lock', first.worktreePath]);
+    await expect(make('a')).resolves.toEqual(first);
+    expect(existsSync(path.join(first.worktreePath, 'untracked.txt'))).toBe(true);
+  });
+
+  it('fails retryably when git keeps refusing the path (a locked record of a deleted folder)', async () => {
+    const { worktreePath } = await make('a');
+    await git(repo, ['worktree', 'lock', worktreePath]);
+    await rm(worktreePath, { recursive: true, force: true });
+    await expect(make('a')).rejects.toMatchObject({ type: 'GIT_FAILED', nonRetryable: false });
   });
 
   it('makes many worktrees of one repo asked for at once', async () => {
