@@ -1,9 +1,10 @@
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import pino from 'pino';
+import { startIntent } from '../src/client/intents';
 import { quietSdkRuntime } from '../src/client/session';
 import { resolveConfig } from '../src/config/load';
 import type { WardenConfig } from '../src/config/schema';
@@ -14,6 +15,7 @@ import { findFreePort } from '../src/runtime/ports';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { createRedactor } from '../src/shared/redact';
 import { createWardenWorker, type WardenWorkerOptions } from '../src/workers/warden-worker';
+import type { intentWorkflow } from '../src/workflows';
 import { endProgress, out, progress, secs, t } from './console';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
@@ -128,4 +130,16 @@ export async function withWorker<T>(worker: Worker, fn: () => Promise<T>): Promi
     worker.shutdown();
     await running;
   }
+}
+
+/** Runs one intent of the sample repo's "Add slugify" through the whole pipeline with the zero-delay scripted agent; fails unless it merges. */
+export async function runToMerge(b: Bench, queue: string, input: { readonly id: string; readonly repo: string; readonly agentName: string }): Promise<WorkflowHandle<typeof intentWorkflow>> {
+  const handle = await startIntent(
+    b.client,
+    { id: input.id, goal: 'Add slugify', repoPath: input.repo, paths: ['lib/**'], agent: { kind: 'scripted', name: input.agentName, scriptPath: b.demoScript }, limits: { cooldown: '0s' } },
+    queue,
+  );
+  const outcome = await handle.result();
+  if (outcome.status !== 'merged') throw new Error(`${input.id} ended ${outcome.status}`);
+  return handle;
 }

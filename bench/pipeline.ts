@@ -25,7 +25,7 @@ import { LadderStore } from '../src/ledger/ladder-store';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
-import { benchWorker, startBench, withWorker, writeResult, type Bench } from './harness';
+import { benchWorker, runToMerge, startBench, withWorker, writeResult, type Bench } from './harness';
 
 const { values: flags } = parseArgs({
   options: {
@@ -56,13 +56,7 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
   await withWorker(worker, () =>
     mapLimit(repos, C, async (repo, i) => {
       const begun = t();
-      const handle = await startIntent(
-        s.client,
-        { id: `${queue}-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: agent, scriptPath: s.demoScript }, limits: { cooldown: '0s' } },
-        queue,
-      );
-      const outcome = await handle.result();
-      if (outcome.status !== 'merged') throw new Error(`${queue}-${i} ended ${outcome.status}`);
+      await runToMerge(s, queue, { id: `${queue}-${i}`, repo, agentName: agent });
       durations.push(t() - begun);
       done += 1;
       progress(`${label}: ${done}/${N} merged, ${secs(t() - started)}`);

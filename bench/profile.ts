@@ -13,11 +13,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { temporal } from '@temporalio/proto';
-import { startIntent } from '../src/client/intents';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { LadderStore } from '../src/ledger/ladder-store';
 import { mapLimit, out, percentile, progress, endProgress, runBenchmark, secs, t } from './console';
-import { benchWorker, startBench, withWorker, writeResult } from './harness';
+import { benchWorker, runToMerge, startBench, withWorker, writeResult } from './harness';
 
 const { values: flags } = parseArgs({
   options: { intents: { type: 'string', default: '16' }, concurrency: { type: 'string', default: '8' } },
@@ -73,13 +72,7 @@ async function main(): Promise<number> {
     await withWorker(worker, () =>
       mapLimit(repos, C, async (repo, i) => {
         const begun = t();
-        const handle = await startIntent(
-          s.client,
-          { id: `profile-${i}`, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', name: agent, scriptPath: s.demoScript }, limits: { cooldown: '0s' } },
-          queue,
-        );
-        const outcome = await handle.result();
-        if (outcome.status !== 'merged') throw new Error(`profile-${i} ended ${outcome.status}`);
+        const handle = await runToMerge(s, queue, { id: `profile-${i}`, repo, agentName: agent });
         perIntent.push(t() - begun);
         collectSpans((await handle.fetchHistory()).events ?? [], spans);
         progress(`${perIntent.length}/${N} merged, ${secs(t() - started)}`);

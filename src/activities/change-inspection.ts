@@ -32,7 +32,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
-import { lstat, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, readlink, realpath, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
@@ -101,6 +101,11 @@ export interface RepoSnapshot {
   readonly files: Readonly<Record<string, FileStamp>>;
   /** Path relative to the common git dir → sha256 of its content. */
   readonly gitControl: Readonly<Record<string, string>>;
+  /**
+   * `worktrees/<name>`: the one worktree record read (the intent's own), when the snapshot was
+   * taken for a worktree; otherwise every worktree's record was read.
+   */
+  readonly ownRecord?: string;
   readonly takenAt: string;
 }
 
@@ -291,10 +296,13 @@ export async function revertChanges(
  */
 export async function takeRepoSnapshot(
   repoPath: string,
-  options: { readonly previous?: RepoSnapshot; readonly exclude?: string } = {},
+  options: { readonly previous?: RepoSnapshot; readonly exclude?: string; readonly worktree?: string } = {},
 ): Promise<RepoSnapshot> {
   const top = realpathSync(repoPath);
   const commonDir = await commonGitDir(top);
+  // The comparison only looks at the intent's own worktree record (compareGitControl), and every
+  // parked intent of the repo has one: read just that one when the worktree is named.
+  const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
   const bare = (await gitRaw(top, ['rev-parse', '--is-bare-repository'])).stdout.trim() === 'true';
   const files: Record<string, FileStamp> = {};
   if (!bare) {
@@ -309,7 +317,16 @@ export async function takeRepoSnapshot(
       if (stamp) files[name] = stamp;
     });
   }
-  return { repoPath: top, files, gitControl: await gitControlFiles(commonDir), takenAt: new Date().toISOString() };
+  return { repoPath: top, files, gitControl: await gitControlFiles(commonDir, ownRecord), ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
+}
+
+/** `worktrees/<name>` of the linked worktree at `worktree`, from its `.git` file; undefined for anything else. */
+async function worktreeRecordRel(worktree: string, commonDir: string): Promise<string | undefined> {
+  const pointer = /^gitdir: (.+)$/m.exec(await readFile(path.join(worktree, '.git'), 'utf8').catch(() => ''))?.[1];
+  if (!pointer) return undefined;
+  const admin = await realpath(path.resolve(worktree, pointer.trim())).catch(() => undefined);
+  if (!admin || path.dirname(admin) !== path.join(commonDir, 'worktrees')) return undefined;
+  return `worktrees/${path.basename(admin)}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -517,7 +534,7 @@ const CONTROL_TOP = ['config', 'config.worktree', 'HEAD'];
 const CONTROL_DIRS = ['hooks', 'info'];
 const CONTROL_WORKTREE = ['HEAD', 'gitdir', 'commondir', 'config.worktree'];
 
-async function gitControlFiles(commonDir: string): Promise<Record<string, string>> {
+async function gitControlFiles(commonDir: string, ownRecord: string | undefined): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   const hashInto = async (rel: string) => {
     const abs = path.join(commonDir, rel);
@@ -532,11 +549,12 @@ async function gitControlFiles(commonDir: string): Promise<Record<string, string
     }
   };
   const rels = [...CONTROL_TOP, ...CONTROL_DIRS];
-  for (const name of await readdir(path.join(commonDir, 'worktrees')).catch(() => [] as string[])) {
-    for (const file of CONTROL_WORKTREE) rels.push(`worktrees/${name}/${file}`);
+  const records = ownRecord ? [ownRecord] : (await readdir(path.join(commonDir, 'worktrees')).catch(() => [] as string[])).map((name) => `worktrees/${name}`);
+  for (const record of records) {
+    for (const file of CONTROL_WORKTREE) rels.push(`${record}/${file}`);
   }
-  // Every intent of the repo has a worktree record: a thousand parked intents are four thousand
-  // files, read one after another they took 0.64 s a snapshot, and each stage takes one.
+  // Without an own record, every intent's worktree record is read: a thousand parked intents are
+  // four thousand files (0.64 s a snapshot one after another).
   await forEachLimited(rels, STAT_CONCURRENCY, hashInto);
   return out;
 }

@@ -153,7 +153,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         if (input.startCommit && head !== input.startCommit) await rewindTo(worktreePath, input.startCommit);
         const baseCommit = input.startCommit ?? head;
         // The target repo's own working tree, to catch an agent that writes outside its worktree.
-        const repoSnapshot = await takeRepoSnapshot(intent.repoPath);
+        const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
         const prompt = buildPrompt({
           intent,
           stage,

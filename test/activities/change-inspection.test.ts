@@ -241,6 +241,20 @@ describe('git itself', () => {
     expect(git(s.worktree, 'symbolic-ref', 'HEAD')).toBe('refs/heads/warden/inspect');
   });
 
+  test("a snapshot taken for the worktree reads its own record only, and still sees it change", async () => {
+    const s = await setup('mine');
+    await ensureWorktree({ repoPath: s.repo, baseBranch: 'main', intentId: 'theirs', worktreeRoot: path.join(s.root, 'worktrees') });
+    const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    const records = Object.keys(snapshot.gitControl).filter((name) => name.startsWith('worktrees/'));
+    expect(records.length).toBeGreaterThan(0);
+    expect(records.every((name) => name.startsWith(`${snapshot.ownRecord}/`))).toBe(true);
+    expect(Object.keys((await takeRepoSnapshot(s.repo)).gitControl).filter((name) => name.startsWith('worktrees/')).length).toBeGreaterThan(records.length);
+    git(s.worktree, 'checkout', '-q', '-b', 'elsewhere');
+    write(path.join(s.repo, '.git', snapshot.ownRecord!), 'config.worktree', '[core]\n\thooksPath = /tmp/evil\n');
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'], repoSnapshot: snapshot });
+    expect(kinds(report)).toEqual(['git-dir-changed <git>/HEAD', `git-dir-changed <git>/${snapshot.ownRecord}/config.worktree`]);
+  });
+
   test('a nested repository is reported', async () => {
     const s = await setup();
     mkdirSync(path.join(s.worktree, 'lib/vendor'));
