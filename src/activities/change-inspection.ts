@@ -299,11 +299,10 @@ export async function takeRepoSnapshot(
   options: { readonly previous?: RepoSnapshot; readonly exclude?: string; readonly worktree?: string } = {},
 ): Promise<RepoSnapshot> {
   const top = realpathSync(repoPath);
-  const commonDir = await commonGitDir(top);
+  const { commonDir, bare } = await repoKind(top);
   // The comparison only looks at the intent's own worktree record (compareGitControl), and every
   // parked intent of the repo has one: read just that one when the worktree is named.
   const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
-  const bare = (await gitRaw(top, ['rev-parse', '--is-bare-repository'])).stdout.trim() === 'true';
   const files: Record<string, FileStamp> = {};
   if (!bare) {
     const listing = await gitRaw(top, ['ls-files', '-z', '--cached', '--others', '--exclude-standard']);
@@ -331,6 +330,14 @@ async function worktreeRecordRel(worktree: string, commonDir: string): Promise<s
 
 // ---------------------------------------------------------------------------------------------
 // git location
+
+/** The common git dir, and whether the repository is bare: one git process (a snapshot is taken twice per stage). */
+async function repoKind(cwd: string): Promise<{ readonly commonDir: string; readonly bare: boolean }> {
+  const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--is-bare-repository']);
+  const [commonDir, bare] = out.stdout.trim().split('\n');
+  if (out.code !== 0 || !commonDir) throw failure(`${cwd} is not a git repository: ${out.stderr.trim()}`);
+  return { commonDir: realpathSync(commonDir), bare: bare === 'true' };
+}
 
 async function commonGitDir(cwd: string): Promise<string> {
   const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir']);

@@ -268,6 +268,16 @@ describe('git itself', () => {
 });
 
 describe('writes outside the worktree', () => {
+  test('a bare repository has no working tree to list, and its control files are still read', async () => {
+    const s = await setup();
+    const bare = path.join(s.root, 'bare.git');
+    git(s.root, 'clone', '-q', '--bare', s.repo, bare);
+    const snapshot = await takeRepoSnapshot(bare);
+    expect(snapshot.files).toEqual({});
+    expect(Object.keys(snapshot.gitControl)).toEqual(expect.arrayContaining(['config', 'HEAD']));
+    await expect(takeRepoSnapshot(s.root)).rejects.toMatchObject({ type: 'GIT_FAILED', message: expect.stringMatching(/is not a git repository/) });
+  });
+
   test("creating, changing and deleting files of the target repo's own working tree", async () => {
     const s = await setup();
     write(s.repo, 'notes.txt', 'untracked before the step\n');
