@@ -10,8 +10,9 @@
  *   same embedded PostgreSQL, with its default durability (async) and with sync;
  * - and, as the floor of any pipeline on Temporal, a bare workflow of six no-op activities;
  *
- * at each concurrency given: pipelines per second (the gate answered as soon as it is asked),
- * and gate-resume latency, from the approve call to the merge stage's code starting.
+ * at each concurrency given: pipelines per second (the gate answered as soon as it is open: for
+ * Warden, once the review package is on the pending gate), and gate-resume latency, from the
+ * approve call to the merge stage's code starting.
  *
  *   npm run bench:peer -- [--pipelines 200] [--concurrency 1,8]
  *
@@ -26,10 +27,10 @@ import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
 import { startIntent } from '../src/client/intents';
 import { LadderStore } from '../src/ledger/ladder-store';
-import { decideSignal } from '../src/shared/messages';
+import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
 import { noopStageActivities } from './core/noop-activities';
-import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, t } from './console';
+import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
 import { benchWorker, startBench, withWorker, writeResult, type Bench } from './harness';
 import type { CreatePeerPipeline } from './peer-types';
 
@@ -106,7 +107,7 @@ async function wardenRuns(s: Bench): Promise<Run[]> {
   const worker = await benchWorker(s, 'core', {
     wrapActivities: (real) =>
       noopStageActivities(real, {
-        gateRequested: (intentId, gate) => gate === 'merge' && atGate.settle(intentId, undefined),
+        reviewPackageBuilt: (intentId) => atGate.settle(intentId, undefined),
         mergeStarted: (intentId) => mergeAt.settle(intentId, t()),
       }),
   });
@@ -116,7 +117,10 @@ async function wardenRuns(s: Bench): Promise<Run[]> {
   const pipeline: Pipeline = async (index) => {
     const id = `core-${index}`;
     const handle = await startIntent(s.client, { id, goal: 'No-op pipeline', repoPath, paths: ['lib/**'], agent: { kind: 'scripted', name: 'bench-core', scriptPath: s.demoScript }, limits: { cooldown: '0s' } }, 'core');
+    // Approve once the gate is open as a person finds it: its review package shown, the workflow
+    // waiting (LangGraph's is open once the graph has returned at its interrupt).
     await atGate.wait(id);
+    while (!(await handle.query(stateQuery)).pendingGate?.package) await sleep(1);
     const merged = mergeAt.wait(id);
     const asked = t();
     await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'bench' });

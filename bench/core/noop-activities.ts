@@ -4,8 +4,11 @@ import type { AgentStage } from '../../src/shared/stages';
 
 /** What the benchmark learns from the activities as they run (all in this process). */
 export interface CoreObserver {
-  /** The workflow asked for a person at `gate` (its GATE_REQUESTED row reached the ledger). */
-  gateRequested(intentId: string, gate: string): void;
+  /**
+   * The review package of a gate was built: the workflow attaches it to the pending gate and waits
+   * for a person next. (It asks for the package after announcing the gate.)
+   */
+  reviewPackageBuilt(intentId: string): void;
   /** The merge stage's first activity began. */
   mergeStarted(intentId: string): void;
 }
@@ -61,6 +64,7 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
       return { ok: true, errors: [] };
     },
     async buildReviewPackage({ intent, facts }) {
+      setImmediate(() => observer.reviewPackageBuilt(intent.id)); // once this answer is on its way
       return {
         intentId: intent.id,
         goal: intent.goal,
@@ -87,13 +91,6 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
     },
     async cleanupIntent() {
       return {};
-    },
-    async appendToLedger(batch) {
-      const written = await real.appendToLedger(batch);
-      for (const row of batch.safetyEvents ?? []) {
-        if (row.eventType === 'GATE_REQUESTED' && row.intentId) observer.gateRequested(row.intentId, String(row.metadata?.gate));
-      }
-      return written;
     },
   };
 }
