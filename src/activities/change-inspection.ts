@@ -32,13 +32,14 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
-import { lstat, readdir, readFile, readlink, realpath, rm, writeFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
 import { gitRaw, type GitResult } from './git';
+import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
 
 export type ViolationKind = 'outside-declared-paths' | 'symlink-escape' | 'git-dir-changed' | 'outside-worktree-write';
@@ -321,11 +322,8 @@ export async function takeRepoSnapshot(
 
 /** `worktrees/<name>` of the linked worktree at `worktree`, from its `.git` file; undefined for anything else. */
 async function worktreeRecordRel(worktree: string, commonDir: string): Promise<string | undefined> {
-  const pointer = /^gitdir: (.+)$/m.exec(await readFile(path.join(worktree, '.git'), 'utf8').catch(() => ''))?.[1];
-  if (!pointer) return undefined;
-  const admin = await realpath(path.resolve(worktree, pointer.trim())).catch(() => undefined);
-  if (!admin || path.dirname(admin) !== path.join(commonDir, 'worktrees')) return undefined;
-  return `worktrees/${path.basename(admin)}`;
+  const admin = await recordNamedBy(worktree);
+  return admin && path.dirname(admin) === path.join(commonDir, 'worktrees') ? `worktrees/${path.basename(admin)}` : undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -354,21 +352,9 @@ async function locateWorktree(repoPath: string, worktreePath: string): Promise<G
   if (topOut.code === 0 && realpathSync(topOut.stdout.trim()) === worktree) {
     return { worktree, commonDir, gitDir: commonDir, gitDirRel: '' };
   }
-  const registry = path.join(commonDir, 'worktrees');
-  // git names the record after the worktree's folder (with a number added if that is taken): try
-  // those first, rather than reading every other intent's record on the way.
-  const names = await readdir(registry).catch(() => [] as string[]);
-  const base = path.basename(worktree);
-  const likely = names.filter((name) => name.startsWith(base));
-  for (const name of [...likely, ...names.filter((name) => !name.startsWith(base))]) {
-    const pointer = await readFile(path.join(registry, name, 'gitdir'), 'utf8').catch(() => '');
-    if (!pointer.trim()) continue;
-    const dir = path.dirname(path.resolve(registry, name, pointer.trim()));
-    if (existsSync(dir) && realpathSync(dir) === worktree) {
-      return { worktree, commonDir, gitDir: path.join(registry, name), gitDirRel: `worktrees/${name}` };
-    }
-  }
-  throw failure(`${worktreePath} is not a worktree of ${repoPath}`);
+  const [gitDir] = await recordsOfFolder(commonDir, path.basename(worktree), (folder) => existsSync(folder) && realpathSync(folder) === worktree, { firstOnly: true });
+  if (!gitDir) throw failure(`${worktreePath} is not a worktree of ${repoPath}`);
+  return { worktree, commonDir, gitDir, gitDirRel: `worktrees/${path.basename(gitDir)}` };
 }
 
 /** Without the repository: trusts the worktree's `.git` (used by revert and listing only). */

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
-import { cp, mkdir, readFile, readdir, realpath, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { cp, mkdir, readFile, realpath, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -9,6 +9,7 @@ import { activeLineageDir, branchForIntent } from '../shared/ids';
 import { git, gitFailed, gitRaw, listWorktrees, refExists, type GitResult } from './git';
 import { OneAtATime } from './one-at-a-time';
 import { throwAway, trashOf } from './trash';
+import { folderOfRecord, recordNamedBy, recordsOfFolder } from './worktree-records';
 
 /** Where an intent's worktree lives: outside the target repo, one folder per repo and intent. */
 export function worktreePathFor(worktreeRoot: string, repoPath: string, intentId: string): string {
@@ -182,13 +183,10 @@ export async function forgetRecordsOf(repoPath: string, worktreePath: string): P
     await git(repoPath, ['worktree', 'prune']);
     return;
   }
-  const records = path.join(await realpath(gitDir), 'worktrees');
+  // The folder is gone, so it cannot be resolved itself: its parent can.
   const parent = await realpath(path.dirname(worktreePath)).catch(() => path.dirname(worktreePath));
-  const dotGit = path.join(parent, path.basename(worktreePath), '.git');
-  for (const name of await readdir(records).catch(() => [])) {
-    const admin = path.join(records, name);
-    const pointer = await readFile(path.join(admin, 'gitdir'), 'utf8').catch(() => undefined);
-    if (pointer === undefined || path.resolve(admin, pointer.trim()) !== dotGit) continue;
+  const folder = path.join(parent, path.basename(worktreePath));
+  for (const admin of await recordsOfFolder(await realpath(gitDir), path.basename(worktreePath), (named) => named === folder)) {
     if (existsSync(path.join(admin, 'locked'))) continue;
     await discardRecord(admin);
   }
@@ -212,14 +210,11 @@ async function discardRecord(admin: string): Promise<void> {
  */
 async function worktreeRecord(repoPath: string, worktreePath: string, { lockedToo = false } = {}): Promise<string | undefined> {
   try {
-    const dotGit = path.join(worktreePath, '.git');
-    const pointer = /^gitdir: (.+)$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
-    if (!pointer) return undefined;
-    const admin = await realpath(path.resolve(worktreePath, pointer.trim()));
+    const admin = await recordNamedBy(worktreePath);
     const commonDir = await realpath(path.join(repoPath, '.git'));
-    if (path.dirname(admin) !== path.join(commonDir, 'worktrees')) return undefined;
-    const backPointer = (await readFile(path.join(admin, 'gitdir'), 'utf8')).trim();
-    if ((await realpath(path.resolve(admin, backPointer))) !== (await realpath(dotGit))) return undefined;
+    if (!admin || path.dirname(admin) !== path.join(commonDir, 'worktrees')) return undefined;
+    const folder = await folderOfRecord(admin);
+    if (!folder || (await realpath(folder)) !== (await realpath(worktreePath))) return undefined;
     if (!lockedToo && existsSync(path.join(admin, 'locked'))) return undefined;
     return admin;
   } catch {
