@@ -68,7 +68,7 @@ function scheduleDeletion(folder: string): void {
     });
 }
 
-/** Resolves once every deletion scheduled so far in this process has run (for tests and shutdown). */
+/** Resolves once every deletion scheduled so far in this process has run (tests wait for it). */
 export function trashEmptied(): Promise<void> {
   if (pending === 0) return Promise.resolve();
   return new Promise((resolve) => whenEmptied.push(resolve));
