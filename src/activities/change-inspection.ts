@@ -338,9 +338,7 @@ async function repoKind(cwd: string): Promise<{ readonly commonDir: string; read
 }
 
 async function commonGitDir(cwd: string): Promise<string> {
-  const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
-  if (out.code !== 0) throw failure(`${cwd} is not a git repository: ${out.stderr.trim()}`);
-  return realpathSync(out.stdout.trim());
+  return (await repoKind(cwd)).commonDir;
 }
 
 /** Finds the worktree's git dir from the repository's registry (`<common>/worktrees/*\/gitdir`). */
