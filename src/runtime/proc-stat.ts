@@ -6,14 +6,19 @@ export interface ProcStat {
   readonly pgrp: number;
 }
 
-/** Parses "<pid> (<comm>) <state> <ppid> <pgrp> …": comm may hold spaces and parentheses, so fields are read after the last ')'. */
+/** Parses "<pid> (<comm>) <state> <ppid> <pgrp> …". */
 export function parseProcStat(line: string): ProcStat {
-  const [state = '', ppid, pgrp] = line.slice(line.lastIndexOf(')') + 2).split(' ');
+  const [state = '', ppid, pgrp] = fieldsAfterComm(line);
   return { state, ppid: Number(ppid), pgrp: Number(pgrp) };
 }
 
 /** User plus system CPU time of the process so far, in clock ticks (fields 14 and 15 of the line). */
 export function cpuTicksOf(line: string): number {
-  const fields = line.slice(line.lastIndexOf(')') + 2).split(' ');
+  const fields = fieldsAfterComm(line);
   return Number(fields[11]) + Number(fields[12]);
+}
+
+/** Fields 3 (state) onwards: comm, field 2, may hold spaces and parentheses, so they start after the last ')'. */
+function fieldsAfterComm(line: string): string[] {
+  return line.slice(line.lastIndexOf(')') + 2).split(' ');
 }
