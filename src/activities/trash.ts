@@ -14,8 +14,8 @@ import { OneAtATime } from './one-at-a-time';
  */
 const deletions = new OneAtATime();
 const sweptTrashes = new Set<string>();
+/** Folders whose deletion is queued or running. */
 const scheduled = new Set<string>();
-let pending = 0;
 let whenEmptied: Array<() => void> = [];
 
 /** The trash of the worktrees under `root`: on the same file system as they are, so a rename moves them. */
@@ -54,14 +54,12 @@ export async function sweepTrash(trash: string): Promise<void> {
 function scheduleDeletion(folder: string): void {
   if (scheduled.has(folder)) return;
   scheduled.add(folder);
-  pending += 1;
   void deletions
     .run('trash', () => rm(folder, { recursive: true, force: true }))
     .catch(() => undefined) // left for the next sweep
     .finally(() => {
       scheduled.delete(folder);
-      pending -= 1;
-      if (pending > 0) return;
+      if (scheduled.size > 0) return;
       const waiting = whenEmptied;
       whenEmptied = [];
       for (const resolve of waiting) resolve();
@@ -70,6 +68,6 @@ function scheduleDeletion(folder: string): void {
 
 /** Resolves once every deletion scheduled so far in this process has run (tests wait for it). */
 export function trashEmptied(): Promise<void> {
-  if (pending === 0) return Promise.resolve();
+  if (scheduled.size === 0) return Promise.resolve();
   return new Promise((resolve) => whenEmptied.push(resolve));
 }
