@@ -104,7 +104,7 @@ async function addWorktree(input: WorktreeRequest, worktreePath: string, branch:
 }
 
 /**
- * Removes the intent's worktree (and, when asked, its branch), first copying any lineage that
+ * Removes the intent's worktree (and, when asked, its branch), first moving any lineage that
  * was not merged to `lineageRoot/<id>` so the record survives. Safe to call repeatedly.
  */
 export async function removeWorktree(input: {
