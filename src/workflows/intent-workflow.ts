@@ -25,7 +25,7 @@ import type { GateKind } from '../shared/gates';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import type { KillSwitchDetails } from '../shared/halt';
-import { branchForIntent, intentIdFromWorkflowId } from '../shared/ids';
+import { branchForIntent, intentIdFromWorkflowId, workflowIdForIntent } from '../shared/ids';
 import type { Intent } from '../shared/intent';
 import { ladderScope, type LadderLevel, type LadderRun } from '../shared/ladder';
 import { pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
@@ -92,6 +92,21 @@ async function checkedIntent(input: unknown): Promise<Intent> {
   }
 }
 
+/**
+ * The server refuses a second running workflow with the same id, and that is what keeps two runs of
+ * one intent off the same branch and worktree; a workflow started under any other id (from the Web
+ * UI or another client) would slip past it, so it is refused before it touches anything.
+ */
+function refuseForeignWorkflowId(intentId: string, workflowId: string): void {
+  const expected = workflowIdForIntent(intentId);
+  if (workflowId === expected) return;
+  throw ApplicationFailure.create({
+    type: FailureType.InvalidIntent,
+    message: `intent ${intentId} must run as workflow ${expected}, not ${workflowId}: one workflow id per intent is what keeps two runs off one branch`,
+    nonRetryable: true,
+  });
+}
+
 function startingState(intentId: string, goal: string): IntentState {
   return {
     intentId,
@@ -155,6 +170,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   setHandler(stateQuery, () => startingState(uncheckedId, ''));
   const patchesAtStart = patched(PATCHES_AT_START_PATCH);
   const intent = await checkedIntent(input);
+  refuseForeignWorkflowId(intent.id, workflowInfo().workflowId);
   const { limits } = intent;
   const state = startingState(intent.id, intent.goal);
 

@@ -150,6 +150,23 @@ test('impl that never passes fails after its attempt cap, merges nothing and lea
   expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toContain(`warden/${intent.id}`);
 });
 
+test('a workflow started under an id other than intent-<id> is refused before it touches the repo', async () => {
+  const repo = makeSampleRepo();
+  const intent = intentFor(repo);
+  const handle = await world().client.workflow.start('intentWorkflow', {
+    taskQueue: world().taskQueue,
+    workflowId: `intent-other-${intent.id}`,
+    args: [intent],
+  });
+  const error = await handle.result().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  const cause = (error as WorkflowFailedError).cause as Error & { type?: string };
+  expect(cause.type).toBe('INVALID_INTENT');
+  expect(cause.message).toContain(`must run as workflow intent-${intent.id}, not intent-other-${intent.id}`);
+  expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
+  expect(worktreesLeft(repo)).toEqual([]);
+});
+
 test('an intent that fails validation in the workflow fails at once and touches nothing', async () => {
   const handle = await world().client.workflow.start('intentWorkflow', {
     taskQueue: world().taskQueue,
