@@ -3,6 +3,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { Worker } from '@temporalio/worker';
 import { startIntent } from '../../src/client/intents';
+import { workflowIdForIntent } from '../../src/shared/ids';
 import { IntentSchema } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { INTENT_CHECK_PATCH, PATCHES_AT_START_PATCH, intentFromEarlierClient } from '../../src/workflows/intent-workflow';
@@ -93,5 +94,7 @@ test.each(fixtures)('%s: the intent the workflow replays with is the one the sch
 test.each(fixtures)("the recorded history %s replays against today's workflow code", async (file) => {
   // runReplayHistory parses the proto JSON itself
   const history: unknown = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8'));
-  await Worker.runReplayHistory({ workflowBundle: world().bundle }, history, 'intent-recorded');
+  // replayed under the id it ran with, which the workflow checks against its intent
+  const { id } = recordedInput(file).input as { id: string };
+  await Worker.runReplayHistory({ workflowBundle: world().bundle }, history, workflowIdForIntent(id));
 });
