@@ -25,7 +25,7 @@ import type { GateKind } from '../shared/gates';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
 import type { KillSwitchDetails } from '../shared/halt';
-import { branchForIntent, intentIdFromWorkflowId, workflowIdForIntent } from '../shared/ids';
+import { activeLineageDir, branchForIntent, intentIdFromWorkflowId, workflowIdForIntent } from '../shared/ids';
 import type { Intent } from '../shared/intent';
 import { ladderScope, type LadderLevel, type LadderRun } from '../shared/ladder';
 import { pauseSignal, resumeSignal, stateQuery } from '../shared/messages';
@@ -105,6 +105,13 @@ function refuseForeignWorkflowId(intentId: string, workflowId: string): void {
     message: `intent ${intentId} must run as workflow ${expected}, not ${workflowId}: one workflow id per intent is what keeps two runs off one branch`,
     nonRetryable: true,
   });
+}
+
+/** Once the lineage has moved (archived on merge, kept aside otherwise), the artifact paths follow it. */
+function relocateArtifacts(state: IntentState, from: string, to: string): void {
+  for (const [name, artifactPath] of Object.entries(state.artifacts)) {
+    if (artifactPath.startsWith(`${from}/`)) state.artifacts[name] = `${to}${artifactPath.slice(from.length)}`;
+  }
 }
 
 function startingState(intentId: string, goal: string): IntentState {
@@ -528,6 +535,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     const { mergedCommit } = await git.mergeIntent({ intent });
     state.mergedCommit = mergedCommit;
     state.lineagePath = `${intent.repoPath}/${lineagePath}`;
+    relocateArtifacts(state, activeLineageDir(intent.id), lineagePath);
     state.stage = 'done';
     setStatus('merged');
     return { intentId: intent.id, status: 'merged', mergedCommit, lineagePath: state.lineagePath, spendUsd: state.spendUsd };
@@ -591,6 +599,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     );
     if (!state.lineagePath && lineageCopy) {
       state.lineagePath = lineageCopy;
+      relocateArtifacts(state, activeLineageDir(intent.id), lineageCopy);
       if (outcome) outcome.lineagePath = lineageCopy;
     }
     state.worktreePath = undefined;

@@ -69,6 +69,9 @@ test('an approved intent runs every stage, loops impl until tests pass, and merg
   const final = await handle.query(stateQuery);
   expect(final.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'tester', timedOut: false })]);
   expect(final.spendUsd).toBe('0.051000'); // exact: 0.004 + 0.008 + 0.007 + 0.012 + 0.014 + 0.006
+  // the artifact paths follow the lineage into the repo's done folder
+  expect(final.artifacts['05-review.md']).toBe(`docs/lineage/done/${intent.id}/05-review.md`);
+  for (const artifact of Object.values(final.artifacts)) expect(existsSync(path.join(repo, artifact))).toBe(true);
 });
 
 test('a second start of a running intent id is refused with a clear message', async () => {
@@ -97,6 +100,9 @@ test('a rejected merge gate merges nothing and removes the branch and the worktr
   // the record of what happened survives outside the repo
   expect(outcome.lineagePath).toBe(path.join(world().lineageRoot, intent.id));
   expect(existsSync(path.join(outcome.lineagePath!, '05-review.md'))).toBe(true);
+  const final = await handle.query(stateQuery);
+  expect(final.artifacts['05-review.md']).toBe(path.join(outcome.lineagePath!, '05-review.md'));
+  for (const artifact of Object.values(final.artifacts)) expect(existsSync(artifact)).toBe(true);
 });
 
 test('invalid decide payloads are ignored and counted; a valid one still decides', async () => {
