@@ -13,7 +13,8 @@ import { DEMO_SCRIPT, makeSampleRepo, waitFor, useTestWorld } from '../helpers/e
  * Determinism guard. Histories recorded from earlier versions of the workflow live under
  * test/fixtures/histories, one per version worth keeping (e.g. intent-merged.json from before
  * the local-bookkeeping patch); replaying them against today's code fails on any change that
- * would break running intents. WARDEN_RECORD_HISTORY=<name> records a fresh run as <name>.json.
+ * would break running intents. WARDEN_RECORD_HISTORY=<name> records the fresh merged run as <name>.json,
+ * and the rejected and cancelled ones as <name>-rejected.json and <name>-cancelled.json.
  */
 const FIXTURES = path.resolve(__dirname, '../fixtures/histories');
 
@@ -32,20 +33,41 @@ test('a fresh history of a merged intent replays without non-determinism', async
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   await handle.result();
   const history = await handle.fetchHistory();
-  const record = process.env.WARDEN_RECORD_HISTORY;
-  if (record) {
-    // The CLI writes the proto JSON form that historyFromJSON reads back.
-    const json = execFileSync(process.env.WARDEN_TEST_CLI_PATH!, ['workflow', 'show', '-w', handle.workflowId, '--output', 'json', '--address', process.env.TEMPORAL_ADDRESS!], { encoding: 'utf8' });
-    writeFileSync(path.join(FIXTURES, `${path.basename(record)}.json`), json);
-  }
+  recordFixture(handle.workflowId, '');
   await Worker.runReplayHistory({ workflowBundle: world().bundle }, history, handle.workflowId);
+});
+
+/** Writes a finished run's history as the fixture <WARDEN_RECORD_HISTORY><suffix>.json, when recording. */
+function recordFixture(workflowId: string, suffix: string): void {
+  const record = process.env.WARDEN_RECORD_HISTORY;
+  if (!record) return;
+  // The CLI writes the proto JSON form that historyFromJSON reads back.
+  const json = execFileSync(process.env.WARDEN_TEST_CLI_PATH!, ['workflow', 'show', '-w', workflowId, '--output', 'json', '--address', process.env.TEMPORAL_ADDRESS!], { encoding: 'utf8' });
+  writeFileSync(path.join(FIXTURES, `${path.basename(record)}${suffix}.json`), json);
+}
+
+// The paths that end without a merge: a rejection, and a stop while the gate waits.
+test.each(['rejected', 'cancelled'] as const)('a fresh history of a %s intent replays without non-determinism', async (ending) => {
+  const repo = makeSampleRepo();
+  const handle = await startIntent(
+    world().client,
+    { id: `replay-${ending}-${Date.now()}`, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
+    world().taskQueue,
+  );
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
+  if (ending === 'rejected') await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'not now' });
+  else await handle.cancel();
+  await handle.result().catch(() => undefined);
+  expect((await handle.describe()).status.name).toBe(ending === 'rejected' ? 'COMPLETED' : 'CANCELLED');
+  recordFixture(handle.workflowId, `-${ending}`);
+  await Worker.runReplayHistory({ workflowBundle: world().bundle }, await handle.fetchHistory(), handle.workflowId);
 });
 
 const fixtures = readdirSync(FIXTURES).filter((file) => file.endsWith('.json'));
 
 test('there are recorded histories to replay, from before and after each patch', () => {
   expect(fixtures).toEqual(
-    expect.arrayContaining(['intent-merged.json', 'intent-merged-local-bookkeeping.json', 'intent-merged-intent-check.json', 'intent-merged-split-first-task.json']),
+    expect.arrayContaining(['intent-merged.json', 'intent-merged-local-bookkeeping.json', 'intent-merged-intent-check.json', 'intent-merged-split-first-task.json', 'intent-rejected.json', 'intent-cancelled.json']),
   );
 });
 
@@ -70,7 +92,7 @@ function recordedPatches(file: string): string[] {
 }
 
 test('the intent-check patch is found in the histories recorded after it, and only there', () => {
-  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity).sort()).toEqual(['intent-merged-intent-check.json', 'intent-merged-split-first-task.json']);
+  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity).sort()).toEqual(['intent-cancelled.json', 'intent-merged-intent-check.json', 'intent-merged-split-first-task.json', 'intent-rejected.json']);
 });
 
 test('one recorded history ran the code after the intent check in the next workflow task', () => {
