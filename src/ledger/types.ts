@@ -16,12 +16,16 @@ export const SAFETY_EVENT_TYPES = [
   'ESCALATION_DENIED',
   // intent lifecycle
   'INTENT_STARTED',
+  'STAGE_STARTED',
   'STAGE_COMPLETED',
   'STAGE_FAILED',
   'INTENT_MERGED',
   'INTENT_REJECTED',
   'INTENT_FAILED',
   'INTENT_CANCELLED',
+  // an impl attempt's test run
+  'TESTS_PASSED',
+  'TESTS_FAILED',
   // gates and humans
   'GATE_REQUESTED',
   'GATE_DECIDED',
@@ -43,6 +47,8 @@ export const SAFETY_EVENT_TYPES = [
   'CASCADE_DETECTED',
   'SANDBOX_ESCAPE_ATTEMPTED',
   'ROLLBACK',
+  // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
+  'DAILY_HEALTH_REPORT',
 ] as const;
 export type SafetyEventType = (typeof SAFETY_EVENT_TYPES)[number];
 
@@ -129,7 +135,8 @@ export interface GlobalStop {
 /** One line of `warden audit ID`, oldest first. */
 export interface TimelineEntry {
   readonly at: Date;
-  readonly kind: 'safety' | 'cost' | 'gate';
+  /** `activity`: one attempt of an activity as the worker ran it (`activity_runs`), when asked for. */
+  readonly kind: 'safety' | 'cost' | 'gate' | 'activity';
   readonly type: string;
   readonly stage?: string;
   readonly summary: string;
@@ -147,13 +154,45 @@ export interface CostRow {
   readonly calls: number;
 }
 
+/** Layer 3's state snapshots: the lineage each intent that ended that day left behind. */
+export interface SnapshotCheck {
+  /** MISSING when an intent that finished at least one stage ended without a kept lineage. */
+  readonly status: 'OK' | 'MISSING';
+  /** Intents that ended that day (merged, rejected, failed or cancelled). */
+  readonly ended: number;
+  /** Of those, how many recorded where their lineage was kept. */
+  readonly kept: number;
+  /** Intents that finished a stage but ended with no lineage kept. */
+  readonly missing: string[];
+}
+
 /** The daily health report of the Safety Net design, one section per layer. */
 export interface DailyReport {
   readonly date: string;
   readonly layers: {
-    readonly limits: { readonly iterations: number; readonly spendUsd: string; readonly budgetUsd?: string; readonly remainingUsd?: string; readonly remainingPct?: number };
-    readonly thresholds: { readonly autoExecuted: number; readonly escalated: number };
-    readonly history: { readonly commits: number; readonly rollbacks: number };
+    readonly limits: {
+      readonly iterations: number;
+      readonly spendUsd: string;
+      /** The day budget compared with; absent when none was given. */
+      readonly budgetUsd?: string;
+      /** A day budget of 0 means no limit (as the worker treats it): nothing remains or runs over. */
+      readonly unlimited?: true;
+      readonly remainingUsd?: string;
+      readonly remainingPct?: number;
+    };
+    readonly thresholds: {
+      /** Gates passed without a person (the automation ladder). */
+      readonly autoExecuted: number;
+      /** Gates handed to a person (requested) that day. */
+      readonly escalated: number;
+      /** Gate deadlines that passed with no decision (GATE_ESCALATED). */
+      readonly timedOut: number;
+      /** Mean triage confidence, in percent with one decimal; null when nothing was assessed. */
+      readonly averageConfidencePct: number | null;
+      /** Triage assessments the average is taken over. */
+      readonly assessments: number;
+    };
+    readonly history: { readonly commits: number; readonly rollbacks: number; readonly snapshots: SnapshotCheck };
     readonly humanOverride: { readonly emergencyStops: number; readonly manualInterventions: number; readonly decisionQueue: number };
     readonly anomalies: { readonly total: number; readonly bySeverity: Record<Severity, number>; readonly patterns: string[] };
   };

@@ -122,6 +122,14 @@ function levelAutoPasses(level: LadderLevel, gate: GateKind): boolean {
   return false;
 }
 
+/** How `decided_by` of a gate the automation ladder passed begins; the level follows (`warden-ladder-L3`). */
+export const LADDER_DECIDER_PREFIX = 'warden-ladder-L';
+
+/** The `decided_by` the gate keeper writes when the ladder at `level` passes a gate. */
+export function ladderDecider(level: LadderLevel): string {
+  return `${LADDER_DECIDER_PREFIX}${level}`;
+}
+
 /**
  * Whether the gate passes without a person: the level allows it, the intent is LOW risk, and
  * every check that vouches for the agent holds (`refusals` lists those that do not: a failed

@@ -3,7 +3,7 @@ import { parseDecision, type Decision, type DecisionAnswer, type RecordedDecisio
 import { parseDuration } from '../shared/duration';
 import { GATES, type GateKind } from '../shared/gates';
 import type { Intent } from '../shared/intent';
-import { autoPassRefusal, type LadderLevel } from '../shared/ladder';
+import { autoPassRefusal, ladderDecider, type LadderLevel } from '../shared/ladder';
 import { decideSignal, decideUpdate } from '../shared/messages';
 import { renderReviewPackage, type ReviewPackage } from '../shared/review-package';
 import type { RiskClass } from '../shared/risk';
@@ -163,7 +163,7 @@ export class GateKeeper {
 
   private async autoPassed(gate: GateKind, prompt: string, level: LadderLevel): Promise<RecordedDecision> {
     const at = new Date().toISOString();
-    const decision: RecordedDecision = { gate, decision: 'approve', by: `warden-ladder-L${level}`, reason: `auto-passed at L${level}: ${prompt}`, at, timedOut: false };
+    const decision: RecordedDecision = { gate, decision: 'approve', by: ladderDecider(level), reason: `auto-passed at L${level}: ${prompt}`, at, timedOut: false };
     this.o.ledger.event('GATE_AUTO_PASSED', 'info', `${gate} gate passed by the automation ladder at L${level} (LOW risk, every check held)`, {
       stage: this.o.state.stage,
       metadata: { gate, level },

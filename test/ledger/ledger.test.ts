@@ -144,6 +144,31 @@ describe.each(testBackends())('ledger on the %s PostgreSQL', (_backend, baseUrl)
     expect(timeline[2]).toMatchObject({ stage: 'merge', severity: 'info', summary: 'Merge?' });
     expect(timeline[3]!.summary).toBe('merge gate: reject by bob: tests are thin');
     expect(await ledger.timeline('no-such-intent')).toEqual([]);
+
+    // Asked for, each activity attempt of the intent's workflow joins the timeline at its start.
+    const run = { workflowId: `intent-${intentId}`, runId: 'run-0123456789', taskQueue: 'warden', startedAt: t(1), endedAt: new Date(t(1).getTime() + 2500) };
+    await ledger.recordActivityRun({ ...run, activityId: '7', attempt: 1, activityType: 'runAgentStage', stage: 'impl', outcome: 'failed', failureType: 'AGENT_TIMEOUT' });
+    await ledger.recordActivityRun({ ...run, activityId: '7', attempt: 2, activityType: 'runAgentStage', stage: 'impl', intentId, outcome: 'completed', spendUsd: '0.012500', startedAt: t(3), endedAt: t(3) });
+    await ledger.recordActivityRun({ ...run, workflowId: 'intent-someone-else', activityId: '1', attempt: 1, activityType: 'runTests', outcome: 'completed' });
+    expect(await ledger.timeline(intentId, { activities: false })).toEqual(timeline);
+    const withActivities = await ledger.timeline(intentId, { activities: true });
+    expect(withActivities.map((e) => [e.at.toISOString(), e.kind, e.type])).toEqual([
+      [t(0).toISOString(), 'safety', 'INTENT_STARTED'],
+      [t(1).toISOString(), 'cost', 'COST'],
+      [t(1).toISOString(), 'activity', 'runAgentStage'],
+      [t(2).toISOString(), 'safety', 'GATE_REQUESTED'],
+      [t(3).toISOString(), 'activity', 'runAgentStage'],
+      [t(4).toISOString(), 'gate', 'GATE_DECISION'],
+      [t(5).toISOString(), 'safety', 'INTENT_REJECTED'],
+    ]);
+    expect(withActivities[2]).toEqual({
+      at: t(1),
+      kind: 'activity',
+      type: 'runAgentStage',
+      stage: 'impl',
+      summary: 'attempt 1 failed (AGENT_TIMEOUT) after 2.5 s, ended 12:00:03.500 (run run-0123, activity 7)',
+    });
+    expect(withActivities[4]).toMatchObject({ usd: '0.012500', summary: expect.stringMatching(/^attempt 2 completed after 0\.0 s/) });
   });
 
   describe('costs', () => {

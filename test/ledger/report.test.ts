@@ -1,6 +1,8 @@
 import { ZodError } from 'zod';
-import { HEALTH_RULE, POLICY_DECIDER, type Ledger } from '../../src/ledger/ledger';
-import type { SafetyEventInput } from '../../src/ledger/types';
+import { HEALTH_RULE, type Ledger } from '../../src/ledger/ledger';
+import { ladderDecider } from '../../src/shared/ladder';
+import { formatReport } from '../../src/ledger/report-text';
+import type { DailyReport, SafetyEventInput } from '../../src/ledger/types';
 import type { FreshDatabase } from '../helpers/database';
 import { testBackends } from '../helpers/database';
 import { costEvent, gateDecision, migratedLedger, safetyEvent } from './fixtures';
@@ -28,27 +30,37 @@ describe.each(testBackends())('daily health report on the %s PostgreSQL', (_back
     await ledger.recordCost(costEvent({ timestamp: new Date('2029-06-02T00:00:00.000Z'), usd: '50.000000' }));
     await event(date, { intentId: 'a', eventType: 'STAGE_COMPLETED' });
     await event(date, { intentId: 'a', eventType: 'STAGE_COMPLETED' });
-    await event(date, { intentId: 'a', eventType: 'INTENT_MERGED' });
+    await event(date, { intentId: 'd', eventType: 'STAGE_COMPLETED' });
     await event(date, { intentId: 'a', eventType: 'ROLLBACK', severity: 'medium' });
     await event(date, { intentId: 'a', eventType: 'OVERRIDE', severity: 'medium' });
     await event(date, { intentId: 'a', eventType: 'ANOMALY_DETECTED', severity: 'low', metadata: { pattern: 'rapid identical requests' } });
     await event(date, { intentId: 'a', eventType: 'STAGNATION_DETECTED', severity: 'medium' });
     await event(date, { intentId: 'a', eventType: 'STAGE_FAILED', severity: 'high' }); // not an anomaly
-    await ledger.recordGateDecision(gateDecision({ intentId: 'a', decidedAt: at(date), by: POLICY_DECIDER }));
+    // The deciders the gate keeper writes: the ladder's pass (auto-executed), a person, a timeout.
+    await ledger.recordGateDecision(gateDecision({ intentId: 'a', decidedAt: at(date), by: ladderDecider(3) }));
     await ledger.recordGateDecision(gateDecision({ intentId: 'b', decidedAt: at(date), by: 'alice' }));
-    // Gates: b's was decided; c's is still waiting at the end of the day; d's intent was cancelled.
+    await ledger.recordGateDecision(gateDecision({ intentId: 'e', decidedAt: at(date), by: 'warden', decision: 'reject', timedOut: true }));
+    // Gates handed to a person: b's was decided; c's is still waiting at the end of the day; d's intent was cancelled.
     await event(date, { intentId: 'b', eventType: 'GATE_REQUESTED', metadata: { gate: 'merge' }, timestamp: at(date, -5) });
     await event(date, { intentId: 'c', eventType: 'GATE_REQUESTED', metadata: { gate: 'merge' } });
     await event(date, { intentId: 'd', eventType: 'GATE_REQUESTED', metadata: { gate: 'merge' } });
-    await event(date, { intentId: 'd', eventType: 'INTENT_CANCELLED', timestamp: at(date, 1) });
+    await event(date, { intentId: 'd', eventType: 'INTENT_CANCELLED', timestamp: at(date, 1), metadata: { lineagePath: '/lineage/d' } });
+    // Triage confidence: 0.9 and 0.75 average to 82.5%; an assessment without a number is left out.
+    await event(date, { intentId: 'a', eventType: 'RISK_ASSESSED', metadata: { confidence: 0.9 } });
+    await event(date, { intentId: 'b', eventType: 'RISK_ASSESSED', metadata: { confidence: 0.75 } });
+    await event(date, { intentId: 'c', eventType: 'RISK_ASSESSED', metadata: {} });
+    // a merged with its lineage kept; d (above) was cancelled with it kept; f failed before any stage finished.
+    await event(date, { intentId: 'a', eventType: 'INTENT_MERGED', metadata: { lineagePath: '/repo/docs/lineage/done/a' } });
+    await event(date, { intentId: 'f', eventType: 'INTENT_FAILED', severity: 'high', metadata: { lineagePath: null } });
 
     const report = await ledger.dailyReport({ date, dayBudgetUsd: '10' });
     expect(report).toEqual({
       date,
       layers: {
         limits: { iterations: 2, spendUsd: '3.999999', budgetUsd: '10', remainingUsd: '6.000001', remainingPct: 60 },
-        thresholds: { autoExecuted: 1, escalated: 0 },
-        history: { commits: 3, rollbacks: 1 },
+        thresholds: { autoExecuted: 1, escalated: 3, timedOut: 0, averageConfidencePct: 82.5, assessments: 2 },
+        history: { commits: 4, rollbacks: 1, snapshots: { status: 'OK', ended: 3, kept: 2, missing: [] } },
+        // alice's decision and the OVERRIDE; not the ladder's pass, not the timeout
         humanOverride: { emergencyStops: 0, manualInterventions: 2, decisionQueue: 1 },
         anomalies: {
           total: 2,
@@ -67,7 +79,11 @@ describe.each(testBackends())('daily health report on the %s PostgreSQL', (_back
 
   test.each([
     ['a high anomaly', '2029-07-01', async (d: string) => void (await event(d, { eventType: 'CASCADE_DETECTED', severity: 'high' })), /1 high anomaly/],
-    ['a gate escalation', '2029-07-02', async (d: string) => void (await event(d, { eventType: 'GATE_ESCALATED', severity: 'high' })), /1 escalation/],
+    ['a gate timeout', '2029-07-02', async (d: string) => void (await event(d, { eventType: 'GATE_ESCALATED', severity: 'high' })), /1 gate timeout/],
+    ['a missing state snapshot', '2029-07-04', async (d: string) => {
+      await event(d, { intentId: 'lost', eventType: 'STAGE_COMPLETED' });
+      await event(d, { intentId: 'lost', eventType: 'INTENT_FAILED', severity: 'high', metadata: { lineagePath: null } });
+    }, /no state snapshot \(lineage\) kept for lost/],
     ['spend at 80% of the budget', '2029-07-03', async (d: string) => void (await ledger.recordCost(costEvent({ timestamp: at(d), usd: '8.00' }))), /spend \$8\.000000 is at least 80% of the \$10 budget/],
   ])('YELLOW: %s', async (_what, date, setup, why) => {
     await setup(date);
@@ -100,6 +116,16 @@ describe.each(testBackends())('daily health report on the %s PostgreSQL', (_back
     await ledger.clearGlobalStop('alice', 'out');
   });
 
+  test('a day budget of 0 is no limit, as the worker treats it: any spend stays GREEN and nothing "remains"', async () => {
+    const date = '2029-09-03';
+    await ledger.recordCost(costEvent({ timestamp: at(date), usd: '0.505000' }));
+    for (const zero of ['0', '0.00']) {
+      const report = await ledger.dailyReport({ date, dayBudgetUsd: zero });
+      expect(report.health).toBe('GREEN');
+      expect(report.layers.limits).toEqual({ iterations: 1, spendUsd: '0.505000', budgetUsd: zero, unlimited: true });
+    }
+  });
+
   test('exactly at the budget is YELLOW, not RED; without a budget spend does not count; an empty day is GREEN', async () => {
     const date = '2029-09-01';
     await ledger.recordCost(costEvent({ timestamp: at(date), usd: '10.000000' }));
@@ -109,10 +135,51 @@ describe.each(testBackends())('daily health report on the %s PostgreSQL', (_back
     const noBudget = await ledger.dailyReport({ date });
     expect(noBudget.health).toBe('GREEN');
     expect(noBudget.layers.limits).toEqual({ iterations: 1, spendUsd: '10.000000' });
-    const empty = await ledger.dailyReport({ date: '2029-09-02', dayBudgetUsd: '0' });
+    const empty = await ledger.dailyReport({ date: '2029-09-02' });
     expect(empty.health).toBe('GREEN');
-    expect(empty.layers.limits).toEqual({ iterations: 0, spendUsd: '0.000000', budgetUsd: '0', remainingUsd: '0.000000', remainingPct: 0 });
+    expect(empty.layers.thresholds).toEqual({ autoExecuted: 0, escalated: 0, timedOut: 0, averageConfidencePct: null, assessments: 0 });
+    expect(empty.layers.history.snapshots).toEqual({ status: 'OK', ended: 0, kept: 0, missing: [] });
     await expect(ledger.dailyReport({ date: '2029-13-01' })).rejects.toBeInstanceOf(ZodError);
     await expect(ledger.dailyReport({ date, dayBudgetUsd: 'ten' })).rejects.toBeInstanceOf(ZodError);
+  });
+});
+
+describe('the report as the template writes it', () => {
+  const report: DailyReport = {
+    date: '2029-06-01',
+    layers: {
+      limits: { iterations: 2, spendUsd: '3.999999', budgetUsd: '10', remainingUsd: '6.000001', remainingPct: 60 },
+      thresholds: { autoExecuted: 1, escalated: 3, timedOut: 1, averageConfidencePct: 82.5, assessments: 2 },
+      history: { commits: 4, rollbacks: 1, snapshots: { status: 'MISSING', ended: 3, kept: 2, missing: ['lost'] } },
+      humanOverride: { emergencyStops: 0, manualInterventions: 2, decisionQueue: 1 },
+      anomalies: { total: 0, bySeverity: { info: 0, low: 0, medium: 0, high: 0, critical: 0 }, patterns: [] },
+    },
+    health: 'YELLOW',
+    rule: 'the rule',
+  };
+
+  test('a past day says "that day"; every line of the template is there', () => {
+    const text = formatReport(report, '2029-06-05').join('\n');
+    expect(text).toContain('- Total iterations that day: 2\n- API cost that day: $3.999999\n- Budget remaining: $6.000001 (60%) of $10');
+    expect(text).toContain('- Actions auto-executed: 1\n- Actions escalated: 3 (gate timeouts: 1)\n- Average confidence: 82.5% (2 triage assessments)');
+    expect(text).toContain('- Commits that day: 4\n- Rollbacks that day: 1\n- State snapshots: MISSING (no lineage kept for lost)');
+    expect(text).toContain('### Overall Health: YELLOW');
+  });
+
+  test('today says "today"; an unlimited budget and an empty day read plainly', () => {
+    const quiet: DailyReport = {
+      ...report,
+      layers: {
+        ...report.layers,
+        limits: { iterations: 0, spendUsd: '0.000000', budgetUsd: '0', unlimited: true },
+        thresholds: { autoExecuted: 0, escalated: 0, timedOut: 0, averageConfidencePct: null, assessments: 0 },
+        history: { commits: 0, rollbacks: 0, snapshots: { status: 'OK', ended: 0, kept: 0, missing: [] } },
+      },
+    };
+    const text = formatReport(quiet, '2029-06-01').join('\n');
+    expect(text).toContain('- Total iterations today: 0');
+    expect(text).toContain('- Budget remaining: unlimited (a day budget of 0 sets no limit)');
+    expect(text).toContain('- Average confidence: n/a (no triage assessment)');
+    expect(text).toContain('- State snapshots: OK (no intent ended)');
   });
 });
