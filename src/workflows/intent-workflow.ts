@@ -53,6 +53,9 @@ export const INTENT_CHECK_PATCH = 'intent-checked-by-local-activity';
  */
 export const PATCHES_AT_START_PATCH = 'patches-decided-at-start';
 
+/** Stage starts and each impl attempt's test result written to the ledger (`warden audit`). */
+export const STAGE_STARTS_AND_TESTS_PATCH = 'stage-starts-and-tests-in-ledger';
+
 /** How long an intent whose agent the global stop killed waits for its own cancellation. */
 const STOPPED_MID_RUN_WAIT_MS = 5_000;
 
@@ -176,6 +179,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const uncheckedId = intentIdFromWorkflowId(workflowInfo().workflowId);
   setHandler(stateQuery, () => startingState(uncheckedId, ''));
   const patchesAtStart = patched(PATCHES_AT_START_PATCH);
+  // Histories from before it replay without these ledger rows (their ids come from uuid4()).
+  const stageStartsAndTests = patched(STAGE_STARTS_AND_TESTS_PATCH);
   const intent = await checkedIntent(input);
   refuseForeignWorkflowId(intent.id, workflowInfo().workflowId);
   const { limits } = intent;
@@ -291,6 +296,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   function enter(stage: Stage): void {
     state.stage = stage;
     state.attempts[stage] = (state.attempts[stage] ?? 0) + 1;
+    if (stageStartsAndTests) ledger.event('STAGE_STARTED', 'info', `${stage} attempt ${state.attempts[stage]}`, { stage, metadata: { attempt: state.attempts[stage] } });
     upsertSearchAttributes([{ key: WardenStage, value: stage }]);
     setCurrentDetails(`**${intent.goal}**\n\nStage: \`${stage}\` (attempt ${state.attempts[stage]}), spend $${state.spendUsd}`);
   }
@@ -494,6 +500,13 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       const tests = await testsRun.runTests({ intent, attempt });
       if (tests.commit) head = tests.commit;
       state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });
+      if (stageStartsAndTests) {
+        ledger.event(tests.passed ? 'TESTS_PASSED' : 'TESTS_FAILED', tests.passed ? 'info' : 'medium', `impl attempt ${attempt}: tests ${tests.summary}`, {
+          stage: 'impl',
+          metadata: { attempt, ran: tests.ran, passed: tests.passedCount ?? null, failed: tests.failedCount ?? null, logPath: tests.logPath ?? null },
+          ...(tests.passed ? {} : { suggestion: 'the next impl attempt, if the limits allow one, is given the end of the test output' }),
+        });
+      }
       guard.recordTests({ passed: tests.passedCount ?? 0, failed: tests.failedCount ?? (tests.passed ? 0 : 1), failingTests: tests.failingTests });
       if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
       await checkChangeSize(triage.predicted);

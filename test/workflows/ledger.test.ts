@@ -86,7 +86,10 @@ test('a merged intent leaves its whole story in the ledger, each row once, spend
   expect(types.filter((t) => t === 'GATE_DECIDED')).toHaveLength(1);
   expect(types.filter((t) => t === 'INTENT_MERGED')).toHaveLength(1);
   expect(types.filter((t) => t === 'RISK_ASSESSED')).toHaveLength(1);
-  expect(events).toHaveLength(11);
+  expect(types.filter((t) => t === 'STAGE_STARTED')).toHaveLength(7); // the six above, and merge
+  expect(types.filter((t) => t === 'TESTS_FAILED')).toHaveLength(1);
+  expect(types.filter((t) => t === 'TESTS_PASSED')).toHaveLength(1);
+  expect(events).toHaveLength(20);
 
   const costs = await rows('SELECT stage, attempt, usd::text AS usd FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [intent.id]);
   expect(costs.map((c) => `${c.stage}#${c.attempt}`)).toEqual(['triage#1', 'lld#1', 'spec#1', 'impl#1', 'impl#2', 'review#1']);
@@ -202,6 +205,9 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
       INTENT_STARTED: 1,
       RISK_ASSESSED: 1,
       STAGE_COMPLETED: 6,
+      STAGE_STARTED: 7,
+      TESTS_FAILED: 1,
+      TESTS_PASSED: 1,
     });
     const { rows: costRows } = await database.pool.query('SELECT count(*)::int AS n FROM cost_events WHERE intent_id = $1', [intent.id]);
     expect(costRows[0].n).toBe(6);
