@@ -243,7 +243,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     });
 
   addLadderCommands(program, config, settings, approver, { print, printJson });
-  addLedgerCommands(program, config, { print, printJson });
+  addLedgerCommands(program, config, { print, printJson }, settings);
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addResumeCommand(program, config, print);
 

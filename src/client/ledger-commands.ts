@@ -1,9 +1,13 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import type { WardenConfig } from '../config/schema';
+import { openDatabase } from '../ledger/database';
 import { migrate } from '../ledger/migrate';
-import type { CostGrouping, DailyReport, TimelineEntry } from '../ledger/types';
+import { formatReport } from '../ledger/report-text';
+import type { CostGrouping, TimelineEntry } from '../ledger/types';
 import type { RuntimeConfig } from '../runtime/config';
+import { sumUsd } from '../safety/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE } from '../shared/ids';
@@ -19,46 +23,64 @@ interface Io {
   readonly printJson: (value: unknown) => void;
 }
 
-/** `90d` → 90; a bare number is days too. */
+/** The longest retention `--retention` takes: a hundred years. */
+export const MAX_RETENTION_DAYS = 36_500;
+
+/** `90d` → 90; a bare number is days too; any duration of at least a day (`2160h`) is taken. */
 export function parseRetentionDays(text: string): number {
-  const days = /^\d+$/.test(text) ? Number(text) : safeDuration(text, '--retention') / 86_400_000;
-  if (!Number.isFinite(days) || days < 1) throw new UserError(`--retention must be at least 1 day, not ${text}`);
+  let days: number;
+  try {
+    days = /^\d+$/.test(text.trim()) ? Number(text) : parseDuration(text) / 86_400_000;
+  } catch {
+    throw new UserError(`--retention takes how long to keep rows, such as 90d (a bare number counts days), not ${text}`);
+  }
+  if (!Number.isFinite(days) || days < 1 || days > MAX_RETENTION_DAYS) {
+    throw new UserError(`--retention must be between 1 day and ${MAX_RETENTION_DAYS} days (100 years), not ${text}`);
+  }
   return days;
 }
 
-/** `2026-11-01` or a duration back from now (`7d`, `12h`). */
-export function parseSince(text: string, now: Date = new Date()): Date {
-  if (/^\d{4}-\d{2}-\d{2}$/.test(text)) {
-    const date = new Date(`${text}T00:00:00Z`);
-    if (!Number.isNaN(date.getTime())) return date;
-  }
-  return new Date(now.getTime() - safeDuration(text, '--since'));
+/**
+ * A calendar day written YYYY-MM-DD, or undefined if `text` is not one. Impossible days
+ * (`2025-02-30`) are refused rather than rolled over into the next month.
+ */
+export function calendarDay(text: string): string | undefined {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return undefined;
+  const date = new Date(`${text}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === text ? text : undefined;
 }
 
-function safeDuration(text: string, flag: string): number {
+/** `2026-11-01` (from its start, UTC) or a duration back from now (`7d`, `12h`). */
+export function parseSince(text: string, now: Date = new Date()): Date {
+  const since = (): never => {
+    throw new UserError(`--since takes a date (YYYY-MM-DD) or a duration such as 7d, not ${text}`);
+  };
+  if (/^\d{4}-\d{2}-\d{2}$/.test(text)) {
+    const day = calendarDay(text) ?? since();
+    return new Date(`${day}T00:00:00Z`);
+  }
   try {
-    return parseDuration(text);
+    return new Date(now.getTime() - parseDuration(text));
   } catch {
-    throw new UserError(`${flag} takes a date (YYYY-MM-DD) or a duration such as 7d, not ${text}`);
+    return since();
   }
 }
 
 function checkDate(text: string | undefined): string {
-  const date = text ?? new Date().toISOString().slice(0, 10);
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(date) || Number.isNaN(new Date(`${date}T00:00:00Z`).getTime())) {
-    throw new UserError(`--date takes YYYY-MM-DD, not ${date}`);
-  }
-  return date;
+  if (text === undefined) return new Date().toISOString().slice(0, 10);
+  const day = calendarDay(text);
+  if (!day) throw new UserError(`--date takes a calendar day as YYYY-MM-DD, not ${text}`);
+  return day;
 }
 
 function checkUsd(text: string | undefined, flag: string): string | undefined {
   if (text === undefined) return undefined;
-  if (!/^\d{1,8}(\.\d{1,6})?$/.test(text)) throw new UserError(`${flag} takes a USD amount such as 25 or 12.50, not ${text}`);
+  if (!/^\d{1,8}(\.\d{1,6})?$/.test(text)) throw new UserError(`${flag} takes a USD amount such as 25 or 12.50 (0 = no limit), not ${text}`);
   return text;
 }
 
 /** Adds the ledger's commands: audit, costs, report, db migrate, db cleanup, schedules install. */
-export function addLedgerCommands(program: Command, config: RuntimeConfig, io: Io): void {
+export function addLedgerCommands(program: Command, config: RuntimeConfig, io: Io, settings: () => WardenConfig): void {
   const withLedger = async <T>(fn: (ledger: Awaited<ReturnType<typeof openLedger>>['ledger']) => Promise<T>): Promise<T> => {
     const { ledger, database } = await openLedger(config, () => undefined);
     try {
@@ -70,10 +92,11 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
 
   program
     .command('audit <id>')
-    .description("An intent's timeline from the ledger: stages, gates, decisions, safety events and spend, in order")
+    .description("An intent's timeline from the ledger: stage starts and ends, test results, gates, decisions, safety events and spend, in order")
+    .option('--activities', "also each activity attempt the worker ran (start, end, duration, outcome, spend)")
     .option('--json', 'print JSON')
     .option('--prompts', 'print the exact prompt of every attempt instead (from the intent\'s lineage)')
-    .action(async (id: string, flags: { json?: boolean; prompts?: boolean }) => {
+    .action(async (id: string, flags: { activities?: boolean; json?: boolean; prompts?: boolean }) => {
       if (flags.prompts) {
         const repoPath = await withLedger((ledger) => ledger.intentRepoPath(id));
         if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
@@ -84,10 +107,11 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         for (const p of prompts) io.print(`\n===== ${p.name} =====\n${p.content.trimEnd()}`);
         return;
       }
-      const timeline = await withLedger((ledger) => ledger.timeline(id));
-      if (flags.json) return io.printJson(timeline);
+      const timeline = await withLedger((ledger) => ledger.timeline(id, { activities: flags.activities }));
       if (timeline.length === 0) throw new UserError(`the ledger has nothing for intent ${id}`);
+      if (flags.json) return io.printJson(timeline);
       for (const entry of timeline) io.print(formatTimelineEntry(entry));
+      io.print(formatSpendTotal(timeline));
     });
 
   program
@@ -111,11 +135,12 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .command('report')
     .description('The daily health report: each safety layer, and GREEN / YELLOW / RED with the rule that decided it')
     .option('--date <date>', 'YYYY-MM-DD (default: today, UTC)')
-    .option('--budget <usd>', "the day's budget to compare spend with")
+    .option('--budget <usd>', "the day's budget to compare spend with (default: the config's worker.dayBudgetUsd; 0 = no limit)")
     .option('--json', 'print JSON')
     .action(async (flags: { date?: string; budget?: string; json?: boolean }) => {
       const date = checkDate(flags.date);
-      const dayBudgetUsd = checkUsd(flags.budget, '--budget');
+      // The same budget the worker enforces, unless asked about another.
+      const dayBudgetUsd = checkUsd(flags.budget, '--budget') ?? settings().worker.dayBudgetUsd;
       const report = await withLedger((ledger) => ledger.dailyReport({ date, dayBudgetUsd }));
       if (flags.json) return io.printJson(report);
       for (const line of formatReport(report)) io.print(line);
@@ -126,7 +151,8 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .description('Apply pending migrations (workers also do this at start)')
     .option('--json', 'print JSON')
     .action(async (flags: { json?: boolean }) => {
-      const { database } = await openLedger(config, () => undefined);
+      // Opened without migrating, so that what this command applies is what it reports.
+      const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.postgresDataDir, migrate: false });
       try {
         const applied = await migrate(database.pool);
         if (flags.json) return io.printJson({ database: database.url, applied });
@@ -137,7 +163,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     });
   db.command('cleanup')
     .description('Delete ledger rows older than the retention period (the only delete path)')
-    .requiredOption('--retention <age>', 'keep this much, e.g. 90d')
+    .requiredOption('--retention <age>', 'keep this much, e.g. 90d (a bare number counts days)')
     .option('--json', 'print JSON')
     .action(async (flags: { retention: string; json?: boolean }) => {
       const days = parseRetentionDays(flags.retention);
@@ -152,7 +178,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .description('Create or update the daily schedule that runs ledger cleanup and the health report')
     .option('--retention <age>', 'ledger retention', '90d')
     .option('--at <HH:MM>', 'time of day (UTC)', '03:00')
-    .option('--budget <usd>', "the day's budget the report compares spend with")
+    .option('--budget <usd>', "the day's budget the report compares spend with (default: worker.dayBudgetUsd of the worker that runs it; 0 = no limit)")
     .option('--json', 'print JSON')
     .action(async (flags: { retention: string; at: string; budget?: string; json?: boolean }) => {
       const retentionDays = parseRetentionDays(flags.retention);
@@ -165,7 +191,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
           type: 'startWorkflow' as const,
           workflowType: 'maintenanceWorkflow' as unknown as typeof maintenanceWorkflow,
           taskQueue: TASK_QUEUE,
-          args: [{ retentionDays, dayBudgetUsd }] as [Parameters<typeof maintenanceWorkflow>[0]],
+          args: [{ retentionDays, ...(dayBudgetUsd !== undefined && { dayBudgetUsd }) }] as [Parameters<typeof maintenanceWorkflow>[0]],
         };
         const spec = { calendars: [{ hour: Number(at[1]), minute: Number(at[2]), comment: 'daily ledger upkeep' }] };
         let created = true;
@@ -176,9 +202,13 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
           created = false;
           await target.client.schedule.getHandle(MAINTENANCE_SCHEDULE_ID).update((previous) => ({ ...previous, spec, action }));
         }
-        const summary = { scheduleId: MAINTENANCE_SCHEDULE_ID, created, at: flags.at, retentionDays, dayBudgetUsd };
+        const summary = { scheduleId: MAINTENANCE_SCHEDULE_ID, created, at: flags.at, retentionDays, dayBudgetUsd: dayBudgetUsd ?? 'worker.dayBudgetUsd' };
         if (flags.json) return io.printJson(summary);
-        io.print(`${created ? 'created' : 'updated'} schedule ${MAINTENANCE_SCHEDULE_ID}: daily at ${flags.at} UTC, retention ${retentionDays} days`);
+        io.print(
+          `${created ? 'created' : 'updated'} schedule ${MAINTENANCE_SCHEDULE_ID}: daily at ${flags.at} UTC, retention ${retentionDays} days, ` +
+            `report budget ${dayBudgetUsd !== undefined ? `$${dayBudgetUsd}` : "the worker's worker.dayBudgetUsd"}; ` +
+            "each report goes to the worker's log, to reports/<date>.md under its Warden home, and to the ledger (DAILY_HEALTH_REPORT)",
+        );
       } finally {
         await target.close();
       }
@@ -189,41 +219,11 @@ export function formatTimelineEntry(entry: TimelineEntry): string {
   const stage = entry.stage ? ` [${entry.stage}]` : '';
   const usd = entry.usd !== undefined ? ` $${entry.usd}` : '';
   const severity = entry.severity && entry.severity !== 'info' ? ` (${entry.severity})` : '';
-  return `${entry.at.toISOString()} ${entry.kind.padEnd(6)} ${entry.type}${stage}${severity}${usd}: ${entry.summary}`;
+  return `${entry.at.toISOString()} ${entry.kind.padEnd(8)} ${entry.type}${stage}${severity}${usd}: ${entry.summary}`;
 }
 
-export function formatReport(report: DailyReport): string[] {
-  const { limits, thresholds, history, humanOverride, anomalies } = report.layers;
-  const budget = limits.budgetUsd
-    ? `$${limits.budgetUsd}, remaining $${limits.remainingUsd} (${limits.remainingPct}%)`
-    : 'no daily budget given';
-  return [
-    `## Safety Net Daily Report - ${report.date}`,
-    '',
-    '### Layer 1: Cooldowns & Limits',
-    `- Total iterations today: ${limits.iterations}`,
-    `- API cost today: $${limits.spendUsd}`,
-    `- Budget: ${budget}`,
-    '',
-    '### Layer 2: Threshold Scores',
-    `- Actions auto-executed: ${thresholds.autoExecuted}`,
-    `- Actions escalated: ${thresholds.escalated}`,
-    '',
-    '### Layer 3: Version History',
-    `- Commits today: ${history.commits}`,
-    `- Rollbacks today: ${history.rollbacks}`,
-    '',
-    '### Layer 4: Human Override',
-    `- Emergency stops: ${humanOverride.emergencyStops}`,
-    `- Manual interventions: ${humanOverride.manualInterventions}`,
-    `- Decision queue items: ${humanOverride.decisionQueue}`,
-    '',
-    '### Layer 5: Anomaly Detection',
-    `- Anomalies detected: ${anomalies.total}`,
-    `- Severity breakdown: CRITICAL(${anomalies.bySeverity.critical}) HIGH(${anomalies.bySeverity.high}) MEDIUM(${anomalies.bySeverity.medium}) LOW(${anomalies.bySeverity.low})`,
-    `- Patterns observed: ${anomalies.patterns.length ? anomalies.patterns.join(', ') : 'none'}`,
-    '',
-    `### Overall Health: ${report.health}`,
-    `(${report.rule})`,
-  ];
+/** The closing line of `warden audit`: what the intent's agent calls cost, exactly. */
+export function formatSpendTotal(timeline: readonly TimelineEntry[]): string {
+  const costs = timeline.filter((entry) => entry.kind === 'cost');
+  return `total spend: $${sumUsd(costs.map((entry) => entry.usd ?? '0'))} over ${costs.length} agent call${costs.length === 1 ? '' : 's'}`;
 }

@@ -48,6 +48,8 @@ export interface OpenDatabaseOptions {
   /** Port for a newly started embedded server; default 5433, or a free one if 5433 is taken. */
   readonly port?: number;
   readonly log?: (message: string) => void;
+  /** false: leave the schema as it is (`warden db migrate` applies and reports the migrations itself). Default true. */
+  readonly migrate?: boolean;
 }
 
 /** A running embedded PostgreSQL server. */
@@ -78,7 +80,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
       await pool.query('SELECT 1').catch((error: unknown) => {
         throw new Error(`could not connect to the PostgreSQL server at ${url} (DATABASE_URL): ${errorMessage(error)}`, { cause: error });
       });
-      const applied = await migrate(pool);
+      const applied = opts.migrate === false ? [] : await migrate(pool);
       if (applied.length) log(`ledger migrations applied: ${applied.join(', ')}`);
     } catch (error) {
       await pool.end().catch(() => undefined);
@@ -99,7 +101,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
     await presence.connect();
     await createDatabaseIfMissing(presence, LEDGER_DATABASE);
     pool = createPool(serverUrl, applicationName, log);
-    const applied = await migrate(pool);
+    const applied = opts.migrate === false ? [] : await migrate(pool);
     if (applied.length) log(`ledger migrations applied: ${applied.join(', ')}`);
   } catch (error) {
     await pool?.end().catch(() => undefined);

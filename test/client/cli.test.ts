@@ -7,6 +7,7 @@ import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
+import { loadMigrations } from '../../src/ledger/migrate';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
@@ -28,7 +29,12 @@ afterAll(async () => {
 });
 
 function warden(...args: string[]) {
-  const result = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 120_000 });
+  return wardenWith({}, ...args);
+}
+
+/** `warden` with some variables of its environment changed (e.g. another DATABASE_URL or config). */
+function wardenWith(changes: NodeJS.ProcessEnv, ...args: string[]) {
+  const result = spawnSync(process.execPath, [BIN, ...args], { env: { ...env, ...changes }, encoding: 'utf8', timeout: 120_000 });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
@@ -191,6 +197,29 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(timeline.filter((e) => e.type === 'COST')).toHaveLength(6);
   const text = warden('audit', id);
   expect(text.stdout).toMatch(/GATE_DECIDED \[review\]: merge gate: approve by cli-tester/);
+  // Stage starts, each impl attempt's test result (the demo's first attempt fails its tests), and the total.
+  const lines = text.stdout.trimEnd().split('\n');
+  expect(lines.filter((line) => / STAGE_STARTED \[/.test(line)).map((line) => /\[(\w+)\]: (.*)$/.exec(line)!.slice(1).join(' '))).toEqual([
+    'triage triage attempt 1',
+    'lld lld attempt 1',
+    'spec spec attempt 1',
+    'impl impl attempt 1',
+    'impl impl attempt 2',
+    'review review attempt 1',
+    'merge merge attempt 1',
+  ]);
+  expect(text.stdout).toMatch(/ TESTS_FAILED \[impl\] \(medium\): impl attempt 1: tests /);
+  expect(text.stdout).toMatch(/ TESTS_PASSED \[impl\]: impl attempt 2: tests /);
+  expect(lines.findIndex((line) => line.includes('TESTS_FAILED'))).toBeLessThan(lines.findIndex((line) => line.includes('impl attempt 2')));
+  expect(lines.at(-1)).toBe('total spend: $0.051000 over 6 agent calls');
+  // --activities adds the worker's record of each activity attempt.
+  const activities = JSON.parse(warden('audit', id, '--activities', '--json').stdout) as Array<{ kind: string; type: string; stage?: string; summary: string }>;
+  expect(activities.filter((e) => e.kind === 'activity' && e.type === 'runAgentStage').map((e) => e.stage)).toEqual(['triage', 'lld', 'spec', 'impl', 'impl', 'review']);
+  expect(activities.filter((e) => e.kind === 'activity' && e.type === 'runTests').map((e) => e.summary)).toEqual([
+    expect.stringMatching(/^attempt 1 completed after /),
+    expect.stringMatching(/^attempt 1 completed after /),
+  ]);
+  expect(warden('audit', id, '--activities').stdout).toMatch(/ activity runAgentStage \[impl\]( \$\d+\.\d{6})?: attempt 1 completed after \d+\.\d s/);
   const prompts = warden('audit', id, '--prompts');
   expect(prompts.stdout).toContain(`prompts of ${id}, from ${repo}/docs/lineage/done/${id}`);
   expect(prompts.stdout).toMatch(/===== 01-triage\.prompt\.md =====\n# Warden: triage \(attempt 1\)/);
@@ -206,7 +235,20 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(report.health).toBe('GREEN');
   expect(report.rule).toMatch(/RED if/);
   expect(report.layers.limits.budgetUsd).toBe('10');
-  expect(warden('report').stdout).toMatch(/### Overall Health: GREEN/);
+  const today = warden('report');
+  expect(today.stdout).toMatch(/### Overall Health: GREEN/);
+  // Without --budget: the config's worker.dayBudgetUsd (the default profile's $200); 0 is no limit.
+  expect(today.stdout).toMatch(/- Budget remaining: \$\d+\.\d{6} \(\d+(\.\d)?%\) of \$200\n/);
+  expect(today.stdout).toMatch(/- State snapshots: OK \(lineage kept for \d+ of \d+ intents that ended/);
+  const tight = path.join(home, 'tight.config.json');
+  writeFileSync(tight, JSON.stringify({ limits: { cooldown: '0s' }, worker: { dayBudgetUsd: '0.01' } }));
+  const over = JSON.parse(wardenWith({ WARDEN_CONFIG: tight }, 'report', '--json').stdout) as { health: string; rule: string };
+  expect(over).toMatchObject({ health: 'RED', rule: expect.stringMatching(/over the \$0\.01 budget/) });
+  const unlimited = path.join(home, 'unlimited.config.json');
+  writeFileSync(unlimited, JSON.stringify({ limits: { cooldown: '0s' }, worker: { dayBudgetUsd: '0' } }));
+  const free = wardenWith({ WARDEN_CONFIG: unlimited }, 'report');
+  expect(free.stdout).toMatch(/- Budget remaining: unlimited/);
+  expect(free.stdout).toMatch(/### Overall Health: GREEN/);
 
   const cleanup = warden('db', 'cleanup', '--retention', '90d', '--json');
   expect(cleanup.code).toBe(0);
@@ -214,10 +256,47 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(JSON.parse(warden('audit', id, '--json').stdout)).toHaveLength(timeline.length); // nothing recent was deleted
 
   expect(warden('db', 'migrate').stdout).toMatch(/up to date/);
-  expect(warden('audit', 'never-ran').stderr).toMatch(/the ledger has nothing for intent never-ran/);
-  expect(warden('costs', '--since', 'yesterday').stderr).toMatch(/--since takes a date/);
-  expect(warden('db', 'cleanup', '--retention', '0d').code).toBe(2);
-  expect(warden('report', '--date', '2026-13-45').stderr).toMatch(/--date takes YYYY-MM-DD/);
+});
+
+test('warden db migrate reports the migrations it applied to a fresh database', async () => {
+  const fresh = await freshDatabase(testDatabaseUrl());
+  try {
+    const first = wardenWith({ DATABASE_URL: fresh.url }, 'db', 'migrate', '--json');
+    expect(first.code).toBe(0);
+    expect(JSON.parse(first.stdout).applied).toEqual((await loadMigrations()).map((m) => m.name));
+    const again = wardenWith({ DATABASE_URL: fresh.url }, 'db', 'migrate');
+    expect(again.stdout).toBe('the ledger schema is up to date\n');
+  } finally {
+    await fresh.drop();
+  }
+});
+
+describe('bad input to the ledger commands gets one line and exit code 2', () => {
+  const cases: [string, string[], string][] = [
+    ['an unknown intent', ['audit', 'never-ran'], 'the ledger has nothing for intent never-ran'],
+    ['an unknown intent, as JSON', ['audit', 'never-ran', '--json'], 'the ledger has nothing for intent never-ran'],
+    ['a --since that is neither', ['costs', '--since', 'yesterday'], '--since takes a date (YYYY-MM-DD) or a duration such as 7d, not yesterday'],
+    ['a --since day that does not exist', ['costs', '--since', '2025-02-30'], '--since takes a date (YYYY-MM-DD) or a duration such as 7d, not 2025-02-30'],
+    ['a --date month that does not exist', ['report', '--date', '2026-13-45'], '--date takes a calendar day as YYYY-MM-DD, not 2026-13-45'],
+    ['a --date day that does not exist', ['report', '--date', '2025-02-30'], '--date takes a calendar day as YYYY-MM-DD, not 2025-02-30'],
+    ['February 29th of a common year', ['report', '--date', '2026-02-29'], '--date takes a calendar day as YYYY-MM-DD, not 2026-02-29'],
+    ['a --budget that is not an amount', ['report', '--budget', '-5'], '--budget takes a USD amount such as 25 or 12.50 (0 = no limit), not -5'],
+    ['a retention of no days', ['db', 'cleanup', '--retention', '0d'], '--retention must be between 1 day and 36500 days (100 years), not 0d'],
+    ['a retention under a day', ['db', 'cleanup', '--retention', '12h'], '--retention must be between 1 day and 36500 days (100 years), not 12h'],
+    ['an absurd retention', ['db', 'cleanup', '--retention', '99999999999'], '--retention must be between 1 day and 36500 days (100 years), not 99999999999'],
+    ['a date as retention', ['db', 'cleanup', '--retention', '2025-01-01'], '--retention takes how long to keep rows, such as 90d (a bare number counts days), not 2025-01-01'],
+  ];
+  test.each(cases)('%s', (_name, args, message) => {
+    const result = warden(...args);
+    expect(result).toMatchObject({ code: 2, stdout: '', stderr: `warden: ${message}\n` });
+  });
+
+  test('what the messages promise is accepted', () => {
+    expect(warden('report', '--date', '2028-02-29', '--json').code).toBe(0);
+    expect(warden('costs', '--since', '2025-03-01', '--json').code).toBe(0);
+    expect(JSON.parse(warden('db', 'cleanup', '--retention', '36500', '--json').stdout)).toMatchObject({ retentionDays: 36500 });
+    expect(JSON.parse(warden('db', 'cleanup', '--retention', '2160h', '--json').stdout)).toMatchObject({ retentionDays: 90 });
+  });
 });
 
 test('warden schedules install creates the daily maintenance schedule, and updates it when run again', async () => {
