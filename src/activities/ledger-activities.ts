@@ -1,9 +1,15 @@
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Context } from '@temporalio/activity';
+import type { Logger } from 'pino';
 import { deterministicUuid } from '../ledger/event-id';
+import { formatReport } from '../ledger/report-text';
 import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import type { LadderRun } from '../shared/ladder';
-import type { CostEventInput, DailyReport, GateDecisionInput, SafetyEventInput } from '../ledger/types';
+import type { CostEventInput, DailyReport, GateDecisionInput, SafetyEventInput, Severity } from '../ledger/types';
 import { redactDeep, type Redactor } from '../shared/redact';
+import { activityLogger } from './log-context';
 
 /** Rows the workflow wants written together. Ids are made in the workflow, so retries are no-ops. */
 export interface LedgerBatch {
@@ -17,7 +23,15 @@ export interface LedgerActivityDeps {
   readonly redact: Redactor;
   /** Where agent profiles start on the automation ladder and whether they may climb (config `automation`). */
   readonly automation?: LadderDefaults;
+  readonly logger: Logger;
+  /** The day budget this worker enforces (`worker.dayBudgetUsd`, 0 = no limit): the report's default. */
+  readonly dayBudgetUsd?: string;
+  /** Where the scheduled daily reports are written (`<Warden home>/reports`). */
+  readonly reportsDir: string;
 }
+
+/** How loud a daily report is in the ledger: RED is a high-severity safety event. */
+const REPORT_SEVERITY: Record<DailyReport['health'], Severity> = { GREEN: 'info', YELLOW: 'medium', RED: 'high' };
 
 /** Before a profile's first run: Manual, allowed to climb (the default profile's setting). */
 export const DEFAULT_LADDER: LadderDefaults = { level: 0, allowLevelUp: true };
@@ -58,9 +72,45 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
       return deps.ledger.cleanup(retentionDays);
     },
 
-    /** The daily health report for `date` (YYYY-MM-DD). */
+    /** The daily health report for `date` (YYYY-MM-DD), against the given day budget or else this worker's. */
     async buildDailyReport(input: { readonly date: string; readonly dayBudgetUsd?: string }): Promise<DailyReport> {
-      return deps.ledger.dailyReport(input);
+      return deps.ledger.dailyReport({ date: input.date, dayBudgetUsd: input.dayBudgetUsd ?? deps.dayBudgetUsd });
+    },
+
+    /**
+     * Leaves a scheduled report where people find it: `<reportsDir>/<date>.md` (and `.json`), one
+     * JSON log line (error level when RED), and a DAILY_HEALTH_REPORT safety event whose severity
+     * follows the health (RED → high). The event's id is made from the workflow run, so a retry
+     * records it once.
+     */
+    async publishDailyReport({ report }: { readonly report: DailyReport }): Promise<{ readonly path: string; readonly recorded: boolean }> {
+      const file = path.join(deps.reportsDir, `${report.date}.md`);
+      await mkdir(deps.reportsDir, { recursive: true });
+      await writeAtomically(file, `${formatReport(report).join('\n')}\n`);
+      await writeAtomically(file.replace(/\.md$/, '.json'), `${JSON.stringify(report, null, 2)}\n`);
+      const log = activityLogger(deps.logger);
+      const message = `daily health report for ${report.date}: ${report.health} (${file})`;
+      if (report.health === 'RED') log.error({ dailyReport: report }, message);
+      else if (report.health === 'YELLOW') log.warn({ dailyReport: report }, message);
+      else log.info({ dailyReport: report }, message);
+      const run = Context.current().info.workflowExecution;
+      const recorded = await deps.ledger.recordSafetyEvent({
+        id: deterministicUuid('daily-report', report.date, run?.workflowId ?? null, run?.runId ?? null),
+        timestamp: new Date(),
+        eventType: 'DAILY_HEALTH_REPORT',
+        severity: REPORT_SEVERITY[report.health],
+        reason: `daily health report for ${report.date}: ${report.rule.slice(report.rule.lastIndexOf(`${report.health}:`))}`,
+        ...(report.health !== 'GREEN' && { suggestion: `read it with \`warden report --date ${report.date}\` or in ${file}, and look into each cause it names` }),
+        metadata: { date: report.date, health: report.health, path: file, report },
+      });
+      return { path: file, recorded };
     },
   };
+}
+
+/** Writes `file` whole or not at all: a reader never sees half a report. */
+async function writeAtomically(file: string, content: string): Promise<void> {
+  const partial = `${file}.${process.pid}.partial`;
+  await writeFile(partial, content);
+  await rename(partial, file);
 }

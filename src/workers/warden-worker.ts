@@ -23,6 +23,8 @@ export interface WardenWorkerOptions {
   readonly taskQueue?: string;
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
+  /** Where scheduled daily reports are written; default `reports` beside `lineageRoot` (`<Warden home>/reports`). */
+  readonly reportsDir?: string;
   readonly ledger: Ledger;
   readonly logger: Logger;
   readonly redact: Redactor;
@@ -62,6 +64,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     ledger: options.ledger,
     pricing: options.safety.pricing,
     automation: options.automation,
+    dayBudgetUsd: options.safety.dayBudgetUsd,
+    reportsDir: options.reportsDir ?? path.join(path.dirname(options.lineageRoot), 'reports'),
     mode: options.mode,
     fetch: options.fetch,
   });

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { maintenanceWorkflow } from '../../src/workflows';
 import { useTestWorld } from '../helpers/env';
 
@@ -19,5 +21,52 @@ test('the maintenance workflow deletes only rows past retention and reports on y
   expect(left.rows).toEqual([{ reason: 'recent' }]);
   expect(result.report.date).toBe(recent.toISOString().slice(0, 10));
   expect(result.report.layers.anomalies.bySeverity.high).toBe(1);
+  expect(result.report.layers.limits.budgetUsd).toBe('20');
   expect(result.report.health).toBe('YELLOW');
+});
+
+test("without a budget the scheduled report uses the worker's day budget; a RED day is published loudly", async () => {
+  // Yesterday, as the first test: spend over the budget makes it RED whatever else happened.
+  const started = new Date();
+  const day = new Date(started.getTime() - 86_400_000).toISOString().slice(0, 10);
+  await world().ledger.recordCost({
+    id: '00000000-0000-4000-8000-000000000003',
+    timestamp: new Date(`${day}T12:00:00Z`),
+    intentId: 'spender',
+    stage: 'impl',
+    attempt: 1,
+    agentId: 'scripted',
+    modelId: 'model-a',
+    inputTokens: 1,
+    outputTokens: 1,
+    usd: '250.000000',
+  });
+  const workflowId = `maintenance-red-${Date.now()}`;
+  const result = await world().client.workflow.execute(maintenanceWorkflow, { taskQueue: world().taskQueue, workflowId, args: [{ retentionDays: 90 }] });
+  if (result.report.date !== day) return; // the run started on the next UTC day: nothing to compare
+  // The test worker's config: worker.dayBudgetUsd of the default profile, $200.
+  expect(result.report.layers.limits).toMatchObject({ budgetUsd: '200', spendUsd: expect.stringMatching(/^25\d\.\d{6}$/) });
+  expect(result.report.health).toBe('RED');
+
+  // Where a person finds it: a file under the Warden home, and a high-severity event in the ledger.
+  expect(result.reportPath).toBe(path.join(path.dirname(world().lineageRoot), 'reports', `${day}.md`));
+  const text = readFileSync(result.reportPath!, 'utf8');
+  expect(text).toContain(`## Safety Net Daily Report - ${day}`);
+  expect(text).toContain('### Overall Health: RED');
+  expect(JSON.parse(readFileSync(result.reportPath!.replace(/\.md$/, '.json'), 'utf8'))).toEqual(JSON.parse(JSON.stringify(result.report)));
+  const { rows } = await world().pool.query(
+    `SELECT severity, reason, suggestion, metadata->>'health' AS health, metadata->>'path' AS path FROM safety_events WHERE event_type = 'DAILY_HEALTH_REPORT' AND metadata->>'date' = $1 ORDER BY "timestamp"`,
+    [day],
+  );
+  // The first test's run published the same day as YELLOW (a medium event); this one is RED.
+  expect(rows.map((row: { health: string; severity: string }) => `${row.health} ${row.severity}`)).toEqual(['YELLOW medium', 'RED high']);
+  expect(rows.at(-1)).toEqual(
+    {
+      severity: 'high',
+      reason: expect.stringMatching(new RegExp(`^daily health report for ${day}: RED: spend \\$25\\d\\.\\d{6} is over the \\$200 budget\\.$`)),
+      suggestion: expect.stringContaining(`warden report --date ${day}`),
+      health: 'RED',
+      path: result.reportPath,
+    },
+  );
 });
