@@ -57,18 +57,18 @@ describe.each(testBackends())('migrations on the %s PostgreSQL', (_backend, base
     await cp(MIGRATIONS_DIR, dir, { recursive: true });
     await migrate(db.pool, dir);
 
-    await writeFile(path.join(dir, '003_notes.sql'), 'CREATE TABLE notes (id int PRIMARY KEY);');
-    expect(await migrate(db.pool, dir)).toEqual(['003_notes']);
+    await writeFile(path.join(dir, '990_notes.sql'), 'CREATE TABLE notes (id int PRIMARY KEY);');
+    expect(await migrate(db.pool, dir)).toEqual(['990_notes']);
 
-    await writeFile(path.join(dir, '004_broken.sql'), 'CREATE TABLE half_done (id int); SELECT 1 / 0;');
-    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 004_broken failed: division by zero/);
+    await writeFile(path.join(dir, '991_broken.sql'), 'CREATE TABLE half_done (id int); SELECT 1 / 0;');
+    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 991_broken failed: division by zero/);
     expect(await tables(db.pool)).not.toContain('half_done');
     const names = await db.pool.query('SELECT name FROM schema_migrations ORDER BY name');
-    expect(names.rows.map((r) => r.name)).toEqual(['001_initial', '002_activity_runs', '003_notes']);
+    expect(names.rows.map((r) => r.name)).toEqual([...(await loadMigrations()).map((m) => m.name), '990_notes']);
 
-    await writeFile(path.join(dir, '004_broken.sql'), 'SELECT 1;');
-    await appendFile(path.join(dir, '003_notes.sql'), '\n-- edited afterwards\n');
-    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 003_notes has changed since it was applied/);
+    await writeFile(path.join(dir, '991_broken.sql'), 'SELECT 1;');
+    await appendFile(path.join(dir, '990_notes.sql'), '\n-- edited afterwards\n');
+    await expect(migrate(db.pool, dir)).rejects.toThrow(/migration 990_notes has changed since it was applied/);
   });
 
   test('the tables are append-only: UPDATE, DELETE and TRUNCATE are refused', async () => {
@@ -84,5 +84,47 @@ describe.each(testBackends())('migrations on the %s PostgreSQL', (_backend, base
     await expect(db.pool.query(`UPDATE controls SET active = false`)).rejects.toThrow(/append-only/);
     const rows = await db.pool.query('SELECT reason FROM safety_events WHERE id = $1', [event.id]);
     expect(rows.rows).toEqual([{ reason: event.reason }]);
+  });
+
+  test('the retention switch deletes only rows older than a day, whoever sets it', async () => {
+    const db = await fresh();
+    await migrate(db.pool);
+    const ledger = new Ledger(db.pool);
+    const now = Date.now();
+    const young = safetyEvent({ reason: 'young', timestamp: new Date(now - 60_000) });
+    const old = safetyEvent({ reason: 'old', timestamp: new Date(now - 2 * 86_400_000) });
+    await ledger.recordSafetyEvent(young);
+    await ledger.recordSafetyEvent(old);
+    await db.pool.query(
+      `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, created_at)
+       VALUES ('fresh', current_date, 'i', 1, 5, true, 0, now()), ('aged', '2020-01-01', 'i', 1, 5, true, 0, now() - interval '3 days')`,
+    );
+    await ledger.settleReservation('fresh', '1');
+    await ledger.settleReservation('aged', '1'); // settled just now, but as old as its reservation
+    // What any client of the application role could run: the switch, then a DELETE of today's rows.
+    const bypass = async (sql: string): Promise<unknown> => {
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query(`SET LOCAL warden.retention_cleanup = 'on'`);
+        const result = await client.query(sql);
+        await client.query('COMMIT');
+        return result.rowCount;
+      } catch (error) {
+        await client.query('ROLLBACK');
+        throw error;
+      } finally {
+        client.release();
+      }
+    };
+    await expect(bypass(`DELETE FROM safety_events WHERE reason = 'young'`)).rejects.toThrow(/keeps every row for at least 23:00:00: this safety_events row/);
+    await expect(bypass(`DELETE FROM budget_settlements WHERE reservation_id = 'fresh'`)).rejects.toThrow(/budget_settlements/);
+    await expect(bypass(`DELETE FROM safety_events WHERE reason = 'old'`)).resolves.toBe(1);
+    await expect(bypass(`DELETE FROM budget_settlements WHERE reservation_id = 'aged'`)).resolves.toBe(1);
+    const left = await db.pool.query('SELECT reason FROM safety_events');
+    expect(left.rows).toEqual([{ reason: 'young' }]);
+    // Retention cleanup itself is unaffected: a one-day retention deletes the old, keeps the rest.
+    await ledger.recordSafetyEvent(safetyEvent({ reason: 'old again', timestamp: new Date(now - 2 * 86_400_000) }));
+    expect((await ledger.cleanup(1)).safety_events).toBe(1);
   });
 });
