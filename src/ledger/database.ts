@@ -24,6 +24,22 @@ const STOP_TIMEOUT_MS = 30_000;
 /** Where the data of a `dataDir` the server's user cannot reach goes (root only). */
 const RELOCATED_ROOT = '/var/lib/warden/postgres';
 
+/**
+ * How long the ledger waits for PostgreSQL. A server that stops answering (paused, partitioned,
+ * swapping) would otherwise hold a connection attempt or a query forever: activities would miss
+ * their heartbeats and the CLI would hang. With these limits each try fails, and callers retry.
+ */
+export const LEDGER_TIMEOUTS = {
+  /** To open a connection, or to get one from a full pool. */
+  connectMs: 5_000,
+  /** The server cancels a statement that runs longer (statement_timeout). */
+  statementMs: 12_000,
+  /** We stop waiting for an answer after this, even if the server never replies (query_timeout). */
+  queryMs: 15_000,
+  /** The server ends a session left inside a transaction, releasing its locks. */
+  idleInTransactionMs: 60_000,
+} as const;
+
 /** An open ledger database; every Warden process that writes or reads the ledger holds one. */
 export interface LedgerDatabase {
   readonly pool: pg.Pool;
@@ -95,7 +111,12 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
   let pool: pg.Pool | undefined;
   // Held open for the life of this LedgerDatabase: it tells other processes' close() we are here,
   // even while the pool has let every idle connection go.
-  const presence = new pg.Client({ connectionString: server.url, application_name: applicationName });
+  const presence = new pg.Client({
+    connectionString: server.url,
+    application_name: applicationName,
+    connectionTimeoutMillis: LEDGER_TIMEOUTS.connectMs,
+    query_timeout: LEDGER_TIMEOUTS.queryMs,
+  });
   presence.on('error', (error) => log(`embedded PostgreSQL connection lost: ${error.message}`));
   try {
     await presence.connect();
@@ -461,13 +482,52 @@ async function createDatabaseIfMissing(client: pg.Client, name: string): Promise
 }
 
 function createPool(connectionString: string, applicationName: string, log: (m: string) => void): pg.Pool {
-  const pool = new pg.Pool({ connectionString, application_name: applicationName });
+  const pool = new pg.Pool({
+    connectionString,
+    application_name: applicationName,
+    Client: clientExplainingTimeouts(redactDatabaseUrl(connectionString)),
+    connectionTimeoutMillis: LEDGER_TIMEOUTS.connectMs,
+    statement_timeout: LEDGER_TIMEOUTS.statementMs,
+    query_timeout: LEDGER_TIMEOUTS.queryMs,
+    idle_in_transaction_session_timeout: LEDGER_TIMEOUTS.idleInTransactionMs,
+    keepAlive: true,
+  });
   // An idle client whose server went away emits 'error' on the pool; unhandled, that kills the process.
   pool.on('error', (error) => log(`ledger database connection lost: ${error.message}`));
   // So does a checked-out client between two queries (e.g. inside a transaction): its next query
   // fails and the caller retries, so the event itself only needs a listener.
   pool.on('connect', (client) => client.on('error', (error) => log(`ledger database connection lost: ${error.message}`)));
   return pool;
+}
+
+/** pg's message when query_timeout passes. */
+const QUERY_READ_TIMEOUT = 'Query read timeout';
+
+/**
+ * pg.Client whose read timeout says which server did not answer, and for how long, instead of
+ * pg's bare "Query read timeout": that is the one line a CLI user sees.
+ */
+function clientExplainingTimeouts(url: string): typeof pg.Client {
+  const explain = (error: unknown): unknown => {
+    if (error instanceof Error && error.message === QUERY_READ_TIMEOUT) {
+      error.message = `the ledger database at ${url} did not answer within ${LEDGER_TIMEOUTS.queryMs / 1000} s (query timed out)`;
+    }
+    return error;
+  };
+  const query = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;
+  class LedgerClient extends pg.Client {}
+  // One implementation for all of pg's overloads (callback, promise, submittable); it only rewrites the error.
+  LedgerClient.prototype.query = function (this: pg.Client, ...args: unknown[]): unknown {
+    const last = args.length - 1;
+    const callback = args[last];
+    if (typeof callback === 'function') {
+      args[last] = (error: unknown, result: unknown) => (callback as (e: unknown, r: unknown) => void)(explain(error), result);
+      return query.apply(this, args);
+    }
+    const result = query.apply(this, args);
+    return result instanceof Promise ? result.catch((error: unknown) => Promise.reject(explain(error))) : result;
+  } as typeof pg.Client.prototype.query;
+  return LedgerClient;
 }
 
 function withDatabase(url: string, database: string): string {

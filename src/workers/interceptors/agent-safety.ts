@@ -592,6 +592,8 @@ class AgentSafety {
    */
   private async patiently<T>(ctx: Context, call: CallRef, what: string, fn: () => Promise<T>): Promise<T> {
     for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, LEDGER_RETRY_MAX_MS)) {
+      // A server that stops answering holds a try until the pool's query timeout: keep the attempt alive meanwhile.
+      const beating = setInterval(() => ctx.heartbeat(), LEDGER_RETRY_MAX_MS);
       try {
         return await fn();
       } catch (error) {
@@ -599,6 +601,8 @@ class AgentSafety {
         activityLogger(this.deps.logger).warn({ error: messageOf(error), retryInMs: waitMs }, `ledger unreachable; waiting to ${what}`);
         ctx.heartbeat();
         await ctx.sleep(waitMs);
+      } finally {
+        clearInterval(beating);
       }
     }
   }
