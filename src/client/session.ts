@@ -1,12 +1,14 @@
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
-import { Runtime, DefaultLogger } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { TelemetryConfig, WardenConfig } from '../config/schema';
 import { openDatabase, type LedgerDatabase } from '../ledger/database';
 import { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
+import { createLogger } from '../runtime/logger';
+import { pinoSdkLogger } from '../runtime/sdk-logger';
 import { connectTemporal, type TemporalTarget } from '../runtime/temporal';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { createRedactor } from '../shared/redact';
@@ -26,15 +28,16 @@ let metricsServed = false;
 
 /**
  * Installs the SDK runtime once per process: its own logging kept to warnings, so CLI output
- * stays readable, and — with `telemetry.prometheus` set and WARDEN_TELEMETRY not 0 — a
- * Prometheus endpoint for the SDK's metrics and Warden's own.
+ * stays readable, and written through `logger` (Warden's pino: JSON lines, secrets redacted);
+ * with `telemetry.prometheus` set and WARDEN_TELEMETRY not 0, a Prometheus endpoint for the
+ * SDK's metrics and Warden's own.
  */
-export function quietSdkRuntime(telemetry: TelemetryConfig = {}): void {
+export function quietSdkRuntime(telemetry: TelemetryConfig = {}, logger: Logger = createLogger('warn')): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   const prometheus = telemetryEnabled(process.env) ? telemetry.prometheus : undefined;
   Runtime.install({
-    logger: new DefaultLogger('WARN'),
+    logger: pinoSdkLogger(logger),
     ...(prometheus ? { telemetryOptions: { metrics: { prometheus: { bindAddress: prometheus } } } } : {}),
   });
   metricsServed = prometheus !== undefined;
@@ -48,7 +51,7 @@ export async function openLedger(config: RuntimeConfig, log: (message: string) =
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
 export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
-  quietSdkRuntime(warden.telemetry);
+  quietSdkRuntime(warden.telemetry, logger);
   const { ledger, database } = await openLedger(config, (m) => logger.info(m));
   if (metricsServed) {
     ledger.observer = createWardenMetrics(Runtime.instance().metricMeter);
