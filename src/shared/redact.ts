@@ -11,6 +11,8 @@ const CREDENTIAL_FIELD = String.raw`(?:proxy-)?authorization|x-api-key|api-key|x
 /** Shapes of credentials that are secrets even when we were not told their value. */
 const SECRET_SHAPES: ReadonlyArray<readonly [RegExp, string]> = [
   [/\bsk-[A-Za-z0-9_-]{16,}/g, ''], // OpenAI / Anthropic style keys
+  // An Authorization header line: everything after the name (Digest and others carry several parts).
+  [/^([ \t]*(?:proxy-)?authorization:[ \t]*)\S[^\r\n]*/gim, '$1'],
   // A credential header or field, whatever its scheme (Bearer, Basic, Token, Digest, …), also as
   // JSON or escaped JSON: the name stays, scheme and value go.
   [new RegExp(String.raw`\b(${CREDENTIAL_FIELD})(\\*["']?\s*[:=]\s*\\*["']?\s*)(?:[A-Za-z][\w-]*\s+)?[^\s"'\\,;]{6,}`, 'gi'), '$1$2'],

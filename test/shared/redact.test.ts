@@ -1,0 +1,47 @@
+import { createRedactor, redactDeep, REDACTED, SECRET_ENV_NAME } from '../../src/shared/redact';
+
+describe('secret variable names', () => {
+  test.each(['ANTHROPIC_API_KEY', 'ANTHROPIC_API_KEY_2', 'OTHER_API_KEY_2', 'GITHUB_TOKEN', 'GH_TOKEN_CI', 'AWS_SECRET_ACCESS_KEY', 'PGPASSWORD', 'DB_PASSWORD_FILE_VALUE', 'OPENAI_APIKEY', 'DATABASE_URL', 'google_credentials'])(
+    '%s is a secret',
+    (name) => expect(SECRET_ENV_NAME.test(name)).toBe(true),
+  );
+  test.each(['HOME', 'PATH', 'MONKEY', 'KEYBOARD_LAYOUT', 'TOKENIZER_PATH', 'WARDEN_LOG_LEVEL'])('%s is not', (name) => expect(SECRET_ENV_NAME.test(name)).toBe(false));
+});
+
+describe('createRedactor', () => {
+  const redact = createRedactor({ OTHER_API_KEY_2: 'plainkeyPLANTED9876', DB_PASSWORD: 'pa"ss\\word-xyz-123', HOME: '/home/someone' });
+
+  test('values of secret-named variables, whatever their shape', () => {
+    expect(redact('key is plainkeyPLANTED9876.')).toBe(`key is ${REDACTED}.`);
+    expect(redact('home is /home/someone')).toBe('home is /home/someone');
+  });
+
+  test('a value with quotes and backslashes, raw and JSON-escaped once and twice', () => {
+    const value = 'x pa"ss\\word-xyz-123 y';
+    expect(redact(value)).toBe(`x ${REDACTED} y`);
+    expect(redact(JSON.stringify({ detail: value }))).toBe(JSON.stringify({ detail: `x ${REDACTED} y` }));
+    expect(redact(JSON.stringify(JSON.stringify({ detail: value })))).not.toContain('word-xyz');
+  });
+
+  test.each([
+    ['Authorization: Token rawtokenPLANTED5555', 'Authorization: [redacted]'],
+    ['authorization: Digest username="a", response="abcdef123456"\nnext line', 'authorization: [redacted]\nnext line'],
+    ['{"headers":{"Authorization":"Token abcdefabcdef123456"}}', '{"headers":{"Authorization":"[redacted]"}}'],
+    ['{\\"Authorization\\":\\"Token abcdefabcdef123456\\"}', '{\\"Authorization\\":\\"[redacted]\\"}'],
+    ['X-Api-Key: xapikeyPLANTED1234', 'X-Api-Key: [redacted]'],
+    ["'x-api-key' = 'abcdef123456'", "'x-api-key' = '[redacted]'"],
+    ['curl -H "Bearer abcdefghijklmnopqrstuv"', 'curl -H "[redacted]"'],
+    ['SOME_SERVICE_TOKEN=unknownvalue123 next', 'SOME_SERVICE_TOKEN=[redacted] next'],
+    ['postgres://warden:hunter22@db:5432/warden', '[redacted]db:5432/warden'],
+  ])('the shape of %s', (text, expected) => expect(redact(text)).toBe(expected));
+
+  test('ordinary text is left alone', () => {
+    for (const text of ['the authorization header is required', 'Token counts: 1200 in, 300 out', 'KEY=short', 'monkey business']) {
+      expect(redact(text)).toBe(text);
+    }
+  });
+
+  test('redactDeep reaches every string', () => {
+    expect(redactDeep({ a: ['plainkeyPLANTED9876'], b: { c: 'ok', d: 3 } }, redact)).toEqual({ a: [REDACTED], b: { c: 'ok', d: 3 } });
+  });
+});
