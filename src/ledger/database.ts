@@ -299,7 +299,9 @@ async function findRunningServer(dataDir: string): Promise<EmbeddedPostgres | un
   // It may still be starting (another process just launched it).
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (!(await isServing(url, pgdata))) {
-    if (Date.now() > deadline || !(await isPostgresProcess(pid))) return undefined;
+    if (!(await isPostgresProcess(pid))) return undefined;
+    // Running but not answering (paused, overloaded): starting a second server on its data would fail anyway.
+    if (Date.now() > deadline) throw new Error(`the embedded PostgreSQL (pid ${pid}, data in ${dataDir}) is running but did not answer within ${READY_TIMEOUT_MS / 1000} s`);
     await sleep(100);
   }
   let stopping: Promise<void> | undefined;
