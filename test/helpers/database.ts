@@ -12,17 +12,24 @@ export interface FreshDatabase {
 }
 
 /**
- * The PostgreSQL servers the ledger tests run against: always the embedded one that
- * test/global-setup.ts starts, and the server in WARDEN_TEST_DATABASE_URL when that is set (CI
- * sets it to a Debian PostgreSQL). Use with describe.each.
+ * The PostgreSQL servers the ledger tests run against, the embedded one first: always the
+ * embedded one that test/global-setup.ts starts, and the server in WARDEN_TEST_DATABASE_URL
+ * (CI sets it to a Debian PostgreSQL). In CI (CI=true) that server is required: a run that
+ * quietly tested one backend would pass for one that tested both. Use with describe.each.
  */
-export function testBackends(): Array<[name: string, baseUrl: string]> {
-  const embedded = process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
+export function testBackends(env: NodeJS.ProcessEnv = process.env): Array<[name: string, baseUrl: string]> {
+  const embedded = env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
   if (!embedded) throw new Error('WARDEN_TEST_EMBEDDED_DATABASE_URL is not set: test/global-setup.ts starts the embedded PostgreSQL');
   const backends: Array<[string, string]> = [['embedded', embedded]];
-  const external = process.env.WARDEN_TEST_DATABASE_URL;
+  const external = env.WARDEN_TEST_DATABASE_URL;
   if (external) backends.push(['server', external]);
+  else if (isCi(env)) throw new Error('CI is set but WARDEN_TEST_DATABASE_URL is not: the ledger tests must also run on a PostgreSQL server (.ci/run starts one)');
   return backends;
+}
+
+function isCi(env: NodeJS.ProcessEnv): boolean {
+  const ci = (env.CI ?? '').trim().toLowerCase();
+  return ci !== '' && ci !== 'false' && ci !== '0';
 }
 
 /**

@@ -18,7 +18,7 @@ import type { IntentInput } from '../../src/shared/intent';
 import type { AgentScript } from '../../src/shared/script';
 import type { intentWorkflow } from '../../src/workflows';
 import { WORKFLOW_INTERCEPTOR_MODULES, createWardenWorker } from '../../src/workers/warden-worker';
-import { freshDatabase } from './database';
+import { freshDatabase, testBackends } from './database';
 import { resolveConfig } from '../../src/config/load';
 import type { WorkerSafetyConfig } from '../../src/config/schema';
 
@@ -29,10 +29,12 @@ export function temporalAddress(): string {
   return address;
 }
 
-/** The PostgreSQL the workflow tests write their ledgers to: a real server when CI gives one. */
+/**
+ * The PostgreSQL the workflow tests write their ledgers to: the embedded one, as Warden uses by
+ * default. The ledger's own tests also run on the server CI gives (see testBackends).
+ */
 export function testDatabaseUrl(): string {
-  const url = process.env.WARDEN_TEST_DATABASE_URL ?? process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
-  if (!url) throw new Error('no test PostgreSQL: global-setup sets WARDEN_TEST_EMBEDDED_DATABASE_URL');
+  const [[, url]] = testBackends();
   return url;
 }
 
@@ -62,6 +64,8 @@ export interface WorkerOptions {
   /** The automation ladder's start; by default L0 with no level-up, so run counts never change a test's gates. */
   readonly automation?: LadderDefaults;
   readonly mode?: 'development' | 'production';
+  /** Another task queue than the world's (a second worker beside the world's own). */
+  readonly taskQueue?: string;
 }
 
 /** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
@@ -104,7 +108,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
     async worker(options = {}) {
       return createWardenWorker({
         connection,
-        taskQueue,
+        taskQueue: options.taskQueue ?? taskQueue,
         workflowBundle: bundle,
         worktreeRoot,
         lineageRoot,
