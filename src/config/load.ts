@@ -4,7 +4,7 @@ import { UserError } from '../shared/errors';
 import { describeIssues } from '../shared/intent';
 import { mergeGateSettings } from '../shared/gate-settings';
 import { PROFILE_DEFAULTS } from './profiles';
-import { ConfigFileSchema, WardenConfigSchema, mergeLimits, type ConfigFile, type WardenConfig } from './schema';
+import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, mergeLimits, type ConfigFile, type WardenConfig } from './schema';
 
 /**
  * Workflow-thread heap one cached intent workflow needs, with room for the collector: each holds
@@ -22,7 +22,7 @@ export const CONFIG_FILE_NAMES = ['warden.config.json', 'warden.config.ts'] as c
  */
 export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
   const parsed = ConfigFileSchema.safeParse(file);
-  if (!parsed.success) throw new UserError(`${source} is invalid: ${describeIssues(parsed.error)}`);
+  if (!parsed.success) throw new UserError(`${source} is invalid: ${[describeIssues(parsed.error), ...consistencyProblems(file)].join('; ')}`);
   const overrides: ConfigFile = parsed.data;
   const base = PROFILE_DEFAULTS[overrides.profile ?? 'default'];
   const merged = {
@@ -34,7 +34,12 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
       ...overrides.worker,
       circuitBreaker: { ...base.worker.circuitBreaker, ...overrides.worker?.circuitBreaker },
       errorRate: { ...base.worker.errorRate, ...overrides.worker?.errorRate },
-      rateLimits: { ...base.worker.rateLimits, ...overrides.worker?.rateLimits },
+      rateLimits: {
+        ...base.worker.rateLimits,
+        ...overrides.worker?.rateLimits,
+        perAgent: { ...base.worker.rateLimits.perAgent, ...overrides.worker?.rateLimits?.perAgent },
+        perModel: { ...base.worker.rateLimits.perModel, ...overrides.worker?.rateLimits?.perModel },
+      },
       pricing: { ...base.worker.pricing, ...overrides.worker?.pricing },
     },
     automation: { ...base.automation, ...overrides.automation },
@@ -47,7 +52,8 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);
-  if (!result.success) throw new UserError(`${source} is invalid: ${describeIssues(result.error)}`);
+  const problems = [...(result.success ? [] : [describeIssues(result.error)]), ...consistencyProblems(merged)];
+  if (!result.success || problems.length > 0) throw new UserError(`${source} is invalid: ${problems.join('; ')}`);
   const { maxCachedWorkflows, workflowHeapMb } = result.data.worker;
   if (maxCachedWorkflows !== undefined && workflowHeapMb !== undefined && workflowHeapMb < maxCachedWorkflows * HEAP_MB_PER_CACHED_WORKFLOW) {
     const needed = Math.ceil(maxCachedWorkflows * HEAP_MB_PER_CACHED_WORKFLOW);

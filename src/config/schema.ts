@@ -1,10 +1,15 @@
 import { z } from 'zod';
+import { parseDuration } from '../shared/duration';
 import { DurationSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
 import { GatesConfigSchema } from '../shared/gate-settings';
 
 /** A USD amount as an exact decimal string. `"0"` for a budget means unlimited — only when written. */
 const Usd = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a USD amount such as "5" or "12.50"');
+/** A USD amount that must be more than zero: a cost ceiling of "0" would switch its check off. */
+const PositiveUsd = Usd.refine((usd) => /[1-9]/.test(usd), 'must be more than 0 (a maximum of "0" would turn the check off)');
+/** A duration that must be longer than zero: a timeout of 0 s fails everything at once. */
+const PositiveDuration = DurationSchema.refine((d) => !DurationSchema.safeParse(d).success || parseDuration(d) > 0, 'must be longer than 0');
 const Rate = z.object({
   requestsPerMinute: z.number().int().positive(),
   tokensPerMinute: z.number().int().positive(),
@@ -24,18 +29,21 @@ export const IntentLimitsConfigSchema = z.object({
   totalAttempts: z.number().int().min(1),
   /** Hard limit per intent. `"0"` = unlimited (only when set explicitly). */
   budgetUsd: Usd,
-  /** Hard limits per stage (e.g. `{ "impl": "3" }`); a stage not named has only the intent's. */
+  /**
+   * Hard limits per stage (e.g. `{ "impl": "3" }`); a stage not named has only the intent's. As
+   * for every budget, `"0"` written for a stage means no stage limit (`mergeLimits` drops it).
+   */
   stageBudgetUsd: z.partialRecord(z.enum(['triage', 'lld', 'spec', 'impl', 'review']), Usd),
-  /** The most one agent call may cost: the budget check adds it before every call. */
-  maxCallUsd: Usd,
+  /** The most one agent call may cost: the budget check adds it before every call. Never 0. */
+  maxCallUsd: PositiveUsd,
   /** Warn (and, with gates, ask a human) at this share of a budget. */
   budgetWarnAt: z.number().gt(0).lt(1),
   /** Wait at least this long before dispatching the same stage's agent again. */
   cooldown: DurationSchema,
-  stageTimeout: DurationSchema,
-  totalTimeout: DurationSchema,
-  gateTimeout: DurationSchema,
-  testTimeout: DurationSchema,
+  stageTimeout: PositiveDuration,
+  totalTimeout: PositiveDuration,
+  gateTimeout: PositiveDuration,
+  testTimeout: PositiveDuration,
   blastRadius: z.object({
     /** Stop at a gate when the diff exceeds the triage prediction by this factor. */
     factor: z.number().min(1),
@@ -69,12 +77,12 @@ export const WorkerSafetyConfigSchema = z.object({
     failureRate: z.number().gt(0).max(1),
     minimumCalls: z.number().int().min(1),
     consecutiveFailures: z.number().int().min(1),
-    window: DurationSchema,
-    halfOpenAfter: DurationSchema,
+    window: PositiveDuration,
+    halfOpenAfter: PositiveDuration,
     probes: z.number().int().min(1),
     probeInterval: DurationSchema,
   }),
-  errorRate: z.object({ window: DurationSchema, warning: z.number().gt(0).lt(1), critical: z.number().gt(0).lt(1), minimumCalls: z.number().int().min(1) }),
+  errorRate: z.object({ window: PositiveDuration, warning: z.number().gt(0).lt(1), critical: z.number().gt(0).lt(1), minimumCalls: z.number().int().min(1) }),
   rateLimits: z.object({
     /** Activities per second across the task queue (the worker's own limit). */
     globalActivitiesPerSecond: z.number().positive(),
@@ -110,6 +118,25 @@ export const AutomationConfigSchema = z.object({
 export const PROFILES = ['conservative', 'default', 'aggressive', 'production'] as const;
 export type ProfileName = (typeof PROFILES)[number];
 
+/**
+ * What no single field can say: values that are each valid but make no sense together, as
+ * `path: problem` lines. Reads `config` defensively (it may be a merged object that also has
+ * type errors), so every problem is reported in one go.
+ */
+export function consistencyProblems(config: unknown): string[] {
+  const problems: string[] = [];
+  const worker = (config as { worker?: { errorRate?: { warning?: unknown; critical?: unknown } } } | undefined)?.worker;
+  const { warning, critical } = worker?.errorRate ?? {};
+  if (typeof warning === 'number' && typeof critical === 'number' && warning >= critical) {
+    problems.push(`worker.errorRate.warning: the warning rate (${warning}) must be below the critical rate (${critical})`);
+  }
+  const window = (worker as { circuitBreaker?: { window?: unknown } } | undefined)?.circuitBreaker?.window;
+  if (typeof window === 'string' && DurationSchema.safeParse(window).success && parseDuration(window) > 0 && parseDuration(window) < 1000) {
+    problems.push('worker.circuitBreaker.window: the error-rate window must be at least 1s');
+  }
+  return problems;
+}
+
 /** The effective configuration: a profile's defaults with the file's overrides on top. */
 export const WardenConfigSchema = z.object({
   profile: z.enum(PROFILES),
@@ -141,12 +168,19 @@ export const LimitsOverridesSchema = IntentLimitsConfigSchema.extend({
   .strict();
 export type LimitsOverrides = z.infer<typeof LimitsOverridesSchema>;
 
-/** `base` with `overrides` on top. */
+/**
+ * `base` with `overrides` on top. A stage budget of `"0"` means what `"0"` means for every other
+ * budget, no limit: the stage is dropped, so only the intent's budget applies to it.
+ */
 export function mergeLimits(base: IntentLimitsConfig, overrides: LimitsOverrides | undefined): IntentLimitsConfig {
+  const stageBudgetUsd = Object.fromEntries(
+    Object.entries({ ...base.stageBudgetUsd, ...overrides?.stageBudgetUsd }).filter(([, usd]) => usd === undefined || /[1-9]/.test(usd)),
+  ) as IntentLimitsConfig['stageBudgetUsd'];
   return {
     ...base,
     ...overrides,
     attempts: { ...base.attempts, ...overrides?.attempts },
+    stageBudgetUsd,
     blastRadius: { ...base.blastRadius, ...overrides?.blastRadius },
   };
 }
@@ -160,7 +194,10 @@ export const ConfigFileSchema = z
     worker: WorkerSafetyConfigSchema.extend({
       circuitBreaker: WorkerSafetyConfigSchema.shape.circuitBreaker.partial().strict(),
       errorRate: WorkerSafetyConfigSchema.shape.errorRate.partial().strict(),
-      rateLimits: WorkerSafetyConfigSchema.shape.rateLimits.partial().strict(),
+      rateLimits: WorkerSafetyConfigSchema.shape.rateLimits
+        .extend({ perAgent: Rate.partial().strict(), perModel: Rate.partial().strict() })
+        .partial()
+        .strict(),
     })
       .partial()
       .strict()
