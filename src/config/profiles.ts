@@ -4,7 +4,18 @@ import type { ProfileName, WardenConfig } from './schema';
  * The four profiles. `default` takes the seeds' defaults: $5 per intent (the pipeline design's
  * hard limit), impl 5 attempts, completeness/review 3, a 60 s self-dispatch cooldown, breakers
  * at 50% errors over 20 calls or 5 in a row with 3 probes 5 s apart, error-rate warning 10% and
- * critical 25%, $200 a day. The others move the knobs the gate design's examples move.
+ * critical 25%, $200 a day, and the gate design's per-gate timeouts (architecture 24 h, security
+ * 12 h, production 1 h, cost-overrun 2 h; the other gates wait `limits.gateTimeout`).
+ *
+ * The other three follow the gate design's examples (seed 004 §13). Its numbers are relative to
+ * its own defaults ($50 a run, 50 implementation iterations, 20 planning); Warden's per-intent
+ * defaults are a tenth of those, so run budgets and iteration caps are scaled by the same ratio
+ * (rounded up to whole attempts), while per-day budgets are absolute and taken as written:
+ * - conservative: run $25 → $2.50, day $100, implementation 25 → 3, planning 10 → 2, L1, no level-up;
+ * - aggressive: run $100 → $10, day $500, implementation 100 → 10, L3 with level-up;
+ * - production: L2, no level-up; `any_deploy` → the production gate, 30 min; `large_change`
+ *   (> 500 lines) → the blast-radius hard cap at 500 lines, its gate waiting 4 h.
+ * The seed's `testing` iterations have no counterpart: tests run once per impl attempt.
  */
 const DEFAULT: WardenConfig = {
   profile: 'default',
@@ -47,7 +58,12 @@ const DEFAULT: WardenConfig = {
     },
   },
   automation: { level: 0, allowLevelUp: true },
-  gates: {},
+  gates: {
+    architecture: { timeout: '24h' },
+    security: { timeout: '12h' },
+    production: { timeout: '1h' },
+    'cost-overrun': { timeout: '2h' },
+  },
   agents: {},
   routing: {},
   review: { requireDifferentFamily: false, forbiddenReviewers: [] },
@@ -59,14 +75,21 @@ export const PROFILE_DEFAULTS: Readonly<Record<ProfileName, WardenConfig>> = {
   conservative: {
     ...DEFAULT,
     profile: 'conservative',
-    limits: { ...DEFAULT.limits, attempts: { ...DEFAULT.limits.attempts, impl: 3 }, totalAttempts: 12, budgetUsd: '2.50', cooldown: '120s', totalTimeout: '2h' },
+    limits: {
+      ...DEFAULT.limits,
+      attempts: { ...DEFAULT.limits.attempts, triage: 2, lld: 2, spec: 2, impl: 3 },
+      totalAttempts: 12,
+      budgetUsd: '2.50',
+      cooldown: '120s',
+      totalTimeout: '2h',
+    },
     worker: { ...DEFAULT.worker, dayBudgetUsd: '100', agentDayBudgetUsd: '50' },
     automation: { level: 1, allowLevelUp: false },
   },
   aggressive: {
     ...DEFAULT,
     profile: 'aggressive',
-    limits: { ...DEFAULT.limits, attempts: { ...DEFAULT.limits.attempts, impl: 10 }, totalAttempts: 40, budgetUsd: '25', cooldown: '0s', totalTimeout: '8h' },
+    limits: { ...DEFAULT.limits, attempts: { ...DEFAULT.limits.attempts, impl: 10 }, totalAttempts: 40, budgetUsd: '10', cooldown: '0s', totalTimeout: '8h' },
     worker: { ...DEFAULT.worker, dayBudgetUsd: '500', agentDayBudgetUsd: '250' },
     automation: { level: 3, allowLevelUp: true },
   },
@@ -74,7 +97,8 @@ export const PROFILE_DEFAULTS: Readonly<Record<ProfileName, WardenConfig>> = {
     ...DEFAULT,
     profile: 'production',
     mode: 'production',
-    limits: { ...DEFAULT.limits, gateTimeout: '4h' },
+    limits: { ...DEFAULT.limits, gateTimeout: '4h', blastRadius: { ...DEFAULT.limits.blastRadius, maxLines: 500 } },
+    gates: { ...DEFAULT.gates, production: { timeout: '30m' }, 'blast-radius': { timeout: '4h' } },
     automation: { level: 2, allowLevelUp: false },
   },
 };
