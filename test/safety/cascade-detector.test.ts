@@ -1,6 +1,6 @@
 import corpus from '../fixtures/cascade-corpus.json';
 import type { CascadeLevel } from '../../src/safety/cascade-detector';
-import { CASCADE_PATTERNS, cascadeAtLeast, detectCascade } from '../../src/safety/cascade-detector';
+import { CASCADE_PATTERNS, cascadeAtLeast, cascadeLevelOf, detectCascade } from '../../src/safety/cascade-detector';
 
 interface Sample {
   readonly id: string;
@@ -43,30 +43,48 @@ describe('cascade corpus', () => {
     expect(new Set(samples.map((s) => s.id)).size).toBe(samples.length);
   });
 
-  it('meets precision and recall floors for level ≥ HIGH and ≥ LOW (printed per split)', () => {
-    const splits = ['all', ...new Set(samples.map((s) => s.split))];
+  it('reports agreement per labelled level, with every sample scored below its label, and meets its floors', () => {
+    const levels: readonly CascadeLevel[] = ['NONE', 'LOW', 'MEDIUM', 'HIGH', 'CRITICAL'];
+    const scored = samples.map((s) => ({ s, level: detectCascade(s.text).level }));
     const lines: string[] = [];
-    for (const split of splits) {
+    // Binary metrics at every floor, per split: "detected ≥ floor" against "labelled ≥ floor".
+    for (const split of ['all', ...new Set(samples.map((s) => s.split))]) {
       const set = split === 'all' ? samples : samples.filter((s) => s.split === split);
-      for (const floor of ['HIGH', 'LOW'] as const) {
+      for (const floor of levels.slice(1)) {
         const s = score(set, floor);
-        lines.push(
-          `${split.padEnd(9)} level ≥ ${floor.padEnd(4)}  precision ${s.precision.toFixed(3)}  recall ${s.recall.toFixed(3)}  (tp ${s.tp}, fp ${s.fp}, fn ${s.fn}, n ${set.length})`,
-        );
+        lines.push(`${split.padEnd(9)} level ≥ ${floor.padEnd(8)}  precision ${s.precision.toFixed(3)}  recall ${s.recall.toFixed(3)}  (tp ${s.tp}, fp ${s.fp}, fn ${s.fn}, n ${set.length})`);
       }
     }
-    const misses = samples
-      .map((s) => ({ s, level: detectCascade(s.text).level }))
-      .filter(({ s, level }) => (s.expected === 'NONE' ? level !== 'NONE' : !cascadeAtLeast(level, s.expected)))
-      .map(({ s, level }) => `  ${s.id}: expected ${s.expected === 'NONE' ? 'NONE' : `≥ ${s.expected}`}, got ${level}`);
-    console.log(`cascade corpus (${samples.length} samples)\n${lines.join('\n')}${misses.length ? `\nbelow label:\n${misses.join('\n')}` : ''}`);
+    // Per labelled level: how many were scored exactly at it, above it, and below it.
+    lines.push('label      n   at  above  below   (detected: NONE LOW MEDIUM HIGH CRITICAL)');
+    const below: string[] = [];
+    for (const label of levels) {
+      const group = scored.filter(({ s }) => s.expected === label);
+      const rank = (l: CascadeLevel) => levels.indexOf(l);
+      const at = group.filter(({ level }) => level === label).length;
+      const above = group.filter(({ level }) => rank(level) > rank(label)).length;
+      const under = group.filter(({ level }) => rank(level) < rank(label));
+      below.push(...under.map(({ s, level }) => `  ${s.id} (${s.split}): labelled ${label}, scored ${level}`));
+      const row = levels.map((l) => String(group.filter(({ level }) => level === l).length).padStart(4)).join(' ');
+      lines.push(`${label.padEnd(9)} ${String(group.length).padStart(3)} ${String(at).padStart(4)} ${String(above).padStart(6)} ${String(under.length).padStart(6)}   ${row}`);
+    }
+    const falseAlarms = scored.filter(({ s, level }) => s.expected === 'NONE' && level !== 'NONE').map(({ s, level }) => `  ${s.id} (${s.split}): labelled NONE, scored ${level}`);
+    console.log(
+      `cascade corpus (${samples.length} samples)\n${lines.join('\n')}\n` +
+        `scored below their label (${below.length}):\n${below.join('\n') || '  none'}\n` +
+        `negatives scored above NONE (${falseAlarms.length}):\n${falseAlarms.join('\n') || '  none'}`,
+    );
 
-    const high = score(samples, 'HIGH');
-    const low = score(samples, 'LOW');
-    expect(high.precision).toBeGreaterThanOrEqual(0.9);
-    expect(high.recall).toBeGreaterThanOrEqual(0.8);
-    expect(low.precision).toBeGreaterThanOrEqual(0.9);
-    expect(low.recall).toBeGreaterThanOrEqual(0.8);
+    for (const floor of ['LOW', 'HIGH'] as const) {
+      const s = score(samples, floor);
+      expect(s.precision).toBeGreaterThanOrEqual(0.9);
+      expect(s.recall).toBeGreaterThanOrEqual(0.8);
+    }
+    // Level misses count too: at most one positive in ten scored below its label, and every
+    // sample labelled HIGH or above reaches HIGH (those are the levels that stop an intent).
+    const positives = samples.filter((s) => s.expected !== 'NONE').length;
+    expect(below.length / positives).toBeLessThanOrEqual(0.1);
+    expect(scored.filter(({ s, level }) => cascadeAtLeast(s.expected, 'HIGH') && !cascadeAtLeast(level, 'HIGH')).map(({ s }) => s.id)).toEqual([]);
   });
 });
 
@@ -108,6 +126,25 @@ describe('detectCascade', () => {
     const result = detectCascade(text);
     expect(result.matches).toContainEqual(expect.objectContaining({ category, pattern }));
     expect(result.level).not.toBe('NONE');
+  });
+
+  it('puts the level boundaries exactly at 0.3, 0.5, 0.7 and 0.9', () => {
+    expect([0, 299, 300, 499, 500, 699, 700, 899, 900, 1000].map(cascadeLevelOf)).toEqual([
+      'NONE', 'NONE', 'LOW', 'LOW', 'MEDIUM', 'MEDIUM', 'HIGH', 'HIGH', 'CRITICAL', 'CRITICAL',
+    ]);
+  });
+
+  it('scores a confession of several unrequested changes HIGH on its own, and a second category on top CRITICAL', () => {
+    const three = detectCascade('I also rewrote auth, upgraded every dependency and deleted the billing module.');
+    expect(three).toMatchObject({ level: 'HIGH', score: 0.7 });
+    expect(detectCascade('I also rewrote the auth module and upgraded React.')).toMatchObject({ level: 'MEDIUM', score: 0.55 });
+    expect(detectCascade('I also renamed the helper.')).toMatchObject({ level: 'LOW', score: 0.4 });
+    // One category stays below CRITICAL however long the confession.
+    const long = detectCascade('While I was at it, I went ahead and rewrote auth, took the liberty of upgrading every dependency, also deleted billing, renamed the tables and as a bonus migrated the schema.');
+    expect(long).toMatchObject({ level: 'HIGH', score: 0.85 });
+    expect(detectCascade('I also rewrote auth, upgraded every dependency and deleted the billing module. Would you like me to continue?').level).toBe('CRITICAL');
+    // The same verbs for work that was asked for are not a confession.
+    expect(detectCascade('As asked, I rewrote the parser, upgraded zod and deleted the old module.').level).toBe('NONE');
   });
 
   it('maps scores to the seed levels: one category ≤ MEDIUM, two HIGH, three CRITICAL', () => {
