@@ -11,7 +11,7 @@ import { GATE_KINDS, isGateKind } from '../shared/gates';
 import { UserError } from '../shared/errors';
 import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
-import { detectCascade } from '../safety/cascade-detector';
+import { cascadeAtLeast, detectCascade } from '../safety/cascade-detector';
 import { intentFromFlags, type RunFlags } from './intent-input';
 import { describeOrExplain, describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
 import { runIntent } from './run-intent';
@@ -29,6 +29,9 @@ import { addResumeCommand, resumeFromCli } from './resume';
 function defaultApprover(operator?: string): string {
   return operator || process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
 }
+
+/** `warden check cascade`'s exit code when the text must not pass (seed 002: 0 allow, 2 block). */
+export const CASCADE_BLOCK_EXIT = 2;
 
 function print(line: string): void {
   process.stdout.write(`${line}\n`);
@@ -251,13 +254,15 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addCheckStubsCommand(check, print, printJson);
   check
     .command('cascade')
-    .description('Score text on stdin for cascade patterns (continuation offers, option menus, pivots, scope expansion)')
     .option('--json', 'print JSON')
+    .description('Score text on stdin for cascade patterns; exits 2 (block) at HIGH or CRITICAL, else 0 (allow), as a hook')
     .action(async (flags: { json?: boolean }) => {
       const verdict = detectCascade(await readStdin());
+      // Seed 002's hook contract: 0 allows, 2 blocks. HIGH and CRITICAL are the levels that stop an intent.
+      process.exitCode = cascadeAtLeast(verdict.level, 'HIGH') ? CASCADE_BLOCK_EXIT : 0;
       if (flags.json) return printJson(verdict);
-      print(`${verdict.level} (score ${verdict.score.toFixed(2)})`);
-      for (const m of verdict.matches) print(`  ${m.category}: "${m.excerpt}"`);
+      print(`${verdict.level} (score ${verdict.score.toFixed(2)})${process.exitCode ? ': blocks' : ''}`);
+      for (const m of verdict.matches) print(`  ${m.category}/${m.pattern}: "${m.excerpt}"`);
     });
 
   program
@@ -342,8 +347,25 @@ function untilSignal(): Promise<void> {
   });
 }
 
+/**
+ * `warden … | head` closes the pipe early: the next write fails with EPIPE, which Node raises as
+ * an unhandled 'error' event (a stack trace). The reader has all it wanted: end quietly.
+ */
+let pipeGuarded = false;
+function quietOnClosedPipe(): void {
+  if (pipeGuarded) return;
+  pipeGuarded = true;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EPIPE') process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+      throw error;
+    });
+  }
+}
+
 /** Runs the CLI; typed errors become one line on stderr and an exit code. */
 export async function main(argv: string[]): Promise<number> {
+  quietOnClosedPipe();
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

@@ -325,10 +325,18 @@ test('warden check cascade scores stdin; warden config check names every bad fie
     encoding: 'utf8',
     input: "Tests pass. Should I continue with the auth module next? While I'm at it, I'll also bump every dependency.",
   });
-  expect(offer.status).toBe(0);
+  // Seed 002's hook contract: 2 blocks (HIGH, CRITICAL), 0 allows.
+  expect(offer.status).toBe(2);
   expect(JSON.parse(offer.stdout)).toMatchObject({ level: 'HIGH' });
   const plain = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Added slugify() and its test; all tests pass.' });
   expect(plain.stdout).toMatch(/^NONE/);
+  expect(plain.status).toBe(0);
+  const medium = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Done. Would you like me to add tests for that?' });
+  expect(medium.status).toBe(0);
+  expect(medium.stdout).toMatch(/continuation-offer\/would-you-like-me-to: /);
+  const confession = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'I also rewrote auth, upgraded every dependency and deleted the billing module.' });
+  expect(confession.stdout).toMatch(/^HIGH \(score 0\.70\): blocks/);
+  expect(confession.status).toBe(2);
 
   const good = path.join(home, 'good.json');
   writeFileSync(good, JSON.stringify({ profile: 'conservative', limits: { attempts: { impl: 4 } } }));
@@ -346,6 +354,11 @@ test('warden check cascade scores stdin; warden config check names every bad fie
   const run = warden('--config', bad, 'run', '--repo', makeSampleRepo(), '--goal', 'x', '--script', DEMO_SCRIPT);
   expect(run.code).toBe(2);
   expect(run.stdout).not.toMatch(/started intent/);
+
+  // Piped into a reader that stops early, it ends quietly instead of dying of EPIPE.
+  const piped = spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" config check | head -1`], { env, encoding: 'utf8' });
+  expect(piped.stdout).toMatch(/is valid/);
+  expect(piped.stderr).not.toMatch(/EPIPE|Unhandled/);
 });
 
 test('warden pause and resume-run refuse an intent that is not running', () => {
