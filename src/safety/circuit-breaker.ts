@@ -5,7 +5,7 @@
  * interceptors only (one registry per worker process).
  *
  * Semantics (defaults from the ADR):
- * - CLOSED → OPEN when errors are ≥ 50 % of ≥ 20 calls in the rolling window (60 s), or after
+ * - CLOSED → OPEN when errors are ≥ 50 % of ≥ 20 calls in the rolling window (5 min), or after
  *   5 consecutive failures — on exactly the call that reaches the threshold.
  * - OPEN fails fast with `CircuitOpenError` until the cool-down (30 s) has passed.
  * - The first call after the cool-down is a probe and moves the circuit to HALF_OPEN. In
@@ -43,6 +43,43 @@ import {
 } from 'cockatiel';
 import type { CircuitBreakerPolicy, IBreaker } from 'cockatiel';
 
+/**
+ * Failure types that say nothing about an endpoint's health, so they neither trip its circuit nor
+ * count in the error rate. Our own bad requests and setup (a bad intent or script, an unknown
+ * model, git, a missing sandbox), the global stop, and policy refusals of an answer the endpoint
+ * did give: the wrong model answered (MODEL_MISMATCH), development mode refused a paid endpoint
+ * (MODE_VIOLATION), the structured answer did not validate (INVALID_STRUCTURED_OUTPUT), the keys
+ * were refused (CREDENTIALS_EXHAUSTED), an edit was refused (SAFETY_HALT), a budget or rate limit
+ * of ours said no. Plain strings, so this module needs nothing from the rest of Warden.
+ */
+export const NOT_ENDPOINT_FAILURES: ReadonlySet<string> = new Set<string>([
+  'INVALID_INTENT',
+  'INVALID_SCRIPT',
+  'PATH_OUTSIDE_WORKTREE',
+  'UNKNOWN_MODEL',
+  'GIT_FAILED',
+  'BASE_BRANCH_DIRTY',
+  'MERGE_CONFLICT',
+  'SANDBOX_UNAVAILABLE',
+  'KILL_SWITCH',
+  'MODEL_MISMATCH',
+  'MODE_VIOLATION',
+  'INVALID_STRUCTURED_OUTPUT',
+  'CREDENTIALS_EXHAUSTED',
+  'SAFETY_HALT',
+  'BUDGET_EXCEEDED',
+  'RATE_LIMITED',
+  'REVIEW_POLICY_VIOLATION',
+]);
+
+/**
+ * A circuit's key: the endpoint, not the model name. Two servers answering for the same model
+ * are two circuits, and one server's models are one circuit each: `openai https://host/v1 gpt-4.1`.
+ */
+export function endpointKey(parts: { readonly kind: string; readonly baseUrl?: string; readonly model: string }): string {
+  return [parts.kind, parts.baseUrl?.replace(/\/+$/, ''), parts.model].filter(Boolean).join(' ');
+}
+
 /** Breaker state, as recorded in CIRCUIT_TRIPPED / CIRCUIT_RESET events. */
 export type CircuitState = 'CLOSED' | 'OPEN' | 'HALF_OPEN';
 
@@ -72,7 +109,7 @@ export interface CircuitBreakerOptions {
   readonly errorRateThreshold?: number;
   /** Calls needed in the window before the error rate can open it (20). */
   readonly minimumCalls?: number;
-  /** Rolling window of the error rate in ms, at 1 s resolution (60 000). */
+  /** Rolling window of the error rate in ms, at 1 s resolution (300 000, as the config's default). */
   readonly windowMs?: number;
   /** Consecutive failures that open it (5). */
   readonly consecutiveFailures?: number;
@@ -114,7 +151,7 @@ type Settings = Required<Omit<CircuitBreakerOptions, 'onStateChange'>> & Pick<Ci
 export const DEFAULT_CIRCUIT_OPTIONS: Readonly<Required<Omit<CircuitBreakerOptions, 'onStateChange' | 'isFailure'>>> = {
   errorRateThreshold: 0.5,
   minimumCalls: 20,
-  windowMs: 60_000,
+  windowMs: 300_000,
   consecutiveFailures: 5,
   coolDownMs: 30_000,
   probes: 3,

@@ -119,18 +119,18 @@ describe('CircuitBreakerRegistry: CLOSED → OPEN', () => {
     expect(h.registry.state(E)).toBe('CLOSED');
   });
 
-  it('counts only calls inside the rolling window', async () => {
+  it('counts only calls inside the rolling window (default 5 min, as the config)', async () => {
     const h = harness();
     at(0);
     await h.pattern('SF'.repeat(5));
-    at(60_000); // the first ten calls are now outside the 60 s window
+    at(300_000); // the first ten calls are now outside the 5 min window
     await h.pattern('SF'.repeat(5));
     expect(h.registry.state(E)).toBe('CLOSED');
 
     const same = harness();
     at(0);
     await same.pattern('SF'.repeat(5));
-    at(59_000);
+    at(299_000);
     await same.pattern('SF'.repeat(5));
     expect(same.registry.state(E)).toBe('OPEN');
   });

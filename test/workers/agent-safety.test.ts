@@ -316,6 +316,56 @@ test('repeated failures trip the endpoint circuit: later calls fail fast with CI
   });
 });
 
+test('policy refusals of an answer (MODEL_MISMATCH, SAFETY_HALT…) do not count against the endpoint', async () => {
+  const config = safety({ circuitBreaker: { consecutiveFailures: 2, halfOpenAfter: '10m' } });
+  const refusals = ['MODEL_MISMATCH', 'INVALID_STRUCTURED_OUTPUT', 'MODE_VIOLATION', 'SAFETY_HALT'];
+  let next = 0;
+  const refusing = (activities: WardenActivities): WardenActivities => ({
+    ...activities,
+    async runAgentStage(input) {
+      if (input.stage === 'triage' && next < refusals.length) {
+        throw ApplicationFailure.create({ type: refusals[next++], message: 'refused by policy', nonRetryable: true });
+      }
+      return activities.runAgentStage(input);
+    },
+  });
+  const endpoint = script({ model: 'policy-endpoint' });
+  await withWorker({ safety: config, wrap: refusing }, async (h) => {
+    const failed: string[] = [];
+    for (const type of refusals) {
+      const intent = intentFor(endpoint);
+      failed.push(intent.id);
+      expect(await failureOf(await startIntent(world.client, intent, h.queue))).toContain(type);
+    }
+    // Four refusals in a row and the circuit is still closed: the next intent's call runs.
+    const handle = await startIntent(world.client, intentFor(endpoint), h.queue);
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 30_000, 'the next intent past triage');
+    await cancel(handle);
+    const trips = await world.pool.query(`SELECT 1 FROM safety_events WHERE event_type = 'CIRCUIT_TRIPPED' AND breaker_id = 'scripted/policy-endpoint'`);
+    expect(trips.rowCount).toBe(0);
+  });
+});
+
+test('an open circuit with a short cool-down is waited for inside the attempt: no retry attempt is spent on it', async () => {
+  const config = safety({ circuitBreaker: { consecutiveFailures: 2, halfOpenAfter: '3s', probes: 1 } });
+  await withWorker({ safety: config }, async (h) => {
+    for (let i = 0; i < 2; i++) {
+      expect(await failureOf(await startIntent(world.client, intentFor(failingScript('recovering-endpoint')), h.queue))).toContain('AGENT_FAILED');
+    }
+    // The endpoint is back (same model name: same circuit); the circuit is OPEN for 3 s more.
+    const intent = intentFor(script({ model: 'recovering-endpoint' }));
+    const started = Date.now();
+    const handle = await startIntent(world.client, intent, h.queue);
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 30_000, 'triage done');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+    await cancel(handle);
+    const triage = (await world.ledger.activityRuns(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage' && r.stage === 'triage');
+    expect(triage.map((r) => [r.attempt, r.outcome])).toEqual([[1, 'completed']]);
+    const reset = await events(intent.id, 'CIRCUIT_RESET');
+    expect(reset).toEqual([expect.objectContaining({ breaker_id: 'scripted/recovering-endpoint' })]);
+  });
+});
+
 test('a tiny requestsPerMinute blocks the 2nd call: RATE_LIMIT_BLOCK, retried after the wait', async () => {
   const config = safety({ rateLimits: { perAgent: { requestsPerMinute: 1, tokensPerMinute: 1_000_000 } } });
   await withWorker({ safety: config }, async (h) => {
@@ -612,6 +662,15 @@ describe('pieces', () => {
     expect(safetyEventId({ ...call, attempt: 2 }, 'RATE_LIMIT_BLOCK')).not.toBe(id);
     expect(safetyEventId(call, 'CIRCUIT_TRIPPED')).not.toBe(id);
     expect(safetyEventId(call, 'RATE_LIMIT_BLOCK', 'x')).not.toBe(id);
+  });
+
+  test('endpoints of model profiles are kind, base URL and model: two servers of one model are two circuits', async () => {
+    const profile = (baseUrl?: string) => ({ kind: 'openai' as const, model: 'gpt-4.1-mini', ...(baseUrl ? { baseUrl } : {}) }) as never;
+    const a = await agentEndpoint(profile('http://127.0.0.1:18080/v1'));
+    const b = await agentEndpoint(profile('http://127.0.0.1:18081/v1/'));
+    expect(a).toEqual({ agentId: 'openai', modelId: 'gpt-4.1-mini', endpoint: 'openai http://127.0.0.1:18080/v1 gpt-4.1-mini' });
+    expect(b.endpoint).toBe('openai http://127.0.0.1:18081/v1 gpt-4.1-mini');
+    expect((await agentEndpoint(profile())).endpoint).toBe('openai https://api.openai.com/v1 gpt-4.1-mini');
   });
 
   test("endpoints: a script's model, a command's program", async () => {

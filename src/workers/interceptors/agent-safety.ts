@@ -14,7 +14,7 @@ import type { WorkerSafetyConfig } from '../../config/schema';
 import { deterministicUuid } from '../../ledger/event-id';
 import { LedgerError, type Ledger } from '../../ledger/ledger';
 import type { ActivityOutcome, SafetyEventInput, SafetyEventType, Severity } from '../../ledger/types';
-import { CircuitBreakerRegistry, CircuitOpenError, type CircuitStateChange } from '../../safety/circuit-breaker';
+import { CircuitBreakerRegistry, CircuitOpenError, NOT_ENDPOINT_FAILURES, endpointKey, type CircuitStateChange } from '../../safety/circuit-breaker';
 import { ErrorRateBreaker, type ErrorRateCheck } from '../../safety/error-rate';
 import { addUsd, compareUsd, normalizeUsd, subUsd } from '../../safety/money';
 import { RateLimiter } from '../../safety/token-bucket';
@@ -22,6 +22,7 @@ import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import { agentForStage, agentIdOf } from '../../shared/agent-routing';
 import type { AgentProfile } from '../../shared/intent';
+import { baseUrlOf } from '../../activities/agents/model-http';
 
 /** The activity the safety layers act on; every other activity is only audited. */
 export const AGENT_ACTIVITY = 'runAgentStage';
@@ -61,21 +62,8 @@ const LEDGER_RETRY_MAX_MS = 4_000;
 const DEADLINE_MARGIN_MS = 5_000;
 /** Temporal reads a zero nextRetryDelay as "use the retry policy"; never ask for less than this. */
 const MIN_RETRY_DELAY_MS = 1_000;
-/**
- * Failures that say our request was bad, not that the endpoint is unhealthy: they neither trip
- * the endpoint's circuit nor count as errors in the error rate.
- */
-const CALLER_FAULTS: ReadonlySet<string> = new Set<string>([
-  FailureType.InvalidIntent,
-  FailureType.InvalidScript,
-  FailureType.PathOutsideWorktree,
-  FailureType.UnknownModel,
-  FailureType.GitFailed,
-  FailureType.BaseBranchDirty,
-  FailureType.MergeConflict,
-  FailureType.SandboxUnavailable,
-  FailureType.KillSwitch, // the global stop ended a running call: nothing about the endpoint
-]);
+/** The longest wait for an endpoint's circuit inside one attempt (the default cool-down is 30 s). */
+const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
 /** SQLSTATE classes worth waiting out: connection, resources, operator intervention, serialization. */
 const TRANSIENT_SQLSTATE_CLASSES = new Set(['08', '40', '53', '57']);
 
@@ -173,7 +161,10 @@ export async function agentEndpoint(agent: AgentProfile): Promise<AgentEndpoint>
   // A named profile is an agent of its own: its own rate limits and day budget.
   const agentId = agentIdOf(agent);
   const declared = (agent as { model?: unknown }).model;
-  if (typeof declared === 'string' && declared) return { agentId, modelId: declared, endpoint: `${agent.kind}/${declared}` };
+  if (typeof declared === 'string' && declared) {
+    const baseUrl = agent.kind === 'anthropic' || agent.kind === 'openai' ? baseUrlOf(agent) : undefined;
+    return { agentId, modelId: declared, endpoint: endpointKey({ kind: agent.kind, baseUrl, model: declared }) };
+  }
   if (agent.kind === 'scripted') {
     const model = await readScriptModel(agent.scriptPath);
     return { agentId, modelId: model, endpoint: `scripted/${model}` };
@@ -293,9 +284,7 @@ class AgentSafety {
     }
 
     // 3. The endpoint's circuit, before anything is reserved or taken.
-    if (this.breakers.state(agent.endpoint) !== 'CLOSED' && this.breakers.retryAfterMs(agent.endpoint) > 0) {
-      throw circuitOpenFailure(new CircuitOpenError(agent.endpoint, this.breakers.retryAfterMs(agent.endpoint), this.breakers.state(agent.endpoint) as 'OPEN' | 'HALF_OPEN'));
-    }
+    await this.waitForCircuit(ctx, call, agent.endpoint);
 
     // 4. Token buckets per agent and per model.
     const debtKey = JSON.stringify([agent.agentId, agent.modelId]);
@@ -411,6 +400,29 @@ class AgentSafety {
       }
     }
     return result;
+  }
+
+  /**
+   * Waits, heartbeating, while the endpoint's circuit admits no call, as long as the wait is
+   * short (the cool-down, a probe interval) and fits in this attempt: a refused call would cost
+   * the intent one of its few retry attempts, and a short outage would fail it within a minute.
+   * A longer wait fails the attempt with CIRCUIT_OPEN and `nextRetryDelay` = the time until the
+   * circuit admits a probe, so the next attempt comes no earlier than that.
+   */
+  private async waitForCircuit(ctx: Context, call: CallRef, endpoint: string): Promise<void> {
+    let logged = false;
+    for (;;) {
+      const state = this.breakers.state(endpoint);
+      const waitMs = this.breakers.retryAfterMs(endpoint);
+      if (state === 'CLOSED' || waitMs <= 0) return;
+      if (waitMs > MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS || Date.now() + waitMs > call.deadlineMs || ctx.cancellationSignal.aborted) {
+        throw circuitOpenFailure(new CircuitOpenError(endpoint, waitMs, state));
+      }
+      if (!logged) activityLogger(this.deps.logger).info({ endpoint, circuit: state, waitMs }, 'circuit not admitting calls: waiting for it in this attempt');
+      logged = true;
+      ctx.heartbeat();
+      await ctx.sleep(Math.min(waitMs, 2_000));
+    }
   }
 
   /** Which kill switch is on, if any: the cheap local ones first, then the ledger's flag. */
@@ -611,7 +623,7 @@ class AgentSafety {
   private countsAgainstEndpoint(error: unknown, ctx: Context | undefined): boolean {
     if (ctx?.cancellationSignal.aborted) return false;
     if (error instanceof CancelledFailure || (error instanceof Error && error.name === 'AbortError')) return false;
-    if (error instanceof ApplicationFailure && error.type && CALLER_FAULTS.has(error.type)) return false;
+    if (error instanceof ApplicationFailure && error.type && NOT_ENDPOINT_FAILURES.has(error.type)) return false;
     return true;
   }
 }
