@@ -10,6 +10,7 @@ import { agentForStage } from '../shared/agent-routing';
 import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
+import type { AnomalyNotice } from '../safety/behaviour-watch';
 import { costOf, UnknownModelError, type PricingTable } from '../safety/pricing';
 import { FailureType } from '../shared/errors';
 import type { AgentResult } from './agents';
@@ -74,6 +75,8 @@ export interface StageSafety {
   /** Short hash of the output: equal hashes mean the agent said the same thing. */
   readonly outputHash: string;
   readonly latencyMs: number;
+  /** HIGH findings of the worker's behaviour monitor for this intent, added by the interceptor. */
+  readonly anomalies?: readonly AnomalyNotice[];
 }
 
 /** Small by design: it is recorded in workflow history. Documents stay in the worktree. */

@@ -34,7 +34,7 @@ export const GATES: Record<GateKind, GateDefinition> = {
   lld: { question: 'Approve the low-level design before the spec and the implementation?', escalateTo: 'the intent owner', humanOnly: false, optional: true },
   'cost-overrun': { question: 'Approaching the cost budget. Continue?', escalateTo: 'budget_owner', humanOnly: false, optional: true },
   cascade: { question: 'A stage tried to widen the task. Let the intent go on?', escalateTo: 'the intent owner', humanOnly: true, optional: false },
-  anomaly: { question: 'The behaviour monitor found a HIGH anomaly. Let the intent go on?', escalateTo: 'the intent owner', humanOnly: false, optional: false },
+  anomaly: { question: 'The behaviour monitor found a HIGH anomaly. Let the intent go on?', escalateTo: 'the intent owner', humanOnly: true, optional: false },
   'blast-radius': { question: 'The change is larger than predicted. Let it go on?', escalateTo: 'the intent owner', humanOnly: false, optional: false },
   security: { question: 'Critical security finding: review it before anything merges.', escalateTo: 'security_team', humanOnly: true, optional: false },
   production: { question: 'This change targets production. Sign off before merge?', escalateTo: 'deployment_lead', humanOnly: true, optional: false },

@@ -15,7 +15,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { StageResult, WardenActivities } from '../activities';
-import { BehaviourMonitor } from '../safety/behaviour-monitor';
+import { BehaviourMonitor as LegacyBehaviourMonitor } from './legacy-behaviour-monitor';
 import { checkBlastRadius } from '../safety/limits';
 import { addUsd, ZERO_USD } from '../safety/money';
 import { agentForStage, agentIdOf, modelFamily } from '../shared/agent-routing';
@@ -55,6 +55,14 @@ export const PATCHES_AT_START_PATCH = 'patches-decided-at-start';
 
 /** Stage starts and each impl attempt's test result written to the ledger (`warden audit`). */
 export const STAGE_STARTS_AND_TESTS_PATCH = 'stage-starts-and-tests-in-ledger';
+
+/**
+ * The behaviour monitor runs in the worker's activity interceptor, over every attempt of every
+ * agent call of every intent, and hands HIGH findings over with a stage result; the workflow only
+ * holds the intent at the anomaly gate for them. Before this patch each workflow ran a monitor of
+ * its own on one observation per stage result, which the attempt caps kept below HIGH.
+ */
+export const WORKER_MONITOR_PATCH = 'behaviour-monitor-in-worker';
 
 /** How long an intent whose agent the global stop killed waits for its own cancellation. */
 const STOPPED_MID_RUN_WAIT_MS = 5_000;
@@ -181,6 +189,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const patchesAtStart = patched(PATCHES_AT_START_PATCH);
   // Histories from before it replay without these ledger rows (their ids come from uuid4()).
   const stageStartsAndTests = patched(STAGE_STARTS_AND_TESTS_PATCH);
+  const monitorInWorker = patched(WORKER_MONITOR_PATCH);
   const intent = await checkedIntent(input);
   refuseForeignWorkflowId(intent.id, workflowInfo().workflowId);
   const { limits } = intent;
@@ -196,7 +205,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const ledger = new LedgerRecorder(intent.id, (batch) => ledgerActivities.appendToLedger(batch));
   const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details));
   installStageGuard(guard);
-  const monitor = new BehaviourMonitor();
+  const monitor = new LegacyBehaviourMonitor();
 
   ledger.event('INTENT_STARTED', 'info', intent.goal, {
     agentId: agentIdOf(intent.agent),
@@ -339,8 +348,21 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     return result;
   }
 
-  /** Feeds the behaviour monitor; HIGH findings hold the intent at a gate, CRITICAL ones halt it. */
+  /**
+   * HIGH findings of the behaviour monitor hold the intent at the anomaly gate, which only a
+   * person decides; CRITICAL ones have already halted it in the worker (see WORKER_MONITOR_PATCH).
+   */
   async function watchBehaviour(stage: AgentStage, result: StageResult): Promise<void> {
+    if (monitorInWorker) {
+      const high = (result.safety.anomalies ?? []).filter((a) => a.severity === 'high');
+      if (high.length === 0) return;
+      const more = high.length > 1 ? ` (and ${high.length - 1} more: ${high.slice(1).map((a) => a.kind).join(', ')})` : '';
+      const decision = await gates.decide('anomaly', `The behaviour monitor found in ${stage}: ${high[0].reason}${more}. Let the intent go on?`);
+      if (!approved(decision)) {
+        throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the anomaly gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
+      }
+      return;
+    }
     const findings = monitor.observe({
       at: Date.now(),
       stage,

@@ -5,7 +5,7 @@ import { BehaviourMonitor, DEFAULT_MONITOR_CONFIG, emptyMonitorState } from '../
 let counter = 0;
 function obs(overrides: Partial<Observation> = {}): Observation {
   counter += 1;
-  return { at: counter * 120_000, stage: 'impl', agent: 'claude', action: `act-${counter}`, outputHash: `out-${counter}`, costUsd: '0', latencyMs: 1_000, ...overrides };
+  return { at: counter * 120_000, scope: 'intent-1', stage: 'impl', agent: 'claude', action: `act-${counter}`, outputHash: `out-${counter}`, costUsd: '0', latencyMs: 1_000, ...overrides };
 }
 
 function kinds(findings: readonly Finding[]): string[] {
@@ -20,26 +20,40 @@ function run(monitor: BehaviourMonitor, observations: readonly Observation[]): F
 describe('BehaviourMonitor: loop', () => {
   const same = (i: number): Observation => obs({ at: i * 120_000, action: 'npm test', outputHash: 'h1' });
 
-  it('tolerates 5 identical action+output in a row, reports HIGH at the 6th and CRITICAL at the 10th', () => {
+  it('reports 5 identical request+answer in a row as a HIGH loop (seed 000) and 10 as CRITICAL, not before', () => {
     const monitor = new BehaviourMonitor();
     const results = run(monitor, Array.from({ length: 12 }, (_, i) => same(i)));
     const loopAt = results.map((f, i) => [i + 1, kinds(f).filter((k) => k.startsWith('loop'))] as const).filter(([, k]) => k.length);
     expect(loopAt).toEqual([
-      [6, ['loop:high']],
+      [5, ['loop:high']],
       [10, ['loop:critical']],
     ]);
-    expect(results[5][0].reason).toContain('6 times');
-    expect(results[5][0].suggestion).not.toBe('');
-    expect(results[5][0]).toMatchObject({ stage: 'impl', agent: 'claude' });
+    expect(results[4][0].reason).toContain('5 times');
+    expect(results[4][0].suggestion).not.toBe('');
+    expect(results[4][0]).toMatchObject({ scope: 'intent-1', stage: 'impl', agent: 'claude' });
+  });
+
+  it('keeps intents apart: the same answer in two intents is no loop', () => {
+    const monitor = new BehaviourMonitor();
+    const findings = run(monitor, Array.from({ length: 8 }, (_, i) => obs({ at: i * 120_000, scope: `intent-${i % 2}`, action: 'x', outputHash: 'y' }))).flat();
+    expect(findings).toEqual([]);
+  });
+
+  it('a failed attempt (no answer) breaks no loop and makes none', () => {
+    const monitor = new BehaviourMonitor();
+    const findings = run(monitor, Array.from({ length: 12 }, (_, i) => obs({ at: i * 120_000, action: 'x', outputHash: undefined }))).flat();
+    expect(findings).toEqual([]);
   });
 
   it('re-arms after the run is broken', () => {
     const monitor = new BehaviourMonitor();
-    run(monitor, Array.from({ length: 6 }, (_, i) => same(i)));
+    run(monitor, Array.from({ length: 5 }, (_, i) => same(i)));
     monitor.observe(obs({ at: 7 * 120_000, action: 'edit', outputHash: 'x' }));
-    const again = run(monitor, Array.from({ length: 6 }, (_, i) => same(8 + i)));
-    expect(kinds(again[5])).toContain('loop:high');
-    expect(again.slice(0, 5).flat().filter((f) => f.kind === 'loop')).toHaveLength(0);
+    const again = run(monitor, Array.from({ length: 5 }, (_, i) => same(8 + i)));
+    // The second HIGH loop of the same intent is CRITICAL: a person already let it go on once.
+    expect(kinds(again[4])).toContain('loop:critical');
+    expect(again[4][0].reason).toMatch(/HIGH anomaly number 2 of this intent/);
+    expect(again.slice(0, 4).flat().filter((f) => f.kind === 'loop')).toHaveLength(0);
   });
 
   it('does not trip on legitimate polling: the same status check, slowly, with changing output', () => {
@@ -54,18 +68,23 @@ describe('BehaviourMonitor: loop', () => {
   it('keeps agents and stages apart', () => {
     const monitor = new BehaviourMonitor();
     const interleaved: Observation[] = [];
-    for (let i = 0; i < 6; i++) {
-      interleaved.push(obs({ at: i * 120_000, agent: 'a', action: 'x', outputHash: 'y' }));
-      interleaved.push(obs({ at: i * 120_000 + 1, agent: 'b', action: 'x', outputHash: 'y' }));
+    for (let i = 0; i < 5; i++) {
+      interleaved.push(obs({ at: i * 120_000, scope: 'i-a', agent: 'a', action: 'x', outputHash: 'y' }));
+      interleaved.push(obs({ at: i * 120_000 + 1, scope: 'i-b', agent: 'b', action: 'x', outputHash: 'y' }));
+      interleaved.push(obs({ at: i * 120_000 + 2, scope: 'i-b', agent: 'b', stage: 'review', action: 'x', outputHash: 'y' }));
     }
     const findings = run(monitor, interleaved).flat().filter((f) => f.kind === 'loop');
-    expect(findings.map((f) => f.agent)).toEqual(['a', 'b']);
+    expect(findings.map((f) => [f.agent, f.stage, f.severity])).toEqual([
+      ['a', 'impl', 'high'],
+      ['b', 'impl', 'high'],
+      ['b', 'review', 'critical'], // the second HIGH of intent i-b
+    ]);
   });
 
   it('honours a custom threshold', () => {
     const monitor = new BehaviourMonitor({ loopThreshold: 2 });
     const results = run(monitor, Array.from({ length: 4 }, (_, i) => same(i)));
-    expect(results.map((f) => kinds(f).filter((k) => k.startsWith('loop')))).toEqual([[], [], ['loop:high'], ['loop:critical']]);
+    expect(results.map((f) => kinds(f).filter((k) => k.startsWith('loop')))).toEqual([[], ['loop:high'], [], ['loop:critical']]);
   });
 });
 
@@ -100,63 +119,57 @@ describe('BehaviourMonitor: alternation', () => {
 describe('BehaviourMonitor: escalating cost', () => {
   const paid = (i: number, costUsd: string) => obs({ at: i * 120_000, costUsd });
 
-  it('reports 4 strictly rising costs when the last is at least 2× the first', () => {
+  it('reports 5 strictly rising costs (seed 000) as MEDIUM, and as HIGH once the last is 2× the first', () => {
     const monitor = new BehaviourMonitor();
-    const results = run(monitor, [paid(0, '0.10'), paid(1, '0.12'), paid(2, '0.15'), paid(3, '0.20')]);
-    expect(results.map(kinds)).toEqual([[], [], [], ['escalating-cost:medium']]);
-    expect(results[3][0].reason).toContain('0.100000');
+    const results = run(monitor, [paid(0, '0.10'), paid(1, '0.11'), paid(2, '0.12'), paid(3, '0.13'), paid(4, '0.14'), paid(5, '0.20')]);
+    expect(results.map(kinds)).toEqual([[], [], [], [], ['escalating-cost:medium'], ['escalating-cost:high']]);
+    expect(results[4][0].reason).toContain('0.100000');
   });
 
-  it('does not report when the last is just under 2× the first', () => {
+  it('does not report 4 rising costs, however steep', () => {
     const monitor = new BehaviourMonitor();
-    expect(run(monitor, [paid(0, '0.10'), paid(1, '0.12'), paid(2, '0.15'), paid(3, '0.199999')]).flat()).toEqual([]);
+    expect(run(monitor, [paid(0, '0.01'), paid(1, '1'), paid(2, '100'), paid(3, '1000')]).flat()).toEqual([]);
   });
 
-  it('does not report 3 rising costs, however steep', () => {
-    const monitor = new BehaviourMonitor();
-    expect(run(monitor, [paid(0, '0.01'), paid(1, '1'), paid(2, '100')]).flat()).toEqual([]);
-  });
-
-  it('restarts on a non-increase, reports once per run, ignores unpaid actions', () => {
+  it('restarts on a non-increase, reports each level once per run, ignores unpaid actions', () => {
     const monitor = new BehaviourMonitor();
     const findings = run(monitor, [
       paid(0, '0.10'),
       paid(1, '0.20'),
       paid(2, '0.20'), // equal: the run restarts here
       paid(3, '0.30'),
-      obs({ at: 4 * 120_000, costUsd: '0' }), // a test run: not an attempt
+      obs({ at: 4 * 120_000, costUsd: '0' }), // unpaid: not an attempt
       paid(5, '0.35'),
-      paid(6, '0.40'), // 4 rising from 0.20, but 0.40 = 2× 0.20 → report
-      paid(7, '0.50'), // same run: no second report
+      paid(6, '0.38'),
+      paid(7, '0.40'), // 5 rising from 0.20 and 2× it → HIGH at once
+      paid(8, '0.50'), // same run: no second report
     ]).map(kinds);
-    expect(findings.flat()).toEqual(['escalating-cost:medium']);
-    expect(findings[6]).toEqual(['escalating-cost:medium']);
+    expect(findings.flat()).toEqual(['escalating-cost:high']);
+    expect(findings[7]).toEqual(['escalating-cost:high']);
   });
 });
 
 describe('BehaviourMonitor: rapid actions', () => {
-  it('allows 10 actions in 60 s and reports the 11th', () => {
+  it('reports 5 actions in a row each less than 5 s after the previous (seed 000), as MEDIUM only', () => {
     const monitor = new BehaviourMonitor();
-    const results = run(monitor, Array.from({ length: 11 }, (_, i) => obs({ at: 1_000_000 + i * 5_000 })));
-    expect(results.slice(0, 10).flat()).toEqual([]);
-    expect(kinds(results[10])).toEqual(['rapid-actions:medium']);
+    const results = run(monitor, Array.from({ length: 30 }, (_, i) => obs({ at: 1_000_000 + i * 4_999 })));
+    expect(results.slice(0, 4).flat()).toEqual([]);
+    expect(kinds(results[4])).toEqual(['rapid-actions:medium']);
+    expect(results.slice(5).flat()).toEqual([]); // once per run: fast agents are not held for it
   });
 
-  it('counts only the last 60 s: an action exactly 60 s old is out', () => {
+  it('a gap of 5 s breaks the run and re-arms the rule', () => {
     const monitor = new BehaviourMonitor();
-    // 11 actions, the first exactly 60 s before the last.
-    const times = [0, ...Array.from({ length: 10 }, (_, i) => 51_000 + i * 1_000)];
-    expect(times[10]).toBe(60_000);
-    expect(run(monitor, times.map((at) => obs({ at }))).flat()).toEqual([]);
+    const times = [0, 1_000, 2_000, 3_000, 8_000, 9_000, 10_000, 11_000, 12_000];
+    const results = run(monitor, times.map((at) => obs({ at })));
+    expect(results.map(kinds).flat()).toEqual(['rapid-actions:medium']);
+    expect(kinds(results[8])).toEqual(['rapid-actions:medium']);
   });
 
-  it('escalates to high beyond 2× and re-arms once the pace drops', () => {
+  it('counts per intent: many intents of one agent, each at a normal pace, are not rapid', () => {
     const monitor = new BehaviourMonitor();
-    const burst = run(monitor, Array.from({ length: 21 }, (_, i) => obs({ at: i * 100 }))).map(kinds);
-    expect(burst[10]).toEqual(['rapid-actions:medium']);
-    expect(burst[20]).toEqual(['rapid-actions:high']);
-    const later = run(monitor, Array.from({ length: 11 }, (_, i) => obs({ at: 600_000 + i * 100 }))).map(kinds);
-    expect(later[10]).toEqual(['rapid-actions:medium']);
+    const findings = run(monitor, Array.from({ length: 40 }, (_, i) => obs({ at: i * 1_000, scope: `intent-${i % 8}` }))).flat();
+    expect(findings).toEqual([]);
   });
 });
 
@@ -178,9 +191,10 @@ describe('BehaviourMonitor: outliers', () => {
     };
     expect(baseline().observe(latency(10, 1_799))).toEqual([]); // z ≈ 2.995
     expect(kinds(baseline().observe(latency(10, 1_801)))).toEqual(['latency-outlier:medium']); // z ≈ 3.005
-    expect(kinds(baseline().observe(latency(10, 601)))).toEqual([]); // below the mean too: z ≈ 2.995
-    expect(kinds(baseline().observe(latency(10, 599)))).toEqual(['latency-outlier:medium']);
-    expect(kinds(baseline().observe(latency(10, 2_401)))).toEqual(['latency-outlier:high']); // z > 6
+    // One-sided: a quicker call is no runaway.
+    expect(kinds(baseline().observe(latency(10, 1)))).toEqual([]);
+    // A slow call is recorded, never held for a person: MEDIUM even beyond 6 standard deviations.
+    expect(kinds(baseline().observe(latency(10, 2_401)))).toEqual(['latency-outlier:medium']);
   });
 
   it('reports a cost outlier per stage and agent, ignoring unpaid actions', () => {
@@ -190,9 +204,23 @@ describe('BehaviourMonitor: outliers', () => {
     expect(monitor.observe(obs({ costUsd: '0' }))).toEqual([]);
     // Another agent has no baseline yet.
     expect(monitor.observe(obs({ agent: 'gpt', costUsd: '5' }))).toEqual([]);
+    // Cheaper than usual is no anomaly.
+    expect(monitor.observe(obs({ costUsd: '0.000001' }))).toEqual([]);
     const finding = monitor.observe(obs({ costUsd: '0.5' }));
     expect(kinds(finding)).toEqual(['cost-outlier:high']);
     expect(finding[0].reason).toContain('$0.500000');
+  });
+
+  it('shares baselines across intents, so a new intent is judged from its first attempt; seeded runs count', () => {
+    const monitor = new BehaviourMonitor();
+    for (let i = 0; i < 10; i++) monitor.seed({ stage: 'impl', agent: 'claude', costUsd: i % 2 ? '0.011' : '0.009', latencyMs: 1_000 + (i % 2) * 400 });
+    expect(monitor.baselineSamples('impl', 'claude')).toBe(10);
+    const first = monitor.observe(obs({ scope: 'brand-new-intent', costUsd: '0.5', latencyMs: 1_200 }));
+    expect(kinds(first)).toEqual(['cost-outlier:high']);
+    expect(first[0]).toMatchObject({ scope: 'brand-new-intent', stage: 'impl' });
+    // A failed attempt's latency says how soon it failed: it is neither judged nor learnt.
+    expect(monitor.observe(obs({ scope: 'other', outputHash: undefined, latencyMs: 10 }))).toEqual([]);
+    expect(monitor.baselineSamples('impl', 'claude')).toBe(11);
   });
 
   it('does not hair-trigger on a constant baseline', () => {
@@ -233,11 +261,31 @@ describe('BehaviourMonitor: breaker oscillation', () => {
     expect(flips.flatMap((state, i) => monitor.observeBreaker('e', state, i * 4 * 60_000))).toEqual([]);
   });
 
+  it('seen by an intent that already had a HIGH finding, oscillation is CRITICAL', () => {
+    const monitor = new BehaviourMonitor({ loopThreshold: 1 });
+    expect(kinds(monitor.observe(obs({ scope: 'i', action: 'x', outputHash: 'y' })))).toEqual(['loop:high']);
+    const flips = ['OPEN', 'CLOSED', 'OPEN', 'CLOSED'].flatMap((s, i) => monitor.observeBreaker('e', s as 'OPEN' | 'CLOSED', i, 'i'));
+    expect(kinds(flips)).toEqual(['breaker-oscillation:critical']);
+    expect(flips[0]).toMatchObject({ scope: 'i', endpoint: 'e' });
+  });
+
   it('keeps endpoints apart', () => {
     const monitor = new BehaviourMonitor();
     const a = ['OPEN', 'CLOSED'].flatMap((s, i) => monitor.observeBreaker('a', s as 'OPEN' | 'CLOSED', i));
     const b = ['OPEN', 'CLOSED'].flatMap((s, i) => monitor.observeBreaker('b', s as 'OPEN' | 'CLOSED', i));
     expect([...a, ...b]).toEqual([]);
+  });
+});
+
+describe('BehaviourMonitor: memory', () => {
+  it('forgets the least recently seen intent beyond maxScopes, never the baselines', () => {
+    const monitor = new BehaviourMonitor({ maxScopes: 2 });
+    monitor.observe(obs({ scope: 'a', at: 1 }));
+    monitor.observe(obs({ scope: 'b', at: 2 }));
+    monitor.observe(obs({ scope: 'a', at: 3 }));
+    monitor.observe(obs({ scope: 'c', at: 4 }));
+    expect(Object.keys(monitor.snapshot().scopes).sort()).toEqual(['a', 'c']);
+    expect(monitor.baselineSamples('impl', 'claude')).toBe(4);
   });
 });
 
@@ -251,6 +299,7 @@ describe('BehaviourMonitor: state', () => {
       const r = next();
       list.push({
         at: 1_000_000 + i * (r < 0.2 ? 500 : 20_000),
+        scope: r < 0.6 ? 'intent-a' : 'intent-b',
         stage: r < 0.5 ? 'impl' : 'review',
         agent: r < 0.7 ? 'claude' : 'gpt',
         action: r < 0.3 ? 'npm test' : `act-${Math.floor(r * 4)}`,
@@ -292,6 +341,6 @@ describe('BehaviourMonitor: state', () => {
   });
 
   it('has the seed defaults', () => {
-    expect(DEFAULT_MONITOR_CONFIG).toMatchObject({ loopThreshold: 5, rapidMaxActions: 10, rapidWindowMs: 60_000, outlierZ: 3, outlierMinSamples: 10 });
+    expect(DEFAULT_MONITOR_CONFIG).toMatchObject({ loopThreshold: 5, escalationMinAttempts: 5, rapidMinActions: 5, rapidMaxGapMs: 5_000, outlierZ: 3, outlierMinSamples: 10 });
   });
 });

@@ -7,7 +7,7 @@ import type { safetyProbeWorkflow } from './fixtures/safety-workflow';
 
 const SAFETY_DIR = path.resolve(__dirname, '../../src/safety');
 const WORKFLOW_SAFE = ['behaviour-monitor', 'cascade-detector', 'error-rate', 'limits', 'money', 'pricing', 'token-bucket'];
-const NOT_WORKFLOW_SAFE = ['circuit-breaker'];
+const NOT_WORKFLOW_SAFE = ['circuit-breaker', 'behaviour-watch'];
 
 function source(name: string): string {
   return readFileSync(path.join(SAFETY_DIR, `${name}.ts`), 'utf8');

@@ -15,6 +15,8 @@ import { deterministicUuid } from '../../ledger/event-id';
 import { LedgerError, type Ledger } from '../../ledger/ledger';
 import type { ActivityOutcome, SafetyEventInput, SafetyEventType, Severity } from '../../ledger/types';
 import { CircuitBreakerRegistry, CircuitOpenError, NOT_ENDPOINT_FAILURES, endpointKey, type CircuitStateChange } from '../../safety/circuit-breaker';
+import { BehaviourWatch, recentAgentRuns } from '../../safety/behaviour-watch';
+import type { Finding } from '../../safety/behaviour-monitor';
 import { ErrorRateBreaker, type ErrorRateCheck } from '../../safety/error-rate';
 import { addUsd, compareUsd, normalizeUsd, subUsd } from '../../safety/money';
 import { RateLimiter } from '../../safety/token-bucket';
@@ -196,8 +198,11 @@ class AgentSafety {
   private readonly tokenDebt = new Map<string, number>();
   private readonly tokenCapacity: number;
   private readonly stopFile: string;
+  /** The behaviour monitor over every agent call of this worker; baselines seeded from the ledger. */
+  private readonly behaviour: BehaviourWatch;
 
   constructor(private readonly deps: AgentSafetyDeps) {
+    this.behaviour = new BehaviourWatch(() => recentAgentRuns(deps.ledger.pool));
     const { circuitBreaker, errorRate, rateLimits } = deps.config;
     this.breakers = new CircuitBreakerRegistry({
       errorRateThreshold: circuitBreaker.failureRate,
@@ -346,12 +351,16 @@ class AgentSafety {
     }
 
     // 6. The call, through the endpoint's circuit.
+    await this.behaviour.ready((error) => log.warn({ error: messageOf(error) }, 'could not read past agent runs; behaviour baselines start empty'));
     const scope: CallScope = { ctx, transitions: [] };
     let result: StageResult;
     try {
       result = (await this.scope.run(scope, () => this.breakers.execute(agent.endpoint, () => next(input)))) as StageResult;
     } catch (error) {
       await this.writeTransitions(ctx, call, agent, scope.transitions);
+      if (!(error instanceof CircuitOpenError) && !ctx.cancellationSignal.aborted) {
+        await this.watchBehaviour(call, agent, stageInput, scope.transitions, undefined, event);
+      }
       await this.patiently(ctx, call, 'release the reservation', () => this.deps.ledger.releaseReservation(reservationId)).catch((releaseError: unknown) =>
         log.error({ reservationId, error: messageOf(releaseError) }, 'could not release the budget reservation; it stays open'),
       );
@@ -370,6 +379,9 @@ class AgentSafety {
       throw error;
     }
     await this.writeTransitions(ctx, call, agent, scope.transitions);
+    await this.watchBehaviour(call, agent, stageInput, scope.transitions, result, event);
+    const anomalies = this.behaviour.deliver(call.intentId ?? call.workflowId);
+    if (anomalies.length > 0) result = { ...result, safety: { ...result.safety, anomalies } };
     this.errorRate.record(Date.now(), true);
     await this.judgeErrorRate(ctx, call, agent);
     this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) + result.inputTokens + result.outputTokens);
@@ -400,6 +412,55 @@ class AgentSafety {
       }
     }
     return result;
+  }
+
+  /**
+   * Feeds the behaviour monitor with this attempt (answered or failed) and the circuit changes it
+   * saw; records each finding as ANOMALY_DETECTED. A CRITICAL finding halts the intent here
+   * (non-retryable SAFETY_HALT, without details: its event is written); HIGH ones reach the
+   * workflow with the intent's next answer, which holds it at the anomaly gate.
+   */
+  private async watchBehaviour(
+    call: CallRef,
+    agent: AgentEndpoint,
+    input: StageInput,
+    transitions: readonly CircuitStateChange[],
+    result: StageResult | undefined,
+    event: (type: SafetyEventType, severity: Severity, reason: string, details?: EventDetails) => Promise<string>,
+  ): Promise<void> {
+    const intentId = call.intentId ?? call.workflowId;
+    const now = Date.now();
+    const findings: Finding[] = [
+      ...this.behaviour.breakerChanges(transitions, intentId),
+      ...this.behaviour.agentCall({
+        intentId,
+        stage: input.stage,
+        agentId: agent.agentId,
+        modelId: agent.modelId,
+        request: { feedback: input.feedback, conditions: input.conditions },
+        outputHash: result?.safety?.outputHash,
+        costUsd: result ? normalizeUsd(result.costUsd) : '0',
+        latencyMs: now - call.startedMs,
+        at: now,
+      }),
+    ];
+    for (const [i, finding] of findings.entries()) {
+      activityLogger(this.deps.logger).warn({ anomaly: finding.kind, severity: finding.severity, reason: finding.reason }, 'behaviour monitor finding');
+      await event('ANOMALY_DETECTED', finding.severity, finding.reason.slice(0, 1000), {
+        key: `monitor:${finding.kind}:${i}`,
+        ...(finding.endpoint ? { breakerId: finding.endpoint } : {}),
+        suggestion: finding.suggestion,
+        metadata: { kind: finding.kind, monitor: 'behaviour', pattern: `anomaly-${finding.kind}` },
+      });
+    }
+    const critical = findings.find((f) => f.severity === 'critical');
+    if (critical) {
+      throw ApplicationFailure.create({
+        type: FailureType.SafetyHalt,
+        message: `ANOMALY_DETECTED: critical ${critical.kind} in ${call.stage ?? 'agent'}: ${critical.reason}`.slice(0, 2000),
+        nonRetryable: true,
+      });
+    }
   }
 
   /**
