@@ -122,14 +122,24 @@ export function checkIterations(input: IterationInput): LimitCheck {
 
 // ─── Stagnation (two-strike rule) ──────────────────────────────────────────────────────────────
 
-/** What one verification run showed. `failingTests`, when known, names the failing tests. */
+/**
+ * What one verification run showed. Counts are undefined when the runner's output did not say
+ * them: an unknown count is never taken for 0.
+ */
 export interface TestOutcome {
-  readonly passed: number;
-  readonly failed: number;
+  readonly passed?: number;
+  readonly failed?: number;
   readonly failingTests?: readonly string[];
+  /** The test command succeeded (exit 0). When not given, a run with no failures and some passes is green. */
+  readonly green?: boolean;
+}
+
+function countsKnown(outcome: TestOutcome): outcome is TestOutcome & { passed: number; failed: number } {
+  return outcome.passed !== undefined && outcome.failed !== undefined;
 }
 
 function sameOutcome(a: TestOutcome, b: TestOutcome): boolean {
+  if (!countsKnown(a) || !countsKnown(b)) return false;
   if (a.passed !== b.passed || a.failed !== b.failed) return false;
   if (!a.failingTests || !b.failingTests) return true;
   const left = new Set(a.failingTests);
@@ -137,18 +147,22 @@ function sameOutcome(a: TestOutcome, b: TestOutcome): boolean {
   return left.size === right.size && [...left].every((name) => right.has(name));
 }
 
+function isGreen(outcome: TestOutcome): boolean {
+  return outcome.green ?? (outcome.failed === 0 && (outcome.passed ?? 0) > 0);
+}
+
 /**
  * Two-strike rule (seed 002): trips when the last `strikes` (default 2) verification results of
  * the impl loop are identical — same passing count, same failing count and, when both name them,
- * the same set of failing tests. A green run (failures 0, passes > 0) is never stagnation.
- * `history` is oldest first.
+ * the same set of failing tests. Only known results compare: a run whose counts could not be read
+ * is like no other. A green run (the command passed, or no failures and some passes) is never
+ * stagnation. `history` is oldest first.
  */
 export function checkStagnation(history: readonly TestOutcome[], strikes = 2): LimitCheck {
   const last = history[history.length - 1];
-  let repeats = last ? 1 : 0;
-  for (let i = history.length - 2; i >= 0 && repeats < strikes && sameOutcome(history[i], last); i--) repeats++;
-  const green = last !== undefined && last.failed === 0 && last.passed > 0;
-  if (last && !green && repeats >= strikes) {
+  let repeats = last && countsKnown(last) ? 1 : 0;
+  for (let i = history.length - 2; i >= 0 && repeats > 0 && repeats < strikes && sameOutcome(history[i], last!); i--) repeats++;
+  if (last && countsKnown(last) && !isGreen(last) && repeats >= strikes) {
     return {
       verdict: 'trip',
       reason: 'STAGNATION_DETECTED',
@@ -158,7 +172,29 @@ export function checkStagnation(history: readonly TestOutcome[], strikes = 2): L
       threshold: strikes,
     };
   }
-  return { verdict: 'ok', detail: `${repeats} identical result(s) in a row`, suggestion: '', current: repeats, threshold: strikes };
+  const detail = last && !countsKnown(last) ? 'the last test run printed no counts Warden can read: nothing to compare' : `${repeats} identical result(s) in a row`;
+  return { verdict: 'ok', detail, suggestion: '', current: repeats, threshold: strikes };
+}
+
+// ─── Completeness gate ─────────────────────────────────────────────────────────────────────────
+
+/**
+ * Has the completeness (anti-stub) gate refused the impl loop often enough to end it? Seed 002:
+ * "max 3 BLOCK iterations, then END": trips when the refusals so far reach `cap` (default 3),
+ * before the next impl attempt is dispatched.
+ */
+export function checkCompleteness(refusals: number, cap: number = DEFAULT_STAGE_ATTEMPT_CAPS.completeness): LimitCheck {
+  if (refusals >= cap) {
+    return {
+      verdict: 'trip',
+      reason: 'MAX_ITERATIONS_EXCEEDED',
+      detail: `completeness gate: ${refusals} refusal(s) (stubs or test tampering) reached the cap of ${cap}`,
+      suggestion: `The gate refused ${refusals} impl attempts for stubs or changed tests. Read the findings in the ledger, then give the agent a narrower task or a stronger model; raise limits.attempts.completeness only deliberately.`,
+      current: refusals,
+      threshold: cap,
+    };
+  }
+  return { verdict: 'ok', detail: `completeness gate: ${refusals} of ${cap} refusals`, suggestion: '', current: refusals, threshold: cap };
 }
 
 // ─── Budget ────────────────────────────────────────────────────────────────────────────────────
@@ -282,8 +318,11 @@ export interface ChangeSize {
   readonly lines: number;
 }
 
-/** Absolute size above which no change passes, whatever was predicted. */
-export const DEFAULT_BLAST_RADIUS_CAP: ChangeSize = { files: 50, lines: 2000 };
+/**
+ * Size above which no change passes without a person, whatever was predicted: seed 000 alerts
+ * above 10 files changed per commit (it names no line count).
+ */
+export const DEFAULT_BLAST_RADIUS_CAP: ChangeSize = { files: 10, lines: 2000 };
 
 /** Input of `checkBlastRadius`. */
 export interface BlastRadiusInput {
@@ -292,16 +331,30 @@ export interface BlastRadiusInput {
   /** Allowed overrun of the prediction (seed 003: 1.5×). */
   readonly factor?: number;
   readonly hardCap?: ChangeSize;
+  /**
+   * The largest size a person approved at the blast-radius gate so far. It replaces the
+   * prediction as the base of the overrun check, and raises the hard cap to itself: the change
+   * may stay as large as what was approved, and each later attempt is still checked against both.
+   */
+  readonly approved?: ChangeSize;
+}
+
+/** The larger of two sizes, dimension by dimension. */
+export function largerSize(a: ChangeSize, b: ChangeSize): ChangeSize {
+  return { files: Math.max(a.files, b.files), lines: Math.max(a.lines, b.lines) };
 }
 
 /**
  * Did the change stay inside its predicted blast radius? Trips when files or lines exceed
- * `factor` × the prediction (exactly 1.5× passes) or the hard cap (exactly 50 files passes);
- * warns when the prediction itself was exceeded. The worst dimension is reported.
+ * `factor` × the prediction (exactly 1.5× passes) or the hard cap (exactly the cap passes);
+ * warns when the prediction itself was exceeded. The worst dimension is reported. After an
+ * approval, the approved size stands in for the prediction and for a lower hard cap.
  */
 export function checkBlastRadius(input: BlastRadiusInput): LimitCheck {
   const factor = input.factor ?? 1.5;
-  const cap = input.hardCap ?? DEFAULT_BLAST_RADIUS_CAP;
+  const cap = input.approved ? largerSize(input.hardCap ?? DEFAULT_BLAST_RADIUS_CAP, input.approved) : (input.hardCap ?? DEFAULT_BLAST_RADIUS_CAP);
+  const base = input.approved ?? input.predicted;
+  const baseName = input.approved ? 'approved' : 'predicted';
   const dims = ['files', 'lines'] as const;
 
   for (const dim of dims) {
@@ -310,7 +363,7 @@ export function checkBlastRadius(input: BlastRadiusInput): LimitCheck {
       return {
         verdict: 'trip',
         reason: 'BLAST_RADIUS_EXCEEDED',
-        detail: `${actual} ${dim} changed, over the hard cap of ${cap[dim]}`,
+        detail: `${actual} ${dim} changed, over the hard cap of ${cap[dim]}${input.approved ? ' (the size last approved)' : ''}`,
         suggestion: 'Split the intent into smaller ones; no single change this large passes without a person.',
         current: actual,
         threshold: cap[dim],
@@ -319,12 +372,12 @@ export function checkBlastRadius(input: BlastRadiusInput): LimitCheck {
   }
   for (const dim of dims) {
     const actual = input.actual[dim];
-    const allowed = input.predicted[dim] * factor;
+    const allowed = base[dim] * factor;
     if (actual > allowed) {
       return {
         verdict: 'trip',
         reason: 'BLAST_RADIUS_EXCEEDED',
-        detail: `${actual} ${dim} changed, over ${factor}× the ${input.predicted[dim]} predicted`,
+        detail: `${actual} ${dim} changed, over ${factor}× the ${base[dim]} ${baseName}`,
         suggestion: 'The change grew well beyond its plan: review why before it goes further, and re-plan if the scope really changed.',
         current: actual,
         threshold: allowed,
@@ -332,23 +385,23 @@ export function checkBlastRadius(input: BlastRadiusInput): LimitCheck {
     }
   }
   for (const dim of dims) {
-    if (input.actual[dim] > input.predicted[dim]) {
+    if (input.actual[dim] > base[dim]) {
       return {
         verdict: 'warn',
         reason: 'BLAST_RADIUS_WARNING',
-        detail: `${input.actual[dim]} ${dim} changed, more than the ${input.predicted[dim]} predicted`,
+        detail: `${input.actual[dim]} ${dim} changed, more than the ${base[dim]} ${baseName}`,
         suggestion: 'Within tolerance, but the prediction was low; reviewers should look at the extra changes.',
         current: input.actual[dim],
-        threshold: input.predicted[dim] * factor,
+        threshold: base[dim] * factor,
       };
     }
   }
   return {
     verdict: 'ok',
-    detail: `${input.actual.files} files / ${input.actual.lines} lines, within the ${input.predicted.files} / ${input.predicted.lines} predicted`,
+    detail: `${input.actual.files} files / ${input.actual.lines} lines, within the ${base.files} / ${base.lines} ${baseName}`,
     suggestion: '',
     current: input.actual.lines,
-    threshold: input.predicted.lines * factor,
+    threshold: base.lines * factor,
   };
 }
 
@@ -409,9 +462,13 @@ export function checkCooldown(lastDispatchAt: number | undefined, now: number, c
 
 // ─── Time ──────────────────────────────────────────────────────────────────────────────────────
 
-/** Time limits per stage and for the whole intent, in ms (seed 004's time breaker, adapted). */
+/**
+ * Time limits per stage and for the whole intent, in ms: seed 004's time breaker (planning 30 min
+ * for each of triage, lld and spec; implementation 60, its test runs included; review 30; 120 in all).
+ * The default profile's `stageTimeLimits` and `totalTimeout` say the same.
+ */
 export const DEFAULT_TIME_LIMITS_MS: Readonly<Record<string, number>> = {
-  triage: 15 * 60_000,
+  triage: 30 * 60_000,
   lld: 30 * 60_000,
   spec: 30 * 60_000,
   impl: 60 * 60_000,
@@ -430,8 +487,8 @@ export function checkTimeLimit(scope: string, startedAt: number, now: number, li
     return {
       verdict: 'trip',
       reason: 'TIME_LIMIT_EXCEEDED',
-      detail: `${scope} has run ${elapsed} ms, limit ${limitMs} ms`,
-      suggestion: `Stop ${scope}; look at why it is slow before retrying with a longer limit.`,
+      detail: `${scope} has worked ${formatMs(elapsed)}, its limit is ${formatMs(limitMs)}`,
+      suggestion: `Look at why ${scope} is slow (the agent's answers and test logs are in the lineage) before retrying; give it a longer limit only deliberately, or split the intent.`,
       current: elapsed,
       threshold: limitMs,
     };
@@ -447,4 +504,13 @@ export function checkTimeLimit(scope: string, startedAt: number, now: number, li
     };
   }
   return { verdict: 'ok', detail: `${scope} has run ${elapsed} ms of ${limitMs} ms`, suggestion: '', current: elapsed, threshold: limitMs };
+}
+
+/** `90 ms`, `12 min 5 s`, `2 h`: for people reading a limit. */
+export function formatMs(ms: number): string {
+  const seconds = Math.round(ms / 1000);
+  if (seconds < 60) return ms < 1000 ? `${ms} ms` : `${seconds} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return seconds % 60 ? `${minutes} min ${seconds % 60} s` : `${minutes} min`;
+  return minutes % 60 ? `${Math.floor(minutes / 60)} h ${minutes % 60} min` : `${minutes / 60} h`;
 }

@@ -5,11 +5,13 @@ import {
   UNLIMITED,
   checkBlastRadius,
   checkBudget,
+  checkCompleteness,
   checkCooldown,
   checkIterations,
   checkPredictedBlastRadius,
   checkStagnation,
   checkTimeLimit,
+  formatMs,
   isBudgetExhausted,
   worstOf,
 } from '../../src/safety/limits';
@@ -111,6 +113,24 @@ describe('checkStagnation (two-strike rule)', () => {
     expect(checkStagnation([run(1, 5), run(2, 4), run(2, 4)]).verdict).toBe('trip');
   });
 
+  it('compares only known results: runs whose counts could not be read are like no other', () => {
+    const unknown = (green: boolean) => ({ green, failingTests: [] });
+    // a passing command that prints no counts is green, however often it repeats
+    expect(checkStagnation([unknown(true), unknown(true)])).toMatchObject({ verdict: 'ok', detail: expect.stringMatching(/no counts/) });
+    // a failing one is unknown, not "0 passed, 0 failed": two of them say nothing about progress
+    expect(checkStagnation([unknown(false), unknown(false)]).verdict).toBe('ok');
+    expect(checkStagnation([run(1, 2), unknown(false)]).verdict).toBe('ok');
+    expect(checkStagnation([unknown(false), run(1, 2)]).verdict).toBe('ok');
+    expect(checkStagnation([unknown(false), run(1, 2), run(1, 2)]).verdict).toBe('trip');
+    // only one count known is not a known result either
+    expect(checkStagnation([{ failed: 2 }, { failed: 2 }]).verdict).toBe('ok');
+  });
+
+  it('never calls a run whose command passed stagnation, whatever its counts', () => {
+    expect(checkStagnation([{ passed: 0, failed: 0, green: true }, { passed: 0, failed: 0, green: true }]).verdict).toBe('ok');
+    expect(checkStagnation([{ passed: 3, failed: 1, green: false }, { passed: 3, failed: 1, green: false }]).verdict).toBe('trip');
+  });
+
   it('never calls a green run stagnation, but does call repeated crashes with no counts one', () => {
     expect(checkStagnation([run(10, 0), run(10, 0)]).verdict).toBe('ok');
     expect(checkStagnation([run(0, 0), run(0, 0)]).verdict).toBe('trip');
@@ -196,9 +216,9 @@ describe('checkBlastRadius', () => {
 
   it('passes exactly the hard cap and trips one above, whatever the prediction', () => {
     const big = { files: 100, lines: 5000 };
-    expect(DEFAULT_BLAST_RADIUS_CAP).toEqual({ files: 50, lines: 2000 });
-    expect(checkBlastRadius({ predicted: big, actual: { files: 50, lines: 2000 } }).verdict).toBe('ok');
-    expect(checkBlastRadius({ predicted: big, actual: { files: 51, lines: 10 } })).toMatchObject({ verdict: 'trip', current: 51, threshold: 50 });
+    expect(DEFAULT_BLAST_RADIUS_CAP).toEqual({ files: 10, lines: 2000 }); // seed 000: more than 10 files per commit alerts
+    expect(checkBlastRadius({ predicted: big, actual: { files: 10, lines: 2000 } }).verdict).toBe('ok');
+    expect(checkBlastRadius({ predicted: big, actual: { files: 11, lines: 10 } })).toMatchObject({ verdict: 'trip', current: 11, threshold: 10 });
     expect(checkBlastRadius({ predicted: big, actual: { files: 1, lines: 2001 } })).toMatchObject({ verdict: 'trip', current: 2001, threshold: 2000 });
   });
 
@@ -214,9 +234,41 @@ describe('checkBlastRadius', () => {
   });
 
   it('checkPredictedBlastRadius: exactly the cap passes', () => {
-    expect(checkPredictedBlastRadius({ files: 50, lines: 2000 }).verdict).toBe('ok');
-    expect(checkPredictedBlastRadius({ files: 51, lines: 2000 }).verdict).toBe('trip');
-    expect(checkPredictedBlastRadius({ files: 50, lines: 2001 }).verdict).toBe('trip');
+    expect(checkPredictedBlastRadius({ files: 10, lines: 2000 }).verdict).toBe('ok');
+    expect(checkPredictedBlastRadius({ files: 11, lines: 2000 }).verdict).toBe('trip');
+    expect(checkPredictedBlastRadius({ files: 10, lines: 2001 }).verdict).toBe('trip');
+  });
+
+  it('after an approval, measures against the approved size, and still against the hard cap', () => {
+    const cap = { files: 10, lines: 2000 };
+    const approved = { files: 4, lines: 300 }; // a person let a 1.5× overrun of the prediction through
+    expect(checkBlastRadius({ predicted, actual: { files: 4, lines: 300 }, hardCap: cap, approved }).verdict).toBe('ok');
+    expect(checkBlastRadius({ predicted, actual: { files: 6, lines: 450 }, hardCap: cap, approved }).verdict).toBe('warn');
+    expect(checkBlastRadius({ predicted, actual: { files: 4, lines: 451 }, hardCap: cap, approved })).toMatchObject({ verdict: 'trip', detail: '451 lines changed, over 1.5× the 300 approved' });
+    // the hard cap holds after the approval: 11 files is within 1.5× of an approved 8, but over 10
+    expect(checkBlastRadius({ predicted, actual: { files: 11, lines: 300 }, hardCap: cap, approved: { files: 8, lines: 300 } })).toMatchObject({ verdict: 'trip', current: 11, threshold: 10 });
+  });
+
+  it('after approving a size over the hard cap, that size is the cap until the change grows past it', () => {
+    const cap = { files: 10, lines: 2000 };
+    const approved = { files: 30, lines: 100 };
+    expect(checkBlastRadius({ predicted: approved, actual: { files: 30, lines: 100 }, hardCap: cap, approved }).verdict).toBe('ok');
+    expect(checkBlastRadius({ predicted: approved, actual: { files: 31, lines: 100 }, hardCap: cap, approved })).toMatchObject({ verdict: 'trip', threshold: 30 });
+  });
+});
+
+describe('checkCompleteness (anti-stub gate cap)', () => {
+  it('trips when the refusals reach the cap (seed 002: max 3 BLOCK iterations, then END)', () => {
+    expect(checkCompleteness(0).verdict).toBe('ok');
+    expect(checkCompleteness(2).verdict).toBe('ok');
+    expect(checkCompleteness(3)).toMatchObject({ verdict: 'trip', reason: 'MAX_ITERATIONS_EXCEEDED', current: 3, threshold: 3 });
+    expect(checkCompleteness(3).detail).toBe('completeness gate: 3 refusal(s) (stubs or test tampering) reached the cap of 3');
+    expect(checkCompleteness(3).suggestion).toMatch(/limits\.attempts\.completeness/);
+  });
+
+  it('honours a custom cap', () => {
+    expect(checkCompleteness(1, 2).verdict).toBe('ok');
+    expect(checkCompleteness(2, 2).verdict).toBe('trip');
   });
 });
 
@@ -248,5 +300,10 @@ describe('checkTimeLimit', () => {
     expect(checkTimeLimit('impl', 0, 900, 1000)).toMatchObject({ verdict: 'warn', reason: 'TIME_WARNING' });
     expect(checkTimeLimit('impl', 0, 999, 1000).verdict).toBe('warn');
     expect(checkTimeLimit('impl', 0, 1000, 1000)).toMatchObject({ verdict: 'trip', reason: 'TIME_LIMIT_EXCEEDED', current: 1000 });
+  });
+
+  it('says the times for people', () => {
+    expect(checkTimeLimit('stage impl', 0, 3_600_000, 3_600_000).detail).toBe('stage impl has worked 1 h, its limit is 1 h');
+    expect([formatMs(500), formatMs(3_000), formatMs(90_000), formatMs(1_800_000), formatMs(5_400_000)]).toEqual(['500 ms', '3 s', '1 min 30 s', '30 min', '1 h 30 min']);
   });
 });
