@@ -21,7 +21,7 @@ const DEFAULT: WardenConfig = {
   profile: 'default',
   mode: 'development',
   limits: {
-    attempts: { triage: 3, lld: 3, spec: 3, impl: 5, review: 3 },
+    attempts: { triage: 3, lld: 3, spec: 3, impl: 5, review: 3, completeness: 3 },
     totalAttempts: 20,
     budgetUsd: '5',
     stageBudgetUsd: {},
@@ -29,10 +29,13 @@ const DEFAULT: WardenConfig = {
     budgetWarnAt: 0.8,
     cooldown: '60s',
     stageTimeout: '30m',
-    totalTimeout: '4h',
+    // Seed 004's time breaker: planning 30 min, implementation 60, review 30, 120 in all.
+    stageTimeLimits: { triage: '30m', lld: '30m', spec: '30m', impl: '60m', review: '30m' },
+    totalTimeout: '2h',
     gateTimeout: '24h',
     testTimeout: '10m',
-    blastRadius: { factor: 1.5, maxFiles: 50, maxLines: 2000 },
+    // Seed 000 alerts above 10 files changed per commit; it names no line count.
+    blastRadius: { factor: 1.5, maxFiles: 10, maxLines: 2000 },
   },
   worker: {
     circuitBreaker: { failureRate: 0.5, minimumCalls: 20, consecutiveFailures: 5, window: '5m', halfOpenAfter: '30s', probes: 3, probeInterval: '5s' },

@@ -24,6 +24,8 @@ export const IntentLimitsConfigSchema = z.object({
     spec: z.number().int().min(1),
     impl: z.number().int().min(1),
     review: z.number().int().min(1),
+    /** Refusals by the completeness gate (stubs, test tampering) before the intent halts. */
+    completeness: z.number().int().min(1),
   }),
   /** All agent calls of one intent together. */
   totalAttempts: z.number().int().min(1),
@@ -40,7 +42,14 @@ export const IntentLimitsConfigSchema = z.object({
   budgetWarnAt: z.number().gt(0).lt(1),
   /** Wait at least this long before dispatching the same stage's agent again. */
   cooldown: DurationSchema,
+  /** One attempt of an agent call (the activity's timeout): a backstop; `stageTimeLimits` bound the stage. */
   stageTimeout: PositiveDuration,
+  /**
+   * Working time per stage, all its attempts, retries and test runs together: a workflow timer
+   * that cancels the stage and halts the intent. Waits for a person (gates, pause) do not count.
+   */
+  stageTimeLimits: z.object({ triage: PositiveDuration, lld: PositiveDuration, spec: PositiveDuration, impl: PositiveDuration, review: PositiveDuration }),
+  /** Working time of the whole intent, counted like `stageTimeLimits`. */
   totalTimeout: PositiveDuration,
   gateTimeout: PositiveDuration,
   testTimeout: PositiveDuration,
@@ -162,6 +171,7 @@ export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 /** Limits overrides, two levels deep (e.g. `{ attempts: { impl: 2 } }`); unknown keys are errors. */
 export const LimitsOverridesSchema = IntentLimitsConfigSchema.extend({
   attempts: IntentLimitsConfigSchema.shape.attempts.partial().strict(),
+  stageTimeLimits: IntentLimitsConfigSchema.shape.stageTimeLimits.partial().strict(),
   blastRadius: IntentLimitsConfigSchema.shape.blastRadius.partial().strict(),
 })
   .partial()
@@ -181,6 +191,7 @@ export function mergeLimits(base: IntentLimitsConfig, overrides: LimitsOverrides
     ...overrides,
     attempts: { ...base.attempts, ...overrides?.attempts },
     stageBudgetUsd,
+    stageTimeLimits: { ...base.stageTimeLimits, ...overrides?.stageTimeLimits },
     blastRadius: { ...base.blastRadius, ...overrides?.blastRadius },
   };
 }
