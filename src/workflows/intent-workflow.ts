@@ -11,12 +11,14 @@ import {
   setCurrentDetails,
   setHandler,
   sleep,
+  TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { StageResult, WardenActivities } from '../activities';
+import type { StageResult, TestRunResult, WardenActivities } from '../activities';
 import { BehaviourMonitor as LegacyBehaviourMonitor } from './legacy-behaviour-monitor';
-import { checkBlastRadius } from '../safety/limits';
+import { PROFILE_DEFAULTS } from '../config/profiles';
+import { checkBlastRadius, checkCompleteness, checkPredictedBlastRadius, checkTimeLimit, largerSize, type ChangeSize, type TestOutcome } from '../safety/limits';
 import { addUsd, ZERO_USD } from '../safety/money';
 import { agentForStage, agentIdOf, modelFamily } from '../shared/agent-routing';
 import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, UNANSWERED_REVIEW, UNANSWERED_TRIAGE, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
@@ -24,6 +26,7 @@ import type { RecordedDecision } from '../shared/decisions';
 import type { GateKind } from '../shared/gates';
 import { parseDuration } from '../shared/duration';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../shared/errors';
+import { suggestionForFailure } from '../shared/failure-suggestions';
 import type { KillSwitchDetails } from '../shared/halt';
 import { activeLineageDir, branchForIntent, intentIdFromWorkflowId, workflowIdForIntent } from '../shared/ids';
 import type { Intent } from '../shared/intent';
@@ -35,7 +38,8 @@ import type { AgentStage, Stage } from '../shared/stages';
 import type { IntentOutcome, IntentState, IntentStatus } from '../shared/state';
 import { GateKeeper } from './gate-keeper';
 import { LedgerRecorder } from './ledger-recorder';
-import { StageGuard, installStageGuard, type HaltDetails } from './stage-guard';
+import { StageGuard, haltFailure, installStageGuard, type HaltDetails } from './stage-guard';
+import { WorkClock, withTimeLimit } from './time-limits';
 
 /** Ledger writes and the final cleanup as local activities (see intentWorkflow). */
 const LOCAL_BOOKKEEPING_PATCH = 'local-ledger-writes-and-cleanup';
@@ -63,6 +67,27 @@ export const STAGE_STARTS_AND_TESTS_PATCH = 'stage-starts-and-tests-in-ledger';
  * its own on one observation per stage result, which the attempt caps kept below HIGH.
  */
 export const WORKER_MONITOR_PATCH = 'behaviour-monitor-in-worker';
+
+/**
+ * Limits the workflow enforces itself, introduced together: a time limit per stage (a workflow
+ * timer over all the stage's attempts, retries and test runs) with the total limit counted the
+ * same way (working time only: not while waiting for a person); the completeness gate's cap; the
+ * blast radius checked on triage's prediction before any work and after every impl attempt,
+ * approvals included; and test runs whose counts could not be read kept unknown for the
+ * two-strike rule. Histories from before it replay with none of these.
+ */
+export const WORKFLOW_LIMITS_PATCH = 'limits-enforced-by-workflow';
+
+/** A halt of this workflow's own that writes no SafetyEvent of its own, but says what to do. */
+function stopped(message: string, suggestion: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: FailureType.SafetyHalt, message, nonRetryable: true, details: [{ suggestion }] });
+}
+
+/** The halt for a time limit that ran out: `scope` worked `limitMs`; `setting` is the config key that says how long it may. */
+function timeLimitHalt(scope: string, limitMs: number, setting: string): ApplicationFailure {
+  const check = checkTimeLimit(scope, 0, limitMs, limitMs);
+  return haltFailure('TIME_LIMIT_EXCEEDED', { ...check, suggestion: `${check.suggestion} The limit is ${setting} in the config.` });
+}
 
 /** How long an intent whose agent the global stop killed waits for its own cancellation. */
 const STOPPED_MID_RUN_WAIT_MS = 5_000;
@@ -141,17 +166,33 @@ function startingState(intentId: string, goal: string): IntentState {
   };
 }
 
+/** Limits as clients sent them before the keys WORKFLOW_LIMITS_PATCH reads existed. */
+type LimitsFromEarlierClient = Omit<Intent['limits'], 'stageTimeLimits' | 'attempts'> &
+  Partial<Pick<Intent['limits'], 'stageTimeLimits'>> & { readonly attempts: Omit<Intent['limits']['attempts'], 'completeness'> & { readonly completeness?: number } };
+
 /** An intent as clients sent it before INTENT_CHECK_PATCH: checked, but without the fields added since. */
-type IntentFromEarlierClient = Omit<Intent, 'stageAgents' | 'reviewPolicy'> & Partial<Pick<Intent, 'stageAgents' | 'reviewPolicy'>>;
+type IntentFromEarlierClient = Omit<Intent, 'stageAgents' | 'reviewPolicy' | 'limits'> & Partial<Pick<Intent, 'stageAgents' | 'reviewPolicy'>> & { readonly limits: LimitsFromEarlierClient };
 
 /**
  * Histories from before INTENT_CHECK_PATCH checked their input in workflow code, which filled in
  * the defaults of fields added after their client was built. Their input had been checked by that
- * client, with every other default filled in; these two are what the schema adds to it
- * (test/workflows/replay.test.ts compares this with the schema on the recorded histories).
+ * client, with every other default filled in; these are what the schema adds to it
+ * (test/workflows/replay.test.ts compares this with the schema on the recorded histories). The
+ * limits added with WORKFLOW_LIMITS_PATCH are never read by such a run; they are filled in so
+ * the intent has the schema's shape.
  */
 export function intentFromEarlierClient(input: IntentFromEarlierClient): Intent {
-  return { ...input, stageAgents: input.stageAgents ?? {}, reviewPolicy: input.reviewPolicy ?? { requireDifferentFamily: false, forbiddenReviewers: [] } };
+  const defaults = PROFILE_DEFAULTS.default.limits;
+  return {
+    ...input,
+    stageAgents: input.stageAgents ?? {},
+    reviewPolicy: input.reviewPolicy ?? { requireDifferentFamily: false, forbiddenReviewers: [] },
+    limits: {
+      ...input.limits,
+      attempts: { ...input.limits.attempts, completeness: input.limits.attempts.completeness ?? defaults.attempts.completeness },
+      stageTimeLimits: input.limits.stageTimeLimits ?? defaults.stageTimeLimits,
+    },
+  };
 }
 
 /** A person (or a gate's timeout policy) said no: the intent ends as rejected, not failed. */
@@ -178,7 +219,8 @@ type MutableOutcome = { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] }
  * - Query `state` returns stage, attempts, spend, pending gate, decisions and artifact paths.
  * - Before each agent call the stage-guard interceptor checks iteration caps, the two-strike
  *   rule, the intent budget and the cooldown; after it, the behaviour monitor and the blast
- *   radius check may stop the intent at a gate or halt it; a total time limit bounds the run.
+ *   radius check may stop the intent at a gate or halt it; workflow timers bound each stage's
+ *   working time and the whole run's (time waiting for a person does not count).
  * - Cancellation (`warden stop`) kills the running agent and still removes the worktree.
  * History holds only references and summaries; documents and diffs stay in the worktree.
  */
@@ -190,6 +232,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   // Histories from before it replay without these ledger rows (their ids come from uuid4()).
   const stageStartsAndTests = patched(STAGE_STARTS_AND_TESTS_PATCH);
   const monitorInWorker = patched(WORKER_MONITOR_PATCH);
+  const workflowLimits = patched(WORKFLOW_LIMITS_PATCH);
   const intent = await checkedIntent(input);
   refuseForeignWorkflowId(intent.id, workflowInfo().workflowId);
   const { limits } = intent;
@@ -206,6 +249,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details));
   installStageGuard(guard);
   const monitor = new LegacyBehaviourMonitor();
+  // Time limits count working time: not while a person is asked (a gate) or holds the intent (pause).
+  const clock = new WorkClock(() => state.pendingGate !== undefined || guard.paused);
 
   ledger.event('INTENT_STARTED', 'info', intent.goal, {
     agentId: agentIdOf(intent.agent),
@@ -318,6 +363,13 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     ]);
   }
 
+  /** Runs a stage's whole work (every attempt) under its time limit (see WORKFLOW_LIMITS_PATCH). */
+  async function withinStageLimit<T>(stage: AgentStage, body: () => Promise<T>): Promise<T> {
+    if (!workflowLimits) return body();
+    const limitMs = parseDuration(limits.stageTimeLimits[stage]);
+    return withTimeLimit(clock, limitMs, () => timeLimitHalt(`stage ${stage}`, limitMs, `limits.stageTimeLimits.${stage}`), body);
+  }
+
   async function runStage(stage: AgentStage, feedback?: string): Promise<StageResult> {
     enter(stage);
     const attempt = state.attempts[stage]!;
@@ -378,13 +430,13 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     await ledger.flush();
     const critical = findings.find((f) => f.severity === 'critical');
     if (critical) {
-      throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `anomaly (${critical.kind}): ${critical.reason}`, nonRetryable: true });
+      throw stopped(`anomaly (${critical.kind}): ${critical.reason}`, critical.suggestion);
     }
     const high = findings.find((f) => f.severity === 'high');
     if (high) {
       const decision = await gates.decide('anomaly', `The behaviour monitor found: ${high.reason}. Let the intent go on?`);
       if (!approved(decision)) {
-        throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the anomaly gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
+        throw stopped(`stopped at the anomaly gate: ${decision.reason ?? 'rejected'}`, high.suggestion);
       }
     }
   }
@@ -395,32 +447,57 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   /** The intent branch's head as this run knows it: where the next stage starts (see resume). */
   let head: string | undefined;
   let blastRadiusApproved = false;
-  /** After an impl attempt: a change beyond 1.5× triage's prediction or the hard cap stops at a gate. */
-  async function checkChangeSize(predicted: { files: number; lines: number } | undefined): Promise<void> {
+  /** The largest change a person let through at the blast-radius gate (see WORKFLOW_LIMITS_PATCH). */
+  let approvedSize: ChangeSize | undefined;
+  const hardCap = (): ChangeSize => ({ files: limits.blastRadius.maxFiles, lines: limits.blastRadius.maxLines });
+  const sizeText = (size: ChangeSize): string => `${size.files} files / ${size.lines} lines`;
+  const BLAST_RADIUS_REJECTED = 'A person stopped the change for its size: split the intent into smaller ones, or re-plan it with a prediction that says how large it really is.';
+
+  /** Before any work: a triage prediction already over the hard cap stops at the blast-radius gate. */
+  async function checkPredictedSize(predicted: ChangeSize | undefined): Promise<void> {
+    if (!predicted) return;
+    const check = checkPredictedBlastRadius(predicted, hardCap());
+    if (check.verdict !== 'trip') return;
+    ledger.event('ANOMALY_DETECTED', 'high', `blast radius: ${check.detail}`, {
+      stage: 'triage',
+      suggestion: check.suggestion,
+      metadata: { kind: 'blast-radius', predicted, actual: null },
+    });
+    const decision = await gates.decide('blast-radius', `Triage predicts ${sizeText(predicted)}, over the hard cap of ${sizeText(hardCap())}. Start the work anyway?`);
+    if (!approved(decision)) throw stopped(`stopped at the blast-radius gate: ${decision.reason ?? 'rejected'}`, BLAST_RADIUS_REJECTED);
+    approvedSize = predicted;
+  }
+
+  /**
+   * After every impl attempt: a change beyond 1.5× triage's prediction or the hard cap stops at a
+   * gate. An approval covers the size the person saw; a later attempt beyond 1.5× that, or beyond
+   * both the hard cap and that, stops at the gate again.
+   */
+  async function checkChangeSize(predicted: ChangeSize | undefined): Promise<void> {
     const actual = await git.measureChange({ intent });
     state.blastRadius = { predicted, actual };
-    if (blastRadiusApproved) return;
+    if (!workflowLimits && blastRadiusApproved) return;
     const check = checkBlastRadius({
-      predicted: predicted ?? { files: limits.blastRadius.maxFiles, lines: limits.blastRadius.maxLines },
+      predicted: predicted ?? hardCap(),
       actual,
       factor: limits.blastRadius.factor,
-      hardCap: { files: limits.blastRadius.maxFiles, lines: limits.blastRadius.maxLines },
+      hardCap: hardCap(),
+      approved: workflowLimits ? approvedSize : undefined,
     });
     if (check.verdict !== 'trip') return;
-    const predictedText = predicted ? `${predicted.files} files / ${predicted.lines} lines` : 'no prediction';
+    const predictedText = predicted ? sizeText(predicted) : 'no prediction';
     ledger.event('ANOMALY_DETECTED', 'high', `blast radius: ${check.detail}`, {
       stage: 'impl',
       suggestion: check.suggestion,
-      metadata: { kind: 'blast-radius', predicted: predicted ?? null, actual },
+      metadata: { kind: 'blast-radius', predicted: predicted ?? null, actual, approved: approvedSize ?? null },
     });
     const decision = await gates.decide(
       'blast-radius',
-      `The change is ${actual.files} files / ${actual.lines} lines; triage predicted ${predictedText}. Let it go on?`,
+      `The change is ${sizeText(actual)}; triage predicted ${predictedText}${approvedSize ? `; ${sizeText(approvedSize)} was approved before` : ''}. Let it go on?`,
     );
-    if (!approved(decision)) {
-      throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `stopped at the blast-radius gate: ${decision.reason ?? 'rejected'}`, nonRetryable: true });
-    }
+    if (!approved(decision)) throw stopped(`stopped at the blast-radius gate: ${decision.reason ?? 'rejected'}`, BLAST_RADIUS_REJECTED);
     blastRadiusApproved = true;
+    approvedSize = approvedSize ? largerSize(approvedSize, actual) : actual;
   }
 
   /** How this run counts on the ladder: success, and what the people at the gates said. */
@@ -488,35 +565,28 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       },
     );
     if (assessment.risk === 'PROHIBITED') {
-      throw ApplicationFailure.create({
-        type: FailureType.SafetyHalt,
-        message: `RISK_PROHIBITED: triage classed this intent PROHIBITED (${assessment.rationale || 'no rationale given'}); it is not carried out`,
-        nonRetryable: true,
-      });
+      throw stopped(
+        `RISK_PROHIBITED: triage classed this intent PROHIBITED (${assessment.rationale || 'no rationale given'}); it is not carried out`,
+        'Warden does not carry out PROHIBITED work: a person does it by hand, or the intent is rewritten so it no longer needs it.',
+      );
     }
   }
 
-  async function pipeline(): Promise<MutableOutcome> {
-    setStatus('running');
-    const prepared = await git.prepareWorktree({ intent });
-    state.worktreePath = prepared.worktreePath;
-    head = prepared.head;
+  /** The result of a test run for the two-strike rule; counts the runner did not print stay unknown. */
+  function testOutcome(tests: TestRunResult): TestOutcome {
+    if (workflowLimits) return { passed: tests.passedCount, failed: tests.failedCount, failingTests: tests.failingTests, green: tests.passed };
+    return { passed: tests.passedCount ?? 0, failed: tests.failedCount ?? (tests.passed ? 0 : 1), failingTests: tests.failingTests };
+  }
 
-    ladderLevel = (await ledgerActivities.readLadder({ scope: ladderScope(intent.agent) })).level;
-    state.ladderLevel = ladderLevel;
-
-    triage = (await runStage('triage')).triage ?? UNANSWERED_TRIAGE;
-    assessRisk(triage);
-    if (triage.risk === 'HIGH') {
-      await requireApproval('architecture', `Triage rates this intent HIGH risk (${triage.rationale || 'no rationale given'}). Approve the approach before the design is written?`);
-    }
-    await runDesignStage('lld');
-    if (gates.enabled('lld') && riskAtLeast(triage.risk, gates.settings('lld').minRisk ?? 'HIGH')) {
-      await requireApproval('lld', `Approve the low-level design (${state.artifacts['02-lld.md'] ?? 'in the lineage'}) before the spec and the implementation?`);
-    }
-    await runDesignStage('spec');
-
+  /**
+   * impl: edit → test → mechanical checks, until the tests pass and the checks hold. Each further
+   * attempt is dispatched through the stage guard, which halts the intent once the impl cap
+   * (MAX_ITERATIONS_EXCEEDED) or the two-strike rule (STAGNATION_DETECTED) says so; the
+   * completeness gate's own cap halts it after its last refusal.
+   */
+  async function runImplStage(predicted: ChangeSize | undefined): Promise<void> {
     let feedback: string | undefined;
+    let refusals = 0;
     for (let attempt = 1; ; attempt++) {
       await runStage('impl', feedback);
       const tests = await testsRun.runTests({ intent, attempt });
@@ -529,21 +599,25 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
           ...(tests.passed ? {} : { suggestion: 'the next impl attempt, if the limits allow one, is given the end of the test output' }),
         });
       }
-      guard.recordTests({ passed: tests.passedCount ?? 0, failed: tests.failedCount ?? (tests.passed ? 0 : 1), failingTests: tests.failingTests });
+      guard.recordTests(testOutcome(tests));
       if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
-      await checkChangeSize(triage.predicted);
+      await checkChangeSize(predicted);
       // Passing tests are not enough: no stubs, and the tests themselves left as they were.
       const gates = await git.checkImplementation({ intent });
       if (!gates.ok) {
-        ledger.event('STAGE_FAILED', 'medium', `impl attempt ${attempt}: ${gates.stubCount} stub(s), ${gates.tamperCount} test tampering finding(s)`, {
+        refusals += 1;
+        const cap = limits.attempts.completeness;
+        ledger.event('STAGE_FAILED', 'medium', `impl attempt ${attempt}: ${gates.stubCount} stub(s), ${gates.tamperCount} test tampering finding(s)${workflowLimits ? ` (completeness gate refusal ${refusals} of ${cap})` : ''}`, {
           stage: 'impl',
           suggestion: 'the next attempt is told what was found',
           metadata: { stubs: gates.stubCount, tampering: gates.tamperCount },
         });
+        if (workflowLimits) {
+          const completeness = checkCompleteness(refusals, cap);
+          if (completeness.verdict === 'trip') throw haltFailure('MAX_ITERATIONS_EXCEEDED', completeness);
+        }
       }
-      if (tests.passed && gates.ok) break;
-      // The next attempt is dispatched through the stage guard, which halts the intent once the
-      // impl cap (MAX_ITERATIONS_EXCEEDED) or the two-strike rule (STAGNATION_DETECTED) says so.
+      if (tests.passed && gates.ok) return;
       feedback = [
         tests.instruction,
         `Tests ${tests.summary}. End of their output:\n${tests.tail}`,
@@ -552,9 +626,33 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
         .filter(Boolean)
         .join('\n\n');
     }
+  }
+
+  async function pipeline(): Promise<MutableOutcome> {
+    setStatus('running');
+    const prepared = await git.prepareWorktree({ intent });
+    state.worktreePath = prepared.worktreePath;
+    head = prepared.head;
+
+    ladderLevel = (await ledgerActivities.readLadder({ scope: ladderScope(intent.agent) })).level;
+    state.ladderLevel = ladderLevel;
+
+    triage = (await withinStageLimit('triage', () => runStage('triage'))).triage ?? UNANSWERED_TRIAGE;
+    assessRisk(triage);
+    if (workflowLimits) await checkPredictedSize(triage.predicted);
+    if (triage.risk === 'HIGH') {
+      await requireApproval('architecture', `Triage rates this intent HIGH risk (${triage.rationale || 'no rationale given'}). Approve the approach before the design is written?`);
+    }
+    await withinStageLimit('lld', () => runDesignStage('lld'));
+    if (gates.enabled('lld') && riskAtLeast(triage.risk, gates.settings('lld').minRisk ?? 'HIGH')) {
+      await requireApproval('lld', `Approve the low-level design (${state.artifacts['02-lld.md'] ?? 'in the lineage'}) before the spec and the implementation?`);
+    }
+    await withinStageLimit('spec', () => runDesignStage('spec'));
+    const predicted = triage.predicted;
+    await withinStageLimit('impl', () => runImplStage(predicted));
 
     checkReviewPolicy();
-    review = (await runStage('review')).review ?? UNANSWERED_REVIEW;
+    review = (await withinStageLimit('review', () => runStage('review'))).review ?? UNANSWERED_REVIEW;
     const security = criticalSecurityFindings(review);
     state.review = { verdict: review.verdict, findings: review.findings.length, criticalSecurity: security.length };
     if (security.length > 0) {
@@ -579,10 +677,13 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   let outcome: MutableOutcome | undefined;
   // The total time limit is a workflow timer: when it fires, the pipeline's scope is cancelled.
   let timeLimitHit = false;
+  /** What a person could do about the failure, for INTENT_FAILED too. */
+  let failureSuggestion: string | undefined;
+  const totalMs = parseDuration(limits.totalTimeout);
   const pipelineScope = new CancellationScope();
   const timerScope = new CancellationScope();
   timerScope
-    .run(() => sleep(parseDuration(limits.totalTimeout)))
+    .run(() => (workflowLimits ? clock.elapse(totalMs) : sleep(totalMs)))
     .then(
       () => {
         timeLimitHit = true;
@@ -600,10 +701,13 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       outcome = { intentId: intent.id, status: 'rejected', spendUsd: state.spendUsd, reason: error.reason };
       return outcome;
     }
-    if (timeLimitHit) {
+    if (timeLimitHit && workflowLimits) {
+      error = timeLimitHalt('the intent', totalMs, 'limits.totalTimeout');
+    } else if (timeLimitHit) {
       setStatus('failed');
       state.error = `total time limit of ${limits.totalTimeout} reached`;
-      ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, suggestion: 'raise limits.totalTimeout, or split the intent' });
+      failureSuggestion = 'raise limits.totalTimeout, or split the intent';
+      ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, suggestion: failureSuggestion });
       throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `TIME_LIMIT_EXCEEDED: ${state.error}`, nonRetryable: true });
     }
     // The global stop killed the running agent, and `warden stop --all` cancels the intent right
@@ -613,13 +717,20 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       setStatus('cancelled');
     } else {
       setStatus('failed');
-      const failure = (error instanceof ApplicationFailure ? error : (error as { cause?: unknown }).cause) as ApplicationFailure | undefined;
-      state.error = failure?.message ?? (error as Error).message ?? String(error);
-      const halt = failure?.type === FailureType.SafetyHalt ? (failure.details?.[0] as HaltDetails | undefined) : undefined;
-      if (halt) {
-        ledger.event(halt.eventType, 'high', halt.reason, { stage: state.stage, suggestion: halt.suggestion, metadata: { current: halt.current, threshold: halt.threshold } });
+      const cause = error instanceof ApplicationFailure ? error : (error as { cause?: unknown }).cause;
+      const failure = cause instanceof ApplicationFailure ? cause : undefined;
+      const timeoutType = cause instanceof TimeoutFailure ? cause.timeoutType : undefined;
+      state.error = (cause as Error | undefined)?.message ?? (error as Error).message ?? String(error);
+      const halt = failure?.type === FailureType.SafetyHalt ? (failure.details?.[0] as Partial<HaltDetails> | undefined) : undefined;
+      if (halt?.eventType) {
+        ledger.event(halt.eventType, 'high', halt.reason ?? state.error, { stage: state.stage, suggestion: halt.suggestion, metadata: { current: halt.current, threshold: halt.threshold } });
       }
-      ledger.event('STAGE_FAILED', 'high', state.error, { stage: state.stage, metadata: { attempts: state.attempts, failureType: failure?.type ?? null } });
+      failureSuggestion = halt?.suggestion || suggestionForFailure({ type: failure?.type ?? undefined, timeoutType }, intent.id);
+      ledger.event('STAGE_FAILED', 'high', state.error, {
+        stage: state.stage,
+        suggestion: failureSuggestion,
+        metadata: { attempts: state.attempts, failureType: failure?.type ?? (timeoutType ? `TIMEOUT_${timeoutType}` : null) },
+      });
       // A halt from inside an activity: fail the intent with the halt itself, so its reason is
       // what `warden run` and the Web UI show rather than "Activity task failed".
       if (failure && failure !== error && failure.type === FailureType.SafetyHalt) throw failure;
@@ -642,6 +753,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     const ending = state.status in endings ? endings[state.status as keyof typeof endings] : 'INTENT_FAILED';
     ledger.event(ending, ending === 'INTENT_FAILED' ? 'high' : 'info', state.error ?? outcome?.reason ?? state.status, {
       stage: state.stage,
+      ...(ending === 'INTENT_FAILED' ? { suggestion: failureSuggestion ?? suggestionForFailure({}, intent.id) } : {}),
       costSnapshot: { intentUsd: state.spendUsd },
       metadata: { mergedCommit: state.mergedCommit ?? null, lineagePath: state.lineagePath ?? null },
     });
