@@ -554,6 +554,15 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
     state.risk = { class: assessment.risk, confidence: assessment.confidence, structured: assessment.structured };
     const confidence = confidenceRefusal(assessment);
     const severity = assessment.risk === 'PROHIBITED' ? 'critical' : assessment.risk === 'HIGH' ? 'high' : assessment.structured ? 'info' : 'medium';
+    const prohibited = 'Warden does not carry out PROHIBITED work: a person does it by hand, or the intent is rewritten so it no longer needs it.';
+    const suggestion =
+      assessment.risk === 'PROHIBITED'
+        ? prohibited
+        : assessment.risk === 'HIGH'
+          ? 'a person approves the approach at the architecture gate before the design is written'
+          : assessment.structured
+            ? undefined
+            : 'the triage answer should end with the JSON object its prompt asks for';
     ledger.event(
       'RISK_ASSESSED',
       severity,
@@ -561,14 +570,11 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
       {
         stage: 'triage',
         metadata: { risk: assessment.risk, confidence: assessment.confidence, structured: assessment.structured, affectedPaths: assessment.affectedPaths.slice(0, 50), problems: assessment.problems ?? null },
-        ...(assessment.structured ? {} : { suggestion: 'the triage answer should end with the JSON object its prompt asks for' }),
+        ...(suggestion ? { suggestion } : {}),
       },
     );
     if (assessment.risk === 'PROHIBITED') {
-      throw stopped(
-        `RISK_PROHIBITED: triage classed this intent PROHIBITED (${assessment.rationale || 'no rationale given'}); it is not carried out`,
-        'Warden does not carry out PROHIBITED work: a person does it by hand, or the intent is rewritten so it no longer needs it.',
-      );
+      throw stopped(`RISK_PROHIBITED: triage classed this intent PROHIBITED (${assessment.rationale || 'no rationale given'}); it is not carried out`, prohibited);
     }
   }
 

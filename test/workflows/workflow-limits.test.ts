@@ -178,6 +178,13 @@ describe('suggestions', () => {
     }
   });
 
+  test("the workflow's own halts say what to do too: a PROHIBITED triage", async () => {
+    const { handle, id } = await start({ triage: [{ output: `No.\n\`\`\`json\n${JSON.stringify({ risk: 'PROHIBITED', confidence: 0.95, rationale: 'deletes production data' })}\n\`\`\`\n` }] });
+    expect(await failure(handle)).toMatch(/^RISK_PROHIBITED/);
+    const all = await events(id);
+    for (const type of ['RISK_ASSESSED', 'STAGE_FAILED', 'INTENT_FAILED']) expect(all.find((e) => e.event_type === type)!.suggestion).toMatch(/does not carry out PROHIBITED work/);
+  });
+
   test('every trip and every halt in this file was recorded with a reason and a suggestion', async () => {
     const { rows } = await world().pool.query<{ event_type: string; reason: string }>(
       "SELECT event_type, reason FROM safety_events WHERE severity IN ('high', 'critical') AND (suggestion IS NULL OR suggestion = '' OR reason = '')",
