@@ -1,3 +1,4 @@
+import { DEFAULT_STAGE_TIME_LIMITS } from '../safety/limits';
 import type { ProfileName, WardenConfig } from './schema';
 
 /**
@@ -30,7 +31,7 @@ const DEFAULT: WardenConfig = {
     cooldown: '60s',
     stageTimeout: '30m',
     // Seed 004's time breaker: planning 30 min, implementation 60, review 30, 120 in all.
-    stageTimeLimits: { triage: '30m', lld: '30m', spec: '30m', impl: '60m', review: '30m' },
+    stageTimeLimits: { ...DEFAULT_STAGE_TIME_LIMITS },
     totalTimeout: '2h',
     gateTimeout: '24h',
     testTimeout: '10m',

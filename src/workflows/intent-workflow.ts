@@ -17,8 +17,17 @@ import {
 } from '@temporalio/workflow';
 import type { StageResult, TestRunResult, WardenActivities } from '../activities';
 import { BehaviourMonitor as LegacyBehaviourMonitor } from './legacy-behaviour-monitor';
-import { PROFILE_DEFAULTS } from '../config/profiles';
-import { checkBlastRadius, checkCompleteness, checkPredictedBlastRadius, checkTimeLimit, largerSize, type ChangeSize, type TestOutcome } from '../safety/limits';
+import {
+  checkBlastRadius,
+  checkCompleteness,
+  checkPredictedBlastRadius,
+  checkTimeLimit,
+  DEFAULT_STAGE_ATTEMPT_CAPS,
+  DEFAULT_STAGE_TIME_LIMITS,
+  largerSize,
+  type ChangeSize,
+  type TestOutcome,
+} from '../safety/limits';
 import { addUsd, ZERO_USD } from '../safety/money';
 import { agentForStage, agentIdOf, modelFamily } from '../shared/agent-routing';
 import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, UNANSWERED_REVIEW, UNANSWERED_TRIAGE, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
@@ -182,15 +191,14 @@ type IntentFromEarlierClient = Omit<Intent, 'stageAgents' | 'reviewPolicy' | 'li
  * the intent has the schema's shape.
  */
 export function intentFromEarlierClient(input: IntentFromEarlierClient): Intent {
-  const defaults = PROFILE_DEFAULTS.default.limits;
   return {
     ...input,
     stageAgents: input.stageAgents ?? {},
     reviewPolicy: input.reviewPolicy ?? { requireDifferentFamily: false, forbiddenReviewers: [] },
     limits: {
       ...input.limits,
-      attempts: { ...input.limits.attempts, completeness: input.limits.attempts.completeness ?? defaults.attempts.completeness },
-      stageTimeLimits: input.limits.stageTimeLimits ?? defaults.stageTimeLimits,
+      attempts: { ...input.limits.attempts, completeness: input.limits.attempts.completeness ?? DEFAULT_STAGE_ATTEMPT_CAPS.completeness },
+      stageTimeLimits: input.limits.stageTimeLimits ?? { ...DEFAULT_STAGE_TIME_LIMITS },
     },
   };
 }
