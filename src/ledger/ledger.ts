@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import {
   ActivityRunSchema,
+  BUDGET_SCOPES,
   BudgetReservationRequestSchema,
   COST_GROUPINGS,
   CostEventSchema,
@@ -16,6 +17,7 @@ import {
   type ActivityRunInput,
   type BudgetReservation,
   type BudgetReservationRequest,
+  type BudgetScope,
   type CostEventInput,
   type CostGrouping,
   type CostRow,
@@ -28,7 +30,7 @@ import {
   type TimelineEntry,
 } from './types';
 import { inTransaction } from './transaction';
-import { compareUsd } from '../safety/money';
+import { compareUsd, toMicros } from '../safety/money';
 import { workflowIdForIntent } from '../shared/ids';
 import { LADDER_DECIDER_PREFIX } from '../shared/ladder';
 
@@ -59,6 +61,8 @@ export const HEALTH_RULE =
 
 /** pg_advisory_xact_lock class for per-day budget reservations ('WBDG'); the object is the day. */
 const BUDGET_LOCK_CLASS = 0x57424447;
+/** pg_advisory_xact_lock class for an intent's budget reservations ('WBIN'); the object is a hash of the intent id. */
+const INTENT_BUDGET_LOCK_CLASS = 0x5742494e;
 const ZERO_USD = '0.000000';
 
 const CostGroupingSchema = z.enum(COST_GROUPINGS);
@@ -149,48 +153,69 @@ export class Ledger {
   }
 
   /**
-   * Reserves a paid call's maximum cost against the day's budget, atomically: reservations of
-   * the same day are serialised by an advisory lock, and one is granted only if settled spend
-   * plus open reservations plus this amount stays within `limitUsd`. Denials are recorded too,
-   * so a retry with the same id gets the same answer and never reserves twice.
+   * Reserves a paid call's maximum cost against every budget it counts in, atomically: the day's
+   * (`limitUsd`), the agent's day budget, the intent's budget and its stage's budget within the
+   * intent (each only when given). Reservations of the same day, and of the same intent, are
+   * serialised by advisory locks; a budget's committed amount is its settled spend plus open
+   * reservations, and the call is granted only if every budget stays within its limit with it.
+   * Denials are recorded too, so a retry with the same id gets the same answer and never
+   * reserves twice.
    */
   async reserveBudget(request: BudgetReservationRequest): Promise<BudgetReservation> {
     const r = BudgetReservationRequestSchema.parse(request);
     return this.transaction(async (client) => {
+      // Always the day first, then the intent: two reservations never wait on each other in a cycle.
       await client.query(`SELECT pg_advisory_xact_lock($1, $2::date - '1970-01-01'::date)`, [BUDGET_LOCK_CLASS, r.day]);
-      const previous = await client.query<{ granted: boolean; committed: string; limit: string; same: boolean }>(
-        `SELECT granted, committed_usd::text AS committed, limit_usd::text AS limit,
-                (day = $2::date AND intent_id = $3 AND amount_usd = $4::numeric) AS same
+      await client.query(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, [INTENT_BUDGET_LOCK_CLASS, r.intentId]);
+      const previous = await client.query<{ granted: boolean; committed: string; limit: string; denied_by: BudgetScope | null; same: boolean }>(
+        `SELECT granted, committed_usd::text AS committed, limit_usd::text AS limit, denied_by,
+                (day = $2::date AND intent_id = $3 AND amount_usd = $4::numeric
+                 AND agent_id IS NOT DISTINCT FROM $5 AND stage IS NOT DISTINCT FROM $6) AS same
            FROM budget_reservations WHERE id = $1`,
-        [r.id, r.day, r.intentId, r.amountUsd],
+        [r.id, r.day, r.intentId, r.amountUsd, r.agentId ?? null, r.stage ?? null],
       );
       const row = previous.rows[0];
       if (row) {
-        if (!row.same) throw new LedgerError(`budget reservation ${r.id} already exists for a different day, intent or amount`);
-        return { granted: row.granted, committedUsd: row.committed, limitUsd: row.limit };
+        if (!row.same) throw new LedgerError(`budget reservation ${r.id} already exists for a different day, intent, agent, stage or amount`);
+        return reservationOf(row.granted, row.committed, row.limit, row.denied_by);
       }
-      const inserted = await client.query<{ granted: boolean; committed: string; limit: string }>(
-        `WITH committed AS (
-           SELECT round(coalesce(sum(coalesce(s.actual_usd, r.amount_usd)), 0), 6) AS usd
-             FROM budget_reservations r LEFT JOIN budget_settlements s ON s.reservation_id = r.id
-            WHERE r.day = $2::date AND r.granted
-         )
-         INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd)
-         SELECT $1, $2::date, $3, $4::numeric, $5::numeric, committed.usd + $4::numeric <= $5::numeric, committed.usd FROM committed
-         RETURNING granted, committed_usd::text AS committed, limit_usd::text AS limit`,
-        [r.id, r.day, r.intentId, r.amountUsd, r.limitUsd],
+      // What each budget has committed: settled spend (real cost, overruns included) plus open reservations.
+      const committed = await client.query<Record<BudgetScope, string>>(
+        `SELECT round(coalesce(sum(u.usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
+                round(coalesce(sum(u.usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $3), 0), 6)::text AS agent,
+                round(coalesce(sum(u.usd) FILTER (WHERE r.intent_id = $2), 0), 6)::text AS intent,
+                round(coalesce(sum(u.usd) FILTER (WHERE r.intent_id = $2 AND r.stage = $4), 0), 6)::text AS stage
+           FROM budget_reservations r
+           LEFT JOIN budget_settlements s ON s.reservation_id = r.id
+           CROSS JOIN LATERAL (SELECT coalesce(s.actual_usd, r.amount_usd) AS usd) u
+          WHERE r.granted AND (r.day = $1::date OR r.intent_id = $2)`,
+        [r.day, r.intentId, r.agentId ?? null, r.stage ?? null],
+      );
+      const spent = committed.rows[0]!;
+      const limits: Record<BudgetScope, string | undefined> = { day: r.limitUsd, agent: r.agentLimitUsd, intent: r.intentLimitUsd, stage: r.stageLimitUsd };
+      const deniedBy = BUDGET_SCOPES.find((scope) => {
+        const limit = limits[scope];
+        return limit !== undefined && toMicros(spent[scope]) + toMicros(r.amountUsd) > toMicros(limit);
+      });
+      const decidedBy = deniedBy ?? 'day';
+      const inserted = await client.query<{ committed: string; limit: string }>(
+        `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, agent_id, stage, denied_by)
+         VALUES ($1, $2::date, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8, $9, $10)
+         RETURNING committed_usd::text AS committed, limit_usd::text AS limit`,
+        [r.id, r.day, r.intentId, r.amountUsd, limits[decidedBy], deniedBy === undefined, spent[decidedBy], r.agentId ?? null, r.stage ?? null, deniedBy ?? null],
       );
       const made = inserted.rows[0]!;
-      return { granted: made.granted, committedUsd: made.committed, limitUsd: made.limit };
+      return reservationOf(deniedBy === undefined, made.committed, made.limit, deniedBy ?? null);
     });
   }
 
   /**
-   * Settles a granted reservation at the call's real cost (at most the reserved amount). A retry
-   * with the same amount is a no-op; a different amount, or a released or denied reservation,
-   * is a LedgerError.
+   * Settles a granted reservation at the call's real cost: at most the reserved amount, unless
+   * `overrun` says the call could not be bounded before it ran and reported more (it is then
+   * recorded at its real cost, marked as an overrun). A retry with the same amount is a no-op; a
+   * different amount, or a released or denied reservation, is a LedgerError.
    */
-  async settleReservation(id: string, actualUsd: string): Promise<void> {
+  async settleReservation(id: string, actualUsd: string, options: { readonly overrun?: boolean } = {}): Promise<void> {
     ReservationIdSchema.parse(id);
     const actual = UsdSchema.parse(actualUsd);
     const found = await this.pool.query<{ granted: boolean; fits: boolean; amount: string }>(
@@ -200,10 +225,10 @@ export class Ledger {
     const reservation = found.rows[0];
     if (!reservation) throw new LedgerError(`there is no budget reservation ${id}`);
     if (!reservation.granted) throw new LedgerError(`budget reservation ${id} was denied; there is nothing to settle`);
-    if (!reservation.fits) throw new LedgerError(`cannot settle budget reservation ${id} at $${actual}: only $${reservation.amount} was reserved`);
+    if (!reservation.fits && !options.overrun) throw new LedgerError(`cannot settle budget reservation ${id} at $${actual}: only $${reservation.amount} was reserved`);
     const inserted = await this.pool.query(
-      `INSERT INTO budget_settlements (reservation_id, kind, actual_usd) VALUES ($1, 'settled', $2) ON CONFLICT (reservation_id) DO NOTHING`,
-      [id, actual],
+      `INSERT INTO budget_settlements (reservation_id, kind, actual_usd, overrun) VALUES ($1, 'settled', $2, $3) ON CONFLICT (reservation_id) DO NOTHING`,
+      [id, actual, !reservation.fits],
     );
     if (inserted.rowCount === 1) return;
     const earlier = await this.pool.query<{ kind: string; actual: string; same: boolean }>(
@@ -657,4 +682,8 @@ export class Ledger {
   private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     return inTransaction(this.pool, fn);
   }
+}
+
+function reservationOf(granted: boolean, committedUsd: string, limitUsd: string, deniedBy: BudgetScope | null): BudgetReservation {
+  return { granted, committedUsd, limitUsd, ...(deniedBy !== null && { deniedBy }) };
 }

@@ -119,11 +119,20 @@ export type GateDecisionRow = z.infer<typeof GateDecisionRowSchema>;
 export type GateDecisionInput = z.input<typeof GateDecisionRowSchema>;
 
 /** Outcome of reserving a paid call's maximum cost against a day's budget. */
+/** The budgets a reservation is checked against, in the order they are judged. */
+export const BUDGET_SCOPES = ['day', 'agent', 'intent', 'stage'] as const;
+export type BudgetScope = (typeof BUDGET_SCOPES)[number];
+
 export interface BudgetReservation {
   readonly granted: boolean;
-  /** Settled spend of the day plus open reservations, before this one (exact decimal string). */
+  /**
+   * Settled spend plus open reservations before this one (exact decimal string), of the day's
+   * budget when granted, of the refusing budget when denied.
+   */
   readonly committedUsd: string;
   readonly limitUsd: string;
+  /** The budget that refused it; absent when granted. */
+  readonly deniedBy?: BudgetScope;
 }
 
 export interface GlobalStop {
@@ -212,8 +221,19 @@ export const BudgetReservationRequestSchema = z.object({
   day: DaySchema,
   intentId: z.string().min(1),
   amountUsd: UsdSchema,
+  /** The day's budget across intents. */
   limitUsd: UsdSchema,
-});
+  /** The agent (cost events' agent id) and its own day budget; no limit when absent. */
+  agentId: z.string().min(1).optional(),
+  agentLimitUsd: UsdSchema.optional(),
+  /** The intent's budget (all days); no limit when absent. */
+  intentLimitUsd: UsdSchema.optional(),
+  /** The stage and its budget within the intent; no limit when absent. */
+  stage: z.string().min(1).optional(),
+  stageLimitUsd: UsdSchema.optional(),
+})
+  .refine((r) => r.agentLimitUsd === undefined || r.agentId !== undefined, { message: 'an agent budget needs the agent id', path: ['agentId'] })
+  .refine((r) => r.stageLimitUsd === undefined || r.stage !== undefined, { message: 'a stage budget needs the stage', path: ['stage'] });
 export type BudgetReservationRequest = z.infer<typeof BudgetReservationRequestSchema>;
 
 export const COST_GROUPINGS = ['intent', 'stage', 'model', 'agent', 'day'] as const satisfies readonly CostGrouping[];

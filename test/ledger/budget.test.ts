@@ -81,7 +81,7 @@ describe.each(testBackends())('per-day budget on the %s PostgreSQL', (_backend, 
     const racing = await withWorkers(5, (workers) => Promise.all(workers.map((w) => w.reserveBudget({ ...request, id: 'retry-2' }))));
     // retry-2 does not fit beside retry-1 (1.25 + 1.25 > 2.00); all five racers got the one answer.
     expect(new Set(racing.map((r) => JSON.stringify(r))).size).toBe(1);
-    expect(racing[0]).toEqual({ granted: false, committedUsd: '1.250000', limitUsd: '2.000000' });
+    expect(racing[0]).toEqual({ granted: false, committedUsd: '1.250000', limitUsd: '2.000000', deniedBy: 'day' });
     expect(await ledger.daySpend(day)).toEqual({ settledUsd: '0.000000', reservedUsd: '1.250000' });
     const rows = await db.pool.query(`SELECT count(*)::int AS n FROM budget_reservations WHERE day = $1`, [day]);
     expect(rows.rows[0].n).toBe(2);
@@ -108,13 +108,67 @@ describe.each(testBackends())('per-day budget on the %s PostgreSQL', (_backend, 
     expect(await ledger.daySpend(day)).toEqual({ settledUsd: '0.123456', reservedUsd: '0.000000' });
 
     // A call dearer than the whole budget is denied on its own; a denial has nothing to settle or release.
-    expect(await reserve('s-3', '1.000001')).toEqual({ granted: false, committedUsd: '0.123456', limitUsd: '1.000000' });
+    expect(await reserve('s-3', '1.000001')).toEqual({ granted: false, committedUsd: '0.123456', limitUsd: '1.000000', deniedBy: 'day' });
     await expect(ledger.settleReservation('s-3', '0')).rejects.toThrow(/was denied/);
     expect(await ledger.releaseReservation('s-3')).toBe(false);
     // Exactly at the limit fits.
     expect((await reserve('s-4', '0.876544')).granted).toBe(true);
     expect((await reserve('s-5', '0.000001')).granted).toBe(false);
     await expect(ledger.settleReservation('nope', '0.10')).rejects.toThrow(/no budget reservation nope/);
+  });
+
+  test("20 intents of one agent racing at its day budget: exactly 6 × $0.30 fit in $2.00, and its settled spend never exceeds it", async () => {
+    const day = '2030-01-05';
+    // Another agent's spend the same day counts for the day, not for this agent.
+    await ledger.reserveBudget({ id: 'other-agent', day, intentId: 'intent-o', amountUsd: '3.00', limitUsd: '100', agentId: 'other', agentLimitUsd: '10' });
+    const results = await withWorkers(20, (workers) =>
+      Promise.all(
+        workers.map((worker, i) =>
+          worker.reserveBudget({ id: `agent-race-${i}`, day, intentId: `intent-a${i}`, amountUsd: '0.30', limitUsd: '100', agentId: 'racer', agentLimitUsd: '2.00' }),
+        ),
+      ),
+    );
+    const granted = results.filter((r) => r.granted);
+    expect(granted).toHaveLength(6);
+    for (const denied of results.filter((r) => !r.granted)) expect(denied).toEqual({ granted: false, committedUsd: '1.800000', limitUsd: '2.000000', deniedBy: 'agent' });
+    // Every grant saw a distinct committed day total (the other agent's $3 plus 0…5 grants).
+    expect(new Set(granted.map((r) => r.committedUsd)).size).toBe(6);
+    for (const [i, r] of results.entries()) if (r.granted) await ledger.settleReservation(`agent-race-${i}`, '0.30');
+    const agentTotal = await db.pool.query(
+      `SELECT sum(s.actual_usd)::text AS usd FROM budget_reservations r JOIN budget_settlements s ON s.reservation_id = r.id WHERE r.day = $1 AND r.agent_id = 'racer'`,
+      [day],
+    );
+    expect(agentTotal.rows[0].usd).toBe('1.800000');
+    const rows = await db.pool.query(`SELECT count(*)::int AS n FROM budget_reservations WHERE day = $1 AND denied_by = 'agent'`, [day]);
+    expect(rows.rows[0].n).toBe(14);
+  });
+
+  test("an intent's budget and its stage's budget: counted across days, all reservations of the intent, the refusing one named", async () => {
+    const base = { intentId: 'intent-i', limitUsd: '100', intentLimitUsd: '1.00' };
+    expect(await ledger.reserveBudget({ ...base, id: 'i-1', day: '2030-01-06', amountUsd: '0.40', stage: 'impl', stageLimitUsd: '0.50' })).toEqual({ granted: true, committedUsd: '0.000000', limitUsd: '100.000000' });
+    await ledger.settleReservation('i-1', '0.35');
+    // The next day, same intent: the stage has $0.15 left, the intent $0.65.
+    expect(await ledger.reserveBudget({ ...base, id: 'i-2', day: '2030-01-07', amountUsd: '0.20', stage: 'impl', stageLimitUsd: '0.50' })).toEqual({ granted: false, committedUsd: '0.350000', limitUsd: '0.500000', deniedBy: 'stage' });
+    expect((await ledger.reserveBudget({ ...base, id: 'i-3', day: '2030-01-07', amountUsd: '0.65', stage: 'review' })).granted).toBe(true);
+    expect(await ledger.reserveBudget({ ...base, id: 'i-4', day: '2030-01-07', amountUsd: '0.000001', stage: 'review' })).toEqual({ granted: false, committedUsd: '1.000000', limitUsd: '1.000000', deniedBy: 'intent' });
+    // Releasing frees it again; a denial is answered the same on a retry.
+    await ledger.releaseReservation('i-3');
+    expect((await ledger.reserveBudget({ ...base, id: 'i-5', day: '2030-01-07', amountUsd: '0.65', stage: 'review' })).granted).toBe(true);
+    expect((await ledger.reserveBudget({ ...base, id: 'i-4', day: '2030-01-07', amountUsd: '0.000001', stage: 'review' })).deniedBy).toBe('intent');
+    // The same id with another stage is not a retry.
+    await expect(ledger.reserveBudget({ ...base, id: 'i-5', day: '2030-01-07', amountUsd: '0.65', stage: 'impl' })).rejects.toBeInstanceOf(LedgerError);
+  });
+
+  test('an overrun is settled at its real cost only when said so, and counts against every budget after it', async () => {
+    const day = '2030-01-08';
+    await ledger.reserveBudget({ id: 'o-1', day, intentId: 'intent-o1', amountUsd: '0.50', limitUsd: '1.00' });
+    await expect(ledger.settleReservation('o-1', '0.90')).rejects.toThrow(/only \$0.500000 was reserved/);
+    await ledger.settleReservation('o-1', '0.90', { overrun: true });
+    await ledger.settleReservation('o-1', '0.90', { overrun: true }); // a retry
+    expect(await ledger.daySpend(day)).toEqual({ settledUsd: '0.900000', reservedUsd: '0.000000' });
+    const marked = await db.pool.query(`SELECT overrun FROM budget_settlements WHERE reservation_id = 'o-1'`);
+    expect(marked.rows[0].overrun).toBe(true);
+    expect(await ledger.reserveBudget({ id: 'o-2', day, intentId: 'intent-o2', amountUsd: '0.50', limitUsd: '1.00' })).toEqual({ granted: false, committedUsd: '0.900000', limitUsd: '1.000000', deniedBy: 'day' });
   });
 
   test('a bad reservation request is a zod error and reserves nothing', async () => {
@@ -127,6 +181,8 @@ describe.each(testBackends())('per-day budget on the %s PostgreSQL', (_backend, 
       { ...good, amountUsd: 0.1 as never },
       { ...good, limitUsd: '1e3' },
       { ...good, id: '' },
+      { ...good, agentLimitUsd: '1.00' }, // an agent budget without the agent
+      { ...good, stageLimitUsd: '1.00' }, // a stage budget without the stage
     ]) {
       await expect(ledger.reserveBudget(bad)).rejects.toBeInstanceOf(ZodError);
     }
