@@ -11,10 +11,9 @@ import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import type { AnomalyNotice } from '../safety/behaviour-watch';
-import { costOf, UnknownModelError, type PricingTable } from '../safety/pricing';
+import type { PricingTable } from '../safety/pricing';
 import { FailureType } from '../shared/errors';
-import type { AgentResult } from './agents';
-import { createAgent } from './agents';
+import { createAgent, currentSpendMeter, SpendMeter } from './agents';
 import { activityLogger } from './log-context';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
@@ -169,6 +168,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const started = Date.now();
         const profile = agentForStage(intent, stage);
         const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch });
+        // The worker's interceptor sets a meter that reserves against the budgets; without it, calls are only priced.
+        const meter = currentSpendMeter() ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
         const result = await stoppable((signal) =>
           agent.run({
             intentId: intent.id,
@@ -181,13 +182,16 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             heartbeat: () => undefined,
             riskHint: intent.riskHint,
             declaredPaths: intent.paths,
+            meter,
           }),
         );
         const latencyMs = Date.now() - started;
         await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
         const output = deps.redact(result.output);
         const model = result.model ?? profile.kind;
-        const costUsd = meterCost(model, result, deps.pricing);
+        // Every paid call of the attempt, each priced as it was made (an unknown model was refused before).
+        const costUsd = meter.totalUsd();
+        const usage = meter.totalUsage();
         const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
         const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
         activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
@@ -196,8 +200,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           artifactPath,
           promptPath,
           summary: firstLine(output),
-          inputTokens: result.usage.inputTokens,
-          outputTokens: result.usage.outputTokens,
+          inputTokens: usage.inputTokens,
+          outputTokens: usage.outputTokens,
           costUsd,
           model,
           commit,
@@ -409,19 +413,6 @@ export function detectTestCommand(worktreePath: string): string | undefined {
     return scripts?.test ? 'npm test --silent' : undefined;
   } catch {
     return undefined;
-  }
-}
-
-/** The agent's own price if it gave one, else its usage priced by model; an unknown model is an error. */
-function meterCost(model: string, result: AgentResult, pricing: PricingTable): string {
-  if (result.costUsd !== undefined) return result.costUsd.toFixed(6);
-  try {
-    return costOf(model, result.usage, pricing);
-  } catch (error) {
-    if (error instanceof UnknownModelError) {
-      throw ApplicationFailure.create({ type: FailureType.UnknownModel, message: error.message, nonRetryable: true });
-    }
-    throw error;
   }
 }
 

@@ -76,3 +76,25 @@ export function costOf(model: string, usage: TokenUsage, table: PricingTable): s
 export function maxCostOf(model: string, maxInputTokens: number, maxOutputTokens: number, table: PricingTable): string {
   return costOf(model, { inputTokens: maxInputTokens, outputTokens: maxOutputTokens }, table);
 }
+
+/** Tokens a request adds around the prompt text (role markers, message framing): a generous bound. */
+export const MESSAGE_OVERHEAD_TOKENS = 64;
+
+/**
+ * An upper bound of the input tokens of `prompt` without the provider's tokenizer: its UTF-8
+ * length in bytes (byte-level BPE tokenizers never make a token of less than one byte) plus the
+ * request's framing. Loose — often 3-4× the real count — but never below it.
+ */
+export function inputTokenBound(prompt: string): number {
+  return new TextEncoder().encode(prompt).length + MESSAGE_OVERHEAD_TOKENS;
+}
+
+/** Whether `table` prices `model` (an own key: "constructor" is not a model). */
+export function isPriced(model: string, table: PricingTable): boolean {
+  return Object.prototype.hasOwnProperty.call(table, model);
+}
+
+/** Throws `UnknownModelError` unless `table` prices `model`: checked before a paid call, not after. */
+export function assertPriced(model: string, table: PricingTable): void {
+  priceOf(model, table);
+}

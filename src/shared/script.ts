@@ -14,8 +14,11 @@ export const ScriptAttemptSchema = z.object({
   usage: z
     .object({ inputTokens: z.number().int().min(0), outputTokens: z.number().int().min(0) })
     .default({ inputTokens: 0, outputTokens: 0 }),
-  /** Cost of the attempt in USD, if the script wants spend to show. */
-  costUsd: z.number().min(0).default(0),
+  /**
+   * Cost of the attempt in USD. Without it, `usage` is priced by the script's model (which must
+   * then be in the pricing table, unless the usage is zero).
+   */
+  costUsd: z.number().min(0).optional(),
   /** Wait this long before answering (milliseconds). */
   delayMs: z.number().int().min(0).default(0),
   /** Fail the attempt with this message instead of answering. */

@@ -47,7 +47,7 @@ import type { AgentStage, Stage } from '../shared/stages';
 import type { IntentOutcome, IntentState, IntentStatus } from '../shared/state';
 import { GateKeeper } from './gate-keeper';
 import { LedgerRecorder } from './ledger-recorder';
-import { StageGuard, haltFailure, installStageGuard, type HaltDetails } from './stage-guard';
+import { NEXT_CALL_RESERVED_BY_WORKER_PATCH, StageGuard, haltFailure, installStageGuard, type HaltDetails } from './stage-guard';
 import { WorkClock, withTimeLimit } from './time-limits';
 
 /** Ledger writes and the final cleanup as local activities (see intentWorkflow). */
@@ -241,6 +241,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const stageStartsAndTests = patched(STAGE_STARTS_AND_TESTS_PATCH);
   const monitorInWorker = patched(WORKER_MONITOR_PATCH);
   const workflowLimits = patched(WORKFLOW_LIMITS_PATCH);
+  const nextCallReservedByWorker = patched(NEXT_CALL_RESERVED_BY_WORKER_PATCH);
   const intent = await checkedIntent(input);
   refuseForeignWorkflowId(intent.id, workflowInfo().workflowId);
   const { limits } = intent;
@@ -254,7 +255,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const ledgerOptions: ActivityOptions = { startToCloseTimeout: '30s', retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 } };
   const ledgerActivities = localBookkeeping ? proxyLocalActivities<WardenActivities>(ledgerOptions) : proxyActivities<WardenActivities>(ledgerOptions);
   const ledger = new LedgerRecorder(intent.id, (batch) => ledgerActivities.appendToLedger(batch));
-  const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details));
+  const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details), { nextCallReservedByWorker });
   installStageGuard(guard);
   const monitor = new LegacyBehaviourMonitor();
   // Time limits count working time: not while a person is asked (a gate) or holds the intent (pause).

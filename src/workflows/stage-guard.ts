@@ -19,10 +19,24 @@ export function haltFailure(eventType: SafetyEventType, check: Pick<LimitCheck, 
 type EventSink = (eventType: SafetyEventType, severity: Severity, reason: string, details: { stage?: string; suggestion?: string; metadata?: Record<string, unknown> }) => void;
 
 /**
+ * The patch under which the next call's maximum cost is checked by the worker (which knows the
+ * prompt, the model's price and `max_tokens`, and reserves it in the ledger before each paid
+ * call) rather than here as `limits.maxCallUsd`. Decided at the workflow's start.
+ */
+export const NEXT_CALL_RESERVED_BY_WORKER_PATCH = 'next-call-maximum-reserved-by-worker';
+
+export interface StageGuardOptions {
+  /** NEXT_CALL_RESERVED_BY_WORKER_PATCH: the budgets here only stop an intent already at its limit. */
+  readonly nextCallReservedByWorker: boolean;
+}
+
+/**
  * The workflow-side limits checked before every agent dispatch (by the stage-guard workflow
- * interceptor): pause, iteration caps, the two-strike rule, the intent budget against the next
- * call's maximum cost, and the cooldown before the same stage's agent is dispatched again.
- * All state is workflow state, so every check replays identically.
+ * interceptor): pause, iteration caps, the two-strike rule, the intent and stage budgets, and the
+ * cooldown before the same stage's agent is dispatched again. The budgets' check of the next
+ * call's maximum cost is the worker's (see NEXT_CALL_RESERVED_BY_WORKER_PATCH); histories from
+ * before it add `limits.maxCallUsd` here. All state is workflow state, so every check replays
+ * identically.
  */
 export class StageGuard {
   private total = 0;
@@ -36,6 +50,7 @@ export class StageGuard {
   constructor(
     private readonly limits: IntentLimitsConfig,
     private readonly emit: EventSink,
+    private readonly options: StageGuardOptions = { nextCallReservedByWorker: false },
   ) {}
 
   /** Waits out a pause and the cooldown, or throws a SAFETY_HALT failure when a limit trips. */
@@ -55,11 +70,12 @@ export class StageGuard {
       if (stagnation.verdict === 'trip') throw haltFailure('STAGNATION_DETECTED', stagnation);
     }
 
-    const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: input.maxCallUsd, limitUsd: this.budgetLimit(), warnAt: this.limits.budgetWarnAt });
+    const nextCallMaxUsd = this.options.nextCallReservedByWorker ? ZERO_USD : input.maxCallUsd;
+    const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd, limitUsd: this.budgetLimit(), warnAt: this.limits.budgetWarnAt });
     if (budget.verdict === 'trip') throw haltFailure('COST_BUDGET_EXCEEDED', budget);
     const stageLimit = this.limits.stageBudgetUsd[input.stage as keyof IntentLimitsConfig['stageBudgetUsd']];
     if (stageLimit !== undefined) {
-      const stageBudget = checkBudget({ spentUsd: this.stageSpentUsd[input.stage] ?? ZERO_USD, nextCallMaxUsd: input.maxCallUsd, limitUsd: stageLimit });
+      const stageBudget = checkBudget({ spentUsd: this.stageSpentUsd[input.stage] ?? ZERO_USD, nextCallMaxUsd, limitUsd: stageLimit });
       if (stageBudget.verdict === 'trip') {
         throw haltFailure('COST_BUDGET_EXCEEDED', { ...stageBudget, detail: `stage ${input.stage}: ${stageBudget.detail}` });
       }

@@ -1,3 +1,4 @@
+import { SpendMeter } from '../../src/activities/agents/spend-meter';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,6 +30,7 @@ function request(fields: Partial<AgentRequest> = {}): AgentRequest {
     worktreePath: worktree,
     signal: new AbortController().signal,
     heartbeat: () => undefined,
+    meter: new SpendMeter({ pricing: {}, declaredCapUsd: '0' }),
     ...fields,
   };
 }
@@ -52,9 +54,12 @@ async function applicationFailureOf(promise: Promise<unknown>): Promise<Applicat
 const TRICKY_PROMPT = `Fix it's "bug" in $HOME and \`id\`; $(touch pwned) \\ \nsecond line {prompt} {promptFile} 'end'`;
 
 describe('createCommandAgent', () => {
-  it('pipes the prompt to stdin and returns stdout with zero usage', async () => {
-    const result = await createCommandAgent(profile({ command: 'cat' })).run(request({ prompt: TRICKY_PROMPT }));
-    expect(result).toEqual({ output: TRICKY_PROMPT, usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0 });
+  it('pipes the prompt to stdin and returns stdout; the run is counted at its declared cap, marked unmetered', async () => {
+    const meter = new SpendMeter({ pricing: {}, declaredCapUsd: '0.25' });
+    const result = await createCommandAgent(profile({ command: 'cat' })).run(request({ prompt: TRICKY_PROMPT, meter }));
+    expect(result).toEqual({ output: TRICKY_PROMPT, usage: { inputTokens: 0, outputTokens: 0 } });
+    expect(meter.calls).toEqual([expect.objectContaining({ model: 'command', costUsd: '0.250000', unmetered: true, estimated: true, overrun: false })]);
+    expect(meter.totalUsd()).toBe('0.250000');
     expect(existsSync(path.join(worktree, 'pwned'))).toBe(false);
   });
 

@@ -1,5 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { callModel, retryAfterMs } from '../../src/activities/agents/model-http';
+import { SpendMeter } from '../../src/activities/agents/spend-meter';
+import { PROFILE_DEFAULTS } from '../../src/config/profiles';
 import { AnthropicAgentProfileSchema, OpenAiAgentProfileSchema, type HttpAgentProfile } from '../../src/shared/intent';
 import { startModelServer, type ModelServer } from '../helpers/model-server';
 
@@ -22,8 +24,10 @@ const openai = (extra: Record<string, unknown> = {}): HttpAgentProfile =>
   OpenAiAgentProfileSchema.parse({ kind: 'openai', model: 'gpt-4.1', baseUrl: `${server.url}/v1`, apiKeyEnv: ['KEY_A'], ...extra });
 
 const env = { KEY_A: 'sk-first', KEY_B: 'sk-second' };
-const call = (profile: HttpAgentProfile, environment: NodeJS.ProcessEnv = env) =>
-  callModel(profile, '# Warden: triage (attempt 1)\n\nhello', { env: environment, signal: new AbortController().signal, heartbeat: () => undefined, maxRetryAfterMs: 5_000 });
+/** A meter pricing by the default table, with no budgets behind it. */
+const meter = (): SpendMeter => new SpendMeter({ pricing: PROFILE_DEFAULTS.default.worker.pricing, declaredCapUsd: '0.50' });
+const call = (profile: HttpAgentProfile, environment: NodeJS.ProcessEnv = env, spend: SpendMeter = meter()) =>
+  callModel(profile, '# Warden: triage (attempt 1)\n\nhello', { env: environment, signal: new AbortController().signal, heartbeat: () => undefined, maxRetryAfterMs: 5_000, meter: spend });
 
 async function failure(promise: Promise<unknown>): Promise<ApplicationFailure> {
   const error = await promise.then(
@@ -131,7 +135,7 @@ test('retry-after: seconds or an HTTP date', () => {
 
 test('development mode: the worker refuses a cloud endpoint before any request; a local one runs', async () => {
   const { createHttpAgent } = await import('../../src/activities/agents/http-agent');
-  const request = { intentId: 'x', stage: 'lld' as const, attempt: 1, prompt: '# Warden: lld', worktreePath: '/nonexistent', signal: new AbortController().signal, heartbeat: () => undefined };
+  const request = { intentId: 'x', stage: 'lld' as const, attempt: 1, prompt: '# Warden: lld', worktreePath: '/nonexistent', signal: new AbortController().signal, heartbeat: () => undefined, meter: meter() };
   const cloudProfile = AnthropicAgentProfileSchema.parse({ kind: 'anthropic', model: 'claude-sonnet-4-5', baseUrl: 'https://api.anthropic.com' });
   let fetched = false;
   const spy = (async () => {

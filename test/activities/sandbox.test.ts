@@ -1,3 +1,4 @@
+import { SpendMeter } from '../../src/activities/agents/spend-meter';
 /**
  * Command agents in their sandboxes, with the real bubblewrap (Debian's `bubblewrap`; CI
  * installs it). Without a working bwrap these tests fail, never skip.
@@ -68,6 +69,7 @@ function request(fields: Partial<AgentRequest> = {}): AgentRequest {
     worktreePath: worktree,
     signal: new AbortController().signal,
     heartbeat: () => undefined,
+    meter: new SpendMeter({ pricing: {}, declaredCapUsd: '0' }),
     ...fields,
   };
 }

@@ -150,14 +150,14 @@ test('a cascade HIGH answer opens the cascade gate right after its stage', async
 });
 
 test('reaching 80% of the budget opens the cost-overrun gate once; it can be switched off', async () => {
-  // triage 0.004 + lld 0.006 = 0.010 of 0.012 → 83%
-  const { handle, id } = await start({ limits: { budgetUsd: '0.012', maxCallUsd: '0.001' } });
+  // triage 0.004 + lld = at least 80% of 0.012; each call's declared maximum (maxCallUsd) covers its cost
+  const { handle, id } = await start({ limits: { budgetUsd: '0.012', maxCallUsd: '0.008' } });
   await atGate(handle, 'cost-overrun');
   expect(await costStages(id)).toEqual(['triage', 'lld']);
   await handle.signal(decideSignal, { gate: 'cost-overrun', decision: 'reject', by: 'tester', reason: 'too dear' });
   expect((await handle.result()).status).toBe('rejected');
 
-  const off = await start({ limits: { budgetUsd: '0.012', maxCallUsd: '0.001' }, gates: { 'cost-overrun': { enabled: false } } });
+  const off = await start({ limits: { budgetUsd: '0.012', maxCallUsd: '0.008' }, gates: { 'cost-overrun': { enabled: false } } });
   await expect(off.handle.result()).rejects.toThrow(); // no gate: the budget itself halts it later
   expect((await off.handle.query(stateQuery)).decisions).toEqual([]);
   expect(await eventTypes(off.id)).toContain('COST_WARNING');

@@ -72,8 +72,8 @@ test('intent budget: warns at 80% and asks at the cost-overrun gate, then halts 
 });
 
 test('stage budget: impl is halted once its own budget cannot take another call, whatever the intent has left', async () => {
-  // impl #1 costs 0.012; a second impl call (max 0.010) would pass impl's 0.020
-  const { handle, id } = await start({ scriptPath: script({ impl: [BAD_IMPL, demo.stages.impl![1]!] }), limits: { stageBudgetUsd: { impl: '0.020' }, maxCallUsd: '0.010' } });
+  // impl #1 costs 0.012; a second impl call (max 0.012) would pass impl's 0.020
+  const { handle, id } = await start({ scriptPath: script({ impl: [BAD_IMPL, demo.stages.impl![1]!] }), limits: { stageBudgetUsd: { impl: '0.020' }, maxCallUsd: '0.012' } });
   expect(await failure(handle)).toMatch(/^COST_BUDGET_EXCEEDED: stage impl: /);
   const calls = await world().pool.query('SELECT stage FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
   expect(calls.rows.map((r: { stage: string }) => r.stage)).toEqual(['triage', 'lld', 'spec', 'impl']);

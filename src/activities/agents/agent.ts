@@ -1,5 +1,6 @@
 import type { RiskClass } from '../../shared/intent';
 import type { AgentStage } from '../../shared/stages';
+import type { SpendMeter } from './spend-meter';
 
 /** Token usage reported by an agent call. */
 export interface Usage {
@@ -27,14 +28,15 @@ export interface AgentRequest {
   readonly riskHint?: RiskClass;
   /** The intent's declared paths: the only files an agent's edits may touch. */
   readonly declaredPaths?: readonly string[];
+  /** Every paid call goes through it: its maximum reserved before, its cost counted after. */
+  readonly meter: SpendMeter;
 }
 
 export interface AgentResult {
   /** The agent's answer, saved as the stage's artifact. */
   readonly output: string;
+  /** Tokens of every call of the attempt (their cost is counted by the request's meter). */
   readonly usage: Usage;
-  /** The cost the agent itself reports (USD); undefined means: price the usage by the model. */
-  readonly costUsd?: number;
   /** The model that answered, when the agent knows it. */
   readonly model?: string;
 }

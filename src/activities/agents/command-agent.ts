@@ -40,6 +40,10 @@ const PROMPT_FILE = '{promptFile}';
  * AGENT_OUTPUT_TOO_LARGE (non-retryable) or SANDBOX_UNAVAILABLE (non-retryable, raised before
  * anything runs); cancellation throws a `CancelledFailure`.
  * A bad profile throws INVALID_INTENT (non-retryable) here, before anything runs.
+ *
+ * A command reports no token usage, so its cost cannot be known: each run reserves the declared
+ * per-call cap (`limits.maxCallUsd`) and is counted at that cap, marked unmetered (a run that then
+ * fails counts too: it ran). Declare `maxCallUsd: "0"` for a command that costs nothing.
  */
 export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAgentDeps = {}): Agent {
   let timeoutMs: number;
@@ -88,41 +92,45 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           command = command.split(PROMPT).join(shellQuote(request.prompt));
         }
 
-        let outcome: ProcessOutcome;
-        try {
-          const exec = sandboxCommand({
-            level,
-            bwrapPath,
-            worktreePath: request.worktreePath,
-            ...(level === 'bubblewrap' ? gitDirsOf(request.worktreePath) : {}),
-            network: profile.network,
-            command,
-            // The sandbox's /tmp is its own; the prompt file must still be readable there.
-            readOnlyPaths: promptDir === undefined ? [] : [promptDir],
-          });
-          outcome = await runProcess({
-            command,
-            exec,
-            cwd: request.worktreePath,
-            // The marker tells `warden approve` & co. that they run inside an agent: the agent's
-            // own decisions are refused (and recorded) even if it reaches the cluster somehow.
-            env: { ...sandboxEnvironment(level, agentEnvironment(process.env)), [AGENT_SESSION_VARIABLE]: `${request.intentId}/${request.stage}/${request.attempt}` },
-            stdin: viaArg ? undefined : request.prompt,
-            timeoutMs,
-            maxOutputBytes: profile.maxOutputBytes,
-            signal: request.signal,
-            heartbeat: request.heartbeat,
-          });
-        } catch (err) {
-          // E2BIG (a prompt over the kernel's 128 KiB argument limit) will not fix itself.
-          const code = (err as { cause?: NodeJS.ErrnoException }).cause?.code;
-          throw ApplicationFailure.create({
-            type: FailureType.AgentFailed,
-            message: (err as Error).message,
-            nonRetryable: code === 'E2BIG',
-            cause: err as Error,
-          });
-        }
+        // A run that started may have spent (a failed or killed one too); one that could not start cost nothing.
+        const outcome = await request.meter.call('command', { kind: 'declared', pricedByModel: false }, async () => {
+          let ran: ProcessOutcome;
+          try {
+            const exec = sandboxCommand({
+              level,
+              bwrapPath,
+              worktreePath: request.worktreePath,
+              ...(level === 'bubblewrap' ? gitDirsOf(request.worktreePath) : {}),
+              network: profile.network,
+              command,
+              // The sandbox's /tmp is its own; the prompt file must still be readable there.
+              readOnlyPaths: promptDir === undefined ? [] : [promptDir],
+            });
+            ran = await runProcess({
+              command,
+              exec,
+              cwd: request.worktreePath,
+              // The marker tells `warden approve` & co. that they run inside an agent: the agent's
+              // own decisions are refused (and recorded) even if it reaches the cluster somehow.
+              env: { ...sandboxEnvironment(level, agentEnvironment(process.env)), [AGENT_SESSION_VARIABLE]: `${request.intentId}/${request.stage}/${request.attempt}` },
+              stdin: viaArg ? undefined : request.prompt,
+              timeoutMs,
+              maxOutputBytes: profile.maxOutputBytes,
+              signal: request.signal,
+              heartbeat: request.heartbeat,
+            });
+          } catch (err) {
+            // E2BIG (a prompt over the kernel's 128 KiB argument limit) will not fix itself.
+            const code = (err as { cause?: NodeJS.ErrnoException }).cause?.code;
+            throw ApplicationFailure.create({
+              type: FailureType.AgentFailed,
+              message: (err as Error).message,
+              nonRetryable: code === 'E2BIG',
+              cause: err as Error,
+            });
+          }
+          return { value: ran, report: { kind: 'unmetered', reason: 'a command agent reports no token usage' } };
+        });
         return toResult(outcome, profile, level);
       } finally {
         if (promptDir !== undefined) await rm(promptDir, { recursive: true, force: true });
@@ -158,7 +166,7 @@ function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile, level: 
           nonRetryable: false,
         });
       }
-      return { output: outcome.stdout, usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0 };
+      return { output: outcome.stdout, usage: { inputTokens: 0, outputTokens: 0 } };
   }
 }
 

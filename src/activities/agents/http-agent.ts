@@ -56,7 +56,9 @@ export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps):
           nonRetryable: true,
         });
       }
-      const call: ModelCallOptions = { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs };
+      // Every request reserves its maximum cost first (an unpriced model is refused before any is sent)
+      // and is counted whatever happens next: a refused answer was still paid for.
+      const call: ModelCallOptions = { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs, meter: request.meter };
       const prompt = request.stage === 'impl' ? `${request.prompt}\n${await implContext(request)}\n${EDIT_FORMAT}\n` : request.prompt;
       const first = await callModel(profile, prompt, call);
       let answer = first;

@@ -2,13 +2,17 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { HttpAgentProfile } from '../../shared/intent';
+import { inputTokenBound } from '../../safety/pricing';
 import type { Usage } from './agent';
+import type { CallBound, CallReport, SpendMeter } from './spend-meter';
 
 /**
  * One model call over HTTP, for the Anthropic Messages API and OpenAI-compatible Chat
  * Completions: the request, the retries (429 and 5xx, honouring `retry-after`), API keys tried in
  * turn on auth or quota errors, the response's model checked against the profile, the usage
- * read for the cost. The circuit breaker and rate limiter around it are the worker's
+ * read for the cost. Every request is a paid call of the attempt's meter: its maximum (the
+ * prompt's token bound plus `max_tokens`, at the model's price) is reserved before it is sent, and
+ * what the provider billed is counted after — also when the answer is then refused. The circuit breaker and rate limiter around it are the worker's
  * (agent-safety interceptor): a call that keeps failing surfaces as a retryable failure there.
  */
 
@@ -27,6 +31,8 @@ export interface ModelCallOptions {
   readonly fetch?: typeof fetch;
   /** Longest `retry-after` honoured, in ms (longer ones end the call with a retryable failure). */
   readonly maxRetryAfterMs?: number;
+  /** Reserves each request's maximum cost before it is sent and counts what it cost. */
+  readonly meter: SpendMeter;
 }
 
 /** Tries per key, as the seed asks ("at most 3 tries each"). */
@@ -136,7 +142,7 @@ export async function callModel(profile: HttpAgentProfile, prompt: string, optio
     for (let attempt = 1; attempt <= TRIES_PER_KEY; attempt++) {
       if (options.signal.aborted) throw new CancelledFailure('the model call was cancelled');
       options.heartbeat();
-      const outcome = await tryOnce(profile, prompt, key, { doFetch, timeoutMs, signal: options.signal });
+      const outcome = await tryOnce(profile, prompt, key, { doFetch, timeoutMs, signal: options.signal, meter: options.meter });
       if (outcome.kind === 'answer') return outcome.answer;
       if (outcome.kind === 'next-key') return { refused: outcome.reason };
       lastProblem = outcome.reason;
@@ -167,52 +173,75 @@ export async function callModel(profile: HttpAgentProfile, prompt: string, optio
   });
 }
 
+/**
+ * One request, as one paid call of the meter. What was billed: an answer with its usage is
+ * counted at that usage (a refused model included); an answer whose usage cannot be read
+ * (malformed, oversize) at the request's maximum; no answer, or an error status, at nothing.
+ */
 async function tryOnce(
   profile: HttpAgentProfile,
   prompt: string,
   key: string | undefined,
-  ctx: { doFetch: typeof fetch; timeoutMs: number; signal: AbortSignal },
+  ctx: { doFetch: typeof fetch; timeoutMs: number; signal: AbortSignal; meter: SpendMeter },
 ): Promise<Outcome> {
-  const { url, init } = request(profile, prompt, key);
-  const timeout = AbortSignal.timeout(ctx.timeoutMs);
-  let response: Response;
-  let text: string;
-  try {
-    response = await ctx.doFetch(url, { ...init, signal: AbortSignal.any([ctx.signal, timeout]) });
-    text = await readCapped(response, profile.maxResponseBytes);
-  } catch (error) {
-    if (ctx.signal.aborted) throw new CancelledFailure('the model call was cancelled');
-    if (error instanceof ApplicationFailure) throw error;
-    if (timeout.aborted) return { kind: 'retry', reason: `no answer within ${profile.timeout}`, waitMs: 1000 };
-    return { kind: 'retry', reason: `request failed: ${(error as Error).message}`, waitMs: 1000 };
-  }
-  const status = response.status;
-  const summary = `HTTP ${status}: ${text.slice(0, 300)}`;
-  if (status === 401 || status === 403) return { kind: 'next-key', reason: summary };
-  if (status === 429) {
-    if (isQuotaError(text)) return { kind: 'next-key', reason: summary };
-    return { kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 2000 };
-  }
-  if (status >= 500) return { kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 1000 };
-  if (status !== 200) {
-    throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: `${profile.kind} refused the request: ${summary}`, nonRetryable: status === 400 || status === 404 });
-  }
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return { kind: 'retry', reason: `the answer is not JSON: ${text.slice(0, 200)}`, waitMs: 1000 };
-  }
-  const answer = parseAnswer(profile, body);
-  if (!answer) return { kind: 'retry', reason: `the answer is not a ${profile.kind} response: ${text.slice(0, 200)}`, waitMs: 1000 };
-  if (!modelMatches(profile, answer.model)) {
-    throw ApplicationFailure.create({
-      type: FailureType.ModelMismatch,
-      message: `asked ${profile.model}, but ${answer.model} answered: refused (add it to modelAliases if it is the same model)`,
-      nonRetryable: true,
-    });
-  }
-  return { kind: 'answer', answer };
+  const bound: CallBound = { kind: 'tokens', maxInputTokens: inputTokenBound(prompt), maxOutputTokens: profile.maxTokens };
+  // What the provider billed if the request ends in an error from here on.
+  let billed: CallReport = { kind: 'unpaid' };
+  const outcome = await ctx.meter.call(
+    profile.model,
+    bound,
+    async () => {
+      const done = (value: Outcome, report: CallReport = { kind: 'unpaid' }) => ({ value, report });
+      const { url, init } = request(profile, prompt, key);
+      const timeout = AbortSignal.timeout(ctx.timeoutMs);
+      let response: Response;
+      let text: string;
+      try {
+        response = await ctx.doFetch(url, { ...init, signal: AbortSignal.any([ctx.signal, timeout]) });
+        // A 200 is billed even if its body never arrives whole.
+        if (response.status === 200) billed = { kind: 'paid-unknown', reason: 'the answer could not be read whole' };
+        text = await readCapped(response, profile.maxResponseBytes);
+      } catch (error) {
+        if (ctx.signal.aborted) throw new CancelledFailure('the model call was cancelled');
+        if (error instanceof ApplicationFailure) throw error;
+        const reason = timeout.aborted ? `no answer within ${profile.timeout}` : `request failed: ${(error as Error).message}`;
+        return done({ kind: 'retry', reason, waitMs: 1000 }, billed);
+      }
+      const status = response.status;
+      const summary = `HTTP ${status}: ${text.slice(0, 300)}`;
+      if (status === 401 || status === 403) return done({ kind: 'next-key', reason: summary });
+      if (status === 429) {
+        if (isQuotaError(text)) return done({ kind: 'next-key', reason: summary });
+        return done({ kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 2000 });
+      }
+      if (status >= 500) return done({ kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 1000 });
+      if (status !== 200) {
+        throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: `${profile.kind} refused the request: ${summary}`, nonRetryable: status === 400 || status === 404 });
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return done({ kind: 'retry', reason: `the answer is not JSON: ${text.slice(0, 200)}`, waitMs: 1000 }, { kind: 'paid-unknown', reason: 'the answer is not JSON' });
+      }
+      const answer = parseAnswer(profile, body);
+      if (!answer) {
+        return done({ kind: 'retry', reason: `the answer is not a ${profile.kind} response: ${text.slice(0, 200)}`, waitMs: 1000 }, { kind: 'paid-unknown', reason: `the answer is not a ${profile.kind} response` });
+      }
+      const paid: CallReport = { kind: 'paid', usage: answer.usage, model: answer.model };
+      if (!modelMatches(profile, answer.model)) {
+        billed = paid;
+        throw ApplicationFailure.create({
+          type: FailureType.ModelMismatch,
+          message: `asked ${profile.model}, but ${answer.model} answered: refused (add it to modelAliases if it is the same model)`,
+          nonRetryable: true,
+        });
+      }
+      return done({ kind: 'answer', answer }, paid);
+    },
+    () => billed,
+  );
+  return outcome;
 }
 
 /** The body as text, refusing it once it passes `maxBytes`. */

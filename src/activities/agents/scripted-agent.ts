@@ -6,6 +6,7 @@ import { FailureType } from '../../shared/errors';
 import { describeIssues } from '../../shared/intent';
 import { AgentScriptSchema, type AgentScript, type ScriptAttempt } from '../../shared/script';
 import type { Agent, AgentRequest, AgentResult } from './agent';
+import { usdFromNumber } from './spend-meter';
 
 /** Reads and validates a script file; a bad file is a non-retryable `INVALID_SCRIPT` failure. */
 export function loadAgentScript(scriptPath: string): AgentScript {
@@ -47,6 +48,10 @@ export function resolveInside(root: string, relative: string): string {
 /**
  * Replays a script (see README, "Scripted agent"): attempt N of a stage plays entry N-1, or the
  * last entry once the list is used up. Deterministic, so a retried activity does the same thing.
+ *
+ * Each attempt is one paid call of the meter. A script stands in for an agent whose cost is known
+ * only afterwards: the declared per-call cap is reserved, then the attempt is counted at its
+ * `costUsd`, or at its usage priced by the script's model.
  */
 export function createScriptedAgent(scriptPath: string): Agent {
   return {
@@ -56,7 +61,13 @@ export function createScriptedAgent(scriptPath: string): Agent {
       const step: ScriptAttempt = attempts
         ? attempts[Math.min(request.attempt, attempts.length) - 1]!
         : { output: 'ok', edits: [], usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, delayMs: 0 };
-      await waitWhileHeartbeating(step.delayMs, request);
+      const pricedByModel = step.costUsd === undefined && (step.usage.inputTokens > 0 || step.usage.outputTokens > 0);
+      await request.meter.call(script.model, { kind: 'declared', pricedByModel }, async () => {
+        await waitWhileHeartbeating(step.delayMs, request);
+        const report = { kind: 'paid', usage: step.usage, ...(step.costUsd !== undefined && { costUsd: usdFromNumber(step.costUsd) }) } as const;
+        // A failing step still "billed" what it declares, as a real agent would have.
+        return { value: undefined, report };
+      });
       if (step.fail !== undefined) {
         throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: step.fail, nonRetryable: true });
       }
@@ -69,7 +80,7 @@ export function createScriptedAgent(scriptPath: string): Agent {
           await writeFile(target, edit.content);
         }
       }
-      return { output: step.output, usage: step.usage, costUsd: step.costUsd, model: script.model };
+      return { output: step.output, usage: step.usage, model: script.model };
     },
   };
 }

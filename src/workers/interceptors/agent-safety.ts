@@ -10,7 +10,8 @@ import type { Logger } from 'pino';
 import { ZodError } from 'zod';
 import type { StageInput, StageResult } from '../../activities';
 import { activityLogger } from '../../activities/log-context';
-import type { WorkerSafetyConfig } from '../../config/schema';
+import { SpendMeter, withSpendMeter, type BudgetBook, type OpenCall } from '../../activities/agents';
+import type { IntentLimitsConfig, WorkerSafetyConfig } from '../../config/schema';
 import { deterministicUuid } from '../../ledger/event-id';
 import { LedgerError, type Ledger } from '../../ledger/ledger';
 import type { ActivityOutcome, SafetyEventInput, SafetyEventType, Severity } from '../../ledger/types';
@@ -18,7 +19,7 @@ import { CircuitBreakerRegistry, CircuitOpenError, NOT_ENDPOINT_FAILURES, endpoi
 import { BehaviourWatch, recentAgentRuns } from '../../safety/behaviour-watch';
 import type { Finding } from '../../safety/behaviour-monitor';
 import { ErrorRateBreaker, type ErrorRateCheck } from '../../safety/error-rate';
-import { addUsd, compareUsd, normalizeUsd, subUsd } from '../../safety/money';
+import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../safety/money';
 import { RateLimiter } from '../../safety/token-bucket';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
@@ -121,13 +122,16 @@ type CostSnapshot = NonNullable<SafetyEventInput['costSnapshot']>;
  * - `runAgentStage` only, before the agent runs, in this order: kill switches (WARDEN_ENABLED,
  *   the emergency stop file, the ledger's global stop flag) → non-retryable KILL_SWITCH; the
  *   error-rate breaker at critical → retryable ERROR_RATE_CRITICAL; the endpoint's circuit OPEN →
- *   retryable CIRCUIT_OPEN; per-agent and per-model token buckets → retryable RATE_LIMITED; the
- *   agent's day budget (its cost events today + this call's maximum) and the day budget across
- *   intents (an atomic ledger reservation of the call's maximum) → non-retryable BUDGET_EXCEEDED.
+ *   retryable CIRCUIT_OPEN; per-agent and per-model token buckets → retryable RATE_LIMITED.
  *   Retryable failures carry `nextRetryDelay` = the wait.
- * - After it: the reservation is settled at the call's cost (released if the call failed); a
- *   cascade of LOW…HIGH is recorded, CRITICAL is recorded and halts (non-retryable SAFETY_HALT,
- *   without details: its event is already written).
+ * - While it runs, before each paid call: its maximum cost is reserved against the day's, the
+ *   agent's, the intent's and the stage's budgets in one ledger transaction → non-retryable
+ *   BUDGET_EXCEEDED (day, agent) or SAFETY_HALT (intent, stage) when one would be passed. After
+ *   each call the reservation is settled at its real cost, whether the attempt then succeeds or not.
+ * - After it: calls counted at their declared cap (no usage reported) are a COST_WARNING, a call
+ *   over its declared cap halts; a cascade of LOW…HIGH is recorded, CRITICAL is recorded and
+ *   halts (SAFETY_HALTs without details: their event is already written). The paid calls of an
+ *   attempt whose result the workflow will not get go to cost_events from here.
  * - Every activity: one `activity_runs` row per attempt (start, end, duration, outcome, spend).
  *
  * Every decision is one SafetyEvent whose id derives from workflow id, run id, activity id,
@@ -311,107 +315,75 @@ class AgentSafety {
     }
     this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) - owed);
 
-    // 5. Budgets: the agent's across intents today, then the day's through an atomic reservation.
-    const maxCallUsd = maxCallOf(stageInput);
-    const day = new Date().toISOString().slice(0, 10);
-    const { agentDayBudgetUsd, dayBudgetUsd } = this.deps.config;
-    if (compareUsd(agentDayBudgetUsd, '0') !== 0) {
-      const spent = await this.patiently(ctx, call, "read the agent's spend today", () => this.deps.ledger.agentDaySpend(agent.agentId, day));
-      if (compareUsd(addUsd(spent, maxCallUsd), agentDayBudgetUsd) > 0) {
-        const reason = `agent ${agent.agentId} spent $${spent} today; this call may cost up to $${maxCallUsd}, over its $${normalizeUsd(agentDayBudgetUsd)} day budget`;
-        const eventId = await event('COST_BUDGET_EXCEEDED', 'high', reason, {
-          breakerId: 'agent-day-budget',
-          suggestion: "Wait for tomorrow (UTC), or raise worker.agentDayBudgetUsd if this spend is expected; then resume the intent.",
-          costSnapshot: { dayUsd: spent, limitUsd: normalizeUsd(agentDayBudgetUsd) },
-          metadata: { day, maxCallUsd },
-        });
-        throw budgetFailure(reason, eventId);
-      }
-    }
-    const unlimited = compareUsd(dayBudgetUsd, '0') === 0;
-    const reservationId = reservationIdOf(call);
-    const reservation = await this.patiently(ctx, call, "reserve the call's maximum cost", () =>
-      this.deps.ledger.reserveBudget({
-        id: reservationId,
-        day,
-        intentId: call.intentId ?? call.workflowId,
-        amountUsd: maxCallUsd,
-        limitUsd: unlimited ? UNLIMITED_USD : normalizeUsd(dayBudgetUsd),
-      }),
-    );
-    if (!reservation.granted) {
-      const reason = `day budget: $${reservation.committedUsd} already spent or reserved on ${day}; this call may cost up to $${maxCallUsd}, over the $${reservation.limitUsd} limit`;
-      const eventId = await event('BUDGET_RESERVATION_DENIED', 'high', reason, {
-        breakerId: 'day-budget',
-        suggestion: 'Wait for tomorrow (UTC), or raise worker.dayBudgetUsd if this spend is expected; then resume the intent.',
-        costSnapshot: { dayUsd: reservation.committedUsd, limitUsd: reservation.limitUsd },
-        metadata: { day, maxCallUsd, reservationId },
-      });
-      throw budgetFailure(reason, eventId);
-    }
+    // 5. Budgets: every paid call the agent makes reserves its maximum against the day's, the
+    // agent's, the intent's and the stage's budgets in one ledger transaction (see `budgetBook`).
+    const meter = new SpendMeter({ pricing: this.deps.config.pricing, declaredCapUsd: maxCallOf(stageInput), book: this.budgetBook(ctx, call, agent, stageInput, event) });
 
     // 6. The call, through the endpoint's circuit.
     await this.behaviour.ready((error) => log.warn({ error: messageOf(error) }, 'could not read past agent runs; behaviour baselines start empty'));
     const scope: CallScope = { ctx, transitions: [] };
     let result: StageResult;
+    let delivered = false;
     try {
-      result = (await this.scope.run(scope, () => this.breakers.execute(agent.endpoint, () => next(input)))) as StageResult;
-    } catch (error) {
+      try {
+        result = (await this.scope.run(scope, () => this.breakers.execute(agent.endpoint, () => withSpendMeter(meter, () => next(input))))) as StageResult;
+      } catch (error) {
+        await this.writeTransitions(ctx, call, agent, scope.transitions);
+        if (!(error instanceof CircuitOpenError) && !ctx.cancellationSignal.aborted) {
+          await this.watchBehaviour(call, agent, stageInput, scope.transitions, undefined, event);
+        }
+        if (error instanceof CircuitOpenError) throw circuitOpenFailure(error);
+        if (failureTypeOf(error) === FailureType.KillSwitch) {
+          log.warn({ killSwitch: 'global_stop' }, 'kill switch is on: stopped the running agent');
+          await event('INTENT_STOPPED', 'high', `${messageOf(error)} (${call.stage ?? 'agent'} stage)`, {
+            suggestion: 'Once it is safe: warden unlock --reason TEXT, then resume the intent.',
+            metadata: { killSwitch: 'global_stop', midRun: true },
+          });
+        }
+        if (this.countsAgainstEndpoint(error, ctx)) {
+          this.errorRate.record(Date.now(), false);
+          await this.judgeErrorRate(ctx, call, agent);
+        }
+        throw error;
+      }
       await this.writeTransitions(ctx, call, agent, scope.transitions);
-      if (!(error instanceof CircuitOpenError) && !ctx.cancellationSignal.aborted) {
-        await this.watchBehaviour(call, agent, stageInput, scope.transitions, undefined, event);
-      }
-      await this.patiently(ctx, call, 'release the reservation', () => this.deps.ledger.releaseReservation(reservationId)).catch((releaseError: unknown) =>
-        log.error({ reservationId, error: messageOf(releaseError) }, 'could not release the budget reservation; it stays open'),
-      );
-      if (error instanceof CircuitOpenError) throw circuitOpenFailure(error);
-      if (failureTypeOf(error) === FailureType.KillSwitch) {
-        log.warn({ killSwitch: 'global_stop' }, 'kill switch is on: stopped the running agent');
-        await event('INTENT_STOPPED', 'high', `${messageOf(error)} (${call.stage ?? 'agent'} stage)`, {
-          suggestion: 'Once it is safe: warden unlock --reason TEXT, then resume the intent.',
-          metadata: { killSwitch: 'global_stop', midRun: true },
-        });
-      }
-      if (this.countsAgainstEndpoint(error, ctx)) {
-        this.errorRate.record(Date.now(), false);
-        await this.judgeErrorRate(ctx, call, agent);
-      }
-      throw error;
-    }
-    await this.writeTransitions(ctx, call, agent, scope.transitions);
-    await this.watchBehaviour(call, agent, stageInput, scope.transitions, result, event);
-    const anomalies = this.behaviour.deliver(call.intentId ?? call.workflowId);
-    if (anomalies.length > 0) result = { ...result, safety: { ...result.safety, anomalies } };
-    this.errorRate.record(Date.now(), true);
-    await this.judgeErrorRate(ctx, call, agent);
-    this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) + result.inputTokens + result.outputTokens);
+      await this.watchBehaviour(call, agent, stageInput, scope.transitions, result, event);
+      const anomalies = this.behaviour.deliver(call.intentId ?? call.workflowId);
+      if (anomalies.length > 0) result = { ...result, safety: { ...result.safety, anomalies } };
+      this.errorRate.record(Date.now(), true);
+      await this.judgeErrorRate(ctx, call, agent);
+      this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) + result.inputTokens + result.outputTokens);
 
-    // 7. Settle at the real cost.
-    const costUsd = normalizeUsd(result.costUsd);
-    facts.spendUsd = costUsd;
-    await this.settle(ctx, call, reservationId, day, costUsd, maxCallUsd, unlimited, event);
+      // 7. What the calls cost was counted as they were made; say what was not metered or overran.
+      await this.judgeSpend(meter, stageInput, event);
+      const costUsd = normalizeUsd(result.costUsd);
 
-    // 8. Cascade: record LOW and up; CRITICAL halts.
-    const cascade = result.safety?.cascade;
-    if (cascade && cascade.level !== 'NONE') {
-      const severity = CASCADE_SEVERITY[cascade.level];
-      const reason = `${call.stage ?? 'agent'} output reads as a ${cascade.level} cascade (score ${cascade.score.toFixed(2)}): ${cascade.patterns.slice(0, 3).join(' | ')}`;
-      const eventId = await event('CASCADE_DETECTED', severity, reason.slice(0, 1000), {
-        suggestion: CASCADE_SUGGESTION[cascade.level],
-        metadata: { level: cascade.level, score: cascade.score, patterns: cascade.patterns, artifactPath: result.artifactPath, pattern: `cascade-${cascade.level.toLowerCase()}` },
-      });
-      if (cascade.level === 'CRITICAL') {
-        log.error({ cascade: cascade.level, score: cascade.score, eventId, costUsd }, 'critical cascade: halting the intent');
-        // No details: the workflow writes a SafetyEvent from a SAFETY_HALT's details, and this
-        // one is already written (its cost is in activity_runs).
-        throw ApplicationFailure.create({
-          type: FailureType.SafetyHalt,
-          message: `CASCADE_DETECTED: critical cascade in ${call.stage ?? 'agent'} output (score ${cascade.score.toFixed(2)}); the intent is halted (event ${eventId})`,
-          nonRetryable: true,
+      // 8. Cascade: record LOW and up; CRITICAL halts.
+      const cascade = result.safety?.cascade;
+      if (cascade && cascade.level !== 'NONE') {
+        const severity = CASCADE_SEVERITY[cascade.level];
+        const reason = `${call.stage ?? 'agent'} output reads as a ${cascade.level} cascade (score ${cascade.score.toFixed(2)}): ${cascade.patterns.slice(0, 3).join(' | ')}`;
+        const eventId = await event('CASCADE_DETECTED', severity, reason.slice(0, 1000), {
+          suggestion: CASCADE_SUGGESTION[cascade.level],
+          metadata: { level: cascade.level, score: cascade.score, patterns: cascade.patterns, artifactPath: result.artifactPath, pattern: `cascade-${cascade.level.toLowerCase()}` },
         });
+        if (cascade.level === 'CRITICAL') {
+          log.error({ cascade: cascade.level, score: cascade.score, eventId, costUsd }, 'critical cascade: halting the intent');
+          // No details: the workflow writes a SafetyEvent from a SAFETY_HALT's details, and this
+          // one is already written (its cost is in activity_runs).
+          throw ApplicationFailure.create({
+            type: FailureType.SafetyHalt,
+            message: `CASCADE_DETECTED: critical cascade in ${call.stage ?? 'agent'} output (score ${cascade.score.toFixed(2)}); the intent is halted (event ${eventId})`,
+            nonRetryable: true,
+          });
+        }
       }
+      // A result the workflow will not see (the attempt was cancelled or timed out meanwhile) is not its to record.
+      delivered = resultReachesWorkflow(ctx);
+      return result;
+    } finally {
+      await this.closeSpend(ctx, call, agent, stageInput, meter, delivered, facts);
     }
-    return result;
   }
 
   /**
@@ -501,39 +473,163 @@ class AgentSafety {
     return undefined;
   }
 
-  /** Settles the reservation at `costUsd`; a call that cost more than its maximum is recorded whole, with a warning. */
-  private async settle(
+  /**
+   * The ledger side of an attempt's meter. Each paid call reserves its maximum against the day's
+   * budget, the agent's day budget, the intent's budget and its stage's budget, atomically (one
+   * transaction, see `Ledger.reserveBudget`); a refusal is one SafetyEvent and ends the attempt:
+   * the day's or the agent's with BUDGET_EXCEEDED, the intent's or the stage's with a halt. After
+   * the call the reservation is settled at its real cost, or released when nothing was billed.
+   */
+  private budgetBook(
     ctx: Context,
     call: CallRef,
-    reservationId: string,
-    day: string,
-    costUsd: string,
-    maxCallUsd: string,
-    unlimited: boolean,
+    agent: AgentEndpoint,
+    input: StageInput,
+    event: (type: SafetyEventType, severity: Severity, reason: string, details?: EventDetails) => Promise<string>,
+  ): BudgetBook {
+    const day = new Date().toISOString().slice(0, 10);
+    const { agentDayBudgetUsd, dayBudgetUsd } = this.deps.config;
+    const limits = input.intent.limits as Partial<Pick<IntentLimitsConfig, 'budgetUsd' | 'stageBudgetUsd'>>;
+    const limited = (usd: string | undefined): string | undefined => (usd === undefined || compareUsd(usd, '0') === 0 ? undefined : normalizeUsd(usd));
+    const stageLimit = limits.stageBudgetUsd?.[input.stage as keyof IntentLimitsConfig['stageBudgetUsd']];
+    const base = reservationIdOf(call);
+    const idOf = (open: OpenCall): string => `${base}/${open.index}`;
+    const log = activityLogger(this.deps.logger);
+    return {
+      reserve: async (open) => {
+        const reservationId = idOf(open);
+        const reservation = await this.patiently(ctx, call, "reserve the call's maximum cost", () =>
+          this.deps.ledger.reserveBudget({
+            id: reservationId,
+            day,
+            intentId: call.intentId ?? call.workflowId,
+            amountUsd: open.maxUsd,
+            limitUsd: limited(dayBudgetUsd) ?? UNLIMITED_USD,
+            agentId: agent.agentId,
+            agentLimitUsd: limited(agentDayBudgetUsd),
+            intentLimitUsd: limited(limits.budgetUsd),
+            stage: input.stage,
+            // A stage budget of "0" means zero, not unlimited.
+            stageLimitUsd: stageLimit === undefined ? undefined : normalizeUsd(stageLimit),
+          }),
+        );
+        if (reservation.granted) return;
+        const maximum = `this call may cost up to $${open.maxUsd}${open.bounded ? '' : ' (its declared limits.maxCallUsd)'}`;
+        const snapshot = { dayUsd: reservation.committedUsd, limitUsd: reservation.limitUsd };
+        const metadata = { day, maxCallUsd: open.maxUsd, bounded: open.bounded, model: open.model, reservationId, budget: reservation.deniedBy };
+        switch (reservation.deniedBy) {
+          case 'agent': {
+            const reason = `agent ${agent.agentId} spent $${reservation.committedUsd} today; ${maximum}, over its $${reservation.limitUsd} day budget`;
+            const eventId = await event('COST_BUDGET_EXCEEDED', 'high', reason, {
+              breakerId: 'agent-day-budget',
+              suggestion: 'Wait for tomorrow (UTC), or raise worker.agentDayBudgetUsd if this spend is expected; then resume the intent.',
+              costSnapshot: snapshot,
+              metadata,
+            });
+            throw budgetFailure(reason, eventId);
+          }
+          case 'intent':
+          case 'stage': {
+            const which = reservation.deniedBy === 'stage' ? `stage ${input.stage}: spent $${reservation.committedUsd} of its $${reservation.limitUsd} budget` : `spent $${reservation.committedUsd} of the intent's $${reservation.limitUsd} budget`;
+            const reason = `${which}; ${maximum}, which would pass it`;
+            const eventId = await event('COST_BUDGET_EXCEEDED', 'high', reason, {
+              breakerId: `${reservation.deniedBy}-budget`,
+              suggestion: reservation.deniedBy === 'stage' ? `Raise limits.stageBudgetUsd.${input.stage} if this spend is expected, then resume the intent.` : 'Raise limits.budgetUsd if this spend is expected (or use a cheaper model, or fewer max_tokens), then resume the intent.',
+              costSnapshot: { intentUsd: reservation.committedUsd, limitUsd: reservation.limitUsd },
+              metadata,
+            });
+            // No details: its SafetyEvent is written; the workflow fails the intent with this halt.
+            throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `COST_BUDGET_EXCEEDED: ${reason} (event ${eventId})`, nonRetryable: true });
+          }
+          default: {
+            const reason = `day budget: $${reservation.committedUsd} already spent or reserved on ${day}; ${maximum}, over the $${reservation.limitUsd} limit`;
+            const eventId = await event('BUDGET_RESERVATION_DENIED', 'high', reason, {
+              breakerId: 'day-budget',
+              suggestion: 'Wait for tomorrow (UTC), or raise worker.dayBudgetUsd if this spend is expected; then resume the intent.',
+              costSnapshot: snapshot,
+              metadata,
+            });
+            throw budgetFailure(reason, eventId);
+          }
+        }
+      },
+      settle: async (open, paid) => {
+        await this.patiently(ctx, call, 'settle the reservation', () => this.deps.ledger.settleReservation(idOf(open), paid.costUsd, { overrun: paid.overrun })).catch((error: unknown) =>
+          // The call was made and paid for: failing the attempt now would only make it again.
+          log.error({ reservationId: idOf(open), costUsd: paid.costUsd, error: messageOf(error) }, 'could not settle the budget reservation; it stays open at its maximum'),
+        );
+      },
+      release: async (open) => {
+        await this.patiently(ctx, call, 'release the reservation', () => this.deps.ledger.releaseReservation(idOf(open))).catch((error: unknown) =>
+          log.error({ reservationId: idOf(open), error: messageOf(error) }, 'could not release the budget reservation; it stays open'),
+        );
+      },
+    };
+  }
+
+  /**
+   * After a successful call: a call counted at its declared cap because it reports no usage is a
+   * COST_WARNING (its real cost is unknown); a call that cost more than its declared cap halts
+   * the intent (its real cost is recorded; spend may now pass a budget by that overrun).
+   */
+  private async judgeSpend(
+    meter: SpendMeter,
+    input: StageInput,
     event: (type: SafetyEventType, severity: Severity, reason: string, details?: EventDetails) => Promise<string>,
   ): Promise<void> {
-    const log = activityLogger(this.deps.logger);
-    const within = compareUsd(costUsd, maxCallUsd) <= 0;
-    try {
-      await this.patiently(ctx, call, 'settle the reservation', () => this.deps.ledger.settleReservation(reservationId, within ? costUsd : maxCallUsd));
-      if (within) return;
-      // The reservation cannot hold more than it reserved: the rest is a reservation of its own,
-      // granted whatever the limit, so the day's spend stays true.
-      const over = subUsd(costUsd, maxCallUsd);
-      const overId = `${reservationId}/over`;
-      await this.patiently(ctx, call, 'record the overspend', async () => {
-        await this.deps.ledger.reserveBudget({ id: overId, day, intentId: call.intentId ?? call.workflowId, amountUsd: over, limitUsd: UNLIMITED_USD });
-        await this.deps.ledger.settleReservation(overId, over);
+    const unmetered = meter.calls.filter((c) => c.unmetered);
+    if (unmetered.length > 0) {
+      const counted = unmetered.reduce((sum, c) => addUsd(sum, c.costUsd), ZERO_USD);
+      await event('COST_WARNING', 'medium', `unmetered: the ${input.stage} agent reports no token usage; ${unmetered.length} call(s) counted at the declared $${meter.declaredCapUsd} each ($${counted}), not at what they cost`, {
+        suggestion: "Set limits.maxCallUsd to what one call of this agent really costs at most (\"0\" if it is free), or use an HTTP agent, whose usage is metered.",
+        key: 'unmetered',
+        metadata: { unmetered: true, calls: unmetered.length, countedUsd: counted, maxCallUsd: meter.declaredCapUsd },
       });
-      await event('COST_WARNING', 'high', `the call cost $${costUsd}, $${over} more than its $${maxCallUsd} maximum`, {
-        suggestion: 'Raise limits.maxCallUsd to what this agent really costs per call, or cap its tokens.',
-        costSnapshot: unlimited ? undefined : { limitUsd: normalizeUsd(this.deps.config.dayBudgetUsd) },
-        metadata: { costUsd, maxCallUsd, reservationId },
-      });
-    } catch (error) {
-      // The agent has run and been paid for: failing now would only run it again.
-      log.error({ reservationId, costUsd, error: messageOf(error) }, 'could not settle the budget reservation');
     }
+    const over = meter.calls.find((c) => c.overrun);
+    if (over) {
+      const reason = `the ${input.stage} call reported $${over.costUsd}, more than the $${over.maxUsd} reserved for it${over.estimated ? '' : ' (its declared limits.maxCallUsd)'}; it is recorded at its real cost and the intent is halted`;
+      const eventId = await event('COST_BUDGET_EXCEEDED', 'high', reason, {
+        breakerId: 'call-cap',
+        suggestion: 'Raise limits.maxCallUsd to what one call of this agent really costs at most (or cap its tokens), then resume the intent.',
+        costSnapshot: { intentUsd: over.costUsd, limitUsd: over.maxUsd },
+        metadata: { costUsd: over.costUsd, maxCallUsd: over.maxUsd, model: over.model, overrun: true },
+      });
+      throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `COST_BUDGET_EXCEEDED: ${reason} (event ${eventId})`, nonRetryable: true });
+    }
+  }
+
+  /**
+   * At the end of an attempt: reservations still open are released (nothing was counted for them),
+   * and when the workflow will not get the result — the attempt failed, was halted, cancelled or
+   * timed out — the paid calls are written to cost_events here, so that every paid call is counted
+   * once: in cost_events, in the budgets and in `warden costs`.
+   */
+  private async closeSpend(ctx: Context, call: CallRef, agent: AgentEndpoint, input: StageInput, meter: SpendMeter, delivered: boolean, facts: RunFacts): Promise<void> {
+    await meter.releaseOpen();
+    if (meter.calls.length > 0) facts.spendUsd = meter.totalUsd();
+    if (delivered) return;
+    const log = activityLogger(this.deps.logger);
+    // A call that cost nothing and used no tokens has nothing to count.
+    const counted = meter.calls.filter((c) => compareUsd(c.costUsd, '0') > 0 || c.usage.inputTokens > 0 || c.usage.outputTokens > 0);
+    for (const paid of counted) {
+      const id = deterministicUuid(call.workflowId, call.runId, call.activityId, call.attempt, 'cost', paid.index);
+      await this.patiently(ctx, call, 'record the cost of a call', () =>
+        this.deps.ledger.recordCost({
+          id,
+          timestamp: new Date(),
+          intentId: call.intentId ?? call.workflowId,
+          stage: input.stage,
+          attempt: input.attempt,
+          agentId: agent.agentId,
+          modelId: paid.model,
+          inputTokens: paid.usage.inputTokens,
+          outputTokens: paid.usage.outputTokens,
+          usd: paid.costUsd,
+        }),
+      ).catch((error: unknown) => log.error({ costUsd: paid.costUsd, error: messageOf(error) }, 'could not record the cost of a paid call'));
+    }
+    if (counted.length > 0) log.info({ costUsd: meter.totalUsd(), calls: counted.length }, 'paid calls of an attempt whose result the workflow does not get: recorded here');
   }
 
   /** Re-judges the error rate and records a change of level: warning and critical once each time they are entered. */
@@ -719,7 +815,18 @@ function maxCallOf(input: StageInput): string {
   throw ApplicationFailure.create({ type: FailureType.InvalidIntent, message: `maxCallUsd ${JSON.stringify(raw)} is not a USD amount`, nonRetryable: true });
 }
 
-/** One reservation per attempt: a retry after a release reserves afresh; a repeated write is the same one. */
+/**
+ * Whether a result returned now reaches the workflow: not when the attempt timed out, was
+ * cancelled or its run is gone (the server refuses the completion); a worker shutting down still
+ * reports it.
+ */
+function resultReachesWorkflow(ctx: Context): boolean {
+  if (!ctx.cancellationSignal.aborted) return true;
+  const reason: unknown = ctx.cancellationSignal.reason;
+  return reason instanceof Error && reason.message === 'WORKER_SHUTDOWN';
+}
+
+/** The reservations of one attempt (one per paid call, numbered): a retry reserves afresh; a repeated write is the same one. */
 function reservationIdOf(call: CallRef): string {
   const id = `agent-call/${call.workflowId}/${call.runId}/${call.activityId}/${call.attempt}`;
   return id.length <= 190 ? id : `agent-call/${safetyEventId(call, 'BUDGET_RESERVATION_DENIED', 'reservation')}`;
