@@ -22,6 +22,12 @@ export interface PendingGate {
   readonly package?: ReviewPackage;
 }
 
+/** A cooldown wait in progress: the stage's agent is dispatched again at `until` (ISO time). */
+export interface CooldownWait {
+  readonly stage: string;
+  readonly until: string;
+}
+
 export interface TestSummary {
   readonly attempt: number;
   readonly passed: boolean;
@@ -39,6 +45,8 @@ export interface IntentState {
   spendUsd: string;
   /** Set while a `pause` signal holds the next stage. */
   paused?: { readonly by: string; readonly reason?: string; readonly at: string };
+  /** Set while the stage guard waits out a cooldown before dispatching the stage's agent again. */
+  cooldown?: CooldownWait;
   /** Triage's assessment, once triage has run. */
   risk?: { readonly class: RiskClass; readonly confidence: number; readonly structured: boolean };
   /** Review's verdict and how many findings it reported. */

@@ -87,6 +87,13 @@ export const WORKER_MONITOR_PATCH = 'behaviour-monitor-in-worker';
  */
 export const WORKFLOW_LIMITS_PATCH = 'limits-enforced-by-workflow';
 
+/**
+ * A pause holds every stage activity (tests, checks, archive, merge), not only agent calls, and a
+ * pause sent during a cooldown wait is honoured when the wait ends. Earlier histories scheduled
+ * those activities while paused, and replay that way.
+ */
+export const HOLD_EVERY_STAGE_PATCH = 'pause-holds-every-stage';
+
 /** A halt of this workflow's own that writes no SafetyEvent of its own, but says what to do. */
 function stopped(message: string, suggestion: string): ApplicationFailure {
   return ApplicationFailure.create({ type: FailureType.SafetyHalt, message, nonRetryable: true, details: [{ suggestion }] });
@@ -223,7 +230,8 @@ type MutableOutcome = { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] }
  *   too): a bad intent fails at once.
  * - Signal `decide` ({gate, decision, by, reason}) decides the pending gate; invalid payloads are
  *   refused, recorded as SafetyEvents, and change nothing. A gate waits its timeout, then rejects.
- * - Signals `pause` / `resume` hold and release the next stage.
+ * - Signals `pause` / `resume` hold and release the next stage activity (an agent call, the tests,
+ *   a check, the archive or the merge); ledger writes and the final cleanup are never held.
  * - Query `state` returns stage, attempts, spend, pending gate, decisions and artifact paths.
  * - Before each agent call the stage-guard interceptor checks iteration caps, the two-strike
  *   rule, the intent budget and the cooldown; after it, the behaviour monitor and the blast
@@ -242,6 +250,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const monitorInWorker = patched(WORKER_MONITOR_PATCH);
   const workflowLimits = patched(WORKFLOW_LIMITS_PATCH);
   const nextCallReservedByWorker = patched(NEXT_CALL_RESERVED_BY_WORKER_PATCH);
+  const holdEveryStage = patched(HOLD_EVERY_STAGE_PATCH);
   const intent = await checkedIntent(input);
   refuseForeignWorkflowId(intent.id, workflowInfo().workflowId);
   const { limits } = intent;
@@ -255,7 +264,13 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   const ledgerOptions: ActivityOptions = { startToCloseTimeout: '30s', retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 } };
   const ledgerActivities = localBookkeeping ? proxyLocalActivities<WardenActivities>(ledgerOptions) : proxyActivities<WardenActivities>(ledgerOptions);
   const ledger = new LedgerRecorder(intent.id, (batch) => ledgerActivities.appendToLedger(batch));
-  const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details), { nextCallReservedByWorker });
+  const guard = new StageGuard(limits, (type, severity, reason, details) => ledger.event(type, severity, reason, details), {
+    nextCallReservedByWorker,
+    holdEveryStage,
+    onCooldown: (wait) => {
+      state.cooldown = wait;
+    },
+  });
   installStageGuard(guard);
   const monitor = new LegacyBehaviourMonitor();
   // Time limits count working time: not while a person is asked (a gate) or holds the intent (pause).

@@ -7,6 +7,8 @@ import { addUsd, compareUsd, ZERO_USD } from '../safety/money';
 import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';
 import type { HaltDetails } from '../shared/halt';
+import { activityKind } from '../shared/activity-kinds';
+import type { CooldownWait } from '../shared/state';
 
 export type { HaltDetails };
 
@@ -18,6 +20,19 @@ export function haltFailure(eventType: SafetyEventType, check: Pick<LimitCheck, 
 
 type EventSink = (eventType: SafetyEventType, severity: Severity, reason: string, details: { stage?: string; suggestion?: string; metadata?: Record<string, unknown> }) => void;
 
+export interface StageGuardOptions {
+  /**
+   * A pause holds every stage activity (tests, checks, archive, merge), not only agent calls, and
+   * a pause sent during a cooldown wait holds the call that wait was for. False only for
+   * histories recorded before this (see HOLD_EVERY_STAGE_PATCH): they replay as they ran.
+   */
+  readonly holdEveryStage: boolean;
+  /** NEXT_CALL_RESERVED_BY_WORKER_PATCH: the budgets here only stop an intent already at its limit. */
+  readonly nextCallReservedByWorker: boolean;
+  /** Told when a cooldown wait starts (when it ends) and when it is over (undefined). */
+  readonly onCooldown?: (wait: CooldownWait | undefined) => void;
+}
+
 /**
  * The patch under which the next call's maximum cost is checked by the worker (which knows the
  * prompt, the model's price and `max_tokens`, and reserves it in the ledger before each paid
@@ -25,17 +40,13 @@ type EventSink = (eventType: SafetyEventType, severity: Severity, reason: string
  */
 export const NEXT_CALL_RESERVED_BY_WORKER_PATCH = 'next-call-maximum-reserved-by-worker';
 
-export interface StageGuardOptions {
-  /** NEXT_CALL_RESERVED_BY_WORKER_PATCH: the budgets here only stop an intent already at its limit. */
-  readonly nextCallReservedByWorker: boolean;
-}
-
 /**
  * The workflow-side limits checked before every agent dispatch (by the stage-guard workflow
  * interceptor): pause, iteration caps, the two-strike rule, the intent and stage budgets, and the
  * cooldown before the same stage's agent is dispatched again. The budgets' check of the next
  * call's maximum cost is the worker's (see NEXT_CALL_RESERVED_BY_WORKER_PATCH); histories from
- * before it add `limits.maxCallUsd` here. All state is workflow state, so every check replays
+ * before it add `limits.maxCallUsd` here. Before every other stage activity it holds a paused
+ * intent (see `holdsBeforeActivity`). All state is workflow state, so every check replays
  * identically.
  */
 export class StageGuard {
@@ -50,8 +61,22 @@ export class StageGuard {
   constructor(
     private readonly limits: IntentLimitsConfig,
     private readonly emit: EventSink,
-    private readonly options: StageGuardOptions = { nextCallReservedByWorker: false },
+    private readonly options: StageGuardOptions,
   ) {}
+
+  /**
+   * Whether `activityType` must wait for a resume before it is scheduled: a stage activity of a
+   * paused intent. Synchronous, so that an activity that need not wait is scheduled exactly when
+   * it always was (no extra await to reorder commands in a replayed history).
+   */
+  holdsBeforeActivity(activityType: string): boolean {
+    return this.options.holdEveryStage && this.paused && activityKind(activityType) === 'stage';
+  }
+
+  /** Resolves once the intent is not paused (at once if it is not). */
+  untilResumed(): Promise<void> {
+    return condition(() => !this.paused);
+  }
 
   /** Waits out a pause and the cooldown, or throws a SAFETY_HALT failure when a limit trips. */
   async beforeDispatch(input: StageInput): Promise<void> {
@@ -83,7 +108,16 @@ export class StageGuard {
 
     const last = this.lastDispatchAt[input.stage];
     const cooldown = checkCooldown(last, Date.now(), parseDuration(this.limits.cooldown));
-    if (cooldown.waitMs > 0) await sleep(cooldown.waitMs);
+    if (cooldown.waitMs > 0) {
+      this.options.onCooldown?.({ stage: input.stage, until: new Date(Date.now() + cooldown.waitMs).toISOString() });
+      try {
+        await sleep(cooldown.waitMs);
+      } finally {
+        this.options.onCooldown?.(undefined);
+      }
+      // A pause that came during the wait holds the call the wait was for.
+      if (this.options.holdEveryStage) await this.untilResumed();
+    }
 
     this.total += 1;
     this.lastDispatchAt[input.stage] = Date.now();

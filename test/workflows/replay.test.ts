@@ -67,7 +67,16 @@ const fixtures = readdirSync(FIXTURES).filter((file) => file.endsWith('.json'));
 
 test('there are recorded histories to replay, from before and after each patch', () => {
   expect(fixtures).toEqual(
-    expect.arrayContaining(['intent-merged.json', 'intent-merged-local-bookkeeping.json', 'intent-merged-intent-check.json', 'intent-merged-split-first-task.json', 'intent-rejected.json', 'intent-cancelled.json']),
+    expect.arrayContaining([
+      'intent-merged.json',
+      'intent-merged-local-bookkeeping.json',
+      'intent-merged-intent-check.json',
+      'intent-merged-split-first-task.json',
+      'intent-rejected.json',
+      'intent-cancelled.json',
+      // paused during an impl cooldown and at the merge gate, approved while paused: merged
+      'intent-merged-paused-before-hold-patch.json',
+    ]),
   );
 });
 
@@ -92,7 +101,13 @@ function recordedPatches(file: string): string[] {
 }
 
 test('the intent-check patch is found in the histories recorded after it, and only there', () => {
-  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity).sort()).toEqual(['intent-cancelled.json', 'intent-merged-intent-check.json', 'intent-merged-split-first-task.json', 'intent-rejected.json']);
+  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity).sort()).toEqual([
+    'intent-cancelled.json',
+    'intent-merged-intent-check.json',
+    'intent-merged-paused-before-hold-patch.json',
+    'intent-merged-split-first-task.json',
+    'intent-rejected.json',
+  ]);
 });
 
 test('one recorded history ran the code after the intent check in the next workflow task', () => {

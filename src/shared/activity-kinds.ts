@@ -1,0 +1,43 @@
+import type { WardenActivities } from '../activities';
+
+/**
+ * What an activity is to the controls that stop an intent (pause, WARDEN_ENABLED=false, the
+ * EMERGENCY_STOP file, the global stop flag):
+ *
+ * - `bookkeeping`: the intent check, ledger reads and writes, and the final worktree cleanup.
+ *   These always run: a paused or stopped intent must still record what happened and remove its
+ *   worktree.
+ * - `agent`: an agent call. The stage guard (workflow) and the agent-safety interceptor (worker)
+ *   check it, along with its limits.
+ * - `stage`: everything else an intent does: preparing the worktree, running the repo's tests,
+ *   the mechanical checks, the review package, archiving the lineage and the merge. A paused
+ *   intent holds these, and a stopped worker refuses them.
+ *
+ * Every activity must be listed (the `satisfies` below makes a new one a compile error until it
+ * is); a name that is not listed counts as `stage`, so nothing unknown slips past a stop.
+ * Pure data: the workflow sandbox imports it too.
+ */
+export type ActivityKind = 'bookkeeping' | 'agent' | 'stage';
+
+const ACTIVITY_KINDS = {
+  checkIntent: 'bookkeeping',
+  appendToLedger: 'bookkeeping',
+  readLadder: 'bookkeeping',
+  recordLadderRun: 'bookkeeping',
+  cleanupLedger: 'bookkeeping',
+  buildDailyReport: 'bookkeeping',
+  cleanupIntent: 'bookkeeping',
+  runAgentStage: 'agent',
+  prepareWorktree: 'stage',
+  runTests: 'stage',
+  checkImplementation: 'stage',
+  measureChange: 'stage',
+  checkDocument: 'stage',
+  buildReviewPackage: 'stage',
+  archiveLineage: 'stage',
+  mergeIntent: 'stage',
+} as const satisfies Record<keyof WardenActivities, ActivityKind>;
+
+export function activityKind(activityType: string): ActivityKind {
+  return Object.prototype.hasOwnProperty.call(ACTIVITY_KINDS, activityType) ? ACTIVITY_KINDS[activityType as keyof typeof ACTIVITY_KINDS] : 'stage';
+}
