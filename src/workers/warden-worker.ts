@@ -12,6 +12,7 @@ import { TASK_QUEUE } from '../shared/ids';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
+import { stageKillSwitchInterceptor } from './interceptors/stage-kill-switch';
 import { bundleWorkflowsApart } from './workflow-bundle';
 
 /** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
@@ -74,6 +75,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
   const workflowBundle =
     options.workflowBundle && !options.tracing && options.safetyInterceptors !== false ? options.workflowBundle : await bundleWorkflowsApart(workflowModules);
+  const killSwitch = options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(process.cwd(), DEFAULT_EMERGENCY_STOP_FILE) };
   if (options.safety.workflowHeapMb !== undefined) {
     // A V8 flag applies to isolates created after it is set: here, the workflow thread this worker
     // is about to start (the main thread's heap keeps its own limit).
@@ -96,8 +98,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
                 ledger: options.ledger,
                 config: options.safety,
                 logger: options.logger,
-                killSwitch: options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(process.cwd(), DEFAULT_EMERGENCY_STOP_FILE) },
+                killSwitch,
               }),
+              // Inside agent-safety, whose audit row then records a refused activity too.
+              stageKillSwitchInterceptor({ ledger: options.ledger, logger: options.logger, killSwitch }),
             ]),
         ...(options.tracing?.activity ?? []),
       ],

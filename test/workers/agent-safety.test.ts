@@ -265,9 +265,17 @@ describe('kill switches', () => {
   });
 
   test('the global stop flag set before an agent call: the call is not started, the intent halts with KILL_SWITCH', async () => {
-    await withWorker({}, async (h) => {
+    // Set once the worktree is made (a stage activity, which the flag would stop first): triage's call is next.
+    const setAfterWorktree = (activities: WardenActivities): WardenActivities => ({
+      ...activities,
+      async prepareWorktree(input) {
+        const prepared = await activities.prepareWorktree(input);
+        await world.ledger.setGlobalStop('tester', 'agent-safety test');
+        return prepared;
+      },
+    });
+    await withWorker({ wrap: setAfterWorktree }, async (h) => {
       const intent = intentFor(script({ model: 'ks-global-before' }));
-      await world.ledger.setGlobalStop('tester', 'agent-safety test');
       try {
         const handle = await startIntent(world.client, intent, h.queue);
         expect(await failureOf(handle)).toContain('KILL_SWITCH');
@@ -291,7 +299,8 @@ describe('kill switches', () => {
       expect(await failureOf(handle)).toContain('KILL_SWITCH');
       expect(h.agentCalls()).toBe(0);
       expect(await events(intent.id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'WARDEN_ENABLED' }) })]);
-      expect(h.logs().some((l) => l.msg === 'kill switch is on: refusing to start agent work')).toBe(true);
+      // Not even the worktree is made: the first stage activity is refused.
+      expect(h.logs().some((l) => l.msg === 'kill switch is on: refusing to start prepareWorktree')).toBe(true);
     });
   });
 
