@@ -24,6 +24,7 @@ import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
+import { approvalOutlook, readApprovalFacts } from './approval-outlook';
 
 /** Who decides at a gate when `--by` is not given. */
 function defaultApprover(operator?: string): string {
@@ -156,6 +157,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         if (state) {
           print(`  stage ${state.stage}, attempts ${JSON.stringify(state.attempts)}, spend ${formatUsd(state.spendUsd)}`);
           if (state.pendingGate) print(`  waiting at the ${state.pendingGate.gate} gate since ${state.pendingGate.requestedAt} (times out ${state.pendingGate.timeoutAt})`);
+          if (state.cooldown) print(`  cooling down: ${state.cooldown.stage} runs again at ${state.cooldown.until}`);
           for (const t of state.tests) print(`  tests #${t.attempt}: ${t.summary}`);
         }
         if (status.webUi) print(`  ${status.webUi}`);
@@ -199,6 +201,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         conditions: flags.conditions,
       });
       print(`approved the ${gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : ''}`);
+      // Approving records the decision; a paused intent or a stopped Warden still goes nowhere.
+      for (const line of approvalOutlook(id, gate, await readApprovalFacts(config, id))) print(line);
     });
 
   program
