@@ -21,6 +21,7 @@ import { WORKFLOW_INTERCEPTOR_MODULES, createWardenWorker } from '../../src/work
 import { freshDatabase, testBackends } from './database';
 import { resolveConfig } from '../../src/config/load';
 import type { WorkerSafetyConfig } from '../../src/config/schema';
+import type { KillSwitchOptions } from '../../src/workers/interceptors/agent-safety';
 
 /** The dev server started by test/global-setup.ts. */
 export function temporalAddress(): string {
@@ -49,6 +50,8 @@ export interface TestWorld {
   readonly lineageRoot: string;
   /** This file's own ledger database (a fresh one in the test PostgreSQL). */
   readonly pool: pg.Pool;
+  /** That database's URL (for a CLI run against the same ledger). */
+  readonly databaseUrl: string;
   readonly ledger: Ledger;
   /** A worker on this file's task queue; `wrap` may replace activities (fault injection). */
   worker(options?: WorkerOptions): Promise<Worker>;
@@ -66,6 +69,8 @@ export interface WorkerOptions {
   readonly mode?: 'development' | 'production';
   /** Another task queue than the world's (a second worker beside the world's own). */
   readonly taskQueue?: string;
+  /** WARDEN_ENABLED and the EMERGENCY_STOP file (default: enabled, the file under the cwd's .warden/). */
+  readonly killSwitch?: KillSwitchOptions;
 }
 
 /** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
@@ -104,6 +109,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
     worktreeRoot,
     lineageRoot,
     pool: database.pool,
+    databaseUrl: database.url,
     ledger,
     async worker(options = {}) {
       return createWardenWorker({
@@ -119,6 +125,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         automation: options.automation ?? { level: 0, allowLevelUp: false },
         mode: options.mode,
         wrapActivities: options.wrap,
+        killSwitch: options.killSwitch,
       });
     },
     async close() {

@@ -1,0 +1,263 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../../src/shared/messages';
+import type { IntentState } from '../../src/shared/state';
+import type { KillSwitchOptions } from '../../src/workers/interceptors/agent-safety';
+import { createTestWorld, demoScript, demoStages, git, startSampleIntent, waitFor, type TestWorld } from '../helpers/env';
+
+/**
+ * "Stopped means stopped", through real workflows: a pause holds every stage activity (tests,
+ * archive, merge), not only agent calls, including a pause sent during a cooldown wait; a worker
+ * with WARDEN_ENABLED=false, an EMERGENCY_STOP file, or the global stop flag starts no stage
+ * activity, and nothing reaches the base branch. The final cleanup still runs.
+ */
+
+let world: TestWorld;
+
+beforeAll(async () => {
+  world = await createTestWorld('stop-holds');
+});
+
+afterAll(async () => {
+  await world?.close();
+});
+
+/** A fresh emergency stop file path (not created): never the repo's own .warden/EMERGENCY_STOP. */
+function stopFilePath(): string {
+  return path.join(mkdtempSync(path.join(tmpdir(), 'warden-stop-')), 'EMERGENCY_STOP');
+}
+
+/** Runs a worker on the world's task queue for the length of `fn`. */
+async function withWorker<T>(killSwitch: KillSwitchOptions, fn: () => Promise<T>): Promise<T> {
+  const worker: Worker = await world.worker({ killSwitch });
+  const running = worker.run();
+  try {
+    return await fn();
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+}
+
+const enabled = (): KillSwitchOptions => ({ enabled: true, emergencyStopFile: stopFilePath() });
+
+type Handle = WorkflowHandle;
+
+async function until(handle: Handle, test: (s: IntentState) => boolean, what: string): Promise<IntentState> {
+  return waitFor(async () => {
+    const s = await handle.query(stateQuery);
+    return test(s) ? s : undefined;
+  }, 60_000, what);
+}
+
+/** The activity types the workflow has scheduled so far, in order. */
+async function scheduled(handle: Handle): Promise<string[]> {
+  const history = await handle.fetchHistory();
+  return history.events!.flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType!.name!] : []));
+}
+
+/** The failure chain's types and messages (workflow → activity → application failure). */
+async function failureOf(handle: Handle): Promise<string[]> {
+  const error = await handle.result().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  const chain: string[] = [];
+  for (let e = error as { cause?: unknown; type?: string; message?: string } | undefined; e; e = e.cause as typeof e) chain.push(`${e.type ?? ''} ${e.message ?? ''}`.trim());
+  return chain;
+}
+
+async function eventsOf(id: string, type: string): Promise<Array<{ reason: string; suggestion: string | null; metadata: Record<string, unknown> }>> {
+  return (await world.pool.query('SELECT reason, suggestion, metadata FROM safety_events WHERE intent_id = $1 AND event_type = $2 ORDER BY timestamp', [id, type])).rows;
+}
+
+/**
+ * `warden approve ID` as a person runs it, against this file's server and ledger. Asynchronous:
+ * the worker runs in this process and must go on answering while the CLI waits for it.
+ */
+function wardenApprove(id: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
+  const env = { ...process.env, WARDEN_HOME: home, DATABASE_URL: world.databaseUrl, WARDEN_LOG_LEVEL: 'warn', USER: 'operator' };
+  delete env.WARDEN_CONFIG;
+  const child = spawn(process.execPath, [path.resolve(__dirname, '../../bin/warden.js'), 'approve', id], { env, cwd: home });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('pause', () => {
+  test('paused at the merge gate, then approved: nothing is archived or merged until resume; then it merges', async () => {
+    await withWorker(enabled(), async () => {
+      const { handle, repo, id, before } = await startSampleIntent(world, 'pm');
+      await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+      await handle.signal(pauseSignal, { by: 'operator', reason: 'hold the merge' });
+      await until(handle, (s) => s.status === 'paused', 'paused');
+
+      const approve = await wardenApprove(id);
+      expect(approve.stderr).toBe('');
+      expect(approve.code).toBe(0);
+      expect(approve.stdout).toContain(`approved the merge gate of ${id}`);
+      expect(approve.stdout).toContain(`${id} is paused (by operator: hold the merge): nothing runs and nothing is merged until warden resume-run ${id}`);
+
+      const held = await until(handle, (s) => s.stage === 'merge', 'the merge stage to be entered');
+      expect(held.decisions.map((d) => d.decision)).toContain('approve');
+      await sleep(2_000); // without the hold, archive and merge take well under a second
+      const still = await handle.query(stateQuery);
+      expect(still.status).toBe('paused');
+      expect(still.mergedCommit).toBeUndefined();
+      const types = await scheduled(handle);
+      expect(types).not.toContain('archiveLineage');
+      expect(types).not.toContain('mergeIntent');
+      expect(git(repo, 'rev-parse', 'main')).toBe(before);
+
+      await handle.signal(resumeSignal, { by: 'operator' });
+      const outcome = await handle.result();
+      expect(outcome.status).toBe('merged');
+      expect(git(repo, 'rev-parse', 'main')).toBe(outcome.mergedCommit);
+      expect(git(repo, 'log', '-1', '--format=%s', 'main')).toBe(`warden: merge intent ${id}`);
+    });
+  });
+
+  test('a pause while impl runs holds the test run until resume', async () => {
+    const stages = demoStages();
+    const slowImpl = demoScript({ impl: [{ ...stages.impl![0], delayMs: 2_000 }, ...stages.impl!.slice(1)] });
+    await withWorker(enabled(), async () => {
+      const { handle, id } = await startSampleIntent(world, 'pt', { agent: { kind: 'scripted', scriptPath: slowImpl } });
+      await until(handle, (s) => s.attempts.impl === 1, 'impl to start');
+      await handle.signal(pauseSignal, { by: 'operator' });
+      await waitFor(async () => ((await eventsOf(id, 'STAGE_COMPLETED')).length >= 4 ? true : undefined), 30_000, 'impl to finish');
+      await sleep(2_000);
+      expect(await scheduled(handle)).not.toContain('runTests');
+      expect((await handle.query(stateQuery)).tests).toEqual([]);
+      await handle.signal(resumeSignal, { by: 'operator' });
+      await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+      expect((await scheduled(handle)).filter((t) => t === 'runTests')).toHaveLength(2); // impl fails once, then passes
+      await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'operator', reason: 'done' });
+      await handle.result();
+    });
+  });
+
+  test('a pause sent during the cooldown wait holds the next dispatch; the wait shows in the state', async () => {
+    await withWorker(enabled(), async () => {
+      // impl attempt 1 fails its tests; attempt 2 waits out the 6 s cooldown since attempt 1
+      const { handle, id } = await startSampleIntent(world, 'pc', { limits: { cooldown: '6s' } });
+      const cooling = await until(handle, (s) => s.cooldown !== undefined, 'the cooldown wait');
+      expect(cooling.cooldown!.stage).toBe('impl');
+      const until_ = Date.parse(cooling.cooldown!.until);
+      expect(until_).toBeGreaterThan(Date.now() - 1_000);
+      expect(until_).toBeLessThan(Date.now() + 7_000);
+
+      await handle.signal(pauseSignal, { by: 'operator', reason: 'during the cooldown' });
+      await until(handle, (s) => s.status === 'paused', 'paused');
+      await sleep(Math.max(0, until_ - Date.now()) + 2_500); // the cooldown is over
+      const held = await handle.query(stateQuery);
+      expect(held.status).toBe('paused');
+      expect(held.cooldown).toBeUndefined();
+      const agentCalls = (await scheduled(handle)).filter((t) => t === 'runAgentStage');
+      expect(agentCalls).toHaveLength(4); // triage, lld, spec, impl #1: impl #2 was not dispatched
+      const costs = await world.pool.query('SELECT stage FROM cost_events WHERE intent_id = $1', [id]);
+      expect(costs.rows.filter((r: { stage: string }) => r.stage === 'impl')).toHaveLength(1);
+
+      await handle.signal(resumeSignal, { by: 'operator' });
+      await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+      await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'operator' });
+      expect((await handle.result()).status).toBe('merged');
+    });
+  });
+});
+
+describe('kill switches on stage activities', () => {
+  test('the global stop flag set while the intent waits at the merge gate: approve says so, the intent halts, nothing is merged', async () => {
+    await withWorker(enabled(), async () => {
+      const { handle, repo, id, before } = await startSampleIntent(world, 'gs');
+      await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+      await world.ledger.setGlobalStop('tester', 'incident drill');
+      try {
+        const approve = await wardenApprove(id);
+        expect(approve.stderr).toBe('');
+        expect(approve.code).toBe(0);
+        expect(approve.stdout).toContain(`approved the merge gate of ${id}`);
+        expect(approve.stdout).toContain('Warden is stopped (global stop set by tester: incident drill)');
+        expect(approve.stdout).toContain(`${id} halts before its next stage and nothing is merged`);
+        const chain = await failureOf(handle);
+        expect(chain.join('\n')).toContain('KILL_SWITCH kill switch (global_stop): global stop set by tester: incident drill; archiveLineage was not started');
+      } finally {
+        await world.ledger.clearGlobalStop('tester', 'drill over');
+      }
+      expect(git(repo, 'rev-parse', 'main')).toBe(before);
+      const types = await scheduled(handle);
+      expect(types).not.toContain('mergeIntent');
+      const [stopped, ...more] = await eventsOf(id, 'INTENT_STOPPED');
+      expect(more).toEqual([]);
+      expect(stopped).toMatchObject({ metadata: expect.objectContaining({ killSwitch: 'global_stop', activityType: 'archiveLineage' }) });
+      expect(stopped!.suggestion).toMatch(/warden unlock/);
+      expect(await eventsOf(id, 'INTENT_FAILED')).toHaveLength(1);
+      // The non-cancellable cleanup still ran: no worktree is left; the decision is on record.
+      expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
+      const decisions = await world.pool.query('SELECT decision FROM gate_decisions WHERE intent_id = $1 AND gate = $2', [id, 'merge']);
+      expect(decisions.rows.map((r: { decision: string }) => r.decision)).toEqual(['approve']);
+    });
+  });
+
+  test('WARDEN_ENABLED=false on the worker that picks the intent up at the merge gate: approved, but never merged', async () => {
+    const started = await withWorker(enabled(), async () => {
+      const intent = await startSampleIntent(world, 'we');
+      await until(intent.handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+      return intent;
+    });
+    const { handle, repo, id, before } = started;
+    // The only worker now is one started with WARDEN_ENABLED=false.
+    await withWorker({ enabled: false, emergencyStopFile: stopFilePath() }, async () => {
+      await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'operator' });
+      const chain = await failureOf(handle);
+      expect(chain.join('\n')).toContain('KILL_SWITCH kill switch (WARDEN_ENABLED): Warden is disabled on this worker (WARDEN_ENABLED=false); archiveLineage was not started');
+    });
+    expect(git(repo, 'rev-parse', 'main')).toBe(before);
+    expect(await scheduled(handle)).not.toContain('mergeIntent');
+    expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'WARDEN_ENABLED', activityType: 'archiveLineage' }) })]);
+    expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
+  });
+
+  test('WARDEN_ENABLED=false from the start: not even the worktree is made; the cleanup still runs', async () => {
+    await withWorker({ enabled: false, emergencyStopFile: stopFilePath() }, async () => {
+      const { handle, repo, id, before } = await startSampleIntent(world, 'wd');
+      expect((await failureOf(handle)).join('\n')).toContain('prepareWorktree was not started');
+      expect(await scheduled(handle)).toEqual(['prepareWorktree']);
+      expect(git(repo, 'branch', '--list', 'warden/*')).toBe('');
+      expect(git(repo, 'rev-parse', 'main')).toBe(before);
+      const ended = await world.pool.query("SELECT event_type FROM safety_events WHERE intent_id = $1 AND event_type IN ('INTENT_STOPPED', 'INTENT_FAILED') ORDER BY event_type", [id]);
+      expect(ended.rows.map((r: { event_type: string }) => r.event_type)).toEqual(['INTENT_FAILED', 'INTENT_STOPPED']);
+    });
+  });
+
+  test('an EMERGENCY_STOP file that appears while impl runs: the repo\'s tests are never run', async () => {
+    const stages = demoStages();
+    const slowImpl = demoScript({ impl: [{ ...stages.impl![0], delayMs: 3_000 }, ...stages.impl!.slice(1)] });
+    const stopFile = stopFilePath();
+    await withWorker({ enabled: true, emergencyStopFile: stopFile }, async () => {
+      const { handle, repo, id, before } = await startSampleIntent(world, 'ef', { agent: { kind: 'scripted', scriptPath: slowImpl } });
+      // impl's agent call is past its own kill-switch check once it has been dispatched a moment ago
+      await waitFor(async () => ((await scheduled(handle)).filter((t) => t === 'runAgentStage').length === 4 ? true : undefined), 60_000, 'impl to be dispatched');
+      await sleep(1_000);
+      writeFileSync(stopFile, 'incident 7\n');
+      expect((await failureOf(handle)).join('\n')).toContain(`kill switch (EMERGENCY_STOP): the emergency stop file ${stopFile} exists; runTests was not started`);
+      expect(await scheduled(handle)).toEqual(['prepareWorktree', 'runAgentStage', 'runAgentStage', 'checkDocument', 'runAgentStage', 'checkDocument', 'runAgentStage', 'runTests']);
+      expect((await handle.query(stateQuery)).tests).toEqual([]);
+      expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'EMERGENCY_STOP', activityType: 'runTests' }) })]);
+      expect(git(repo, 'rev-parse', 'main')).toBe(before);
+      expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
+    });
+  });
+});
