@@ -4,9 +4,9 @@ import type { WardenActivities } from '../activities';
  * What an activity is to the controls that stop an intent (pause, WARDEN_ENABLED=false, the
  * EMERGENCY_STOP file, the global stop flag):
  *
- * - `bookkeeping`: the intent check, ledger reads and writes, and the final worktree cleanup.
- *   These always run: a paused or stopped intent must still record what happened and remove its
- *   worktree.
+ * - `bookkeeping`: the intent check, ledger reads and writes, the daily report, and the final
+ *   worktree cleanup. These always run: a paused or stopped intent must still record what
+ *   happened and remove its worktree.
  * - `agent`: an agent call. The stage guard (workflow) and the agent-safety interceptor (worker)
  *   check it, along with its limits.
  * - `stage`: everything else an intent does: preparing the worktree, running the repo's tests,
@@ -26,6 +26,7 @@ const ACTIVITY_KINDS = {
   recordLadderRun: 'bookkeeping',
   cleanupLedger: 'bookkeeping',
   buildDailyReport: 'bookkeeping',
+  publishDailyReport: 'bookkeeping',
   cleanupIntent: 'bookkeeping',
   runAgentStage: 'agent',
   prepareWorktree: 'stage',

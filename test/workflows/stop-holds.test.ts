@@ -82,7 +82,7 @@ async function eventsOf(id: string, type: string): Promise<Array<{ reason: strin
  */
 function wardenApprove(id: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
-  const env = { ...process.env, WARDEN_HOME: home, DATABASE_URL: world.databaseUrl, WARDEN_LOG_LEVEL: 'warn', USER: 'operator' };
+  const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, DATABASE_URL: world.databaseUrl, WARDEN_LOG_LEVEL: 'warn', USER: 'operator' };
   delete env.WARDEN_CONFIG;
   const child = spawn(process.execPath, [path.resolve(__dirname, '../../bin/warden.js'), 'approve', id], { env, cwd: home });
   let stdout = '';
