@@ -4,14 +4,15 @@ import type { WardenActivities } from '../activities';
  * What an activity is to the controls that stop an intent (pause, WARDEN_ENABLED=false, the
  * EMERGENCY_STOP file, the global stop flag):
  *
- * - `bookkeeping`: the intent check, ledger reads and writes, the daily report, and the final
- *   worktree cleanup. These always run: a paused or stopped intent must still record what
- *   happened and remove its worktree.
+ * - `bookkeeping`: the intent check, ledger reads and writes, the daily report, the review
+ *   package a gate shows (it only reads the worktree, and a person who paused an intent to look
+ *   at its gate needs it), and the final worktree cleanup. These always run: a paused or stopped
+ *   intent must still record what happened and remove its worktree.
  * - `agent`: an agent call. The stage guard (workflow) and the agent-safety interceptor (worker)
  *   check it, along with its limits.
  * - `stage`: everything else an intent does: preparing the worktree, running the repo's tests,
- *   the mechanical checks, the review package, archiving the lineage and the merge. A paused
- *   intent holds these, and a stopped worker refuses them.
+ *   the mechanical checks, archiving the lineage and the merge. A paused intent holds these, and
+ *   a stopped worker refuses them.
  *
  * Every activity must be listed (the `satisfies` below makes a new one a compile error until it
  * is); a name that is not listed counts as `stage`, so nothing unknown slips past a stop.
@@ -27,6 +28,7 @@ const ACTIVITY_KINDS = {
   cleanupLedger: 'bookkeeping',
   buildDailyReport: 'bookkeeping',
   publishDailyReport: 'bookkeeping',
+  buildReviewPackage: 'bookkeeping',
   cleanupIntent: 'bookkeeping',
   runAgentStage: 'agent',
   prepareWorktree: 'stage',
@@ -34,7 +36,6 @@ const ACTIVITY_KINDS = {
   checkImplementation: 'stage',
   measureChange: 'stage',
   checkDocument: 'stage',
-  buildReviewPackage: 'stage',
   archiveLineage: 'stage',
   mergeIntent: 'stage',
 } as const satisfies Record<keyof WardenActivities, ActivityKind>;

@@ -214,7 +214,7 @@ describe('kill switches on stage activities', () => {
   test('WARDEN_ENABLED=false on the worker that picks the intent up at the merge gate: approved, but never merged', async () => {
     const started = await withWorker(enabled(), async () => {
       const intent = await startSampleIntent(world, 'we');
-      await until(intent.handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+      await until(intent.handle, (s) => s.pendingGate?.gate === 'merge' && s.pendingGate.package !== undefined, 'the merge gate and its package');
       return intent;
     });
     const { handle, repo, id, before } = started;
