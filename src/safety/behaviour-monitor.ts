@@ -390,7 +390,9 @@ export class BehaviourMonitor {
 
   private rapid(scope: DeepMutable<ScopeState>, obs: Observation): Rule | undefined {
     const { rapidMinActions: min, rapidMaxGapMs: maxGap } = this.config;
-    const pace = (scope.pace[obs.agent] ??= { lastAt: null, quick: 0, reported: false });
+    // Per stage: a pipeline's stages following each other quickly (a fast agent) is not a loop;
+    // the same stage dispatched again and again within seconds is.
+    const pace = (scope.pace[JSON.stringify([obs.stage, obs.agent])] ??= { lastAt: null, quick: 0, reported: false });
     const quick = pace.lastAt !== null && obs.at - pace.lastAt < maxGap;
     pace.quick = quick ? pace.quick + 1 : 1;
     if (!quick) pace.reported = false;
@@ -400,7 +402,7 @@ export class BehaviourMonitor {
     return {
       kind: 'rapid-actions',
       severity: 'medium',
-      reason: `${obs.agent} took ${pace.quick} actions in a row, each less than ${maxGap} ms after the previous one`,
+      reason: `${obs.agent} took ${pace.quick} ${obs.stage} actions in a row, each less than ${maxGap} ms after the previous one`,
       suggestion: 'Unusually fast for real work: probably a tight retry loop. Slow it down (cooldown) if it goes on.',
     };
   }

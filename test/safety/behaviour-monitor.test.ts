@@ -166,6 +166,13 @@ describe('BehaviourMonitor: rapid actions', () => {
     expect(kinds(results[8])).toEqual(['rapid-actions:medium']);
   });
 
+  it('counts per stage: a fast agent going through the stages one after another is not rapid', () => {
+    const monitor = new BehaviourMonitor();
+    const stages = ['triage', 'lld', 'spec', 'impl', 'review', 'triage', 'lld', 'spec', 'impl', 'review'];
+    const findings = run(monitor, stages.map((stage, i) => obs({ at: i * 1_000, stage }))).flat();
+    expect(findings).toEqual([]);
+  });
+
   it('counts per intent: many intents of one agent, each at a normal pace, are not rapid', () => {
     const monitor = new BehaviourMonitor();
     const findings = run(monitor, Array.from({ length: 40 }, (_, i) => obs({ at: i * 1_000, scope: `intent-${i % 8}` }))).flat();
