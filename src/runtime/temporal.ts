@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Client, Connection, type ClientInterceptors } from '@temporalio/client';
-import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
-import type { RuntimeConfig } from './config';
+import { Client, Connection, type ClientInterceptors, type TLSConfig } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { UserError } from '../shared/errors';
+import type { PemSource, RuntimeConfig } from './config';
 import { isTemporalReachable, startDevServer, type DevServer } from './dev-server';
 import { ensureTemporalCli } from './temporal-cli';
 
@@ -52,8 +53,8 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
       uiUrl = embedded.uiUrl;
     }
   }
-  const tls = await tlsOptions(config);
-  const connection = await Connection.connect({ address, tls, apiKey: config.apiKey });
+  const options = await connectionOptions(config);
+  const connection = await connectOrExplain(address, config.namespace, () => Connection.connect({ address, ...options }));
   const client = new Client({ connection, namespace: config.namespace, ...(interceptors ? { interceptors } : {}) });
   const natives: NativeConnection[] = [];
   return {
@@ -63,7 +64,7 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
     embedded,
     client,
     async nativeConnection() {
-      const native = await NativeConnection.connect({ address, tls, apiKey: config.apiKey });
+      const native = await connectOrExplain(address, config.namespace, () => NativeConnection.connect({ address, ...options }));
       natives.push(native);
       return native;
     },
@@ -75,12 +76,42 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
   };
 }
 
-async function tlsOptions(config: RuntimeConfig): Promise<NativeConnectionOptions['tls']> {
-  if (!config.tls) return undefined;
-  const { certPath, keyPath, caPath, serverName } = config.tls;
+/** What the SDK's connections need besides the address: TLS (or `false`: off) and the API key. */
+export interface ConnectionSecurity {
+  /** `false` keeps TLS off even with an API key (the SDK would turn it on otherwise). */
+  readonly tls: TLSConfig | false;
+  readonly apiKey?: string;
+}
+
+/** The connection options for `config`, reading the PEM files it names. */
+export async function connectionOptions(config: Pick<RuntimeConfig, 'tls' | 'apiKey'>): Promise<ConnectionSecurity> {
+  if (!config.tls) return { tls: false, apiKey: config.apiKey };
+  const { serverName, serverCaCert, clientCert } = config.tls;
   return {
-    serverNameOverride: serverName,
-    serverRootCACertificate: caPath ? await readFile(caPath) : undefined,
-    clientCertPair: certPath && keyPath ? { crt: await readFile(certPath), key: await readFile(keyPath) } : undefined,
+    tls: {
+      ...(serverName ? { serverNameOverride: serverName } : {}),
+      ...(serverCaCert ? { serverRootCACertificate: await readPem(serverCaCert) } : {}),
+      ...(clientCert ? { clientCertPair: { crt: await readPem(clientCert.cert), key: await readPem(clientCert.key) } } : {}),
+    },
+    apiKey: config.apiKey,
   };
+}
+
+async function readPem(source: PemSource): Promise<Buffer> {
+  if ('data' in source) return Buffer.from(source.data);
+  try {
+    return await readFile(source.path);
+  } catch (error) {
+    throw new UserError(`cannot read ${source.variable} (${source.path}): ${(error as Error).message}`);
+  }
+}
+
+/** A connection failure names the address, so a wrong TEMPORAL_ADDRESS is plain to see. */
+async function connectOrExplain<T>(address: string, namespace: string, connect: () => Promise<T>): Promise<T> {
+  try {
+    return await connect();
+  } catch (error) {
+    const message = (error as Error).message ?? String(error);
+    throw new UserError(`cannot connect to Temporal at ${address} (namespace ${namespace}): ${message}; check TEMPORAL_ADDRESS and the TLS settings`, 1);
+  }
 }
