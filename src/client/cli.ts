@@ -48,7 +48,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   const program = new Command('warden')
     .description('Durable, safety-first orchestrator for autonomous coding agents, on Temporal.')
     .option('--config <file>', 'config file (default: $WARDEN_CONFIG, else warden.config.json or .ts here, else the default profile)')
-    .showHelpAfterError('(warden --help lists the commands; warden COMMAND --help their options)')
+    // Commander's own errors (unknown option, bad choice, missing argument) are thrown, not
+    // printed: `main` reports them as one `warden: …` line like every other error.
+    .configureOutput({ outputError: () => undefined })
     .exitOverride();
 
   /** The effective config: read when a command needs it, so a bad file stops only those. */
@@ -110,7 +112,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--agent-profile <name>', "a profile from the config's agents for every stage (default: the config's routing, if any)")
     .option('--resume-from <stage>', 'with --id: run an existing intent again from this stage (same as warden resume --from)')
     .option('--detach', 'start and return at once')
-    .option('--approve', 'approve the merge gate without asking')
+    .option('--approve', 'approve the merge gate without asking (any other gate is asked at a TTY, or waited on)')
     .option('--by <name>', 'who approves (default: the config\'s operator, else $USER)')
     .option('--json', 'print the outcome as JSON')
     .action(async (flags: RunFlags & { detach?: boolean; approve?: boolean; by?: string; json?: boolean; resumeFrom?: string }) => {
@@ -370,15 +372,18 @@ function quietOnClosedPipe(): void {
 /** Runs the CLI; typed errors become one line on stderr and an exit code. */
 export async function main(argv: string[]): Promise<number> {
   quietOnClosedPipe();
-  const program = buildProgram();
+  let program: Command | undefined;
   try {
+    // Inside the try: bad TEMPORAL_* variables are reported like any other bad input.
+    program = buildProgram();
     await program.parseAsync(argv);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (error) {
-    const e = error as { code?: string; exitCode?: number };
+    const e = error as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
-      // commander already printed help or the usage error
-      return e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help' ? 0 : 2;
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0;
+      process.stderr.write(`warden: ${commanderMessage(e.message ?? e.code)} (see ${helpFor(program, argv)})\n`);
+      return 2;
     }
     if (error instanceof UserError) {
       process.stderr.write(`warden: ${error.message}\n`);
@@ -387,6 +392,29 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`warden: ${(error as Error).message ?? String(error)}\n`);
     return 1;
   }
+}
+
+/** Commander's message ("error: unknown option '--x'\n(Did you mean --y?)") as one line, without its prefix. */
+export function commanderMessage(message: string): string {
+  return message
+    .replace(/^error:\s*/, '')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .join(' ');
+}
+
+/** `warden run --help` when the words name a command, else `warden --help`. */
+function helpFor(program: Command | undefined, argv: string[]): string {
+  const words: string[] = [];
+  let commands = program?.commands ?? [];
+  for (const arg of argv.slice(2)) {
+    const next = commands.find((c) => c.name() === arg || c.aliases().includes(arg));
+    if (!next) break;
+    words.push(next.name());
+    commands = next.commands;
+  }
+  return ['warden', ...words, '--help'].join(' ');
 }
 
 if (require.main === module) {
