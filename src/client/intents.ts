@@ -1,9 +1,9 @@
-import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type Client, type WorkflowHandle } from '@temporalio/client';
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../shared/intent';
 import { decideUpdate, stateQuery } from '../shared/messages';
-import { WardenRepo, WardenStage, WardenStatus } from '../shared/search-attributes';
+import { SEARCH_ATTRIBUTE_DEFINITIONS, WardenRepo, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { Decision } from '../shared/decisions';
 import type { GateKind } from '../shared/gates';
 import type { IntentState } from '../shared/state';
@@ -17,8 +17,10 @@ export function validateIntent(input: IntentInput): Intent {
 }
 
 /**
- * Starts an intent's workflow (id `intent-<id>`). The server refuses a second running workflow
- * with the same id; that becomes a clear `UserError`.
+ * Starts an intent's workflow (id `intent-<id>`). An intent id is used once: the server refuses
+ * it while a workflow with that id runs (conflict policy FAIL) and after one has closed, however
+ * it ended (reuse policy REJECT_DUPLICATE), so a second intent never lands on the first one's
+ * branch. A run again from a stage is `warden resume`, a reset of the same workflow.
  */
 export async function startIntent(
   client: Client,
@@ -30,6 +32,8 @@ export async function startIntent(
     return await client.workflow.start<typeof intentWorkflow>('intentWorkflow', {
       taskQueue,
       workflowId: workflowIdForIntent(intent.id),
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       args: [intent],
       staticSummary: intent.goal.slice(0, 200),
       memo: { goal: intent.goal },
@@ -41,10 +45,80 @@ export async function startIntent(
     });
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) {
-      throw new UserError(`intent ${intent.id} is already running (workflow ${workflowIdForIntent(intent.id)}); stop it or pick another --id`);
+      throw (await takenIdProblem(client, intent.id)) ?? new UserError(`intent id ${intent.id} is already used (workflow ${workflowIdForIntent(intent.id)}); pick another --id`);
     }
+    const missing = await missingSearchAttributesProblem(client, error);
+    if (missing) throw missing;
     throw error;
   }
+}
+
+/**
+ * Refuses an intent id that a workflow already has, running or finished, before anything is
+ * started for it. The start itself is refused by the server too; this makes the answer quick.
+ */
+export async function refuseTakenId(client: Client, intentId: string): Promise<void> {
+  const problem = await takenIdProblem(client, intentId);
+  if (problem) throw problem;
+}
+
+/** Why `intentId` cannot be started again, or undefined when no workflow has it. */
+async function takenIdProblem(client: Client, intentId: string): Promise<UserError | undefined> {
+  let description;
+  try {
+    description = await intentHandle(client, intentId).describe();
+  } catch (error) {
+    if ((error as Error).name === 'WorkflowNotFoundError') return undefined;
+    throw error;
+  }
+  const workflowId = workflowIdForIntent(intentId);
+  if (description.status.name === 'RUNNING') {
+    return new UserError(`intent ${intentId} is already running (workflow ${workflowId}); stop it or pick another --id`);
+  }
+  const status = description.typedSearchAttributes.get(WardenStatus) ?? description.status.name.toLowerCase();
+  return new UserError(
+    `intent ${intentId} already ran (${status}; workflow ${workflowId}): pick another --id, or run it again from a stage with warden resume ${intentId} --from STAGE`,
+  );
+}
+
+const MISSING_ATTRIBUTE = /no mapping defined for search attribute (\w+)/;
+
+/**
+ * A start refused because the namespace lacks Warden's search attributes becomes a `UserError`
+ * naming the missing ones and the command that registers them.
+ */
+async function missingSearchAttributesProblem(client: Client, error: unknown): Promise<UserError | undefined> {
+  const named = messagesOf(error).map((m) => MISSING_ATTRIBUTE.exec(m)?.[1]).find(Boolean);
+  if (!named) return undefined;
+  const namespace = client.options.namespace;
+  let missing = [named];
+  try {
+    const { customAttributes } = await client.connection.operatorService.listSearchAttributes({ namespace });
+    missing = Object.keys(SEARCH_ATTRIBUTE_DEFINITIONS).filter((name) => !customAttributes?.[name]);
+    if (!missing.includes(named)) missing.unshift(named);
+  } catch {
+    // not allowed to list them (some clouds): name the one the server named
+  }
+  // One `create` takes many names but one type.
+  const byType = new Map<string, string[]>();
+  for (const name of missing) {
+    const type = SEARCH_ATTRIBUTE_DEFINITIONS[name] ?? 'Keyword';
+    byType.set(type, [...(byType.get(type) ?? []), name]);
+  }
+  const commands = [...byType].map(([type, names]) => `temporal operator search-attribute create --namespace ${namespace} ${names.map((n) => `--name ${n}`).join(' ')} --type ${type}`);
+  return new UserError(
+    `the Temporal namespace ${namespace} lacks Warden's search attribute${missing.length > 1 ? 's' : ''} ${missing.join(', ')}: register ${missing.length > 1 ? 'them' : 'it'} once with: ${commands.join(' && ')}`,
+  );
+}
+
+/** The messages of an error and its causes (the SDK wraps the server's answer). */
+function messagesOf(error: unknown): string[] {
+  const messages: string[] = [];
+  for (let e = error as { message?: unknown; cause?: unknown; details?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (typeof e.message === 'string') messages.push(e.message);
+    if (typeof e.details === 'string') messages.push(e.details);
+  }
+  return messages;
 }
 
 export function intentHandle(client: Client, intentId: string): WorkflowHandle<typeof intentWorkflow> {
