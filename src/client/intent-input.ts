@@ -9,6 +9,7 @@ import { UserError } from '../shared/errors';
 import { isLocalEndpoint } from '../activities/agents/model-http';
 import { mergeLimits, type IntentLimitsConfig, type WardenConfig } from '../config/schema';
 import type { AgentProfile, IntentInput } from '../shared/intent';
+import { findProgram, programOf } from './command-program';
 
 /** What `warden run` accepts, before any check. */
 export interface RunFlags {
@@ -65,7 +66,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     repoPath: topLevel,
     baseBranch,
     paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : undefined,
-    ...agentsFor(flags, cwd, config),
+    ...agentsFor(flags, cwd, topLevel, config),
     ...(config.review ? { reviewPolicy: config.review } : {}),
     testCommand: flags.testCmd,
     ...(flags.env ? { environment: flags.env } : {}),
@@ -83,7 +84,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
  * from the config's agents; else the config's routing (default + per-stage). In development
  * mode a profile calling a paid cloud endpoint is refused here, before anything starts.
  */
-function agentsFor(flags: RunFlags, cwd: string, config: RunConfig): Pick<IntentInput, 'agent' | 'stageAgents'> {
+function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunConfig): Pick<IntentInput, 'agent' | 'stageAgents'> {
   const agents = config.agents ?? {};
   const named = (name: string, where: string): AgentProfile => {
     const profile = agents[name];
@@ -109,6 +110,9 @@ function agentsFor(flags: RunFlags, cwd: string, config: RunConfig): Pick<Intent
     chosen = { agent: agentFromFlags(flags, cwd) };
   }
   if (flags.agentName) chosen = { ...chosen, agent: { ...chosen.agent, name: flags.agentName } };
+  for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
+    if (profile.kind === 'command') refuseMissingProgram(profile.command, repoPath, flags.cmd !== undefined ? '--cmd' : 'the command agent');
+  }
   if (config.mode !== 'production') {
     for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
       if ((profile.kind === 'anthropic' || profile.kind === 'openai') && !isLocalEndpoint(profile)) {
@@ -149,6 +153,21 @@ function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
     };
   }
   throw new UserError(`unknown agent "${kind}": use scripted or command`);
+}
+
+/**
+ * A command agent whose program is not there would fail each stage attempt with exit 127 until
+ * the retries run out: refuse it now. The command runs in the intent's worktree, a checkout of
+ * the repo, so a relative path is looked up in the repo. Checked on this machine's PATH.
+ */
+function refuseMissingProgram(command: string, repoPath: string, where: string): void {
+  const program = programOf(command);
+  if (program === undefined || findProgram(program, repoPath) !== undefined) return;
+  throw new UserError(
+    program.includes('/')
+      ? `${where} runs ${program}, which is not an executable file (a relative path is taken from ${repoPath})`
+      : `${where} runs ${program}, which is not on PATH; install it or give its full path`,
+  );
 }
 
 /** `add-retries-to-the-3f9a`: readable, and unique enough to start many intents a second. */
