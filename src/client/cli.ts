@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { formatUsd } from '../shared/format';
 import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load';
@@ -13,11 +12,13 @@ import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
 import { cascadeAtLeast, detectCascade } from '../safety/cascade-detector';
 import { intentFromFlags, type RunFlags } from './intent-input';
-import { describeOrExplain, describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
+import { describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
+import { intentStatus, renderIntentStatus } from './intent-status';
 import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
+import { reportStoppedFollowing } from './interrupts';
 import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
@@ -132,37 +133,21 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         by: flags.by ?? approver(),
         print: flags.json ? () => undefined : print,
       });
-      process.exitCode = reportResult(result, flags.json ? printJson : undefined, print);
+      const json = flags.json ? printJson : undefined;
+      process.exitCode = reportStoppedFollowing(result, json, print) ?? reportResult(result, json, print);
     });
 
   program
     .command('status <id>')
-    .description("Show an intent's stage, attempts, spend, gate, decisions and artifacts")
+    .description("Show an intent's status and stage, attempts, spend, gate, decisions and tests; once it has ended, how (merged commit, lineage, or why it failed)")
     .option('--json', 'print JSON')
     .action(async (id: string, flags: { json?: boolean }) => {
       const target = await connectTemporal(config, () => undefined);
       try {
-        const description = await describeOrExplain(intentHandle(target.client, id), id);
-        const running = description.status.name === 'RUNNING';
-        const state = running ? await queryState(target.client, id) : undefined;
-        const status = {
-          intentId: id,
-          workflowStatus: description.status.name,
-          wardenStatus: description.typedSearchAttributes.getAll().find((p) => p.key.name === 'WardenStatus')?.value,
-          startTime: description.startTime,
-          closeTime: description.closeTime,
-          state,
-          webUi: webUiLink(target, id),
-        };
-        if (flags.json) return printJson(status);
-        print(`${id}: ${status.wardenStatus ?? description.status.name.toLowerCase()}`);
-        if (state) {
-          print(`  stage ${state.stage}, attempts ${JSON.stringify(state.attempts)}, spend ${formatUsd(state.spendUsd)}`);
-          if (state.pendingGate) print(`  waiting at the ${state.pendingGate.gate} gate since ${state.pendingGate.requestedAt} (times out ${state.pendingGate.timeoutAt})`);
-          if (state.cooldown) print(`  cooling down: ${state.cooldown.stage} runs again at ${state.cooldown.until}`);
-          for (const t of state.tests) print(`  tests #${t.attempt}: ${t.summary}`);
-        }
-        if (status.webUi) print(`  ${status.webUi}`);
+        const report = await intentStatus(target.client, target.namespace, id);
+        const webUi = webUiLink(target, id);
+        if (flags.json) return printJson({ ...report, webUi });
+        for (const line of renderIntentStatus(report, webUi)) print(line);
       } finally {
         await target.close();
       }

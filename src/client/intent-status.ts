@@ -1,0 +1,115 @@
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { formatUsd } from '../shared/format';
+import { stateQuery } from '../shared/messages';
+import { WardenStage, WardenStatus } from '../shared/search-attributes';
+import type { RecordedDecision } from '../shared/decisions';
+import type { IntentOutcome, IntentState } from '../shared/state';
+import { failureMessage } from './follow';
+import { describeOrExplain, intentHandle } from './intents';
+import { hasLiveWorker } from './session';
+
+/** What `warden status` reports: running or finished, the same shape. */
+export interface IntentStatusReport {
+  readonly intentId: string;
+  readonly workflowStatus: string;
+  /** Warden's status (`merged`, `failed`, `waiting`, …), else the workflow's, lower-cased. */
+  readonly status: string;
+  /** The stage it is at, or reached before it ended. */
+  readonly stage?: string;
+  readonly startTime: Date;
+  readonly closeTime?: Date;
+  /** What the workflow returned (merged or rejected). */
+  readonly outcome?: IntentOutcome;
+  /** Why it failed, was halted, terminated or timed out. */
+  readonly failure?: string;
+  /** The `state` query's answer; missing when no worker could answer it. */
+  readonly state?: IntentState;
+  /** Why `state` is missing. */
+  readonly stateUnavailable?: string;
+}
+
+const QUERY_TIMEOUT_MS = 10_000;
+
+/**
+ * An intent's status. The ending (outcome or failure) comes from the workflow's history, so it
+ * needs no worker. The full state (attempts, decisions, lineage) is the `state` query, which a
+ * worker answers, for a closed workflow too, by replaying its history.
+ */
+export async function intentStatus(client: Client, namespace: string, intentId: string): Promise<IntentStatusReport> {
+  const handle = intentHandle(client, intentId);
+  const description = await describeOrExplain(handle, intentId);
+  const running = description.status.name === 'RUNNING';
+  let outcome: IntentOutcome | undefined;
+  let failure: string | undefined;
+  if (!running) {
+    try {
+      outcome = await handle.result();
+    } catch (error) {
+      if (!(error instanceof WorkflowFailedError)) throw error;
+      failure = failureMessage(error);
+    }
+  }
+  let state: IntentState | undefined;
+  let stateUnavailable: string | undefined;
+  if (running || (await hasLiveWorker(client, namespace))) {
+    state = await withTimeout(handle.query(stateQuery), QUERY_TIMEOUT_MS).catch((error: Error) => {
+      stateUnavailable = `the state query did not answer: ${error.message}`;
+      return undefined;
+    });
+  } else {
+    stateUnavailable = 'no worker is running to answer the state query (start `warden worker` or `warden dev` for attempts, decisions and the lineage; `warden audit` shows the ledger)';
+  }
+  const attributes = description.typedSearchAttributes;
+  return {
+    intentId,
+    workflowStatus: description.status.name,
+    status: state?.status ?? attributes.get(WardenStatus) ?? description.status.name.toLowerCase(),
+    stage: state?.stage ?? attributes.get(WardenStage),
+    startTime: description.startTime,
+    closeTime: description.closeTime,
+    ...(outcome ? { outcome } : {}),
+    ...(failure ? { failure } : {}),
+    ...(state ? { state } : {}),
+    ...(stateUnavailable ? { stateUnavailable } : {}),
+  };
+}
+
+/** The report as text, one fact a line. */
+export function renderIntentStatus(report: IntentStatusReport, webUi?: string): string[] {
+  const { state, outcome } = report;
+  const reached = report.stage && report.stage !== 'done' ? ` (stage ${report.stage})` : '';
+  const lines = [`${report.intentId}: ${report.status}${reached}`];
+  if (report.failure) lines.push(`  why: ${report.failure}`);
+  if (outcome?.status === 'rejected') lines.push(`  why: ${outcome.reason ?? 'no reason given'}`);
+  if (outcome?.mergedCommit) lines.push(`  merged commit: ${outcome.mergedCommit}`);
+  const spend = state?.spendUsd ?? outcome?.spendUsd;
+  if (state) lines.push(`  attempts ${JSON.stringify(state.attempts)}, spend ${formatUsd(state.spendUsd)}`);
+  else if (spend !== undefined) lines.push(`  spend ${formatUsd(spend)}`);
+  if (state?.pendingGate) lines.push(`  waiting at the ${state.pendingGate.gate} gate since ${state.pendingGate.requestedAt} (times out ${state.pendingGate.timeoutAt})`);
+  if (state?.cooldown) lines.push(`  cooling down: ${state.cooldown.stage} runs again at ${state.cooldown.until}`);
+  if (state?.paused) lines.push(`  paused by ${state.paused.by} at ${state.paused.at}${state.paused.reason ? `: ${state.paused.reason}` : ''}`);
+  for (const t of state?.tests ?? []) lines.push(`  tests #${t.attempt}: ${t.summary}`);
+  for (const d of state?.decisions ?? []) lines.push(`  decision: ${decisionLine(d)}`);
+  if (state?.error && !report.failure) lines.push(`  error: ${state.error}`);
+  const lineage = state?.lineagePath ?? outcome?.lineagePath;
+  if (lineage) lines.push(`  lineage: ${lineage}`);
+  else if (state?.worktreePath) lines.push(`  worktree: ${state.worktreePath}`);
+  if (report.closeTime) lines.push(`  started ${report.startTime.toISOString()}, ended ${report.closeTime.toISOString()}`);
+  if (report.stateUnavailable) lines.push(`  note: ${report.stateUnavailable}`);
+  if (webUi) lines.push(`  ${webUi}`);
+  return lines;
+}
+
+function decisionLine(d: RecordedDecision): string {
+  const who = d.timedOut ? 'its timeout' : d.by;
+  const conditions = d.conditions?.length ? ` (conditions: ${d.conditions.join('; ')})` : '';
+  return `${d.gate} gate: ${d.decision} by ${who} at ${d.at}${d.reason ? ` — ${d.reason}` : ''}${conditions}`;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
