@@ -3,8 +3,10 @@ import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
 import type { IntentInput } from '../shared/intent';
+import type { IntentState } from '../shared/state';
 import { followIntent, type FollowResult } from './follow';
-import { startIntent, validateIntent } from './intents';
+import { catchInterrupts } from './interrupts';
+import { refuseTakenId, startIntent, validateIntent } from './intents';
 import { connectTemporal, hasLiveWorker, openLedger, startWorker, webUiLink, type RunningWorker } from './session';
 import { startTracing } from '../runtime/telemetry';
 
@@ -20,47 +22,98 @@ export interface RunIntentOptions {
   readonly print: (line: string) => void;
 }
 
-export type RunIntentResult = { readonly intentId: string; readonly detached: true } | ({ readonly intentId: string; readonly detached: false } & FollowResult);
+/** Ctrl-C stopped the following; the intent goes on. `next` says how to carry on with it. */
+export interface StoppedFollowing {
+  readonly intentId: string;
+  readonly detached: true;
+  readonly interrupted: true;
+  readonly state?: IntentState;
+  readonly next: readonly string[];
+}
+
+export type RunIntentResult =
+  | { readonly intentId: string; readonly detached: true; readonly interrupted?: undefined }
+  | StoppedFollowing
+  | ({ readonly intentId: string; readonly detached: false } & FollowResult);
 
 /**
  * Starts an intent and, unless detached, follows it to the end with a worker running in this
- * process (any other workers on the queue share the work).
+ * process (any other workers on the queue share the work). The first Ctrl-C stops the following
+ * (see interrupts.ts); the worker and any embedded server this command started are stopped.
  */
 export async function runIntent(input: IntentInput, options: RunIntentOptions): Promise<RunIntentResult> {
   const intent = validateIntent(input);
-  await refuseWhileStopped(options.config);
-  const tracing = startTracing(options.safety.telemetry.otlpEndpoint, 'warden-client');
-  const target = await connectTemporal(options.config, (m) => options.print(m), tracing?.client);
-  let worker: RunningWorker | undefined;
+  const interrupts = catchInterrupts(options.print);
+  const beforeStart = (): void => {
+    if (interrupts.signal.aborted) throw new UserError('interrupted before the intent started: nothing was started', 130);
+  };
   try {
-    if (options.detach && target.embedded) {
-      throw new UserError('--detach needs a Temporal server that outlives this command: start `warden dev` first, or set TEMPORAL_ADDRESS');
+    await refuseWhileStopped(options.config);
+    beforeStart();
+    const tracing = startTracing(options.safety.telemetry.otlpEndpoint, 'warden-client');
+    const target = await connectTemporal(options.config, (m) => options.print(m), tracing?.client);
+    let worker: RunningWorker | undefined;
+    let stopped: Omit<StoppedFollowing, 'next'> | undefined;
+    let otherWorkers = false;
+    try {
+      if (options.detach && target.embedded) {
+        throw new UserError('--detach needs a Temporal server that outlives this command: start `warden dev` first, or set TEMPORAL_ADDRESS');
+      }
+      // An id is used once; say so before a worker is started for nothing.
+      await refuseTakenId(target.client, intent.id);
+      beforeStart();
+      if (!options.detach) {
+        // A worker here guarantees progress while we follow; other workers share the queue.
+        worker = await startWorker(target, options.config, options.safety, options.logger);
+      } else if (!(await hasLiveWorker(target.client, target.namespace))) {
+        options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
+      }
+      beforeStart();
+      await startIntent(target.client, intent);
+      options.print(`started intent ${intent.id}: ${intent.goal}`);
+      const link = webUiLink(target, intent.id);
+      if (link) options.print(`Web UI: ${link}`);
+      if (options.detach) return { intentId: intent.id, detached: true };
+      const result = await followIntent({
+        client: target.client,
+        intentId: intent.id,
+        approve: options.approve,
+        interactive: options.interactive,
+        by: options.by,
+        print: options.print,
+        signal: interrupts.signal,
+      });
+      if (result.kind !== 'interrupted') return { intentId: intent.id, detached: false, ...result };
+      stopped = { intentId: intent.id, detached: true, interrupted: true, state: result.state };
+      otherWorkers = !target.embedded && (await hasLiveWorker(target.client, target.namespace, worker?.identity).catch(() => true));
+    } finally {
+      await worker?.stop();
+      await target.close();
+      await tracing?.shutdown(); // flush the client's spans before the command exits
     }
-    if (!options.detach) {
-      // A worker here guarantees progress while we follow; other workers share the queue.
-      worker = await startWorker(target, options.config, options.safety, options.logger);
-    } else if (!(await hasLiveWorker(target.client, target.namespace))) {
-      options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
-    }
-    await startIntent(target.client, intent);
-    options.print(`started intent ${intent.id}: ${intent.goal}`);
-    const link = webUiLink(target, intent.id);
-    if (link) options.print(`Web UI: ${link}`);
-    if (options.detach) return { intentId: intent.id, detached: true };
-    const result = await followIntent({
-      client: target.client,
-      intentId: intent.id,
-      approve: options.approve,
-      interactive: options.interactive,
-      by: options.by,
-      print: options.print,
-    });
-    return { intentId: intent.id, detached: false, ...result };
+    if (!stopped) throw new Error('runIntent: followed to neither an end nor an interrupt'); // every other path returned
+    return { ...stopped, next: howToGoOn(stopped, { embedded: Boolean(target.embedded), otherWorkers }) };
   } finally {
-    await worker?.stop();
-    await target.close();
-    await tracing?.shutdown(); // flush the client's spans before the command exits
+    interrupts.dispose();
   }
+}
+
+/** What to tell someone who stopped following: where the intent is and the commands that reach it. */
+function howToGoOn(stopped: Omit<StoppedFollowing, 'next'>, where: { embedded: boolean; otherWorkers: boolean }): string[] {
+  const id = stopped.intentId;
+  const state = stopped.state;
+  const at = state ? ` (stage ${state.stage}${state.pendingGate ? `, waiting at the ${state.pendingGate.gate} gate` : ''})` : '';
+  const lines = [`stopped following intent ${id}; the intent itself goes on${at}`, `  follow:  warden status ${id}`];
+  if (state?.pendingGate) {
+    lines.push(`  approve: warden approve ${id} --gate ${state.pendingGate.gate}`, `  reject:  warden reject ${id} --gate ${state.pendingGate.gate} --reason "…"`);
+  }
+  lines.push(`  stop it: warden stop ${id} --reason "…"`);
+  if (where.embedded) {
+    lines.push('the embedded Temporal server stopped with this command; the intent is kept and goes on when `warden dev` (or another warden run) starts it again');
+  } else if (!where.otherWorkers) {
+    lines.push('no other worker is running: the intent waits until one starts (`warden worker` or `warden dev`)');
+  }
+  return lines;
 }
 
 /** `warden run` starts nothing while the global stop flag is set, and says why. */

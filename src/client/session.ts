@@ -20,6 +20,8 @@ import { startTracing, telemetryEnabled } from '../runtime/telemetry';
 /** A worker running in this process, and how to stop it. */
 export interface RunningWorker {
   readonly worker: Worker;
+  /** The identity it polls with (pollers of the task queue are listed by it). */
+  readonly identity: string;
   stop(): Promise<void>;
 }
 
@@ -38,6 +40,9 @@ export function quietSdkRuntime(telemetry: TelemetryConfig = {}, logger: Logger 
   const prometheus = telemetryEnabled(process.env) ? telemetry.prometheus : undefined;
   Runtime.install({
     logger: pinoSdkLogger(logger),
+    // Warden's commands handle Ctrl-C themselves (stop following, then stop what they started);
+    // the SDK's own handlers would shut the worker down under them.
+    shutdownSignals: [],
     ...(prometheus ? { telemetryOptions: { metrics: { prometheus: { bindAddress: prometheus } } } } : {}),
   });
   metricsServed = prometheus !== undefined;
@@ -76,6 +81,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
   const running = worker.run();
   return {
     worker,
+    identity: worker.options.identity,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
@@ -86,10 +92,10 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
 }
 
 /**
- * True if some worker polled Warden's task queue in the last minute. Pollers long-poll for up to
- * a minute, so an older entry is a worker that has gone.
+ * True if some worker (other than `exceptIdentity`) polled Warden's task queue in the last
+ * minute. Pollers long-poll for up to a minute, so an older entry is a worker that has gone.
  */
-export async function hasLiveWorker(client: Client, namespace: string): Promise<boolean> {
+export async function hasLiveWorker(client: Client, namespace: string, exceptIdentity?: string): Promise<boolean> {
   const response = await client.workflowService.describeTaskQueue({
     namespace,
     taskQueue: { name: TASK_QUEUE },
@@ -97,6 +103,7 @@ export async function hasLiveWorker(client: Client, namespace: string): Promise<
   });
   const cutoff = Date.now() - 70_000;
   return (response.pollers ?? []).some((poller) => {
+    if (exceptIdentity !== undefined && poller.identity === exceptIdentity) return false;
     const seconds = Number(poller.lastAccessTime?.seconds ?? 0);
     return seconds * 1000 >= cutoff;
   });

@@ -252,7 +252,9 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   try {
     child = spawn(opts.cliPath, args, {
       stdio: ['ignore', logFd ?? 'ignore', logFd ?? 'pipe'],
-      detached: false,
+      // Its own process group: a terminal's Ctrl-C meant for Warden does not kill the server
+      // under it; Warden stops it (stop(), or at exit) once its worker is down.
+      detached: true,
     });
   } finally {
     if (logFd !== undefined) closeSync(logFd);
