@@ -99,13 +99,8 @@ async function missingSearchAttributesProblem(client: Client, error: unknown): P
   } catch {
     // not allowed to list them (some clouds): name the one the server named
   }
-  // One `create` takes many names but one type.
-  const byType = new Map<string, string[]>();
-  for (const name of missing) {
-    const type = SEARCH_ATTRIBUTE_DEFINITIONS[name] ?? 'Keyword';
-    byType.set(type, [...(byType.get(type) ?? []), name]);
-  }
-  const commands = [...byType].map(([type, names]) => `temporal operator search-attribute create --namespace ${namespace} ${names.map((n) => `--name ${n}`).join(' ')} --type ${type}`);
+  // One `create` per attribute: the Temporal CLI (1.9) adds only the first of several names.
+  const commands = missing.map((name) => `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type ${SEARCH_ATTRIBUTE_DEFINITIONS[name] ?? 'Keyword'}`);
   return new UserError(
     `the Temporal namespace ${namespace} lacks Warden's search attribute${missing.length > 1 ? 's' : ''} ${missing.join(', ')}: register ${missing.length > 1 ? 'them' : 'it'} once with: ${commands.join(' && ')}`,
   );

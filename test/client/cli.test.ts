@@ -1,13 +1,16 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
+import { isTemporalReachable, startDevServer, type DevServer } from '../../src/runtime/dev-server';
+import { findFreePort } from '../../src/runtime/ports';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { loadMigrations } from '../../src/ledger/migrate';
+import { startIntent } from '../../src/client/intents';
+import { Client, Connection } from '@temporalio/client';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
@@ -51,12 +54,36 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     ['unknown base branch', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--base', 'nope'], /base branch nope does not exist/],
     ['bad intent id', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--id', 'has space'], /invalid intent: id: an intent id is/],
     ['bad attempt cap', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--impl-attempts', 'zero'], /--impl-attempts must be a positive whole number/],
+    ['unknown option', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--aprove'], /unknown option '--aprove' .*\(see warden run --help\)/],
+    ['bad sandbox choice', ['--repo', repo, '--goal', 'x', '--cmd', 'true', '--sandbox', 'jail'], /argument 'jail' is invalid/],
+    ['option without its value', ['--repo', repo, '--goal'], /option '--goal <text>' argument missing/],
+    ['command agent not on PATH', ['--repo', repo, '--goal', 'x', '--agent', 'command', '--cmd', 'no-such-agent-binary -p'], /--cmd runs no-such-agent-binary, which is not on PATH/],
+    ['command agent path that is not there', ['--repo', repo, '--goal', 'x', '--cmd', './agents/missing.sh'], /--cmd runs \.\/agents\/missing\.sh, which is not an executable file/],
   ];
   test.each(cases)('%s', (_name, args, message) => {
     const result = warden('run', ...args);
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(message);
+    expect(oneLine(result.stderr)).toMatch(message);
     expect(result.stdout).not.toMatch(/started intent/);
+  });
+
+  test.each([
+    ['missing argument', ['status'], /^warden: missing required argument 'id' \(see warden status --help\)$/],
+    ['unknown command', ['stauts', 'x'], /^warden: unknown command 'stauts' \(Did you mean status\?\) \(see warden --help\)$/],
+    ['bad choice', ['list', '--status', 'done'], /^warden: option '--status <status>' argument 'done' is invalid\. Allowed choices are running, waiting/],
+  ])('commander: %s', (_name, args, message) => {
+    const result = warden(...args);
+    expect(result.code).toBe(2);
+    expect(oneLine(result.stderr)).toMatch(message);
+  });
+
+  test.each([
+    ['a client certificate without its key', { TEMPORAL_TLS_CLIENT_CERT_PATH: '/etc/hostname' }, /TEMPORAL_TLS_CLIENT_CERT_PATH is set but no client key/],
+    ['TEMPORAL_TLS that is not a boolean', { TEMPORAL_TLS: 'maybe' }, /TEMPORAL_TLS must be true or false/],
+  ])('Temporal settings: %s', (_name, extra, message) => {
+    const result = spawnSync(process.execPath, [BIN, 'list'], { env: { ...env, ...extra }, encoding: 'utf8', timeout: 60_000 });
+    expect(result.status).toBe(2);
+    expect(oneLine(result.stderr)).toMatch(message);
   });
 
   test('dirty base branch', () => {
@@ -71,7 +98,7 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
   test('reject without a reason', () => {
     const result = warden('reject', 'some-intent');
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/required option '--reason <text>' not specified/);
+    expect(oneLine(result.stderr)).toMatch(/^warden: required option '--reason <text>' not specified/);
   });
 });
 
@@ -85,7 +112,7 @@ test('--help tells each command', () => {
   expect(run.stdout).toMatch(/--detach/);
 });
 
-test('warden run --approve drives an intent to a merge; status and list report it', () => {
+test('warden run --approve drives an intent to a merge; status and list report it; its id is not used again', async () => {
   const repo = makeSampleRepo();
   const id = `cli-${Date.now()}`;
   const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--paths', 'lib/**', '--approve', '--json');
@@ -95,9 +122,28 @@ test('warden run --approve drives an intent to a merge; status and list report i
   expect(result).toMatchObject({ intentId: id, kind: 'completed', outcome: { status: 'merged' } });
   expect(git(repo, 'rev-parse', 'main')).toBe(result.outcome.mergedCommit);
 
+  // finished: how it ended comes from its history, whether or not a worker answers the state query
   const status = warden('status', id, '--json');
   expect(status.code).toBe(0);
-  expect(JSON.parse(status.stdout)).toMatchObject({ intentId: id, workflowStatus: 'COMPLETED', wardenStatus: 'merged' });
+  expect(JSON.parse(status.stdout)).toMatchObject({
+    intentId: id,
+    workflowStatus: 'COMPLETED',
+    status: 'merged',
+    outcome: { mergedCommit: result.outcome.mergedCommit, lineagePath: `${repo}/docs/lineage/done/${id}`, spendUsd: '0.051000' },
+  });
+  const text = warden('status', id).stdout;
+  expect(text).toMatch(new RegExp(`^${id}: merged`));
+  expect(text).toContain(`merged commit: ${result.outcome.mergedCommit}`);
+  expect(text).toContain(`lineage: ${repo}/docs/lineage/done/${id}`);
+  expect(text).toMatch(/spend \$0\.05/);
+
+  // an id is used once: the finished one is refused up front, with what to do instead
+  const again = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--approve');
+  expect(again.code).toBe(2);
+  expect(oneLine(again.stderr)).toBe(
+    `warden: intent ${id} already ran (merged; workflow intent-${id}): pick another --id, or run it again from a stage with warden resume ${id} --from STAGE`,
+  );
+  expect(again.stdout).not.toMatch(/started intent/);
 
   const list = waitForList(id);
   expect(list).toEqual(expect.arrayContaining([expect.objectContaining({ intentId: id, status: 'merged', goal: 'Add slugify' })]));
@@ -109,7 +155,22 @@ test('warden run --approve drives an intent to a merge; status and list report i
   const unknown = warden('status', 'no-such-intent');
   expect(unknown.code).toBe(2);
   expect(unknown.stderr).toMatch(/no intent with id no-such-intent/);
+
+  // the server itself refuses the id (reuse policy), not only the CLI's check before the start
+  await withClient(async (client) => {
+    const input = { id, goal: 'Add slugify', repoPath: repo, baseBranch: 'main', agent: { kind: 'scripted' as const, scriptPath: DEMO_SCRIPT } };
+    await expect(startIntent(client, input)).rejects.toThrow(new RegExp(`intent ${id} already ran \\(merged`));
+  });
 });
+
+async function withClient<T>(use: (client: Client) => Promise<T>): Promise<T> {
+  const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS });
+  try {
+    return await use(new Client({ connection }));
+  } finally {
+    await connection.close();
+  }
+}
 
 test('without a TTY, warden run prints how to decide and waits; warden reject ends it with nothing merged', async () => {
   const repo = makeSampleRepo();
@@ -151,6 +212,135 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   expect(warden('audit', id).stdout).toMatch(/DECISION_REFUSED .*sent from inside an agent's process/);
 });
 
+/** `warden run …` as a child in a process group of its own (as a terminal runs it), output collected. */
+function follow(args: string[], extraEnv: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, [BIN, 'run', ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const run = { child, out: '', exited: new Promise<number | null>((resolve) => child.on('close', resolve)) };
+  child.stdout.on('data', (d: Buffer) => (run.out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (run.out += d.toString()));
+  return run;
+}
+
+test('--approve answers the merge gate only: a production gate still waits for a person', async () => {
+  const repo = makeSampleRepo();
+  const id = `cli-prod-${Date.now()}`;
+  const run = follow(['--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--env', 'production', '--approve']);
+  await waitFor(() => (run.out.includes(`warden approve ${id} --gate production`) ? true : undefined), 90_000, 'the production gate instructions');
+  expect(run.out).not.toMatch(/approved the production gate/);
+  expect(JSON.parse(warden('gates', id, '--json').stdout)).toMatchObject({ gate: 'production', humanOnly: true });
+  expect(warden('approve', id, '--gate', 'production').code).toBe(0);
+  expect(await run.exited).toBe(0);
+  expect(run.out).toMatch(/approved the merge gate as cli-tester \(--approve\)/);
+  expect(run.out).toMatch(/merged [0-9a-f]{40}/);
+  expect(warden('run', '--help').stdout.replace(/\s+/g, ' ')).toContain('--approve approve the merge gate without asking (any other gate is asked at a TTY, or waited on)');
+});
+
+describe('Ctrl-C while following', () => {
+  test('the first one stops following, the intent goes on; the command stops what it started and says how to go on (exit 3)', async () => {
+    // its own WARDEN_HOME and no DATABASE_URL: the command starts an embedded PostgreSQL of its own
+    const ownHome = mkdtempSync(path.join(tmpdir(), 'warden-cli-sigint-'));
+    const repo = makeSampleRepo();
+    const id = `cli-sigint-${Date.now()}`;
+    const run = follow(['--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT], { WARDEN_HOME: ownHome, DATABASE_URL: '' });
+    await waitFor(() => (run.out.includes(`warden reject ${id}`) ? true : undefined), 120_000, 'the gate instructions');
+    const postgresPid = Number(readFileSync(path.join(ownHome, 'postgres', 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    expect(processAlive(postgresPid)).toBe(true);
+
+    process.kill(-run.child.pid!, 'SIGINT'); // the whole group, as a terminal's Ctrl-C
+    expect(await run.exited).toBe(3);
+    expect(run.out).toContain(`stopped following intent ${id}; the intent itself goes on (stage review, waiting at the merge gate)`);
+    expect(run.out).toContain(`approve: warden approve ${id} --gate merge`);
+    expect(run.out).toContain(`stop it: warden stop ${id} --reason`);
+    expect(run.out).not.toMatch(/Failed to/);
+    // nothing it started outlives it
+    expect(groupAlive(run.child.pid!)).toBe(false);
+    await waitFor(() => (processAlive(postgresPid) ? undefined : true), 10_000, 'its embedded PostgreSQL to stop');
+
+    // the intent is still there, waiting; a worker (with the same home: its worktree is there) and a decision finish it
+    const worker = spawn(process.execPath, [BIN, 'worker'], { env: { ...env, WARDEN_HOME: ownHome, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let workerOut = '';
+    worker.stdout.on('data', (d: Buffer) => (workerOut += d.toString()));
+    worker.stderr.on('data', (d: Buffer) => (workerOut += d.toString()));
+    const workerExited = new Promise<number | null>((resolve) => worker.on('close', resolve));
+    try {
+      await waitFor(() => (workerOut.includes('worker running') ? true : undefined), 90_000, 'the worker to start');
+      const approve = warden('approve', id);
+      expect(approve.stderr).toBe('');
+      expect(approve.code).toBe(0);
+      const status = await waitFor(() => {
+        const shown = JSON.parse(warden('status', id, '--json').stdout) as { status: string; state?: { decisions: unknown[] } };
+        return shown.status === 'merged' && shown.state ? shown : undefined;
+      }, 60_000, 'the intent to merge');
+      // with a worker running, the finished intent's full state: its decisions too
+      expect(status.state?.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'cli-tester' })]);
+      expect(warden('status', id).stdout).toMatch(/decision: merge gate: approve by cli-tester at /);
+    } finally {
+      worker.kill('SIGTERM');
+      await workerExited;
+    }
+  });
+});
+
+test('warden status of a failed intent says why it failed and the stage it reached', () => {
+  const repo = makeSampleRepo();
+  const id = `cli-failed-${Date.now()}`;
+  const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--impl-attempts', '1');
+  expect(run.code).toBe(1);
+  const status = JSON.parse(warden('status', id, '--json').stdout) as Record<string, unknown>;
+  expect(status).toMatchObject({ workflowStatus: 'FAILED', status: 'failed', stage: 'impl', failure: expect.stringMatching(/^MAX_ITERATIONS_EXCEEDED: stage impl/) });
+  const text = warden('status', id).stdout.split('\n');
+  expect(text[0]).toBe(`${id}: failed (stage impl)`);
+  expect(text[1]).toMatch(/^ {2}why: MAX_ITERATIONS_EXCEEDED: stage impl: attempt 2 would exceed the cap of 1/);
+  expect(warden('run', '--repo', repo, '--goal', 'x', '--id', id, '--script', DEMO_SCRIPT).stderr).toMatch(
+    new RegExp(`intent ${id} already ran \\(failed; .*warden resume ${id} --from STAGE`),
+  );
+});
+
+test('a Temporal server without Warden\'s search attributes: warden run names them and the command that registers them', async () => {
+  const port = await findFreePort();
+  const address = `127.0.0.1:${port}`;
+  const cli = process.env.WARDEN_TEST_CLI_PATH!;
+  const server = spawn(cli, ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless', '--log-level', 'error'], { stdio: 'ignore' });
+  const serverExited = new Promise((resolve) => server.on('close', resolve));
+  try {
+    await waitFor(async () => ((await isTemporalReachable(address)) ? true : undefined), 60_000, 'a plain dev server');
+    const bare = { ...env, TEMPORAL_ADDRESS: address };
+    const args = ['run', '--repo', makeSampleRepo(), '--goal', 'x', '--id', `cli-nosa-${Date.now()}`, '--script', DEMO_SCRIPT, '--detach'];
+    const refused = spawnSync(process.execPath, [BIN, ...args], { env: bare, encoding: 'utf8', timeout: 60_000 });
+    expect(refused.status).toBe(2);
+    const line = oneLine(refused.stderr);
+    expect(line).toMatch(/the Temporal namespace default lacks Warden's search attributes WardenStage, WardenStatus, WardenGate, WardenRepo: register them once with: /);
+    // the commands it gives work
+    const commands = line.slice(line.indexOf('temporal operator')).split(' && ');
+    expect(commands).toHaveLength(4);
+    for (const command of commands) {
+      const [, ...words] = command.split(' ');
+      const created = spawnSync(cli, [...words, '--address', address], { encoding: 'utf8' });
+      expect(created.stderr).toBe('');
+    }
+    // the server takes a moment to see attributes it has just added
+    const started = await waitFor(() => {
+      const attempt = spawnSync(process.execPath, [BIN, ...args], { env: bare, encoding: 'utf8', timeout: 60_000 });
+      return attempt.status === 0 || !/lacks Warden's search attribute/.test(attempt.stderr) ? attempt : undefined;
+    }, 30_000, 'the start to be accepted');
+    expect(started.stderr).toBe('');
+    expect(started.status).toBe(0);
+    expect(started.stdout).toMatch(/started intent cli-nosa-/);
+  } finally {
+    server.kill('SIGTERM');
+    await serverExited;
+  }
+});
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 test('warden ladder shows each profile\'s level and what the next needs; ladder set pins one', () => {
   const repo = makeSampleRepo();
   const id = `cli-ladder-${Date.now()}`;
@@ -176,6 +366,14 @@ function waitForList(id: string): Array<Record<string, unknown>> {
     spawnSync('sleep', ['0.5']);
   }
   return JSON.parse(warden('list', '--json').stdout);
+}
+
+/** The one line of an error: fails when there is more than one. */
+function oneLine(stderr: string): string {
+  const lines = stderr.split('\n').filter((l) => l.trim() !== '');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(/^warden: /);
+  return lines[0]!;
 }
 
 function writeTemp(content: string): string {
