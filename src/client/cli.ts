@@ -18,7 +18,7 @@ import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
-import { reportStoppedFollowing } from './interrupts';
+import { exitOnInterrupt, reportStoppedFollowing, untilInterrupted } from './interrupts';
 import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
@@ -69,9 +69,13 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
       print('worker running on task queue "warden"; Ctrl-C to stop');
-      await untilSignal();
-      await worker.stop();
-      await target.close();
+      const interrupted = await untilInterrupted(print);
+      try {
+        await worker.stop();
+        await target.close();
+      } finally {
+        interrupted.dispose();
+      }
     });
 
   program
@@ -82,9 +86,13 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       const target = await connectTemporal(config, print);
       const worker = await startWorker(target, config, safety, logger);
       print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
-      await untilSignal();
-      await worker.stop();
-      await target.close();
+      const interrupted = await untilInterrupted(print);
+      try {
+        await worker.stop();
+        await target.close();
+      } finally {
+        interrupted.dispose();
+      }
     });
 
   program
@@ -331,13 +339,6 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function untilSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
-}
-
 /**
  * `warden … | head` closes the pipe early: the next write fails with EPIPE, which Node raises as
  * an unhandled 'error' event (a stack trace). The reader has all it wanted: end quietly.
@@ -354,9 +355,10 @@ function quietOnClosedPipe(): void {
   }
 }
 
-/** Runs the CLI; typed errors become one line on stderr and an exit code. */
+/** Runs the CLI in this process; typed errors become one line on stderr and an exit code. */
 export async function main(argv: string[]): Promise<number> {
   quietOnClosedPipe();
+  exitOnInterrupt();
   let program: Command | undefined;
   try {
     // Inside the try: bad TEMPORAL_* variables are reported like any other bad input.

@@ -17,7 +17,11 @@ export interface Interrupts {
   dispose(): void;
 }
 
+/** How many commands in this process catch the signals now (see exitOnInterrupt). */
+let catching = 0;
+
 export function catchInterrupts(print: (line: string) => void): Interrupts {
+  catching++;
   const controller = new AbortController();
   const onSignal = (name: NodeJS.Signals): void => {
     if (!controller.signal.aborted) {
@@ -33,8 +37,29 @@ export function catchInterrupts(print: (line: string) => void): Interrupts {
     dispose() {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
+      catching--;
     },
   };
+}
+
+/**
+ * For the CLI process: a signal that no command catches ends it with 128 + the signal's number
+ * through process.exit, so 'exit' handlers run (the embedded Temporal server, in a process group
+ * of its own, is killed by one) rather than the process dying under them.
+ */
+export function exitOnInterrupt(): void {
+  const onSignal = (name: NodeJS.Signals): void => {
+    if (catching === 0) process.exit(name === 'SIGINT' ? 130 : 143);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+}
+
+/** Resolves at the first SIGINT or SIGTERM; later ones, while the command stops, only print. */
+export async function untilInterrupted(print: (line: string) => void): Promise<{ dispose(): void }> {
+  const interrupts = catchInterrupts(print);
+  await new Promise<void>((resolve) => interrupts.signal.addEventListener('abort', () => resolve(), { once: true }));
+  return interrupts;
 }
 
 /**
