@@ -13,7 +13,7 @@ export interface IntentStatusReport {
   readonly intentId: string;
   readonly workflowStatus: string;
   /** Warden's status (`merged`, `failed`, `waiting`, …), else the workflow's, lower-cased. */
-  readonly status: string;
+  readonly wardenStatus: string;
   /** The stage it is at, or reached before it ended. */
   readonly stage?: string;
   readonly startTime: Date;
@@ -64,7 +64,7 @@ export async function intentStatus(client: Client, namespace: string, intentId: 
   return {
     intentId,
     workflowStatus: description.status.name,
-    status: state?.status ?? attributes.get(WardenStatus) ?? description.status.name.toLowerCase(),
+    wardenStatus: state?.status ?? attributes.get(WardenStatus) ?? description.status.name.toLowerCase(),
     stage: state?.stage ?? attributes.get(WardenStage),
     startTime: description.startTime,
     closeTime: description.closeTime,
@@ -79,7 +79,7 @@ export async function intentStatus(client: Client, namespace: string, intentId: 
 export function renderIntentStatus(report: IntentStatusReport, webUi?: string): string[] {
   const { state, outcome } = report;
   const reached = report.stage && report.stage !== 'done' ? ` (stage ${report.stage})` : '';
-  const lines = [`${report.intentId}: ${report.status}${reached}`];
+  const lines = [`${report.intentId}: ${report.wardenStatus}${reached}`];
   if (report.failure) lines.push(`  why: ${report.failure}`);
   if (outcome?.status === 'rejected') lines.push(`  why: ${outcome.reason ?? 'no reason given'}`);
   if (outcome?.mergedCommit) lines.push(`  merged commit: ${outcome.mergedCommit}`);

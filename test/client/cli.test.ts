@@ -128,7 +128,7 @@ test('warden run --approve drives an intent to a merge; status and list report i
   expect(JSON.parse(status.stdout)).toMatchObject({
     intentId: id,
     workflowStatus: 'COMPLETED',
-    status: 'merged',
+    wardenStatus: 'merged',
     outcome: { mergedCommit: result.outcome.mergedCommit, lineagePath: `${repo}/docs/lineage/done/${id}`, spendUsd: '0.051000' },
   });
   const text = warden('status', id).stdout;
@@ -268,8 +268,8 @@ describe('Ctrl-C while following', () => {
       expect(approve.stderr).toBe('');
       expect(approve.code).toBe(0);
       const status = await waitFor(() => {
-        const shown = JSON.parse(warden('status', id, '--json').stdout) as { status: string; state?: { decisions: unknown[] } };
-        return shown.status === 'merged' && shown.state ? shown : undefined;
+        const shown = JSON.parse(warden('status', id, '--json').stdout) as { wardenStatus: string; state?: { decisions: unknown[] } };
+        return shown.wardenStatus === 'merged' && shown.state ? shown : undefined;
       }, 60_000, 'the intent to merge');
       // with a worker running, the finished intent's full state: its decisions too
       expect(status.state?.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'cli-tester' })]);
@@ -287,7 +287,7 @@ test('warden status of a failed intent says why it failed and the stage it reach
   const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--impl-attempts', '1');
   expect(run.code).toBe(1);
   const status = JSON.parse(warden('status', id, '--json').stdout) as Record<string, unknown>;
-  expect(status).toMatchObject({ workflowStatus: 'FAILED', status: 'failed', stage: 'impl', failure: expect.stringMatching(/^MAX_ITERATIONS_EXCEEDED: stage impl/) });
+  expect(status).toMatchObject({ workflowStatus: 'FAILED', wardenStatus: 'failed', stage: 'impl', failure: expect.stringMatching(/^MAX_ITERATIONS_EXCEEDED: stage impl/) });
   const text = warden('status', id).stdout.split('\n');
   expect(text[0]).toBe(`${id}: failed (stage impl)`);
   expect(text[1]).toMatch(/^ {2}why: MAX_ITERATIONS_EXCEEDED: stage impl: attempt 2 would exceed the cap of 1/);
