@@ -15,6 +15,11 @@ export function agentForStage(intent: Pick<Intent, 'agent' | 'stageAgents'>, sta
   return intent.stageAgents[stage] ?? intent.agent;
 }
 
+/** Whether the profile calls a model over HTTP, so each call's maximum cost is known before it is made. */
+export function callsModelOverHttp(profile: AgentProfile): boolean {
+  return profile.kind === 'anthropic' || profile.kind === 'openai';
+}
+
 /**
  * A profile's model family, for the cross-model review rule: the provider and the model's
  * leading name (claude-sonnet-4-5 → anthropic/claude; gpt-4.1 → openai/gpt). Command and

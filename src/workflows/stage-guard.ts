@@ -4,6 +4,7 @@ import type { IntentLimitsConfig } from '../config/schema';
 import type { SafetyEventType, Severity } from '../ledger/types';
 import { checkBudget, checkCooldown, checkIterations, checkStagnation, type LimitCheck, type TestOutcome } from '../safety/limits';
 import { addUsd, compareUsd, ZERO_USD } from '../safety/money';
+import { agentForStage, callsModelOverHttp } from '../shared/agent-routing';
 import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';
 import type { HaltDetails } from '../shared/halt';
@@ -95,7 +96,11 @@ export class StageGuard {
       if (stagnation.verdict === 'trip') throw haltFailure('STAGNATION_DETECTED', stagnation);
     }
 
-    const nextCallMaxUsd = this.options.nextCallReservedByWorker ? ZERO_USD : input.maxCallUsd;
+    // The worker reserves an HTTP model call's real maximum (prompt, price, max_tokens). A command
+    // or a script cannot be bounded: its declared cap is all anyone knows, so it is checked here,
+    // before the call waits on anything (a rate limit) only to be refused.
+    const boundedByWorker = this.options.nextCallReservedByWorker && callsModelOverHttp(agentForStage(input.intent, input.stage));
+    const nextCallMaxUsd = boundedByWorker ? ZERO_USD : input.maxCallUsd;
     const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd, limitUsd: this.budgetLimit(), warnAt: this.limits.budgetWarnAt });
     if (budget.verdict === 'trip') throw haltFailure('COST_BUDGET_EXCEEDED', budget);
     const stageLimit = this.limits.stageBudgetUsd[input.stage as keyof IntentLimitsConfig['stageBudgetUsd']];

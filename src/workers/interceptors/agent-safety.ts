@@ -509,8 +509,8 @@ class AgentSafety {
             agentLimitUsd: limited(agentDayBudgetUsd),
             intentLimitUsd: limited(limits.budgetUsd),
             stage: input.stage,
-            // A stage budget of "0" means zero, not unlimited.
-            stageLimitUsd: stageLimit === undefined ? undefined : normalizeUsd(stageLimit),
+            // "0" means unlimited here too, as for every other budget (see mergeLimits).
+            stageLimitUsd: limited(stageLimit),
           }),
         );
         if (reservation.granted) return;
