@@ -15,6 +15,7 @@ import type { PricingTable } from '../safety/pricing';
 import { FailureType } from '../shared/errors';
 import { createAgent, currentSpendMeter, SpendMeter } from './agents';
 import { activityLogger } from './log-context';
+import { detectTestCommand } from './test-command';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
 import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
@@ -404,17 +405,6 @@ async function whileHeartbeating<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** `npm test` when package.json has a test script; otherwise none. */
-export function detectTestCommand(worktreePath: string): string | undefined {
-  const pkg = path.join(worktreePath, 'package.json');
-  if (!existsSync(pkg)) return undefined;
-  try {
-    const scripts = (JSON.parse(readFileSync(pkg, 'utf8')) as { scripts?: Record<string, string> }).scripts;
-    return scripts?.test ? 'npm test --silent' : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 function firstLine(text: string): string {
   const line = text.split('\n').find((l) => l.trim()) ?? '';

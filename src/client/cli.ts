@@ -113,7 +113,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--network', 'let the command agent reach the network (CLI agents that call a hosted model need it)')
     .option('--paths <glob...>', 'paths the agent may change (default: everything)')
     .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
-    .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one)')
+    .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one; required otherwise, true to run none)')
     .option('--impl-attempts <n>', 'edit → test attempts before impl fails (default 5)')
     .option('--gate-timeout <duration>', 'how long a gate waits before its timeout policy (default 24h; per gate: gates.<gate>.timeout in the config)')
     .option('--env <environment>', 'environment the change is for; production adds a human-only gate before merge')

@@ -7,6 +7,7 @@ import { loadAgentScript } from '../activities/agents/scripted-agent';
 import type { GatesConfig } from '../shared/gate-settings';
 import { UserError } from '../shared/errors';
 import { isLocalEndpoint } from '../activities/agents/model-http';
+import { testCommandOfPackageJson } from '../activities/test-command';
 import { mergeLimits, type IntentLimitsConfig, type WardenConfig } from '../config/schema';
 import type { AgentProfile, IntentInput } from '../shared/intent';
 import { findProgram, programOf } from './command-program';
@@ -55,6 +56,15 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
   if (gitOut(topLevel, ['symbolic-ref', '--short', 'HEAD']) === baseBranch) {
     const dirty = gitOut(topLevel, ['status', '--porcelain', '--untracked-files=no']);
     if (dirty) throw new UserError(`base branch ${baseBranch} has uncommitted changes in ${topLevel}; commit or stash them first`);
+  }
+  if (flags.testCmd === undefined) {
+    // impl loops until the repo's tests pass: with no tests to run, that check would pass unseen.
+    const packageJson = gitOut(topLevel, ['show', `${baseBranch}:package.json`]);
+    if (packageJson === undefined || testCommandOfPackageJson(packageJson) === undefined) {
+      throw new UserError(
+        `no test command for ${topLevel}: its ${baseBranch} branch has no package.json test script; give one with --test-cmd 'COMMAND' (e.g. 'make test', 'pytest -q'), or --test-cmd true to accept changes no test has checked`,
+      );
+    }
   }
   const implAttempts = flags.implAttempts === undefined ? undefined : Number(flags.implAttempts);
   if (implAttempts !== undefined && (!Number.isInteger(implAttempts) || implAttempts < 1)) {

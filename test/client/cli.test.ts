@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -41,6 +41,16 @@ function wardenWith(changes: NodeJS.ProcessEnv, ...args: string[]) {
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** A git repository with one commit and nothing that says how to run its tests. */
+function repoWithoutTests(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'no-tests-'));
+  execFileSync('git', ['init', '-q', '-b', 'main', dir]);
+  writeFileSync(path.join(dir, 'notes.txt'), 'no tests here\n');
+  execFileSync('git', ['-C', dir, 'add', '.']);
+  execFileSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init']);
+  return dir;
+}
+
 describe('bad input gets one line naming the problem, exit code 2, and starts nothing', () => {
   const repo = makeSampleRepo();
   const cases: [string, string[], RegExp][] = [
@@ -51,6 +61,7 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     ['scripted agent without a script', ['--repo', repo, '--goal', 'x', '--agent', 'scripted'], /--agent scripted needs --script FILE/],
     ['malformed script', ['--repo', repo, '--goal', 'x', '--script', writeTemp('{"stages": {"impl": [{"edits": 3}]}}')], /agent script .* is invalid: stages\.impl\.0/],
     ['script that is not JSON', ['--repo', repo, '--goal', 'x', '--script', writeTemp('not json')], /cannot read agent script/],
+    ['a repo with no test command', ['--repo', repoWithoutTests(), '--goal', 'x', '--script', DEMO_SCRIPT], /no test command for .*: its main branch has no package\.json test script; give one with --test-cmd/],
     ['unknown base branch', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--base', 'nope'], /base branch nope does not exist/],
     ['bad intent id', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--id', 'has space'], /invalid intent: id: an intent id is/],
     ['bad attempt cap', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--impl-attempts', 'zero'], /--impl-attempts must be a positive whole number/],
