@@ -69,13 +69,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
       print('worker running on task queue "warden"; Ctrl-C to stop');
-      const interrupted = await untilInterrupted(print);
-      try {
-        await worker.stop();
-        await target.close();
-      } finally {
-        interrupted.dispose();
-      }
+      await stopOnInterrupt(worker, target);
     });
 
   program
@@ -86,13 +80,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       const target = await connectTemporal(config, print);
       const worker = await startWorker(target, config, safety, logger);
       print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
-      const interrupted = await untilInterrupted(print);
-      try {
-        await worker.stop();
-        await target.close();
-      } finally {
-        interrupted.dispose();
-      }
+      await stopOnInterrupt(worker, target);
     });
 
   program
@@ -303,6 +291,17 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
  * Decides the gate `id` waits at (or `raw.gate`, checked against it); returns the gate. Run
  * inside an agent's process (WARDEN_AGENT_SESSION set), the decision says so and is refused.
  */
+/** Keeps a worker running until Ctrl-C, then stops it and its Temporal target (`warden dev`, `warden worker`). */
+async function stopOnInterrupt(worker: { stop(): Promise<void> }, target: { close(): Promise<void> }): Promise<void> {
+  const interrupted = await untilInterrupted(print);
+  try {
+    await worker.stop();
+    await target.close();
+  } finally {
+    interrupted.dispose();
+  }
+}
+
 async function decide(config: RuntimeConfig, id: string, raw: Record<string, unknown> & { gate?: string }): Promise<string> {
   if (raw.gate !== undefined && !isGateKind(raw.gate)) {
     throw new UserError(`unknown gate "${raw.gate}": known gates are ${GATE_KINDS.join(', ')}`);
