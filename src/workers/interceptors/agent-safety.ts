@@ -1,19 +1,17 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInterceptorsFactory } from '@temporalio/worker';
-import pg from 'pg';
 import type { Logger } from 'pino';
-import { ZodError } from 'zod';
 import type { StageInput, StageResult } from '../../activities';
 import { activityLogger } from '../../activities/log-context';
 import { SpendMeter, withSpendMeter, type BudgetBook, type OpenCall } from '../../activities/agents';
 import type { IntentLimitsConfig, WorkerSafetyConfig } from '../../config/schema';
 import { deterministicUuid } from '../../ledger/event-id';
-import { LedgerError, type Ledger } from '../../ledger/ledger';
+import type { Ledger } from '../../ledger/ledger';
+import { killSwitchOn, ledgerDeadlineOf, patientlyWithLedger } from './ledger-patience';
 import type { ActivityOutcome, SafetyEventInput, SafetyEventType, Severity } from '../../ledger/types';
 import { CircuitBreakerRegistry, CircuitOpenError, NOT_ENDPOINT_FAILURES, endpointKey, type CircuitStateChange } from '../../safety/circuit-breaker';
 import { BehaviourWatch, recentAgentRuns } from '../../safety/behaviour-watch';
@@ -59,16 +57,10 @@ export interface AgentEndpoint {
 
 /** The largest amount the ledger stores: the "limit" of an unlimited day budget. */
 const UNLIMITED_USD = '99999999.999999';
-/** Longest pause between two tries of an unreachable ledger: well inside a 10 s heartbeat timeout. */
-const LEDGER_RETRY_MAX_MS = 4_000;
-/** Stop waiting for the ledger this long before the attempt's start-to-close timeout. */
-const DEADLINE_MARGIN_MS = 5_000;
 /** Temporal reads a zero nextRetryDelay as "use the retry policy"; never ask for less than this. */
 const MIN_RETRY_DELAY_MS = 1_000;
 /** The longest wait for an endpoint's circuit inside one attempt (the default cool-down is 30 s). */
 const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
-/** SQLSTATE classes worth waiting out: connection, resources, operator intervention, serialization. */
-const TRANSIENT_SQLSTATE_CLASSES = new Set(['08', '40', '53', '57']);
 
 const CASCADE_SEVERITY = { LOW: 'low', MEDIUM: 'medium', HIGH: 'high', CRITICAL: 'critical' } as const satisfies Record<string, Severity>;
 const CASCADE_SUGGESTION = {
@@ -266,7 +258,7 @@ class AgentSafety {
       this.recordEvent(ctx, call, agent, type, severity, reason, details);
 
     // 1. Kill switches: a stopped system starts no new agent work.
-    const stop = await this.killSwitch(ctx, call);
+    const stop = await killSwitchOn(this.deps.killSwitch.enabled, this.stopFile, () => this.patiently(ctx, call, 'read the global stop flag', () => this.deps.ledger.globalStop()));
     if (stop) {
       log.warn({ killSwitch: stop.source, reason: stop.reason }, 'kill switch is on: refusing to start agent work');
       const eventId = await event('INTENT_STOPPED', 'high', `kill switch (${stop.source}): ${stop.reason}; the ${call.stage ?? 'agent'} call was not started`, {
@@ -456,21 +448,6 @@ class AgentSafety {
       ctx.heartbeat();
       await ctx.sleep(Math.min(waitMs, 2_000));
     }
-  }
-
-  /** Which kill switch is on, if any: the cheap local ones first, then the ledger's flag. */
-  private async killSwitch(ctx: Context, call: CallRef): Promise<{ source: string; reason: string; suggestion: string } | undefined> {
-    if (!this.deps.killSwitch.enabled) {
-      return { source: 'WARDEN_ENABLED', reason: 'Warden is disabled on this worker (WARDEN_ENABLED=false)', suggestion: 'Unset WARDEN_ENABLED (or set it to true), restart the worker, then resume the intent.' };
-    }
-    if (existsSync(this.stopFile)) {
-      return { source: 'EMERGENCY_STOP', reason: `the emergency stop file ${this.stopFile} exists`, suggestion: `Remove ${this.stopFile} once it is safe, then resume the intent.` };
-    }
-    const stop = await this.patiently(ctx, call, 'read the global stop flag', () => this.deps.ledger.globalStop());
-    if (stop.stopped) {
-      return { source: 'global_stop', reason: `global stop set by ${stop.by ?? 'someone'}: ${stop.reason ?? 'no reason given'}`, suggestion: 'Once it is safe: warden unlock --reason TEXT, then resume the intent.' };
-    }
-    return undefined;
   }
 
   /**
@@ -759,21 +736,8 @@ class AgentSafety {
    * Runs a ledger operation, waiting out an unreachable database (heartbeating, so the attempt
    * stays alive) until shortly before the attempt's deadline or its cancellation.
    */
-  private async patiently<T>(ctx: Context, call: CallRef, what: string, fn: () => Promise<T>): Promise<T> {
-    for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, LEDGER_RETRY_MAX_MS)) {
-      // A server that stops answering holds a try until the pool's query timeout: keep the attempt alive meanwhile.
-      const beating = setInterval(() => ctx.heartbeat(), LEDGER_RETRY_MAX_MS);
-      try {
-        return await fn();
-      } catch (error) {
-        if (!isTransientLedgerError(error) || ctx.cancellationSignal.aborted || Date.now() + waitMs > call.deadlineMs) throw error;
-        activityLogger(this.deps.logger).warn({ error: messageOf(error), retryInMs: waitMs }, `ledger unreachable; waiting to ${what}`);
-        ctx.heartbeat();
-        await ctx.sleep(waitMs);
-      } finally {
-        clearInterval(beating);
-      }
-    }
+  private patiently<T>(ctx: Context, call: CallRef, what: string, fn: () => Promise<T>): Promise<T> {
+    return patientlyWithLedger(ctx, this.deps.logger, call.deadlineMs, what, fn);
   }
 
   /** Errors that say the endpoint is unhealthy; not cancellations, nor our own bad requests. */
@@ -799,7 +763,7 @@ function describeCall(ctx: Context, args: readonly unknown[]): CallRef {
     intentId: typeof first?.intent?.id === 'string' ? first.intent.id : undefined,
     stage: typeof first?.stage === 'string' ? first.stage : undefined,
     startedMs,
-    deadlineMs: startedMs + (info.startToCloseTimeoutMs > 0 ? info.startToCloseTimeoutMs : 60_000) - DEADLINE_MARGIN_MS,
+    deadlineMs: ledgerDeadlineOf(ctx, startedMs),
   };
 }
 
@@ -853,11 +817,6 @@ function failureTypeOf(error: unknown): string {
 }
 
 /** Worth waiting for: the database unreachable or briefly unable; not a bad row, nor a ledger state conflict. */
-function isTransientLedgerError(error: unknown): boolean {
-  if (error instanceof LedgerError || error instanceof ZodError) return false;
-  if (error instanceof pg.DatabaseError) return TRANSIENT_SQLSTATE_CLASSES.has((error.code ?? '').slice(0, 2));
-  return error instanceof Error;
-}
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
