@@ -1,7 +1,7 @@
 /**
- * Change inspection (seed 002's declared-path validation, seed 003's "git is the safety boundary"
- * and sandbox escape detection): after an agent step, what did the agent change, and did it stay
- * inside its box?
+ * Change inspection: after an agent step, what did the agent change, and did it stay inside its
+ * box? Git is the boundary: whatever the agent ran, its effect is judged from the worktree's
+ * changes against the declared paths, and any escape is reverted and halts the intent.
  *
  * Checks, each producing {@link ChangeViolation}s:
  * - `outside-declared-paths`: a path added, changed or deleted in the worktree since the step's
@@ -233,7 +233,7 @@ export async function listChangedPaths(worktreePath: string, baseCommit: string,
 }
 
 /**
- * The anti-stub scan (seed 002's completeness gate) of what the intent changed: every TypeScript,
+ * The anti-stub scan (the completeness gate) of what the intent changed: every TypeScript,
  * JavaScript and Python file added or modified in the worktree since the merge base of HEAD and
  * `baseRef` (a base branch ref or a commit), committed or not, compared with its version there,
  * so only stubs the agent added count ({@link detectNewStubs}). Deleted files, files over

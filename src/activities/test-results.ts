@@ -48,7 +48,8 @@ export function readFailingTests(output: string): string[] {
 }
 
 /**
- * How a test run ended, for routing (seed 002's exit-code routing):
+ * How a test run ended, for routing: each class sends the impl loop back with a different fix
+ * in mind.
  * - `passed`: exit 0;
  * - `collection-error`: the tests could not even be loaded — pytest exit 4 (usage/collection
  *   error) or exit 5 with nothing collected, pytest's `ERROR collecting` / `errors during
@@ -57,7 +58,7 @@ export function readFailingTests(output: string): string[] {
  *   `SyntaxError` / `ModuleNotFoundError` when no test ran: an import the model hallucinated,
  *   route back to re-scaffold;
  * - `timed-out`: the run was killed for taking too long or printing too much (a runaway test;
- *   the seed's exit code -1 counts too);
+ *   an exit code of -1, which wrappers commonly report for a run they killed, counts too);
  * - `failed`: anything else (a failing test, an aborted run): route back to re-implement.
  */
 export type TestRunClass = 'passed' | 'failed' | 'collection-error' | 'timed-out';

@@ -1,8 +1,8 @@
 /**
- * Test tampering check (seed 002, execution-based verification): an agent that cannot make the
- * tests pass can make them pass by weakening them. Compared to where the intent branch left the
- * base branch, this finds test files deleted, tests skipped, focused (`.only` silently skips
- * the rest) or marked as expected failures, and test cases or assertions removed.
+ * Test tampering check: Warden trusts a change because the repo's tests pass, and an agent that
+ * cannot make the tests pass can make them pass by weakening them. Compared to where the intent
+ * branch left the base branch, this finds test files deleted, tests skipped, focused (`.only`
+ * silently skips the rest) or marked as expected failures, and test cases or assertions removed.
  *
  * Not workflow code (git, file system). Patterns cover JavaScript/TypeScript (jest, mocha,
  * vitest, node:test), Python (pytest, unittest) and Go; comments are stripped before counting,

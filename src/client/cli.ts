@@ -32,7 +32,7 @@ function defaultApprover(operator?: string): string {
   return operator || process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
 }
 
-/** `warden check cascade`'s exit code when the text must not pass (seed 002: 0 allow, 2 block). */
+/** `warden check cascade`'s exit code when the text must not pass (0 allows, 2 blocks: the usual hook contract). */
 export const CASCADE_BLOCK_EXIT = 2;
 
 function print(line: string): void {
@@ -245,7 +245,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description('Score text on stdin for cascade patterns; exits 2 (block) at HIGH or CRITICAL, else 0 (allow), as a hook')
     .action(async (flags: { json?: boolean }) => {
       const verdict = detectCascade(await readStdin());
-      // Seed 002's hook contract: 0 allows, 2 blocks. HIGH and CRITICAL are the levels that stop an intent.
+      // As a hook: 0 allows, 2 blocks. HIGH and CRITICAL are the levels that stop an intent.
       process.exitCode = cascadeAtLeast(verdict.level, 'HIGH') ? CASCADE_BLOCK_EXIT : 0;
       if (flags.json) return printJson(verdict);
       print(`${verdict.level} (score ${verdict.score.toFixed(2)})${process.exitCode ? ': blocks' : ''}`);

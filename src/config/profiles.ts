@@ -2,21 +2,20 @@ import { DEFAULT_STAGE_TIME_LIMITS } from '../safety/limits';
 import type { ProfileName, WardenConfig } from './schema';
 
 /**
- * The four profiles. `default` takes the seeds' defaults: $5 per intent (the pipeline design's
- * hard limit), impl 5 attempts, completeness/review 3, a 60 s self-dispatch cooldown, breakers
- * at 50% errors over 20 calls or 5 in a row with 3 probes 5 s apart, error-rate warning 10% and
- * critical 25%, $200 a day, and the gate design's per-gate timeouts (architecture 24 h, security
- * 12 h, production 1 h, cost-overrun 2 h; the other gates wait `limits.gateTimeout`).
- *
- * The other three follow the gate design's examples (seed 004 §13). Its numbers are relative to
- * its own defaults ($50 a run, 50 implementation iterations, 20 planning); Warden's per-intent
- * defaults are a tenth of those, so run budgets and iteration caps are scaled by the same ratio
- * (rounded up to whole attempts), while per-day budgets are absolute and taken as written:
- * - conservative: run $25 → $2.50, day $100, implementation 25 → 3, planning 10 → 2, L1, no level-up;
- * - aggressive: run $100 → $10, day $500, implementation 100 → 10, L3 with level-up;
- * - production: L2, no level-up; `any_deploy` → the production gate, 30 min; `large_change`
- *   (> 500 lines) → the blast-radius hard cap at 500 lines, its gate waiting 4 h.
- * The seed's `testing` iterations have no counterpart: tests run once per impl attempt.
+ * The four profiles (docs/design.md says why each default is what it is).
+ * - default: $5 per intent, warning at 80%; impl 5 attempts, the document stages, review and the
+ *   completeness gate 3; a 60 s cooldown between runs of the same stage's agent; circuit breakers
+ *   at 50% errors over 20 calls or 5 in a row, with 3 probes 5 s apart; error-rate warning 10%,
+ *   critical 25%; $200 a day, $100 per agent a day; per-gate timeouts: architecture 24 h,
+ *   security 12 h, production 1 h, cost-overrun 2 h, the other gates `limits.gateTimeout` (24 h).
+ * - conservative: half the money and fewer tries — $2.50 an intent, $100 a day, planning 2 and
+ *   impl 3 attempts, a 120 s cooldown; L1 with no level-up, so a person decides every gate.
+ * - aggressive: $10 an intent, $500 a day, impl 10 attempts, no cooldown, 8 h in all; starts at
+ *   L3 and may climb.
+ * - production: the default's limits, in production mode; L2 with no level-up; the production
+ *   gate waits 30 min, changes over 500 lines stop at the blast-radius gate (4 h), and every gate
+ *   without its own timeout waits 4 h.
+ * Tests run once per impl attempt, so impl's cap also bounds the test runs.
  */
 const DEFAULT: WardenConfig = {
   profile: 'default',
@@ -30,12 +29,12 @@ const DEFAULT: WardenConfig = {
     budgetWarnAt: 0.8,
     cooldown: '60s',
     stageTimeout: '30m',
-    // Seed 004's time breaker: planning 30 min, implementation 60, review 30, 120 in all.
+    // Planning 30 min a stage, implementation 60 (its test runs included), review 30, 120 in all.
     stageTimeLimits: { ...DEFAULT_STAGE_TIME_LIMITS },
     totalTimeout: '2h',
     gateTimeout: '24h',
     testTimeout: '10m',
-    // Seed 000 alerts above 10 files changed per commit; it names no line count.
+    // A change past half again its prediction, or past 10 files / 2000 lines, waits for a person.
     blastRadius: { factor: 1.5, maxFiles: 10, maxLines: 2000 },
   },
   worker: {
@@ -49,8 +48,8 @@ const DEFAULT: WardenConfig = {
     dayBudgetUsd: '200',
     agentDayBudgetUsd: '100',
     // Intents wait at gates for hours: a bounded cache and workflow heap keep a worker with a
-    // thousand of them parked under 500 MB (bench:parked: 367 MB); a woken one replays in
-    // milliseconds. A hundred running intents stay cached, so a stop reaches them at once.
+    // thousand of them parked under 500 MB (`npm run bench:parked`: 370 MB at rest); a woken one
+    // replays in milliseconds. A hundred running intents stay cached, so a stop reaches them at once.
     maxCachedWorkflows: 100,
     workflowHeapMb: 256,
     pricing: {

@@ -1,7 +1,9 @@
 /**
- * Behaviour monitor (seed 000 layer 5, ADR 0002): rule-based anomaly detection over every agent
+ * Behaviour monitor: rule-based anomaly detection over every agent
  * action — loops, A-B-A-B alternation, escalating cost, rapid actions, z-score outliers of cost
- * and latency, and circuit breakers flapping between OPEN and CLOSED.
+ * and latency, and circuit breakers flapping between OPEN and CLOSED. Each limit bounds one
+ * quantity (attempts, spend, time); this looks for patterns across attempts that none of them
+ * sees alone (docs/design.md).
  *
  * One monitor watches every intent a worker runs (see behaviour-watch.ts), so that:
  * - sequences (loop, alternation, escalating cost, rapid actions) are kept per intent — its
@@ -10,7 +12,7 @@
  *   ledger's past runs), so an outlier is measurable from an intent's first attempt.
  *
  * Severities: MEDIUM is recorded; HIGH holds the intent at the human-only `anomaly` gate;
- * CRITICAL halts it. HIGH: a loop of 5 identical answers (seed 000; 10 are CRITICAL), a cost more
+ * CRITICAL halts it. HIGH: a loop of 5 identical answers (10 are CRITICAL), a cost more
  * than 6 standard deviations above its baseline, 5 rising costs ending at 2× the first, 8 steps
  * of A-B-A-B, a flapping circuit. A second HIGH finding in the same intent — after a person has
  * already let it go on once — is CRITICAL. Rapid actions and slow calls are only recorded.
@@ -76,22 +78,22 @@ export interface Finding {
   readonly endpoint?: string;
 }
 
-/** Thresholds; every field has a default from the seeds. */
+/** Thresholds; every field has a default, in `DEFAULT_MONITOR_CONFIG`. */
 export interface BehaviourMonitorConfig {
-  /** This many identical action + output in a row is a HIGH loop (5, seed 000); 2× is CRITICAL. */
+  /** This many identical action + output in a row is a HIGH loop (5: past any honest retry); 2× is CRITICAL. */
   readonly loopThreshold: number;
   /** Steps of strict A-B-A-B (same actions, same outputs) that make an alternation (4, MEDIUM); 2× is HIGH. */
   readonly alternationMinSteps: number;
-  /** Paid attempts with strictly increasing cost that are an escalation (5, seed 000; MEDIUM). */
+  /** Paid attempts with strictly increasing cost that are an escalation (5, MEDIUM): an agent pulling ever more context in. */
   readonly escalationMinAttempts: number;
   /** …HIGH when the last costs at least this multiple of the first (2). */
   readonly escalationFactor: number;
-  /** Actions in a row, each less than `rapidMaxGapMs` after the previous one, that are rapid (5 and 5 s, seed 000; MEDIUM). */
+  /** Actions in a row, each less than `rapidMaxGapMs` after the previous one, that are rapid (5 and 5 s, MEDIUM: faster than a person could follow). */
   readonly rapidMinActions: number;
   readonly rapidMaxGapMs: number;
   /** z-score above which a value is an outlier (3, MEDIUM); 2× is HIGH for cost (latency stays MEDIUM). */
   readonly outlierZ: number;
-  /** Samples a baseline needs before it judges (10, seed 000). */
+  /** Samples a baseline needs before it judges (10: fewer give a standard deviation too noisy to trust). */
   readonly outlierMinSamples: number;
   /** EWMA weight of a new sample once warmed up (0.1); before that the exact running mean is used. */
   readonly ewmaAlpha: number;
@@ -107,7 +109,7 @@ export interface BehaviourMonitorConfig {
   readonly maxScopes: number;
 }
 
-/** Defaults (seeds 000 and 001). */
+/** Defaults; docs/design.md says why each is what it is. */
 export const DEFAULT_MONITOR_CONFIG: BehaviourMonitorConfig = {
   loopThreshold: 5,
   alternationMinSteps: 4,

@@ -1,7 +1,9 @@
 /**
- * Cascade detector (seed 002, level 5): finds agent output that tries to start work nobody asked
- * for — offers to continue, option menus, "now let me also…" pivots, unrequested extra changes —
- * and scores the risk as NONE < 0.3 ≤ LOW < 0.5 ≤ MEDIUM < 0.7 ≤ HIGH < 0.9 ≤ CRITICAL.
+ * Cascade detector: finds agent output that tries to start work nobody asked for — offers to
+ * continue, option menus, "now let me also…" pivots, unrequested extra changes. An agent that
+ * widens its own task one reasonable step at a time ends far from what a person approved, so
+ * such an answer needs a person before the intent goes on. It scores the risk as
+ * NONE < 0.3 ≤ LOW < 0.5 ≤ MEDIUM < 0.7 ≤ HIGH < 0.9 ≤ CRITICAL.
  *
  * Workflow-safe: pure, no Node built-ins, no I/O; regexes are stateless (no `g` flag).
  *
@@ -15,10 +17,10 @@
  * a UI string "Would you like to continue?" in generated code is not the agent talking.
  */
 
-/** The seed's four categories. */
+/** The four ways an answer reaches past its task. */
 export type CascadeCategory = 'continuation-offer' | 'numbered-choice' | 'completion-pivot' | 'scope-expansion';
 
-/** Risk level, from the score (seed 002's table). */
+/** Risk level, from the score (the bands above). */
 export type CascadeLevel = 'NONE' | 'LOW' | 'MEDIUM' | 'HIGH' | 'CRITICAL';
 
 /** One pattern that matched, with the text around it. */

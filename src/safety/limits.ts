@@ -47,7 +47,11 @@ export function worstOf(first: LimitCheck, ...rest: readonly LimitCheck[]): Limi
 
 // ─── Iterations ────────────────────────────────────────────────────────────────────────────────
 
-/** Attempts allowed per stage (seeds 000/002: impl 5, gates 3); `default` covers any other stage. */
+/**
+ * Attempts allowed per stage; `default` covers any other stage. impl gets 5: enough to recover
+ * from a bad first try with the test output in hand, few enough to bound spend. A document stage
+ * or review gets 3, and so does the completeness gate: a third refusal says the task is unclear.
+ */
 export const DEFAULT_STAGE_ATTEMPT_CAPS: Readonly<Record<string, number>> = {
   triage: 3,
   lld: 3,
@@ -152,11 +156,12 @@ function isGreen(outcome: TestOutcome): boolean {
 }
 
 /**
- * Two-strike rule (seed 002): trips when the last `strikes` (default 2) verification results of
- * the impl loop are identical — same passing count, same failing count and, when both name them,
- * the same set of failing tests. Only known results compare: a run whose counts could not be read
- * is like no other. A green run (the command passed, or no failures and some passes) is never
- * stagnation. `history` is oldest first.
+ * Two-strike rule: the same approach giving the same result twice will not change on a third
+ * try, so stop and spend nothing more. Trips when the last `strikes` (default 2) verification
+ * results of the impl loop are identical — same passing count, same failing count and, when
+ * both name them, the same set of failing tests. Only known results compare: a run whose counts
+ * could not be read is like no other. A green run (the command passed, or no failures and some
+ * passes) is never stagnation. `history` is oldest first.
  */
 export function checkStagnation(history: readonly TestOutcome[], strikes = 2): LimitCheck {
   const last = history[history.length - 1];
@@ -179,9 +184,9 @@ export function checkStagnation(history: readonly TestOutcome[], strikes = 2): L
 // ─── Completeness gate ─────────────────────────────────────────────────────────────────────────
 
 /**
- * Has the completeness (anti-stub) gate refused the impl loop often enough to end it? Seed 002:
- * "max 3 BLOCK iterations, then END": trips when the refusals so far reach `cap` (default 3),
- * before the next impl attempt is dispatched.
+ * Has the completeness (anti-stub) gate refused the impl loop often enough to end it? Trips when
+ * the refusals so far reach `cap` (default 3), before the next impl attempt is dispatched: an
+ * agent told three times that its change is a stub or weakens the tests will not be told a fourth.
  */
 export function checkCompleteness(refusals: number, cap: number = DEFAULT_STAGE_ATTEMPT_CAPS.completeness): LimitCheck {
   if (refusals >= cap) {
@@ -319,8 +324,8 @@ export interface ChangeSize {
 }
 
 /**
- * Size above which no change passes without a person, whatever was predicted: seed 000 alerts
- * above 10 files changed per commit (it names no line count).
+ * Size above which no change passes without a person, whatever was predicted: more than 10 files
+ * or 2000 lines is more than one careful review reads, and more than most single intents need.
  */
 export const DEFAULT_BLAST_RADIUS_CAP: ChangeSize = { files: 10, lines: 2000 };
 
@@ -328,7 +333,7 @@ export const DEFAULT_BLAST_RADIUS_CAP: ChangeSize = { files: 10, lines: 2000 };
 export interface BlastRadiusInput {
   readonly predicted: ChangeSize;
   readonly actual: ChangeSize;
-  /** Allowed overrun of the prediction (seed 003: 1.5×). */
+  /** Allowed overrun of the prediction (1.5×: predictions are rough, but half again is a surprise). */
   readonly factor?: number;
   readonly hardCap?: ChangeSize;
   /**
@@ -427,7 +432,7 @@ export function checkPredictedBlastRadius(predicted: ChangeSize, hardCap: Change
 
 // ─── Cooldown ──────────────────────────────────────────────────────────────────────────────────
 
-/** Default pause between two dispatches of the same agent (seed 000). */
+/** Default pause between two dispatches of the same agent: 60 s caps a runaway loop at one call a minute. */
 export const DEFAULT_COOLDOWN_MS = 60_000;
 
 /** `checkCooldown`'s result; `waitMs` is how long until a dispatch is allowed (0 when it is). */
@@ -463,8 +468,9 @@ export function checkCooldown(lastDispatchAt: number | undefined, now: number, c
 // ─── Time ──────────────────────────────────────────────────────────────────────────────────────
 
 /**
- * Time limits per stage and for the whole intent, in ms: seed 004's time breaker (planning 30 min
- * for each of triage, lld and spec; implementation 60, its test runs included; review 30; 120 in all).
+ * Time limits per stage and for the whole intent, in ms: 30 min for each of triage, lld and spec;
+ * 60 for implementation, its test runs included; 30 for review; 120 in all. Long enough for an
+ * honest stage on a slow model, short enough that a stuck one is noticed within the working hour.
  * The default profile's `stageTimeLimits` and `totalTimeout` say the same.
  */
 export const DEFAULT_TIME_LIMITS_MS: Readonly<Record<string, number>> = {
@@ -480,8 +486,8 @@ export const DEFAULT_TIME_LIMITS_MS: Readonly<Record<string, number>> = {
 export const DEFAULT_STAGE_TIME_LIMITS = { triage: '30m', lld: '30m', spec: '30m', impl: '60m', review: '30m' } as const;
 
 /**
- * Has `scope` (a stage, or the whole intent) run too long? Trips at `limitMs` elapsed (seed 004:
- * `elapsed >= limit`), warns from `warnAt` (default 0.9) of it. `startedAt` and `now` come from
+ * Has `scope` (a stage, or the whole intent) run too long? Trips at `limitMs` elapsed (exactly
+ * the limit trips), warns from `warnAt` (default 0.9) of it. `startedAt` and `now` come from
  * the workflow clock.
  */
 export function checkTimeLimit(scope: string, startedAt: number, now: number, limitMs: number, warnAt = 0.9): LimitCheck {

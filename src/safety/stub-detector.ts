@@ -1,7 +1,8 @@
 /**
- * Anti-stub detector (seed 002, the completeness gate): finds code that looks implemented but
- * does nothing — empty bodies, `throw new Error('not implemented')`, `raise NotImplementedError`,
- * `pass`/`...` bodies, trivial returns (`return null`, `return None`, `return 0`, `return ''`)
+ * Anti-stub detector, behind the completeness gate: finds code that looks implemented but does
+ * nothing, since a stub passes weak tests and reads as done — empty bodies, `throw new
+ * Error('not implemented')`, `raise NotImplementedError`, `pass`/`...` bodies, trivial returns
+ * (`return null`, `return None`, `return 0`, `return ''`)
  * from functions that should compute something, and to-do markers in comments (T-O-D-O, F-I-X-M-E,
  * H-A-C-K, X-X-X, spelled out here so this file does not flag itself).
  *
@@ -12,8 +13,9 @@
  * .mjs .cjs`); Python by patterns over its logical lines, strings and comments told apart
  * (`.py`; `.pyi` stub files only for markers). Other files give no findings.
  *
- * Fail-open, as the seed says: a file that does not parse gives one `parse-failed` finding of
- * severity `warn`, and nothing else. Every other finding has severity `block`.
+ * Fail-open, so that a syntax the parser does not know never blocks a change: a file that does
+ * not parse gives one `parse-failed` finding of severity `warn`, and nothing else. Every other
+ * finding has severity `block`.
  *
  * Not flagged, on purpose: bodies with a comment in them or after them on the same line
  * (`() => { /* nothing to do *\/ }`, `() => {} // no-op`); `catch {}` blocks (never looked at);
