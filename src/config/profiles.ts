@@ -1,43 +1,24 @@
-import { DEFAULT_STAGE_TIME_LIMITS } from '../safety/limits';
+import { DEFAULT_INTENT_LIMITS } from '../shared/limit-settings';
 import type { ProfileName, WardenConfig } from './schema';
 
 /**
- * The four profiles. `default` takes the seeds' defaults: $5 per intent (the pipeline design's
- * hard limit), impl 5 attempts, completeness/review 3, a 60 s self-dispatch cooldown, breakers
- * at 50% errors over 20 calls or 5 in a row with 3 probes 5 s apart, error-rate warning 10% and
- * critical 25%, $200 a day, and the gate design's per-gate timeouts (architecture 24 h, security
- * 12 h, production 1 h, cost-overrun 2 h; the other gates wait `limits.gateTimeout`).
+ * The four profiles. `default`: the intent limits every intent starts from (src/shared/limit-settings.ts:
+ * $5 per intent, impl 5 attempts, completeness and review 3, a 60 s cooldown), breakers at 50%
+ * errors over 20 calls or 5 in a row with 3 probes 5 s apart, error-rate warning 10% and critical
+ * 25%, $200 a day, and per-gate timeouts (architecture 24 h, security 12 h, production 1 h,
+ * cost-overrun 2 h; the other gates wait `limits.gateTimeout`).
  *
- * The other three follow the gate design's examples (seed 004 §13). Its numbers are relative to
- * its own defaults ($50 a run, 50 implementation iterations, 20 planning); Warden's per-intent
- * defaults are a tenth of those, so run budgets and iteration caps are scaled by the same ratio
- * (rounded up to whole attempts), while per-day budgets are absolute and taken as written:
- * - conservative: run $25 → $2.50, day $100, implementation 25 → 3, planning 10 → 2, L1, no level-up;
- * - aggressive: run $100 → $10, day $500, implementation 100 → 10, L3 with level-up;
- * - production: L2, no level-up; `any_deploy` → the production gate, 30 min; `large_change`
- *   (> 500 lines) → the blast-radius hard cap at 500 lines, its gate waiting 4 h.
- * The seed's `testing` iterations have no counterpart: tests run once per impl attempt.
+ * The other three change the default where they differ; per-run budgets and attempt caps are
+ * scaled together, per-day budgets are absolute amounts:
+ * - conservative: $2.50 a run, $100 a day, impl 3 attempts, planning 2, automation level 1, no level-up;
+ * - aggressive: $10 a run, $500 a day, impl 10 attempts, level 3 with level-up;
+ * - production: level 2, no level-up; the production gate waits 30 min, every gate without a
+ *   timeout of its own 4 h; changes over 500 lines stop at the blast-radius gate (waiting 4 h).
  */
 const DEFAULT: WardenConfig = {
   profile: 'default',
   mode: 'development',
-  limits: {
-    attempts: { triage: 3, lld: 3, spec: 3, impl: 5, review: 3, completeness: 3 },
-    totalAttempts: 20,
-    budgetUsd: '5',
-    stageBudgetUsd: {},
-    maxCallUsd: '0.50',
-    budgetWarnAt: 0.8,
-    cooldown: '60s',
-    stageTimeout: '30m',
-    // Seed 004's time breaker: planning 30 min, implementation 60, review 30, 120 in all.
-    stageTimeLimits: { ...DEFAULT_STAGE_TIME_LIMITS },
-    totalTimeout: '2h',
-    gateTimeout: '24h',
-    testTimeout: '10m',
-    // Seed 000 alerts above 10 files changed per commit; it names no line count.
-    blastRadius: { factor: 1.5, maxFiles: 10, maxLines: 2000 },
-  },
+  limits: DEFAULT_INTENT_LIMITS,
   worker: {
     circuitBreaker: { failureRate: 0.5, minimumCalls: 20, consecutiveFailures: 5, window: '5m', halfOpenAfter: '30s', probes: 3, probeInterval: '5s' },
     errorRate: { window: '5m', warning: 0.1, critical: 0.25, minimumCalls: 20 },
