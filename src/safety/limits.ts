@@ -476,8 +476,8 @@ export const DEFAULT_TIME_LIMITS_MS: Readonly<Record<string, number>> = {
   total: 120 * 60_000,
 };
 
-// Defined with the intent's limits; kept here for the workflow until it imports it from src/shared.
-export { DEFAULT_STAGE_TIME_LIMITS } from '../shared/limit-settings';
+// Defined with the stages; kept here for the workflow until it imports it from src/shared/stages.ts.
+export { DEFAULT_STAGE_TIME_LIMITS } from '../shared/stages';
 
 /**
  * Has `scope` (a stage, or the whole intent) run too long? Trips at `limitMs` elapsed (seed 004:

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DurationSchema, PositiveDurationSchema, UsdSchema } from './schema-primitives';
+import { DEFAULT_STAGE_TIME_LIMITS } from './stages';
 
 /*
  * The limits an intent runs under: their schema, the default profile's values, and how overrides
@@ -55,12 +56,6 @@ export const IntentLimitsConfigSchema = z.object({
   }),
 });
 export type IntentLimitsConfig = z.infer<typeof IntentLimitsConfigSchema>;
-
-/**
- * Working time per stage, as config durations: planning (triage, lld, spec) 30 min each,
- * implementation 60 with its test runs, review 30.
- */
-export const DEFAULT_STAGE_TIME_LIMITS = { triage: '30m', lld: '30m', spec: '30m', impl: '60m', review: '30m' } as const;
 
 /**
  * The default profile's limits, and those of an intent that names none: $5 per intent, impl 5
