@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
 import { builtinModules } from 'node:module';
@@ -7,6 +8,27 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = [...new Set(builtinModules.filter((name) => !name.startsWith('_')))];
 const builtinMessage = 'Workflow code must stay deterministic: no Node built-ins.';
 
+/*
+ * Warden's layers, bottom to top. A module imports from its own layer and the layers below it,
+ * never from one above, not even a type: a type that two layers need lives in the lower one.
+ *
+ *   shared      the vocabulary: types, ids, messages, schemas, pure helpers
+ *   safety      pure safety logic: limits, money, breakers, monitors, detectors
+ *   config      the config file, its profiles and their loader
+ *   ledger      the PostgreSQL ledger
+ *   activities  everything an intent does outside its workflow (agents, git, tests)
+ *   workflows   deterministic workflow code (activities, ledger and config as types only, below)
+ *   runtime     process plumbing for the entry points: env config, logger, Temporal, telemetry
+ *   workers     the worker and its interceptors
+ *   client      the CLI and the programs a person runs
+ */
+const LAYERS = ['shared', 'safety', 'config', 'ledger', 'activities', 'workflows', 'runtime', 'workers', 'client'];
+const layerZones = LAYERS.slice(0, -1).map((layer, index) => ({
+  target: `./src/${layer}`,
+  from: LAYERS.slice(index + 1).map((above) => `./src/${above}`),
+  message: `Imports go down the layers only (eslint.config.mjs): move what src/${layer} needs down to it or below.`,
+}));
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.warden/**', 'coverage/**'] },
   js.configs.recommended,
@@ -14,11 +36,20 @@ export default tseslint.config(
   {
     files: ['**/*.ts'],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    plugins: { 'import-x': importX },
+    // Every import in Warden is relative or a package; Node's resolution with .ts first finds them all.
+    settings: { 'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.json', '.node'] })] },
     rules: {
+      // A value cycle means a module may run before what it imports is initialised.
+      'import-x/no-cycle': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
+  },
+  {
+    files: ['src/**/*.ts'],
+    rules: { 'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones: layerZones }] },
   },
   {
     // Workflow code is replayed: it must not reach Node built-ins or I/O libraries.

@@ -1,3 +1,4 @@
+import { withActivityKinds } from '../shared/activity-kinds';
 import { GlobalStopWatch } from './global-stop-watch';
 import { createIntentCheckActivities } from './intent-check';
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
@@ -14,12 +15,12 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps;
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
   const globalStop = new GlobalStopWatch(() => deps.ledger.globalStop());
-  return {
+  return withActivityKinds({
     ...createIntentCheckActivities(),
     ...createStageActivities(deps, globalStop),
     ...createLedgerActivities(deps),
     ...createReviewPackageActivities(deps),
-  };
+  });
 }
 
 /** The activity interface workflows import (as a type only). */

@@ -18,7 +18,7 @@ import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
-import { exitOnInterrupt, reportStoppedFollowing, untilInterrupted } from './interrupts';
+import { exitOnInterrupt, untilInterrupted } from './interrupts';
 import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
@@ -130,7 +130,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         print: flags.json ? () => undefined : print,
       });
       const json = flags.json ? printJson : undefined;
-      process.exitCode = reportStoppedFollowing(result, json, print) ?? reportResult(result, json, print);
+      process.exitCode = reportResult(result, json, print);
     });
 
   program

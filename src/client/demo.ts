@@ -7,7 +7,6 @@ import path from 'node:path';
 import { resolveConfig } from '../config/load';
 import { loadRuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
-import { reportStoppedFollowing } from './interrupts';
 import { reportResult } from './report';
 import { runIntent } from './run-intent';
 import { createSampleRepo } from './sample-repo';
@@ -40,7 +39,7 @@ async function demo(): Promise<number> {
       print,
     },
   );
-  const code = reportStoppedFollowing(result, undefined, print) ?? reportResult(result, undefined, print);
+  const code = reportResult(result, undefined, print);
   if (code === 0) {
     print('\nbase branch after the merge:');
     print(execFileSync('git', ['log', '--oneline', '--graph', '-6', 'main'], { cwd: repoPath, encoding: 'utf8' }).trimEnd());

@@ -8,7 +8,8 @@ import type { GatesConfig } from '../shared/gate-settings';
 import { UserError } from '../shared/errors';
 import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
-import { mergeLimits, type IntentLimitsConfig, type WardenConfig } from '../config/schema';
+import type { WardenConfig } from '../config/schema';
+import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
 import type { AgentProfile, IntentInput } from '../shared/intent';
 import { findProgram, programOf } from './command-program';
 

@@ -5,11 +5,6 @@
  * not cut that short, so no server is left behind without its owner.
  */
 
-import type { RunIntentResult } from './run-intent';
-
-/** Exit code of `warden run` stopped by Ctrl-C while its intent goes on (130 is kept for a cancelled intent). */
-export const EXIT_STOPPED_FOLLOWING = 3;
-
 export interface Interrupts {
   /** Aborted at the first SIGINT or SIGTERM. */
   readonly signal: AbortSignal;
@@ -60,19 +55,4 @@ export async function untilInterrupted(print: (line: string) => void): Promise<{
   const interrupts = catchInterrupts(print);
   await new Promise<void>((resolve) => interrupts.signal.addEventListener('abort', () => resolve(), { once: true }));
   return interrupts;
-}
-
-/**
- * Reports a run whose following Ctrl-C stopped and returns its exit code; undefined for any
- * other result (report.ts reports those).
- */
-export function reportStoppedFollowing(
-  result: RunIntentResult,
-  printJson: ((value: unknown) => void) | undefined,
-  print: (line: string) => void,
-): number | undefined {
-  if (!result.detached || !result.interrupted) return undefined;
-  if (printJson) printJson(result);
-  else for (const line of result.next) print(line);
-  return EXIT_STOPPED_FOLLOWING;
 }

@@ -2,11 +2,19 @@ import { formatUsd } from '../shared/format';
 import path from 'node:path';
 import type { RunIntentResult } from './run-intent';
 
+/** Exit code of `warden run` stopped by Ctrl-C while its intent goes on (130 is kept for a cancelled intent). */
+export const EXIT_STOPPED_FOLLOWING = 3;
+
 /**
  * Prints how a followed intent ended and returns the exit code: 0 merged (or detached),
- * 1 rejected or failed, 130 cancelled.
+ * 1 rejected or failed, 130 cancelled, 3 when Ctrl-C stopped the following (the intent goes on).
  */
 export function reportResult(result: RunIntentResult, printJson: ((value: unknown) => void) | undefined, print: (line: string) => void): number {
+  if (result.detached && result.interrupted) {
+    if (printJson) printJson(result);
+    else for (const line of result.next) print(line);
+    return EXIT_STOPPED_FOLLOWING;
+  }
   if (printJson) printJson(result);
   if (result.detached) {
     if (!printJson) print(`follow it with: warden status ${result.intentId}`);

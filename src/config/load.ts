@@ -1,10 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../shared/errors';
-import { describeIssues } from '../shared/intent';
+import { describeIssues } from '../shared/schema-primitives';
 import { mergeGateSettings } from '../shared/gate-settings';
 import { PROFILE_DEFAULTS } from './profiles';
-import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, mergeLimits, type ConfigFile, type WardenConfig } from './schema';
+import { mergeLimits } from '../shared/limit-settings';
+import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, type ConfigFile, type WardenConfig } from './schema';
 
 /**
  * Workflow-thread heap one cached intent workflow needs, with room for the collector: each holds

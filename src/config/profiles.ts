@@ -1,8 +1,9 @@
-import { DEFAULT_STAGE_TIME_LIMITS } from '../safety/limits';
+import { DEFAULT_INTENT_LIMITS } from '../shared/limit-settings';
 import type { ProfileName, WardenConfig } from './schema';
 
 /**
- * The four profiles (docs/design.md says why each default is what it is).
+ * The four profiles (docs/design.md says why each default is what it is). The default intent
+ * limits live in src/shared/limit-settings.ts, so that workflow code can read them.
  * - default: $5 per intent, warning at 80%; impl 5 attempts, the document stages, review and the
  *   completeness gate 3; a 60 s cooldown between runs of the same stage's agent; circuit breakers
  *   at 50% errors over 20 calls or 5 in a row, with 3 probes 5 s apart; error-rate warning 10%,
@@ -20,23 +21,7 @@ import type { ProfileName, WardenConfig } from './schema';
 const DEFAULT: WardenConfig = {
   profile: 'default',
   mode: 'development',
-  limits: {
-    attempts: { triage: 3, lld: 3, spec: 3, impl: 5, review: 3, completeness: 3 },
-    totalAttempts: 20,
-    budgetUsd: '5',
-    stageBudgetUsd: {},
-    maxCallUsd: '0.50',
-    budgetWarnAt: 0.8,
-    cooldown: '60s',
-    stageTimeout: '30m',
-    // Planning 30 min a stage, implementation 60 (its test runs included), review 30, 120 in all.
-    stageTimeLimits: { ...DEFAULT_STAGE_TIME_LIMITS },
-    totalTimeout: '2h',
-    gateTimeout: '24h',
-    testTimeout: '10m',
-    // A change past half again its prediction, or past 10 files / 2000 lines, waits for a person.
-    blastRadius: { factor: 1.5, maxFiles: 10, maxLines: 2000 },
-  },
+  limits: DEFAULT_INTENT_LIMITS,
   worker: {
     circuitBreaker: { failureRate: 0.5, minimumCalls: 20, consecutiveFailures: 5, window: '5m', halfOpenAfter: '30s', probes: 3, probeInterval: '5s' },
     errorRate: { window: '5m', warning: 0.1, critical: 0.25, minimumCalls: 20 },

@@ -1,66 +1,17 @@
 import { z } from 'zod';
 import { parseDuration } from '../shared/duration';
-import { DurationSchema } from '../shared/schema-primitives';
+import { DurationSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
 import { GatesConfigSchema } from '../shared/gate-settings';
+import { IntentLimitsConfigSchema, LimitsOverridesSchema } from '../shared/limit-settings';
 
-/** A USD amount as an exact decimal string. `"0"` for a budget means unlimited — only when written. */
-const Usd = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a USD amount such as "5" or "12.50"');
-/** A USD amount that must be more than zero: a cost ceiling of "0" would switch its check off. */
-const PositiveUsd = Usd.refine((usd) => /[1-9]/.test(usd), 'must be more than 0 (a maximum of "0" would turn the check off)');
-/** A duration that must be longer than zero: a timeout of 0 s fails everything at once. */
-const PositiveDuration = DurationSchema.refine((d) => !DurationSchema.safeParse(d).success || parseDuration(d) > 0, 'must be longer than 0');
+// Kept for the workflow's stage guard and the agent-safety interceptor until they import it from src/shared.
+export type { IntentLimitsConfig } from '../shared/limit-settings';
+
 const Rate = z.object({
   requestsPerMinute: z.number().int().positive(),
   tokensPerMinute: z.number().int().positive(),
 });
-
-/** Limits that travel with each intent into its workflow (deterministic, durable). */
-export const IntentLimitsConfigSchema = z.object({
-  /** Attempts per stage; impl is the edit → test loop. */
-  attempts: z.object({
-    triage: z.number().int().min(1),
-    lld: z.number().int().min(1),
-    spec: z.number().int().min(1),
-    impl: z.number().int().min(1),
-    review: z.number().int().min(1),
-    /** Refusals by the completeness gate (stubs, test tampering) before the intent halts. */
-    completeness: z.number().int().min(1),
-  }),
-  /** All agent calls of one intent together. */
-  totalAttempts: z.number().int().min(1),
-  /** Hard limit per intent. `"0"` = unlimited (only when set explicitly). */
-  budgetUsd: Usd,
-  /**
-   * Hard limits per stage (e.g. `{ "impl": "3" }`); a stage not named has only the intent's. As
-   * for every budget, `"0"` written for a stage means no stage limit (`mergeLimits` drops it).
-   */
-  stageBudgetUsd: z.partialRecord(z.enum(['triage', 'lld', 'spec', 'impl', 'review']), Usd),
-  /** The most one agent call may cost: the budget check adds it before every call. Never 0. */
-  maxCallUsd: PositiveUsd,
-  /** Warn (and, with gates, ask a human) at this share of a budget. */
-  budgetWarnAt: z.number().gt(0).lt(1),
-  /** Wait at least this long before dispatching the same stage's agent again. */
-  cooldown: DurationSchema,
-  /** One attempt of an agent call (the activity's timeout): a backstop; `stageTimeLimits` bound the stage. */
-  stageTimeout: PositiveDuration,
-  /**
-   * Working time per stage, all its attempts, retries and test runs together: a workflow timer
-   * that cancels the stage and halts the intent. Waits for a person (gates, pause) do not count.
-   */
-  stageTimeLimits: z.object({ triage: PositiveDuration, lld: PositiveDuration, spec: PositiveDuration, impl: PositiveDuration, review: PositiveDuration }),
-  /** Working time of the whole intent, counted like `stageTimeLimits`. */
-  totalTimeout: PositiveDuration,
-  gateTimeout: PositiveDuration,
-  testTimeout: PositiveDuration,
-  blastRadius: z.object({
-    /** Stop at a gate when the diff exceeds the triage prediction by this factor. */
-    factor: z.number().min(1),
-    maxFiles: z.number().int().positive(),
-    maxLines: z.number().int().positive(),
-  }),
-});
-export type IntentLimitsConfig = z.infer<typeof IntentLimitsConfigSchema>;
 
 /**
  * Metrics and traces of the worker (both off unless set; WARDEN_TELEMETRY=0 turns both off):
@@ -86,12 +37,12 @@ export const WorkerSafetyConfigSchema = z.object({
     failureRate: z.number().gt(0).max(1),
     minimumCalls: z.number().int().min(1),
     consecutiveFailures: z.number().int().min(1),
-    window: PositiveDuration,
-    halfOpenAfter: PositiveDuration,
+    window: PositiveDurationSchema,
+    halfOpenAfter: PositiveDurationSchema,
     probes: z.number().int().min(1),
     probeInterval: DurationSchema,
   }),
-  errorRate: z.object({ window: PositiveDuration, warning: z.number().gt(0).lt(1), critical: z.number().gt(0).lt(1), minimumCalls: z.number().int().min(1) }),
+  errorRate: z.object({ window: PositiveDurationSchema, warning: z.number().gt(0).lt(1), critical: z.number().gt(0).lt(1), minimumCalls: z.number().int().min(1) }),
   rateLimits: z.object({
     /** Activities per second across the task queue (the worker's own limit). */
     globalActivitiesPerSecond: z.number().positive(),
@@ -99,11 +50,11 @@ export const WorkerSafetyConfigSchema = z.object({
     perModel: Rate,
   }),
   /** Per day across all intents; `"0"` = unlimited (only when set explicitly). */
-  dayBudgetUsd: Usd,
+  dayBudgetUsd: UsdSchema,
   /** Per agent profile per day across intents; `"0"` = unlimited. */
-  agentDayBudgetUsd: Usd,
+  agentDayBudgetUsd: UsdSchema,
   /** USD per million tokens, per model. A model missing here is an error, never $0. */
-  pricing: z.record(z.string(), z.object({ inputUsdPerMillion: Usd, outputUsdPerMillion: Usd })),
+  pricing: z.record(z.string(), z.object({ inputUsdPerMillion: UsdSchema, outputUsdPerMillion: UsdSchema })),
   /**
    * Workflows the worker keeps in memory between tasks (the SDK's sticky cache; default: the
    * SDK's, sized from the heap). Intents parked at gates for hours need not stay cached: a lower
@@ -167,34 +118,6 @@ export const WardenConfigSchema = z.object({
   telemetry: TelemetrySchema,
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
-
-/** Limits overrides, two levels deep (e.g. `{ attempts: { impl: 2 } }`); unknown keys are errors. */
-export const LimitsOverridesSchema = IntentLimitsConfigSchema.extend({
-  attempts: IntentLimitsConfigSchema.shape.attempts.partial().strict(),
-  stageTimeLimits: IntentLimitsConfigSchema.shape.stageTimeLimits.partial().strict(),
-  blastRadius: IntentLimitsConfigSchema.shape.blastRadius.partial().strict(),
-})
-  .partial()
-  .strict();
-export type LimitsOverrides = z.infer<typeof LimitsOverridesSchema>;
-
-/**
- * `base` with `overrides` on top. A stage budget of `"0"` means what `"0"` means for every other
- * budget, no limit: the stage is dropped, so only the intent's budget applies to it.
- */
-export function mergeLimits(base: IntentLimitsConfig, overrides: LimitsOverrides | undefined): IntentLimitsConfig {
-  const stageBudgetUsd = Object.fromEntries(
-    Object.entries({ ...base.stageBudgetUsd, ...overrides?.stageBudgetUsd }).filter(([, usd]) => usd === undefined || /[1-9]/.test(usd)),
-  ) as IntentLimitsConfig['stageBudgetUsd'];
-  return {
-    ...base,
-    ...overrides,
-    attempts: { ...base.attempts, ...overrides?.attempts },
-    stageBudgetUsd,
-    stageTimeLimits: { ...base.stageTimeLimits, ...overrides?.stageTimeLimits },
-    blastRadius: { ...base.blastRadius, ...overrides?.blastRadius },
-  };
-}
 
 /** Deep-partial overrides as a config file may give them. Unknown keys are errors (typos). */
 export const ConfigFileSchema = z

@@ -23,7 +23,7 @@
  * A finding is reported when its condition starts to hold and again when it escalates, not on
  * every observation while it keeps holding; once the condition stops, the rule re-arms.
  */
-import type { Severity } from '../ledger/types';
+import type { Severity } from '../shared/safety-events';
 import { toMicros } from './money';
 
 /** What the monitor can find. */

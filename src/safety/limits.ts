@@ -482,8 +482,8 @@ export const DEFAULT_TIME_LIMITS_MS: Readonly<Record<string, number>> = {
   total: 120 * 60_000,
 };
 
-/** The per-stage limits as config durations: the default profile's `limits.stageTimeLimits`. */
-export const DEFAULT_STAGE_TIME_LIMITS = { triage: '30m', lld: '30m', spec: '30m', impl: '60m', review: '30m' } as const;
+// Defined with the stages; kept here for the workflow until it imports it from src/shared/stages.ts.
+export { DEFAULT_STAGE_TIME_LIMITS } from '../shared/stages';
 
 /**
  * Has `scope` (a stage, or the whole intent) run too long? Trips at `limitMs` elapsed (exactly

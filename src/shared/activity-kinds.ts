@@ -1,5 +1,3 @@
-import type { WardenActivities } from '../activities';
-
 /**
  * What an activity is to the controls that stop an intent (pause, WARDEN_ENABLED=false, the
  * EMERGENCY_STOP file, the global stop flag):
@@ -14,8 +12,8 @@ import type { WardenActivities } from '../activities';
  *   the mechanical checks, archiving the lineage and the merge. A paused intent holds these, and
  *   a stopped worker refuses them.
  *
- * Every activity must be listed (the `satisfies` below makes a new one a compile error until it
- * is); a name that is not listed counts as `stage`, so nothing unknown slips past a stop.
+ * Every activity must be listed (`withActivityKinds` below makes a new one a compile error until
+ * it is); a name that is not listed counts as `stage`, so nothing unknown slips past a stop.
  * Pure data: the workflow sandbox imports it too.
  */
 export type ActivityKind = 'bookkeeping' | 'agent' | 'stage';
@@ -38,7 +36,20 @@ const ACTIVITY_KINDS = {
   checkDocument: 'stage',
   archiveLineage: 'stage',
   mergeIntent: 'stage',
-} as const satisfies Record<keyof WardenActivities, ActivityKind>;
+} as const satisfies Record<string, ActivityKind>;
+
+type KindedActivity = keyof typeof ACTIVITY_KINDS;
+
+/**
+ * The worker's activities, unchanged, once every one of them has a kind above and every kind
+ * above names one of them: the activities module builds its list through here, so the list and
+ * this table cannot drift apart without a compile error.
+ */
+export function withActivityKinds<Activities extends Record<KindedActivity, unknown>>(
+  activities: Activities & Record<Exclude<keyof Activities, KindedActivity>, never>,
+): Activities {
+  return activities;
+}
 
 export function activityKind(activityType: string): ActivityKind {
   return Object.prototype.hasOwnProperty.call(ACTIVITY_KINDS, activityType) ? ACTIVITY_KINDS[activityType as keyof typeof ACTIVITY_KINDS] : 'stage';

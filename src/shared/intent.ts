@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { PROFILE_DEFAULTS } from '../config/profiles';
-import { IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from '../config/schema';
 import { AgentProfileSchema } from './agent-profiles';
 import { GatesConfigSchema } from './gate-settings';
+import { DEFAULT_INTENT_LIMITS, IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from './limit-settings';
 import type { RiskClass } from './risk';
 import { describeIssues, DurationSchema, RiskClassSchema } from './schema-primitives';
 
@@ -34,7 +33,7 @@ export { RiskClassSchema, type RiskClass };
  * deterministic.
  */
 export const LimitsSchema = LimitsOverridesSchema.default({}).transform((overrides) =>
-  IntentLimitsConfigSchema.parse(mergeLimits(PROFILE_DEFAULTS.default.limits, overrides)),
+  IntentLimitsConfigSchema.parse(mergeLimits(DEFAULT_INTENT_LIMITS, overrides)),
 );
 export type Limits = z.infer<typeof LimitsSchema>;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DURATION_PATTERN } from './duration';
+import { DURATION_PATTERN, parseDuration } from './duration';
 import { GATE_KINDS } from './gates';
 import { RISK_CLASSES } from './risk';
 
@@ -14,6 +14,12 @@ export const RiskClassSchema = z.enum(RISK_CLASSES);
 
 /** A duration string as intents and config files write it: `90s`, `30m`, `24h`, `2d`. */
 export const DurationSchema = z.string().regex(DURATION_PATTERN, 'a duration such as 30s, 15m, 24h or 2d');
+
+/** A duration that must be longer than zero: a timeout of 0 s fails everything at once. */
+export const PositiveDurationSchema = DurationSchema.refine((d) => !DurationSchema.safeParse(d).success || parseDuration(d) > 0, 'must be longer than 0');
+
+/** A USD amount as an exact decimal string. `"0"` for a budget means unlimited — only when written. */
+export const UsdSchema = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a USD amount such as "5" or "12.50"');
 
 export const GateKindSchema = z.enum(GATE_KINDS);
 

@@ -9,3 +9,9 @@ export type AgentStage = (typeof AGENT_STAGES)[number];
 export function isStage(value: string): value is Stage {
   return (STAGES as readonly string[]).includes(value);
 }
+
+/**
+ * Working time per agent stage unless the intent says otherwise, as config durations: planning
+ * (triage, lld, spec) 30 min each, implementation 60 with its test runs, review 30.
+ */
+export const DEFAULT_STAGE_TIME_LIMITS = { triage: '30m', lld: '30m', spec: '30m', impl: '60m', review: '30m' } as const satisfies Record<AgentStage, string>;
