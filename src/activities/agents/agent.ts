@@ -1,12 +1,9 @@
 import type { RiskClass } from '../../shared/intent';
 import type { AgentStage } from '../../shared/stages';
 import type { SpendMeter } from './spend-meter';
+import type { Usage } from './usage';
 
-/** Token usage reported by an agent call. */
-export interface Usage {
-  readonly inputTokens: number;
-  readonly outputTokens: number;
-}
+export type { Usage } from './usage';
 
 /** One call to an agent for one attempt of one stage. */
 export interface AgentRequest {

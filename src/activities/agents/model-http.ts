@@ -3,7 +3,7 @@ import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { HttpAgentProfile } from '../../shared/intent';
 import { inputTokenBound } from '../../safety/pricing';
-import type { Usage } from './agent';
+import type { Usage } from './usage';
 import type { CallBound, CallReport, SpendMeter } from './spend-meter';
 
 /**

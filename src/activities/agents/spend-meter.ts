@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../safety/money';
 import { assertPriced, costOf, isPriced, maxCostOf, UnknownModelError, type PricingTable } from '../../safety/pricing';
 import { FailureType } from '../../shared/errors';
-import type { Usage } from './agent';
+import type { Usage } from './usage';
 
 /**
  * Every paid call an agent makes goes through a SpendMeter: before the call, the most it can cost

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { Context } from '@temporalio/activity';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -48,6 +49,17 @@ function isTransientLedgerError(error: unknown): boolean {
   if (error instanceof LedgerError || error instanceof ZodError) return false;
   if (error instanceof pg.DatabaseError) return TRANSIENT_SQLSTATE_CLASSES.has((error.code ?? '').slice(0, 2));
   return error instanceof Error;
+}
+
+/** Where the emergency stop file lives when the worker is not told otherwise. */
+export const DEFAULT_EMERGENCY_STOP_FILE = path.join('.warden', 'EMERGENCY_STOP');
+
+/** The kill switches a worker obeys besides the ledger's global stop flag. */
+export interface KillSwitchOptions {
+  /** False when WARDEN_ENABLED=false: the worker starts no agent work at all. */
+  readonly enabled: boolean;
+  /** While this file exists, the worker starts no agent work. */
+  readonly emergencyStopFile: string;
 }
 
 /** Which kill switch is on, and what to do about it. */

@@ -7,8 +7,8 @@ import { activityLogger } from '../../activities/log-context';
 import type { Ledger } from '../../ledger/ledger';
 import { activityKind } from '../../shared/activity-kinds';
 import { FailureType } from '../../shared/errors';
-import { safetyEventId, type KillSwitchOptions } from './agent-safety';
-import { killSwitchOn, ledgerDeadlineOf, patientlyWithLedger, type KillSwitchOn } from './ledger-patience';
+import { killSwitchOn, ledgerDeadlineOf, patientlyWithLedger, type KillSwitchOn, type KillSwitchOptions } from './ledger-patience';
+import { safetyEventId } from './safety-events';
 
 export interface StageKillSwitchDeps {
   readonly ledger: Ledger;

@@ -1,0 +1,118 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import type { StageResult } from '../../../activities';
+import { activityLogger } from '../../../activities/log-context';
+import type { WorkerSafetyConfig } from '../../../config/schema';
+import { CircuitBreakerRegistry, CircuitOpenError } from '../../../safety/circuit-breaker';
+import { parseDuration } from '../../../shared/duration';
+import { FailureType } from '../../../shared/errors';
+import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS } from '../failures';
+import type { AgentCall, SafetyLayer } from './safety-layer';
+
+/** The longest wait for an endpoint's circuit inside one attempt (the default cool-down is 30 s). */
+const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
+
+/**
+ * One circuit per endpoint (kind, base URL, model). Before the call a circuit that admits nothing
+ * is waited for within the attempt when the wait is short, otherwise the attempt fails with a
+ * retryable CIRCUIT_OPEN whose `nextRetryDelay` is the wait. The call runs through the circuit;
+ * each move to OPEN is a CIRCUIT_TRIPPED event, each move to CLOSED a CIRCUIT_RESET.
+ */
+export class CircuitLayer implements SafetyLayer {
+  private readonly breakers: CircuitBreakerRegistry;
+  /** The attempt whose call is running through a circuit: where its changes and its cancellation are. */
+  private readonly running = new AsyncLocalStorage<AgentCall>();
+
+  constructor(
+    private readonly config: WorkerSafetyConfig['circuitBreaker'],
+    private readonly logger: Logger,
+  ) {
+    this.breakers = new CircuitBreakerRegistry({
+      errorRateThreshold: config.failureRate,
+      minimumCalls: config.minimumCalls,
+      consecutiveFailures: config.consecutiveFailures,
+      windowMs: Math.max(1_000, parseDuration(config.window)),
+      coolDownMs: parseDuration(config.halfOpenAfter),
+      probes: config.probes,
+      probeIntervalMs: parseDuration(config.probeInterval),
+      isFailure: (error) => countsAgainstEndpoint(error, this.running.getStore()?.ctx),
+      onStateChange: (change) => {
+        const call = this.running.getStore();
+        if (call) call.circuitChanges.push(change);
+        else logger.warn({ circuit: change }, 'circuit changed outside an activity; not recorded');
+      },
+    });
+  }
+
+  /**
+   * Waits, heartbeating, while the endpoint's circuit admits no call, as long as the wait is
+   * short (the cool-down, a probe interval) and fits in this attempt: a refused call would cost
+   * the intent one of its few retry attempts, and a short outage would fail it within a minute.
+   * A longer wait fails the attempt with CIRCUIT_OPEN and `nextRetryDelay` = the time until the
+   * circuit admits a probe, so the next attempt comes no earlier than that.
+   */
+  async admit(call: AgentCall): Promise<void> {
+    const { endpoint } = call.agent;
+    let logged = false;
+    for (;;) {
+      const state = this.breakers.state(endpoint);
+      const waitMs = this.breakers.retryAfterMs(endpoint);
+      if (state === 'CLOSED' || waitMs <= 0) return;
+      if (waitMs > MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS || Date.now() + waitMs > call.ref.deadlineMs || call.ctx.cancellationSignal.aborted) {
+        throw circuitOpenFailure(new CircuitOpenError(endpoint, waitMs, state));
+      }
+      if (!logged) activityLogger(this.logger).info({ endpoint, circuit: state, waitMs }, 'circuit not admitting calls: waiting for it in this attempt');
+      logged = true;
+      call.ctx.heartbeat();
+      await call.ctx.sleep(Math.min(waitMs, 2_000));
+    }
+  }
+
+  around(call: AgentCall, run: () => Promise<unknown>): Promise<unknown> {
+    return this.running.run(call, () => this.breakers.execute(call.agent.endpoint, run));
+  }
+
+  /** Records the circuit's changes; a call the circuit refused fails the attempt with CIRCUIT_OPEN. */
+  async failed(call: AgentCall, error: unknown): Promise<void> {
+    await this.recordChanges(call);
+    if (error instanceof CircuitOpenError) throw circuitOpenFailure(error);
+  }
+
+  async answered(call: AgentCall, _result: StageResult): Promise<void> {
+    await this.recordChanges(call);
+  }
+
+  /** CIRCUIT_TRIPPED for every move to OPEN, CIRCUIT_RESET for every move to CLOSED; HALF_OPEN is only logged. */
+  private async recordChanges(call: AgentCall): Promise<void> {
+    const log = activityLogger(this.logger);
+    for (const change of call.circuitChanges) {
+      const metadata = { from: change.from, to: change.to, cause: change.reason, at: new Date(change.at).toISOString() };
+      const key = `${change.endpoint}:${change.from}->${change.to}`;
+      if (change.to === 'OPEN') {
+        log.error({ circuit: metadata, endpoint: change.endpoint }, 'circuit opened');
+        await call.event('CIRCUIT_TRIPPED', 'high', `circuit for ${change.endpoint} opened: ${change.detail}`, {
+          breakerId: change.endpoint,
+          key,
+          suggestion: `Calls to ${change.endpoint} fail fast until the cool-down (${this.config.halfOpenAfter}) ends and probes succeed; check the endpoint (or the agent's setup) meanwhile.`,
+          metadata,
+        });
+      } else if (change.to === 'CLOSED') {
+        log.info({ circuit: metadata, endpoint: change.endpoint }, 'circuit closed');
+        await call.event('CIRCUIT_RESET', 'info', `circuit for ${change.endpoint} closed: ${change.detail}`, { breakerId: change.endpoint, key, metadata });
+      } else {
+        log.info({ circuit: metadata, endpoint: change.endpoint }, 'circuit half-open: probing');
+      }
+    }
+  }
+}
+
+function circuitOpenFailure(error: CircuitOpenError): ApplicationFailure {
+  const waitMs = Math.max(MIN_RETRY_DELAY_MS, error.retryAfterMs);
+  return ApplicationFailure.create({
+    type: FailureType.CircuitOpen,
+    message: `circuit for ${error.endpoint} is ${error.state}; retry in ${waitMs} ms`,
+    nextRetryDelay: waitMs,
+    details: [{ endpoint: error.endpoint, state: error.state, retryAfterMs: waitMs }],
+  });
+}

@@ -1,0 +1,122 @@
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import type { StageInput, StageResult } from '../../../activities';
+import { SpendMeter, withSpendMeter } from '../../../activities/agents';
+import { activityLogger } from '../../../activities/log-context';
+import type { WorkerSafetyConfig } from '../../../config/schema';
+import { deterministicUuid } from '../../../ledger/event-id';
+import type { Ledger } from '../../../ledger/ledger';
+import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../../safety/money';
+import { FailureType } from '../../../shared/errors';
+import { messageOf } from '../failures';
+import { ledgerBudgetBook } from './budget-book';
+import type { AgentCall, SafetyLayer } from './safety-layer';
+
+/**
+ * What agent calls cost. Every paid call of the attempt goes through its SpendMeter: its maximum
+ * is reserved against the budgets before it is made (see `ledgerBudgetBook`) and settled at its
+ * real cost after. After an answer, calls counted at their declared cap are a COST_WARNING and a
+ * call over its cap halts. When the attempt ends, open reservations are released, and the paid
+ * calls of a result the workflow will not get are written to cost_events here.
+ */
+export class CostLayer implements SafetyLayer {
+  private readonly meters = new WeakMap<AgentCall, SpendMeter>();
+
+  constructor(private readonly deps: { readonly ledger: Ledger; readonly config: WorkerSafetyConfig; readonly logger: Logger }) {}
+
+  /** Opens the attempt's meter; a stage input without a valid maximum per call is refused (INVALID_INTENT). */
+  async admit(call: AgentCall): Promise<void> {
+    this.meters.set(call, new SpendMeter({ pricing: this.deps.config.pricing, declaredCapUsd: maxCallOf(call.input), book: ledgerBudgetBook(this.deps, call) }));
+  }
+
+  around(call: AgentCall, run: () => Promise<unknown>): Promise<unknown> {
+    return withSpendMeter(this.meterOf(call), run);
+  }
+
+  /**
+   * A call counted at its declared cap because it reports no usage is a COST_WARNING (its real
+   * cost is unknown); a call that cost more than its declared cap halts the intent (its real cost
+   * is recorded; spend may now pass a budget by that overrun).
+   */
+  async answered(call: AgentCall, _result: StageResult): Promise<void> {
+    const meter = this.meterOf(call);
+    const { stage } = call.input;
+    const unmetered = meter.calls.filter((c) => c.unmetered);
+    if (unmetered.length > 0) {
+      const counted = unmetered.reduce((sum, c) => addUsd(sum, c.costUsd), ZERO_USD);
+      await call.event('COST_WARNING', 'medium', `unmetered: the ${stage} agent reports no token usage; ${unmetered.length} call(s) counted at the declared $${meter.declaredCapUsd} each ($${counted}), not at what they cost`, {
+        suggestion: 'Set limits.maxCallUsd to what one call of this agent really costs at most ("0" if it is free), or use an HTTP agent, whose usage is metered.',
+        key: 'unmetered',
+        metadata: { unmetered: true, calls: unmetered.length, countedUsd: counted, maxCallUsd: meter.declaredCapUsd },
+      });
+    }
+    const over = meter.calls.find((c) => c.overrun);
+    if (over) {
+      const reason = `the ${stage} call reported $${over.costUsd}, more than the $${over.maxUsd} reserved for it${over.estimated ? '' : ' (its declared limits.maxCallUsd)'}; it is recorded at its real cost and the intent is halted`;
+      const eventId = await call.event('COST_BUDGET_EXCEEDED', 'high', reason, {
+        breakerId: 'call-cap',
+        suggestion: 'Raise limits.maxCallUsd to what one call of this agent really costs at most (or cap its tokens), then resume the intent.',
+        costSnapshot: { intentUsd: over.costUsd, limitUsd: over.maxUsd },
+        metadata: { costUsd: over.costUsd, maxCallUsd: over.maxUsd, model: over.model, overrun: true },
+      });
+      throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `COST_BUDGET_EXCEEDED: ${reason} (event ${eventId})`, nonRetryable: true });
+    }
+  }
+
+  /**
+   * Reservations still open are released (nothing was counted for them), and when the workflow
+   * will not get the result — the attempt failed, was halted, cancelled or timed out — the paid
+   * calls are written to cost_events here, so that every paid call is counted once: in
+   * cost_events, in the budgets and in `warden costs`.
+   */
+  async close(call: AgentCall, delivered: boolean): Promise<void> {
+    const meter = this.meters.get(call);
+    if (!meter) return;
+    this.meters.delete(call);
+    await meter.releaseOpen();
+    if (meter.calls.length > 0) call.facts.spendUsd = meter.totalUsd();
+    if (delivered) return;
+    const { ref, agent, input } = call;
+    const log = activityLogger(this.deps.logger);
+    // A call that cost nothing and used no tokens has nothing to count.
+    const counted = meter.calls.filter((c) => compareUsd(c.costUsd, '0') > 0 || c.usage.inputTokens > 0 || c.usage.outputTokens > 0);
+    for (const paid of counted) {
+      const id = deterministicUuid(ref.workflowId, ref.runId, ref.activityId, ref.attempt, 'cost', paid.index);
+      await call
+        .patiently('record the cost of a call', () =>
+          this.deps.ledger.recordCost({
+            id,
+            timestamp: new Date(),
+            intentId: ref.intentId ?? ref.workflowId,
+            stage: input.stage,
+            attempt: input.attempt,
+            agentId: agent.agentId,
+            modelId: paid.model,
+            inputTokens: paid.usage.inputTokens,
+            outputTokens: paid.usage.outputTokens,
+            usd: paid.costUsd,
+          }),
+        )
+        .catch((error: unknown) => log.error({ costUsd: paid.costUsd, error: messageOf(error) }, 'could not record the cost of a paid call'));
+    }
+    if (counted.length > 0) log.info({ costUsd: meter.totalUsd(), calls: counted.length }, 'paid calls of an attempt whose result the workflow does not get: recorded here');
+  }
+
+  private meterOf(call: AgentCall): SpendMeter {
+    const meter = this.meters.get(call);
+    if (!meter) throw new Error('no spend meter: the cost layer did not admit this call');
+    return meter;
+  }
+}
+
+/** The call's maximum cost: the stage input's, or the intent's limit when the workflow gave none. */
+function maxCallOf(input: StageInput): string {
+  const raw: unknown = input.maxCallUsd ?? (input.intent.limits as { maxCallUsd?: unknown } | undefined)?.maxCallUsd;
+  try {
+    const usd = normalizeUsd(raw as string);
+    if (compareUsd(usd, '0') >= 0) return usd;
+  } catch {
+    // reported below
+  }
+  throw ApplicationFailure.create({ type: FailureType.InvalidIntent, message: `maxCallUsd ${JSON.stringify(raw)} is not a USD amount`, nonRetryable: true });
+}
