@@ -1,47 +1,30 @@
 /**
- * Per-endpoint circuit breakers with ADR 0002's semantics, built on cockatiel 3.
+ * Per-endpoint circuit breakers: Warden stops calling a model endpoint that keeps failing, and
+ * probes it carefully before trusting it again.
  *
- * NOT workflow-safe: imports cockatiel and reads `Date.now()`. Use it in activities and activity
- * interceptors only (one registry per worker process).
+ * NOT workflow-safe: reads `Date.now()`. Use it in activities and activity interceptors only (one
+ * registry per worker process).
  *
- * Semantics (defaults from the ADR):
- * - CLOSED → OPEN when errors are ≥ 50 % of ≥ 20 calls in the rolling window (5 min), or after
- *   5 consecutive failures — on exactly the call that reaches the threshold.
+ * Semantics (defaults in DEFAULT_CIRCUIT_OPTIONS):
+ * - CLOSED → OPEN when errors are ≥ 50 % of ≥ 20 calls in the rolling window (5 min, at 1 s
+ *   resolution), or after 5 consecutive failures — on exactly the call that reaches the threshold.
  * - OPEN fails fast with `CircuitOpenError` until the cool-down (30 s) has passed.
  * - The first call after the cool-down is a probe and moves the circuit to HALF_OPEN. In
  *   HALF_OPEN one probe runs at a time, at least 5 s after the previous one ended; other calls
  *   fail fast. 3 successful probes → CLOSED; any failed probe → OPEN with a new cool-down.
+ * - Errors that `isFailure` does not count (our own bad request, a policy refusal) mean "the
+ *   endpoint answered" in every state: they break a run of failures and pass a probe.
  *
- * What cockatiel does and what this file adds, and why:
- * - Cockatiel's `CircuitBreakerPolicy` owns CLOSED/OPEN and the cool-down, and runs the first
- *   probe as its own half-open test. Its breakers are combined here in one `IBreaker`
- *   (cockatiel 3.2.1 has no composite breaker): `SamplingBreaker` for the error rate and
- *   `ConsecutiveBreaker` for the run of failures.
- * - Cockatiel closes on the first successful half-open test and, while it runs, makes other
- *   callers wait for it and then run. "3 probes 5 s apart, others fail fast" cannot be expressed
- *   in its options, so this file keeps its own HALF_OPEN phase after cockatiel has closed: it
- *   admits probes 2..n itself and, if one fails, the composite breaker reports "open" to cockatiel.
- * - `SamplingBreaker` opens on failures *strictly greater* than threshold × calls and has a
- *   minimum *rate* (`minimumRps`), not a minimum count; both are converted here so that 10 of
- *   20 calls trips and 19 calls never do.
- * - `SamplingBreaker` advances its ring of 1 s buckets by one bucket per recorded call, so under
- *   sparse traffic calls far older than the window stay counted. Stale buckets are cleared
- *   through its public `state` (its serialisation hook) before every failure is judged, keeping
- *   the window a real rolling time window (at 1 s resolution).
- * - Errors that `isFailure` does not count are carried through cockatiel as a successful value
- *   and rethrown here: left unhandled, cockatiel would skip them when CLOSED but treat one as a
- *   success that closes the circuit when HALF_OPEN. This way they mean "the endpoint answered"
- *   in every state.
+ * Why this is our own code and not a library's: opossum has no failure run, closes after one
+ * successful half-open trial and turns its window over with timers; cockatiel's
+ * `CircuitBreakerPolicy` also closes on the first successful half-open test, and makes concurrent
+ * callers wait for it and then run, so "N probes spaced by an interval, others fail fast" cannot
+ * be expressed; it does not say how long a caller should wait (`retryAfterMs`); it counts an error
+ * it does not handle as a passed test when half-open but ignores it when closed; and its
+ * `SamplingBreaker` has a minimum rate, not a minimum count, and keeps calls older than its window
+ * under sparse traffic. Using it meant re-implementing HALF_OPEN beside it and reading its
+ * undocumented internal state; the state machine below is smaller than that wrapper was.
  */
-import {
-  BrokenCircuitError,
-  CircuitState as CockatielState,
-  ConsecutiveBreaker,
-  SamplingBreaker,
-  circuitBreaker,
-  handleAll,
-} from 'cockatiel';
-import type { CircuitBreakerPolicy, IBreaker } from 'cockatiel';
 
 /**
  * Failure types that say nothing about an endpoint's health, so they neither trip its circuit nor
@@ -147,7 +130,7 @@ export class CircuitOpenError extends Error {
 
 type Settings = Required<Omit<CircuitBreakerOptions, 'onStateChange'>> & Pick<CircuitBreakerOptions, 'onStateChange'>;
 
-/** Defaults: ADR 0002 where it gives one; cool-down and window are Warden's choice. */
+/** Defaults: cool-down and window are Warden's choice, the rest the usual breaker settings. */
 export const DEFAULT_CIRCUIT_OPTIONS: Readonly<Required<Omit<CircuitBreakerOptions, 'onStateChange' | 'isFailure'>>> = {
   errorRateThreshold: 0.5,
   minimumCalls: 20,
@@ -158,135 +141,63 @@ export const DEFAULT_CIRCUIT_OPTIONS: Readonly<Required<Omit<CircuitBreakerOptio
   probeIntervalMs: 5_000,
 };
 
-interface SamplingWindow {
-  startedAt: number;
-  failures: number;
-  successes: number;
-}
-interface SamplingState {
-  windows: SamplingWindow[];
-  currentWindow: number;
-  currentFailures: number;
-  currentSuccesses: number;
-}
+const BUCKET_MS = 1_000;
 
-/** What made the composite breaker open, for the transition's reason. */
-interface Trip {
-  readonly reason: CircuitTransitionReason;
-  readonly detail: string;
-}
+/** Calls and failures per second over the last `windowMs`: memory bounded by the window, not the traffic. */
+class RollingCounts {
+  private buckets: { startedAt: number; calls: number; failures: number }[] = [];
 
-/** SamplingBreaker + ConsecutiveBreaker as one cockatiel `IBreaker`; see the file comment. */
-class CompositeBreaker implements IBreaker {
-  /**
-   * Set while HALF_OPEN probes 2..n run through a cockatiel circuit that is already closed. A call
-   * started before the circuit opened that fails meanwhile also counts as a failed probe:
-   * conservative, it reopens the circuit.
-   */
-  probing = false;
-  lastTrip: Trip | undefined;
-  private readonly sampling: SamplingBreaker;
-  private readonly consecutive: ConsecutiveBreaker;
-  /** SamplingBreaker's real window length: it rounds the window to whole buckets. */
-  private readonly samplingDurationMs: number;
+  constructor(private readonly windowMs: number) {}
 
-  constructor(private readonly settings: Settings) {
-    const windowCount = Math.max(5, Math.ceil(settings.windowMs / 1000));
-    this.samplingDurationMs = Math.round(settings.windowMs / windowCount) * windowCount;
-    this.sampling = new SamplingBreaker({
-      // Cockatiel opens on failures > threshold × total; the ADR says ≥.
-      threshold: settings.errorRateThreshold - 1e-9,
-      duration: settings.windowMs,
-      // Cockatiel wants a rate: total < duration × rate means "too few calls". Half a call of
-      // margin makes minimumCalls exact despite float rounding.
-      minimumRps: ((settings.minimumCalls - 0.5) * 1000) / this.samplingDurationMs,
-    });
-    this.consecutive = new ConsecutiveBreaker(settings.consecutiveFailures);
-  }
-
-  get state(): unknown {
-    return { sampling: this.sampling.state, consecutive: this.consecutive.state };
-  }
-
-  set state(value: unknown) {
-    const { sampling, consecutive } = value as { sampling: unknown; consecutive: number };
-    this.sampling.state = sampling;
-    this.consecutive.state = consecutive;
-  }
-
-  success(state: CockatielState): void {
-    this.sampling.success(state);
-    this.consecutive.success();
-  }
-
-  failure(state: CockatielState): boolean {
-    // Only failures are evaluated, so pruning here is enough to keep the rate a real window.
-    this.pruneStaleWindows();
-    const rateTrips = this.sampling.failure(state);
-    const runTrips = this.consecutive.failure();
-    if (this.probing || state !== CockatielState.Closed) {
-      this.lastTrip = { reason: 'probe-failed', detail: 'a half-open probe failed' };
-      return true;
+  record(at: number, failed: boolean): void {
+    this.prune(at);
+    const startedAt = at - (at % BUCKET_MS);
+    let bucket = this.buckets.at(-1);
+    if (!bucket || bucket.startedAt < startedAt) {
+      bucket = { startedAt, calls: 0, failures: 0 };
+      this.buckets.push(bucket);
     }
-    const { currentFailures: failures, currentSuccesses: successes } = this.sampling.state as SamplingState;
-    if (runTrips) {
-      this.lastTrip = { reason: 'consecutive-failures', detail: `${this.consecutive.state as number} consecutive failures (threshold ${this.settings.consecutiveFailures})` };
-    } else if (rateTrips) {
-      const total = failures + successes;
-      this.lastTrip = {
-        reason: 'error-rate',
-        detail: `${failures} of ${total} calls failed within ${this.settings.windowMs} ms (${((failures / total) * 100).toFixed(1)}% ≥ ${this.settings.errorRateThreshold * 100}%)`,
-      };
-    }
-    return runTrips || rateTrips;
+    bucket.calls += 1;
+    if (failed) bucket.failures += 1;
   }
 
-  /** Clears buckets that fell out of the window, which SamplingBreaker itself only does one per call. */
-  private pruneStaleWindows(): void {
-    const now = Date.now();
-    const current = this.sampling.state as SamplingState;
+  /** Totals of the buckets that started less than `windowMs` before `now`. */
+  totals(now: number): { calls: number; failures: number } {
+    this.prune(now);
+    let calls = 0;
     let failures = 0;
-    let successes = 0;
-    const windows = current.windows.map((window) => {
-      if (now - window.startedAt >= this.samplingDurationMs) return { startedAt: window.startedAt, failures: 0, successes: 0 };
-      failures += window.failures;
-      successes += window.successes;
-      return { ...window };
-    });
-    this.sampling.state = { windows, currentWindow: current.currentWindow, currentFailures: failures, currentSuccesses: successes };
+    for (const b of this.buckets) {
+      calls += b.calls;
+      failures += b.failures;
+    }
+    return { calls, failures };
+  }
+
+  clear(): void {
+    this.buckets = [];
+  }
+
+  private prune(now: number): void {
+    const firstKept = this.buckets.findIndex((b) => now - b.startedAt < this.windowMs);
+    this.buckets.splice(0, firstKept < 0 ? this.buckets.length : firstKept);
   }
 }
 
-/** A value that smuggles an error the caller does not count past cockatiel as a success. */
-class Uncounted {
-  constructor(readonly error: unknown) {}
-}
-
-/** One endpoint's circuit: cockatiel's policy plus the HALF_OPEN probe phase. */
+/** One endpoint's circuit. */
 class EndpointCircuit {
   current: CircuitState = 'CLOSED';
   private openedAt = 0;
+  private consecutiveFailures = 0;
+  private readonly counts: RollingCounts;
   private probeInFlight = false;
   private probesSucceeded = 0;
   private lastProbeEndedAt: number | undefined;
-  private readonly breaker: CompositeBreaker;
-  private readonly policy: CircuitBreakerPolicy;
-  private readonly pending: CircuitStateChange[] = [];
 
   constructor(
     private readonly endpoint: string,
     private readonly settings: Settings,
   ) {
-    this.breaker = new CompositeBreaker(settings);
-    this.policy = circuitBreaker(handleAll, { halfOpenAfter: settings.coolDownMs, breaker: this.breaker });
-    // Runs inside cockatiel's execute: only update state here; callbacks run later, from our code.
-    this.policy.onBreak(() => {
-      const trip = this.breaker.lastTrip ?? { reason: 'consecutive-failures', detail: 'cockatiel opened the circuit' };
-      this.openedAt = Date.now();
-      this.breaker.probing = false;
-      this.probeInFlight = false;
-      this.transition('OPEN', trip.reason, trip.detail);
-    });
+    this.counts = new RollingCounts(settings.windowMs);
   }
 
   retryAfterMs(now: number): number {
@@ -301,88 +212,94 @@ class EndpointCircuit {
     }
   }
 
-  async execute<T>(fn: (signal: AbortSignal) => PromiseLike<T> | T, signal?: AbortSignal): Promise<T> {
-    try {
-      const now = Date.now();
-      const wait = this.retryAfterMs(now);
-      if (this.current !== 'CLOSED' && (wait > 0 || this.probeInFlight)) {
-        throw new CircuitOpenError(this.endpoint, wait, this.current);
-      }
-      if (this.current === 'CLOSED') return await this.run(fn, signal);
-      if (this.current === 'OPEN') {
-        this.probesSucceeded = 0;
-        this.lastProbeEndedAt = undefined;
-        this.transition('HALF_OPEN', 'cool-down-elapsed', `${now - this.openedAt} ms after opening; probing with 1 of ${this.settings.probes} calls`);
-      }
-      return await this.probe(fn, signal);
-    } finally {
-      this.flush();
+  async execute<T>(fn: (signal: AbortSignal) => PromiseLike<T> | T, signal: AbortSignal): Promise<T> {
+    const now = Date.now();
+    const wait = this.retryAfterMs(now);
+    if (this.current !== 'CLOSED' && (wait > 0 || this.probeInFlight)) {
+      throw new CircuitOpenError(this.endpoint, wait, this.current);
     }
-  }
-
-  private async probe<T>(fn: (signal: AbortSignal) => PromiseLike<T> | T, signal?: AbortSignal): Promise<T> {
+    if (this.current === 'CLOSED') return this.call(fn, signal, false);
+    if (this.current === 'OPEN') {
+      this.probesSucceeded = 0;
+      this.lastProbeEndedAt = undefined;
+      this.consecutiveFailures = 0;
+      this.counts.clear();
+      this.transition('HALF_OPEN', 'cool-down-elapsed', `${now - this.openedAt} ms after opening; probing with 1 of ${this.settings.probes} calls`);
+    }
     this.probeInFlight = true;
-    // Probes 2..n run through a cockatiel circuit that already closed after probe 1.
-    this.breaker.probing = this.policy.state === CockatielState.Closed;
-    let succeeded = false;
     try {
-      const result = await this.run(fn, signal);
-      succeeded = true;
-      return result;
-    } catch (error) {
-      // An uncounted error rethrown by run() is still a healthy answer from the endpoint.
-      succeeded = this.current === 'HALF_OPEN' && !(error instanceof CircuitOpenError);
-      throw error;
+      return await this.call(fn, signal, true);
     } finally {
       this.probeInFlight = false;
-      if (succeeded && this.current === 'HALF_OPEN') {
-        this.probesSucceeded += 1;
-        this.lastProbeEndedAt = Date.now();
-        if (this.probesSucceeded >= this.settings.probes) {
-          this.breaker.probing = false;
-          this.transition('CLOSED', 'probes-succeeded', `${this.probesSucceeded} probe(s) succeeded`);
-        }
-      }
     }
   }
 
-  /** Runs `fn` through cockatiel; errors the caller does not count pass through as successes. */
-  private async run<T>(fn: (signal: AbortSignal) => PromiseLike<T> | T, signal?: AbortSignal): Promise<T> {
-    let outcome: T | Uncounted;
+  /** Runs `fn` and judges its outcome in the state the circuit is in when it ends. */
+  private async call<T>(fn: (signal: AbortSignal) => PromiseLike<T> | T, signal: AbortSignal, probe: boolean): Promise<T> {
+    let result: T;
     try {
-      outcome = await this.policy.execute(async ({ signal: inner }) => {
-        try {
-          return await fn(inner);
-        } catch (error) {
-          if (this.settings.isFailure(error)) throw error;
-          return new Uncounted(error);
-        }
-      }, signal);
+      result = await fn(signal);
     } catch (error) {
-      if (error instanceof BrokenCircuitError) {
-        // Cockatiel and this wrapper disagree on the clock by a millisecond at most.
-        throw new CircuitOpenError(this.endpoint, Math.max(1, this.retryAfterMs(Date.now())), this.current === 'CLOSED' ? 'OPEN' : this.current);
-      }
+      if (this.settings.isFailure(error)) this.failed();
+      else this.answered(probe);
       throw error;
     }
-    if (outcome instanceof Uncounted) throw outcome.error;
-    return outcome;
+    this.answered(probe);
+    return result;
+  }
+
+  /** The endpoint answered (a success, or an error that does not count against it). */
+  private answered(probe: boolean): void {
+    const now = Date.now();
+    // Only a probe's answer counts once the circuit has left CLOSED: a call admitted before it
+    // opened says nothing about the endpoint's recovery.
+    if (this.current === 'OPEN' || (this.current === 'HALF_OPEN' && !probe)) return;
+    this.consecutiveFailures = 0;
+    this.counts.record(now, false);
+    if (this.current !== 'HALF_OPEN') return;
+    this.probesSucceeded += 1;
+    this.lastProbeEndedAt = now;
+    if (this.probesSucceeded >= this.settings.probes) {
+      this.transition('CLOSED', 'probes-succeeded', `${this.probesSucceeded} probe(s) succeeded`);
+    }
+  }
+
+  private failed(): void {
+    const now = Date.now();
+    if (this.current === 'OPEN') return;
+    if (this.current === 'HALF_OPEN') {
+      // Also a call admitted before the circuit opened that fails now: conservative, it reopens.
+      this.open(now, 'probe-failed', 'a half-open probe failed');
+      return;
+    }
+    this.consecutiveFailures += 1;
+    this.counts.record(now, true);
+    const { consecutiveFailures: limit, errorRateThreshold, minimumCalls, windowMs } = this.settings;
+    if (this.consecutiveFailures >= limit) {
+      this.open(now, 'consecutive-failures', `${this.consecutiveFailures} consecutive failures (threshold ${limit})`);
+      return;
+    }
+    // Judged on failures only, so the circuit opens on exactly the call that reaches the rate.
+    const { calls, failures } = this.counts.totals(now);
+    if (calls >= minimumCalls && failures / calls >= errorRateThreshold) {
+      const rate = `${((failures / calls) * 100).toFixed(1)}% ≥ ${errorRateThreshold * 100}%`;
+      this.open(now, 'error-rate', `${failures} of ${calls} calls failed within ${windowMs} ms (${rate})`);
+    }
+  }
+
+  private open(now: number, reason: CircuitTransitionReason, detail: string): void {
+    this.openedAt = now;
+    this.transition('OPEN', reason, detail);
   }
 
   private transition(to: CircuitState, reason: CircuitTransitionReason, detail: string): void {
     if (to === this.current) return;
-    this.pending.push({ endpoint: this.endpoint, from: this.current, to, reason, detail, at: Date.now() });
+    const change: CircuitStateChange = { endpoint: this.endpoint, from: this.current, to, reason, detail, at: Date.now() };
     this.current = to;
-  }
-
-  private flush(): void {
-    const callback = this.settings.onStateChange;
-    for (const change of this.pending.splice(0)) {
-      try {
-        callback?.(change);
-      } catch {
-        // A failing audit hook must not break the breaker or replace the call's own result.
-      }
+    try {
+      this.settings.onStateChange?.(change);
+    } catch {
+      // A failing audit hook must not break the breaker or replace the call's own result.
     }
   }
 }
@@ -404,17 +321,17 @@ export class CircuitBreakerRegistry {
     for (const key of ['windowMs', 'coolDownMs', 'probeIntervalMs'] as const) {
       if (!(settings[key] >= 0) || !Number.isFinite(settings[key])) throw new RangeError(`${key} must be a non-negative number of ms`);
     }
-    if (settings.windowMs < 1000) throw new RangeError('windowMs must be at least 1000');
+    if (settings.windowMs < BUCKET_MS) throw new RangeError(`windowMs must be at least ${BUCKET_MS}`);
     this.settings = settings;
   }
 
   /**
    * Runs `fn` through `endpoint`'s circuit. While the circuit is OPEN (or HALF_OPEN with no probe
    * slot) it throws `CircuitOpenError` without calling `fn`; otherwise it returns or throws
-   * whatever `fn` does. `fn` receives an AbortSignal that follows `signal`.
+   * whatever `fn` does. `fn` receives `signal` (one that never aborts if none is given).
    */
-  execute<T>(endpoint: string, fn: (signal: AbortSignal) => PromiseLike<T> | T, signal?: AbortSignal): Promise<T> {
-    return this.circuit(endpoint).execute(fn, signal);
+  async execute<T>(endpoint: string, fn: (signal: AbortSignal) => PromiseLike<T> | T, signal?: AbortSignal): Promise<T> {
+    return this.circuit(endpoint).execute(fn, signal ?? new AbortController().signal);
   }
 
   /** The endpoint's state; CLOSED for an endpoint never used. OPEN turns HALF_OPEN when a probe is admitted. */

@@ -1,8 +1,12 @@
 /**
- * Sliding-window error-rate breaker (seed 004): warning at 10 % errors, trip at 25 %, over a
- * time window, once enough calls were seen.
+ * Sliding-window error-rate breaker: warning at 10 % errors, trip at 25 %, over a time window, once
+ * enough calls were seen.
  *
  * Workflow-safe: pure, no Node built-ins, no clocks (times are passed in), state is plain data.
+ *
+ * Our own code because the libraries that keep rolling error statistics own their clock: opossum's
+ * rolling window turns over on an interval timer, and cockatiel's SamplingBreaker reads the system
+ * clock and only answers "open or not", with no warning level.
  */
 import type { LimitCheck } from './limits';
 

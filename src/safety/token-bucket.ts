@@ -1,10 +1,16 @@
 /**
- * Token buckets (ADR 0002's rate limiter): one bucket, and a keyed set with requests-per-minute
- * and tokens-per-minute limits per agent and per model.
+ * Token buckets: one bucket, and a keyed set with requests-per-minute and tokens-per-minute limits
+ * per agent and per model.
  *
  * Workflow-safe: pure, no Node built-ins, no clocks (times are passed in), state is plain data.
  * Arithmetic is in integers — a bucket's level is kept in token·ms/min units — so a refill lands
  * on exactly the millisecond it should, with no float drift.
+ *
+ * Our own code because no maintained limiter takes the time from its caller: rate-limiter-flexible
+ * 11 reads the system clock, arms a timer per key and answers through Promises (and counts in
+ * fixed windows, not a continuously refilled bucket; its RateLimiterUnion consumes from the limits
+ * that said yes even when another said no); limiter 4 reads the monotonic clock and waits on
+ * timers. Neither could run in workflow code, restore from `toJSON`, or be tested at exact times.
  */
 
 /** Size and refill rate of one bucket; both positive integers. */

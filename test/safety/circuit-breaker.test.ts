@@ -1,11 +1,10 @@
-import { CircuitState as CockatielState, SamplingBreaker } from 'cockatiel';
 import type { CircuitBreakerOptions, CircuitStateChange } from '../../src/safety/circuit-breaker';
 import { CircuitBreakerRegistry, CircuitOpenError, DEFAULT_CIRCUIT_OPTIONS } from '../../src/safety/circuit-breaker';
 
 const T0 = 1_700_000_000_000;
 const E = 'anthropic/messages';
 
-// Cockatiel reads Date.now() itself and has no clock hook, so the clock is jest's fake one.
+// The registry reads Date.now(), so the clock is jest's fake one.
 beforeEach(() => jest.useFakeTimers({ now: T0, doNotFake: ['nextTick', 'queueMicrotask'] }));
 afterEach(() => jest.useRealTimers());
 
@@ -72,7 +71,7 @@ async function tripped(options: CircuitBreakerOptions = {}): Promise<Harness> {
 }
 
 describe('CircuitBreakerRegistry: CLOSED → OPEN', () => {
-  it('uses the ADR defaults', () => {
+  it('uses the documented defaults', () => {
     expect(DEFAULT_CIRCUIT_OPTIONS).toMatchObject({ errorRateThreshold: 0.5, minimumCalls: 20, consecutiveFailures: 5, probes: 3, probeIntervalMs: 5_000 });
   });
 
@@ -135,26 +134,13 @@ describe('CircuitBreakerRegistry: CLOSED → OPEN', () => {
     expect(same.registry.state(E)).toBe('OPEN');
   });
 
-  it('keeps the window a time window under sparse traffic (cockatiel alone would not)', async () => {
+  it('keeps the window a time window under sparse traffic', async () => {
     const h = harness();
     for (let i = 0; i < 20; i++) {
       at(i * 600_000); // one call every 10 minutes
       await (i % 2 ? h.fail() : h.ok());
     }
     expect(h.registry.state(E)).toBe('CLOSED');
-  });
-
-  it('documents the cockatiel 3.2.1 behaviour worked around above', () => {
-    // SamplingBreaker advances one 1 s bucket per call, so 20 failures 10 minutes apart all
-    // stay in a "60 s" window. If this starts failing, cockatiel fixed it and the pruning in
-    // circuit-breaker.ts can go.
-    const breaker = new SamplingBreaker({ threshold: 0.5, duration: 60_000, minimumRps: 19.5 / 60 });
-    let opened = false;
-    for (let i = 0; i < 20; i++) {
-      at(i * 600_000);
-      opened = breaker.failure(CockatielState.Closed);
-    }
-    expect(opened).toBe(true);
   });
 
   it('honours custom thresholds', async () => {
@@ -283,6 +269,30 @@ describe('CircuitBreakerRegistry: HALF_OPEN', () => {
     at(80_000);
     await h.ok();
     expect(h.registry.state(E)).toBe('CLOSED');
+  });
+
+  it('does not take a late answer to a call admitted while CLOSED as a probe; its late failure reopens', async () => {
+    const h = harness({ probes: 1 });
+    at(0);
+    let answerLate!: () => void;
+    const slowSuccess = h.registry.execute(E, () => new Promise<string>((resolve) => (answerLate = () => resolve('late'))));
+    let failLate!: () => void;
+    const slowFailure = h.registry.execute(E, () => new Promise<string>((_, reject) => (failLate = () => reject(new Error('late boom')))));
+    await h.pattern('FFFFF');
+    at(30_000);
+    let release!: () => void;
+    const probe = h.registry.execute(E, () => new Promise<string>((resolve) => (release = () => resolve('probe'))));
+    expect(h.registry.state(E)).toBe('HALF_OPEN');
+    answerLate();
+    await expect(slowSuccess).resolves.toBe('late');
+    expect(h.registry.state(E)).toBe('HALF_OPEN'); // one probe would have closed it
+    failLate();
+    await expect(slowFailure).rejects.toThrow('late boom');
+    expect(h.registry.state(E)).toBe('OPEN');
+    expect(h.changes.at(-1)).toMatchObject({ from: 'HALF_OPEN', to: 'OPEN', reason: 'probe-failed', at: T0 + 30_000 });
+    release();
+    await expect(probe).resolves.toBe('probe');
+    expect(h.registry.state(E)).toBe('OPEN'); // the probe's own answer came after the circuit reopened
   });
 
   it('closes on the first success when one probe is configured', async () => {

@@ -1,4 +1,4 @@
-import { expandBraces, matchGlob, pathAllowed } from '../../src/shared/glob';
+import { isTestFile, matchGlob, pathAllowed } from '../../src/shared/glob';
 
 describe('matchGlob', () => {
   const cases: [string, string, boolean][] = [
@@ -42,15 +42,29 @@ describe('matchGlob', () => {
     ['a+(b)', 'a+(b)', true], // regex characters are literal
     ['*', 'top.txt', true],
     ['*', 'dir/top.txt', false],
+    ['app/(auth)/*', 'app/(auth)/page.tsx', true], // parentheses are literal, not a group
+    ['app/(auth)/*', 'app/auth/page.tsx', false],
+    ['a|b', 'a|b', true],
+    ['a|b', 'a', false],
+    ['a@(b)', 'a@(b)', true],
+    ['a@(b)', 'ab', false],
+    ['!x', '!x', true], // negation belongs to pathAllowed
+    ['src/', 'src', true],
+    ['/', 'any/thing', true],
+    ['file[^0-9].txt', 'filex.txt', true],
+    ['file[!a-z]', 'file/', false], // a set never matches the separator
   ];
   test.each(cases)('%s ~ %s → %s', (pattern, file, expected) => {
     expect(matchGlob(pattern, file)).toBe(expected);
   });
 
-  test('brace expansion', () => {
-    expect(expandBraces('a{b,c{d,e}}f')).toEqual(['abf', 'acdf', 'acef']);
-    expect(expandBraces('no braces')).toEqual(['no braces']);
-    expect(expandBraces('{single}')).toEqual(['\\{single}']);
+  test('nested brace alternatives: exactly their expansions', () => {
+    for (const file of ['abf', 'acdf', 'acef']) expect(matchGlob('a{b,c{d,e}}f', file)).toBe(true);
+    for (const file of ['af', 'acf', 'acdef', 'a{b,c{d,e}}f']) expect(matchGlob('a{b,c{d,e}}f', file)).toBe(false);
+    expect(matchGlob('no braces', 'no braces')).toBe(true);
+    // A brace with no comma is literal.
+    expect(matchGlob('{single}', '{single}')).toBe(true);
+    expect(matchGlob('{single}', 'single')).toBe(false);
   });
 });
 
@@ -65,5 +79,20 @@ describe('pathAllowed', () => {
   test('only negatives: everything else', () => {
     expect(pathAllowed(['!secrets/**'], 'src/a.ts')).toBe(true);
     expect(pathAllowed(['!secrets/**'], 'secrets/key')).toBe(false);
+  });
+});
+
+describe('isTestFile', () => {
+  test.each([
+    ['src/a.test.ts', true],
+    ['pkg/x_test.go', true],
+    ['tests/test_api.py', true],
+    ['test/unit/a.ts', true],
+    ['src/__tests__/a.js', true],
+    ['.github/spec/a.rb', true],
+    ['src/testing.ts', false],
+    ['src/contest/a.ts', false],
+  ])('%s → %s', (file, expected) => {
+    expect(isTestFile(file)).toBe(expected);
   });
 });

@@ -35,7 +35,7 @@ export interface ModelCallOptions {
   readonly meter: SpendMeter;
 }
 
-/** Tries per key, as the seed asks ("at most 3 tries each"). */
+/** Tries per key before the endpoint, not the key, is taken to be the problem. */
 export const TRIES_PER_KEY = 3;
 const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
 
@@ -136,7 +136,12 @@ export async function callModel(profile: HttpAgentProfile, prompt: string, optio
   const maxRetryAfter = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const keys = keysOf(profile, options.env);
 
-  /** The answer, or why the key was refused (auth or quota); throws when the endpoint keeps failing. */
+  /**
+   * The answer, or why the key was refused (auth or quota); throws when the endpoint keeps failing.
+   * Not cockatiel's `retry`: the waits are the server's (`retry-after`), not a backoff; a wait
+   * longer than `maxRetryAfterMs` is handed to Temporal's retry instead of slept; and the sleep
+   * must heartbeat the activity. Its retry would need a wrapper for each of the three.
+   */
   const tryKey = async (key: string | undefined): Promise<ModelAnswer | { refused: string }> => {
     let lastProblem = '';
     for (let attempt = 1; attempt <= TRIES_PER_KEY; attempt++) {
