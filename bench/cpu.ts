@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
-import { cpuTicksOf, parseProcStat } from '../src/runtime/proc-stat';
+import { cpuTicksOf, parseProcStat } from '../src/shared/proc-stat';
 
 const TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux the benchmarks run on
 

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { parseProcStat } from '../runtime/proc-stat';
+import { parseProcStat } from '../shared/proc-stat';
 
 /** How long a process group gets between SIGTERM and SIGKILL. */
 const KILL_GRACE_MS = 1_000;

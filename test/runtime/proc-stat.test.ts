@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { cpuTicksOf, parseProcStat } from '../../src/runtime/proc-stat';
+import { cpuTicksOf, parseProcStat } from '../../src/shared/proc-stat';
 
 test('reads state, parent and group after the command name, whatever that name holds', () => {
   expect(parseProcStat('4242 (my (odd) cmd) Z 1 4240 4240 0 -1')).toEqual({ state: 'Z', ppid: 1, pgrp: 4240 });
