@@ -10,7 +10,6 @@ import {
   DaySchema,
   GateDecisionRowSchema,
   SafetyEventSchema,
-  SEVERITIES,
   UsdSchema,
   type ActivityOutcome,
   type ActivityRun,
@@ -25,12 +24,11 @@ import {
   type GateDecisionInput,
   type GlobalStop,
   type SafetyEventInput,
-  type SafetyEventType,
-  type Severity,
   type TimelineEntry,
 } from './types';
+import { SEVERITIES, type SafetyEventType, type Severity } from '../shared/safety-events';
 import { inTransaction } from './transaction';
-import { compareUsd, toMicros } from '../safety/money';
+import { compareUsd, toMicros } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
 import { LADDER_DECIDER_PREFIX } from '../shared/ladder';
 
@@ -43,7 +41,7 @@ export class LedgerError extends Error {
 }
 
 /** Safety events the daily report counts as anomalies (Layer 5). */
-export const ANOMALY_EVENT_TYPES = [
+const ANOMALY_EVENT_TYPES = [
   'ANOMALY_DETECTED',
   'CASCADE_DETECTED',
   'STAGNATION_DETECTED',
@@ -55,7 +53,7 @@ export const ANOMALY_EVENT_TYPES = [
 const INTENT_ENDINGS = ['INTENT_MERGED', 'INTENT_REJECTED', 'INTENT_FAILED', 'INTENT_CANCELLED'] as const satisfies readonly SafetyEventType[];
 
 /** The daily report's health rule, in words. */
-export const HEALTH_RULE =
+const HEALTH_RULE =
   'RED if an anomaly is critical, an emergency stop was set, or spend went over the day budget (0 = no limit); ' +
   'YELLOW if an anomaly is high, a gate timed out, a state snapshot is missing, or spend reached 80% of the day budget; GREEN otherwise';
 

@@ -21,8 +21,8 @@
  * A finding is reported when its condition starts to hold and again when it escalates, not on
  * every observation while it keeps holding; once the condition stops, the rule re-arms.
  */
-import type { Severity } from '../ledger/types';
-import { toMicros } from './money';
+import type { Severity } from '../shared/safety-events';
+import { toMicros } from '../shared/money';
 
 /** What the monitor can find. */
 export type FindingKind =

@@ -1,4 +1,4 @@
-import type { SafetyEventType } from '../ledger/types';
+import type { SafetyEventType } from './safety-events';
 
 /**
  * Details of a SAFETY_HALT failure, thrown by the stage guard or an activity: the SafetyEvent the

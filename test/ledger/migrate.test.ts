@@ -2,10 +2,13 @@ import { cp, mkdtemp, writeFile, appendFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../src/ledger/migrate';
+import { loadMigrations, migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
 import { freshDatabase, testBackends, type FreshDatabase } from '../helpers/database';
 import { safetyEvent } from './fixtures';
+
+/** The migrations Warden ships. */
+const MIGRATIONS_DIR = path.join(__dirname, '..', '..', 'src', 'ledger', 'migrations');
 
 const TABLES = ['activity_runs', 'budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'safety_events', 'schema_migrations'];
 

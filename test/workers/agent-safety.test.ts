@@ -12,7 +12,7 @@ import type { ConfigFile, WorkerSafetyConfig } from '../../src/config/schema';
 import { Ledger } from '../../src/ledger/ledger';
 import type { SafetyEventInput } from '../../src/ledger/types';
 import { detectCascade } from '../../src/safety/cascade-detector';
-import { addUsd, compareUsd, subUsd, sumUsd } from '../../src/safety/money';
+import { addUsd, compareUsd, subUsd, sumUsd } from '../../src/shared/money';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { createRedactor } from '../../src/shared/redact';

@@ -12,12 +12,13 @@ import type { IntentLimitsConfig, WorkerSafetyConfig } from '../../config/schema
 import { deterministicUuid } from '../../ledger/event-id';
 import type { Ledger } from '../../ledger/ledger';
 import { killSwitchOn, ledgerDeadlineOf, patientlyWithLedger } from './ledger-patience';
-import type { ActivityOutcome, SafetyEventInput, SafetyEventType, Severity } from '../../ledger/types';
+import type { ActivityOutcome, SafetyEventInput } from '../../ledger/types';
+import type { SafetyEventType, Severity } from '../../shared/safety-events';
 import { CircuitBreakerRegistry, CircuitOpenError, NOT_ENDPOINT_FAILURES, endpointKey, type CircuitStateChange } from '../../safety/circuit-breaker';
 import { BehaviourWatch, recentAgentRuns } from '../../safety/behaviour-watch';
 import type { Finding } from '../../safety/behaviour-monitor';
 import { ErrorRateBreaker, type ErrorRateCheck } from '../../safety/error-rate';
-import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../safety/money';
+import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../shared/money';
 import { RateLimiter } from '../../safety/token-bucket';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';

@@ -1,0 +1,56 @@
+/**
+ * What a safety event records: a breaker, rate, cost, anomaly, mode or escalation decision, or a
+ * lifecycle, gate, control or limit event. Every safety decision is exactly one ledger row.
+ */
+export const SAFETY_EVENT_TYPES = [
+  // safety layer decisions
+  'CIRCUIT_TRIPPED',
+  'CIRCUIT_RESET',
+  'RATE_LIMIT_BLOCK',
+  'COST_WARNING',
+  'COST_BUDGET_EXCEEDED',
+  'ANOMALY_DETECTED',
+  'MODE_VIOLATION',
+  'ESCALATION_DENIED',
+  // intent lifecycle
+  'INTENT_STARTED',
+  'STAGE_STARTED',
+  'STAGE_COMPLETED',
+  'STAGE_FAILED',
+  'INTENT_MERGED',
+  'INTENT_REJECTED',
+  'INTENT_FAILED',
+  'INTENT_CANCELLED',
+  // an impl attempt's test run
+  'TESTS_PASSED',
+  'TESTS_FAILED',
+  // gates and humans
+  'GATE_REQUESTED',
+  'GATE_DECIDED',
+  'GATE_ESCALATED',
+  'DECISION_REFUSED',
+  'OVERRIDE',
+  'GATE_AUTO_PASSED',
+  // risk and the automation ladder
+  'RISK_ASSESSED',
+  'LADDER_LEVEL_CHANGED',
+  // controls
+  'GLOBAL_STOP_SET',
+  'GLOBAL_STOP_CLEARED',
+  'INTENT_STOPPED',
+  // limits and detectors (safety interceptors)
+  'MAX_ITERATIONS_EXCEEDED',
+  'STAGNATION_DETECTED',
+  'TIME_LIMIT_EXCEEDED',
+  'BUDGET_RESERVATION_DENIED',
+  'CASCADE_DETECTED',
+  'SANDBOX_ESCAPE_ATTEMPTED',
+  'ROLLBACK',
+  // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
+  'DAILY_HEALTH_REPORT',
+] as const;
+export type SafetyEventType = (typeof SAFETY_EVENT_TYPES)[number];
+
+/** How serious a safety event is, from routine (info) to stop-everything (critical). */
+export const SEVERITIES = ['info', 'low', 'medium', 'high', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
