@@ -107,7 +107,7 @@ export interface CostRow {
   readonly calls: number;
 }
 
-/** Layer 3's state snapshots: the lineage each intent that ended that day left behind. */
+/** The state snapshots: the lineage each intent that ended that day left behind. */
 interface SnapshotCheck {
   /** MISSING when an intent that finished at least one stage ended without a kept lineage. */
   readonly status: 'OK' | 'MISSING';
@@ -119,7 +119,7 @@ interface SnapshotCheck {
   readonly missing: string[];
 }
 
-/** The daily health report of the Safety Net design, one section per layer. */
+/** The daily health report, one section per safety layer. */
 export interface DailyReport {
   readonly date: string;
   readonly layers: {
