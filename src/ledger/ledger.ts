@@ -76,7 +76,7 @@ export class Ledger {
 
   constructor(readonly pool: pg.Pool) {}
 
-  /** Appends a SafetyEvent. True if inserted; false if a row with this id already exists (a retry). */
+  /** Appends a safety event. True if inserted; false if a row with this id already exists (a retry). */
   async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
     const e = SafetyEventSchema.parse(input);
     const result = await this.pool.query(

@@ -30,7 +30,6 @@ export const SafetyEventSchema = z.object({
   metadata: z.record(z.string(), z.unknown()).default({}),
   severity: z.enum(SEVERITIES),
 });
-export type SafetyEvent = z.infer<typeof SafetyEventSchema>;
 export type SafetyEventInput = z.input<typeof SafetyEventSchema>;
 
 export const CostEventSchema = z.object({
