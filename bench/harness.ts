@@ -11,7 +11,7 @@ import type { WardenConfig } from '../src/config/schema';
 import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
-import { findFreePort } from '../src/runtime/ports';
+import { findFreePort } from '../src/shared/ports';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { createRedactor } from '../src/shared/redact';
 import { createWardenWorker, type WardenWorkerOptions } from '../src/workers/warden-worker';

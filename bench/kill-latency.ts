@@ -43,7 +43,7 @@ import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
 import { createLogger } from '../src/runtime/logger';
-import { findFreePort } from '../src/runtime/ports';
+import { findFreePort } from '../src/shared/ports';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { createRedactor } from '../src/shared/redact';
 import { createWardenWorker } from '../src/workers/warden-worker';

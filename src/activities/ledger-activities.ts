@@ -7,7 +7,8 @@ import { formatReport } from '../ledger/report-text';
 import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import type { LadderRun } from '../shared/ladder';
-import type { CostEventInput, DailyReport, GateDecisionInput, SafetyEventInput, Severity } from '../ledger/types';
+import type { CostEventInput, DailyReport, GateDecisionInput, SafetyEventInput } from '../ledger/types';
+import type { Severity } from '../shared/safety-events';
 import { redactDeep, type Redactor } from '../shared/redact';
 import { activityLogger } from './log-context';
 

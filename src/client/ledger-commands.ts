@@ -7,7 +7,7 @@ import { migrate } from '../ledger/migrate';
 import { formatReport } from '../ledger/report-text';
 import type { CostGrouping, TimelineEntry } from '../ledger/types';
 import type { RuntimeConfig } from '../runtime/config';
-import { sumUsd } from '../safety/money';
+import { sumUsd } from '../shared/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE } from '../shared/ids';

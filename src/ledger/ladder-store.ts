@@ -60,7 +60,7 @@ export class LadderStore {
   /**
    * Counts one finished intent: new metrics, and the level they lead to (up when the next
    * level's requirements hold, down after a failed or rejected run). A level change is also a
-   * LADDER_LEVEL_CHANGED SafetyEvent. Recording the same `id` again changes nothing.
+   * LADDER_LEVEL_CHANGED safety event. Recording the same `id` again changes nothing.
    */
   async recordRun(input: { id: string; scope: string; intentId: string; run: LadderRun; defaults: LadderDefaults }): Promise<{ before: LadderState; after: LadderState; recorded: boolean }> {
     return this.locked(input.scope, async (client) => {

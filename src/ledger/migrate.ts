@@ -4,14 +4,14 @@ import path from 'node:path';
 import type pg from 'pg';
 
 /** Where the ordered `NNN_name.sql` files live; read from the source tree at run time (tsx, no build). */
-export const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
+const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
 
 /** pg_advisory_xact_lock key shared by every Warden process migrating the same database ('WMIG'). */
 const MIGRATION_LOCK_KEY = 0x574d4947;
 
 const MIGRATION_FILE = /^(\d{3,})_[a-z0-9_]+\.sql$/;
 
-export interface Migration {
+interface Migration {
   /** File name without `.sql`, e.g. `001_initial`; the order is the name's order. */
   readonly name: string;
   readonly sql: string;

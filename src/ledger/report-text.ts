@@ -1,7 +1,7 @@
 import type { DailyReport } from './types';
 
 /**
- * The daily report as the Safety Net design's Markdown template. `today` (YYYY-MM-DD, UTC) says
+ * The daily report as Markdown, a section per safety layer. `today` (YYYY-MM-DD, UTC) says
  * whether the report is about today: its lines then say "today", otherwise "that day".
  */
 export function formatReport(report: DailyReport, today: string = new Date().toISOString().slice(0, 10)): string[] {

@@ -1,73 +1,18 @@
 import { z } from 'zod';
-
-/**
- * Safety event types: the ADR's (CIRCUIT_TRIPPED … ESCALATION_DENIED) plus Warden's lifecycle,
- * gate and control events. Every safety decision is exactly one row of `safety_events`.
- */
-export const SAFETY_EVENT_TYPES = [
-  // ADR 0002
-  'CIRCUIT_TRIPPED',
-  'CIRCUIT_RESET',
-  'RATE_LIMIT_BLOCK',
-  'COST_WARNING',
-  'COST_BUDGET_EXCEEDED',
-  'ANOMALY_DETECTED',
-  'MODE_VIOLATION',
-  'ESCALATION_DENIED',
-  // intent lifecycle
-  'INTENT_STARTED',
-  'STAGE_STARTED',
-  'STAGE_COMPLETED',
-  'STAGE_FAILED',
-  'INTENT_MERGED',
-  'INTENT_REJECTED',
-  'INTENT_FAILED',
-  'INTENT_CANCELLED',
-  // an impl attempt's test run
-  'TESTS_PASSED',
-  'TESTS_FAILED',
-  // gates and humans
-  'GATE_REQUESTED',
-  'GATE_DECIDED',
-  'GATE_ESCALATED',
-  'DECISION_REFUSED',
-  'OVERRIDE',
-  'GATE_AUTO_PASSED',
-  // risk and the automation ladder
-  'RISK_ASSESSED',
-  'LADDER_LEVEL_CHANGED',
-  // controls
-  'GLOBAL_STOP_SET',
-  'GLOBAL_STOP_CLEARED',
-  'INTENT_STOPPED',
-  // limits and detectors (safety interceptors)
-  'MAX_ITERATIONS_EXCEEDED',
-  'STAGNATION_DETECTED',
-  'TIME_LIMIT_EXCEEDED',
-  'BUDGET_RESERVATION_DENIED',
-  'CASCADE_DETECTED',
-  'SANDBOX_ESCAPE_ATTEMPTED',
-  'ROLLBACK',
-  // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
-  'DAILY_HEALTH_REPORT',
-] as const;
-export type SafetyEventType = (typeof SAFETY_EVENT_TYPES)[number];
-
-export const SEVERITIES = ['info', 'low', 'medium', 'high', 'critical'] as const;
-export type Severity = (typeof SEVERITIES)[number];
+import { SAFETY_EVENT_TYPES, SEVERITIES, type Severity } from '../shared/safety-events';
 
 /** USD as an exact decimal string ("0.012500"); never a float on the way to the database. */
 export const UsdSchema = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a non-negative USD amount with at most 6 decimals');
 
-/** Spend at the moment of the event, as the ADR's cost_snapshot. */
-export const CostSnapshotSchema = z.object({
+/** Spend at the moment of the event: the intent's, the stage's and the day's, and the limit that applied. */
+const CostSnapshotSchema = z.object({
   intentUsd: UsdSchema.optional(),
   stageUsd: UsdSchema.optional(),
   dayUsd: UsdSchema.optional(),
   limitUsd: UsdSchema.optional(),
 });
 
-/** ADR 0002's SafetyEvent, with the intent and stage it belongs to. */
+/** One safety decision, with the intent and stage it belongs to. */
 export const SafetyEventSchema = z.object({
   /** Deterministic (workflow uuid4 or derived from workflow/run/activity ids): a retry inserts nothing. */
   id: z.uuid(),
@@ -85,7 +30,6 @@ export const SafetyEventSchema = z.object({
   metadata: z.record(z.string(), z.unknown()).default({}),
   severity: z.enum(SEVERITIES),
 });
-export type SafetyEvent = z.infer<typeof SafetyEventSchema>;
 export type SafetyEventInput = z.input<typeof SafetyEventSchema>;
 
 export const CostEventSchema = z.object({
@@ -100,7 +44,6 @@ export const CostEventSchema = z.object({
   outputTokens: z.number().int().min(0),
   usd: UsdSchema,
 });
-export type CostEvent = z.infer<typeof CostEventSchema>;
 export type CostEventInput = z.input<typeof CostEventSchema>;
 
 export const GateDecisionRowSchema = z.object({
@@ -115,7 +58,6 @@ export const GateDecisionRowSchema = z.object({
   decidedAt: z.coerce.date(),
   timedOut: z.boolean(),
 });
-export type GateDecisionRow = z.infer<typeof GateDecisionRowSchema>;
 export type GateDecisionInput = z.input<typeof GateDecisionRowSchema>;
 
 /** Outcome of reserving a paid call's maximum cost against a day's budget. */
@@ -164,8 +106,8 @@ export interface CostRow {
   readonly calls: number;
 }
 
-/** Layer 3's state snapshots: the lineage each intent that ended that day left behind. */
-export interface SnapshotCheck {
+/** The state snapshots: the lineage each intent that ended that day left behind. */
+interface SnapshotCheck {
   /** MISSING when an intent that finished at least one stage ended without a kept lineage. */
   readonly status: 'OK' | 'MISSING';
   /** Intents that ended that day (merged, rejected, failed or cancelled). */
@@ -176,7 +118,7 @@ export interface SnapshotCheck {
   readonly missing: string[];
 }
 
-/** The daily health report of the Safety Net design, one section per layer. */
+/** The daily health report, one section per safety layer. */
 export interface DailyReport {
   readonly date: string;
   readonly layers: {
@@ -239,7 +181,7 @@ export type BudgetReservationRequest = z.infer<typeof BudgetReservationRequestSc
 export const COST_GROUPINGS = ['intent', 'stage', 'model', 'agent', 'day'] as const satisfies readonly CostGrouping[];
 
 /** How an activity attempt ended. */
-export const ACTIVITY_OUTCOMES = ['completed', 'failed', 'cancelled'] as const;
+const ACTIVITY_OUTCOMES = ['completed', 'failed', 'cancelled'] as const;
 export type ActivityOutcome = (typeof ACTIVITY_OUTCOMES)[number];
 
 /**

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../shared/search-attributes';
-import { findFreePort, isPortFree } from './ports';
+import { findFreePort, isPortFree } from '../shared/ports';
 
 export interface DevServerOptions {
   /** Absolute path of the `temporal` CLI binary. */

@@ -24,7 +24,7 @@
  * every observation while it keeps holding; once the condition stops, the rule re-arms.
  */
 import type { Severity } from '../shared/safety-events';
-import { toMicros } from './money';
+import { toMicros } from '../shared/money';
 
 /** What the monitor can find. */
 export type FindingKind =

@@ -5,7 +5,7 @@
  * Workflow-safe: pure, no Node built-ins, no clocks, no I/O. The workflow outbound interceptor
  * calls these before each stage activity; activities may call them too.
  */
-import { compareUsd, fromMicros, toMicros } from './money';
+import { compareUsd, fromMicros, toMicros } from '../shared/money';
 
 /** ok: go on; warn: go on, but record it; trip: do not start the next step. */
 export type Verdict = 'ok' | 'warn' | 'trip';

@@ -5,7 +5,7 @@
  * `money.ts`); fractions of a micro-dollar are rounded up, so metered spend is never lower than
  * the provider's bill and a reservation is never smaller than the call it covers.
  */
-import { fromMicros, toMicros } from './money';
+import { fromMicros, toMicros } from '../shared/money';
 
 /** Prices of one model, in USD per million tokens, as decimal strings ("3", "0.25"). */
 export interface ModelPrice {

@@ -52,5 +52,6 @@ export const SAFETY_EVENT_TYPES = [
 ] as const;
 export type SafetyEventType = (typeof SAFETY_EVENT_TYPES)[number];
 
+/** How serious a safety event is, from routine (info) to stop-everything (critical). */
 export const SEVERITIES = ['info', 'low', 'medium', 'high', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];

@@ -1,6 +1,6 @@
 import type { MetricMeter } from '@temporalio/common';
 import type { LedgerObserver } from '../ledger/ledger';
-import { toMicros } from '../safety/money';
+import { toMicros } from '../shared/money';
 
 /**
  * Warden's own metrics, created on the SDK runtime's meter so they are served by the same

@@ -28,7 +28,7 @@ import {
   type ChangeSize,
   type TestOutcome,
 } from '../safety/limits';
-import { addUsd, ZERO_USD } from '../safety/money';
+import { addUsd, ZERO_USD } from '../shared/money';
 import { agentForStage, agentIdOf, modelFamily } from '../shared/agent-routing';
 import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, UNANSWERED_REVIEW, UNANSWERED_TRIAGE, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
 import type { RecordedDecision } from '../shared/decisions';

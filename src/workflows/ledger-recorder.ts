@@ -1,6 +1,7 @@
 import { uuid4 } from '@temporalio/workflow';
 import type { LedgerBatch } from '../activities';
-import type { CostEventInput, GateDecisionInput, SafetyEventInput, SafetyEventType, Severity } from '../ledger/types';
+import type { CostEventInput, GateDecisionInput, SafetyEventInput } from '../ledger/types';
+import type { SafetyEventType, Severity } from '../shared/safety-events';
 
 type EventDetails = Omit<SafetyEventInput, 'id' | 'timestamp' | 'eventType' | 'severity' | 'reason' | 'intentId'>;
 type CostDetails = Omit<CostEventInput, 'id' | 'timestamp' | 'intentId'>;

@@ -4,8 +4,8 @@
  * (and so the same ledger writes); new intents are watched by the worker (src/safety/behaviour-monitor.ts).
  * Do not change its behaviour.
  */
-import type { Severity } from '../ledger/types';
-import { toMicros } from '../safety/money';
+import type { Severity } from '../shared/safety-events';
+import { toMicros } from '../shared/money';
 
 /** What the monitor can find. */
 export type FindingKind =

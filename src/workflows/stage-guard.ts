@@ -1,9 +1,9 @@
 import { ApplicationFailure, condition, sleep } from '@temporalio/workflow';
 import type { StageInput } from '../activities';
 import type { IntentLimitsConfig } from '../config/schema';
-import type { SafetyEventType, Severity } from '../ledger/types';
+import type { SafetyEventType, Severity } from '../shared/safety-events';
 import { checkBudget, checkCooldown, checkIterations, checkStagnation, type LimitCheck, type TestOutcome } from '../safety/limits';
-import { addUsd, compareUsd, ZERO_USD } from '../safety/money';
+import { addUsd, compareUsd, ZERO_USD } from '../shared/money';
 import { agentForStage, callsModelOverHttp } from '../shared/agent-routing';
 import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';

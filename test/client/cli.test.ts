@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isTemporalReachable, startDevServer, type DevServer } from '../../src/runtime/dev-server';
-import { findFreePort } from '../../src/runtime/ports';
+import { findFreePort } from '../../src/shared/ports';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';

@@ -2,10 +2,13 @@ import { cp, mkdtemp, writeFile, appendFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../src/ledger/migrate';
+import { loadMigrations, migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
 import { freshDatabase, testBackends, type FreshDatabase } from '../helpers/database';
 import { safetyEvent } from './fixtures';
+
+/** The migrations Warden ships. */
+const MIGRATIONS_DIR = path.join(__dirname, '..', '..', 'src', 'ledger', 'migrations');
 
 const TABLES = ['activity_runs', 'budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'safety_events', 'schema_migrations'];
 
@@ -30,7 +33,7 @@ describe.each(testBackends())('migrations on the %s PostgreSQL', (_backend, base
   test('apply once, and a second run applies nothing', async () => {
     const db = await fresh();
     const shipped = (await loadMigrations()).map((m) => m.name);
-    expect(shipped[0]).toBe('001_initial');
+    expect(shipped).toEqual(['001_initial']);
     expect(await migrate(db.pool)).toEqual(shipped);
     expect(await tables(db.pool)).toEqual(TABLES);
     expect(await migrate(db.pool)).toEqual([]);

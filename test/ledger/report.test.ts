@@ -1,11 +1,16 @@
 import { ZodError } from 'zod';
-import { HEALTH_RULE, type Ledger } from '../../src/ledger/ledger';
+import type { Ledger } from '../../src/ledger/ledger';
 import { ladderDecider } from '../../src/shared/ladder';
 import { formatReport } from '../../src/ledger/report-text';
 import type { DailyReport, SafetyEventInput } from '../../src/ledger/types';
 import type { FreshDatabase } from '../helpers/database';
 import { testBackends } from '../helpers/database';
 import { costEvent, gateDecision, migratedLedger, safetyEvent } from './fixtures';
+
+/** The rule every daily report states, word for word. */
+const HEALTH_RULE =
+  'RED if an anomaly is critical, an emergency stop was set, or spend went over the day budget (0 = no limit); ' +
+  'YELLOW if an anomaly is high, a gate timed out, a state snapshot is missing, or spend reached 80% of the day budget; GREEN otherwise';
 
 describe.each(testBackends())('daily health report on the %s PostgreSQL', (_backend, baseUrl) => {
   let db: FreshDatabase;

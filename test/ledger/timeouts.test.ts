@@ -2,8 +2,8 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { LEDGER_TIMEOUTS, openDatabase, startEmbeddedPostgres, type EmbeddedPostgres, type LedgerDatabase } from '../../src/ledger/database';
-import { findFreePort } from '../../src/runtime/ports';
-import { parseProcStat } from '../../src/runtime/proc-stat';
+import { findFreePort } from '../../src/shared/ports';
+import { parseProcStat } from '../../src/shared/proc-stat';
 
 /** The server's processes: the postmaster and its children. */
 async function serverProcesses(postmasterPid: number): Promise<number[]> {

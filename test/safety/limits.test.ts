@@ -16,7 +16,7 @@ import {
   worstOf,
 } from '../../src/safety/limits';
 import type { BudgetInput, LimitCheck } from '../../src/safety/limits';
-import { InvalidMoneyError } from '../../src/safety/money';
+import { InvalidMoneyError } from '../../src/shared/money';
 
 describe('checkIterations', () => {
   it('has the seed defaults', () => {

@@ -10,7 +10,7 @@ import {
   sumUsd,
   toMicros,
   usdToNumber,
-} from '../../src/safety/money';
+} from '../../src/shared/money';
 
 describe('money', () => {
   it('parses decimal strings into exact micro-dollars', () => {

@@ -1,4 +1,4 @@
-import { InvalidMoneyError } from '../../src/safety/money';
+import { InvalidMoneyError } from '../../src/shared/money';
 import type { PricingTable } from '../../src/safety/pricing';
 import { UnknownModelError, costOf, maxCostOf } from '../../src/safety/pricing';
 

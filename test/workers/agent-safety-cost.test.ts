@@ -2,7 +2,7 @@ import { startIntent } from '../../src/client/intents';
 import { Ledger } from '../../src/ledger/ledger';
 import type { SafetyEventInput } from '../../src/ledger/types';
 import { detectCascade } from '../../src/safety/cascade-detector';
-import { addUsd, compareUsd, subUsd, sumUsd } from '../../src/safety/money';
+import { addUsd, compareUsd, subUsd, sumUsd } from '../../src/shared/money';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { safetyEventId } from '../../src/workers/interceptors/safety-events';

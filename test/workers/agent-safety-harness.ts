@@ -9,7 +9,7 @@ import type { WardenActivities } from '../../src/activities';
 import { resolveConfig } from '../../src/config/load';
 import type { ConfigFile, WorkerSafetyConfig } from '../../src/config/schema';
 import type { Ledger } from '../../src/ledger/ledger';
-import { addUsd } from '../../src/safety/money';
+import { addUsd } from '../../src/shared/money';
 import type { IntentInput } from '../../src/shared/intent';
 import { createRedactor } from '../../src/shared/redact';
 import type { KillSwitchOptions } from '../../src/workers/interceptors/agent-safety';

@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
-import { findFreePort } from '../../src/runtime/ports';
+import { findFreePort } from '../../src/shared/ports';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { DEMO_SCRIPT, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 

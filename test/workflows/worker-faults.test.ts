@@ -12,7 +12,7 @@ import type { Worker } from '@temporalio/worker';
 import type { WardenActivities } from '../../src/activities';
 import { startIntent } from '../../src/client/intents';
 import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
-import { findFreePort } from '../../src/runtime/ports';
+import { findFreePort } from '../../src/shared/ports';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ApplicationFailure } from '@temporalio/common';
-import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../safety/money';
+import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../shared/money';
 import { assertPriced, costOf, isPriced, maxCostOf, UnknownModelError, type PricingTable } from '../../safety/pricing';
 import { FailureType } from '../../shared/errors';
 import type { Usage } from './usage';

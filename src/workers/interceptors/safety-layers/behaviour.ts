@@ -5,7 +5,7 @@ import { activityLogger } from '../../../activities/log-context';
 import type { Ledger } from '../../../ledger/ledger';
 import type { Finding } from '../../../safety/behaviour-monitor';
 import { BehaviourWatch, recentAgentRuns } from '../../../safety/behaviour-watch';
-import { normalizeUsd } from '../../../safety/money';
+import { normalizeUsd } from '../../../shared/money';
 import { FailureType } from '../../../shared/errors';
 import { messageOf } from '../failures';
 import type { AgentCall, SafetyLayer } from './safety-layer';

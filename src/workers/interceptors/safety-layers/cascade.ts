@@ -2,8 +2,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { StageResult } from '../../../activities';
 import { activityLogger } from '../../../activities/log-context';
-import type { Severity } from '../../../ledger/types';
-import { normalizeUsd } from '../../../safety/money';
+import type { Severity } from '../../../shared/safety-events';
+import { normalizeUsd } from '../../../shared/money';
 import { FailureType } from '../../../shared/errors';
 import type { AgentCall, SafetyLayer } from './safety-layer';
 

@@ -6,7 +6,7 @@ import { activityLogger } from '../../../activities/log-context';
 import type { WorkerSafetyConfig } from '../../../config/schema';
 import { deterministicUuid } from '../../../ledger/event-id';
 import type { Ledger } from '../../../ledger/ledger';
-import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../../safety/money';
+import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../../shared/money';
 import { FailureType } from '../../../shared/errors';
 import { messageOf } from '../failures';
 import { ledgerBudgetBook } from './budget-book';
