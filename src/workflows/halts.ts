@@ -4,8 +4,6 @@ import { checkTimeLimit, type LimitCheck } from '../safety/limits';
 import { FailureType } from '../shared/errors';
 import type { HaltDetails } from '../shared/halt';
 
-export type { HaltDetails };
-
 /**
  * A non-retryable SAFETY_HALT failure that names the limit that tripped. The intent's ending
  * writes the SafetyEvent from its details (event type, reason, suggestion, figures).

@@ -15,6 +15,7 @@ import type { IntentRun } from './run-context';
  * and the run's count on the automation ladder.
  */
 
+/** The intent's outcome while the ending may still fill in where its lineage went. */
 export type MutableOutcome = { -readonly [K in keyof IntentOutcome]: IntentOutcome[K] };
 
 /** What the ending knows once the pipeline is over. */

@@ -12,6 +12,7 @@ import { haltFailure } from './halts';
 
 type EventSink = (eventType: SafetyEventType, severity: Severity, reason: string, details: { stage?: string; suggestion?: string; metadata?: Record<string, unknown> }) => void;
 
+/** What the stage guard tells the workflow as it goes. */
 export interface StageGuardOptions {
   /** Told when a cooldown wait starts (when it ends) and when it is over (undefined). */
   readonly onCooldown?: (wait: CooldownWait | undefined) => void;
@@ -135,10 +136,12 @@ export class StageGuard {
 // The guard lives on this workflow's own globalThis: the SDK gives every workflow its own globals.
 const GUARD_KEY = '__wardenStageGuard';
 
+/** Makes `guard` the one the workflow interceptors consult for this workflow. */
 export function installStageGuard(guard: StageGuard): void {
   (globalThis as Record<string, unknown>)[GUARD_KEY] = guard;
 }
 
+/** This workflow's stage guard; undefined in a workflow that installed none (the maintenance workflow). */
 export function currentStageGuard(): StageGuard | undefined {
   return (globalThis as Record<string, unknown>)[GUARD_KEY] as StageGuard | undefined;
 }
