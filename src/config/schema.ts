@@ -6,7 +6,6 @@ import { GatesConfigSchema } from '../shared/gate-settings';
 import { IntentLimitsConfigSchema, LimitsOverridesSchema } from '../shared/limit-settings';
 
 // Kept for the workflow's stage guard and the agent-safety interceptor until they import it from src/shared.
-export type { IntentLimitsConfig } from '../shared/limit-settings';
 
 const Rate = z.object({
   requestsPerMinute: z.number().int().positive(),

@@ -482,9 +482,6 @@ export const DEFAULT_TIME_LIMITS_MS: Readonly<Record<string, number>> = {
   total: 120 * 60_000,
 };
 
-// Defined with the stages; kept here for the workflow until it imports it from src/shared/stages.ts.
-export { DEFAULT_STAGE_TIME_LIMITS } from '../shared/stages';
-
 /**
  * Has `scope` (a stage, or the whole intent) run too long? Trips at `limitMs` elapsed (exactly
  * the limit trips), warns from `warnAt` (default 0.9) of it. `startedAt` and `now` come from

@@ -1,9 +1,6 @@
-import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { WardenActivities } from '../activities';
 import type { DailyReport } from '../ledger/types';
-
-/** The report is published (file, log, ledger event); runs from before it only returned it. */
-export const PUBLISH_REPORT_PATCH = 'publish-daily-report';
 
 export interface MaintenanceInput {
   /** Ledger rows older than this many days are deleted. */
@@ -16,7 +13,7 @@ export interface MaintenanceResult {
   readonly deleted: Record<string, number>;
   readonly report: DailyReport;
   /** Where the report was written (under the worker's Warden home). */
-  readonly reportPath?: string;
+  readonly reportPath: string;
 }
 
 // Idempotent reads, deletes by date, and writes keyed by the run: safe to retry.
@@ -31,13 +28,10 @@ const { cleanupLedger, buildDailyReport, publishDailyReport } = proxyActivities<
  * the worker's log, a file and the ledger (a RED day is a high-severity safety event).
  */
 export async function maintenanceWorkflow(input: MaintenanceInput): Promise<MaintenanceResult> {
-  // Decided before the first await, like every patch of Warden's workflows.
-  const publishes = patched(PUBLISH_REPORT_PATCH);
   const deleted = await cleanupLedger({ retentionDays: input.retentionDays });
   const started = workflowInfo().startTime;
   const yesterday = new Date(started.getTime() - 86_400_000).toISOString().slice(0, 10);
   const report = await buildDailyReport({ date: yesterday, dayBudgetUsd: input.dayBudgetUsd });
-  if (!publishes) return { deleted, report };
   const { path } = await publishDailyReport({ report });
   return { deleted, report, reportPath: path };
 }

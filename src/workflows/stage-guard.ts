@@ -1,54 +1,31 @@
-import { ApplicationFailure, condition, sleep } from '@temporalio/workflow';
+import { condition, sleep } from '@temporalio/workflow';
 import type { StageInput } from '../activities';
-import type { IntentLimitsConfig } from '../config/schema';
+import type { IntentLimitsConfig } from '../shared/limit-settings';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
-import { checkBudget, checkCooldown, checkIterations, checkStagnation, type LimitCheck, type TestOutcome } from '../safety/limits';
+import { checkBudget, checkCooldown, checkIterations, checkStagnation, type TestOutcome } from '../safety/limits';
 import { addUsd, compareUsd, ZERO_USD } from '../shared/money';
 import { agentForStage, callsModelOverHttp } from '../shared/agent-routing';
 import { parseDuration } from '../shared/duration';
-import { FailureType } from '../shared/errors';
-import type { HaltDetails } from '../shared/halt';
 import { activityKind } from '../shared/activity-kinds';
 import type { CooldownWait } from '../shared/state';
-
-export type { HaltDetails };
-
-/** A non-retryable failure that halts the intent and says which limit did it. */
-export function haltFailure(eventType: SafetyEventType, check: Pick<LimitCheck, 'detail' | 'suggestion' | 'current' | 'threshold'>): ApplicationFailure {
-  const details: HaltDetails = { eventType, reason: check.detail, suggestion: check.suggestion, current: check.current, threshold: check.threshold };
-  return ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `${eventType}: ${check.detail}`, nonRetryable: true, details: [details] });
-}
+import { haltFailure } from './halts';
 
 type EventSink = (eventType: SafetyEventType, severity: Severity, reason: string, details: { stage?: string; suggestion?: string; metadata?: Record<string, unknown> }) => void;
 
+/** What the stage guard tells the workflow as it goes. */
 export interface StageGuardOptions {
-  /**
-   * A pause holds every stage activity (tests, checks, archive, merge), not only agent calls, and
-   * a pause sent during a cooldown wait holds the call that wait was for. False only for
-   * histories recorded before this (see HOLD_EVERY_STAGE_PATCH): they replay as they ran.
-   */
-  readonly holdEveryStage: boolean;
-  /** NEXT_CALL_RESERVED_BY_WORKER_PATCH: the budgets here only stop an intent already at its limit. */
-  readonly nextCallReservedByWorker: boolean;
   /** Told when a cooldown wait starts (when it ends) and when it is over (undefined). */
   readonly onCooldown?: (wait: CooldownWait | undefined) => void;
 }
 
 /**
- * The patch under which the next call's maximum cost is checked by the worker (which knows the
- * prompt, the model's price and `max_tokens`, and reserves it in the ledger before each paid
- * call) rather than here as `limits.maxCallUsd`. Decided at the workflow's start.
- */
-export const NEXT_CALL_RESERVED_BY_WORKER_PATCH = 'next-call-maximum-reserved-by-worker';
-
-/**
  * The workflow-side limits checked before every agent dispatch (by the stage-guard workflow
  * interceptor): pause, iteration caps, the two-strike rule, the intent and stage budgets, and the
- * cooldown before the same stage's agent is dispatched again. The budgets' check of the next
- * call's maximum cost is the worker's (see NEXT_CALL_RESERVED_BY_WORKER_PATCH); histories from
- * before it add `limits.maxCallUsd` here. Before every other stage activity it holds a paused
- * intent (see `holdsBeforeActivity`). All state is workflow state, so every check replays
- * identically.
+ * cooldown before the same stage's agent is dispatched again. An HTTP model call's maximum cost
+ * is reserved by the worker, which knows the prompt, the price and `max_tokens`; here the budgets
+ * stop an intent already at its limit, and bound a command's or a script's declared cap. Before
+ * every other stage activity it holds a paused intent (see `holdsBeforeActivity`). All state is
+ * workflow state, so every check replays identically.
  */
 export class StageGuard {
   private total = 0;
@@ -62,7 +39,7 @@ export class StageGuard {
   constructor(
     private readonly limits: IntentLimitsConfig,
     private readonly emit: EventSink,
-    private readonly options: StageGuardOptions,
+    private readonly options: StageGuardOptions = {},
   ) {}
 
   /**
@@ -71,7 +48,7 @@ export class StageGuard {
    * it always was (no extra await to reorder commands in a replayed history).
    */
   holdsBeforeActivity(activityType: string): boolean {
-    return this.options.holdEveryStage && this.paused && activityKind(activityType) === 'stage';
+    return this.paused && activityKind(activityType) === 'stage';
   }
 
   /** Resolves once the intent is not paused (at once if it is not). */
@@ -99,7 +76,7 @@ export class StageGuard {
     // The worker reserves an HTTP model call's real maximum (prompt, price, max_tokens). A command
     // or a script cannot be bounded: its declared cap is all anyone knows, so it is checked here,
     // before the call waits on anything (a rate limit) only to be refused.
-    const boundedByWorker = this.options.nextCallReservedByWorker && callsModelOverHttp(agentForStage(input.intent, input.stage));
+    const boundedByWorker = callsModelOverHttp(agentForStage(input.intent, input.stage));
     const nextCallMaxUsd = boundedByWorker ? ZERO_USD : input.maxCallUsd;
     const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd, limitUsd: this.budgetLimit(), warnAt: this.limits.budgetWarnAt });
     if (budget.verdict === 'trip') throw haltFailure('COST_BUDGET_EXCEEDED', budget);
@@ -121,7 +98,7 @@ export class StageGuard {
         this.options.onCooldown?.(undefined);
       }
       // A pause that came during the wait holds the call the wait was for.
-      if (this.options.holdEveryStage) await this.untilResumed();
+      await this.untilResumed();
     }
 
     this.total += 1;
@@ -159,10 +136,12 @@ export class StageGuard {
 // The guard lives on this workflow's own globalThis: the SDK gives every workflow its own globals.
 const GUARD_KEY = '__wardenStageGuard';
 
+/** Makes `guard` the one the workflow interceptors consult for this workflow. */
 export function installStageGuard(guard: StageGuard): void {
   (globalThis as Record<string, unknown>)[GUARD_KEY] = guard;
 }
 
+/** This workflow's stage guard; undefined in a workflow that installed none (the maintenance workflow). */
 export function currentStageGuard(): StageGuard | undefined {
   return (globalThis as Record<string, unknown>)[GUARD_KEY] as StageGuard | undefined;
 }

@@ -1,137 +1,219 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { Worker } from '@temporalio/worker';
-import { startIntent } from '../../src/client/intents';
+import type { WorkflowHandle } from '@temporalio/client';
+import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { bundleWorkflowCode, DefaultLogger, Worker, type ReplayResult, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
+import { intentHandle, startIntent } from '../../src/client/intents';
+import { resumeIntent } from '../../src/client/resume';
+import type { IntentInput } from '../../src/shared/intent';
 import { workflowIdForIntent } from '../../src/shared/ids';
-import { IntentSchema } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { INTENT_CHECK_PATCH, PATCHES_AT_START_PATCH, intentFromEarlierClient } from '../../src/workflows/intent-workflow';
-import { DEMO_SCRIPT, makeSampleRepo, waitFor, useTestWorld } from '../helpers/env';
+import { maintenanceWorkflow } from '../../src/workflows';
+import { demoStages, makeSampleRepo, waitFor, writeScript, useTestWorld } from '../helpers/env';
 
 /**
- * Determinism guard. Histories recorded from earlier versions of the workflow live under
- * test/fixtures/histories, one per version worth keeping (e.g. intent-merged.json from before
- * the local-bookkeeping patch); replaying them against today's code fails on any change that
- * would break running intents. WARDEN_RECORD_HISTORY=<name> records the fresh merged run as <name>.json,
- * and the rejected and cancelled ones as <name>-rejected.json and <name>-cancelled.json.
+ * The replay net. Recorded histories of each kind of workflow run live under
+ * test/fixtures/histories, and every one of them must replay against today's workflow code: a
+ * change that would break a running workflow fails here. Each run below is also replayed as soon
+ * as it has finished. To record the set again from today's code (after a change that breaks
+ * replay and ships under a new worker deployment version):
+ *
+ *   WARDEN_RECORD_HISTORY=1 npx jest test/workflows/replay.test.ts --maxWorkers=1
+ *
+ * writes each finished run below as test/fixtures/histories/<kind>.json, then checks and replays
+ * the set it wrote. Commit the new files together with the change.
  */
 const FIXTURES = path.resolve(__dirname, '../fixtures/histories');
+const RECORDING = Boolean(process.env.WARDEN_RECORD_HISTORY);
 
 const world = useTestWorld('replay');
 
-test('a fresh history of a merged intent replays without non-determinism', async () => {
-  const repo = makeSampleRepo();
-  const id = `replay-${Date.now()}`;
-  const handle = await startIntent(
-    world().client,
-    { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
-    world().taskQueue,
-  );
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
-  await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'tester' }); // ignored, but in history
-  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
-  await handle.result();
+// ---------------------------------------------------------------------------------------------
+// Recorded histories, as the proto JSON that historyFromJSON reads back.
+
+interface Payloads {
+  payloads?: Array<{ data?: string }>;
+}
+
+interface RecordedEvent {
+  eventType: string;
+  workflowExecutionStartedEventAttributes?: { workflowType: { name: string }; input?: Payloads };
+  workflowExecutionCompletedEventAttributes?: { result?: Payloads };
+  workflowExecutionSignaledEventAttributes?: { signalName: string; input?: Payloads };
+  workflowTaskFailedEventAttributes?: { cause?: string };
+  markerRecordedEventAttributes?: { markerName: string };
+}
+
+interface Fixture {
+  readonly file: string;
+  readonly json: unknown;
+  readonly events: readonly RecordedEvent[];
+  readonly workflowType: string;
+  /** The id it ran under: the intent workflow checks it against its intent's id. */
+  readonly workflowId: string;
+}
+
+const decode = (payloads: Payloads | undefined): unknown => {
+  const data = payloads?.payloads?.[0]?.data;
+  return data === undefined ? undefined : JSON.parse(Buffer.from(data, 'base64').toString('utf8'));
+};
+
+function loadFixture(file: string): Fixture {
+  const json = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8')) as { events: RecordedEvent[] };
+  const started = json.events[0]!.workflowExecutionStartedEventAttributes!;
+  const workflowType = started.workflowType.name;
+  const input = decode(started.input) as { id?: string };
+  const workflowId = workflowType === 'intentWorkflow' ? workflowIdForIntent(input.id!) : `replay-${path.basename(file, '.json')}`;
+  return { file, json, events: json.events, workflowType, workflowId };
+}
+
+/** Every recorded history, read once the fresh runs below have finished. */
+let fixtures: Fixture[] = [];
+
+/** The workflow's result, when it completed. */
+const resultOf = (fixture: Fixture): Record<string, unknown> | undefined =>
+  decode(fixture.events.find((e) => e.workflowExecutionCompletedEventAttributes)?.workflowExecutionCompletedEventAttributes?.result) as Record<string, unknown> | undefined;
+const has = (fixture: Fixture, eventType: string): boolean => fixture.events.some((e) => e.eventType === `EVENT_TYPE_${eventType}`);
+const intents = (): Fixture[] => fixtures.filter((f) => f.workflowType === 'intentWorkflow');
+
+/** Replays every history, and returns the failures by file (an empty list when every one replays). */
+async function replayAll(options: { workflowBundle: WorkflowBundleWithSourceMap }, histories: readonly Fixture[]): Promise<Array<{ file: string; error: Error }>> {
+  const results: ReplayResult[] = [];
+  const inputs = histories.map((f) => ({ workflowId: f.workflowId, history: historyFromJSON(f.json) }));
+  for await (const result of Worker.runReplayHistories(options, inputs)) results.push(result);
+  expect(results).toHaveLength(histories.length);
+  return results.filter((r) => r.error).map((r) => ({ file: histories.find((f) => f.workflowId === r.workflowId)!.file, error: r.error! }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fresh runs: each is replayed as soon as it has finished, and recorded when asked.
+
+/** Replays a finished run against today's code, and writes it as <kind>.json when recording. */
+async function replayAndRecord(handle: WorkflowHandle, kind: string): Promise<void> {
   const history = await handle.fetchHistory();
-  recordFixture(handle.workflowId, '');
   await Worker.runReplayHistory({ workflowBundle: world().bundle }, history, handle.workflowId);
-});
-
-/** Writes a finished run's history as the fixture <WARDEN_RECORD_HISTORY><suffix>.json, when recording. */
-function recordFixture(workflowId: string, suffix: string): void {
-  const record = process.env.WARDEN_RECORD_HISTORY;
-  if (!record) return;
-  // The CLI writes the proto JSON form that historyFromJSON reads back.
-  const json = execFileSync(process.env.WARDEN_TEST_CLI_PATH!, ['workflow', 'show', '-w', workflowId, '--output', 'json', '--address', process.env.TEMPORAL_ADDRESS!], { encoding: 'utf8' });
-  writeFileSync(path.join(FIXTURES, `${path.basename(record)}${suffix}.json`), json);
+  if (RECORDING) writeFileSync(path.join(FIXTURES, `${kind}.json`), `${historyToJSON(history)}\n`);
 }
 
-// The paths that end without a merge: a rejection, and a stop while the gate waits.
-test.each(['rejected', 'cancelled'] as const)('a fresh history of a %s intent replays without non-determinism', async (ending) => {
-  const repo = makeSampleRepo();
-  const handle = await startIntent(
-    world().client,
-    { id: `replay-${ending}-${Date.now()}`, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT }, limits: { cooldown: '0s' } },
-    world().taskQueue,
-  );
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
-  if (ending === 'rejected') await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'not now' });
-  else await handle.cancel();
-  await handle.result().catch(() => undefined);
-  expect((await handle.describe()).status.name).toBe(ending === 'rejected' ? 'COMPLETED' : 'CANCELLED');
-  recordFixture(handle.workflowId, `-${ending}`);
-  await Worker.runReplayHistory({ workflowBundle: world().bundle }, await handle.fetchHistory(), handle.workflowId);
-});
-
-const fixtures = readdirSync(FIXTURES).filter((file) => file.endsWith('.json'));
-
-test('there are recorded histories to replay, from before and after each patch', () => {
-  expect(fixtures).toEqual(
-    expect.arrayContaining([
-      'intent-merged.json',
-      'intent-merged-local-bookkeeping.json',
-      'intent-merged-intent-check.json',
-      'intent-merged-split-first-task.json',
-      'intent-rejected.json',
-      'intent-cancelled.json',
-      // paused during an impl cooldown and at the merge gate, approved while paused: merged
-      'intent-merged-paused-before-hold-patch.json',
-    ]),
-  );
-});
-
-/** The workflow input of a recorded history, and whether its run checked it with the local activity. */
-type Payloads = { payloads: Array<{ data: string }> };
-const decode = (payloads: Payloads): unknown => JSON.parse(Buffer.from(payloads.payloads[0]!.data, 'base64').toString('utf8'));
-
-function recordedInput(file: string): { input: unknown; checkedByActivity: boolean } {
-  const history = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8')) as { events: Array<{ workflowExecutionStartedEventAttributes?: { input: Payloads } }> };
-  return { input: decode(history.events[0]!.workflowExecutionStartedEventAttributes!.input), checkedByActivity: recordedPatches(file).includes(INTENT_CHECK_PATCH) };
-}
-
-/** The patch ids a recorded history's markers name, in order. */
-function recordedPatches(file: string): string[] {
-  const history = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8')) as {
-    events: Array<{ markerRecordedEventAttributes?: { markerName: string; details: Record<string, Payloads> } }>;
+function intentInput(kind: string, overrides: Partial<IntentInput> = {}): IntentInput {
+  return {
+    id: `replay-${kind}-${Date.now()}`,
+    goal: 'Add slugify',
+    repoPath: makeSampleRepo(),
+    paths: ['lib/**'],
+    agent: { kind: 'scripted', scriptPath: writeScript({ stages: demoStages() }) },
+    limits: { cooldown: '0s' },
+    ...overrides,
   };
-  return history.events
-    .map((event) => event.markerRecordedEventAttributes)
-    .filter((marker) => marker?.markerName === 'core_patch')
-    .map((marker) => (decode(marker!.details['patch-data']!) as { id: string }).id);
 }
 
-test('the intent-check patch is found in the histories recorded after it, and only there', () => {
-  expect(fixtures.filter((file) => recordedInput(file).checkedByActivity).sort()).toEqual([
-    'intent-cancelled.json',
-    'intent-merged-intent-check.json',
-    'intent-merged-paused-before-hold-patch.json',
-    'intent-merged-split-first-task.json',
-    'intent-rejected.json',
-  ]);
+async function atGate(handle: WorkflowHandle, gate: string): Promise<void> {
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 60_000, `the ${gate} gate`);
+}
+
+test('a merged intent, with a refused decide signal on the way, replays', async () => {
+  const handle = await startIntent(world().client, intentInput('merged'), world().taskQueue);
+  await atGate(handle, 'merge');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'tester' }); // refused, but in the history
+  await waitFor(async () => ((await handle.query(stateQuery)).rejectedSignals === 1 ? true : undefined), 30_000, 'the refusal');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+  await replayAndRecord(handle, 'intent-merged');
 });
 
-test('one recorded history ran the code after the intent check in the next workflow task', () => {
-  // What PATCHES_AT_START_PATCH is for: this run's check resolved in its first workflow task, but
-  // the workflow went on in the second. Its replay (below) resolves the check within the first.
-  type Event = { eventType: string; markerRecordedEventAttributes?: { markerName: string } };
-  const { events } = JSON.parse(readFileSync(path.join(FIXTURES, 'intent-merged-split-first-task.json'), 'utf8')) as { events: Event[] };
-  const check = events.findIndex((event) => event.markerRecordedEventAttributes?.markerName === 'core_local_activity');
-  expect(events.slice(0, check).filter((event) => event.eventType === 'EVENT_TYPE_WORKFLOW_TASK_COMPLETED')).toHaveLength(1);
-  expect(events[check + 1]?.eventType).toBe('EVENT_TYPE_WORKFLOW_TASK_SCHEDULED');
-  expect(recordedPatches('intent-merged-split-first-task.json')).toEqual([PATCHES_AT_START_PATCH, INTENT_CHECK_PATCH]);
+test('an intent whose merge gate timed out (timeout policy: reject) replays', async () => {
+  const handle = await startIntent(world().client, intentInput('gate-timeout', { gates: { merge: { timeout: '2s', onTimeout: 'reject' } } }), world().taskQueue);
+  const outcome = await handle.result();
+  expect(outcome).toMatchObject({ status: 'rejected', reason: 'no decision within 2s' });
+  await replayAndRecord(handle, 'intent-gate-timed-out');
 });
 
-test.each(fixtures)('%s: the intent the workflow replays with is the one the schema gives', (file) => {
-  const { input, checkedByActivity } = recordedInput(file);
-  // Later histories record the checked intent itself (the local activity's result).
-  if (checkedByActivity) return;
-  expect(intentFromEarlierClient(input as Parameters<typeof intentFromEarlierClient>[0])).toEqual(IntentSchema.parse(input));
+test('an intent a person rejected at the merge gate replays', async () => {
+  const handle = await startIntent(world().client, intentInput('rejected'), world().taskQueue);
+  await atGate(handle, 'merge');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'not now' });
+  expect(await handle.result()).toMatchObject({ status: 'rejected', reason: 'not now' });
+  await replayAndRecord(handle, 'intent-rejected');
 });
 
-test.each(fixtures)("the recorded history %s replays against today's workflow code", async (file) => {
-  // runReplayHistory parses the proto JSON itself
-  const history: unknown = JSON.parse(readFileSync(path.join(FIXTURES, file), 'utf8'));
-  // replayed under the id it ran with, which the workflow checks against its intent
-  const { id } = recordedInput(file).input as { id: string };
-  await Worker.runReplayHistory({ workflowBundle: world().bundle }, history, workflowIdForIntent(id));
+test('an intent stopped while it waited at the merge gate replays', async () => {
+  const handle = await startIntent(world().client, intentInput('cancelled'), world().taskQueue);
+  await atGate(handle, 'merge');
+  await handle.cancel();
+  await expect(handle.result()).rejects.toThrow();
+  expect((await handle.describe()).status.name).toBe('CANCELLED');
+  await replayAndRecord(handle, 'intent-cancelled');
+});
+
+test('an intent rewound to impl by resume, then merged, replays', async () => {
+  const stages = demoStages();
+  const [badImpl, goodImpl] = stages.impl!;
+  const scriptPath = writeScript({ stages: { ...stages, impl: [badImpl!] } });
+  const input = intentInput('rewound', { agent: { kind: 'scripted', scriptPath } });
+  const first = await startIntent(world().client, input, world().taskQueue);
+  await expect(first.result()).rejects.toThrow(); // the two-strike rule stops it
+  writeFileSync(scriptPath, JSON.stringify({ stages: { ...stages, impl: [goodImpl!] } }));
+  expect((await resumeIntent(world().client, 'default', input.id, { stage: 'impl', reason: 'agent fixed', reapplySignals: false, force: false })).stage).toBe('impl');
+  const handle = intentHandle(world().client, input.id);
+  await atGate(handle, 'merge');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+  await replayAndRecord(handle, 'intent-rewound');
+});
+
+test('a maintenance run replays', async () => {
+  const workflowId = `replay-maintenance-${Date.now()}`;
+  const result = await world().client.workflow.execute(maintenanceWorkflow, { taskQueue: world().taskQueue, workflowId, args: [{ retentionDays: 90, dayBudgetUsd: '20' }] });
+  expect(result.reportPath).toMatch(/\.md$/);
+  await replayAndRecord(world().client.workflow.getHandle(workflowId), 'maintenance');
+});
+
+// After the fresh runs, so that a recording run replays and checks the set it has just written.
+describe('the recorded histories', () => {
+  beforeAll(() => {
+    fixtures = readdirSync(FIXTURES)
+      .filter((file) => file.endsWith('.json'))
+      .sort()
+      .map(loadFixture);
+  });
+
+  test('cover every kind of run: a merge, a gate timeout, a rejection, a kill, a rewind and the maintenance workflow', () => {
+    // a merge, with an invalid decide signal that the workflow refused on the way
+    const merged = intents().filter((f) => resultOf(f)?.status === 'merged');
+    expect(merged.some((f) => f.events.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'decide' && (decode(e.workflowExecutionSignaledEventAttributes.input) as { decision?: string }).decision === 'maybe'))).toBe(true);
+    // a gate that ended by its timeout policy: its timer fired and no one decided
+    const timedOut = intents().filter((f) => has(f, 'TIMER_FIRED') && resultOf(f)?.status === 'rejected' && /^no decision within /.test(String(resultOf(f)?.reason)));
+    expect(timedOut.length).toBeGreaterThan(0);
+    expect(timedOut.every((f) => !f.events.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'decide'))).toBe(true);
+    // a rejection by a person
+    expect(intents().some((f) => resultOf(f)?.status === 'rejected' && resultOf(f)?.reason === 'not now')).toBe(true);
+    // a kill: cancelled while it waited (warden stop)
+    expect(intents().some((f) => has(f, 'WORKFLOW_EXECUTION_CANCEL_REQUESTED') && has(f, 'WORKFLOW_EXECUTION_CANCELED'))).toBe(true);
+    // a rewind: reset to an earlier stage (warden resume), then finished
+    const rewound = intents().filter((f) => f.events.some((e) => e.workflowTaskFailedEventAttributes?.cause === 'WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW'));
+    expect(rewound.map((f) => resultOf(f)?.status)).toContain('merged');
+    // the daily upkeep
+    expect(fixtures.filter((f) => f.workflowType === 'maintenanceWorkflow' && has(f, 'WORKFLOW_EXECUTION_COMPLETED'))).not.toHaveLength(0);
+  });
+
+  // Warden's workflow code has no patched() branch today; the first patch (see "Versioning
+  // workflow code" in the README) names here the markers it allows, with its removal plan.
+  test('carry no patch marker: the code they replay against has no patched() branch', () => {
+    expect(fixtures.length).toBeGreaterThanOrEqual(6);
+    for (const fixture of fixtures) {
+      expect({ file: fixture.file, markers: fixture.events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch').length }).toEqual({ file: fixture.file, markers: 0 });
+    }
+  });
+
+  test("replay against today's workflow code", async () => {
+    expect(await replayAll({ workflowBundle: world().bundle }, fixtures)).toEqual([]);
+  });
+
+  test('fail to replay against altered workflow code, with a determinism error for each', async () => {
+    const altered = await bundleWorkflowCode({ workflowsPath: path.join(FIXTURES, 'altered-workflows.ts'), logger: new DefaultLogger('WARN') });
+    const failures = await replayAll({ workflowBundle: altered }, fixtures);
+    expect(failures.map((f) => f.file)).toEqual(fixtures.map((f) => f.file));
+    for (const { error } of failures) expect(error).toBeInstanceOf(DeterminismViolationError);
+  });
 });

@@ -1,0 +1,35 @@
+import { confidenceRefusal, judgeRefusal, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
+import type { GateKind } from '../shared/gates';
+
+/** What the intent has learnt so far that bears on whether the automation ladder may pass a gate. */
+export interface AutoPassEvidence {
+  readonly triage?: TriageAssessment;
+  readonly review?: ReviewAssessment;
+  /** A stage tried to widen the task (cascade HIGH). */
+  readonly cascadeHigh: boolean;
+}
+
+/**
+ * The checks that do not vouch for the agent right now: while any is listed, the ladder does not
+ * pass `gate` on its own and a person decides. Empty when every check holds.
+ */
+export function autoPassRefusals(gate: GateKind, evidence: AutoPassEvidence): string[] {
+  const { triage, review } = evidence;
+  const refusals: string[] = [];
+  if (!triage) refusals.push('no triage yet');
+  else {
+    if (!triage.structured) refusals.push('triage gave no valid structured assessment');
+    const confidence = confidenceRefusal(triage);
+    if (confidence) refusals.push(`confidence gate: ${confidence}`);
+  }
+  if (evidence.cascadeHigh) refusals.push('a stage tried to widen the task (cascade HIGH)');
+  if (gate === 'merge') {
+    if (!review) refusals.push('no review');
+    else {
+      if (review.verdict !== 'APPROVE') refusals.push(`review verdict ${review.verdict}`);
+      const judge = judgeRefusal(review.scores);
+      if (judge) refusals.push(`judge rule: ${judge}`);
+    }
+  }
+  return refusals;
+}

@@ -1,0 +1,52 @@
+import { ActivityCancellationType, type ActivityOptions, proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import type { WardenActivities } from '../activities';
+import type { IntentLimitsConfig } from '../shared/limit-settings';
+import { parseDuration } from '../shared/duration';
+import { NON_RETRYABLE_FAILURES } from '../shared/errors';
+
+/**
+ * How one intent calls its activities, by kind of work: each kind has its own timeouts and
+ * retries. Bookkeeping (ledger writes, ladder reads, the final cleanup) is short and idempotent,
+ * so it runs as local activities on the worker that runs the workflow: no server round trip each.
+ */
+export interface IntentActivities {
+  /** Ledger writes and ladder reads; retried with backoff until PostgreSQL is back, so no event is lost. */
+  readonly ledger: WardenActivities;
+  /** Git bookkeeping and mechanical checks (worktree, documents, change size, archive, merge). */
+  readonly git: WardenActivities;
+  /** The final worktree cleanup, which runs after cancellation too. */
+  readonly cleanup: WardenActivities;
+  /** Agent calls: they heartbeat, and a stopped intent waits until the agent's process is dead. */
+  readonly agents: WardenActivities;
+  /** Test runs: bounded by the test timeout, heartbeating, waited for when cancelled. */
+  readonly tests: WardenActivities;
+}
+
+/** The activity proxies of an intent with these limits. */
+export function intentActivities(limits: IntentLimitsConfig): IntentActivities {
+  const ledgerOptions: ActivityOptions = { startToCloseTimeout: '30s', retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 } };
+  // Git bookkeeping is idempotent, so it may retry freely.
+  const gitOptions: ActivityOptions = {
+    startToCloseTimeout: '2m',
+    retry: { maximumAttempts: 5, initialInterval: '1s', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
+  };
+  return {
+    ledger: proxyLocalActivities<WardenActivities>(ledgerOptions),
+    git: proxyActivities<WardenActivities>(gitOptions),
+    cleanup: proxyLocalActivities<WardenActivities>(gitOptions),
+    agents: proxyActivities<WardenActivities>({
+      startToCloseTimeout: parseDuration(limits.stageTimeout),
+      heartbeatTimeout: '10s',
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+      // Five tries, backing off to a minute: an open circuit or an empty token bucket asks for a
+      // later retry (nextRetryDelay) and should not cost the intent its stage.
+      retry: { maximumAttempts: 5, initialInterval: '2s', maximumInterval: '1m', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
+    }),
+    tests: proxyActivities<WardenActivities>({
+      startToCloseTimeout: parseDuration(limits.testTimeout) + 60_000,
+      heartbeatTimeout: '10s',
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+      retry: { maximumAttempts: 2, nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
+    }),
+  };
+}

@@ -1,0 +1,83 @@
+import { setHandler } from '@temporalio/workflow';
+import type { ChangeSize } from '../safety/limits';
+import { agentIdOf } from '../shared/agent-routing';
+import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
+import type { Intent } from '../shared/intent';
+import type { LadderLevel } from '../shared/ladder';
+import { stateQuery } from '../shared/messages';
+import type { IntentState } from '../shared/state';
+import { autoPassRefusals } from './auto-pass';
+import { GateKeeper } from './gate-keeper';
+import { intentActivities, type IntentActivities } from './intent-activities';
+import { setStatus, startingState } from './intent-status';
+import { LedgerRecorder } from './ledger-recorder';
+import { StageGuard, installStageGuard } from './stage-guard';
+import { WorkClock } from './time-limits';
+
+/**
+ * One run of one intent: what every part of the pipeline reads and updates. The workflow makes
+ * it once, after the input check; making it writes INTENT_STARTED, answers the `state` query
+ * from then on and opens the gates to decisions. It is handed to the stage runner, the limits,
+ * the gates and the ending. Everything in it is workflow state, so it replays as it ran.
+ */
+export class IntentRun {
+  readonly state: IntentState;
+  readonly activities: IntentActivities;
+  /** Ledger rows of this run, written in batches by `flush()`. */
+  readonly ledger: LedgerRecorder;
+  /** The limits checked before every agent dispatch, and the pause that holds stage activities. */
+  readonly guard: StageGuard;
+  /** Working time: it stops while a person is asked (a gate) or holds the intent (pause). */
+  readonly clock: WorkClock;
+  /** The intent's human gates: decisions, the automation ladder, timeouts. */
+  readonly gates: GateKeeper;
+
+  /** The automation ladder's level for this agent, read once when the pipeline starts. */
+  ladderLevel: LadderLevel = 0;
+  triage?: TriageAssessment;
+  review?: ReviewAssessment;
+  /** A stage tried to widen the task: the ladder passes no gate on its own after that. */
+  cascadeHigh = false;
+  /** The intent branch's head as this run knows it: where the next stage starts (and a resume from it). */
+  head?: string;
+  /** Conditions of the last approve-with-conditions, for the next stage's prompt. */
+  pendingConditions?: string[];
+  /** The largest change a person let through at the blast-radius gate. */
+  approvedSize?: ChangeSize;
+
+  constructor(readonly intent: Intent) {
+    this.state = startingState(intent.id, intent.goal);
+    this.activities = intentActivities(intent.limits);
+    this.ledger = new LedgerRecorder(intent.id, (batch) => this.activities.ledger.appendToLedger(batch));
+    this.guard = new StageGuard(intent.limits, (type, severity, reason, details) => this.ledger.event(type, severity, reason, details), {
+      onCooldown: (wait) => {
+        this.state.cooldown = wait;
+      },
+    });
+    installStageGuard(this.guard);
+    this.clock = new WorkClock(() => this.state.pendingGate !== undefined || this.guard.paused);
+    this.ledger.event('INTENT_STARTED', 'info', intent.goal, {
+      agentId: agentIdOf(intent.agent),
+      metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
+    });
+    setHandler(stateQuery, () => this.state);
+    this.gates = new GateKeeper({
+      intent,
+      state: this.state,
+      ledger: this.ledger,
+      // Every agent of the intent, by kind and by name: none of them decides a gate.
+      agentNames: [intent.agent, ...Object.values(intent.stageAgents)].flatMap((a) => [a.kind, agentIdOf(a)]),
+      autoPass: (gate) => ({ level: this.ladderLevel, risk: this.triage?.risk ?? 'MEDIUM', refusals: autoPassRefusals(gate, this) }),
+      reviewPackage: async () => {
+        const { triage, review, state, ladderLevel } = this;
+        if (state.attempts.impl === undefined || !triage) return undefined;
+        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel } });
+      },
+      onWaiting: (gate) => setStatus(this.state, 'waiting', gate),
+      onDecided: (decision) => {
+        if (decision.decision === 'approve-with-conditions') this.pendingConditions = [...(decision.conditions ?? [])];
+        setStatus(this.state, this.guard.paused ? 'paused' : 'running');
+      },
+    });
+  }
+}

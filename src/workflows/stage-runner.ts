@@ -1,0 +1,121 @@
+import type { StageResult } from '../activities';
+import type { ChangeSize } from '../safety/limits';
+import { addUsd } from '../shared/money';
+import { agentForStage, agentIdOf } from '../shared/agent-routing';
+import type { AgentStage } from '../shared/stages';
+import { holdForAnomalies, requireApproval } from './approvals';
+import { checkChangeSize } from './blast-radius';
+import { enterStage } from './intent-status';
+import type { IntentRun } from './run-context';
+import { enforceCompletenessCap, testOutcome } from './stage-limits';
+
+/**
+ * Running the agent stages: one agent call with its bookkeeping (`runStage`), the design stages
+ * that loop until their document passes the mechanical checks, and impl's edit ⇄ test loop.
+ * How often a stage may run is the stage guard's to say, before each dispatch.
+ */
+
+/**
+ * One attempt of an agent stage: the agent call (the stage guard checks the limits before it is
+ * dispatched), its cost and result in the ledger, then the gates its result may open: anomaly
+ * (behaviour monitor HIGH), cascade (the answer tried to widen the task), cost-overrun (the
+ * budget's warning share reached).
+ */
+export async function runStage(run: IntentRun, stage: AgentStage, feedback?: string): Promise<StageResult> {
+  const { intent, state, ledger, guard, gates } = run;
+  const { limits } = intent;
+  enterStage(state, ledger, stage);
+  const attempt = state.attempts[stage]!;
+  const conditions = run.pendingConditions;
+  run.pendingConditions = undefined;
+  const result = await run.activities.agents.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd, startCommit: run.head, conditions });
+  if (result.commit) run.head = result.commit;
+  state.spendUsd = addUsd(state.spendUsd, result.costUsd);
+  const nearBudget = guard.recordSpend(result.costUsd, stage);
+  state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
+  const agentId = agentIdOf(agentForStage(intent, stage));
+  ledger.cost({ stage, attempt, agentId, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
+  ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
+    stage,
+    agentId,
+    modelId: result.model,
+    costSnapshot: { intentUsd: state.spendUsd },
+    metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null, cascade: result.safety.cascade.level },
+  });
+  await ledger.flush();
+  await holdForAnomalies(run, stage, result);
+  if (result.safety.cascade.level === 'HIGH') {
+    run.cascadeHigh = true;
+    await requireApproval(run, 'cascade', `The ${stage} answer tried to widen the task (${result.safety.cascade.patterns.slice(0, 3).join('; ')}). Let the intent go on?`);
+  }
+  if (nearBudget && gates.enabled('cost-overrun')) {
+    await requireApproval(run, 'cost-overrun', `Spend is $${state.spendUsd} of the $${limits.budgetUsd} budget (${Math.round(limits.budgetWarnAt * 100)}% reached). Continue?`);
+  }
+  return result;
+}
+
+/**
+ * Runs lld or spec until its document passes the mechanical checks; each failure goes back to
+ * the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
+ */
+export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec'): Promise<void> {
+  const { intent, state, ledger } = run;
+  let feedback: string | undefined;
+  for (;;) {
+    const result = await runStage(run, stage, feedback);
+    const check = await run.activities.git.checkDocument({ intent, stage, artifactPath: result.artifactPath });
+    if (check.ok) return;
+    ledger.event('STAGE_FAILED', 'medium', `${stage} attempt ${state.attempts[stage]}: the document failed its mechanical checks: ${check.errors.join('; ').slice(0, 1000)}`, {
+      stage,
+      suggestion: 'the next attempt is told what to fix',
+      metadata: { errors: check.errors.slice(0, 20) },
+    });
+    feedback = `The ${stage === 'lld' ? 'design' : 'test specification'} was refused by the mechanical checks. Fix each of these and answer with the whole document again:\n${check.errors.map((e) => `- ${e}`).join('\n')}`;
+  }
+}
+
+/**
+ * impl: edit → test → blast radius → mechanical checks, until the tests pass and the checks
+ * hold. Each further attempt is dispatched through the stage guard, which halts the intent once
+ * the impl cap (MAX_ITERATIONS_EXCEEDED) or the two-strike rule (STAGNATION_DETECTED) says so;
+ * the completeness gate's own cap halts it after its last refusal.
+ */
+export async function runImplStage(run: IntentRun, predicted: ChangeSize | undefined): Promise<void> {
+  const { intent, state, ledger, guard } = run;
+  let feedback: string | undefined;
+  let refusals = 0;
+  for (let attempt = 1; ; attempt++) {
+    await runStage(run, 'impl', feedback);
+    const tests = await run.activities.tests.runTests({ intent, attempt });
+    if (tests.commit) run.head = tests.commit;
+    state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });
+    ledger.event(tests.passed ? 'TESTS_PASSED' : 'TESTS_FAILED', tests.passed ? 'info' : 'medium', `impl attempt ${attempt}: tests ${tests.summary}`, {
+      stage: 'impl',
+      metadata: { attempt, ran: tests.ran, passed: tests.passedCount ?? null, failed: tests.failedCount ?? null, logPath: tests.logPath ?? null },
+      ...(tests.passed ? {} : { suggestion: 'the next impl attempt, if the limits allow one, is given the end of the test output' }),
+    });
+    guard.recordTests(testOutcome(tests));
+    if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
+    await checkChangeSize(run, predicted);
+    // Passing tests are not enough: no stubs, and the tests themselves left as they were.
+    const checks = await run.activities.git.checkImplementation({ intent });
+    if (!checks.ok) {
+      refusals += 1;
+      const cap = intent.limits.attempts.completeness;
+      ledger.event('STAGE_FAILED', 'medium', `impl attempt ${attempt}: ${checks.stubCount} stub(s), ${checks.tamperCount} test tampering finding(s) (completeness gate refusal ${refusals} of ${cap})`, {
+        stage: 'impl',
+        suggestion: 'the next attempt is told what was found',
+        metadata: { stubs: checks.stubCount, tampering: checks.tamperCount },
+      });
+      enforceCompletenessCap(refusals, cap);
+    }
+    if (tests.passed && checks.ok) return;
+    feedback = [
+      tests.instruction,
+      `Tests ${tests.summary}. End of their output:\n${tests.tail}`,
+      checks.ok ? '' : `The mechanical checks refused this attempt:\n${checks.feedback}`,
+    ]
+      .filter(Boolean)
+      .join('\n\n');
+  }
+}
