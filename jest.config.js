@@ -1,13 +1,45 @@
-/** Tests talk to a real Temporal dev server started once in globalSetup. */
+/**
+ * Two tiers. `unit` needs nothing but Node: pure logic, files in temp folders, local fake model
+ * servers (`npm run test:unit`, well under a minute). `integration` talks to real servers that
+ * test/global-setup.ts starts once for the run: a Temporal dev server, the embedded PostgreSQL
+ * and Debian's PostgreSQL, with bubblewrap and Chromium where the tests need them.
+ * `npm test` runs both.
+ */
+const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
+
+/** The unit tier: every test file here starts no server and needs no global setup. */
+const UNIT = [
+  'test/shared/**/*.test.ts',
+  'test/config/**/*.test.ts',
+  'test/safety/{cascade-detector,circuit-breaker,document-checks,error-rate,limits,money,pricing,stub-detector,token-bucket}.test.ts',
+  'test/activities/{change-inspection,edit-blocks,global-stop-watch,model-http,one-at-a-time,spend-meter,test-results,test-tamper,trash,worktree,worktree-records}.test.ts',
+  'test/client/{approval-outlook,check-stubs,command-program,gate-prompt}.test.ts',
+  'test/ledger/{backends,embedded-binaries}.test.ts',
+  'test/runtime/logger.test.ts',
+  'test/workers/workflow-bundle.test.ts',
+].map((glob) => `${__dirname}/${glob}`);
+
 module.exports = {
-  testEnvironment: 'node',
-  roots: ['<rootDir>/test', '<rootDir>/scenarios'],
-  testMatch: ['**/*.test.ts'],
-  transform: { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] },
-  globalSetup: '<rootDir>/test/global-setup.ts',
-  globalTeardown: '<rootDir>/test/global-teardown.ts',
-  testTimeout: 120_000,
   maxWorkers: 2,
-  // The Temporal SDK's native runtime keeps a handle open after every connection is closed.
-  forceExit: true,
+  reporters: ['default', '<rootDir>/test/setup/skip-summary-reporter.js'],
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      transform,
+      roots: ['<rootDir>/test'],
+      testMatch: UNIT,
+      testTimeout: 30_000,
+    },
+    {
+      displayName: 'integration',
+      testEnvironment: 'node',
+      transform,
+      roots: ['<rootDir>/test', '<rootDir>/scenarios'],
+      testMatch: ['<rootDir>/{test,scenarios}/**/*.test.ts', ...UNIT.map((glob) => `!${glob}`)],
+      testTimeout: 120_000,
+      globalSetup: '<rootDir>/test/global-setup.ts',
+      globalTeardown: '<rootDir>/test/global-teardown.ts',
+    },
+  ],
 };

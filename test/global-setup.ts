@@ -1,15 +1,21 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/ledger/database';
 import type { DevServer } from '../src/runtime/dev-server';
 import { isTemporalReachable, startDevServer } from '../src/runtime/dev-server';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
+import { missingEnv, programEnv } from './setup/prerequisites';
+import { describeStatus, ensureSystemPrograms, isCi, type ProgramStatus } from './setup/system-packages';
 
 /** Where globalTeardown finds the server; both run in jest's main process. */
 export const DEV_SERVER_GLOBAL = '__wardenTestDevServer';
 /** Where globalTeardown finds the embedded PostgreSQL and its temp folder. */
 export const POSTGRES_GLOBAL = '__wardenTestPostgres';
+/** Where globalTeardown finds the second PostgreSQL (Debian's build) and its temp folder. */
+export const SERVER_POSTGRES_GLOBAL = '__wardenTestServerPostgres';
 
 export interface TestPostgres {
   readonly server: EmbeddedPostgres;
@@ -21,19 +27,46 @@ const log = (message: string): void => {
 };
 
 /**
- * Starts one embedded PostgreSQL and one Temporal dev server for the whole run and publishes them
- * through process.env, which jest's workers inherit. Each test file makes its own database on the
- * PostgreSQL (test/helpers/database.ts). An existing TEMPORAL_ADDRESS is used instead of starting
- * a dev server; WARDEN_TEST_DATABASE_URL, when set, is a second PostgreSQL the ledger tests also use.
+ * Finds (or installs) the system programs some tests need, starts one embedded PostgreSQL, a
+ * second PostgreSQL from Debian's package, and one Temporal dev server for the whole run, and
+ * publishes them through process.env, which jest's workers inherit. Each test file makes its own
+ * database on a PostgreSQL (test/helpers/database.ts). An existing TEMPORAL_ADDRESS is used
+ * instead of starting a dev server, and an existing WARDEN_TEST_DATABASE_URL instead of the
+ * second PostgreSQL.
  */
 export default async function globalSetup(): Promise<void> {
+  const programs = await findSystemPrograms();
   await startTestPostgres();
   try {
+    await startServerPostgres(programs.find((p) => p.program === 'postgresql')!);
     await setupTemporal();
   } catch (error) {
     await stopTestPostgres();
     throw error;
   }
+}
+
+/**
+ * Publishes each program's path, or why it is missing. In CI a missing program fails the run:
+ * CI must not pass by skipping what it did not run.
+ */
+async function findSystemPrograms(): Promise<ProgramStatus[]> {
+  const statuses = await ensureSystemPrograms({ log });
+  for (const status of statuses) {
+    log(describeStatus(status));
+    if (status.available) {
+      process.env[programEnv(status.program)] = status.path;
+      delete process.env[missingEnv(status.program)];
+    } else {
+      process.env[missingEnv(status.program)] = describeStatus(status);
+      delete process.env[programEnv(status.program)];
+    }
+  }
+  const missing = statuses.filter((s) => !s.available);
+  if (missing.length > 0 && isCi()) {
+    throw new Error(`CI is set and tests would be skipped for want of: ${missing.map((s) => s.program).join(', ')}. ${missing.map(describeStatus).join(' ')}`);
+  }
+  return statuses;
 }
 
 /** A fresh embedded PostgreSQL in a temp folder, on a free port. */
@@ -50,15 +83,53 @@ async function startTestPostgres(): Promise<void> {
   process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL = server.url;
 }
 
-/** Stops what startTestPostgres started and removes its folder. */
+/**
+ * Unless WARDEN_TEST_DATABASE_URL names one, a second PostgreSQL for the ledger tests: Debian's
+ * build, started the embedded way in a temp folder, reached as an ordinary role (CREATEDB, no
+ * superuser) with a password over TCP, as a shared server would be.
+ */
+async function startServerPostgres(postgresql: ProgramStatus): Promise<void> {
+  if (process.env.WARDEN_TEST_DATABASE_URL || !postgresql.available) return;
+  const dir = await mkdtemp(path.join(tmpdir(), 'warden-test-pg-server-'));
+  const started = Date.now();
+  const bin = postgresql.path;
+  const server = await startEmbeddedPostgres({
+    dataDir: dir,
+    port: 0,
+    binaries: { initdb: path.join(bin, 'initdb'), postgres: path.join(bin, 'postgres') },
+  }).catch(async (error: unknown) => {
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  });
+  (globalThis as Record<string, unknown>)[SERVER_POSTGRES_GLOBAL] = { server, dir } satisfies TestPostgres;
+  const password = randomBytes(18).toString('hex');
+  const admin = new pg.Client({ connectionString: server.url });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE ROLE warden LOGIN CREATEDB PASSWORD '${password}'`);
+    await admin.query('CREATE DATABASE warden OWNER warden');
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(server.url);
+  url.username = 'warden';
+  url.password = password;
+  url.pathname = '/warden';
+  process.env.WARDEN_TEST_DATABASE_URL = url.toString();
+  log(`${postgresql.detail} on port ${server.port} (pid ${server.pid}) as role warden, ready in ${Date.now() - started} ms`);
+}
+
+/** Stops the PostgreSQL servers that the setup started and removes their folders. */
 export async function stopTestPostgres(): Promise<void> {
   const holder = globalThis as Record<string, unknown>;
-  const postgres = holder[POSTGRES_GLOBAL] as TestPostgres | undefined;
-  if (!postgres) return;
-  delete holder[POSTGRES_GLOBAL];
-  await postgres.server.stop();
-  await rm(postgres.dir, { recursive: true, force: true });
-  delete process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
+  for (const key of [POSTGRES_GLOBAL, SERVER_POSTGRES_GLOBAL]) {
+    const postgres = holder[key] as TestPostgres | undefined;
+    if (!postgres) continue;
+    delete holder[key];
+    await postgres.server.stop();
+    await rm(postgres.dir, { recursive: true, force: true });
+    delete process.env[key === POSTGRES_GLOBAL ? 'WARDEN_TEST_EMBEDDED_DATABASE_URL' : 'WARDEN_TEST_DATABASE_URL'];
+  }
 }
 
 async function setupTemporal(): Promise<void> {

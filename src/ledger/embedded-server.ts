@@ -47,11 +47,17 @@ interface SharedEmbeddedPostgres extends EmbeddedPostgres {
  * root, runs the server as the system user `postgres`, creating it if missing. The server is
  * detached, so a Ctrl-C meant for Warden does not take the database down with it.
  */
-export async function startEmbeddedPostgres(opts: { dataDir: string; port: number; log?: (message: string) => void }): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(opts: {
+  dataDir: string;
+  port: number;
+  log?: (message: string) => void;
+  /** Another build's initdb and postgres (the tests run a second server from Debian's package). */
+  binaries?: { initdb: string; postgres: string };
+}): Promise<EmbeddedPostgres> {
   const log = opts.log ?? (() => undefined);
   const dataDir = path.resolve(opts.dataDir);
   const files = dataFiles(dataDir);
-  const bin = await postgresBinaries();
+  const bin = opts.binaries ?? (await postgresBinaries());
   const runAs = await osUserForServer(log);
   await mkdir(dataDir, { recursive: true });
   if (runAs) {

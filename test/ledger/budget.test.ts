@@ -3,10 +3,10 @@ import pg from 'pg';
 import { ZodError } from 'zod';
 import { Ledger, LedgerError } from '../../src/ledger/ledger';
 import type { FreshDatabase } from '../helpers/database';
-import { testBackends } from '../helpers/database';
+import { describeOnBackends } from '../helpers/database';
 import { countRows, micros, migratedLedger, usdOf } from './fixtures';
 
-describe.each(testBackends())('per-day budget on the %s PostgreSQL', (_backend, baseUrl) => {
+describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
   let db: FreshDatabase;
   let ledger: Ledger;
   beforeAll(async () => {

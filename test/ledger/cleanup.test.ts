@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { ZodError } from 'zod';
 import type { Ledger } from '../../src/ledger/ledger';
 import type { FreshDatabase } from '../helpers/database';
-import { testBackends } from '../helpers/database';
+import { describeOnBackends } from '../helpers/database';
 import { costEvent, countRows, gateDecision, migratedLedger, safetyEvent } from './fixtures';
 
 const DAY = 86_400_000;
 
-describe.each(testBackends())('retention cleanup on the %s PostgreSQL', (_backend, baseUrl) => {
+describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
   let db: FreshDatabase;
   let ledger: Ledger;
   beforeAll(async () => {

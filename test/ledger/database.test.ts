@@ -7,7 +7,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { openDatabase, redactDatabaseUrl, startEmbeddedPostgres, type LedgerDatabase } from '../../src/ledger/database';
 import { Ledger } from '../../src/ledger/ledger';
-import { freshDatabase, testBackends } from '../helpers/database';
+import { freshDatabase, describeOnBackends } from '../helpers/database';
 import { safetyEvent } from './fixtures';
 
 function alive(pid: number): boolean {
@@ -173,7 +173,7 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
   });
 });
 
-describe.each(testBackends())('openDatabase with DATABASE_URL (%s PostgreSQL)', (_backend, baseUrl) => {
+describeOnBackends('openDatabase with DATABASE_URL (%s PostgreSQL)', (baseUrl) => {
   test('uses that server, migrates it, and redacts the password', async () => {
     const fresh = await freshDatabase(baseUrl);
     try {

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { LadderStore } from '../../src/ledger/ladder-store';
 import type { FreshDatabase } from '../helpers/database';
-import { testBackends } from '../helpers/database';
+import { describeOnBackends } from '../helpers/database';
 import { migratedLedger } from './fixtures';
 
-describe.each(testBackends())('automation ladder on the %s PostgreSQL', (_backend, baseUrl) => {
+describeOnBackends('automation ladder on the %s PostgreSQL', (baseUrl) => {
   let db: FreshDatabase;
   let store: LadderStore;
   beforeAll(async () => {

@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { ZodError } from 'zod';
 import type { Ledger } from '../../src/ledger/ledger';
 import type { FreshDatabase } from '../helpers/database';
-import { testBackends } from '../helpers/database';
+import { describeOnBackends } from '../helpers/database';
 import { costEvent, countRows, gateDecision, micros, migratedLedger, safetyEvent, usdOf } from './fixtures';
 
-describe.each(testBackends())('ledger on the %s PostgreSQL', (_backend, baseUrl) => {
+describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
   let db: FreshDatabase;
   let ledger: Ledger;
   beforeAll(async () => {

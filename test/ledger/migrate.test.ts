@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { loadMigrations, migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
-import { freshDatabase, testBackends, type FreshDatabase } from '../helpers/database';
+import { freshDatabase, describeOnBackends, type FreshDatabase } from '../helpers/database';
 import { safetyEvent } from './fixtures';
 
 /** The migrations Warden ships. */
@@ -19,7 +19,7 @@ async function tables(pool: pg.Pool): Promise<string[]> {
   return result.rows.map((r) => r.table_name);
 }
 
-describe.each(testBackends())('migrations on the %s PostgreSQL', (_backend, baseUrl) => {
+describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
   const databases: FreshDatabase[] = [];
   const fresh = async (): Promise<FreshDatabase> => {
     const db = await freshDatabase(baseUrl);

@@ -4,7 +4,7 @@ import { ladderDecider } from '../../src/shared/ladder';
 import { formatReport } from '../../src/ledger/report-text';
 import type { DailyReport, SafetyEventInput } from '../../src/ledger/types';
 import type { FreshDatabase } from '../helpers/database';
-import { testBackends } from '../helpers/database';
+import { describeOnBackends } from '../helpers/database';
 import { costEvent, gateDecision, migratedLedger, safetyEvent } from './fixtures';
 
 /** The rule every daily report states, word for word. */
@@ -12,7 +12,7 @@ const HEALTH_RULE =
   'RED if an anomaly is critical, an emergency stop was set, or spend went over the day budget (0 = no limit); ' +
   'YELLOW if an anomaly is high, a gate timed out, a state snapshot is missing, or spend reached 80% of the day budget; GREEN otherwise';
 
-describe.each(testBackends())('daily health report on the %s PostgreSQL', (_backend, baseUrl) => {
+describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
   let db: FreshDatabase;
   let ledger: Ledger;
   beforeAll(async () => {

@@ -43,7 +43,7 @@ describe('cascade corpus', () => {
     expect(new Set(samples.map((s) => s.id)).size).toBe(samples.length);
   });
 
-  it('reports agreement per labelled level, with every sample scored below its label, and meets its floors', () => {
+  it('reports agreement per labelled level and every sample scored below its label, and meets its floors on the held-out part', () => {
     const levels: readonly CascadeLevel[] = ['NONE', 'LOW', 'MEDIUM', 'HIGH', 'CRITICAL'];
     const scored = samples.map((s) => ({ s, level: detectCascade(s.text).level }));
     const lines: string[] = [];
@@ -75,16 +75,23 @@ describe('cascade corpus', () => {
         `negatives scored above NONE (${falseAlarms.length}):\n${falseAlarms.join('\n') || '  none'}`,
     );
 
+    // The floors are judged on the held-out splits only: samples written apart from the detector
+    // and never used to tune it. The dev split is what the patterns were tuned on, so passing it
+    // proves little; its level misses are the tuning target (at most one positive in ten).
+    const heldOut = samples.filter((s) => s.split.startsWith('holdout'));
+    expect(heldOut.length).toBeGreaterThanOrEqual(30);
     for (const floor of ['LOW', 'HIGH'] as const) {
-      const s = score(samples, floor);
+      const s = score(heldOut, floor);
       expect(s.precision).toBeGreaterThanOrEqual(0.9);
       expect(s.recall).toBeGreaterThanOrEqual(0.8);
     }
-    // Level misses count too: at most one positive in ten scored below its label, and every
-    // sample labelled HIGH or above reaches HIGH (those are the levels that stop an intent).
-    const positives = samples.filter((s) => s.expected !== 'NONE').length;
-    expect(below.length / positives).toBeLessThanOrEqual(0.1);
-    expect(scored.filter(({ s, level }) => cascadeAtLeast(s.expected, 'HIGH') && !cascadeAtLeast(level, 'HIGH')).map(({ s }) => s.id)).toEqual([]);
+    // Every held-out sample labelled HIGH or above reaches HIGH: those are the levels that stop an intent.
+    const heldOutIds = new Set(heldOut.map((s) => s.id));
+    const missedHigh = scored.filter(({ s, level }) => heldOutIds.has(s.id) && cascadeAtLeast(s.expected, 'HIGH') && !cascadeAtLeast(level, 'HIGH'));
+    expect(missedHigh.map(({ s }) => s.id)).toEqual([]);
+    const dev = scored.filter(({ s }) => s.split === 'dev');
+    const devBelow = dev.filter(({ s, level }) => levels.indexOf(level) < levels.indexOf(s.expected)).length;
+    expect(devBelow / dev.filter(({ s }) => s.expected !== 'NONE').length).toBeLessThanOrEqual(0.1);
   });
 });
 

@@ -15,7 +15,7 @@ import { findFreePort } from '../../src/shared/ports';
 import { parseProcStat } from '../../src/shared/proc-stat';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { freshDatabase, testBackends, type FreshDatabase } from '../helpers/database';
+import { freshDatabase, describeOnBackends, type FreshDatabase } from '../helpers/database';
 import { demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 import { createLogger } from '../../src/runtime/logger';
 import { answeringDesignStages } from '../../src/client/sample-repo';
@@ -79,14 +79,14 @@ function printed(text: string): string {
 }
 
 // The ledger-level workflow tests run on every test backend; the rest of the file on the default.
-describe.each(testBackends())('the ledger on the %s PostgreSQL', (_backend, baseUrl) => {
+describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
   const logLines: string[] = [];
   /** Fails `appendToLedger` once right after its rows were written: the retry must add nothing. */
   let failAfterFirstAppend = true;
   let database: FreshDatabase;
   let worker: Worker;
   let running: Promise<void>;
-  const queue = `ledger-${_backend}-${process.pid}-${Date.now()}`;
+  const queue = `ledger-${backend}-${process.pid}-${Date.now()}`;
 
   beforeAll(async () => {
     database = await freshDatabase(baseUrl);

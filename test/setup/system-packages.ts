@@ -1,0 +1,196 @@
+/**
+ * The system programs some tests need beyond `npm install`: bubblewrap (the sandbox tests),
+ * Chromium (the Web UI end-to-end test) and Debian's PostgreSQL server (the ledger tests' second
+ * backend). test/global-setup.ts and .ci/run both use this module, so a developer's `npm test`
+ * and CI get them the same way:
+ *
+ *   - present: used;
+ *   - missing, and we are root on a machine with apt-get: installed from Debian's packages;
+ *   - missing otherwise: the tests that need it are skipped, with one line naming what is
+ *     missing and the command that installs it (see test/setup/prerequisites.ts).
+ *
+ * In CI (CI=true) nothing may be skipped: a missing program fails the run instead.
+ *
+ * Run on its own (`npx tsx test/setup/system-packages.ts [--require]`) it installs what it can,
+ * prints one line per program, and with --require exits 1 when any is still missing.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { accessSync, constants, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
+
+export type SystemProgram = 'bubblewrap' | 'chromium' | 'postgresql';
+
+export const SYSTEM_PROGRAMS: readonly SystemProgram[] = ['bubblewrap', 'chromium', 'postgresql'];
+
+/** What each program is for, and the Debian package it comes in. */
+const DEBIAN_PACKAGE: Record<SystemProgram, string> = { bubblewrap: 'bubblewrap', chromium: 'chromium', postgresql: 'postgresql' };
+const NEEDED_BY: Record<SystemProgram, string> = {
+  bubblewrap: 'the sandbox tests',
+  chromium: 'the Web UI end-to-end test',
+  postgresql: "the ledger tests' second backend",
+};
+
+export type ProgramStatus =
+  | { readonly program: SystemProgram; readonly available: true; readonly detail: string; readonly path: string }
+  | { readonly program: SystemProgram; readonly available: false; readonly reason: string; readonly install: string };
+
+/** The command that installs `program` on Debian. */
+export function installCommand(program: SystemProgram): string {
+  return `sudo apt-get install -y ${DEBIAN_PACKAGE[program]}`;
+}
+
+/** Whether this run is CI (CI set to anything but empty, false or 0). */
+export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {
+  const ci = (env.CI ?? '').trim().toLowerCase();
+  return ci !== '' && ci !== 'false' && ci !== '0';
+}
+
+/**
+ * Finds each program, installs the missing ones from Debian's packages when we are root and
+ * apt-get is here (unless WARDEN_TEST_INSTALL=0), and finds them again.
+ */
+export async function ensureSystemPrograms(options: { log: (message: string) => void; env?: NodeJS.ProcessEnv }): Promise<ProgramStatus[]> {
+  const env = options.env ?? process.env;
+  let statuses = await Promise.all(SYSTEM_PROGRAMS.map((program) => findProgram(program, env)));
+  const missing = statuses.filter((s) => !s.available);
+  if (missing.length === 0) return statuses;
+
+  const packages = missing.map((s) => DEBIAN_PACKAGE[s.program]);
+  const why = canInstall(env);
+  if (why !== undefined) {
+    options.log(`not installing ${packages.join(', ')}: ${why}`);
+    return statuses;
+  }
+  options.log(`installing ${packages.join(' ')} from Debian's packages (apt-get; this takes a minute or two the first time)`);
+  try {
+    await aptGet(['update', '-q']);
+    await aptGet(['install', '-y', '-q', '--no-install-recommends', ...packages]);
+  } catch (error) {
+    options.log(`apt-get failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  statuses = await Promise.all(SYSTEM_PROGRAMS.map((program) => findProgram(program, env)));
+  return statuses;
+}
+
+/** Why we may not install here, or undefined when we may. */
+function canInstall(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.WARDEN_TEST_INSTALL === '0') return 'WARDEN_TEST_INSTALL=0';
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return 'installing needs root';
+  if (!onPath('apt-get', env)) return 'no apt-get on this machine';
+  return undefined;
+}
+
+function aptGet(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('apt-get', args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
+    let output = '';
+    const keep = (chunk: Buffer): void => {
+      output = (output + chunk.toString()).slice(-4000);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`apt-get ${args[0]} exited ${code}:\n${output.trim()}`))));
+  });
+}
+
+async function findProgram(program: SystemProgram, env: NodeJS.ProcessEnv): Promise<ProgramStatus> {
+  const missing = (reason: string): ProgramStatus => ({ program, available: false, reason, install: installCommand(program) });
+  switch (program) {
+    case 'bubblewrap': {
+      const bwrap = onPath('bwrap', env);
+      if (!bwrap) return missing('bwrap is not installed');
+      // The same confinement the sandbox asks for: a bwrap that cannot make namespaces here is no use.
+      const probe = await run(bwrap, ['--unshare-all', '--die-with-parent', '--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--', '/bin/true']);
+      if (!probe.ok) return missing(`${bwrap} cannot create its namespaces here (${probe.output || 'no message'})`);
+      const version = await run(bwrap, ['--version']);
+      return { program, available: true, path: bwrap, detail: version.output || bwrap };
+    }
+    case 'chromium': {
+      const fromEnv = env.WARDEN_TEST_CHROMIUM;
+      const chromium = fromEnv ?? onPath('chromium', env) ?? onPath('chromium-browser', env);
+      if (!chromium) return missing('no chromium on PATH and WARDEN_TEST_CHROMIUM is not set');
+      const version = await run(chromium, ['--version']);
+      if (!version.ok) return missing(`${chromium} --version failed (${version.output || 'no message'})`);
+      return { program, available: true, path: chromium, detail: version.output };
+    }
+    case 'postgresql': {
+      const bin = debianPostgresBin();
+      if (!bin) return missing('no initdb under /usr/lib/postgresql/*/bin');
+      const version = await run(path.join(bin, 'postgres'), ['--version']);
+      if (!version.ok) return missing(`${bin}/postgres --version failed (${version.output || 'no message'})`);
+      return { program, available: true, path: bin, detail: version.output };
+    }
+  }
+}
+
+/** The newest Debian PostgreSQL's bin folder (holding initdb and postgres), if any. */
+export function debianPostgresBin(root = '/usr/lib/postgresql'): string | undefined {
+  let versions: string[];
+  try {
+    versions = readdirSync(root);
+  } catch {
+    return undefined;
+  }
+  const bins = versions
+    .filter((v) => /^\d+(\.\d+)?$/.test(v))
+    .sort((a, b) => Number(b) - Number(a))
+    .map((v) => path.join(root, v, 'bin'))
+    .filter((bin) => isExecutable(path.join(bin, 'initdb')) && isExecutable(path.join(bin, 'postgres')));
+  return bins[0];
+}
+
+function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
+  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, name);
+    if (isExecutable(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function run(file: string, args: string[]): Promise<{ ok: boolean; output: string }> {
+  try {
+    const { stdout, stderr } = await execFileAsync(file, args, { timeout: 30_000 });
+    return { ok: true, output: `${stdout}${stderr}`.trim().split('\n')[0] ?? '' };
+  } catch (error) {
+    const e = error as { stderr?: string; message?: string };
+    return { ok: false, output: (e.stderr || e.message || '').trim().split('\n')[0] ?? '' };
+  }
+}
+
+/** One line per program: what was found, or what is missing and how to install it. */
+export function describeStatus(status: ProgramStatus): string {
+  return status.available
+    ? `${status.program}: ${status.detail} (${status.path})`
+    : `${status.program}: missing (${status.reason}), needed by ${NEEDED_BY[status.program]}; install it with: ${status.install}`;
+}
+
+if (require.main === module) {
+  const require_ = process.argv.includes('--require');
+  ensureSystemPrograms({ log: (m) => process.stderr.write(`[system-packages] ${m}\n`) }).then(
+    (statuses) => {
+      for (const status of statuses) process.stdout.write(`${describeStatus(status)}\n`);
+      process.exitCode = require_ && statuses.some((s) => !s.available) ? 1 : 0;
+    },
+    (error: unknown) => {
+      process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
