@@ -21,6 +21,8 @@ const UNIT = [
 
 module.exports = {
   maxWorkers: 2,
+  // A testTimeout inside a project is not applied (tests then fail at jest's 5 s): it lives here.
+  testTimeout: 120_000,
   reporters: ['default', '<rootDir>/test/setup/skip-summary-reporter.js'],
   projects: [
     {
@@ -29,7 +31,6 @@ module.exports = {
       transform,
       roots: ['<rootDir>/test'],
       testMatch: UNIT,
-      testTimeout: 30_000,
     },
     {
       displayName: 'integration',
@@ -37,7 +38,6 @@ module.exports = {
       transform,
       roots: ['<rootDir>/test', '<rootDir>/scenarios'],
       testMatch: ['<rootDir>/{test,scenarios}/**/*.test.ts', ...UNIT.map((glob) => `!${glob}`)],
-      testTimeout: 120_000,
       globalSetup: '<rootDir>/test/global-setup.ts',
       globalTeardown: '<rootDir>/test/global-teardown.ts',
     },

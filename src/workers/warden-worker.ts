@@ -1,6 +1,6 @@
 import path from 'node:path';
 import v8 from 'node:v8';
-import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { Worker, type NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
 import { sweepTrash, trashOf } from '../activities/trash';
@@ -44,8 +44,8 @@ export interface WardenWorkerOptions {
   readonly tracing?: Tracing['worker'];
   /** Replaces global fetch for HTTP agents (tests point it nowhere else: they run local servers). */
   readonly fetch?: typeof fetch;
-  /** A prebuilt bundle (tests bundle once per file); otherwise the workflows are bundled in a child process. */
-  readonly workflowBundle?: WorkflowBundleWithSourceMap;
+  /** A prebuilt bundle (the tests bundle once per run); otherwise the workflows are bundled in a child process. */
+  readonly workflowBundle?: { readonly code: string };
   /** Replaces activities, e.g. to inject faults in tests. */
   readonly wrapActivities?: (activities: WardenActivities) => WardenActivities;
   /**

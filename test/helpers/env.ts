@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Runtime, DefaultLogger, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import type pg from 'pg';
 import type { WardenActivities } from '../../src/activities';
@@ -18,6 +18,7 @@ import type { IntentInput } from '../../src/shared/intent';
 import type { AgentScript } from '../../src/shared/script';
 import type { intentWorkflow } from '../../src/workflows';
 import { WORKFLOW_INTERCEPTOR_MODULES, createWardenWorker } from '../../src/workers/warden-worker';
+import { bundleWorkflowsApart } from '../../src/workers/workflow-bundle';
 import { freshDatabase, testBackends } from './database';
 import { resolveConfig } from '../../src/config/load';
 import type { WorkerSafetyConfig } from '../../src/config/schema';
@@ -44,7 +45,8 @@ let runtimeInstalled = false;
 export interface TestWorld {
   readonly client: Client;
   readonly connection: NativeConnection;
-  readonly bundle: WorkflowBundleWithSourceMap;
+  /** The workflow code with Warden's interceptors, bundled once for the run by test/global-setup.ts. */
+  readonly bundle: { readonly code: string };
   readonly taskQueue: string;
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
@@ -77,8 +79,8 @@ export interface WorkerOptions {
 export const TEST_CONFIG = resolveConfig({ limits: { cooldown: '0s' } });
 
 /**
- * Connects to the test server (or to `address`, a server the test started itself) and bundles
- * the workflow code once per test file.
+ * Connects to the test server (or to `address`, a server the test started itself), with the
+ * workflow code the global setup bundled.
  */
 export async function createTestWorld(name: string, address?: string): Promise<TestWorld> {
   if (!runtimeInstalled) {
@@ -89,11 +91,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
   const connection = await NativeConnection.connect({ address });
   const clientConnection = await Connection.connect({ address });
   const client = new Client({ connection: clientConnection });
-  const bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../../src/workflows'),
-    workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES,
-    logger: new DefaultLogger('WARN'),
-  });
+  const bundle = await testWorkflowBundle();
   const dir = mkdtempSync(path.join(tmpdir(), `warden-${name}-`));
   const worktreeRoot = path.join(dir, 'worktrees');
   const lineageRoot = path.join(dir, 'lineage');
@@ -134,6 +132,18 @@ export async function createTestWorld(name: string, address?: string): Promise<T
       await database.drop();
     },
   };
+}
+
+/**
+ * The bundle test/global-setup.ts made for the run (WARDEN_TEST_WORKFLOW_BUNDLE); bundled here
+ * when there is none (a test file run with another setup). Bundling in every test file cost two
+ * seconds of CPU each, and left webpack in the jest worker's memory, which makes every later
+ * spawn (git, tests, agents) fork a bigger process.
+ */
+async function testWorkflowBundle(): Promise<{ readonly code: string }> {
+  const file = process.env.WARDEN_TEST_WORKFLOW_BUNDLE;
+  if (file && existsSync(file)) return { code: readFileSync(file, 'utf8') };
+  return bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES);
 }
 
 /** A fresh sample repository (see src/client/sample-repo.ts) in a temp folder. */
