@@ -1,9 +1,6 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
-
-const execFileAsync = promisify(execFile);
+import { launch } from './launcher';
 
 /** Commits made by Warden carry this identity, so they work on machines with no git config. */
 const IDENTITY = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false'];
@@ -14,10 +11,10 @@ export interface GitResult {
   readonly code: number;
 }
 
-/** Runs git in `cwd` and returns its output whatever the exit code. */
+/** Runs git in `cwd` (from the launcher: see launcher.ts) and returns its output whatever the exit code. */
 export async function gitRaw(cwd: string, args: readonly string[]): Promise<GitResult> {
   try {
-    const { stdout, stderr } = await execFileAsync('git', [...IDENTITY, ...args], {
+    const { stdout, stderr } = await launch('git', [...IDENTITY, ...args], {
       cwd,
       maxBuffer: 64 * 1024 * 1024,
       env: { ...process.env, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
