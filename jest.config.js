@@ -7,7 +7,11 @@
  */
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
 
-/** The unit tier: every test file here starts no server and needs no global setup. */
+/**
+ * The unit tier: every test file here starts no server and needs no global setup. A new test file
+ * lands in the integration tier until it is listed here; `npm run test:unit` fails fast if a file
+ * listed here does need a server.
+ */
 const UNIT = [
   'test/shared/**/*.test.ts',
   'test/config/**/*.test.ts',

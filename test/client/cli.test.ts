@@ -5,7 +5,10 @@ import path from 'node:path';
 import { isTemporalReachable, startDevServer, type DevServer } from '../../src/runtime/dev-server';
 import { findFreePort } from '../../src/shared/ports';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
-import { DEMO_SCRIPT, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
+import { DEMO_SCRIPT, demoScript, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
+
+/** The demo with its pauses taken out, for runs that need no time to act while the agent works. */
+const FAST_SCRIPT = demoScript();
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { loadMigrations } from '../../src/ledger/migrate';
@@ -126,7 +129,7 @@ test('--help tells each command', () => {
 test('warden run --approve drives an intent to a merge; status and list report it; its id is not used again', async () => {
   const repo = makeSampleRepo();
   const id = `cli-${Date.now()}`;
-  const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--paths', 'lib/**', '--approve', '--json');
+  const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--paths', 'lib/**', '--approve', '--json');
   expect(beyondWarnings(run.stderr)).toEqual([]);
   expect(run.code).toBe(0);
   const result = JSON.parse(run.stdout);
@@ -149,7 +152,7 @@ test('warden run --approve drives an intent to a merge; status and list report i
   expect(text).toMatch(/spend \$0\.05/);
 
   // an id is used once: the finished one is refused up front, with what to do instead
-  const again = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--approve');
+  const again = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--approve');
   expect(again.code).toBe(2);
   expect(oneLine(again.stderr)).toBe(
     `warden: intent ${id} already ran (merged; workflow intent-${id}): pick another --id, or run it again from a stage with warden resume ${id} --from STAGE`,
@@ -187,7 +190,7 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   const repo = makeSampleRepo();
   const before = git(repo, 'rev-parse', 'main');
   const id = `cli-reject-${Date.now()}`;
-  const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -235,7 +238,7 @@ function follow(args: string[], extraEnv: NodeJS.ProcessEnv = {}) {
 test('--approve answers the merge gate only: a production gate still waits for a person', async () => {
   const repo = makeSampleRepo();
   const id = `cli-prod-${Date.now()}`;
-  const run = follow(['--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--env', 'production', '--approve']);
+  const run = follow(['--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--env', 'production', '--approve']);
   await waitFor(() => (run.out.includes(`warden approve ${id} --gate production`) ? true : undefined), 90_000, 'the production gate instructions');
   expect(run.out).not.toMatch(/approved the production gate/);
   expect(JSON.parse(warden('gates', id, '--json').stdout)).toMatchObject({ gate: 'production', humanOnly: true });
@@ -295,14 +298,14 @@ describe('Ctrl-C while following', () => {
 test('warden status of a failed intent says why it failed and the stage it reached', () => {
   const repo = makeSampleRepo();
   const id = `cli-failed-${Date.now()}`;
-  const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--impl-attempts', '1');
+  const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--impl-attempts', '1');
   expect(run.code).toBe(1);
   const status = JSON.parse(warden('status', id, '--json').stdout) as Record<string, unknown>;
   expect(status).toMatchObject({ workflowStatus: 'FAILED', wardenStatus: 'failed', stage: 'impl', failure: expect.stringMatching(/^MAX_ITERATIONS_EXCEEDED: stage impl/) });
   const text = warden('status', id).stdout.split('\n');
   expect(text[0]).toBe(`${id}: failed (stage impl)`);
   expect(text[1]).toMatch(/^ {2}why: MAX_ITERATIONS_EXCEEDED: stage impl: attempt 2 would exceed the cap of 1/);
-  expect(warden('run', '--repo', repo, '--goal', 'x', '--id', id, '--script', DEMO_SCRIPT).stderr).toMatch(
+  expect(warden('run', '--repo', repo, '--goal', 'x', '--id', id, '--script', FAST_SCRIPT).stderr).toMatch(
     new RegExp(`intent ${id} already ran \\(failed; .*warden resume ${id} --from STAGE`),
   );
 });
@@ -355,7 +358,7 @@ function processAlive(pid: number): boolean {
 test('warden ladder shows each profile\'s level and what the next needs; ladder set pins one', () => {
   const repo = makeSampleRepo();
   const id = `cli-ladder-${Date.now()}`;
-  expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--agent-name', 'ladder-cli', '--approve', '--json').code).toBe(0);
+  expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--agent-name', 'ladder-cli', '--approve', '--json').code).toBe(0);
   const shown = JSON.parse(warden('ladder', '--agent', 'ladder-cli', '--json').stdout) as Array<Record<string, unknown>>;
   expect(shown).toEqual([
     expect.objectContaining({ agent: 'ladder-cli', level: 0, pinned: false, metrics: expect.objectContaining({ totalRuns: 1, successfulRuns: 1 }), next: { level: 1, name: 'AI Suggests', needs: ['runs 1 < 10'] } }),
@@ -408,7 +411,7 @@ function writeTemp(content: string): string {
 test('the ledger commands read what an intent wrote: audit, costs, report, cleanup', () => {
   const repo = makeSampleRepo();
   const id = `cli-ledger-${Date.now()}`;
-  expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--approve', '--json').code).toBe(0);
+  expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--approve', '--json').code).toBe(0);
 
   const audit = warden('audit', id, '--json');
   expect(audit.code).toBe(0);

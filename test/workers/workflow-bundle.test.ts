@@ -1,9 +1,12 @@
-import { bundleWorkflowsApart } from '../../src/workers/workflow-bundle';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowsApart, cachedBundlePath, sourceKey } from '../../src/workers/workflow-bundle';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../../src/workers/warden-worker';
 
 jest.setTimeout(120_000);
 
-test('bundles the workflows with the given interceptor modules in a child process', async () => {
+test('bundles the workflows with the given interceptor modules', async () => {
   const withGuard = await bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES);
   expect(withGuard.code).toContain('intentWorkflow');
   expect(withGuard.code).toContain('installStageGuard');
@@ -26,4 +29,39 @@ test('bundles the workflows with the given interceptor modules in a child proces
 
 test('a bundling failure says so, with the bundler output', async () => {
   await expect(bundleWorkflowsApart(['/nonexistent/interceptors.ts'])).rejects.toThrow(/bundling the workflow code failed \(exit 1\): .*nonexistent/s);
+});
+
+test('a bundle is kept under node_modules/.cache and used again while its sources stay the same', async () => {
+  const first = await bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES);
+  const cached = await cachedBundlePath(WORKFLOW_INTERCEPTOR_MODULES);
+  expect(cached).toMatch(/node_modules\/\.cache\/warden\/workflows-[0-9a-f]{24}\.js$/);
+  expect(readFileSync(cached, 'utf8')).toBe(first.code);
+  const started = performance.now();
+  expect((await bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES)).code).toBe(first.code);
+  expect(performance.now() - started).toBeLessThan(1_000); // bundling takes seconds
+  // Another module list is another bundle.
+  expect(await cachedBundlePath([])).not.toBe(cached);
+});
+
+test('the cache key changes with any file under src/, the lock file, or the module list', async () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'warden-bundle-key-'));
+  mkdirSync(path.join(root, 'src', 'workflows'), { recursive: true });
+  writeFileSync(path.join(root, 'src', 'workflows', 'a.ts'), 'export const a = 1;\n');
+  writeFileSync(path.join(root, 'package-lock.json'), '{"lockfileVersion":3}\n');
+  const keys = new Set<string>();
+  const key = async (modules: string[] = []) => {
+    const k = await sourceKey(modules, root);
+    keys.add(k);
+    return k;
+  };
+  const base = await key();
+  expect(await key()).toBe(base); // stable
+  writeFileSync(path.join(root, 'src', 'workflows', 'a.ts'), 'export const a = 2;\n');
+  await key();
+  writeFileSync(path.join(root, 'src', 'b.ts'), '\n');
+  await key();
+  writeFileSync(path.join(root, 'package-lock.json'), '{"lockfileVersion":3,"packages":{}}\n');
+  await key();
+  await key(['/some/interceptors.ts']);
+  expect(keys.size).toBe(5);
 });
