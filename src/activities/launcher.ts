@@ -10,6 +10,9 @@
  * If the launcher cannot be started or dies, the call runs here as before: slower, never lost.
  */
 import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
 
 export interface LaunchRequest {
   readonly id: number;
@@ -112,13 +115,9 @@ function runningLauncher(): Launcher | undefined {
   }
 }
 
+/** The same call from this process: promisified execFile already keeps the contract above. */
 function execHere(file: string, args: readonly string[], options: LaunchOptions): Promise<Launched> {
-  return new Promise((resolve, reject) => {
-    execFile(file, [...args], { cwd: options.cwd, env: options.env, maxBuffer: options.maxBuffer, encoding: 'utf8' }, (error, stdout, stderr) => {
-      if (error) reject(Object.assign(error, { stdout, stderr }));
-      else resolve({ stdout, stderr });
-    });
-  });
+  return execFileAsync(file, [...args], { cwd: options.cwd, env: options.env, maxBuffer: options.maxBuffer, encoding: 'utf8' });
 }
 
 /** Stops the launcher (tests; a worker's launcher ends with the worker). */

@@ -24,8 +24,6 @@ class SkipSummaryReporter {
       lines.push(`  ${count} skipped: ${why}`);
     }
     if (other > 0) lines.push(`  ${other} skipped in the test files themselves (it.skip / describe.skip)`);
-    const partial = process.env.WARDEN_TEST_BACKENDS_NOTE;
-    if (partial) lines.push(`  ${partial}`);
     if (lines.length === 0) return;
     process.stderr.write(`\nSkipped or left out:\n${lines.join('\n')}\n`);
   }
