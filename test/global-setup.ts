@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -16,8 +16,6 @@ import { describeStatus, ensureSystemPrograms, isCi, type ProgramStatus } from '
 export const DEV_SERVER_GLOBAL = '__wardenTestDevServer';
 /** Where globalTeardown finds the embedded PostgreSQL and its temp folder. */
 export const POSTGRES_GLOBAL = '__wardenTestPostgres';
-/** Where globalTeardown finds the folder of the run's workflow bundle. */
-export const BUNDLE_DIR_GLOBAL = '__wardenTestBundleDir';
 /** Where globalTeardown finds the second PostgreSQL (Debian's build) and its temp folder. */
 export const SERVER_POSTGRES_GLOBAL = '__wardenTestServerPostgres';
 
@@ -46,7 +44,6 @@ export default async function globalSetup(): Promise<void> {
     await Promise.all([setupTemporal(), bundleForTheRun()]);
   } catch (error) {
     await stopTestPostgres();
-    await removeRunBundle();
     throw error;
   }
 }
@@ -138,27 +135,13 @@ export async function stopTestPostgres(): Promise<void> {
 }
 
 /**
- * The workflow code with Warden's interceptors, bundled once (in a child process) for every test
- * file of the run: WARDEN_TEST_WORKFLOW_BUNDLE names the file.
+ * Bundles the workflow code with Warden's interceptors once, before any test file asks for it:
+ * the bundle cache (src/workers/workflow-bundle.ts) then answers every test file's world.
  */
 async function bundleForTheRun(): Promise<void> {
   const started = Date.now();
-  const dir = await mkdtemp(path.join(tmpdir(), 'warden-test-bundle-'));
-  (globalThis as Record<string, unknown>)[BUNDLE_DIR_GLOBAL] = dir;
-  const file = path.join(dir, 'workflows.js');
-  await writeFile(file, (await bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES)).code);
-  process.env.WARDEN_TEST_WORKFLOW_BUNDLE = file;
-  log(`workflow code bundled in ${Date.now() - started} ms`);
-}
-
-/** Removes the run's workflow bundle. */
-export async function removeRunBundle(): Promise<void> {
-  const holder = globalThis as Record<string, unknown>;
-  const dir = holder[BUNDLE_DIR_GLOBAL] as string | undefined;
-  if (!dir) return;
-  delete holder[BUNDLE_DIR_GLOBAL];
-  delete process.env.WARDEN_TEST_WORKFLOW_BUNDLE;
-  await rm(dir, { recursive: true, force: true });
+  await bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES);
+  log(`workflow code bundled (or found in the cache) in ${Date.now() - started} ms`);
 }
 
 async function setupTemporal(): Promise<void> {

@@ -1,10 +1,9 @@
 import type { DevServer } from '../src/runtime/dev-server';
-import { DEV_SERVER_GLOBAL, removeRunBundle, stopTestPostgres } from './global-setup';
+import { DEV_SERVER_GLOBAL, stopTestPostgres } from './global-setup';
 
 /** Stops the servers that globalSetup started, if it started them. */
 export default async function globalTeardown(): Promise<void> {
   await stopTestPostgres();
-  await removeRunBundle();
   const holder = globalThis as Record<string, unknown>;
   const server = holder[DEV_SERVER_GLOBAL] as DevServer | undefined;
   if (!server) return;

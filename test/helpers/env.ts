@@ -45,7 +45,7 @@ let runtimeInstalled = false;
 export interface TestWorld {
   readonly client: Client;
   readonly connection: NativeConnection;
-  /** The workflow code with Warden's interceptors, bundled once for the run by test/global-setup.ts. */
+  /** The workflow code with Warden's interceptors (from the bundle cache the global setup filled). */
   readonly bundle: { readonly code: string };
   readonly taskQueue: string;
   readonly worktreeRoot: string;
@@ -80,7 +80,7 @@ export const TEST_CONFIG = resolveConfig({ limits: { cooldown: '0s' } });
 
 /**
  * Connects to the test server (or to `address`, a server the test started itself), with the
- * workflow code the global setup bundled.
+ * workflow code bundled once for the run.
  */
 export async function createTestWorld(name: string, address?: string): Promise<TestWorld> {
   if (!runtimeInstalled) {
@@ -91,7 +91,9 @@ export async function createTestWorld(name: string, address?: string): Promise<T
   const connection = await NativeConnection.connect({ address });
   const clientConnection = await Connection.connect({ address });
   const client = new Client({ connection: clientConnection });
-  const bundle = await testWorkflowBundle();
+  // From the bundle cache, which the global setup filled: bundling in every test file cost two
+  // seconds of CPU each.
+  const bundle = await bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES);
   const dir = mkdtempSync(path.join(tmpdir(), `warden-${name}-`));
   const worktreeRoot = path.join(dir, 'worktrees');
   const lineageRoot = path.join(dir, 'lineage');
@@ -132,18 +134,6 @@ export async function createTestWorld(name: string, address?: string): Promise<T
       await database.drop();
     },
   };
-}
-
-/**
- * The bundle test/global-setup.ts made for the run (WARDEN_TEST_WORKFLOW_BUNDLE); bundled here
- * when there is none (a test file run with another setup). Bundling in every test file cost two
- * seconds of CPU each, and left webpack in the jest worker's memory, which makes every later
- * spawn (git, tests, agents) fork a bigger process.
- */
-async function testWorkflowBundle(): Promise<{ readonly code: string }> {
-  const file = process.env.WARDEN_TEST_WORKFLOW_BUNDLE;
-  if (file && existsSync(file)) return { code: readFileSync(file, 'utf8') };
-  return bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES);
 }
 
 /** A fresh sample repository (see src/client/sample-repo.ts) in a temp folder. */
