@@ -13,7 +13,8 @@ import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import type { AnomalyNotice } from '../safety/behaviour-watch';
 import type { PricingTable } from '../safety/pricing';
 import { FailureType } from '../shared/errors';
-import { createAgent, currentSpendMeter, SpendMeter } from './agents';
+import { currentAttemptScope } from '../gateway/attempt-scope';
+import { createAgent, SpendMeter } from './agents';
 import { activityLogger } from './log-context';
 import { detectTestCommand } from './test-command';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
@@ -170,7 +171,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const profile = agentForStage(intent, stage);
         const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch });
         // The worker's interceptor sets a meter that reserves against the budgets; without it, calls are only priced.
-        const meter = currentSpendMeter() ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
+        const meter = currentAttemptScope()?.meter ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
         const result = await stoppable((signal) =>
           agent.run({
             intentId: intent.id,

@@ -46,6 +46,29 @@ export const CostEventSchema = z.object({
 });
 export type CostEventInput = z.input<typeof CostEventSchema>;
 
+/** One request an agent made through the model gateway (see src/gateway). */
+export const ModelCallSchema = z.object({
+  id: z.uuid(),
+  timestamp: z.coerce.date(),
+  intentId: z.string(),
+  stage: z.string(),
+  attempt: z.number().int().min(1),
+  agentId: z.string(),
+  api: z.enum(['chat', 'responses', 'messages']),
+  modelId: z.string(),
+  streamed: z.boolean(),
+  status: z.number().int(),
+  outcome: z.enum(['answered', 'refused', 'failed', 'cut']),
+  refusal: z.string().optional(),
+  inputTokens: z.number().int().min(0),
+  outputTokens: z.number().int().min(0),
+  usd: UsdSchema,
+  estimated: z.boolean(),
+  latencyMs: z.number().int().min(0),
+});
+export type ModelCallInput = z.input<typeof ModelCallSchema>;
+export type ModelCallRow = z.output<typeof ModelCallSchema>;
+
 export const GateDecisionRowSchema = z.object({
   id: z.uuid(),
   intentId: z.string(),

@@ -46,6 +46,9 @@ export const SAFETY_EVENT_TYPES = [
   'BUDGET_RESERVATION_DENIED',
   'CASCADE_DETECTED',
   'SANDBOX_ESCAPE_ATTEMPTED',
+  // the model gateway: a call refused at the wire; an agent given the host's network
+  'MODEL_CALL_REFUSED',
+  'HOST_NETWORK_GRANTED',
   'ROLLBACK',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',

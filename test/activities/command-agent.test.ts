@@ -1,4 +1,4 @@
-import { SpendMeter } from '../../src/activities/agents/spend-meter';
+import { SpendMeter } from '../../src/gateway/spend-meter';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

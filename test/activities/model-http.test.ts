@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { callModel, retryAfterMs } from '../../src/activities/agents/model-http';
-import { SpendMeter } from '../../src/activities/agents/spend-meter';
+import { SpendMeter } from '../../src/gateway/spend-meter';
 import { PROFILE_DEFAULTS } from '../../src/config/profiles';
 import { AnthropicAgentProfileSchema, OpenAiAgentProfileSchema, type HttpAgentProfile } from '../../src/shared/intent';
 import { startModelServer, type ModelServer } from '../helpers/model-server';

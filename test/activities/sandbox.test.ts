@@ -1,4 +1,4 @@
-import { SpendMeter } from '../../src/activities/agents/spend-meter';
+import { SpendMeter } from '../../src/gateway/spend-meter';
 /**
  * Command agents in their sandboxes, with the real bubblewrap (Debian's `bubblewrap`; the test
  * setup installs it where it can). Without a working bwrap the tests that need it are skipped,

@@ -1,9 +1,9 @@
 import type { RiskClass } from '../../shared/intent';
 import type { AgentStage } from '../../shared/stages';
-import type { SpendMeter } from './spend-meter';
-import type { Usage } from './usage';
+import type { SpendMeter } from '../../gateway/spend-meter';
+import type { Usage } from '../../gateway/usage';
 
-export type { Usage } from './usage';
+export type { Usage } from '../../gateway/usage';
 
 /** One call to an agent for one attempt of one stage. */
 export interface AgentRequest {

@@ -5,7 +5,7 @@ import { createHttpAgent, type HttpAgentDeps } from './http-agent';
 import { createScriptedAgent } from './scripted-agent';
 
 export type { Agent, AgentRequest, AgentResult, Usage } from './agent';
-export { currentSpendMeter, SpendMeter, withSpendMeter, type BudgetBook, type OpenCall, type PaidCall } from './spend-meter';
+export { SpendMeter, type BudgetBook, type OpenCall, type PaidCall } from '../../gateway/spend-meter';
 
 /** What HTTP agents need from the worker; scripted and command agents need nothing. */
 export type AgentDeps = HttpAgentDeps;

@@ -3,8 +3,11 @@ import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { HttpAgentProfile } from '../../shared/intent';
 import { inputTokenBound } from '../../safety/pricing';
-import type { Usage } from './usage';
-import type { CallBound, CallReport, SpendMeter } from './spend-meter';
+import { baseUrlOf, isLocalEndpoint, PROVIDER_DEFAULTS } from '../../gateway/upstream';
+
+export { baseUrlOf, isLocalEndpoint } from '../../gateway/upstream';
+import type { Usage } from '../../gateway/usage';
+import type { CallBound, CallReport, SpendMeter } from '../../gateway/spend-meter';
 
 /**
  * One model call over HTTP, for the Anthropic Messages API and OpenAI-compatible Chat
@@ -39,27 +42,9 @@ export interface ModelCallOptions {
 export const TRIES_PER_KEY = 3;
 const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
 
-const DEFAULTS = {
-  anthropic: { baseUrl: 'https://api.anthropic.com', keys: ['ANTHROPIC_API_KEY'] },
-  openai: { baseUrl: 'https://api.openai.com/v1', keys: ['OPENAI_API_KEY'] },
-} as const;
-
-/** What an endpoint's address depends on. */
-type Endpoint = Pick<HttpAgentProfile, 'kind' | 'baseUrl'>;
-
-export function baseUrlOf(profile: Endpoint): string {
-  return (profile.baseUrl ?? DEFAULTS[profile.kind].baseUrl).replace(/\/+$/, '');
-}
-
-/** Whether the endpoint is on this machine (allowed in development mode; keys optional). */
-export function isLocalEndpoint(profile: Endpoint): boolean {
-  const host = new URL(baseUrlOf(profile)).hostname;
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\./.test(host);
-}
-
 /** The API keys to try, from the environment, in order. A local endpoint may need none. */
 function keysOf(profile: HttpAgentProfile, env: NodeJS.ProcessEnv): Array<string | undefined> {
-  const names = profile.apiKeyEnv ?? [...DEFAULTS[profile.kind].keys];
+  const names = profile.apiKeyEnv ?? [...PROVIDER_DEFAULTS[profile.kind].keys];
   const keys = names.map((n) => env[n]).filter((k): k is string => Boolean(k && k.trim()));
   if (keys.length > 0) return keys;
   if (isLocalEndpoint(profile)) return [undefined];

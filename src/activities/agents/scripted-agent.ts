@@ -6,7 +6,7 @@ import { FailureType } from '../../shared/errors';
 import { describeIssues } from '../../shared/intent';
 import { AgentScriptSchema, type AgentScript, type ScriptAttempt } from '../../shared/script';
 import type { Agent, AgentRequest, AgentResult } from './agent';
-import { usdFromNumber } from './spend-meter';
+import { usdFromNumber } from '../../gateway/spend-meter';
 
 /** Reads and validates a script file; a bad file is a non-retryable `INVALID_SCRIPT` failure. */
 export function loadAgentScript(scriptPath: string): AgentScript {

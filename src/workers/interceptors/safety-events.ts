@@ -3,12 +3,14 @@ import type { Logger } from 'pino';
 import { activityLogger } from '../../activities/log-context';
 import { deterministicUuid } from '../../ledger/event-id';
 import type { Ledger } from '../../ledger/ledger';
-import type { SafetyEventInput } from '../../ledger/types';
-import type { SafetyEventType, Severity } from '../../shared/safety-events';
+import type { SafetyEventType } from '../../shared/safety-events';
+import type { RecordEvent } from '../../gateway/attempt-scope';
 import type { AgentEndpoint } from './agent-endpoint';
 import type { CallRef } from './call-ref';
 import { messageOf } from './failures';
 import { patientlyWithLedger } from './ledger-patience';
+
+export type { CostSnapshot, EventDetails, RecordEvent } from '../../gateway/attempt-scope';
 
 /** The attempt a SafetyEvent belongs to: the parts of its id that are not the decision. */
 export type EventAttempt = Pick<CallRef, 'workflowId' | 'runId' | 'activityId' | 'attempt'>;
@@ -20,22 +22,6 @@ export type EventAttempt = Pick<CallRef, 'workflowId' | 'runId' | 'activityId' |
 export function safetyEventId(call: EventAttempt, eventType: SafetyEventType, key = ''): string {
   return deterministicUuid(call.workflowId, call.runId, call.activityId, call.attempt, eventType, key);
 }
-
-/** The budgets' figures at the moment of a decision. */
-export type CostSnapshot = NonNullable<SafetyEventInput['costSnapshot']>;
-
-/** What a SafetyEvent says besides its type, severity and reason. */
-export interface EventDetails {
-  readonly suggestion?: string;
-  readonly breakerId?: string;
-  readonly costSnapshot?: CostSnapshot;
-  readonly metadata?: Record<string, unknown>;
-  /** Tells apart two events of one type in one attempt (e.g. two breakers resetting). */
-  readonly key?: string;
-}
-
-/** Records one decision of an agent attempt as a SafetyEvent and returns the event's id. */
-export type RecordEvent = (eventType: SafetyEventType, severity: Severity, reason: string, details?: EventDetails) => Promise<string>;
 
 /**
  * The event recorder of one agent attempt. Each write carries its deterministic id, so a repeat

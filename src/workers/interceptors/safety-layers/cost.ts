@@ -1,7 +1,8 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { StageInput, StageResult } from '../../../activities';
-import { SpendMeter, withSpendMeter } from '../../../activities/agents';
+import { SpendMeter } from '../../../activities/agents';
+import { withAttemptScope } from '../../../gateway/attempt-scope';
 import { activityLogger } from '../../../activities/log-context';
 import type { WorkerSafetyConfig } from '../../../config/schema';
 import { deterministicUuid } from '../../../ledger/event-id';
@@ -30,7 +31,7 @@ export class CostLayer implements SafetyLayer {
   }
 
   around(call: AgentCall, run: () => Promise<unknown>): Promise<unknown> {
-    return withSpendMeter(this.meterOf(call), run);
+    return withAttemptScope({ meter: this.meterOf(call), event: call.event }, run);
   }
 
   /**

@@ -1,8 +1,7 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { ApplicationFailure } from '@temporalio/common';
-import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../shared/money';
-import { assertPriced, costOf, isPriced, maxCostOf, UnknownModelError, type PricingTable } from '../../safety/pricing';
-import { FailureType } from '../../shared/errors';
+import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../shared/money';
+import { assertPriced, costOf, isPriced, maxCostOf, UnknownModelError, type PricingTable } from '../safety/pricing';
+import { FailureType } from '../shared/errors';
 import type { Usage } from './usage';
 
 /**
@@ -179,19 +178,6 @@ export class SpendMeter {
     const costUsd = report.costUsd !== undefined ? normalizeUsd(report.costUsd) : zero ? ZERO_USD : costOf(model, report.usage, this.options.pricing);
     return { ...base, model, usage: report.usage, costUsd, estimated: false, unmetered: false, overrun: compareUsd(costUsd, call.maxUsd) > 0 };
   }
-}
-
-/** The meter of the agent attempt running in this async context, set by the worker's interceptor. */
-const current = new AsyncLocalStorage<SpendMeter>();
-
-/** Runs `fn` with `meter` as the attempt's meter (see `currentSpendMeter`). */
-export function withSpendMeter<T>(meter: SpendMeter, fn: () => Promise<T>): Promise<T> {
-  return current.run(meter, fn);
-}
-
-/** The meter the worker's interceptor set for this attempt, if any. */
-export function currentSpendMeter(): SpendMeter | undefined {
-  return current.getStore();
 }
 
 /** Dollars with six decimals from an agent's own float report (a script's `costUsd`). */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { createHttpAgent } from '../../src/activities/agents/http-agent';
 import { createScriptedAgent } from '../../src/activities/agents/scripted-agent';
-import { SpendMeter, type BudgetBook, type OpenCall, type PaidCall } from '../../src/activities/agents/spend-meter';
+import { SpendMeter, type BudgetBook, type OpenCall, type PaidCall } from '../../src/gateway/spend-meter';
 import type { AgentRequest } from '../../src/activities/agents';
 import { costOf, inputTokenBound, maxCostOf, type PricingTable } from '../../src/safety/pricing';
 import { AnthropicAgentProfileSchema, type HttpAgentProfile } from '../../src/shared/intent';

@@ -1,0 +1,48 @@
+import type { HttpAgentProfile } from '../shared/agent-profiles';
+import { parseDuration } from '../shared/duration';
+
+/** Where each provider is when a profile names no `baseUrl`, and where its keys are by default. */
+export const PROVIDER_DEFAULTS = {
+  anthropic: { baseUrl: 'https://api.anthropic.com', keys: ['ANTHROPIC_API_KEY'] },
+  openai: { baseUrl: 'https://api.openai.com/v1', keys: ['OPENAI_API_KEY'] },
+} as const;
+
+/** What an endpoint's address depends on. */
+export type EndpointRef = Pick<HttpAgentProfile, 'kind' | 'baseUrl'>;
+
+export function baseUrlOf(profile: EndpointRef): string {
+  return (profile.baseUrl ?? PROVIDER_DEFAULTS[profile.kind].baseUrl).replace(/\/+$/, '');
+}
+
+/** Whether the endpoint is on this machine (allowed in development mode; keys optional). */
+export function isLocalEndpoint(profile: EndpointRef): boolean {
+  const host = new URL(baseUrlOf(profile)).hostname;
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\./.test(host);
+}
+
+/** The model behind an agent: where the gateway forwards its calls and what it may ask for. */
+export interface UpstreamModel {
+  readonly kind: 'anthropic' | 'openai';
+  readonly baseUrl: string;
+  /** Names of the worker's environment variables holding the real keys, tried in order. */
+  readonly apiKeyEnv: readonly string[];
+  /** The models a call may name: the profile's and its aliases. */
+  readonly models: readonly string[];
+  /** The most output tokens one call may ask for (a larger or missing cap is lowered to it). */
+  readonly maxTokens: number;
+  readonly timeoutMs: number;
+  readonly maxResponseBytes: number;
+}
+
+/** The upstream an HTTP model profile describes. */
+export function upstreamOf(profile: HttpAgentProfile): UpstreamModel {
+  return {
+    kind: profile.kind,
+    baseUrl: baseUrlOf(profile),
+    apiKeyEnv: profile.apiKeyEnv ?? [...PROVIDER_DEFAULTS[profile.kind].keys],
+    models: [profile.model, ...profile.modelAliases],
+    maxTokens: profile.maxTokens,
+    timeoutMs: parseDuration(profile.timeout),
+    maxResponseBytes: profile.maxResponseBytes,
+  };
+}
