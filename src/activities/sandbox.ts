@@ -23,6 +23,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import type { CommandAgentProfile, RiskClass } from '../shared/intent';
+import { behindForwarder } from '../gateway/sandbox-route';
 import { runProcess } from './process';
 
 /** How a command actually runs. */
@@ -69,6 +70,11 @@ export interface SandboxSpec {
   readonly gitDir?: string;
   /** Share the host's network (bubblewrap only; the other levels cannot take it away). */
   readonly network: boolean;
+  /**
+   * The model gateway's Unix socket (bubblewrap without the host's network): bound into the
+   * sandbox, with a forwarder on the sandbox's loopback in front of the command.
+   */
+  readonly gatewaySocket?: string;
   /** Run with `/bin/sh -c`. */
   readonly command: string;
   /** More paths the command must see even where the sandbox hides them (e.g. a prompt file in /tmp). */
@@ -132,11 +138,11 @@ export function sandboxCommand(spec: SandboxSpec): SandboxedCommand {
       return { file: '/bin/sh', args: ['-c', spec.command] };
     case 'process':
       return { file: '/bin/sh', args: limitedShell(spec.command) };
-    case 'bubblewrap':
-      return {
-        file: spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap',
-        args: [...bubblewrapArgs(spec), '--', '/bin/sh', ...limitedShell(spec.command)],
-      };
+    case 'bubblewrap': {
+      const shell = ['/bin/sh', ...limitedShell(spec.command)];
+      const inner = spec.gatewaySocket && !spec.network ? behindForwarder(process.execPath, spec.gatewaySocket, shell) : shell;
+      return { file: spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap', args: [...bubblewrapArgs(spec), '--', ...inner] };
+    }
   }
 }
 
@@ -229,6 +235,8 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
   }
   mounts.push({ kind: '--bind', path: worktree });
   const readOnly = [spec.gitCommonDir, spec.gitDir, path.join(worktree, '.git'), ...(spec.readOnlyPaths ?? [])];
+  // The gateway's socket (its folder: a socket is connected to by path) and the forwarder's node.
+  if (spec.gatewaySocket && !spec.network) readOnly.push(path.dirname(spec.gatewaySocket), process.execPath);
   // With the network shared, DNS must keep working where resolv.conf lives under /run.
   if (spec.network) readOnly.push('/etc/resolv.conf');
   for (const entry of readOnly) {

@@ -6,7 +6,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
-import { agentForStage } from '../shared/agent-routing';
+import { agentForStage, modelsForbiddenAt } from '../shared/agent-routing';
+import type { ModelGateway } from '../gateway/gateway';
 import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
@@ -48,6 +49,8 @@ export interface ActivityDeps {
   readonly mode?: 'development' | 'production';
   /** Replaces global fetch for HTTP agents (tests). */
   readonly fetch?: typeof fetch;
+  /** The worker's model gateway: command agents with `network: 'gateway'` reach their model only through it. */
+  readonly gateway?: ModelGateway;
 }
 
 export interface IntentRef {
@@ -169,9 +172,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
         const started = Date.now();
         const profile = agentForStage(intent, stage);
-        const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch });
+        const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch, gateway: deps.gateway });
+        const scope = currentAttemptScope();
         // The worker's interceptor sets a meter that reserves against the budgets; without it, calls are only priced.
-        const meter = currentAttemptScope()?.meter ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
+        const meter = scope?.meter ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
         const result = await stoppable((signal) =>
           agent.run({
             intentId: intent.id,
@@ -185,6 +189,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             riskHint: intent.riskHint,
             declaredPaths: intent.paths,
             meter,
+            event: scope?.event,
+            forbiddenModels: modelsForbiddenAt(intent, stage),
           }),
         );
         const latencyMs = Date.now() - started;

@@ -98,7 +98,10 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         .choices(['auto', 'bubblewrap', 'process', 'none'])
         .default('auto'),
     )
-    .option('--network', 'let the command agent reach the network (CLI agents that call a hosted model need it)')
+    .addOption(
+      new Option('--network <mode>', "what the command agent may reach: none, or host (the worker's whole network: recorded, and the merge gate needs a person); profiles with an upstream model use the gateway")
+        .choices(['none', 'host', 'gateway']),
+    )
     .option('--paths <glob...>', 'paths the agent may change (default: everything)')
     .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
     .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one; required otherwise, true to run none)')

@@ -23,7 +23,7 @@ export interface RunFlags {
   readonly cmd?: string;
   readonly promptVia?: string;
   readonly sandbox?: string;
-  readonly network?: boolean;
+  readonly network?: 'none' | 'host' | 'gateway';
   readonly paths?: readonly string[];
   readonly base?: string;
   readonly testCmd?: string;
@@ -150,6 +150,9 @@ function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
   }
   if (kind === 'command') {
     if (!flags.cmd || !flags.cmd.trim()) throw new UserError("--agent command needs --cmd 'COMMAND'");
+    if (flags.network === 'gateway') {
+      throw new UserError('--network gateway needs an upstream model: use an agent profile from the config that names one (--agent-profile NAME)');
+    }
     if (flags.promptVia !== undefined && flags.promptVia !== 'stdin' && flags.promptVia !== 'arg') {
       throw new UserError(`--prompt-via must be stdin or arg, not ${flags.promptVia}`);
     }
@@ -160,7 +163,7 @@ function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
       timeout: '30m',
       maxOutputBytes: 1_000_000,
       sandbox: (flags.sandbox as 'auto' | 'none' | 'process' | 'bubblewrap' | undefined) ?? 'auto',
-      network: Boolean(flags.network),
+      ...(flags.network ? { network: flags.network } : {}),
     };
   }
   throw new UserError(`unknown agent "${kind}": use scripted or command`);

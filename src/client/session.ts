@@ -14,7 +14,7 @@ import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { createRedactor } from '../shared/redact';
 import type { LadderLevel } from '../shared/ladder';
 import { createWardenMetrics } from '../workers/metrics';
-import { createWardenWorker } from '../workers/warden-worker';
+import { createWardenWorker, startWorkerGateway } from '../workers/warden-worker';
 import { startTracing, telemetryEnabled } from '../runtime/telemetry';
 
 /** A worker running in this process, and how to stop it. */
@@ -63,6 +63,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');
   }
   const tracing = startTracing(warden.telemetry.otlpEndpoint, 'warden-worker');
+  const redact = createRedactor(process.env);
+  const gateway = await startWorkerGateway({ safety: warden.worker, logger, redact, ledger });
   const worker = await createWardenWorker({
     tracing: tracing?.worker,
     connection: await target.nativeConnection(),
@@ -71,7 +73,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     lineageRoot: config.lineageRoot,
     ledger,
     logger,
-    redact: createRedactor(process.env),
+    redact,
+    gateway,
     safety: warden.worker,
     mode: warden.mode,
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
@@ -85,6 +88,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
+      await gateway.close();
       await tracing?.shutdown();
       await database.close();
     },

@@ -93,6 +93,11 @@ export interface GatewayOptions {
   readonly haltGraceMs?: number;
   /** Failed calls in a row (refused or upstream errors) that make an error loop; default 8. */
   readonly maxFailuresInRow?: number;
+  /**
+   * For a gateway nobody closes (a worker built without one): it does not keep the process
+   * alive, and its socket folder is removed when the process exits.
+   */
+  readonly detached?: boolean;
 }
 
 /** How often the cascade detector looks at a streamed answer: each time this much new text has come. */
@@ -163,6 +168,11 @@ export class ModelGateway {
       unix.listen(socketPath, () => resolve());
     });
     const { port } = tcp.address() as AddressInfo;
+    if (options.detached) {
+      tcp.unref();
+      unix.unref();
+      process.once('exit', () => rmSync(socketDir, { recursive: true, force: true }));
+    }
     const gateway = new ModelGateway(options, [tcp, unix], `http://127.0.0.1:${port}`, socketPath, socketDir);
     ready.gateway = gateway;
     options.logger.info({ url: gateway.url, socket: socketPath }, 'model gateway listening');

@@ -10,28 +10,6 @@ import { DurationSchema } from './schema-primitives';
 /** A profile's name: its automation-ladder scope and its identity in the ledger (default: its kind). */
 const AgentName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is 1-64 letters, digits, dots, dashes or underscores').optional();
 
-export const CommandAgentProfileSchema = z.object({
-  kind: z.literal('command'),
-  name: AgentName,
-  /** Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. */
-  command: z.string().trim().min(1, 'the command of a command agent must not be empty'),
-  /** `stdin` pipes the prompt in; `arg` replaces `{prompt}` / `{promptFile}` in the command. */
-  promptVia: z.enum(['stdin', 'arg']).default('stdin'),
-  /** Kill the agent after this long. */
-  timeout: DurationSchema.default('30m'),
-  /** Kill the agent once it has printed this many bytes. */
-  maxOutputBytes: z.number().int().positive().default(1_000_000),
-  /**
-   * Where the command runs (see src/activities/sandbox.ts): `none` a plain process, `process`
-   * the same with resource limits, `bubblewrap` inside bwrap (only the worktree writable),
-   * `auto` bubblewrap when it works on the worker, else process. HIGH risk always needs
-   * bubblewrap.
-   */
-  sandbox: z.enum(['auto', 'none', 'process', 'bubblewrap']).default('auto'),
-  /** Whether the command may use the network; only bubblewrap can take it away. */
-  network: z.boolean().default(false),
-});
-
 export const ScriptedAgentProfileSchema = z.object({
   kind: z.literal('scripted'),
   name: AgentName,
@@ -67,6 +45,42 @@ export const AnthropicAgentProfileSchema = z.object({ kind: z.literal('anthropic
 
 /** OpenAI's Chat Completions API, or any endpoint that speaks it (by `baseUrl`). */
 export const OpenAiAgentProfileSchema = z.object({ kind: z.literal('openai'), ...HttpModelFields }).strict();
+
+export const CommandAgentProfileSchema = z.object({
+  kind: z.literal('command'),
+  name: AgentName,
+  /** Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. */
+  command: z.string().trim().min(1, 'the command of a command agent must not be empty'),
+  /** `stdin` pipes the prompt in; `arg` replaces `{prompt}` / `{promptFile}` in the command. */
+  promptVia: z.enum(['stdin', 'arg']).default('stdin'),
+  /** Kill the agent after this long. */
+  timeout: DurationSchema.default('30m'),
+  /** Kill the agent once it has printed this many bytes. */
+  maxOutputBytes: z.number().int().positive().default(1_000_000),
+  /**
+   * Where the command runs (see src/activities/sandbox.ts): `none` a plain process, `process`
+   * the same with resource limits, `bubblewrap` inside bwrap (only the worktree writable),
+   * `auto` bubblewrap when it works on the worker, else process. HIGH risk always needs
+   * bubblewrap.
+   */
+  sandbox: z.enum(['auto', 'none', 'process', 'bubblewrap']).default('auto'),
+  /**
+   * What the command may reach over the network: `gateway` only Warden's model gateway (the
+   * default when the profile names an `upstream`), `none` nothing (the default otherwise), `host`
+   * the worker's whole network (recorded, and the merge gate then always needs a person). Only
+   * bubblewrap can enforce `gateway` and `none`.
+   */
+  network: z.enum(['gateway', 'none', 'host'], { error: "network is 'gateway' (only the model gateway), 'none' or 'host' (the worker's whole network)" }).optional(),
+  /** The model the command's calls go to, through the gateway: its endpoint, keys, models and output cap. */
+  upstream: z.discriminatedUnion('kind', [AnthropicAgentProfileSchema, OpenAiAgentProfileSchema]).optional(),
+});
+
+/** The network a command agent gets (see `network` above). */
+export function networkOf(profile: Pick<CommandAgentProfile, 'network' | 'upstream'>): 'gateway' | 'none' | 'host' {
+  return profile.network ?? (profile.upstream ? 'gateway' : 'none');
+}
+
+
 
 export const AgentProfileSchema = z.discriminatedUnion('kind', [
   ScriptedAgentProfileSchema,

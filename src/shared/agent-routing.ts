@@ -22,8 +22,9 @@ export function callsModelOverHttp(profile: AgentProfile): boolean {
 
 /**
  * A profile's model family, for the cross-model review rule: the provider and the model's
- * leading name (claude-sonnet-4-5 → anthropic/claude; gpt-4.1 → openai/gpt). Command and
- * scripted agents are their own families (by program or script).
+ * leading name (claude-sonnet-4-5 → anthropic/claude; gpt-4.1 → openai/gpt). A command agent
+ * with an upstream is its upstream's family; other command and scripted agents are their own
+ * families (by program or script).
  */
 export function modelFamily(profile: AgentProfile): string {
   switch (profile.kind) {
@@ -31,8 +32,29 @@ export function modelFamily(profile: AgentProfile): string {
     case 'openai':
       return `${profile.kind}/${(/^[a-z]+/i.exec(profile.model)?.[0] ?? profile.model).toLowerCase()}`;
     case 'command':
+      // A CLI is as much its model's family as the model it calls through the gateway.
+      if (profile.upstream) return modelFamily(profile.upstream);
       return `command/${profile.command.trim().split(/\s+/)[0]?.split('/').pop() ?? 'command'}`;
     case 'scripted':
       return `scripted/${profile.name ?? profile.scriptPath}`;
   }
+}
+
+/** The model a profile asks for, if it names one (an HTTP agent's, or a command agent's upstream). */
+export function modelOf(profile: AgentProfile): string | undefined {
+  if (profile.kind === 'anthropic' || profile.kind === 'openai') return profile.model;
+  if (profile.kind === 'command') return profile.upstream?.model;
+  return undefined;
+}
+
+/**
+ * Models a stage may not call, enforced at the gateway: review may not use a forbidden reviewer,
+ * nor the model that built the change when the policy asks for another family.
+ */
+export function modelsForbiddenAt(intent: Pick<Intent, 'agent' | 'stageAgents' | 'reviewPolicy'>, stage: AgentStage): string[] {
+  if (stage !== 'review') return [];
+  const forbidden = [...intent.reviewPolicy.forbiddenReviewers];
+  const builder = modelOf(agentForStage(intent, 'impl'));
+  if (intent.reviewPolicy.requireDifferentFamily && builder) forbidden.push(builder);
+  return forbidden;
 }

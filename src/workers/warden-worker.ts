@@ -3,6 +3,7 @@ import v8 from 'node:v8';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
+import { ModelGateway } from '../gateway/gateway';
 import { sweepTrash, trashOf } from '../activities/trash';
 import type { WorkerSafetyConfig } from '../config/schema';
 import type { LadderDefaults } from '../ledger/ladder-store';
@@ -44,6 +45,11 @@ export interface WardenWorkerOptions {
   readonly tracing?: Tracing['worker'];
   /** Replaces global fetch for HTTP agents (tests point it nowhere else: they run local servers). */
   readonly fetch?: typeof fetch;
+  /**
+   * The model gateway command agents reach their model through. Without one the worker starts
+   * its own, which lives as long as the process.
+   */
+  readonly gateway?: ModelGateway;
   /** A prebuilt bundle (the tests bundle once per run); otherwise the workflows are bundled in a child process. */
   readonly workflowBundle?: { readonly code: string };
   /** Replaces activities, e.g. to inject faults in tests. */
@@ -57,6 +63,7 @@ export interface WardenWorkerOptions {
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
 export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
+  const gateway = options.gateway ?? (await startWorkerGateway(options, { detached: true }));
   const activities = createActivities({
     worktreeRoot: options.worktreeRoot,
     lineageRoot: options.lineageRoot,
@@ -69,6 +76,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     reportsDir: options.reportsDir ?? path.join(path.dirname(options.lineageRoot), 'reports'),
     mode: options.mode,
     fetch: options.fetch,
+    gateway,
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));
@@ -112,5 +120,20 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     // (The global stop does not wait for it: see GlobalStopWatch.)
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
+  });
+}
+
+/** A model gateway with the worker's limits, secrets redaction and ledger. */
+export function startWorkerGateway(
+  options: Pick<WardenWorkerOptions, 'safety' | 'logger' | 'redact' | 'ledger' | 'fetch'>,
+  extra: { readonly detached?: boolean } = {},
+): Promise<ModelGateway> {
+  return ModelGateway.start({
+    limits: options.safety,
+    logger: options.logger,
+    redact: options.redact,
+    recordCall: (row) => options.ledger.recordModelCall(row),
+    fetch: options.fetch,
+    detached: extra.detached,
   });
 }

@@ -7,6 +7,8 @@ export interface AutoPassEvidence {
   readonly review?: ReviewAssessment;
   /** A stage tried to widen the task (cascade HIGH). */
   readonly cascadeHigh: boolean;
+  /** An agent of the intent runs with the worker's whole network: nothing it called was metered or screened. */
+  readonly hostNetwork: boolean;
 }
 
 /**
@@ -24,6 +26,7 @@ export function autoPassRefusals(gate: GateKind, evidence: AutoPassEvidence): st
   }
   if (evidence.cascadeHigh) refusals.push('a stage tried to widen the task (cascade HIGH)');
   if (gate === 'merge') {
+    if (evidence.hostNetwork) refusals.push("an agent ran with the worker's whole network (network: host)");
     if (!review) refusals.push('no review');
     else {
       if (review.verdict !== 'APPROVE') refusals.push(`review verdict ${review.verdict}`);

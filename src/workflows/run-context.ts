@@ -1,5 +1,6 @@
 import { setHandler } from '@temporalio/workflow';
 import type { ChangeSize } from '../safety/limits';
+import { networkOf } from '../shared/agent-profiles';
 import { agentIdOf } from '../shared/agent-routing';
 import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
 import type { Intent } from '../shared/intent';
@@ -38,6 +39,8 @@ export class IntentRun {
   review?: ReviewAssessment;
   /** A stage tried to widen the task: the ladder passes no gate on its own after that. */
   cascadeHigh = false;
+  /** An agent of the intent has the worker's whole network (`network: 'host'`): the merge gate is a person's. */
+  readonly hostNetwork: boolean;
   /** The intent branch's head as this run knows it: where the next stage starts (and a resume from it). */
   head?: string;
   /** Conditions of the last approve-with-conditions, for the next stage's prompt. */
@@ -48,6 +51,7 @@ export class IntentRun {
   constructor(readonly intent: Intent) {
     this.state = startingState(intent.id, intent.goal);
     this.activities = intentActivities(intent.limits);
+    this.hostNetwork = [intent.agent, ...Object.values(intent.stageAgents)].some((a) => a.kind === 'command' && networkOf(a) === 'host');
     this.ledger = new LedgerRecorder(intent.id, (batch) => this.activities.ledger.appendToLedger(batch));
     this.guard = new StageGuard(intent.limits, (type, severity, reason, details) => this.ledger.event(type, severity, reason, details), {
       onCooldown: (wait) => {

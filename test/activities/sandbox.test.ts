@@ -15,6 +15,7 @@ import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { AgentRequest } from '../../src/activities/agents/agent';
 import { createCommandAgent, type CommandAgentDeps } from '../../src/activities/agents/command-agent';
+import { networkOf } from '../../src/shared/agent-profiles';
 import {
   bubblewrapAvailable,
   gitDirsOf,
@@ -203,8 +204,8 @@ describeWith('bubblewrap', 'bubblewrap sandbox', () => {
       expect(lines(await run({ sandbox: 'bubblewrap', command: tryTo('connect', connect()) }))).toEqual(['connect denied']);
     });
 
-    it("reaches the host's network with network: true", async () => {
-      expect((await run({ sandbox: 'bubblewrap', network: true, command: connect() })).trim()).toBe('hello from the host');
+    it("reaches the host's network with network: 'host'", async () => {
+      expect((await run({ sandbox: 'bubblewrap', network: 'host', command: connect() })).trim()).toBe('hello from the host');
     });
 
     it('the process level cannot take the network away (documented)', async () => {
@@ -357,9 +358,15 @@ describe('sandbox levels', () => {
     expect(output).toBe('from a file');
   });
 
-  it('keeps old profiles valid: sandbox auto and no network by default', () => {
+  it('gives a profile sandbox auto, and no network unless it names an upstream (then only the gateway)', () => {
     const parsed = IntentSchema.parse({ id: 'x', goal: 'g', repoPath: '/r', agent: { kind: 'command', command: 'claude -p' } });
-    expect(parsed.agent).toMatchObject({ sandbox: 'auto', network: false });
+    expect(parsed.agent).toMatchObject({ sandbox: 'auto' });
+    expect(networkOf(parsed.agent as CommandAgentProfile)).toBe('none');
+    const withUpstream = IntentSchema.parse({ id: 'x', goal: 'g', repoPath: '/r', agent: { kind: 'command', command: 'claude -p', upstream: { kind: 'anthropic', model: 'claude-test' } } });
+    expect(networkOf(withUpstream.agent as CommandAgentProfile)).toBe('gateway');
+    const old = IntentSchema.safeParse({ id: 'x', goal: 'g', repoPath: '/r', agent: { kind: 'command', command: 'claude -p', network: true } });
+    expect(old.success).toBe(false);
+    expect(JSON.stringify(old.error?.issues)).toContain("network is 'gateway'");
   });
 });
 

@@ -126,7 +126,7 @@ describe('pieces', () => {
   test("endpoints: a script's model, a command's program", async () => {
     expect(await agentEndpoint({ kind: 'scripted', scriptPath: script({ model: 'm1' }) })).toEqual({ agentId: 'scripted', modelId: 'm1', endpoint: 'scripted/m1' });
     expect(await agentEndpoint({ kind: 'scripted', scriptPath: '/nonexistent.json' })).toEqual({ agentId: 'scripted', modelId: 'scripted', endpoint: 'scripted/scripted' });
-    expect(await agentEndpoint({ kind: 'command', command: '/usr/bin/claude -p', promptVia: 'stdin', timeout: '30m', maxOutputBytes: 1000, sandbox: 'auto', network: false })).toEqual({
+    expect(await agentEndpoint({ kind: 'command', command: '/usr/bin/claude -p', promptVia: 'stdin', timeout: '30m', maxOutputBytes: 1000, sandbox: 'auto', network: 'none' })).toEqual({
       agentId: 'command',
       modelId: 'command',
       endpoint: 'command/claude',

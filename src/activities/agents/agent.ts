@@ -1,5 +1,6 @@
 import type { RiskClass } from '../../shared/intent';
 import type { AgentStage } from '../../shared/stages';
+import type { RecordEvent } from '../../gateway/attempt-scope';
 import type { SpendMeter } from '../../gateway/spend-meter';
 import type { Usage } from '../../gateway/usage';
 
@@ -27,6 +28,10 @@ export interface AgentRequest {
   readonly declaredPaths?: readonly string[];
   /** Every paid call goes through it: its maximum reserved before, its cost counted after. */
   readonly meter: SpendMeter;
+  /** Records the attempt's safety decisions (the worker's interceptor gives it; without it they are logged). */
+  readonly event?: RecordEvent;
+  /** Models this stage may not call (see `modelsForbiddenAt`), refused at the gateway. */
+  readonly forbiddenModels?: readonly string[];
 }
 
 export interface AgentResult {

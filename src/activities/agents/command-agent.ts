@@ -5,6 +5,11 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { CommandAgentProfile } from '../../shared/intent';
+import { networkOf } from '../../shared/agent-profiles';
+import { agentIdOf } from '../../shared/agent-routing';
+import type { ModelGateway } from '../../gateway/gateway';
+import { gatewayEnvironment, SANDBOX_GATEWAY_URL } from '../../gateway/sandbox-route';
+import { upstreamOf } from '../../gateway/upstream';
 import { AGENT_SESSION_VARIABLE } from '../../shared/decisions';
 import { agentEnvironment, runProcess, type ProcessOutcome } from '../process';
 import {
@@ -21,6 +26,8 @@ import type { Agent, AgentRequest, AgentResult } from './agent';
 export interface CommandAgentDeps {
   /** Whether bubblewrap works on this worker; default: the cached `probeBubblewrap`. */
   readonly probeBubblewrap?: () => Promise<BubblewrapProbe>;
+  /** The worker's model gateway: the only road to a model for `network: 'gateway'`. */
+  readonly gateway?: ModelGateway;
 }
 
 /** How much of stderr a failure message quotes. */
@@ -46,6 +53,12 @@ const PROMPT_FILE = '{promptFile}';
  * fails counts too: it ran). Declare `maxCallUsd: "0"` for a command that costs nothing.
  */
 export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAgentDeps = {}): Agent {
+  const network = networkOf(profile);
+  const { gateway } = deps;
+  const profileName = agentIdOf(profile);
+  if (network === 'gateway' && !profile.upstream) {
+    throw invalidProfile("a command agent with network 'gateway' needs an upstream: the model its calls are forwarded to");
+  }
   let timeoutMs: number;
   try {
     timeoutMs = parseDuration(profile.timeout);
@@ -76,6 +89,32 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
         risk: request.riskHint,
         probe: deps.probeBubblewrap ?? probeBubblewrap,
       });
+      if (network === 'gateway' && !gateway) {
+        throw ApplicationFailure.create({
+          type: FailureType.SandboxUnavailable,
+          message: `the ${profileName} agent reaches its model through the model gateway, but this worker runs none; the agent was not started`,
+          nonRetryable: true,
+        });
+      }
+      if (network === 'host') {
+        await request.event?.('HOST_NETWORK_GRANTED', 'medium', `the ${request.stage} agent (${profileName}) runs with the worker's whole network (network: host): nothing it calls is metered or screened, and the merge gate needs a person`, {
+          suggestion: "Give the profile an upstream and network 'gateway', so its model calls are metered, limited and screened.",
+          metadata: { agent: profileName, sandbox: level },
+        });
+      }
+      const lease =
+        network === 'gateway' && gateway && profile.upstream
+          ? gateway.issue({
+              intentId: request.intentId,
+              stage: request.stage,
+              attempt: request.attempt,
+              agentId: agentIdOf(profile),
+              upstream: upstreamOf(profile.upstream),
+              meter: request.meter,
+              event: request.event,
+              forbiddenModels: request.forbiddenModels,
+            })
+          : undefined;
       // Outside the worktree, so it never shows up in the agent's diff.
       const promptDir =
         viaArg && profile.command.includes(PROMPT_FILE)
@@ -92,31 +131,36 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           command = command.split(PROMPT).join(shellQuote(request.prompt));
         }
 
-        // A run that started may have spent (a failed or killed one too); one that could not start cost nothing.
-        const outcome = await request.meter.call('command', { kind: 'declared', pricedByModel: false }, async () => {
-          let ran: ProcessOutcome;
+        const exec = sandboxCommand({
+          level,
+          bwrapPath,
+          worktreePath: request.worktreePath,
+          ...(level === 'bubblewrap' ? gitDirsOf(request.worktreePath) : {}),
+          network: network === 'host',
+          ...(lease && gateway ? { gatewaySocket: gateway.socketPath } : {}),
+          command,
+          // The sandbox's /tmp is its own; the prompt file must still be readable there.
+          readOnlyPaths: promptDir === undefined ? [] : [promptDir],
+        });
+        const env: NodeJS.ProcessEnv = {
+          ...sandboxEnvironment(level, agentEnvironment(process.env)),
+          // The marker tells `warden approve` & co. that they run inside an agent: the agent's
+          // own decisions are refused (and recorded) even if it reaches the cluster somehow.
+          [AGENT_SESSION_VARIABLE]: `${request.intentId}/${request.stage}/${request.attempt}`,
+          ...(lease && gateway ? gatewayEnvironment(level === 'bubblewrap' ? SANDBOX_GATEWAY_URL : gateway.url, lease.key) : {}),
+        };
+        const run = async (): Promise<ProcessOutcome> => {
           try {
-            const exec = sandboxCommand({
-              level,
-              bwrapPath,
-              worktreePath: request.worktreePath,
-              ...(level === 'bubblewrap' ? gitDirsOf(request.worktreePath) : {}),
-              network: profile.network,
-              command,
-              // The sandbox's /tmp is its own; the prompt file must still be readable there.
-              readOnlyPaths: promptDir === undefined ? [] : [promptDir],
-            });
-            ran = await runProcess({
+            return await runProcess({
               command,
               exec,
               cwd: request.worktreePath,
-              // The marker tells `warden approve` & co. that they run inside an agent: the agent's
-              // own decisions are refused (and recorded) even if it reaches the cluster somehow.
-              env: { ...sandboxEnvironment(level, agentEnvironment(process.env)), [AGENT_SESSION_VARIABLE]: `${request.intentId}/${request.stage}/${request.attempt}` },
+              env,
               stdin: viaArg ? undefined : request.prompt,
               timeoutMs,
               maxOutputBytes: profile.maxOutputBytes,
-              signal: request.signal,
+              // A lease that halts stops the agent (after a grace, or at once if it keeps calling).
+              signal: lease ? AbortSignal.any([request.signal, lease.stopSignal]) : request.signal,
               heartbeat: request.heartbeat,
             });
           } catch (err) {
@@ -129,8 +173,28 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
               cause: err as Error,
             });
           }
-          return { value: ran, report: { kind: 'unmetered', reason: 'a command agent reports no token usage' } };
-        });
+        };
+        let outcome: ProcessOutcome;
+        if (lease) {
+          // Every model call went through the gateway: metered there, call by call.
+          try {
+            outcome = await run();
+          } finally {
+            await lease.end();
+          }
+          // The gateway halted the attempt (a budget, a forbidden model, a loop, a CRITICAL answer): that is its end, whatever the CLI exited with.
+          if (lease.halt) throw lease.halt.failure;
+        } else {
+          // No gateway: a run that started may have spent (a failed or killed one too); one that could not start cost nothing.
+          outcome = await request.meter.call('command', { kind: 'declared', pricedByModel: false }, async () => ({
+            value: await run(),
+            report: { kind: 'unmetered', reason: 'a command agent outside the gateway reports no token usage' },
+          }));
+        }
+        if (lease) {
+          const result = toResult(outcome, profile, level);
+          return { ...result, usage: request.meter.totalUsage(), model: profile.upstream?.model };
+        }
         return toResult(outcome, profile, level);
       } finally {
         if (promptDir !== undefined) await rm(promptDir, { recursive: true, force: true });

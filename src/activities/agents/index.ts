@@ -1,4 +1,5 @@
 import type { AgentProfile } from '../../shared/intent';
+import type { ModelGateway } from '../../gateway/gateway';
 import type { Agent } from './agent';
 import { createCommandAgent } from './command-agent';
 import { createHttpAgent, type HttpAgentDeps } from './http-agent';
@@ -7,8 +8,8 @@ import { createScriptedAgent } from './scripted-agent';
 export type { Agent, AgentRequest, AgentResult, Usage } from './agent';
 export { SpendMeter, type BudgetBook, type OpenCall, type PaidCall } from '../../gateway/spend-meter';
 
-/** What HTTP agents need from the worker; scripted and command agents need nothing. */
-export type AgentDeps = HttpAgentDeps;
+/** What agents need from the worker: HTTP agents their mode and fetch, command agents the gateway. */
+export type AgentDeps = HttpAgentDeps & { readonly gateway?: ModelGateway };
 
 /** Builds the agent a profile names. */
 export function createAgent(profile: AgentProfile, deps: AgentDeps = { mode: 'development', env: process.env }): Agent {
@@ -16,7 +17,7 @@ export function createAgent(profile: AgentProfile, deps: AgentDeps = { mode: 'de
     case 'scripted':
       return createScriptedAgent(profile.scriptPath);
     case 'command':
-      return createCommandAgent(profile);
+      return createCommandAgent(profile, { gateway: deps.gateway });
     case 'anthropic':
     case 'openai':
       return createHttpAgent(profile, deps);
