@@ -77,6 +77,8 @@ export interface SandboxSpec {
   readonly gatewaySocket?: string;
   /** Run with `/bin/sh -c`. */
   readonly command: string;
+  /** A scratch folder made for this run, bound writable as the sandbox's HOME (else HOME is empty). */
+  readonly homeDir?: string;
   /** More paths the command must see even where the sandbox hides them (e.g. a prompt file in /tmp). */
   readonly readOnlyPaths?: readonly string[];
   /** The bwrap executable; default: `bwrap` on PATH. */
@@ -259,7 +261,9 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
     seen.add(key);
     args.push(...(mount.kind === '--tmpfs' ? [mount.kind, mount.path] : [mount.kind, mount.path, mount.path]));
   }
-  args.push('--dir', SANDBOX_HOME, '--chdir', worktree);
+  if (spec.homeDir) args.push('--bind', realpathSync(spec.homeDir), SANDBOX_HOME);
+  else args.push('--dir', SANDBOX_HOME);
+  args.push('--chdir', worktree);
   return args;
 }
 

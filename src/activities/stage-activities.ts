@@ -201,6 +201,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const costUsd = meter.totalUsd();
         const usage = meter.totalUsage();
         const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
+        // A CLI's printout is its log, not its answer: kept beside the answer.
+        if (result.log !== undefined) await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.log.txt'), deps.redact(result.log));
         const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
         activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
         const cascade = detectCascade(output);

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import path from 'node:path';
 import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load';
@@ -89,9 +90,12 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--repo <path>', 'target git repository (required)')
     .option('--goal <text>', 'what the agent should achieve (required)')
     .option('--id <id>', 'intent id (default: from the goal)')
-    .addOption(new Option('--agent <kind>', 'agent kind').choices(['scripted', 'command']))
+    .addOption(new Option('--agent <kind>', 'agent: scripted, command (your --cmd), or a CLI Warden drives itself: aider, codex, claude').choices(['scripted', 'command', 'aider', 'codex', 'claude']))
+    .option('--model <name>', 'with --agent aider|codex|claude: the model it calls through the gateway (required)')
+    .addOption(new Option('--provider <api>', 'with --agent aider: the API of --model (codex: openai; claude: anthropic)').choices(['openai', 'anthropic']))
+    .option('--model-url <url>', "with --agent aider|codex|claude: the model's endpoint (default: the provider's own)")
     .option('--script <file>', 'script file for the scripted agent')
-    .option('--cmd <command>', "command for the command agent, e.g. 'claude -p'")
+    .option('--cmd <command>', "command for the command agent, e.g. 'claude -p'; with --agent aider|codex|claude, the program to run (default: on PATH or under <Warden home>/tools)")
     .addOption(new Option('--prompt-via <how>', 'how the command agent gets the prompt').choices(['stdin', 'arg']))
     .addOption(
       new Option('--sandbox <level>', 'where the command agent runs: bubblewrap when available (auto), bubblewrap, process limits, or none')
@@ -121,7 +125,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
       }
       const safety = settings();
-      const input = intentFromFlags(flags, process.cwd(), safety);
+      const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools') });
       const result = await runIntent(input, {
         config,
         safety,

@@ -10,7 +10,8 @@ import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
 import type { WardenConfig } from '../config/schema';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
-import type { AgentProfile, IntentInput } from '../shared/intent';
+import { CommandAgentProfileSchema, type AgentProfile, type IntentInput } from '../shared/intent';
+import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
 
 /** What `warden run` accepts, before any check. */
@@ -32,6 +33,9 @@ export interface RunFlags {
   readonly env?: string;
   readonly agentName?: string;
   readonly agentProfile?: string;
+  readonly model?: string;
+  readonly provider?: string;
+  readonly modelUrl?: string;
 }
 
 /**
@@ -40,7 +44,7 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode'>>;
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode'>>;
 
 export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig): IntentInput {
   const { limits } = config;
@@ -107,7 +111,7 @@ function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunCo
   };
   let chosen: Pick<IntentInput, 'agent' | 'stageAgents'>;
   if (flags.agent || flags.cmd || flags.script) {
-    chosen = { agent: agentFromFlags(flags, cwd) };
+    chosen = { agent: agentFromFlags(flags, cwd, config.toolsDir) };
   } else if (flags.agentProfile) {
     chosen = { agent: named(flags.agentProfile, '--agent-profile') };
   } else if (config.routing?.default) {
@@ -118,17 +122,18 @@ function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunCo
     }
     chosen = { agent: named(config.routing.default, 'routing.default'), stageAgents };
   } else {
-    chosen = { agent: agentFromFlags(flags, cwd) };
+    chosen = { agent: agentFromFlags(flags, cwd, config.toolsDir) };
   }
   if (flags.agentName) chosen = { ...chosen, agent: { ...chosen.agent, name: flags.agentName } };
   for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
-    if (profile.kind === 'command') refuseMissingProgram(profile.command, repoPath, flags.cmd !== undefined ? '--cmd' : 'the command agent');
+    if (profile.kind === 'command' && !profile.cli) refuseMissingProgram(profile.command, repoPath, flags.cmd !== undefined ? '--cmd' : 'the command agent');
   }
   if (config.mode !== 'production') {
     for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
-      if ((profile.kind === 'anthropic' || profile.kind === 'openai') && !isLocalEndpoint(profile)) {
+      const endpoint = profile.kind === 'anthropic' || profile.kind === 'openai' ? profile : profile.kind === 'command' ? profile.upstream : undefined;
+      if (endpoint && !isLocalEndpoint(endpoint)) {
         throw new UserError(
-          `development mode refuses paid cloud endpoints: ${profile.kind} model ${profile.model} (set "mode": "production" in the config, or use a local endpoint or a command agent)`,
+          `development mode refuses paid cloud endpoints: ${endpoint.kind} model ${endpoint.model} (set "mode": "production" in the config, or use a local endpoint)`,
         );
       }
     }
@@ -136,8 +141,9 @@ function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunCo
   return chosen;
 }
 
-function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
+function agentFromFlags(flags: RunFlags, cwd: string, toolsDir: string | undefined): AgentProfile {
   const kind = flags.agent ?? (flags.cmd ? 'command' : 'scripted');
+  if (kind === 'aider' || kind === 'codex' || kind === 'claude') return cliAgentFromFlags(kind, flags, cwd, toolsDir);
   if (kind === 'scripted') {
     if (!flags.script) throw new UserError('--agent scripted needs --script FILE');
     const scriptPath = path.resolve(cwd, flags.script);
@@ -167,6 +173,54 @@ function agentFromFlags(flags: RunFlags, cwd: string): AgentProfile {
     };
   }
   throw new UserError(`unknown agent "${kind}": use scripted or command`);
+}
+
+/** A CLI Warden drives itself, calling `--model` through the gateway. */
+function cliAgentFromFlags(cli: AgentCli, flags: RunFlags, cwd: string, toolsDir: string | undefined): AgentProfile {
+  if (!flags.model || !flags.model.trim()) throw new UserError(`--agent ${cli} needs --model NAME: the model it calls through Warden's model gateway`);
+  const fixed = CLI_PROVIDERS[cli];
+  const provider = flags.provider ?? fixed ?? 'openai';
+  if (fixed && provider !== fixed) throw new UserError(`--agent ${cli} speaks only the ${fixed} API: leave out --provider ${provider}`);
+  let program: string;
+  if (flags.cmd) {
+    program = flags.cmd.trim();
+    refuseMissingProgram(program, cwd, '--cmd');
+  } else {
+    const found = findCliProgram(cli, toolsDir);
+    if (!found) {
+      throw new UserError(`${cli} is not installed: not on PATH${toolsDir ? ` nor under ${toolsDir}` : ''}. Install it (npm run tools:install puts all three under .warden/tools), or give its path with --cmd`);
+    }
+    program = found;
+  }
+  const parsed = CommandAgentProfileSchema.safeParse({
+    kind: 'command',
+    cli,
+    command: program,
+    sandbox: flags.sandbox ?? 'auto',
+    ...(flags.network ? { network: flags.network } : {}),
+    upstream: { kind: provider, model: flags.model.trim(), ...(flags.modelUrl ? { baseUrl: flags.modelUrl } : {}) },
+  });
+  if (!parsed.success) throw new UserError(`--agent ${cli}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+/** The API each CLI speaks (aider speaks both). */
+const CLI_PROVIDERS: Record<AgentCli, 'openai' | 'anthropic' | undefined> = { aider: undefined, codex: 'openai', claude: 'anthropic' };
+
+/** Where Warden's tools install puts each CLI, below the tools folder. */
+const CLI_INSTALLED: Record<AgentCli, string> = {
+  aider: 'aider-venv/bin/aider',
+  codex: 'npm/node_modules/.bin/codex',
+  claude: 'npm/node_modules/.bin/claude',
+};
+
+/** The CLI on PATH, else where the tools install put it. */
+export function findCliProgram(cli: AgentCli, toolsDir: string | undefined): string | undefined {
+  const onPath = findProgram(cli, process.cwd());
+  if (onPath) return onPath;
+  if (!toolsDir) return undefined;
+  const installed = path.join(toolsDir, CLI_INSTALLED[cli]);
+  return existsSync(installed) ? installed : undefined;
 }
 
 /**

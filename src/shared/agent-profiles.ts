@@ -49,8 +49,22 @@ export const OpenAiAgentProfileSchema = z.object({ kind: z.literal('openai'), ..
 export const CommandAgentProfileSchema = z.object({
   kind: z.literal('command'),
   name: AgentName,
-  /** Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. */
+  /**
+   * Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. With `cli`
+   * it is only the program (a path, or a name on PATH): Warden adds the CLI's arguments.
+   */
   command: z.string().trim().min(1, 'the command of a command agent must not be empty'),
+  /**
+   * A CLI Warden knows how to drive (see src/activities/agents/cli-invocations.ts): its
+   * non-interactive flags, its model and gateway settings, a scratch home with what it needs,
+   * telemetry and update checks off. Its documents are read from a file, its stdout kept as a log.
+   */
+  cli: z.enum(['aider', 'codex', 'claude']).optional(),
+  /**
+   * Where a document stage's answer is read: `stdout`, or `file` (the prompt names a file in the
+   * worktree; stdout is kept as the log). Default: `file` for a `cli`, else `stdout`.
+   */
+  answer: z.enum(['stdout', 'file']).optional(),
   /** `stdin` pipes the prompt in; `arg` replaces `{prompt}` / `{promptFile}` in the command. */
   promptVia: z.enum(['stdin', 'arg']).default('stdin'),
   /** Kill the agent after this long. */

@@ -63,6 +63,22 @@ describe('createCommandAgent', () => {
     expect(existsSync(path.join(worktree, 'pwned'))).toBe(false);
   });
 
+  it("reads a document stage's answer from the file the prompt names, keeps stdout as the log, and leaves no answer file behind", async () => {
+    const agent = createCommandAgent(profile({ command: 'grep -q "WARDEN-ANSWER.md" && echo "# The design" > WARDEN-ANSWER.md && echo "working... done"', answer: 'file', promptVia: 'stdin' }));
+    // The answer file is named in the prompt on stdin.
+    const result = await agent.run(request({ stage: 'lld', prompt: 'design it' }));
+    expect(result.output).toBe('# The design\n');
+    expect(result.log).toBe('working... done\n');
+    expect(existsSync(path.join(worktree, 'WARDEN-ANSWER.md'))).toBe(false);
+    // An agent that writes no answer fails the attempt (retryable), naming the file.
+    const silent = await applicationFailureOf(createCommandAgent(profile({ command: 'cat >/dev/null; echo chatter', answer: 'file' })).run(request({ stage: 'spec' })));
+    expect(silent.type).toBe(FailureType.AgentFailed);
+    expect(silent.nonRetryable).toBe(false);
+    expect(silent.message).toContain('WARDEN-ANSWER.md');
+    // impl's result is what it leaves in the worktree: stdout stays its output.
+    expect((await agent.run(request({ stage: 'impl', prompt: 'no file named here' })).then(() => 'ran', (e: Error) => e.message))).toContain('exited with code 1');
+  });
+
   it('replaces {prompt} with the shell-quoted prompt', async () => {
     const agent = createCommandAgent(profile({ command: "printf '%s' {prompt}", promptVia: 'arg' }));
     const result = await agent.run(request({ prompt: TRICKY_PROMPT }));

@@ -41,6 +41,8 @@ export interface AgentResult {
   readonly usage: Usage;
   /** The model that answered, when the agent knows it. */
   readonly model?: string;
+  /** What the agent printed while it worked, when that is not its answer (a CLI's log): kept in the lineage. */
+  readonly log?: string;
 }
 
 /** Every stage talks to its agent through this interface. */

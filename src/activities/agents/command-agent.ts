@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
@@ -11,13 +11,17 @@ import type { ModelGateway } from '../../gateway/gateway';
 import { gatewayEnvironment, SANDBOX_GATEWAY_URL } from '../../gateway/sandbox-route';
 import { upstreamOf } from '../../gateway/upstream';
 import { AGENT_SESSION_VARIABLE } from '../../shared/decisions';
+import { git } from '../git';
 import { agentEnvironment, runProcess, type ProcessOutcome } from '../process';
+import { pathAllowed } from '../../shared/glob';
+import { cliInvocation, shellQuote } from './cli-invocations';
 import {
   gitDirsOf,
   probeBubblewrap,
   resolveSandboxLevel,
   sandboxCommand,
   sandboxEnvironment,
+  SANDBOX_HOME,
   type BubblewrapProbe,
   type SandboxLevel,
 } from '../sandbox';
@@ -56,6 +60,8 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
   const network = networkOf(profile);
   const { gateway } = deps;
   const profileName = agentIdOf(profile);
+  const answerMode = profile.answer ?? (profile.cli ? 'file' : 'stdout');
+  if (profile.cli && !profile.upstream) throw invalidProfile(`the ${profile.cli} CLI needs an upstream: the model it calls through the gateway`);
   if (network === 'gateway' && !profile.upstream) {
     throw invalidProfile("a command agent with network 'gateway' needs an upstream: the model its calls are forwarded to");
   }
@@ -66,6 +72,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
     throw invalidProfile(`agent timeout: ${(err as Error).message}`);
   }
   if (
+    !profile.cli &&
     profile.promptVia === 'arg' &&
     !profile.command.includes(PROMPT) &&
     !profile.command.includes(PROMPT_FILE)
@@ -115,21 +122,41 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
               forbiddenModels: request.forbiddenModels,
             })
           : undefined;
-      // Outside the worktree, so it never shows up in the agent's diff.
-      const promptDir =
-        viaArg && profile.command.includes(PROMPT_FILE)
-          ? await mkdtemp(path.join(os.tmpdir(), 'warden-prompt-'))
-          : undefined;
+      // Outside the worktree, so it never shows up in the agent's diff: the prompt file and a CLI's scratch home.
+      const scratch = (viaArg && profile.command.includes(PROMPT_FILE)) || profile.cli ? await mkdtemp(path.join(os.tmpdir(), 'warden-agent-')) : undefined;
+      const answerFile = answerMode === 'file' && request.stage !== 'impl' ? ANSWER_FILE : undefined;
+      const prompt = answerFile ? `${request.prompt}\n${answerInstruction(answerFile)}` : request.prompt;
       try {
         let command = profile.command;
-        if (viaArg) {
-          if (promptDir !== undefined) {
-            const promptFile = path.join(promptDir, 'prompt.md');
-            await writeFile(promptFile, request.prompt, { mode: 0o600 });
+        let cliEnv: Readonly<Record<string, string>> = {};
+        let homeDir: string | undefined;
+        if (profile.cli && scratch && profile.upstream) {
+          const promptFile = path.join(scratch, 'prompt.md');
+          await writeFile(promptFile, prompt, { mode: 0o600 });
+          homeDir = path.join(scratch, 'home');
+          const invocation = cliInvocation(profile.cli, {
+            program: profile.command,
+            upstream: profile.upstream,
+            gatewayUrl: level === 'bubblewrap' ? SANDBOX_GATEWAY_URL : (gateway?.url ?? ''),
+            home: level === 'bubblewrap' ? SANDBOX_HOME : homeDir,
+            promptFile,
+            files: profile.cli === 'aider' ? await filesForAider(request, answerFile) : [],
+          });
+          for (const [name, content] of Object.entries(invocation.homeFiles)) {
+            await mkdir(path.dirname(path.join(homeDir, name)), { recursive: true });
+            await writeFile(path.join(homeDir, name), content, { mode: 0o600 });
+          }
+          command = invocation.command;
+          cliEnv = invocation.env;
+        } else if (viaArg) {
+          if (scratch !== undefined) {
+            const promptFile = path.join(scratch, 'prompt.md');
+            await writeFile(promptFile, prompt, { mode: 0o600 });
             command = command.split(PROMPT_FILE).join(shellQuote(promptFile));
           }
-          command = command.split(PROMPT).join(shellQuote(request.prompt));
+          command = command.split(PROMPT).join(shellQuote(prompt));
         }
+        if (answerFile) await rm(path.join(request.worktreePath, answerFile), { force: true });
 
         const exec = sandboxCommand({
           level,
@@ -140,13 +167,16 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           ...(lease && gateway ? { gatewaySocket: gateway.socketPath } : {}),
           command,
           // The sandbox's /tmp is its own; the prompt file must still be readable there.
-          readOnlyPaths: promptDir === undefined ? [] : [promptDir],
+          readOnlyPaths: scratch === undefined ? [] : [scratch],
+          ...(homeDir && level === 'bubblewrap' ? { homeDir } : {}),
         });
         const env: NodeJS.ProcessEnv = {
           ...sandboxEnvironment(level, agentEnvironment(process.env)),
           // The marker tells `warden approve` & co. that they run inside an agent: the agent's
           // own decisions are refused (and recorded) even if it reaches the cluster somehow.
           [AGENT_SESSION_VARIABLE]: `${request.intentId}/${request.stage}/${request.attempt}`,
+          ...cliEnv,
+          ...(homeDir && level !== 'bubblewrap' ? { HOME: homeDir } : {}),
           ...(lease && gateway ? gatewayEnvironment(level === 'bubblewrap' ? SANDBOX_GATEWAY_URL : gateway.url, lease.key) : {}),
         };
         const run = async (): Promise<ProcessOutcome> => {
@@ -156,7 +186,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
               exec,
               cwd: request.worktreePath,
               env,
-              stdin: viaArg ? undefined : request.prompt,
+              stdin: viaArg || profile.cli ? undefined : prompt,
               timeoutMs,
               maxOutputBytes: profile.maxOutputBytes,
               // A lease that halts stops the agent (after a grace, or at once if it keeps calling).
@@ -191,13 +221,12 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
             report: { kind: 'unmetered', reason: 'a command agent outside the gateway reports no token usage' },
           }));
         }
-        if (lease) {
-          const result = toResult(outcome, profile, level);
-          return { ...result, usage: request.meter.totalUsage(), model: profile.upstream?.model };
-        }
-        return toResult(outcome, profile, level);
+        let result = toResult(outcome, profile, level);
+        if (answerFile) result = { ...result, output: await takeAnswer(request.worktreePath, answerFile, request.stage), log: result.output };
+        if (lease) result = { ...result, usage: request.meter.totalUsage(), model: profile.upstream?.model };
+        return result;
       } finally {
-        if (promptDir !== undefined) await rm(promptDir, { recursive: true, force: true });
+        if (scratch !== undefined) await rm(scratch, { recursive: true, force: true });
       }
     },
   };
@@ -234,17 +263,44 @@ function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile, level: 
   }
 }
 
+/** Where a document stage's answer is written, at the worktree's root; read, then removed. */
+const ANSWER_FILE = 'WARDEN-ANSWER.md';
+
+function answerInstruction(file: string): string {
+  return `\n## Where your answer goes\nWrite your whole answer, exactly as asked above, to the file \`${file}\` at the root of the working directory (create it). Warden reads that file; what you print is kept only as a log. Change no other file.\n`;
+}
+
+/** The answer the agent wrote, removed from the worktree so it is not part of the change. */
+async function takeAnswer(worktreePath: string, file: string, stage: string): Promise<string> {
+  const full = path.join(worktreePath, file);
+  let text: string;
+  try {
+    text = await readFile(full, 'utf8');
+  } catch {
+    throw ApplicationFailure.create({
+      type: FailureType.AgentFailed,
+      message: `the ${stage} agent wrote no answer to ${file}; its log is in the lineage`,
+      nonRetryable: false,
+    });
+  }
+  await rm(full, { force: true });
+  if (!text.trim()) throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: `the ${stage} agent left ${file} empty`, nonRetryable: false });
+  return text;
+}
+
+/** What aider is handed: at impl the declared files that exist, else the answer file it is to write. */
+async function filesForAider(request: AgentRequest, answerFile: string | undefined): Promise<string[]> {
+  if (answerFile) return [answerFile];
+  const listed = (await git(request.worktreePath, ['ls-files'])).split('\n').filter(Boolean);
+  return listed.filter((file) => !file.startsWith('docs/lineage/') && pathAllowed(request.declaredPaths ?? ['**'], file)).slice(0, 50);
+}
+
 function stderrTail(stderr: string): string {
   const trimmed = stderr.trimEnd();
   if (trimmed === '') return '';
   return trimmed.length > STDERR_TAIL_CHARS
     ? `; stderr ends: …${trimmed.slice(-STDERR_TAIL_CHARS)}`
     : `; stderr: ${trimmed}`;
-}
-
-/** Single-quotes `text` for /bin/sh: nothing inside is expanded. */
-function shellQuote(text: string): string {
-  return `'${text.replace(/'/g, `'\\''`)}'`;
 }
 
 function invalidProfile(message: string): ApplicationFailure {

@@ -1,0 +1,166 @@
+/**
+ * The agent CLIs Warden drives itself: for each, the command line that runs it once, without a
+ * terminal and without asking anything, against the model gateway; the files it needs in its
+ * home (made fresh for every attempt, never the user's own); and the variables that keep it from
+ * reaching anything but the gateway (telemetry, update checks, price lists, plugin fetches).
+ */
+import type { HttpAgentProfile } from '../../shared/agent-profiles';
+
+export type AgentCli = 'aider' | 'codex' | 'claude';
+
+export interface CliContext {
+  /** The program: a path or a name on PATH (the profile's `command`). */
+  readonly program: string;
+  /** The model the CLI calls, through the gateway. */
+  readonly upstream: HttpAgentProfile;
+  /** The gateway as the CLI sees it (inside a sandbox: its own loopback). */
+  readonly gatewayUrl: string;
+  /** HOME as the CLI sees it. */
+  readonly home: string;
+  /** The prompt, in a file the CLI can read. */
+  readonly promptFile: string;
+  /** Files of the worktree to hand the CLI (aider edits only the files it is given). */
+  readonly files: readonly string[];
+}
+
+export interface CliInvocation {
+  /** Run with /bin/sh -c in the worktree. */
+  readonly command: string;
+  readonly env: Readonly<Record<string, string>>;
+  /** Written into the scratch home before the run, by path relative to it. */
+  readonly homeFiles: Readonly<Record<string, string>>;
+}
+
+/** Commits and files a CLI makes are attributed to this identity, never to the user's. */
+const GIT_IDENTITY = { name: 'Warden agent', email: 'agent@warden.invalid' };
+
+const GITCONFIG = `[user]\n\tname = ${GIT_IDENTITY.name}\n\temail = ${GIT_IDENTITY.email}\n[init]\n\tdefaultBranch = main\n`;
+
+/** Variables every CLI gets: a git identity of its own, and no colour or pager. */
+const COMMON_ENV = {
+  GIT_AUTHOR_NAME: GIT_IDENTITY.name,
+  GIT_AUTHOR_EMAIL: GIT_IDENTITY.email,
+  GIT_COMMITTER_NAME: GIT_IDENTITY.name,
+  GIT_COMMITTER_EMAIL: GIT_IDENTITY.email,
+  NO_COLOR: '1',
+  TERM: 'dumb',
+  PAGER: 'cat',
+  GIT_PAGER: 'cat',
+} as const;
+
+/** `'…'` for /bin/sh. */
+export function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+export function cliInvocation(cli: AgentCli, ctx: CliContext): CliInvocation {
+  switch (cli) {
+    case 'aider':
+      return aider(ctx);
+    case 'codex':
+      return codex(ctx);
+    case 'claude':
+      return claude(ctx);
+  }
+}
+
+/** aider talks to the model through litellm: a provider prefix, and model metadata so it asks no price list online. */
+function aider(ctx: CliContext): CliInvocation {
+  const provider = ctx.upstream.kind === 'anthropic' ? 'anthropic' : 'openai';
+  const model = `${provider}/${ctx.upstream.model}`;
+  const metadata = {
+    [model]: {
+      max_tokens: ctx.upstream.maxTokens,
+      max_input_tokens: 200_000,
+      max_output_tokens: ctx.upstream.maxTokens,
+      input_cost_per_token: 0,
+      output_cost_per_token: 0,
+      litellm_provider: provider,
+      mode: 'chat',
+    },
+  };
+  const args = [
+    ctx.program,
+    '--model',
+    model,
+    '--model-metadata-file',
+    `${ctx.home}/.aider.model.metadata.json`,
+    '--edit-format',
+    'whole',
+    '--yes-always',
+    '--no-auto-commits',
+    '--no-dirty-commits',
+    '--no-check-update',
+    '--analytics-disable',
+    '--no-show-model-warnings',
+    '--no-show-release-notes',
+    '--no-pretty',
+    '--no-stream',
+    '--map-tokens',
+    '0',
+    '--no-gitignore',
+    '--chat-history-file',
+    '/dev/null',
+    '--input-history-file',
+    '/dev/null',
+    '--llm-history-file',
+    '/dev/null',
+    '--message-file',
+    ctx.promptFile,
+    ...ctx.files,
+  ];
+  return {
+    command: `${args.map(shellQuote).join(' ')} </dev/null`,
+    env: { ...COMMON_ENV, LITELLM_LOCAL_MODEL_COST_MAP: 'True', ANTHROPIC_API_BASE: ctx.gatewayUrl },
+    homeFiles: { '.gitconfig': GITCONFIG, '.aider.model.metadata.json': JSON.stringify(metadata, null, 2) },
+  };
+}
+
+/** Codex reads its provider from `$CODEX_HOME/config.toml`; every optional feature that phones out is off. */
+function codex(ctx: CliContext): CliInvocation {
+  const toml = (value: string) => JSON.stringify(value);
+  const config = [
+    `model = ${toml(ctx.upstream.model)}`,
+    'model_provider = "warden"',
+    'approval_policy = "never"',
+    'sandbox_mode = "danger-full-access"',
+    'check_for_update_on_startup = false',
+    '',
+    '[model_providers.warden]',
+    'name = "Warden model gateway"',
+    `base_url = ${toml(`${ctx.gatewayUrl}/v1`)}`,
+    'env_key = "OPENAI_API_KEY"',
+    'wire_api = "responses"',
+    'request_max_retries = 0',
+    'stream_max_retries = 0',
+    '',
+    '[analytics]',
+    'enabled = false',
+    '',
+    '[otel]',
+    'exporter = "none"',
+    '',
+  ].join('\n');
+  const command = `${shellQuote(ctx.program)} exec --strict-config --ephemeral --skip-git-repo-check -s danger-full-access "$(cat ${shellQuote(ctx.promptFile)})" </dev/null`;
+  return {
+    command,
+    env: { ...COMMON_ENV, CODEX_HOME: `${ctx.home}/.codex` },
+    homeFiles: { '.gitconfig': GITCONFIG, '.codex/config.toml': config },
+  };
+}
+
+/** Claude Code: print mode, edits accepted without asking, no traffic but the model's. */
+function claude(ctx: CliContext): CliInvocation {
+  const command = `${shellQuote(ctx.program)} -p "$(cat ${shellQuote(ctx.promptFile)})" --model ${shellQuote(ctx.upstream.model)} --permission-mode acceptEdits --output-format text </dev/null`;
+  return {
+    command,
+    env: {
+      ...COMMON_ENV,
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_ERROR_REPORTING: '1',
+    },
+    homeFiles: { '.gitconfig': GITCONFIG },
+  };
+}
