@@ -100,8 +100,8 @@ export interface GatewayOptions {
   readonly detached?: boolean;
 }
 
-/** How often the cascade detector looks at a streamed answer: each time this much new text has come. */
-const SCREEN_EVERY_CHARS = 256;
+/** The streamed text's length at which the cascade detector first looks at it (then at each doubling, and at the end). */
+const SCREEN_FIRST_CHARS = 256;
 const DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024;
 
 /** A refusal on its way to the agent. */
@@ -423,7 +423,8 @@ export class ModelGateway {
     const doFetch = this.options.fetch ?? fetch;
     for (const [index, key] of keys.entries()) {
       const response = await this.breakers.execute(endpoint, async () => {
-        const answer = await doFetch(url, { method: 'POST', headers: upstreamHeaders(upstream.kind, req, key), body, signal });
+        // A redirect is refused, not followed: it would carry the real key to another host.
+        const answer = await doFetch(url, { method: 'POST', headers: upstreamHeaders(upstream.kind, req, key), body, signal, redirect: 'error' });
         // A server error counts against the endpoint; the answer is still handed back as it is.
         if (answer.status >= 500) throw new UpstreamStatus(answer);
         return answer;
@@ -463,25 +464,32 @@ export class ModelGateway {
     const splitter = new SseSplitter();
     res.writeHead(200, { 'content-type': response.headers.get('content-type') ?? 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     let screenedAt = 0;
+    let nextScreen = SCREEN_FIRST_CHARS;
     const stop = (kind: RefusalKind, message: string): void => {
       if (!res.destroyed) res.end(errorEvent(dialect, kind, message));
     };
+    const redact = this.options.redact ?? ((text: string) => text);
     try {
       for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        // The events of one upstream chunk go out together, redacted together.
+        let out = '';
         for (const event of splitter.push(chunk)) {
-          const before = reader.text.length;
           const pass = reader.read(event);
-          const grew = reader.text.length > before;
-          // Screen when enough new text came, and always before an event that ends the text's growth.
-          if ((grew && reader.text.length - screenedAt >= SCREEN_EVERY_CHARS) || (!grew && reader.text.length > screenedAt)) {
+          // Screen at doubling lengths (the whole text each time costs at most twice one full
+          // screen), and always the whole text before the event that ends the stream goes out.
+          const due = reader.text.length >= nextScreen || (reader.finished && reader.text.length > screenedAt);
+          if (due) {
             screenedAt = reader.text.length;
+            nextScreen = Math.max(SCREEN_FIRST_CHARS, 2 * screenedAt);
             if (await this.screen(lease, reader.text)) {
+              if (out && !res.destroyed) res.write(redact(out));
               stop('halted', 'the answer was stopped by Warden’s screening (CRITICAL cascade); the stage is halted');
               return 'screened';
             }
           }
-          if (pass && !res.destroyed) res.write(this.options.redact ? this.options.redact(event.raw) : event.raw);
+          if (pass) out += event.raw;
         }
+        if (out && !res.destroyed) res.write(redact(out));
       }
     } catch {
       stop('upstream', 'the model’s stream was cut before its end');

@@ -21,16 +21,31 @@ import { promisify } from 'node:util';
 
 const execFileAsync = promisify(execFile);
 
-export type SystemProgram = 'bubblewrap' | 'chromium' | 'postgresql';
+export type SystemProgram = 'bubblewrap' | 'chromium' | 'postgresql' | AgentCliProgram;
+/** The agent CLIs the real-CLI tests drive (installed by scripts/install-agent-clis.sh, not apt). */
+export type AgentCliProgram = 'aider' | 'codex' | 'claude';
 
-export const SYSTEM_PROGRAMS: readonly SystemProgram[] = ['bubblewrap', 'chromium', 'postgresql'];
+export const SYSTEM_PROGRAMS: readonly SystemProgram[] = ['bubblewrap', 'chromium', 'postgresql', 'aider', 'codex', 'claude'];
+const AGENT_CLIS: readonly AgentCliProgram[] = ['aider', 'codex', 'claude'];
+const isAgentCli = (program: SystemProgram): program is AgentCliProgram => (AGENT_CLIS as readonly string[]).includes(program);
+
+/** The project's own tools folder, where `npm run tools:install` puts the agent CLIs. */
+export const TOOLS_DIR = path.resolve(__dirname, '../../.warden/tools');
+const CLI_BINARY: Record<AgentCliProgram, string> = {
+  aider: 'aider-venv/bin/aider',
+  codex: 'npm/node_modules/.bin/codex',
+  claude: 'npm/node_modules/.bin/claude',
+};
 
 /** What each program is for, and the Debian package it comes in. */
-const DEBIAN_PACKAGE: Record<SystemProgram, string> = { bubblewrap: 'bubblewrap', chromium: 'chromium', postgresql: 'postgresql' };
+const DEBIAN_PACKAGE: Record<Exclude<SystemProgram, AgentCliProgram>, string> = { bubblewrap: 'bubblewrap', chromium: 'chromium', postgresql: 'postgresql' };
 const NEEDED_BY: Record<SystemProgram, string> = {
   bubblewrap: 'the sandbox tests',
   chromium: 'the Web UI end-to-end test',
   postgresql: "the ledger tests' second backend",
+  aider: 'the real-CLI tests',
+  codex: 'the real-CLI tests',
+  claude: 'the real-CLI tests',
 };
 
 export type ProgramStatus =
@@ -39,6 +54,7 @@ export type ProgramStatus =
 
 /** The command that installs `program` on Debian. */
 export function installCommand(program: SystemProgram): string {
+  if (isAgentCli(program)) return 'npm run tools:install';
   return `sudo apt-get install -y ${DEBIAN_PACKAGE[program]}`;
 }
 
@@ -55,7 +71,20 @@ export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {
 export async function ensureSystemPrograms(options: { log: (message: string) => void; env?: NodeJS.ProcessEnv }): Promise<ProgramStatus[]> {
   const env = options.env ?? process.env;
   let statuses = await Promise.all(SYSTEM_PROGRAMS.map((program) => findProgram(program, env)));
-  const missing = statuses.filter((s) => !s.available);
+  // The agent CLIs come from npm and PyPI, into the project's tools folder: no root needed.
+  if (statuses.some((s) => !s.available && isAgentCli(s.program))) {
+    if (env.WARDEN_TEST_INSTALL === '0') options.log('not installing the agent CLIs: WARDEN_TEST_INSTALL=0');
+    else {
+      options.log('installing the agent CLIs under .warden/tools (npm run tools:install; about a minute the first time)');
+      try {
+        await runInstaller('bash', [path.resolve(__dirname, '../../scripts/install-agent-clis.sh')]);
+      } catch (error) {
+        options.log(`installing the agent CLIs failed: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      statuses = await Promise.all(SYSTEM_PROGRAMS.map((program) => findProgram(program, env)));
+    }
+  }
+  const missing = statuses.filter((s): s is Extract<ProgramStatus, { available: false }> & { program: Exclude<SystemProgram, AgentCliProgram> } => !s.available && !isAgentCli(s.program));
   if (missing.length === 0) return statuses;
 
   const packages = missing.map((s) => DEBIAN_PACKAGE[s.program]);
@@ -84,8 +113,12 @@ function canInstall(env: NodeJS.ProcessEnv): string | undefined {
 }
 
 function aptGet(args: string[]): Promise<void> {
+  return runInstaller('apt-get', args);
+}
+
+function runInstaller(file: string, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('apt-get', args, {
+    const child = spawn(file, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
     });
@@ -96,7 +129,7 @@ function aptGet(args: string[]): Promise<void> {
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
     child.once('error', reject);
-    child.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`apt-get ${args[0]} exited ${code}:\n${output.trim()}`))));
+    child.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`${file} ${args[0] ?? ''} exited ${code}:\n${output.trim()}`))));
   });
 }
 
@@ -119,6 +152,16 @@ async function findProgram(program: SystemProgram, env: NodeJS.ProcessEnv): Prom
       const version = await run(chromium, ['--version']);
       if (!version.ok) return missing(`${chromium} --version failed (${version.output || 'no message'})`);
       return { program, available: true, path: chromium, detail: version.output };
+    }
+    case 'aider':
+    case 'codex':
+    case 'claude': {
+      const installed = path.join(TOOLS_DIR, CLI_BINARY[program]);
+      const cli = isExecutable(installed) ? installed : onPath(program, env);
+      if (!cli) return missing(`not under ${TOOLS_DIR} nor on PATH`);
+      const version = await run(cli, ['--version']);
+      if (!version.ok) return missing(`${cli} --version failed (${version.output || 'no message'})`);
+      return { program, available: true, path: cli, detail: version.output };
     }
     case 'postgresql': {
       const bin = debianPostgresBin();
