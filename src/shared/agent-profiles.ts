@@ -89,10 +89,6 @@ export const CommandAgentProfileSchema = z.object({
   upstream: z.discriminatedUnion('kind', [AnthropicAgentProfileSchema, OpenAiAgentProfileSchema]).optional(),
 });
 
-/** The network a command agent gets (see `network` above). */
-export function networkOf(profile: Pick<CommandAgentProfile, 'network' | 'upstream'>): 'gateway' | 'none' | 'host' {
-  return profile.network ?? (profile.upstream ? 'gateway' : 'none');
-}
 
 
 

@@ -1,4 +1,4 @@
-import type { AgentProfile, Intent } from './intent';
+import type { AgentProfile, CommandAgentProfile, Intent } from './intent';
 import type { AgentStage } from './stages';
 
 /**
@@ -57,4 +57,9 @@ export function modelsForbiddenAt(intent: Pick<Intent, 'agent' | 'stageAgents' |
   const builder = modelOf(agentForStage(intent, 'impl'));
   if (intent.reviewPolicy.requireDifferentFamily && builder) forbidden.push(builder);
   return forbidden;
+}
+
+/** The network a command agent gets: its `network`, else the gateway when it names an upstream model, else none. */
+export function networkOf(profile: Pick<CommandAgentProfile, 'network' | 'upstream'>): 'gateway' | 'none' | 'host' {
+  return profile.network ?? (profile.upstream ? 'gateway' : 'none');
 }

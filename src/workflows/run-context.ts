@@ -1,7 +1,6 @@
 import { setHandler } from '@temporalio/workflow';
 import type { ChangeSize } from '../safety/limits';
-import { networkOf } from '../shared/agent-profiles';
-import { agentIdOf } from '../shared/agent-routing';
+import { agentIdOf, networkOf } from '../shared/agent-routing';
 import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
 import type { Intent } from '../shared/intent';
 import type { LadderLevel } from '../shared/ladder';

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { AgentRequest } from '../../src/activities/agents/agent';
 import { createCommandAgent, type CommandAgentDeps } from '../../src/activities/agents/command-agent';
-import { networkOf } from '../../src/shared/agent-profiles';
+import { networkOf } from '../../src/shared/agent-routing';
 import {
   bubblewrapAvailable,
   gitDirsOf,

@@ -24,8 +24,13 @@ export interface RecordedRequest {
   readonly path: string;
   readonly headers: IncomingHttpHeaders;
   readonly body: { model?: string; max_tokens?: number; stream?: boolean; messages?: Array<{ role: string; content: unknown }> } & Record<string, unknown>;
-  /** The user message: the prompt. */
+  /** The first user message: the prompt (for CLIs that send context first, see `lastUserText`). */
   readonly prompt: string;
+  /**
+   * The text of the latest user message that has text: the task, where a CLI sends context
+   * messages before it (Codex: `<environment_context>` first) or few-shot examples (aider).
+   */
+  readonly lastUserText: string;
   /** The API the request is in (from its path). */
   readonly dialect: Dialect;
   /**
@@ -45,7 +50,10 @@ export interface RecordedRequest {
   readonly toolResultCount: number;
   /** The tool results so far, oldest first, as text. */
   readonly toolResults: readonly ToolResult[];
-  /** The system prompt (Anthropic `system`, Responses `instructions`, the Chat `system` messages). */
+  /**
+   * The system prompt: Anthropic `system` and `system` messages, Responses `instructions` and
+   * `developer`/`system` items, Chat Completions `system`/`developer` messages, joined.
+   */
   readonly system: string;
 }
 
@@ -395,7 +403,7 @@ const items = (value: unknown): Item[] => (Array.isArray(value) ? value.filter((
 function conversationOf(
   dialect: Dialect,
   body: Record<string, unknown>,
-): Pick<RecordedRequest, 'toolNames' | 'customToolNames' | 'toolCallCount' | 'toolResultCount' | 'toolResults' | 'system'> {
+): Pick<RecordedRequest, 'toolNames' | 'customToolNames' | 'toolCallCount' | 'toolResultCount' | 'toolResults' | 'system' | 'lastUserText'> {
   const tools = items(body.tools);
   const toolNames = tools
     .map((tool) => (typeof tool.name === 'string' ? tool.name : (tool.function as { name?: unknown } | undefined)?.name))
@@ -404,10 +412,20 @@ function conversationOf(
   const toolResults: ToolResult[] = [];
   let toolCallCount = 0;
   let system = '';
+  let lastUserText = '';
+  const addSystem = (text: string): void => {
+    if (text !== '') system += (system ? '\n' : '') + text;
+  };
+  const seeUser = (content: unknown): void => {
+    const text = textOf(content);
+    if (text !== '') lastUserText = text;
+  };
 
   if (dialect === 'messages') {
-    system = textOf(body.system);
+    addSystem(textOf(body.system));
     for (const message of items(body.messages)) {
+      if (message.role === 'system') addSystem(textOf(message.content));
+      if (message.role === 'user') seeUser(message.content);
       for (const block of items(message.content)) {
         if (block.type === 'tool_use') toolCallCount += 1;
         if (block.type === 'tool_result') {
@@ -416,11 +434,12 @@ function conversationOf(
       }
     }
   } else if (dialect === 'responses') {
-    system = typeof body.instructions === 'string' ? body.instructions : '';
-    const input = items(body.input);
-    for (const item of input) {
+    addSystem(typeof body.instructions === 'string' ? body.instructions : '');
+    if (typeof body.input === 'string') lastUserText = body.input;
+    for (const item of items(body.input)) {
       const type = typeof item.type === 'string' ? item.type : '';
-      if (item.role === 'system' || item.role === 'developer') system += (system ? '\n' : '') + textOf(item.content);
+      if (item.role === 'system' || item.role === 'developer') addSystem(textOf(item.content));
+      if (item.role === 'user') seeUser(item.content);
       if (type.endsWith('_call') && type !== 'web_search_call') toolCallCount += 1;
       if (type.endsWith('_call_output')) {
         const output = item.output;
@@ -430,10 +449,11 @@ function conversationOf(
     }
   } else {
     for (const message of items(body.messages)) {
-      if (message.role === 'system' || message.role === 'developer') system += (system ? '\n' : '') + textOf(message.content);
+      if (message.role === 'system' || message.role === 'developer') addSystem(textOf(message.content));
+      if (message.role === 'user') seeUser(message.content);
       if (message.role === 'assistant') toolCallCount += items(message.tool_calls).length;
       if (message.role === 'tool') toolResults.push({ callId: String(message.tool_call_id ?? ''), text: textOf(message.content) });
     }
   }
-  return { toolNames, customToolNames, toolCallCount, toolResultCount: toolResults.length, toolResults, system };
+  return { toolNames, customToolNames, toolCallCount, toolResultCount: toolResults.length, toolResults, system, lastUserText };
 }

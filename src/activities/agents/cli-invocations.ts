@@ -21,6 +21,8 @@ export interface CliContext {
   readonly promptFile: string;
   /** Files of the worktree to hand the CLI (aider edits only the files it is given). */
   readonly files: readonly string[];
+  /** The CLI is to create one new file at the worktree's root (a document stage's answer). */
+  readonly newFile?: boolean;
 }
 
 export interface CliInvocation {
@@ -83,19 +85,27 @@ function aider(ctx: CliContext): CliInvocation {
     ctx.program,
     '--model',
     model,
+    // No second model: every call goes to the one the profile names.
+    '--weak-model',
+    model,
     '--model-metadata-file',
     `${ctx.home}/.aider.model.metadata.json`,
+    // SEARCH/REPLACE blocks: the whole-file format cuts a Markdown document at its first fence.
     '--edit-format',
-    'whole',
+    'diff',
     '--yes-always',
+    // Without git aider roots itself at the files' common folder, so it keeps git to edit the
+    // worktree's files; a new file (the answer) is made without git: in the sandbox .git is
+    // read-only and aider's `git add` of a new file would fail there, leaving it empty.
+    ...(ctx.newFile ? ['--no-git'] : []),
     '--no-auto-commits',
     '--no-dirty-commits',
+    '--no-auto-lint',
     '--no-check-update',
     '--analytics-disable',
     '--no-show-model-warnings',
     '--no-show-release-notes',
     '--no-pretty',
-    '--no-stream',
     '--map-tokens',
     '0',
     '--no-gitignore',
@@ -103,16 +113,20 @@ function aider(ctx: CliContext): CliInvocation {
     '/dev/null',
     '--input-history-file',
     '/dev/null',
-    '--llm-history-file',
-    '/dev/null',
     '--message-file',
     ctx.promptFile,
+    // Without git, aider edits only the files it is given.
     ...ctx.files,
   ];
   return {
     command: `${args.map(shellQuote).join(' ')} </dev/null`,
     env: { ...COMMON_ENV, LITELLM_LOCAL_MODEL_COST_MAP: 'True', ANTHROPIC_API_BASE: ctx.gatewayUrl },
-    homeFiles: { '.gitconfig': GITCONFIG, '.aider.model.metadata.json': JSON.stringify(metadata, null, 2) },
+    homeFiles: {
+      '.gitconfig': GITCONFIG,
+      '.aider.model.metadata.json': JSON.stringify(metadata, null, 2),
+      // A fresh price cache (non-empty, or aider downloads one at start): the model's own entry.
+      '.aider/caches/model_prices_and_context_window.json': JSON.stringify(metadata),
+    },
   };
 }
 
@@ -139,6 +153,15 @@ function codex(ctx: CliContext): CliInvocation {
     '',
     '[otel]',
     'exporter = "none"',
+    '',
+    // Each of these reaches public hosts at start (plugin lists, model discovery, updates).
+    '[features]',
+    'plugins = false',
+    'remote_plugin = false',
+    'apps = false',
+    'tool_suggest = false',
+    'api_key_model_discovery = false',
+    'in_app_updates = false',
     '',
   ].join('\n');
   const command = `${shellQuote(ctx.program)} exec --strict-config --ephemeral --skip-git-repo-check -s danger-full-access "$(cat ${shellQuote(ctx.promptFile)})" </dev/null`;

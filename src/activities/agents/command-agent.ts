@@ -5,7 +5,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { CommandAgentProfile } from '../../shared/intent';
-import { networkOf } from '../../shared/agent-profiles';
+import { networkOf } from '../../shared/agent-routing';
 import { agentIdOf } from '../../shared/agent-routing';
 import type { ModelGateway } from '../../gateway/gateway';
 import { gatewayEnvironment, SANDBOX_GATEWAY_URL } from '../../gateway/sandbox-route';
@@ -141,6 +141,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
             home: level === 'bubblewrap' ? SANDBOX_HOME : homeDir,
             promptFile,
             files: profile.cli === 'aider' ? await filesForAider(request, answerFile) : [],
+            newFile: answerFile !== undefined,
           });
           for (const [name, content] of Object.entries(invocation.homeFiles)) {
             await mkdir(path.dirname(path.join(homeDir, name)), { recursive: true });

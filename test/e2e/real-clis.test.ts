@@ -1,0 +1,147 @@
+/**
+ * The real agent CLIs — aider, Codex CLI and Claude Code, at the versions
+ * scripts/install-agent-clis.sh pins — each driven by Warden through every stage of an intent to
+ * a merge: in bubblewrap, with the model gateway as their only network route, against a local
+ * scripted model server that speaks their wire format and records every request.
+ *
+ * Each run is judged by what it left and what it sent, never by a CLI's exit code: the merged
+ * file on main, the documents Warden read from the answer file, the requests the model server
+ * got (with the upstream's key, never the agent's), and the ledger, whose spend must equal the
+ * scripted usage at the price table's rates, to the cent.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { startIntent } from '../../src/client/intents';
+import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
+import { costOf, type PricingTable } from '../../src/safety/pricing';
+import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { addUsd, ZERO_USD } from '../../src/shared/money';
+import type { AgentStage } from '../../src/shared/stages';
+import { scriptFileEdit, type AgentCli } from '../helpers/cli-scripts';
+import { demoStages, git, makeSampleRepo, TEST_CONFIG, useTestWorld, waitFor } from '../helpers/env';
+import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../helpers/model-server';
+import { describeWith, programPath } from '../setup/prerequisites';
+
+/** Per CLI: the API it speaks and the model it is told to use. */
+const MODELS: Record<AgentCli, { kind: 'openai' | 'anthropic'; model: string }> = {
+  aider: { kind: 'openai', model: 'gpt-4.1' },
+  // A name in Codex's own catalog: it then edits with its apply_patch tool.
+  codex: { kind: 'openai', model: 'gpt-5.5' },
+  claude: { kind: 'anthropic', model: 'claude-sonnet-4-5' },
+};
+const PRICE = { inputUsdPerMillion: '3', outputUsdPerMillion: '15' };
+const pricing: PricingTable = { ...TEST_CONFIG.worker.pricing, ...Object.fromEntries(Object.values(MODELS).map((m) => [m.model, PRICE])) };
+/** What every scripted answer reports using. */
+const USAGE = { input: 1234, output: 321 };
+const UPSTREAM_KEY = 'sk-upstream-key-held-by-the-worker';
+
+const json = (value: unknown): string => `\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
+const DOCUMENTS: Record<Exclude<AgentStage, 'impl'>, string> = {
+  triage: `# Triage\n\nAdds slugify to lib/strings.js.\n${json({ risk: 'LOW', confidence: 0.9, affectedPaths: ['lib/strings.js'], rationale: 'one pure function', predicted: { files: 1, lines: 12 } })}`,
+  lld: SAMPLE_LLD,
+  spec: SAMPLE_SPEC,
+  review: `APPROVE\n${json({ verdict: 'APPROVE', summary: 'matches the design', findings: [], scores: { strategicAlignment: 5, autonomyAppropriateness: 4, outputQuality: 4, resourceEfficiency: 4, learningApplication: 4 } })}`,
+};
+const GOOD_FILE = String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content);
+
+const world = useTestWorld('real-clis', { safety: { ...TEST_CONFIG.worker, pricing } });
+let server: ModelServer;
+
+beforeAll(async () => {
+  server = await startModelServer();
+  process.env.WARDEN_TEST_UPSTREAM_KEY = UPSTREAM_KEY;
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+/** The Warden stage a request belongs to, read from the prompt it carries. */
+function stageOfRequest(request: RecordedRequest): string {
+  return /# Warden: ([a-z]+)/.exec(JSON.stringify(request.body))?.[1] ?? '';
+}
+
+/** Each stage's conversation: the document written to the answer file, or impl's edit of lib/strings.js. */
+function stagesFor(cli: AgentCli): ModelServer['respond'] {
+  const scripts = new Map<string, ModelServer['respond']>();
+  return (request, index): Reply => {
+    const stage = stageOfRequest(request);
+    let script = scripts.get(stage);
+    if (!script) {
+      script =
+        stage === 'impl'
+          ? scriptFileEdit({ cli, path: 'lib/strings.js', content: GOOD_FILE, finalText: 'slugify added.' })
+          : scriptFileEdit({ cli, path: 'WARDEN-ANSWER.md', content: DOCUMENTS[stage as Exclude<AgentStage, 'impl'>] ?? 'ok\n', finalText: `The ${stage} answer is in WARDEN-ANSWER.md.` });
+      scripts.set(stage, script);
+    }
+    const reply = script(request, index);
+    return 'raw' in reply ? reply : { ...reply, usage: USAGE };
+  };
+}
+
+for (const cli of ['aider', 'codex', 'claude'] as const) {
+  describeWith(cli, `${cli}, driven by Warden`, () => {
+    it('goes through every stage to a merge, its model reached only through the gateway, its spend exact', async () => {
+      server.requests.length = 0;
+      server.respond = stagesFor(cli);
+      const repo = makeSampleRepo();
+      const id = `cli-${cli}-${Date.now()}`;
+      const { kind, model } = MODELS[cli];
+      const handle = await startIntent(
+        world().client,
+        {
+          id,
+          goal: 'Add slugify',
+          repoPath: repo,
+          paths: ['lib/**'],
+          agent: {
+            kind: 'command',
+            cli,
+            command: programPath(cli)!,
+            sandbox: 'bubblewrap',
+            upstream: { kind, model, baseUrl: kind === 'openai' ? `${server.url}/v1` : server.url, apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'], maxTokens: 4096 },
+          },
+          limits: { cooldown: '0s' },
+        },
+        world().taskQueue,
+      );
+      // At the merge gate, or ended early: then the state says where and why.
+      const state = await waitFor(async () => {
+        const s = await handle.query(stateQuery);
+        return s.pendingGate?.gate === 'merge' || s.pendingGate !== undefined || ['failed', 'rejected', 'cancelled', 'merged'].includes(s.status) ? s : undefined;
+      }, Number(process.env.WARDEN_TEST_CLI_WAIT_MS ?? 240_000), `${cli} at the merge gate`).catch(async (error: unknown) => {
+        // Where it is stuck, for the failure message: the state, and what the model server saw.
+        const s = await handle.query(stateQuery);
+        const seen = server.requests.map((r) => `${stageOfRequest(r)}:${r.path}`).join(', ');
+        throw new Error(`${String(error)}; state ${JSON.stringify({ status: s.status, stage: s.stage, attempts: s.attempts, error: s.error, gate: s.pendingGate?.gate })}; requests: ${seen}`);
+      });
+      expect([cli, state.status, state.pendingGate?.gate, state.stage, state.error]).toEqual([cli, 'waiting', 'merge', 'review', undefined]);
+      await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+      expect((await handle.result()).status).toBe('merged');
+
+      // What it left: the edit on main; the documents Warden read; no answer file in the change.
+      expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toBe(GOOD_FILE);
+      expect(git(repo, 'show', 'main', '--name-only', '--format=')).not.toContain('WARDEN-ANSWER.md');
+      const lineage = git(repo, 'ls-tree', '-r', '--name-only', 'main');
+      const lld = git(repo, 'show', `main:${lineage.split('\n').find((f) => f.endsWith('02-lld.md'))}`);
+      expect(lld).toContain(SAMPLE_LLD.trim().split('\n')[0]);
+      expect(lineage).toMatch(/02-lld\.log\.txt/);
+
+      // What it sent: every stage asked the model, through the gateway, with the worker's key.
+      const stages = new Set(server.requests.map(stageOfRequest));
+      for (const stage of ['triage', 'lld', 'spec', 'impl', 'review']) expect([cli, stage, stages.has(stage)]).toEqual([cli, stage, true]);
+      for (const request of server.requests) {
+        const key = request.headers.authorization ?? request.headers['x-api-key'];
+        expect(String(key)).toContain(UPSTREAM_KEY);
+      }
+
+      // The ledger: every request a row; the spend is the scripted usage at the table's price.
+      const calls = await world().ledger.modelCallsOf(id);
+      const answered = calls.filter((c) => c.outcome === 'answered');
+      expect(answered).toHaveLength(server.requests.length);
+      const perCall = costOf(model, { inputTokens: USAGE.input, outputTokens: USAGE.output }, pricing);
+      const expected = answered.reduce((sum) => addUsd(sum, perCall), ZERO_USD);
+      const { rows } = await world().pool.query<{ usd: string }>('SELECT round(coalesce(sum(usd), 0), 6)::text AS usd FROM cost_events WHERE intent_id = $1', [id]);
+      expect(rows[0]!.usd).toBe(expected);
+    }, 300_000);
+  });
+}
