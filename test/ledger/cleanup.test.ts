@@ -29,6 +29,13 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
     await ledger.recordCost(costEvent({ timestamp: ago(89) }));
     await ledger.recordGateDecision(gateDecision({ id: oldIds.gate, requestedAt: ago(200), decidedAt: ago(100) }));
     await ledger.recordGateDecision(gateDecision({ requestedAt: ago(100), decidedAt: ago(10) }));
+    const modelCall = (id: string, timestamp: Date) => ({
+      id, timestamp, intentId: 'i', stage: 'impl', attempt: 1, agentId: 'aider', api: 'chat' as const, modelId: 'm', streamed: true,
+      status: 200, outcome: 'answered' as const, inputTokens: 10, outputTokens: 5, usd: '0.000105', estimated: false, latencyMs: 12,
+    });
+    const oldCall = randomUUID();
+    await ledger.recordModelCall(modelCall(oldCall, ago(91)));
+    await ledger.recordModelCall(modelCall(randomUUID(), ago(30)));
 
     // Reservations and controls carry their own write time: backdate them the way time would.
     await db.pool.query(
@@ -69,7 +76,10 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
       budget_settlements: 2,
       controls: 2,
       ladder_metrics: 1,
+      model_calls: 1,
     });
+    expect((await db.pool.query('SELECT 1 FROM model_calls WHERE id = $1', [oldCall])).rowCount).toBe(0);
+    expect(await countRows(db.pool, 'model_calls')).toBe(1);
     expect(await countRows(db.pool, 'safety_events')).toBe(before.safety_events - 1);
     expect(await countRows(db.pool, 'cost_events')).toBe(before.cost_events - 1);
     expect(await countRows(db.pool, 'gate_decisions')).toBe(before.gate_decisions - 1);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { cp, mkdtemp, writeFile, appendFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,7 +11,7 @@ import { safetyEvent } from './fixtures';
 /** The migrations Warden ships. */
 const MIGRATIONS_DIR = path.join(__dirname, '..', '..', 'src', 'ledger', 'migrations');
 
-const TABLES = ['activity_runs', 'budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'safety_events', 'schema_migrations'];
+const TABLES = ['activity_runs', 'budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'model_calls', 'safety_events', 'schema_migrations'];
 
 async function tables(pool: pg.Pool): Promise<string[]> {
   const result = await pool.query<{ table_name: string }>(
@@ -33,7 +34,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
   test('apply once, and a second run applies nothing', async () => {
     const db = await fresh();
     const shipped = (await loadMigrations()).map((m) => m.name);
-    expect(shipped).toEqual(['001_initial']);
+    expect(shipped).toEqual(['001_initial', '002_model_calls']);
     expect(await migrate(db.pool)).toEqual(shipped);
     expect(await tables(db.pool)).toEqual(TABLES);
     expect(await migrate(db.pool)).toEqual([]);
@@ -85,6 +86,11 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     await expect(db.pool.query('DELETE FROM safety_events')).rejects.toThrow(/append-only: DELETE on safety_events/);
     await expect(db.pool.query('TRUNCATE cost_events')).rejects.toThrow(/append-only: TRUNCATE on cost_events/);
     await expect(db.pool.query(`UPDATE controls SET active = false`)).rejects.toThrow(/append-only/);
+    await expect(db.pool.query(`UPDATE model_calls SET usd = 0`)).resolves.toMatchObject({ rowCount: 0 });
+    await ledger.recordModelCall({ id: randomUUID(), timestamp: new Date(), intentId: 'i', stage: 'impl', attempt: 1, agentId: 'a', api: 'messages', modelId: 'm', streamed: false, status: 200, outcome: 'answered', inputTokens: 1, outputTokens: 1, usd: '0.000018', estimated: false, latencyMs: 3 });
+    await expect(db.pool.query(`UPDATE model_calls SET usd = 0`)).rejects.toThrow(/append-only: UPDATE on model_calls/);
+    await expect(db.pool.query('DELETE FROM model_calls')).rejects.toThrow(/append-only: DELETE on model_calls/);
+    await expect(db.pool.query('TRUNCATE model_calls')).rejects.toThrow(/append-only: TRUNCATE on model_calls/);
     const rows = await db.pool.query('SELECT reason FROM safety_events WHERE id = $1', [event.id]);
     expect(rows.rows).toEqual([{ reason: event.reason }]);
   });
