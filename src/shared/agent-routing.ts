@@ -63,3 +63,8 @@ export function modelsForbiddenAt(intent: Pick<Intent, 'agent' | 'stageAgents' |
 export function networkOf(profile: Pick<CommandAgentProfile, 'network' | 'upstream'>): 'gateway' | 'none' | 'host' {
   return profile.network ?? (profile.upstream ? 'gateway' : 'none');
 }
+
+/** Whether the profile's model calls go through the worker's model gateway (HTTP agents, and command agents on `network: 'gateway'`). */
+export function callsThroughGateway(profile: AgentProfile): boolean {
+  return callsModelOverHttp(profile) || (profile.kind === 'command' && networkOf(profile) === 'gateway');
+}

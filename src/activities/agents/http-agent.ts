@@ -10,6 +10,10 @@ import { artifactName, writeLineageFile } from '../lineage';
 import type { Agent, AgentRequest, AgentResult } from './agent';
 import { applyEdits, parseEdits } from './edit-blocks';
 import { callModel, isLocalEndpoint, type ModelCallOptions } from './model-http';
+import type { ModelGateway } from '../../gateway/gateway';
+import type { Lease } from '../../gateway/lease';
+import { upstreamOf } from '../../gateway/upstream';
+import { agentIdOf } from '../../shared/agent-routing';
 
 export interface HttpAgentDeps {
   /** `development` refuses paid cloud endpoints; local ones are allowed. */
@@ -17,7 +21,16 @@ export interface HttpAgentDeps {
   readonly env: NodeJS.ProcessEnv;
   readonly fetch?: typeof fetch;
   readonly maxRetryAfterMs?: number;
+  /**
+   * The worker's model gateway: every call then goes through it, metered, limited and screened
+   * there with the attempt's own key. Without one (a unit test) calls go straight to the
+   * endpoint and are metered here.
+   */
+  readonly gateway?: ModelGateway;
 }
+
+/** The variable the gateway key is handed to the model client in. */
+const GATEWAY_KEY_VARIABLE = 'WARDEN_GATEWAY_KEY';
 
 /** What impl with an HTTP model is told about answering with edits. */
 const EDIT_FORMAT = [
@@ -56,40 +69,68 @@ export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps):
           nonRetryable: true,
         });
       }
-      // Every request reserves its maximum cost first (an unpriced model is refused before any is sent)
-      // and is counted whatever happens next: a refused answer was still paid for.
-      const call: ModelCallOptions = { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs, meter: request.meter };
-      const prompt = request.stage === 'impl' ? `${request.prompt}\n${await implContext(request)}\n${EDIT_FORMAT}\n` : request.prompt;
-      const first = await callModel(profile, prompt, call);
-      let answer = first;
-      let usage = first.usage;
-
-      if (request.stage === 'triage' || request.stage === 'review') {
-        const problems = structureProblems(request.stage, first.text);
-        if (problems) {
-          const repair = `${prompt}\n\n## Your previous answer\n${first.text.slice(0, 20_000)}\n\n## Why it was refused\n${problems}\n\nAnswer again, ending with the JSON object in the shape asked for.\n`;
-          answer = await callModel(profile, repair, call);
-          usage = { inputTokens: usage.inputTokens + answer.usage.inputTokens, outputTokens: usage.outputTokens + answer.usage.outputTokens };
-          const still = structureProblems(request.stage, answer.text);
-          if (still) {
-            const kept = await writeLineageFile(request.worktreePath, request.intentId, artifactName(request.stage, request.attempt, '.invalid.md'), answer.text);
-            throw ApplicationFailure.create({
-              type: FailureType.InvalidStructuredOutput,
-              message: `the ${request.stage} answer did not validate after one repair attempt (${still}); the raw answer is in ${kept}`,
-              nonRetryable: true,
-            });
-          }
-        }
+      const lease = deps.gateway?.issue({
+        intentId: request.intentId,
+        stage: request.stage,
+        attempt: request.attempt,
+        agentId: agentIdOf(profile),
+        upstream: upstreamOf(profile),
+        meter: request.meter,
+        event: request.event,
+        forbiddenModels: request.forbiddenModels,
+      });
+      try {
+        return await answerWith(lease, request);
+      } catch (error) {
+        // The gateway halted the attempt (a budget, a forbidden model, a CRITICAL answer): that is why it failed.
+        if (lease?.halt) throw lease.halt.failure;
+        throw error;
+      } finally {
+        await lease?.end();
       }
-
-      if (request.stage === 'impl') {
-        const written = await applyEdits(request.worktreePath, request.declaredPaths ?? ['**'], parseEdits(answer.text));
-        return { output: `${answer.text}\n\n(applied to: ${written.join(', ')})\n`, usage, model: profile.model };
-      }
-      // The answering model was checked against the profile's; price and record it by the profile's name.
-      return { output: answer.text, usage, model: profile.model };
     },
   };
+
+  async function answerWith(lease: Lease | undefined, request: AgentRequest): Promise<AgentResult> {
+    // Through the gateway: its address and the attempt's key; it reserves each request's maximum
+    // and counts what it cost. Directly: the meter here does (an unpriced model refused before any call).
+    const target: HttpAgentProfile =
+      lease && deps.gateway
+        ? { ...profile, baseUrl: profile.kind === 'openai' ? `${deps.gateway.url}/v1` : deps.gateway.url, apiKeyEnv: [GATEWAY_KEY_VARIABLE] }
+        : profile;
+    const call: ModelCallOptions = lease
+      ? { env: { [GATEWAY_KEY_VARIABLE]: lease.key }, signal: request.signal, heartbeat: request.heartbeat, maxRetryAfterMs: deps.maxRetryAfterMs }
+      : { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs, meter: request.meter };
+    const prompt = request.stage === 'impl' ? `${request.prompt}\n${await implContext(request)}\n${EDIT_FORMAT}\n` : request.prompt;
+    const first = await callModel(target, prompt, call);
+    let answer = first;
+    let usage = first.usage;
+
+    if (request.stage === 'triage' || request.stage === 'review') {
+      const problems = structureProblems(request.stage, first.text);
+      if (problems) {
+        const repair = `${prompt}\n\n## Your previous answer\n${first.text.slice(0, 20_000)}\n\n## Why it was refused\n${problems}\n\nAnswer again, ending with the JSON object in the shape asked for.\n`;
+        answer = await callModel(target, repair, call);
+        usage = { inputTokens: usage.inputTokens + answer.usage.inputTokens, outputTokens: usage.outputTokens + answer.usage.outputTokens };
+        const still = structureProblems(request.stage, answer.text);
+        if (still) {
+          const kept = await writeLineageFile(request.worktreePath, request.intentId, artifactName(request.stage, request.attempt, '.invalid.md'), answer.text);
+          throw ApplicationFailure.create({
+            type: FailureType.InvalidStructuredOutput,
+            message: `the ${request.stage} answer did not validate after one repair attempt (${still}); the raw answer is in ${kept}`,
+            nonRetryable: true,
+          });
+        }
+      }
+    }
+
+    if (request.stage === 'impl') {
+      const written = await applyEdits(request.worktreePath, request.declaredPaths ?? ['**'], parseEdits(answer.text));
+      return { output: `${answer.text}\n\n(applied to: ${written.join(', ')})\n`, usage, model: profile.model };
+    }
+    // The answering model was checked against the profile's; price and record it by the profile's name.
+    return { output: answer.text, usage, model: profile.model };
+  }
 }
 
 /** Why a triage or review answer is not structured, or undefined when it is. */

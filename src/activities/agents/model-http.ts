@@ -34,8 +34,11 @@ export interface ModelCallOptions {
   readonly fetch?: typeof fetch;
   /** Longest `retry-after` honoured, in ms (longer ones end the call with a retryable failure). */
   readonly maxRetryAfterMs?: number;
-  /** Reserves each request's maximum cost before it is sent and counts what it cost. */
-  readonly meter: SpendMeter;
+  /**
+   * Reserves each request's maximum cost before it is sent and counts what it cost. Absent when
+   * the request goes through the model gateway, which does both.
+   */
+  readonly meter?: SpendMeter;
 }
 
 /** Tries per key before the endpoint, not the key, is taken to be the problem. */
@@ -172,66 +175,63 @@ async function tryOnce(
   profile: HttpAgentProfile,
   prompt: string,
   key: string | undefined,
-  ctx: { doFetch: typeof fetch; timeoutMs: number; signal: AbortSignal; meter: SpendMeter },
+  ctx: { doFetch: typeof fetch; timeoutMs: number; signal: AbortSignal; meter?: SpendMeter },
 ): Promise<Outcome> {
   const bound: CallBound = { kind: 'tokens', maxInputTokens: inputTokenBound(prompt), maxOutputTokens: profile.maxTokens };
   // What the provider billed if the request ends in an error from here on.
   let billed: CallReport = { kind: 'unpaid' };
-  const outcome = await ctx.meter.call(
-    profile.model,
-    bound,
-    async () => {
-      const done = (value: Outcome, report: CallReport = { kind: 'unpaid' }) => ({ value, report });
-      const { url, init } = request(profile, prompt, key);
-      const timeout = AbortSignal.timeout(ctx.timeoutMs);
-      let response: Response;
-      let text: string;
-      try {
-        response = await ctx.doFetch(url, { ...init, signal: AbortSignal.any([ctx.signal, timeout]) });
-        // A 200 is billed even if its body never arrives whole.
-        if (response.status === 200) billed = { kind: 'paid-unknown', reason: 'the answer could not be read whole' };
-        text = await readCapped(response, profile.maxResponseBytes);
-      } catch (error) {
-        if (ctx.signal.aborted) throw new CancelledFailure('the model call was cancelled');
-        if (error instanceof ApplicationFailure) throw error;
-        const reason = timeout.aborted ? `no answer within ${profile.timeout}` : `request failed: ${(error as Error).message}`;
-        return done({ kind: 'retry', reason, waitMs: 1000 }, billed);
-      }
-      const status = response.status;
-      const summary = `HTTP ${status}: ${text.slice(0, 300)}`;
-      if (status === 401 || status === 403) return done({ kind: 'next-key', reason: summary });
-      if (status === 429) {
-        if (isQuotaError(text)) return done({ kind: 'next-key', reason: summary });
-        return done({ kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 2000 });
-      }
-      if (status >= 500) return done({ kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 1000 });
-      if (status !== 200) {
-        throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: `${profile.kind} refused the request: ${summary}`, nonRetryable: status === 400 || status === 404 });
-      }
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        return done({ kind: 'retry', reason: `the answer is not JSON: ${text.slice(0, 200)}`, waitMs: 1000 }, { kind: 'paid-unknown', reason: 'the answer is not JSON' });
-      }
-      const answer = parseAnswer(profile, body);
-      if (!answer) {
-        return done({ kind: 'retry', reason: `the answer is not a ${profile.kind} response: ${text.slice(0, 200)}`, waitMs: 1000 }, { kind: 'paid-unknown', reason: `the answer is not a ${profile.kind} response` });
-      }
-      const paid: CallReport = { kind: 'paid', usage: answer.usage, model: answer.model };
-      if (!modelMatches(profile, answer.model)) {
-        billed = paid;
-        throw ApplicationFailure.create({
-          type: FailureType.ModelMismatch,
-          message: `asked ${profile.model}, but ${answer.model} answered: refused (add it to modelAliases if it is the same model)`,
-          nonRetryable: true,
-        });
-      }
-      return done({ kind: 'answer', answer }, paid);
-    },
-    () => billed,
-  );
-  return outcome;
+  const attempt = async (): Promise<{ value: Outcome; report: CallReport }> => {
+    const done = (value: Outcome, report: CallReport = { kind: 'unpaid' }) => ({ value, report });
+    const { url, init } = request(profile, prompt, key);
+    const timeout = AbortSignal.timeout(ctx.timeoutMs);
+    let response: Response;
+    let text: string;
+    try {
+      response = await ctx.doFetch(url, { ...init, signal: AbortSignal.any([ctx.signal, timeout]) });
+      // A 200 is billed even if its body never arrives whole.
+      if (response.status === 200) billed = { kind: 'paid-unknown', reason: 'the answer could not be read whole' };
+      text = await readCapped(response, profile.maxResponseBytes);
+    } catch (error) {
+      if (ctx.signal.aborted) throw new CancelledFailure('the model call was cancelled');
+      if (error instanceof ApplicationFailure) throw error;
+      const reason = timeout.aborted ? `no answer within ${profile.timeout}` : `request failed: ${(error as Error).message}`;
+      return done({ kind: 'retry', reason, waitMs: 1000 }, billed);
+    }
+    const status = response.status;
+    const summary = `HTTP ${status}: ${text.slice(0, 300)}`;
+    if (status === 401 || status === 403) return done({ kind: 'next-key', reason: summary });
+    if (status === 429) {
+      if (isQuotaError(text)) return done({ kind: 'next-key', reason: summary });
+      return done({ kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 2000 });
+    }
+    if (status >= 500) return done({ kind: 'retry', reason: summary, waitMs: retryAfterMs(response.headers.get('retry-after')) ?? 1000 });
+    if (status !== 200) {
+      throw ApplicationFailure.create({ type: FailureType.AgentFailed, message: `${profile.kind} refused the request: ${summary}`, nonRetryable: status === 400 || status === 404 });
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      return done({ kind: 'retry', reason: `the answer is not JSON: ${text.slice(0, 200)}`, waitMs: 1000 }, { kind: 'paid-unknown', reason: 'the answer is not JSON' });
+    }
+    const answer = parseAnswer(profile, body);
+    if (!answer) {
+      return done({ kind: 'retry', reason: `the answer is not a ${profile.kind} response: ${text.slice(0, 200)}`, waitMs: 1000 }, { kind: 'paid-unknown', reason: `the answer is not a ${profile.kind} response` });
+    }
+    const paid: CallReport = { kind: 'paid', usage: answer.usage, model: answer.model };
+    if (!modelMatches(profile, answer.model)) {
+      billed = paid;
+      throw ApplicationFailure.create({
+        type: FailureType.ModelMismatch,
+        message: `asked ${profile.model}, but ${answer.model} answered: refused (add it to modelAliases if it is the same model)`,
+        nonRetryable: true,
+      });
+    }
+    return done({ kind: 'answer', answer }, paid);
+  };
+  // Through the gateway the gateway meters the call; only a direct call is metered here.
+  if (!ctx.meter) return (await attempt()).value;
+  return ctx.meter.call(profile.model, bound, attempt, () => billed);
 }
 
 /** The body as text, refusing it once it passes `maxBytes`. */

@@ -5,7 +5,7 @@ import type { StageInput, StageResult } from '../../activities';
 import type { WorkerSafetyConfig } from '../../config/schema';
 import type { Ledger } from '../../ledger/ledger';
 import type { ActivityOutcome } from '../../ledger/types';
-import { agentForStage } from '../../shared/agent-routing';
+import { agentForStage, callsThroughGateway } from '../../shared/agent-routing';
 import { ActivityAudit, type RunFacts } from './activity-audit';
 import { agentEndpoint } from './agent-endpoint';
 import { describeCall, type CallRef } from './call-ref';
@@ -124,13 +124,15 @@ class AgentSafety {
     facts: RunFacts,
   ): Promise<StageResult> {
     const stageInput = input.args[0] as StageInput;
-    const agent = await agentEndpoint(agentForStage(stageInput.intent, stageInput.stage));
+    const profile = agentForStage(stageInput.intent, stageInput.stage);
+    const agent = await agentEndpoint(profile);
     facts.agent = agent;
     const call: AgentCall = {
       ctx,
       ref,
       input: stageInput,
       agent,
+      viaGateway: callsThroughGateway(profile),
       event: eventRecorder(this.deps, ctx, ref, agent),
       patiently: (what, fn) => patientlyWithLedger(ctx, this.deps.logger, ref.deadlineMs, what, fn),
       circuitChanges: [],

@@ -17,7 +17,8 @@ const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
  * One circuit per endpoint (kind, base URL, model). Before the call a circuit that admits nothing
  * is waited for within the attempt when the wait is short, otherwise the attempt fails with a
  * retryable CIRCUIT_OPEN whose `nextRetryDelay` is the wait. The call runs through the circuit;
- * each move to OPEN is a CIRCUIT_TRIPPED event, each move to CLOSED a CIRCUIT_RESET.
+ * each move to OPEN is a CIRCUIT_TRIPPED event, each move to CLOSED a CIRCUIT_RESET. An agent
+ * whose calls go through the model gateway is left to the gateway's circuits, call by call.
  */
 export class CircuitLayer implements SafetyLayer {
   private readonly breakers: CircuitBreakerRegistry;
@@ -53,6 +54,7 @@ export class CircuitLayer implements SafetyLayer {
    * circuit admits a probe, so the next attempt comes no earlier than that.
    */
   async admit(call: AgentCall): Promise<void> {
+    if (call.viaGateway) return;
     const { endpoint } = call.agent;
     let logged = false;
     for (;;) {
@@ -70,6 +72,7 @@ export class CircuitLayer implements SafetyLayer {
   }
 
   around(call: AgentCall, run: () => Promise<unknown>): Promise<unknown> {
+    if (call.viaGateway) return run();
     return this.running.run(call, () => this.breakers.execute(call.agent.endpoint, run));
   }
 

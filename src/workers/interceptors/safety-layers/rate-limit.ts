@@ -10,7 +10,8 @@ import type { AgentCall, SafetyLayer } from './safety-layer';
  * Token buckets per agent and per model. A call takes one request; the tokens an answer used are
  * not known before it, so they are owed and charged at the next call of the same agent and model
  * (never more than a bucket holds). A refusal is one RATE_LIMIT_BLOCK event and a retryable
- * RATE_LIMITED whose `nextRetryDelay` is the time until the buckets have refilled.
+ * RATE_LIMITED whose `nextRetryDelay` is the time until the buckets have refilled. An agent whose
+ * calls go through the model gateway is limited there, call by call.
  */
 export class RateLimitLayer implements SafetyLayer {
   private readonly limiter: RateLimiter;
@@ -24,6 +25,7 @@ export class RateLimitLayer implements SafetyLayer {
   }
 
   async admit(call: AgentCall): Promise<void> {
+    if (call.viaGateway) return;
     const { agentId, modelId } = call.agent;
     const key = debtKeyOf(call);
     const owed = Math.min(this.tokenDebt.get(key) ?? 0, this.tokenCapacity);
@@ -47,6 +49,7 @@ export class RateLimitLayer implements SafetyLayer {
 
   /** The tokens the answer used are owed to the buckets. */
   async answered(call: AgentCall, result: StageResult): Promise<void> {
+    if (call.viaGateway) return;
     const key = debtKeyOf(call);
     this.tokenDebt.set(key, (this.tokenDebt.get(key) ?? 0) + result.inputTokens + result.outputTokens);
   }

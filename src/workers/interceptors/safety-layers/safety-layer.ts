@@ -12,6 +12,11 @@ export interface AgentCall {
   readonly ref: CallRef;
   readonly input: StageInput;
   readonly agent: AgentEndpoint;
+  /**
+   * Its model calls go through the model gateway, which applies the endpoint's circuit and the
+   * rate limits to each call: the layers that would do it for the whole attempt stand aside.
+   */
+  readonly viaGateway: boolean;
   /** Records one decision of this attempt as a SafetyEvent (deterministic id) and returns its id. */
   readonly event: RecordEvent;
   /** Runs a ledger operation, waiting out an unreachable database until shortly before the attempt's deadline. */
