@@ -103,6 +103,8 @@ export interface GatewayOptions {
 /** The streamed text's length at which the cascade detector first looks at it (then at each doubling, and at the end). */
 const SCREEN_FIRST_CHARS = 256;
 const DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024;
+/** The least output a call whose cap the gateway chooses is given; below it the call is refused (402). */
+const MIN_OUTPUT_TOKENS = 1024;
 
 /** A refusal on its way to the agent. */
 class Refusal extends Error {
@@ -329,10 +331,18 @@ export class ModelGateway {
   ): Promise<Pick<ModelCallInput, 'status' | 'outcome' | 'inputTokens' | 'outputTokens' | 'usd' | 'estimated'> & { refusal?: string; modelId?: string }> {
     const { spec } = lease;
     const { upstream } = spec;
-    const maxTokens = Math.min(request.maxTokens ?? upstream.maxTokens, upstream.maxTokens);
+    const asked = Math.min(request.maxTokens ?? upstream.maxTokens, upstream.maxTokens);
+    // A cap the client left out or set above the profile's is the gateway's to choose: as much as
+    // the budgets still allow, down to a useful minimum. One it set within bounds is kept or refused.
+    const shrinkable = request.maxTokens === undefined || request.maxTokens > upstream.maxTokens;
     let open: OpenCall;
     try {
-      open = await spec.meter.reserve(request.model, { kind: 'tokens', maxInputTokens: inputTokenBound(text), maxOutputTokens: maxTokens });
+      open = await spec.meter.reserve(request.model, {
+        kind: 'tokens',
+        maxInputTokens: inputTokenBound(text),
+        maxOutputTokens: asked,
+        ...(shrinkable ? { minOutputTokens: Math.min(MIN_OUTPUT_TOKENS, asked) } : {}),
+      });
     } catch (error) {
       if (error instanceof ApplicationFailure && (error.type === FailureType.BudgetExceeded || error.type === FailureType.SafetyHalt)) {
         lease.haltWith({ kind: 'budget', message: error.message, failure: error }, this.graceMs);
@@ -344,6 +354,7 @@ export class ModelGateway {
       }
       throw error;
     }
+    const maxTokens = open.maxOutputTokens ?? asked;
 
     const clientGone = new AbortController();
     // Also after a whole answer: aborting a finished request does nothing.

@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../shared/money';
-import { assertPriced, costOf, isPriced, maxCostOf, UnknownModelError, type PricingTable } from '../safety/pricing';
+import { assertPriced, costOf, isPriced, maxCostOf, outputTokensWithin, UnknownModelError, type PricingTable } from '../safety/pricing';
 import { FailureType } from '../shared/errors';
 import type { Usage } from './usage';
 
@@ -20,8 +20,11 @@ import type { Usage } from './usage';
 
 /** What the agent knows, before a call, about the most it can cost. */
 export type CallBound =
-  /** Priced by the model: the prompt's token bound plus the output cap. */
-  | { readonly kind: 'tokens'; readonly maxInputTokens: number; readonly maxOutputTokens: number }
+  /**
+   * Priced by the model: the prompt's token bound plus the output cap. With `minOutputTokens`
+   * the cap may be lowered to what the budgets still allow, down to that many tokens.
+   */
+  | { readonly kind: 'tokens'; readonly maxInputTokens: number; readonly maxOutputTokens: number; readonly minOutputTokens?: number }
   /** Not knowable: the declared per-call cap is reserved. `pricedByModel`: its usage will be priced by the model's row. */
   | { readonly kind: 'declared'; readonly pricedByModel: boolean };
 
@@ -30,8 +33,13 @@ export interface OpenCall {
   /** 0-based, in the order the attempt made its calls: part of the reservation's id. */
   readonly index: number;
   readonly model: string;
+  /** What is reserved for it. */
   readonly maxUsd: string;
   readonly bounded: boolean;
+  /** A call that may be made smaller: the least that must be reserved for it. */
+  readonly minUsd?: string;
+  /** The output cap the reservation pays for (a shrinkable call's may be below the one asked). */
+  readonly maxOutputTokens?: number;
 }
 
 /** How a call ended, as far as money goes. */
@@ -63,8 +71,11 @@ export interface PaidCall {
 
 /** Where the reservations live: the worker's ledger, or nowhere (an activity run without the worker's interceptor). */
 export interface BudgetBook {
-  /** Reserves `call.maxUsd` against every budget, or throws (BUDGET_EXCEEDED) without reserving. */
-  reserve(call: OpenCall): Promise<void>;
+  /**
+   * Reserves `call.maxUsd` against every budget, or throws (BUDGET_EXCEEDED) without reserving.
+   * For a call with `minUsd` it may reserve less (never below it) and returns what it reserved.
+   */
+  reserve(call: OpenCall): Promise<string | void>;
   /** Ends the reservation at the call's real cost (above the reservation when it overran). */
   settle(call: OpenCall, paid: PaidCall): Promise<void>;
   /** Ends the reservation at $0: nothing was billed. */
@@ -129,9 +140,22 @@ export class SpendMeter {
 
   /** Reserves the call's maximum against every budget; nothing is reserved when this throws. */
   async reserve(model: string, bound: CallBound): Promise<OpenCall> {
-    const call: OpenCall = { index: this.next, model, maxUsd: this.maxOf(model, bound), bounded: bound.kind === 'tokens' };
+    const shrinkable = bound.kind === 'tokens' && bound.minOutputTokens !== undefined && bound.minOutputTokens < bound.maxOutputTokens;
+    let call: OpenCall = {
+      index: this.next,
+      model,
+      maxUsd: this.maxOf(model, bound),
+      bounded: bound.kind === 'tokens',
+      ...(bound.kind === 'tokens' ? { maxOutputTokens: bound.maxOutputTokens } : {}),
+      ...(shrinkable ? { minUsd: this.maxOf(model, { ...bound, maxOutputTokens: bound.minOutputTokens! }) } : {}),
+    };
     this.next += 1;
-    await this.options.book?.reserve(call);
+    const reserved = await this.options.book?.reserve(call);
+    if (bound.kind === 'tokens' && typeof reserved === 'string' && compareUsd(reserved, call.maxUsd) < 0) {
+      // Granted less: the output cap is what that amount pays for.
+      const fits = outputTokensWithin(model, bound.maxInputTokens, reserved, this.options.pricing);
+      call = { ...call, maxUsd: normalizeUsd(reserved), maxOutputTokens: Math.min(fits, bound.maxOutputTokens) };
+    }
     this.open.set(call.index, call);
     return call;
   }

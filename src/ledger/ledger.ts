@@ -32,7 +32,7 @@ import {
 import type { Severity } from '../shared/safety-events';
 import { dailyReport } from './daily-report';
 import { inTransaction } from './transaction';
-import { normalizeUsd, toMicros } from '../shared/money';
+import { fromMicros, normalizeUsd, toMicros } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
 
 /** A state conflict no retry can fix (settling a released reservation, settling above the reservation, …). */
@@ -194,17 +194,19 @@ export class Ledger {
       // Always the day first, then the intent: two reservations never wait on each other in a cycle.
       await client.query(`SELECT pg_advisory_xact_lock($1, $2::date - '1970-01-01'::date)`, [BUDGET_LOCK_CLASS, r.day]);
       await client.query(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, [INTENT_BUDGET_LOCK_CLASS, r.intentId]);
-      const previous = await client.query<{ granted: boolean; committed: string; limit: string; denied_by: BudgetScope | null; same: boolean }>(
-        `SELECT granted, committed_usd::text AS committed, limit_usd::text AS limit, denied_by,
-                (day = $2::date AND intent_id = $3 AND amount_usd = $4::numeric
+      // A shrinkable request may have been granted less than it asked: the same request still.
+      const previous = await client.query<{ granted: boolean; committed: string; limit: string; denied_by: BudgetScope | null; amount: string; same: boolean }>(
+        `SELECT granted, committed_usd::text AS committed, limit_usd::text AS limit, denied_by, amount_usd::text AS amount,
+                (day = $2::date AND intent_id = $3
+                 AND (amount_usd = $4::numeric OR ($7::numeric IS NOT NULL AND amount_usd BETWEEN $7::numeric AND $4::numeric))
                  AND agent_id IS NOT DISTINCT FROM $5 AND stage IS NOT DISTINCT FROM $6) AS same
            FROM budget_reservations WHERE id = $1`,
-        [r.id, r.day, r.intentId, r.amountUsd, r.agentId ?? null, r.stage ?? null],
+        [r.id, r.day, r.intentId, r.amountUsd, r.agentId ?? null, r.stage ?? null, r.minAmountUsd ?? null],
       );
       const row = previous.rows[0];
       if (row) {
         if (!row.same) throw new LedgerError(`budget reservation ${r.id} already exists for a different day, intent, agent, stage or amount`);
-        return reservationOf(row.granted, row.committed, row.limit, row.denied_by);
+        return reservationOf(row.granted, row.committed, row.limit, row.denied_by, row.amount);
       }
       // What each budget has committed: settled spend (real cost, overruns included) plus open reservations.
       const committed = await client.query<Record<BudgetScope, string>>(
@@ -220,19 +222,29 @@ export class Ledger {
       );
       const spent = committed.rows[0]!;
       const limits: Record<BudgetScope, string | undefined> = { day: r.limitUsd, agent: r.agentLimitUsd, intent: r.intentLimitUsd, stage: r.stageLimitUsd };
+      // The most every budget still allows; a shrinkable request takes that when it is enough.
+      const headroom = BUDGET_SCOPES.reduce<bigint | undefined>((least, scope) => {
+        const limit = limits[scope];
+        if (limit === undefined) return least;
+        const left = toMicros(limit) - toMicros(spent[scope]);
+        return least === undefined || left < least ? left : least;
+      }, undefined);
+      let amount = toMicros(r.amountUsd);
+      if (headroom !== undefined && amount > headroom && r.minAmountUsd !== undefined && headroom >= toMicros(r.minAmountUsd)) amount = headroom;
       const deniedBy = BUDGET_SCOPES.find((scope) => {
         const limit = limits[scope];
-        return limit !== undefined && toMicros(spent[scope]) + toMicros(r.amountUsd) > toMicros(limit);
+        return limit !== undefined && toMicros(spent[scope]) + amount > toMicros(limit);
       });
       const decidedBy = deniedBy ?? 'day';
+      const amountUsd = fromMicros(amount);
       const inserted = await client.query<{ committed: string; limit: string }>(
         `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, agent_id, stage, denied_by)
          VALUES ($1, $2::date, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8, $9, $10)
          RETURNING committed_usd::text AS committed, limit_usd::text AS limit`,
-        [r.id, r.day, r.intentId, r.amountUsd, limits[decidedBy], deniedBy === undefined, spent[decidedBy], r.agentId ?? null, r.stage ?? null, deniedBy ?? null],
+        [r.id, r.day, r.intentId, amountUsd, limits[decidedBy], deniedBy === undefined, spent[decidedBy], r.agentId ?? null, r.stage ?? null, deniedBy ?? null],
       );
       const made = inserted.rows[0]!;
-      return reservationOf(deniedBy === undefined, made.committed, made.limit, deniedBy ?? null);
+      return reservationOf(deniedBy === undefined, made.committed, made.limit, deniedBy ?? null, amountUsd);
     });
   }
 
@@ -567,6 +579,6 @@ export class Ledger {
   }
 }
 
-function reservationOf(granted: boolean, committedUsd: string, limitUsd: string, deniedBy: BudgetScope | null): BudgetReservation {
-  return { granted, committedUsd, limitUsd, ...(deniedBy !== null && { deniedBy }) };
+function reservationOf(granted: boolean, committedUsd: string, limitUsd: string, deniedBy: BudgetScope | null, amountUsd: string): BudgetReservation {
+  return { granted, committedUsd, limitUsd, amountUsd: normalizeUsd(amountUsd), ...(deniedBy !== null && { deniedBy }) };
 }

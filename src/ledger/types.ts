@@ -98,6 +98,8 @@ export interface BudgetReservation {
   readonly limitUsd: string;
   /** The budget that refused it; absent when granted. */
   readonly deniedBy?: BudgetScope;
+  /** What was reserved: `amountUsd`, or less for a request with `minAmountUsd` (see there). */
+  readonly amountUsd: string;
 }
 
 export interface GlobalStop {
@@ -196,6 +198,11 @@ export const BudgetReservationRequestSchema = z.object({
   /** The stage and its budget within the intent; no limit when absent. */
   stage: z.string().min(1).optional(),
   stageLimitUsd: UsdSchema.optional(),
+  /**
+   * When given, a call that may be made smaller: if `amountUsd` does not fit every budget, the
+   * largest amount that does is granted instead, as long as it is at least this much.
+   */
+  minAmountUsd: UsdSchema.optional(),
 })
   .refine((r) => r.agentLimitUsd === undefined || r.agentId !== undefined, { message: 'an agent budget needs the agent id', path: ['agentId'] })
   .refine((r) => r.stageLimitUsd === undefined || r.stage !== undefined, { message: 'a stage budget needs the stage', path: ['stage'] });

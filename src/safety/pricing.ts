@@ -77,6 +77,20 @@ export function maxCostOf(model: string, maxInputTokens: number, maxOutputTokens
   return costOf(model, { inputTokens: maxInputTokens, outputTokens: maxOutputTokens }, table);
 }
 
+/**
+ * The most output tokens a call of `maxInputTokens` can ask for and still cost at most `usd`
+ * (0 when even its input does not fit). The inverse of `maxCostOf`, rounded down.
+ */
+export function outputTokensWithin(model: string, maxInputTokens: number, usd: string, table: PricingTable): number {
+  const price = priceOf(model, table);
+  const budget = toMicros(usd) * TOKENS_PER_MILLION - tokens('maxInputTokens', maxInputTokens) * toMicros(price.inputUsdPerMillion);
+  if (budget <= 0n) return 0;
+  const perToken = toMicros(price.outputUsdPerMillion);
+  if (perToken === 0n) return Number.MAX_SAFE_INTEGER;
+  const fit = budget / perToken;
+  return fit > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(fit);
+}
+
 /** Tokens a request adds around the prompt text (role markers, message framing): a generous bound. */
 export const MESSAGE_OVERHEAD_TOKENS = 64;
 

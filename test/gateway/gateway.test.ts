@@ -5,7 +5,7 @@ import type { Lease, LeaseSpec } from '../../src/gateway/lease';
 import { SpendMeter, type BudgetBook, type OpenCall, type PaidCall } from '../../src/gateway/spend-meter';
 import type { ModelCallInput } from '../../src/ledger/types';
 import { costOf, type PricingTable } from '../../src/safety/pricing';
-import { compareUsd, addUsd, ZERO_USD } from '../../src/shared/money';
+import { compareUsd, addUsd, subUsd, ZERO_USD } from '../../src/shared/money';
 import { createRedactor } from '../../src/shared/redact';
 import { startModelServer, type ModelServer } from '../helpers/model-server';
 
@@ -35,6 +35,13 @@ function book(limitUsd = '1000') {
   const released: OpenCall[] = [];
   const b: BudgetBook = {
     async reserve(call) {
+      // Like the ledger: a shrinkable call gets what is left when that is at least its minimum.
+      const left = subUsd(limitUsd, committed);
+      if (compareUsd(call.maxUsd, left) > 0 && call.minUsd !== undefined && compareUsd(left, call.minUsd) >= 0) {
+        open.set(call.index, call);
+        committed = limitUsd;
+        return left;
+      }
       if (compareUsd(addUsd(committed, call.maxUsd), limitUsd) > 0) {
         throw ApplicationFailure.create({ type: 'BUDGET_EXCEEDED', message: `intent budget: this call may cost up to $${call.maxUsd}, over the $${limitUsd} limit`, nonRetryable: true });
       }
@@ -273,6 +280,19 @@ describe('the model gateway refuses in the provider’s own words', () => {
     for (let i = 0; i < 3; i++) expect((await post('/v1/messages', l.key, messages({ max_tokens: 10 + i }))).status).toBe(402);
     expect(l.stopSignal.aborted).toBe(true);
     expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('lowers a cap the client left out to what the budget still allows, but refuses a cap the client set', async () => {
+    // $0.02 at $15 per million output tokens, less the prompt's bound at $3 per million: about 1300 tokens.
+    const { lease: l, meter } = lease('openai', { limitUsd: '0.02' });
+    expect((await post('/v1/chat/completions', l.key, chat())).status).toBe(200);
+    const sent = upstream.requests[0]!.body.max_tokens as number;
+    expect(sent).toBeGreaterThanOrEqual(1024);
+    expect(sent).toBeLessThan(1400);
+    expect(compareUsd(meter.calls[0]!.maxUsd, '0.02')).toBeLessThanOrEqual(0);
+    const other = lease('openai', { limitUsd: '0.02' });
+    expect((await post('/v1/chat/completions', other.lease.key, chat({ max_tokens: 4000, messages: [{ role: 'user', content: 'x' }] }))).status).toBe(402);
+    expect(upstream.requests).toHaveLength(1);
   });
 
   it('stops a halted agent that does not exit by itself after the grace', async () => {

@@ -76,12 +76,12 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
     const day = '2030-01-02';
     const request = { id: 'retry-1', day, intentId: 'intent-r', amountUsd: '1.25', limitUsd: '2.00' };
     const first = await ledger.reserveBudget(request);
-    expect(first).toEqual({ granted: true, committedUsd: '0.000000', limitUsd: '2.000000' });
+    expect(first).toEqual({ granted: true, committedUsd: '0.000000', limitUsd: '2.000000', amountUsd: '1.250000' });
     expect(await ledger.reserveBudget(request)).toEqual(first);
     const racing = await withWorkers(5, (workers) => Promise.all(workers.map((w) => w.reserveBudget({ ...request, id: 'retry-2' }))));
     // retry-2 does not fit beside retry-1 (1.25 + 1.25 > 2.00); all five racers got the one answer.
     expect(new Set(racing.map((r) => JSON.stringify(r))).size).toBe(1);
-    expect(racing[0]).toEqual({ granted: false, committedUsd: '1.250000', limitUsd: '2.000000', deniedBy: 'day' });
+    expect(racing[0]).toEqual({ granted: false, committedUsd: '1.250000', limitUsd: '2.000000', deniedBy: 'day', amountUsd: '1.250000' });
     expect(await ledger.daySpend(day)).toEqual({ settledUsd: '0.000000', reservedUsd: '1.250000' });
     const rows = await db.pool.query(`SELECT count(*)::int AS n FROM budget_reservations WHERE day = $1`, [day]);
     expect(rows.rows[0].n).toBe(2);
@@ -108,7 +108,7 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
     expect(await ledger.daySpend(day)).toEqual({ settledUsd: '0.123456', reservedUsd: '0.000000' });
 
     // A call dearer than the whole budget is denied on its own; a denial has nothing to settle or release.
-    expect(await reserve('s-3', '1.000001')).toEqual({ granted: false, committedUsd: '0.123456', limitUsd: '1.000000', deniedBy: 'day' });
+    expect(await reserve('s-3', '1.000001')).toEqual({ granted: false, committedUsd: '0.123456', limitUsd: '1.000000', deniedBy: 'day', amountUsd: '1.000001' });
     await expect(ledger.settleReservation('s-3', '0')).rejects.toThrow(/was denied/);
     expect(await ledger.releaseReservation('s-3')).toBe(false);
     // Exactly at the limit fits.
@@ -130,7 +130,7 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
     );
     const granted = results.filter((r) => r.granted);
     expect(granted).toHaveLength(6);
-    for (const denied of results.filter((r) => !r.granted)) expect(denied).toEqual({ granted: false, committedUsd: '1.800000', limitUsd: '2.000000', deniedBy: 'agent' });
+    for (const denied of results.filter((r) => !r.granted)) expect(denied).toEqual({ granted: false, committedUsd: '1.800000', limitUsd: '2.000000', deniedBy: 'agent', amountUsd: '0.300000' });
     // Every grant saw a distinct committed day total (the other agent's $3 plus 0…5 grants).
     expect(new Set(granted.map((r) => r.committedUsd)).size).toBe(6);
     for (const [i, r] of results.entries()) if (r.granted) await ledger.settleReservation(`agent-race-${i}`, '0.30');
@@ -145,12 +145,12 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
 
   test("an intent's budget and its stage's budget: counted across days, all reservations of the intent, the refusing one named", async () => {
     const base = { intentId: 'intent-i', limitUsd: '100', intentLimitUsd: '1.00' };
-    expect(await ledger.reserveBudget({ ...base, id: 'i-1', day: '2030-01-06', amountUsd: '0.40', stage: 'impl', stageLimitUsd: '0.50' })).toEqual({ granted: true, committedUsd: '0.000000', limitUsd: '100.000000' });
+    expect(await ledger.reserveBudget({ ...base, id: 'i-1', day: '2030-01-06', amountUsd: '0.40', stage: 'impl', stageLimitUsd: '0.50' })).toEqual({ granted: true, committedUsd: '0.000000', limitUsd: '100.000000', amountUsd: '0.400000' });
     await ledger.settleReservation('i-1', '0.35');
     // The next day, same intent: the stage has $0.15 left, the intent $0.65.
-    expect(await ledger.reserveBudget({ ...base, id: 'i-2', day: '2030-01-07', amountUsd: '0.20', stage: 'impl', stageLimitUsd: '0.50' })).toEqual({ granted: false, committedUsd: '0.350000', limitUsd: '0.500000', deniedBy: 'stage' });
+    expect(await ledger.reserveBudget({ ...base, id: 'i-2', day: '2030-01-07', amountUsd: '0.20', stage: 'impl', stageLimitUsd: '0.50' })).toEqual({ granted: false, committedUsd: '0.350000', limitUsd: '0.500000', deniedBy: 'stage', amountUsd: '0.200000' });
     expect((await ledger.reserveBudget({ ...base, id: 'i-3', day: '2030-01-07', amountUsd: '0.65', stage: 'review' })).granted).toBe(true);
-    expect(await ledger.reserveBudget({ ...base, id: 'i-4', day: '2030-01-07', amountUsd: '0.000001', stage: 'review' })).toEqual({ granted: false, committedUsd: '1.000000', limitUsd: '1.000000', deniedBy: 'intent' });
+    expect(await ledger.reserveBudget({ ...base, id: 'i-4', day: '2030-01-07', amountUsd: '0.000001', stage: 'review' })).toEqual({ granted: false, committedUsd: '1.000000', limitUsd: '1.000000', deniedBy: 'intent', amountUsd: '0.000001' });
     // Releasing frees it again; a denial is answered the same on a retry.
     await ledger.releaseReservation('i-3');
     expect((await ledger.reserveBudget({ ...base, id: 'i-5', day: '2030-01-07', amountUsd: '0.65', stage: 'review' })).granted).toBe(true);
@@ -168,7 +168,27 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
     expect(await ledger.daySpend(day)).toEqual({ settledUsd: '0.900000', reservedUsd: '0.000000' });
     const marked = await db.pool.query(`SELECT overrun FROM budget_settlements WHERE reservation_id = 'o-1'`);
     expect(marked.rows[0].overrun).toBe(true);
-    expect(await ledger.reserveBudget({ id: 'o-2', day, intentId: 'intent-o2', amountUsd: '0.50', limitUsd: '1.00' })).toEqual({ granted: false, committedUsd: '0.900000', limitUsd: '1.000000', deniedBy: 'day' });
+    expect(await ledger.reserveBudget({ id: 'o-2', day, intentId: 'intent-o2', amountUsd: '0.50', limitUsd: '1.00' })).toEqual({ granted: false, committedUsd: '0.900000', limitUsd: '1.000000', deniedBy: 'day', amountUsd: '0.500000' });
+  });
+
+  test('a shrinkable request gets the largest amount every budget still allows, if that is at least its minimum', async () => {
+    const base = { intentId: 'intent-shrink', limitUsd: '100', intentLimitUsd: '1.00', stage: 'impl', stageLimitUsd: '0.60' };
+    await ledger.reserveBudget({ ...base, id: 'k-1', day: '2030-01-09', amountUsd: '0.45' });
+    // $0.15 left in the stage, $0.55 in the intent: 0.40 does not fit; the 0.15 left does.
+    const shrunk = await ledger.reserveBudget({ ...base, id: 'k-2', day: '2030-01-09', amountUsd: '0.40', minAmountUsd: '0.10' });
+    expect(shrunk).toEqual({ granted: true, committedUsd: '0.450000', limitUsd: '100.000000', amountUsd: '0.150000' });
+    // A retry of it is the same answer, not a clash.
+    expect(await ledger.reserveBudget({ ...base, id: 'k-2', day: '2030-01-09', amountUsd: '0.40', minAmountUsd: '0.10' })).toEqual(shrunk);
+    // Nothing left: below the minimum, denied as asked.
+    expect(await ledger.reserveBudget({ ...base, id: 'k-3', day: '2030-01-09', amountUsd: '0.40', minAmountUsd: '0.01' })).toEqual({
+      granted: false,
+      committedUsd: '0.600000',
+      limitUsd: '0.600000',
+      deniedBy: 'stage',
+      amountUsd: '0.400000',
+    });
+    // A request that fits is granted whole.
+    expect((await ledger.reserveBudget({ ...base, id: 'k-4', day: '2030-01-09', amountUsd: '0.10', minAmountUsd: '0.01', stage: 'review', stageLimitUsd: undefined })).amountUsd).toBe('0.100000');
   });
 
   test('a bad reservation request is a zod error and reserves nothing', async () => {

@@ -119,9 +119,10 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
           stage: input.stage,
           // "0" means unlimited here too, as for every other budget (see mergeLimits).
           stageLimitUsd: limited(stageLimit),
+          ...(open.minUsd !== undefined ? { minAmountUsd: open.minUsd } : {}),
         }),
       );
-      if (reservation.granted) return;
+      if (reservation.granted) return reservation.amountUsd;
       const refusal = REFUSALS[reservation.deniedBy ?? 'day'];
       const denial: Denial = {
         committedUsd: reservation.committedUsd,
