@@ -122,6 +122,30 @@ export class Ledger {
     return inserted;
   }
 
+  /**
+   * Closes every granted reservation still open that was made before `olderThan`, at its
+   * maximum: a call whose worker died before it could settle (it may have been billed). Safe to
+   * run from several workers at once: each reservation is closed once. Returns what it closed.
+   */
+  async reconcileStaleReservations(olderThan: Date): Promise<Array<{ readonly id: string; readonly intentId: string; readonly amountUsd: string }>> {
+    z.date().parse(olderThan);
+    const closed = await this.pool.query<{ id: string; intent_id: string; amount: string }>(
+      `WITH stale AS (
+         SELECT r.id, r.intent_id, r.amount_usd FROM budget_reservations r
+          WHERE r.granted AND r.created_at < $1
+            AND NOT EXISTS (SELECT 1 FROM budget_settlements s WHERE s.reservation_id = r.id)
+       ), closed AS (
+         INSERT INTO budget_settlements (reservation_id, kind, actual_usd)
+         SELECT id, 'reconciled', amount_usd FROM stale
+         ON CONFLICT (reservation_id) DO NOTHING
+         RETURNING reservation_id
+       )
+       SELECT stale.id, stale.intent_id, stale.amount_usd::text AS amount FROM stale JOIN closed ON closed.reservation_id = stale.id ORDER BY stale.id`,
+      [olderThan],
+    );
+    return closed.rows.map((r) => ({ id: r.id, intentId: r.intent_id, amountUsd: normalizeUsd(r.amount) }));
+  }
+
   /** Appends one request made through the model gateway. True if inserted; false if the id already exists. */
   async recordModelCall(input: ModelCallInput): Promise<boolean> {
     const m = ModelCallSchema.parse(input);
@@ -300,7 +324,7 @@ export class Ledger {
   async daySpend(day: string): Promise<{ settledUsd: string; reservedUsd: string }> {
     DaySchema.parse(day);
     const result = await this.pool.query<{ settled: string; reserved: string }>(
-      `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE s.kind = 'settled'), 0), 6)::text AS settled,
+      `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE s.kind IN ('settled', 'reconciled')), 0), 6)::text AS settled,
               round(coalesce(sum(r.amount_usd) FILTER (WHERE s.reservation_id IS NULL), 0), 6)::text AS reserved
          FROM budget_reservations r LEFT JOIN budget_settlements s ON s.reservation_id = r.id
         WHERE r.day = $1::date AND r.granted`,

@@ -14,6 +14,7 @@ import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
 import { stageKillSwitchInterceptor } from './interceptors/stage-kill-switch';
+import { reconcileStaleReservations } from './stale-reservations';
 import { bundleWorkflowsApart } from './workflow-bundle';
 
 /** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
@@ -80,6 +81,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));
+  // Reservations of calls cut off by a crash are closed at their maximum, never left hanging.
+  void reconcileStaleReservations(options.ledger, options.logger);
   const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
   const workflowBundle =
     options.workflowBundle && !options.tracing && options.safetyInterceptors !== false ? options.workflowBundle : await bundleWorkflowsApart(workflowModules);

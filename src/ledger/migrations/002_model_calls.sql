@@ -27,3 +27,8 @@ CREATE TRIGGER model_calls_append_only BEFORE UPDATE OR DELETE ON model_calls
   FOR EACH ROW EXECUTE FUNCTION warden_append_only('timestamp');
 CREATE TRIGGER model_calls_no_truncate BEFORE TRUNCATE ON model_calls
   FOR EACH STATEMENT EXECUTE FUNCTION warden_append_only();
+
+-- A reservation whose call never reported back (its worker died mid-call) is closed at its
+-- maximum when a worker finds it stale: the call may have been billed.
+ALTER TABLE budget_settlements DROP CONSTRAINT budget_settlements_kind_check;
+ALTER TABLE budget_settlements ADD CONSTRAINT budget_settlements_kind_check CHECK (kind IN ('settled', 'released', 'reconciled'));
