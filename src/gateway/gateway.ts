@@ -250,6 +250,10 @@ export class ModelGateway {
     } catch (error) {
       const refusal = error instanceof Refusal ? error : new Refusal('upstream', `the call failed in the gateway: ${(error as Error).message}`);
       if (!(error instanceof Refusal)) this.options.logger.error({ err: error }, 'gateway: call failed');
+      // The refusals whose event was not written where they were decided: a request the gateway could not take.
+      if (refusal.kind === 'bad-request' || refusal.kind === 'too-large' || refusal.kind === 'not-found') {
+        await this.event(lease, 'MODEL_CALL_REFUSED', 'low', `a ${dialect} request was refused (${statusOf(refusal.kind)}): ${refusal.message}`, { key: `request:${row.id}`, metadata: { status: statusOf(refusal.kind), api: dialect } });
+      }
       send(res, family, refusal);
       written = { ...written, status: statusOf(refusal.kind), outcome: 'refused', refusal: `${refusal.kind}: ${refusal.message}` };
       this.failuresInRow.set(lease, (this.failuresInRow.get(lease) ?? 0) + 1);

@@ -241,7 +241,7 @@ describe('the model gateway refuses in the provider’s own words', () => {
 
   it('refuses malformed, oversized and misrouted requests without calling the upstream', async () => {
     await startGateway({ maxRequestBytes: 10_000 });
-    const { lease: l } = lease('openai');
+    const { lease: l, events } = lease('openai');
     expect((await post('/v1/chat/completions', l.key, '{not json')).status).toBe(400);
     expect((await post('/v1/chat/completions', l.key, { messages: [] })).status).toBe(400);
     expect((await post('/v1/chat/completions', l.key, chat({ max_tokens: -1 }))).status).toBe(400);
@@ -253,6 +253,8 @@ describe('the model gateway refuses in the provider’s own words', () => {
     expect((await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${l.key}` } })).status).toBe(404);
     expect(upstream.requests).toHaveLength(0);
     expect(rows.map((r) => r.status)).toEqual([400, 400, 400, 413, 404]);
+    // Each one a SafetyEvent of the attempt.
+    expect(events.filter((e) => e.type === 'MODEL_CALL_REFUSED')).toHaveLength(5);
   });
 
   it('refuses a model the stage may not use with 403 and halts the attempt', async () => {
