@@ -26,7 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import type { ModelCallInput } from '../ledger/types';
+import type { ModelCallInput, SafetyEventInput } from '../ledger/types';
 import { detectCascade } from '../safety/cascade-detector';
 import { CircuitBreakerRegistry, endpointKey } from '../safety/circuit-breaker';
 import { inputTokenBound } from '../safety/pricing';
@@ -80,6 +80,11 @@ export interface GatewayOptions {
   readonly redact?: Redactor;
   /** Writes one row per request (the ledger's `recordModelCall`); without it rows are only logged. */
   readonly recordCall?: (row: ModelCallInput) => Promise<unknown>;
+  /**
+   * Writes a SafetyEvent that belongs to no attempt (a call with an unknown or ended key: whose
+   * it is cannot be known); the ledger's `recordSafetyEvent`. Without it such refusals are only logged.
+   */
+  readonly recordEvent?: (event: SafetyEventInput) => Promise<unknown>;
   readonly fetch?: typeof fetch;
   /** Loopback port (0: any free one). */
   readonly port?: number;
@@ -209,6 +214,18 @@ export class ModelGateway {
     if (!lease) {
       req.resume();
       this.options.logger.warn({ path: url.pathname, keyGiven: key !== undefined }, 'gateway: call with an unknown or ended key refused');
+      // The key is not written down (it could be a real one sent to the wrong place): only a hash of it.
+      await this.options
+        .recordEvent?.({
+          id: randomUUID(),
+          timestamp: new Date(),
+          eventType: 'MODEL_CALL_REFUSED',
+          severity: 'medium',
+          reason: `a ${req.method ?? 'GET'} ${url.pathname} came to the model gateway with ${key === undefined ? 'no key' : 'a key that is unknown or whose attempt has ended'}: refused (401)`,
+          suggestion: 'Only agents Warden starts hold gateway keys, each for one attempt. A refused call after its attempt ended is a process the agent left behind; any other is something on this machine probing the gateway.',
+          metadata: { path: url.pathname, keyHash: key === undefined ? null : createHash('sha256').update(key).digest('hex').slice(0, 16) },
+        })
+        .catch((error: unknown) => this.options.logger.error({ err: error }, 'gateway: could not record a safety event'));
       send(res, family, new Refusal('unknown-key', key === undefined ? 'no API key: this gateway serves only the keys Warden issues to agent attempts' : 'unknown key: not one Warden issued, or the agent attempt it was issued to has ended'));
       return;
     }

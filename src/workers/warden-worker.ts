@@ -136,6 +136,7 @@ export function startWorkerGateway(
     logger: options.logger,
     redact: options.redact,
     recordCall: (row) => options.ledger.recordModelCall(row),
+    recordEvent: (event) => options.ledger.recordSafetyEvent(event),
     fetch: options.fetch,
     detached: extra.detached,
   });

@@ -3,7 +3,7 @@ import pino from 'pino';
 import { ModelGateway, type GatewayLimits, type GatewayOptions } from '../../src/gateway/gateway';
 import type { Lease, LeaseSpec } from '../../src/gateway/lease';
 import { SpendMeter, type BudgetBook, type OpenCall, type PaidCall } from '../../src/gateway/spend-meter';
-import type { ModelCallInput } from '../../src/ledger/types';
+import type { ModelCallInput, SafetyEventInput } from '../../src/ledger/types';
 import { costOf, type PricingTable } from '../../src/safety/pricing';
 import { compareUsd, addUsd, subUsd, ZERO_USD } from '../../src/shared/money';
 import { createRedactor } from '../../src/shared/redact';
@@ -25,6 +25,7 @@ const UPSTREAM_KEY = 'sk-upstream-real-key-0123456789';
 let upstream: ModelServer;
 let gateway: ModelGateway;
 let rows: ModelCallInput[];
+let strayEvents: SafetyEventInput[];
 let leases: Lease[];
 
 /** A budget book with one limit, refusing a call whose maximum would pass it. */
@@ -69,6 +70,9 @@ async function startGateway(extra: Partial<GatewayOptions> = {}): Promise<void> 
     redact: createRedactor({ OPENAI_API_KEY: UPSTREAM_KEY }),
     recordCall: async (row) => {
       rows.push(row);
+    },
+    recordEvent: async (event) => {
+      strayEvents.push(event);
     },
     haltGraceMs: 100,
     ...extra,
@@ -125,6 +129,7 @@ beforeAll(async () => {
 });
 beforeEach(async () => {
   rows = [];
+  strayEvents = [];
   leases = [];
   upstream.requests.length = 0;
   upstream.respond = () => ({ text: 'the answer', usage: { input: 1200, output: 300 } });
@@ -237,6 +242,10 @@ describe('the model gateway refuses in the provider’s own words', () => {
     expect(none.status).toBe(401);
     expect(upstream.requests).toHaveLength(0);
     expect(rows).toHaveLength(0);
+    // Each refusal a SafetyEvent of no intent, the key only as a hash.
+    expect(strayEvents.map((e) => `${e.eventType}:${e.severity}`)).toEqual(['MODEL_CALL_REFUSED:medium', 'MODEL_CALL_REFUSED:medium', 'MODEL_CALL_REFUSED:medium']);
+    expect(JSON.stringify(strayEvents)).not.toContain(l.key);
+    expect(JSON.stringify(strayEvents)).not.toContain('sk-made-up');
   });
 
   it('refuses malformed, oversized and misrouted requests without calling the upstream', async () => {
