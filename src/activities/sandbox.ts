@@ -320,6 +320,25 @@ async function runProbe(): Promise<BubblewrapProbe> {
   }
 }
 
+/**
+ * What a program needs to be seen inside bubblewrap when it lives where the sandbox hides
+ * things (a tools folder under /tmp): the folder it was installed into — an npm prefix (the
+ * folder holding its node_modules: a CLI's native binary is often a sibling package) or a
+ * virtualenv (the folder above its bin/) — read-only. Nothing for a program elsewhere.
+ */
+export function programMounts(program: string): string[] {
+  const found = program.includes('/') ? program : findExecutable(program);
+  if (found === undefined || !existsSync(found)) return [];
+  const real = realpathSync(found);
+  const hidden = (p: string) => ['/tmp', ...HIDDEN_DIRS].some((dir) => p === dir || p.startsWith(`${dir}/`));
+  if (!hidden(found) && !hidden(real)) return [];
+  const rootOf = (p: string): string => {
+    const modules = p.indexOf('/node_modules/');
+    return modules > 0 ? p.slice(0, modules) : path.dirname(path.dirname(p));
+  };
+  return [...new Set([rootOf(path.resolve(found)), rootOf(real)])];
+}
+
 /** The absolute path of an executable on PATH, if any. */
 function findExecutable(name: string): string | undefined {
   for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {

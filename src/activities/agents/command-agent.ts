@@ -18,6 +18,7 @@ import { cliInvocation, shellQuote } from './cli-invocations';
 import {
   gitDirsOf,
   probeBubblewrap,
+  programMounts,
   resolveSandboxLevel,
   sandboxCommand,
   sandboxEnvironment,
@@ -168,7 +169,8 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           ...(lease && gateway ? { gatewaySocket: gateway.socketPath } : {}),
           command,
           // The sandbox's /tmp is its own; the prompt file must still be readable there.
-          readOnlyPaths: scratch === undefined ? [] : [scratch],
+          // A CLI installed where the sandbox hides things (a tools folder under /tmp) is bound in.
+          readOnlyPaths: [...(scratch === undefined ? [] : [scratch]), ...(profile.cli && level === 'bubblewrap' ? programMounts(profile.command) : [])],
           ...(homeDir && level === 'bubblewrap' ? { homeDir } : {}),
         });
         const env: NodeJS.ProcessEnv = {
