@@ -8,7 +8,7 @@ import { SpendMeter } from '../../src/gateway/spend-meter';
  * with its own), so "read-only" is tested on the real filesystem.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +20,7 @@ import {
   bubblewrapAvailable,
   gitDirsOf,
   probeBubblewrap,
+  programMounts,
   sandboxCommand,
   SANDBOX_HOME,
   type BubblewrapProbe,
@@ -367,6 +368,29 @@ describe('sandbox levels', () => {
     const old = IntentSchema.safeParse({ id: 'x', goal: 'g', repoPath: '/r', agent: { kind: 'command', command: 'claude -p', network: true } });
     expect(old.success).toBe(false);
     expect(JSON.stringify(old.error?.issues)).toContain("network is 'gateway'");
+  });
+});
+
+describe('programMounts', () => {
+  it('binds the install folder of a program the sandbox would hide: an npm prefix, a virtualenv; nothing for one elsewhere', () => {
+    const tools = mkdtempSync(path.join(os.tmpdir(), 'warden-tools-'));
+    try {
+      // npm: node_modules/.bin/x links to the package's script; its native binary is a sibling package.
+      mkdirSync(path.join(tools, 'npm/node_modules/.bin'), { recursive: true });
+      mkdirSync(path.join(tools, 'npm/node_modules/pkg/bin'), { recursive: true });
+      writeFileSync(path.join(tools, 'npm/node_modules/pkg/bin/x.js'), '#!/usr/bin/env node\n');
+      symlinkSync('../pkg/bin/x.js', path.join(tools, 'npm/node_modules/.bin/x'));
+      mkdirSync(path.join(tools, 'venv/bin'), { recursive: true });
+      writeFileSync(path.join(tools, 'venv/bin/tool'), '#!/bin/sh\n');
+      const real = realpathSync(tools);
+      expect(programMounts(path.join(tools, 'npm/node_modules/.bin/x'))).toEqual([path.join(real, 'npm')]);
+      expect(programMounts(path.join(tools, 'venv/bin/tool'))).toEqual([path.join(real, 'venv')]);
+      expect(programMounts('/bin/sh')).toEqual([]);
+      expect(programMounts('sh')).toEqual([]);
+      expect(programMounts(path.join(tools, 'missing'))).toEqual([]);
+    } finally {
+      rmSync(tools, { recursive: true, force: true });
+    }
   });
 });
 
