@@ -28,13 +28,13 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { ModelCallInput, SafetyEventInput } from '../ledger/types';
 import { detectCascade } from '../safety/cascade-detector';
-import { CircuitBreakerRegistry, endpointKey } from '../safety/circuit-breaker';
+import { circuitOptionsOf, CircuitBreakerRegistry, endpointKey } from '../safety/circuit-breaker';
 import { inputTokenBound } from '../safety/pricing';
 import { RateLimiter } from '../safety/token-bucket';
-import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';
 import type { Redactor } from '../shared/redact';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
+import { readCapped } from './http-body';
 import { Lease, type LeaseSpec } from './lease';
 import type { CallReport, OpenCall } from './spend-meter';
 import { isLocalEndpoint } from './upstream';
@@ -139,15 +139,8 @@ export class ModelGateway {
     readonly socketPath: string,
     private readonly socketDir: string,
   ) {
-    const cb = options.limits.circuitBreaker;
     this.breakers = new CircuitBreakerRegistry({
-      errorRateThreshold: cb.failureRate,
-      minimumCalls: cb.minimumCalls,
-      consecutiveFailures: cb.consecutiveFailures,
-      windowMs: Math.max(1_000, parseDuration(cb.window)),
-      coolDownMs: parseDuration(cb.halfOpenAfter),
-      probes: cb.probes,
-      probeIntervalMs: parseDuration(cb.probeInterval),
+      ...circuitOptionsOf(options.limits.circuitBreaker),
       onStateChange: (change) => options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`),
     });
     const { perAgent, perModel } = options.limits.rateLimits;
@@ -658,21 +651,6 @@ async function readBody(req: IncomingMessage, maxBytes: number): Promise<string>
     if (size > maxBytes) {
       req.resume();
       throw new Refusal('too-large', `the request passed ${maxBytes} bytes; the gateway takes at most that`);
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
-
-async function readCapped(response: Response, maxBytes: number): Promise<string> {
-  if (!response.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > maxBytes) {
-      await response.body.cancel().catch(() => undefined);
-      throw new Error(`the answer passed ${maxBytes} bytes`);
     }
     chunks.push(chunk);
   }

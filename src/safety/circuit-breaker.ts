@@ -25,6 +25,7 @@
  * under sparse traffic. Using it meant re-implementing HALF_OPEN beside it and reading its
  * undocumented internal state; the state machine below is smaller than that wrapper was.
  */
+import { parseDuration } from '../shared/duration';
 
 /**
  * Failure types that say nothing about an endpoint's health, so they neither trip its circuit nor
@@ -302,6 +303,27 @@ class EndpointCircuit {
       // A failing audit hook must not break the breaker or replace the call's own result.
     }
   }
+}
+
+/** The breaker settings of the config file (durations as text), as the registry takes them. */
+export function circuitOptionsOf(config: {
+  readonly failureRate: number;
+  readonly minimumCalls: number;
+  readonly consecutiveFailures: number;
+  readonly window: string;
+  readonly halfOpenAfter: string;
+  readonly probes: number;
+  readonly probeInterval: string;
+}): CircuitBreakerOptions {
+  return {
+    errorRateThreshold: config.failureRate,
+    minimumCalls: config.minimumCalls,
+    consecutiveFailures: config.consecutiveFailures,
+    windowMs: Math.max(1_000, parseDuration(config.window)),
+    coolDownMs: parseDuration(config.halfOpenAfter),
+    probes: config.probes,
+    probeIntervalMs: parseDuration(config.probeInterval),
+  };
 }
 
 /**

@@ -4,6 +4,7 @@ import { FailureType } from '../../shared/errors';
 import type { HttpAgentProfile } from '../../shared/intent';
 import { inputTokenBound } from '../../safety/pricing';
 import { baseUrlOf, isLocalEndpoint, PROVIDER_DEFAULTS } from '../../gateway/upstream';
+import { BodyTooLargeError, readCapped } from '../../gateway/http-body';
 
 export { baseUrlOf, isLocalEndpoint } from '../../gateway/upstream';
 import type { Usage } from '../../gateway/usage';
@@ -190,7 +191,7 @@ async function tryOnce(
       response = await ctx.doFetch(url, { ...init, signal: AbortSignal.any([ctx.signal, timeout]) });
       // A 200 is billed even if its body never arrives whole.
       if (response.status === 200) billed = { kind: 'paid-unknown', reason: 'the answer could not be read whole' };
-      text = await readCapped(response, profile.maxResponseBytes);
+      text = await readAnswerBody(response, profile.maxResponseBytes);
     } catch (error) {
       if (ctx.signal.aborted) throw new CancelledFailure('the model call was cancelled');
       if (error instanceof ApplicationFailure) throw error;
@@ -234,20 +235,14 @@ async function tryOnce(
   return ctx.meter.call(profile.model, bound, attempt, () => billed);
 }
 
-/** The body as text, refusing it once it passes `maxBytes`. */
-async function readCapped(response: Response, maxBytes: number): Promise<string> {
-  if (!response.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > maxBytes) {
-      await response.body.cancel().catch(() => undefined);
-      throw ApplicationFailure.create({ type: FailureType.AgentOutputTooLarge, message: `the model's answer passed ${maxBytes} bytes: refused`, nonRetryable: true });
-    }
-    chunks.push(chunk);
+/** The body as text; an answer past `maxBytes` is refused for good. */
+async function readAnswerBody(response: Response, maxBytes: number): Promise<string> {
+  try {
+    return await readCapped(response, maxBytes);
+  } catch (error) {
+    if (!(error instanceof BodyTooLargeError)) throw error;
+    throw ApplicationFailure.create({ type: FailureType.AgentOutputTooLarge, message: `the model's answer passed ${maxBytes} bytes: refused`, nonRetryable: true });
   }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 function sleepAbortable(ms: number, signal: AbortSignal, heartbeat: () => void): Promise<void> {

@@ -4,8 +4,7 @@ import type { Logger } from 'pino';
 import type { StageResult } from '../../../activities';
 import { activityLogger } from '../../../activities/log-context';
 import type { WorkerSafetyConfig } from '../../../config/schema';
-import { CircuitBreakerRegistry, CircuitOpenError } from '../../../safety/circuit-breaker';
-import { parseDuration } from '../../../shared/duration';
+import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError } from '../../../safety/circuit-breaker';
 import { FailureType } from '../../../shared/errors';
 import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS } from '../failures';
 import type { AgentCall, SafetyLayer } from './safety-layer';
@@ -30,13 +29,7 @@ export class CircuitLayer implements SafetyLayer {
     private readonly logger: Logger,
   ) {
     this.breakers = new CircuitBreakerRegistry({
-      errorRateThreshold: config.failureRate,
-      minimumCalls: config.minimumCalls,
-      consecutiveFailures: config.consecutiveFailures,
-      windowMs: Math.max(1_000, parseDuration(config.window)),
-      coolDownMs: parseDuration(config.halfOpenAfter),
-      probes: config.probes,
-      probeIntervalMs: parseDuration(config.probeInterval),
+      ...circuitOptionsOf(config),
       isFailure: (error) => countsAgainstEndpoint(error, this.running.getStore()?.ctx),
       onStateChange: (change) => {
         const call = this.running.getStore();
