@@ -26,6 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
+import type { WorkerSafetyConfig } from '../config/schema';
 import type { ModelCallInput, SafetyEventInput } from '../ledger/types';
 import { detectCascade } from '../safety/cascade-detector';
 import { circuitOptionsOf, CircuitBreakerRegistry, endpointKey } from '../safety/circuit-breaker';
@@ -37,7 +38,7 @@ import type { SafetyEventType, Severity } from '../shared/safety-events';
 import { readCapped } from './http-body';
 import { Lease, type LeaseSpec } from './lease';
 import type { CallReport, OpenCall } from './spend-meter';
-import { isLocalEndpoint } from './upstream';
+import { isLocalEndpoint, modelNamed } from './upstream';
 import {
   errorBody,
   errorEvent,
@@ -54,21 +55,10 @@ import {
   type RefusalKind,
 } from './wire';
 
-/** The breaker and rate-limit settings the gateway applies (the worker's config). */
+/** The breaker and rate-limit settings the gateway applies: the worker's config. */
 export interface GatewayLimits {
-  readonly circuitBreaker: {
-    readonly failureRate: number;
-    readonly minimumCalls: number;
-    readonly consecutiveFailures: number;
-    readonly window: string;
-    readonly halfOpenAfter: string;
-    readonly probes: number;
-    readonly probeInterval: string;
-  };
-  readonly rateLimits: {
-    readonly perAgent: { readonly requestsPerMinute: number; readonly tokensPerMinute: number };
-    readonly perModel: { readonly requestsPerMinute: number; readonly tokensPerMinute: number };
-  };
+  readonly circuitBreaker: WorkerSafetyConfig['circuitBreaker'];
+  readonly rateLimits: Pick<WorkerSafetyConfig['rateLimits'], 'perAgent' | 'perModel'>;
 }
 
 export interface GatewayOptions {
@@ -299,7 +289,7 @@ export class ModelGateway {
     if (family !== spec.upstream.kind) {
       throw new Refusal('not-found', `this agent's model is reached through the ${spec.upstream.kind === 'anthropic' ? 'Anthropic Messages API (/v1/messages)' : 'OpenAI APIs (/v1/chat/completions, /v1/responses)'}`);
     }
-    if (!modelAllowed(spec.upstream.models, parsed.model) || (spec.forbiddenModels ?? []).some((m) => modelAllowed([m], parsed.model))) {
+    if (!modelNamed(spec.upstream.models, parsed.model) || (spec.forbiddenModels ?? []).some((m) => modelNamed([m], parsed.model))) {
       const allowed = spec.upstream.models.join(', ');
       const message = `model ${parsed.model} is not allowed for the ${spec.stage} stage (allowed: ${allowed})`;
       await this.event(lease, 'MODEL_CALL_REFUSED', 'high', message, { key: `model:${parsed.model}`, suggestion: `Ask for ${allowed}, or change the stage's agent profile.`, metadata: { model: parsed.model, allowed: spec.upstream.models } });
@@ -349,11 +339,12 @@ export class ModelGateway {
     // A cap the client left out or set above the profile's is the gateway's to choose: as much as
     // the budgets still allow, down to a useful minimum. One it set within bounds is kept or refused.
     const shrinkable = request.maxTokens === undefined || request.maxTokens > upstream.maxTokens;
+    const inputBound = inputTokenBound(text);
     let open: OpenCall;
     try {
       open = await spec.meter.reserve(request.model, {
         kind: 'tokens',
-        maxInputTokens: inputTokenBound(text),
+        maxInputTokens: inputBound,
         maxOutputTokens: asked,
         ...(shrinkable ? { minOutputTokens: Math.min(MIN_OUTPUT_TOKENS, asked) } : {}),
       });
@@ -376,7 +367,6 @@ export class ModelGateway {
     const signal = AbortSignal.any([clientGone.signal, lease.endSignal, lease.stopSignal, AbortSignal.timeout(upstream.timeoutMs)]);
     const { body, usageAsked } = upstreamBody(dialect, request, maxTokens);
     const endpoint = this.endpointOf(lease, request.model);
-    const inputBound = inputTokenBound(text);
     // Until an answer is known, nothing was billed.
     let report: CallReport = { kind: 'unpaid' };
     let estimated = false;
@@ -606,10 +596,6 @@ function keyOf(req: IncomingMessage): string | undefined {
   return typeof apiKey === 'string' && apiKey ? apiKey : undefined;
 }
 
-/** Whether `model` is one of `allowed` (a dated name, `model-2025…`, counts as its base). */
-function modelAllowed(allowed: readonly string[], model: string): boolean {
-  return allowed.some((m) => model === m || model.startsWith(`${m}-20`));
-}
 
 /** The provider headers a client sent that the upstream needs (API version and betas), with the real key. */
 function upstreamHeaders(kind: 'anthropic' | 'openai', req: IncomingMessage, key: string | undefined): Record<string, string> {

@@ -46,3 +46,8 @@ export function upstreamOf(profile: HttpAgentProfile): UpstreamModel {
     maxResponseBytes: profile.maxResponseBytes,
   };
 }
+
+/** Whether `model` is one of `names` (a dated name, `model-2025…`, counts as its base). */
+export function modelNamed(names: readonly string[], model: string): boolean {
+  return names.some((name) => model === name || model.startsWith(`${name}-20`));
+}

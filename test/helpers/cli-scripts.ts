@@ -1,4 +1,5 @@
 import path from 'node:path';
+import type { AgentCli } from '../../src/activities/agents/cli-invocations';
 import type { Reply, RecordedRequest } from './model-server';
 
 /**
@@ -10,7 +11,7 @@ import type { Reply, RecordedRequest } from './model-server';
  * src/activities/agents/cli-invocations.ts; test/helpers/cli-runs.md says what each CLI sends.
  */
 
-export type AgentCli = 'aider' | 'codex' | 'claude';
+export type { AgentCli } from '../../src/activities/agents/cli-invocations';
 
 /** The pinned versions scripts/install-agent-clis.sh installs. */
 export const AGENT_CLI_VERSIONS = { aider: '0.86.2', codex: '0.169.0', claude: '2.1.331' } as const;

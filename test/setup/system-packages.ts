@@ -18,12 +18,13 @@ import { execFile, spawn } from 'node:child_process';
 import { accessSync, constants, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import type { AgentCli } from '../../src/activities/agents/cli-invocations';
 
 const execFileAsync = promisify(execFile);
 
 export type SystemProgram = 'bubblewrap' | 'chromium' | 'postgresql' | AgentCliProgram;
 /** The agent CLIs the real-CLI tests drive (installed by scripts/install-agent-clis.sh, not apt). */
-export type AgentCliProgram = 'aider' | 'codex' | 'claude';
+export type AgentCliProgram = AgentCli;
 
 export const SYSTEM_PROGRAMS: readonly SystemProgram[] = ['bubblewrap', 'chromium', 'postgresql', 'aider', 'codex', 'claude'];
 const AGENT_CLIS: readonly AgentCliProgram[] = ['aider', 'codex', 'claude'];

@@ -4,9 +4,9 @@
  * home (made fresh for every attempt, never the user's own); and the variables that keep it from
  * reaching anything but the gateway (telemetry, update checks, price lists, plugin fetches).
  */
-import type { HttpAgentProfile } from '../../shared/agent-profiles';
+import type { CommandAgentProfile, HttpAgentProfile } from '../../shared/agent-profiles';
 
-export type AgentCli = 'aider' | 'codex' | 'claude';
+export type AgentCli = NonNullable<CommandAgentProfile['cli']>;
 
 export interface CliContext {
   /** The program: a path or a name on PATH (the profile's `command`). */

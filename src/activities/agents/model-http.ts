@@ -3,7 +3,7 @@ import { parseDuration } from '../../shared/duration';
 import { FailureType } from '../../shared/errors';
 import type { HttpAgentProfile } from '../../shared/intent';
 import { inputTokenBound } from '../../safety/pricing';
-import { baseUrlOf, isLocalEndpoint, PROVIDER_DEFAULTS } from '../../gateway/upstream';
+import { baseUrlOf, isLocalEndpoint, modelNamed, PROVIDER_DEFAULTS } from '../../gateway/upstream';
 import { BodyTooLargeError, readCapped } from '../../gateway/http-body';
 
 export { baseUrlOf, isLocalEndpoint } from '../../gateway/upstream';
@@ -100,8 +100,7 @@ function parseAnswer(profile: HttpAgentProfile, body: unknown): ModelAnswer | un
 
 /** Whether the answering model is the one asked for (a dated or aliased name counts). */
 export function modelMatches(profile: HttpAgentProfile, answered: string): boolean {
-  const allowed = [profile.model, ...profile.modelAliases];
-  return allowed.some((m) => answered === m || answered.startsWith(`${m}-20`));
+  return modelNamed([profile.model, ...profile.modelAliases], answered);
 }
 
 /** `retry-after` in ms: seconds or an HTTP date; undefined when absent or unreadable. */
