@@ -127,7 +127,7 @@ describe('misbehaving agents are caught', () => {
     const command = answeringDesignStages(
       `if grep -q '^# Warden: impl'; then echo escaped > ../outside.txt; ln -s ${target} lib/out; echo escaped > lib/out/x.txt; fi; echo done`,
     );
-    const r = await run({ agent: { kind: 'command', sandbox: 'none', command } });
+    const r = await run({ agent: { kind: 'command', sandbox: 'none', command }, confinement: { allowUnconfinedCode: true } });
     const error = await failureOf(r);
     expect(error).toMatch(/SANDBOX_ESCAPE_ATTEMPTED/);
     expect(await eventTypes(r.id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
@@ -169,7 +169,7 @@ describe('misbehaving agents are caught', () => {
     const command = answeringDesignStages(
       `p=$(cat); case "$p" in "# Warden: review"*) node ${script}; echo APPROVE ;; "# Warden: impl"*) printf %s ${good} | base64 -d > lib/strings.js; echo done ;; *) echo done ;; esac`,
     );
-    const r = await run({ agent: { kind: 'command', sandbox: 'none', command } });
+    const r = await run({ agent: { kind: 'command', sandbox: 'none', command }, confinement: { allowUnconfinedCode: true } });
     const state = await at(r, 'merge');
     expect(state.decisions).toEqual([]); // the forged approval decided nothing
     const { rows: refused } = await world().pool.query("SELECT reason FROM safety_events WHERE intent_id = $1 AND event_type = 'DECISION_REFUSED'", [r.id]);
@@ -182,7 +182,7 @@ describe('misbehaving agents are caught', () => {
 
   test('floods its output', async () => {
     const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then yes 'spam spam spam' | head -c 3000000; else echo done; fi`);
-    const r = await run({ agent: { kind: 'command', sandbox: 'none', command, maxOutputBytes: 200_000 } });
+    const r = await run({ agent: { kind: 'command', sandbox: 'none', command, maxOutputBytes: 200_000 }, confinement: { allowUnconfinedCode: true } });
     const error = await failureOf(r);
     expect(error).toMatch(/printed more than 200000 bytes and was killed/);
     nothingMerged(r);
@@ -191,7 +191,7 @@ describe('misbehaving agents are caught', () => {
 
   test('hangs forever', async () => {
     const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then sleep 600; else echo done; fi`);
-    const r = await run({ agent: { kind: 'command', sandbox: 'none', command }, limits: { totalTimeout: '8s' } });
+    const r = await run({ agent: { kind: 'command', sandbox: 'none', command }, confinement: { allowUnconfinedCode: true }, limits: { totalTimeout: '8s' } });
     const error = await failureOf(r);
     expect(error).toMatch(/TIME_LIMIT_EXCEEDED|total time limit/);
     expect(Date.now() - r.started).toBeLessThan(30_000); // bound: the time limit, plus cleanup

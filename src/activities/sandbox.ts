@@ -94,6 +94,14 @@ export interface SandboxedCommand {
 export interface SandboxDecisionInput {
   readonly setting: SandboxSetting;
   readonly risk?: RiskClass;
+  /**
+   * The operator let agent-written code run outside bubblewrap (`confinement.allowUnconfinedCode`).
+   * Without it a level below bubblewrap is refused, whether the profile asked for it or `auto`
+   * found no working bubblewrap.
+   */
+  readonly allowUnconfined: boolean;
+  /** What runs, for the messages: e.g. "the impl agent", "the repo's tests". */
+  readonly what: string;
   /** Asked only when bubblewrap matters. */
   readonly probe: () => Promise<BubblewrapProbe>;
 }
@@ -106,31 +114,46 @@ export interface BubblewrapProbe {
   readonly bwrapPath?: string;
 }
 
+/** The flag and the config field that let agent-written code run unconfined, as the messages name them. */
+export const UNCONFINED_OPT_IN = '--allow-unconfined-code (config: confinement.allowUnconfinedCode)';
+
 /**
- * The level a run gets: risk sets a floor and the profile can only raise it.
- * PROHIBITED never runs; HIGH runs in bubblewrap or not at all; otherwise the profile decides,
- * `auto` meaning bubblewrap when it works here, else process. A level that cannot be had is a
- * non-retryable SANDBOX_UNAVAILABLE failure: never a silent fallback to something weaker.
+ * The level a run gets: risk sets a floor and the profile can only raise it. PROHIBITED never
+ * runs; HIGH runs in bubblewrap or not at all; otherwise the profile decides, `auto` meaning
+ * bubblewrap when it works here. Anything below bubblewrap runs only when the operator allowed
+ * unconfined code. A level that cannot be had is a non-retryable SANDBOX_UNAVAILABLE failure:
+ * never a silent fallback to something weaker.
  */
 export async function resolveSandboxLevel(input: SandboxDecisionInput): Promise<{ level: SandboxLevel; bwrapPath?: string }> {
-  const { setting, risk } = input;
+  const { setting, risk, what } = input;
   if (risk === 'PROHIBITED') {
-    throw sandboxUnavailable('the intent is PROHIBITED risk: no sandbox is strong enough, so the agent never runs');
+    throw sandboxUnavailable(`the intent is PROHIBITED risk: no sandbox is strong enough, so ${what} never runs`);
   }
   const needsBubblewrap = risk === 'HIGH' || setting === 'bubblewrap';
-  if (!needsBubblewrap && setting !== 'auto') return { level: setting };
+  if (!needsBubblewrap && setting !== 'auto') {
+    if (!input.allowUnconfined) {
+      throw sandboxUnavailable(
+        `${what} would run at sandbox '${setting}', outside bubblewrap, where it can reach everything the worker's user can (the Temporal server included). It was not started: use sandbox 'auto' or 'bubblewrap', or accept that with ${UNCONFINED_OPT_IN}`,
+      );
+    }
+    return { level: setting };
+  }
 
   const probe = await input.probe();
   if (probe.available) return { level: 'bubblewrap', bwrapPath: probe.bwrapPath };
-  if (!needsBubblewrap) return { level: 'process' };
-  const why = risk === 'HIGH' ? 'HIGH risk intents run only inside bubblewrap' : "the agent profile asks for sandbox 'bubblewrap'";
+  const why = (probe.reason ?? 'unknown reason');
+  if (!needsBubblewrap) {
+    if (input.allowUnconfined) return { level: 'process' };
+    throw sandboxUnavailable(
+      `bubblewrap is not usable on this worker (${why}), so ${what} cannot run confined and was not started. Install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed, or accept running agent-written code with only process limits with ${UNCONFINED_OPT_IN}`,
+    );
+  }
+  const reason = risk === 'HIGH' ? 'HIGH risk intents run only inside bubblewrap' : "the agent profile asks for sandbox 'bubblewrap'";
   const fix =
     risk === 'HIGH'
       ? 'run it on a worker with bubblewrap (apt-get install bubblewrap) and user namespaces allowed'
-      : "install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed, or set the profile's sandbox to auto";
-  throw sandboxUnavailable(
-    `${why}, but bubblewrap is not usable on this worker (${probe.reason ?? 'unknown reason'}): ${fix}. The agent was not started.`,
-  );
+      : "install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed";
+  throw sandboxUnavailable(`${reason}, but bubblewrap is not usable on this worker (${why}): ${fix}. ${what} was not started.`);
 }
 
 /** The program and arguments that run `spec.command` at `spec.level`. */

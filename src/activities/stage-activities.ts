@@ -21,7 +21,9 @@ import { detectTestCommand } from './test-command';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
 import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
-import { agentEnvironment, runProcess } from './process';
+import { agentEnvironment, runProcess, type RunProcessOptions } from './process';
+import { gitDirsOf, probeBubblewrap, resolveSandboxLevel, sandboxCommand, sandboxEnvironment } from './sandbox';
+import { AGENT_SESSION_VARIABLE } from '../shared/decisions';
 import { buildPrompt } from './prompts';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
 import { inspectChanges, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
@@ -187,6 +189,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             // whileHeartbeating already beats once a second for the whole attempt.
             heartbeat: () => undefined,
             riskHint: intent.riskHint,
+            allowUnconfinedCode: intent.confinement.allowUnconfinedCode,
             declaredPaths: intent.paths,
             meter,
             event: scope?.event,
@@ -226,25 +229,24 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       });
     },
 
-    /** Runs the repo's test command in the worktree and records its output in the lineage. */
+    /**
+     * Runs the repo's test command in the worktree, confined like the agent that wrote the code
+     * (see `confinedTestRun`), then inspects what the run changed before anything is committed:
+     * an escape is reverted and halts the intent, as after an agent step.
+     */
     async runTests({ intent, attempt }: { readonly intent: Intent; readonly attempt: number }): Promise<TestRunResult> {
       // Heartbeat for the whole attempt, git work included: a busy worker must not look dead.
       return whileHeartbeating(async () => {
-        const { worktreePath } = await worktree(intent);
+        const { worktreePath, head } = await worktree(intent);
         const command = intent.testCommand ?? detectTestCommand(worktreePath);
         if (!command) {
           return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
         }
-        const outcome = await stoppable((signal) =>
-          runProcess({
-            command,
-            cwd: worktreePath,
-            env: { ...agentEnvironment(process.env), CI: 'true' },
-            timeoutMs: parseDuration(intent.limits.testTimeout),
-            maxOutputBytes: TEST_OUTPUT_CAP,
-            signal,
-          }),
-        );
+        const run = await confinedTestRun(intent, worktreePath, command, attempt);
+        const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
+        const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
+        // Tests are agent-written code: what they wrote is judged like what the agent wrote.
+        await refuseEscapes(intent, worktreePath, head, repoSnapshot, 'the test run');
         const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
         const counts = readTestCounts(output);
         const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
@@ -338,23 +340,54 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
 }
 
 /**
- * After an agent step: any change outside the declared paths, a symlink out of the worktree, a
- * touch of `.git`, or a write to the target repo's own tree is reverted, and the intent halts
- * (SANDBOX_ESCAPE_ATTEMPTED).
+ * How the repo's tests run: in the sandbox the impl agent gets (its profile's level, or `auto`
+ * for agents that run no command themselves, raised by risk), with no network unless the
+ * intent's `confinement.testNetwork` says `host`, with the agent's cleaned environment and the
+ * agent-session marker (a decision sent from a test is the agent's own).
  */
-async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: string, repoSnapshot: RepoSnapshot): Promise<void> {
+async function confinedTestRun(intent: Intent, worktreePath: string, command: string, attempt: number): Promise<Pick<RunProcessOptions, 'command' | 'exec' | 'cwd' | 'env'>> {
+  const impl = agentForStage(intent, 'impl');
+  const { level, bwrapPath } = await resolveSandboxLevel({
+    setting: impl.kind === 'command' ? impl.sandbox : 'auto',
+    risk: intent.riskHint,
+    allowUnconfined: intent.confinement.allowUnconfinedCode,
+    what: "the repo's tests",
+    probe: probeBubblewrap,
+  });
+  const exec = sandboxCommand({
+    level,
+    bwrapPath,
+    worktreePath,
+    ...(level === 'bubblewrap' ? gitDirsOf(worktreePath) : {}),
+    network: intent.confinement.testNetwork === 'host',
+    command,
+  });
+  const env: NodeJS.ProcessEnv = {
+    ...sandboxEnvironment(level, agentEnvironment(process.env)),
+    CI: 'true',
+    [AGENT_SESSION_VARIABLE]: `${intent.id}/tests/${attempt}`,
+  };
+  return { command, exec, cwd: worktreePath, env };
+}
+
+/**
+ * After agent-written code ran (the agent, or the repo's tests): any change outside the declared
+ * paths, a symlink out of the worktree, a touch of `.git`, or a write to the target repo's own
+ * tree is reverted, and the intent halts (SANDBOX_ESCAPE_ATTEMPTED).
+ */
+async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: string, repoSnapshot: RepoSnapshot, who = 'the agent'): Promise<void> {
   const branch = branchForIntent(intent.id);
   const report = await inspectChanges({ worktreePath, repoPath: intent.repoPath, baseCommit, declaredPaths: intent.paths, repoSnapshot, branch });
   if (report.ok) return;
   await revertChanges(worktreePath, baseCommit, { repoPath: intent.repoPath, branch });
   const details: HaltDetails = {
     eventType: 'SANDBOX_ESCAPE_ATTEMPTED',
-    reason: report.summary,
-    suggestion: 'the change was reverted; look at the agent and its declared paths before resuming',
+    reason: `${who}: ${report.summary}`,
+    suggestion: `the change was reverted; look at ${who === 'the agent' ? 'the agent' : `${who} (agent-written code)`} and the declared paths before resuming`,
     current: report.violations.length + report.omittedViolations,
     threshold: 0,
   };
-  throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${report.summary}`, nonRetryable: true, details: [details] });
+  throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${who}: ${report.summary}`, nonRetryable: true, details: [details] });
 }
 
 /** Moves the intent branch back to `commit` (an ancestor of its head): the rewind of a resume. */

@@ -106,6 +106,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       new Option('--network <mode>', "what the command agent may reach: none, or host (the worker's whole network: recorded, and the merge gate needs a person); profiles with an upstream model use the gateway")
         .choices(['none', 'host', 'gateway']),
     )
+    .option('--allow-unconfined-code', "let agent-written code (the agent's commands, the repo's tests) run outside bubblewrap where it is missing or not asked for: it can then reach everything your user can; recorded, and the merge gate needs a person")
+    .addOption(new Option('--test-network <mode>', "what the repo's tests may reach: none (default), or host (the worker's whole network: recorded, and the merge gate needs a person)").choices(['none', 'host']))
     .option('--paths <glob...>', 'paths the agent may change (default: everything)')
     .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
     .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one; required otherwise, true to run none)')

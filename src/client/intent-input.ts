@@ -36,6 +36,8 @@ export interface RunFlags {
   readonly model?: string;
   readonly provider?: string;
   readonly modelUrl?: string;
+  readonly allowUnconfinedCode?: boolean;
+  readonly testNetwork?: string;
 }
 
 /**
@@ -44,7 +46,7 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode'>>;
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement'>>;
 
 export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig): IntentInput {
   const { limits } = config;
@@ -71,6 +73,14 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
       );
     }
   }
+  if (flags.testNetwork !== undefined && flags.testNetwork !== 'none' && flags.testNetwork !== 'host') {
+    throw new UserError(`--test-network must be none or host, not ${flags.testNetwork}`);
+  }
+  const confinement = {
+    ...config.confinement,
+    ...(flags.allowUnconfinedCode ? { allowUnconfinedCode: true } : {}),
+    ...(flags.testNetwork ? { testNetwork: flags.testNetwork as 'none' | 'host' } : {}),
+  };
   const implAttempts = flags.implAttempts === undefined ? undefined : Number(flags.implAttempts);
   if (implAttempts !== undefined && (!Number.isInteger(implAttempts) || implAttempts < 1)) {
     throw new UserError(`--impl-attempts must be a positive whole number, not ${flags.implAttempts}`);
@@ -86,6 +96,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     testCommand: flags.testCmd,
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
+    confinement,
     // The config's limits travel with the intent; flags override them for this one.
     limits: mergeLimits(limits, {
       ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),

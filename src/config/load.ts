@@ -50,6 +50,7 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
     routing: { ...base.routing, ...overrides.routing },
     review: { ...base.review, ...overrides.review },
     telemetry: { ...base.telemetry, ...overrides.telemetry },
+    ...(overrides.confinement ?? base.confinement ? { confinement: { ...base.confinement, ...overrides.confinement } } : {}),
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);

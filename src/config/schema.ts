@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
+import { ConfinementSchema } from '../shared/intent';
 import { GatesConfigSchema } from '../shared/gate-settings';
 import { IntentLimitsConfigSchema, LimitsOverridesSchema } from '../shared/limit-settings';
 
@@ -115,6 +116,8 @@ export const WardenConfigSchema = z.object({
   /** Cross-model review rules, carried by every intent. */
   review: z.object({ requireDifferentFamily: z.boolean(), forbiddenReviewers: z.array(z.string().trim().min(1)) }),
   telemetry: TelemetrySchema,
+  /** What agent-written code may do beyond bubblewrap (see ConfinementSchema); intents carry it. */
+  confinement: ConfinementSchema.partial().optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -142,6 +145,7 @@ export const ConfigFileSchema = z
     routing: RoutingSchema.optional(),
     review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional() }).strict().optional(),
     telemetry: TelemetrySchema.optional(),
+    confinement: ConfinementSchema.partial().optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -37,6 +37,25 @@ export const LimitsSchema = LimitsOverridesSchema.default({}).transform((overrid
 );
 export type Limits = z.infer<typeof LimitsSchema>;
 
+/**
+ * What agent-written code may do beyond its sandbox. Agent-written code is the agent's own
+ * commands and everything it wrote that Warden then runs: the repo's test and build commands.
+ */
+export const ConfinementSchema = z
+  .object({
+    /**
+     * Let agent-written code run outside bubblewrap: at a profile's `none` or `process` level, or
+     * with `auto` where bubblewrap does not work. Off by default: then such a run is refused. On,
+     * it is recorded (UNCONFINED_CODE_ALLOWED), the merge gate is always a person's, and only
+     * signed decisions count, since the code can reach whatever the worker's user can.
+     */
+    allowUnconfinedCode: z.boolean().default(false),
+    /** What the repo's tests may reach: nothing (default), or the worker's whole network (recorded; the merge gate is a person's). */
+    testNetwork: z.enum(['none', 'host']).default('none'),
+  })
+  .strict();
+export type Confinement = z.infer<typeof ConfinementSchema>;
+
 export const IntentSchema = z.object({
   id: z
     .string()
@@ -73,6 +92,7 @@ export const IntentSchema = z.object({
   gates: GatesConfigSchema.default({}),
   /** The environment the change is for; `production` always adds a human-only gate before merge. */
   environment: z.string().trim().min(1).max(60).optional(),
+  confinement: ConfinementSchema.default({ allowUnconfinedCode: false, testNetwork: 'none' }),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

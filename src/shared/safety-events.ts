@@ -49,6 +49,8 @@ export const SAFETY_EVENT_TYPES = [
   // the model gateway: a call refused at the wire; an agent given the host's network
   'MODEL_CALL_REFUSED',
   'HOST_NETWORK_GRANTED',
+  // the operator let agent-written code run outside bubblewrap, or the tests reach the network
+  'UNCONFINED_CODE_ALLOWED',
   'ROLLBACK',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',

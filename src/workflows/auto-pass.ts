@@ -9,6 +9,8 @@ export interface AutoPassEvidence {
   readonly cascadeHigh: boolean;
   /** An agent of the intent runs with the worker's whole network: nothing it called was metered or screened. */
   readonly hostNetwork: boolean;
+  /** Agent-written code may run outside bubblewrap, or the tests with the worker's network (`intent.confinement`). */
+  readonly unconfinedCode: boolean;
 }
 
 /**
@@ -27,6 +29,7 @@ export function autoPassRefusals(gate: GateKind, evidence: AutoPassEvidence): st
   if (evidence.cascadeHigh) refusals.push('a stage tried to widen the task (cascade HIGH)');
   if (gate === 'merge') {
     if (evidence.hostNetwork) refusals.push("an agent ran with the worker's whole network (network: host)");
+    if (evidence.unconfinedCode) refusals.push('agent-written code was allowed to run unconfined (confinement)');
     if (!review) refusals.push('no review');
     else {
       if (review.verdict !== 'APPROVE') refusals.push(`review verdict ${review.verdict}`);

@@ -40,6 +40,8 @@ export class IntentRun {
   cascadeHigh = false;
   /** An agent of the intent has the worker's whole network (`network: 'host'`): the merge gate is a person's. */
   readonly hostNetwork: boolean;
+  /** Agent-written code may run unconfined (`intent.confinement`): the merge gate is a person's. */
+  readonly unconfinedCode: boolean;
   /** The intent branch's head as this run knows it: where the next stage starts (and a resume from it). */
   head?: string;
   /** Conditions of the last approve-with-conditions, for the next stage's prompt. */
@@ -51,6 +53,7 @@ export class IntentRun {
     this.state = startingState(intent.id, intent.goal);
     this.activities = intentActivities(intent.limits);
     this.hostNetwork = [intent.agent, ...Object.values(intent.stageAgents)].some((a) => a.kind === 'command' && networkOf(a) === 'host');
+    this.unconfinedCode = intent.confinement.allowUnconfinedCode || intent.confinement.testNetwork === 'host';
     this.ledger = new LedgerRecorder(intent.id, (batch) => this.activities.ledger.appendToLedger(batch));
     this.guard = new StageGuard(intent.limits, (type, severity, reason, details) => this.ledger.event(type, severity, reason, details), {
       onCooldown: (wait) => {
@@ -63,6 +66,16 @@ export class IntentRun {
       agentId: agentIdOf(intent.agent),
       metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
     });
+    if (this.unconfinedCode) {
+      const what = [
+        ...(intent.confinement.allowUnconfinedCode ? ['agent-written code may run outside bubblewrap (allowUnconfinedCode)'] : []),
+        ...(intent.confinement.testNetwork === 'host' ? ["the repo's tests run with the worker's whole network (testNetwork: host)"] : []),
+      ];
+      this.ledger.event('UNCONFINED_CODE_ALLOWED', 'high', `${what.join('; ')}: the merge gate needs a person, and only signed decisions count`, {
+        metadata: { ...intent.confinement },
+        suggestion: 'run the worker where bubblewrap works and leave confinement at its defaults',
+      });
+    }
     setHandler(stateQuery, () => this.state);
     this.gates = new GateKeeper({
       intent,

@@ -210,7 +210,7 @@ describeWith('bubblewrap', 'bubblewrap sandbox', () => {
     });
 
     it('the process level cannot take the network away (documented)', async () => {
-      expect((await run({ sandbox: 'process', command: connect() })).trim()).toBe('hello from the host');
+      expect((await run({ sandbox: 'process', command: connect() }, { allowUnconfinedCode: true })).trim()).toBe('hello from the host');
     });
   });
 
@@ -301,18 +301,38 @@ describe('sandbox levels', () => {
     expect((await run({ command: 'echo "$HOME"' })).trim()).toBe(SANDBOX_HOME);
   });
 
-  it('auto falls back to process (limits, no isolation) where bubblewrap does not work', async () => {
-    const output = await run({ command: 'echo "$HOME"; ulimit -c; ulimit -f' }, {}, { probeBubblewrap: unavailable });
+  it('auto falls back to process (limits, no isolation) where bubblewrap does not work, only when unconfined code is allowed', async () => {
+    const output = await run({ command: 'echo "$HOME"; ulimit -c; ulimit -f' }, { allowUnconfinedCode: true }, { probeBubblewrap: unavailable });
     expect(lines(output)).toEqual([process.env.HOME ?? '', '0', '2097152']);
   });
 
-  it('none runs the plain command, as before sandboxes', async () => {
+  it('auto never falls back silently: without the opt-in it stops with SANDBOX_UNAVAILABLE and nothing runs', async () => {
+    const err = (await failureOf(run({ command: 'touch ran' }, {}, { probeBubblewrap: unavailable }))) as ApplicationFailure;
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err.type).toBe(FailureType.SandboxUnavailable);
+    expect(err.nonRetryable).toBe(true);
+    expect(err.message).toContain('probe says no (test)');
+    expect(err.message).toContain('--allow-unconfined-code');
+    expect(existsSync(path.join(worktree, 'ran'))).toBe(false);
+  });
+
+  it('none and process are refused without the opt-in, before anything runs', async () => {
+    for (const sandbox of ['none', 'process'] as const) {
+      const err = (await failureOf(run({ sandbox, command: 'touch ran' }, { riskHint: 'LOW' }, { probeBubblewrap: unavailable }))) as ApplicationFailure;
+      expect(err.type).toBe(FailureType.SandboxUnavailable);
+      expect(err.message).toContain(`sandbox '${sandbox}', outside bubblewrap`);
+      expect(err.message).toContain('confinement.allowUnconfinedCode');
+      expect(existsSync(path.join(worktree, 'ran'))).toBe(false);
+    }
+  });
+
+  it('none runs the plain command, as before sandboxes, when unconfined code is allowed', async () => {
     let probed = false;
     const probe = () => {
       probed = true;
       return unavailable();
     };
-    const output = await run({ sandbox: 'none', command: 'echo "$HOME"' }, { riskHint: 'MEDIUM' }, { probeBubblewrap: probe });
+    const output = await run({ sandbox: 'none', command: 'echo "$HOME"' }, { riskHint: 'MEDIUM', allowUnconfinedCode: true }, { probeBubblewrap: probe });
     expect(output.trim()).toBe(process.env.HOME ?? '');
     expect(probed).toBe(false);
   });
@@ -325,7 +345,7 @@ describe('sandbox levels', () => {
 
   it('HIGH risk without bubblewrap stops with a non-retryable SANDBOX_UNAVAILABLE, and nothing runs', async () => {
     for (const sandbox of ['auto', 'none', 'process', 'bubblewrap'] as const) {
-      const err = await failureOf(run({ sandbox, command: 'touch ran' }, { riskHint: 'HIGH' }, { probeBubblewrap: unavailable }));
+      const err = await failureOf(run({ sandbox, command: 'touch ran' }, { riskHint: 'HIGH', allowUnconfinedCode: true }, { probeBubblewrap: unavailable }));
       expect(err).toBeInstanceOf(ApplicationFailure);
       const failure = err as ApplicationFailure;
       expect(failure.type).toBe(FailureType.SandboxUnavailable);
@@ -339,7 +359,7 @@ describe('sandbox levels', () => {
 
   it('a profile that asks for bubblewrap where there is none fails the same way, at any risk', async () => {
     const err = (await failureOf(
-      run({ sandbox: 'bubblewrap', command: 'touch ran' }, { riskHint: 'LOW' }, { probeBubblewrap: unavailable }),
+      run({ sandbox: 'bubblewrap', command: 'touch ran' }, { riskHint: 'LOW', allowUnconfinedCode: true }, { probeBubblewrap: unavailable }),
     )) as ApplicationFailure;
     expect(err.type).toBe(FailureType.SandboxUnavailable);
     expect(err.message).toContain("the agent profile asks for sandbox 'bubblewrap'");

@@ -50,3 +50,22 @@ test("a workflow heap too small for the worker's cache is refused, with what wou
   const { worker } = resolveConfig({});
   expect(worker.workflowHeapMb).toBeGreaterThanOrEqual(worker.maxCachedWorkflows! * HEAP_MB_PER_CACHED_WORKFLOW);
 });
+
+describe('confinement', () => {
+  const repo = makeSampleRepo();
+  const flags = { repo, goal: 'Add slugify', agent: 'command', cmd: 'true' };
+
+  test('agent-written code stays confined unless the config or the flag says otherwise; the flag wins for one intent', () => {
+    expect(intentFromFlags(flags, process.cwd(), resolveConfig({})).confinement).toEqual({});
+    const config = resolveConfig({ confinement: { testNetwork: 'host' } });
+    expect(config.confinement).toEqual({ allowUnconfinedCode: false, testNetwork: 'host' });
+    expect(intentFromFlags(flags, process.cwd(), config).confinement).toEqual({ allowUnconfinedCode: false, testNetwork: 'host' });
+    expect(intentFromFlags({ ...flags, allowUnconfinedCode: true, testNetwork: 'none' }, process.cwd(), config).confinement).toEqual({ allowUnconfinedCode: true, testNetwork: 'none' });
+  });
+
+  test('a bad value is one clear line', () => {
+    expect(() => resolveConfig({ confinement: { allowUnconfinedCode: 'yes' } })).toThrow(/confinement\.allowUnconfinedCode/);
+    expect(() => resolveConfig({ confinement: { sandbox: 'none' } })).toThrow(/confinement: Unrecognized key: "sandbox"/);
+    expect(() => intentFromFlags({ ...flags, testNetwork: 'gateway' }, process.cwd(), resolveConfig({}))).toThrow('--test-network must be none or host, not gateway');
+  });
+});

@@ -68,7 +68,7 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
     world().client,
     // Unsandboxed, so its pid file reaches the host's /tmp and `$$` is a host pid (bubblewrap's
     // cancellation is tested in test/activities/sandbox.test.ts).
-    { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command, sandbox: 'none' }, limits: { cooldown: '0s' } },
+    { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command, sandbox: 'none' }, confinement: { allowUnconfinedCode: true }, limits: { cooldown: '0s' } },
     world().taskQueue,
   );
   const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 60_000, 'the impl agent to start');

@@ -197,6 +197,16 @@ describe('the automation ladder', () => {
     await l2.handle.result();
   });
 
+  test('L3 never passes the merge gate of an intent whose agent-written code may run unconfined, or whose tests reach the network; the choice is recorded', async () => {
+    for (const confinement of [{ allowUnconfinedCode: true }, { testNetwork: 'host' as const }]) {
+      const { handle, id } = await start({ confinement }, {}, { level: 3 });
+      const waiting = await atGate(handle, 'merge');
+      expect(waiting.pendingGate!.whyNotAutomatic).toMatch(/agent-written code was allowed to run unconfined/);
+      expect(await eventTypes(id)).toContain('UNCONFINED_CODE_ALLOWED');
+      await handle.terminate('checked');
+    }
+  });
+
   test('L3 still asks when the judge scores fail the rule, confidence is too low, or the risk is not LOW', async () => {
     const cases: Array<[Record<string, Array<Record<string, unknown>>>, RegExp]> = [
       [{ review: reviewSaying({ verdict: 'APPROVE', scores: { ...GOOD_SCORES, autonomyAppropriateness: 2 } }) }, /judge rule: (judge average|autonomy appropriateness)/],

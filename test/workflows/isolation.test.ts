@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
@@ -7,6 +8,7 @@ import { stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
 import { demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 import { answeringDesignStages } from '../../src/client/sample-repo';
+import { describeWith } from '../setup/prerequisites';
 
 /** The agent is held to its worktree and its declared paths; the mechanical gates judge impl. */
 
@@ -18,7 +20,17 @@ async function start(agent: IntentInput['agent'], repo = makeSampleRepo(), extra
   const id = `iso${n}-${Date.now()}`;
   const handle = await startIntent(
     world().client,
-    { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent, limits: { cooldown: '0s', ...extra.limits }, ...extra },
+    {
+      id,
+      goal: 'Add slugify',
+      repoPath: repo,
+      paths: ['lib/**'],
+      agent,
+      // The agents here run unconfined on purpose (see commandAgent).
+      confinement: { allowUnconfinedCode: agent.kind === 'command' && agent.sandbox === 'none' },
+      limits: { cooldown: '0s', ...extra.limits },
+      ...extra,
+    },
     world().taskQueue,
   );
   return { handle, repo, id };
@@ -95,6 +107,53 @@ test('deleting the failing test is tampering: impl is sent back', async () => {
   const prompt = git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/04-impl-attempt-2.prompt.md`);
   expect(prompt).toMatch(/test tampering \(test-deleted\) in test\/strings\.test\.js/);
 });
+
+describeWith('bubblewrap', "the repo's tests are agent-written code", () => {
+  /** A scripted impl that writes `lib/probe.sh` (inside the declared paths); the intent's tests run it. */
+  function probing(script: string): { agent: IntentInput['agent']; extra: Partial<IntentInput> } {
+    const good = demoStages().impl![0]! as { output: string; edits: unknown[] };
+    return {
+      agent: { kind: 'scripted', scriptPath: demoScript({ impl: [{ ...good, edits: [...good.edits, { path: 'lib/probe.sh', content: script }] }] }) },
+      extra: { testCommand: 'sh lib/probe.sh' },
+    };
+  }
+
+  test('run confined: no Temporal frontend, no network, no Warden credentials, an empty HOME, and no helper outlives the run', async () => {
+    const [host, port] = (process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233').split(':');
+    const tag = `warden-probe-${process.pid}-${Date.now()}`;
+    const script = [
+      `if bash -c 'exec 3<>/dev/tcp/${host}/${port}' 2>/dev/null; then echo frontend reached; else echo frontend denied; fi > lib/probe-result.txt`,
+      `env | grep -c '^TEMPORAL_\\|^DATABASE_URL\\|^PG' >> lib/probe-result.txt || true`,
+      'echo "home=$HOME session=${WARDEN_AGENT_SESSION:+set}" >> lib/probe-result.txt',
+      // A detached helper that would go on signalling after the run: it must die with it.
+      `setsid sh -c 'exec -a ${tag} sleep 300' >/dev/null 2>&1 &`,
+      'exit 0',
+    ].join('\n');
+    const { agent, extra } = probing(script);
+    const { handle, repo, id } = await start(agent, makeSampleRepo(), extra);
+    expect((await settled(handle)).pendingGate).toBeDefined(); // past the tests, at a gate
+    expect(git(repo, 'show', `warden/${id}:lib/probe-result.txt`).trim().split('\n')).toEqual(['frontend denied', '0', 'home=/tmp/home session=set']);
+    expect(pgrepCount(tag)).toBe(0);
+    await handle.terminate('test over');
+  });
+
+  test('a test run that writes outside the declared paths is reverted and halts the intent', async () => {
+    const { agent, extra } = probing('echo from-the-tests > README.md; mkdir -p ../escape 2>/dev/null; exit 0');
+    const { handle, repo, id } = await start(agent, makeSampleRepo(), extra);
+    expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: the test run: .*README\.md/);
+    expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
+    expect(git(repo, 'show', `warden/${id}:README.md`)).not.toContain('from-the-tests');
+  });
+});
+
+/** How many processes have `tag` in their command line. */
+function pgrepCount(tag: string): number {
+  try {
+    return Number(execFileSync('pgrep', ['-f', '-c', tag], { encoding: 'utf8' }).trim());
+  } catch {
+    return 0; // pgrep exits 1 when nothing matches
+  }
+}
 
 /** The state once the intent waits at a gate or has ended. */
 async function settled(handle: WorkflowHandle): Promise<IntentState> {

@@ -24,6 +24,8 @@ export interface AgentRequest {
    * HIGH runs only inside bubblewrap, PROHIBITED never runs.
    */
   readonly riskHint?: RiskClass;
+  /** The operator let agent-written code run outside bubblewrap (the intent's `confinement.allowUnconfinedCode`). */
+  readonly allowUnconfinedCode?: boolean;
   /** The intent's declared paths: the only files an agent's edits may touch. */
   readonly declaredPaths?: readonly string[];
   /** Every paid call goes through it: its maximum reserved before, its cost counted after. */

@@ -95,6 +95,8 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
       const { level, bwrapPath } = await resolveSandboxLevel({
         setting: profile.sandbox,
         risk: request.riskHint,
+        allowUnconfined: request.allowUnconfinedCode === true,
+        what: `the ${request.stage} agent (${profileName})`,
         probe: deps.probeBubblewrap ?? probeBubblewrap,
       });
       if (network === 'gateway' && !gateway) {
