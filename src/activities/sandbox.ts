@@ -25,6 +25,7 @@ import { FailureType } from '../shared/errors';
 import type { CommandAgentProfile, RiskClass } from '../shared/intent';
 import { behindForwarder } from '../gateway/sandbox-route';
 import { runProcess } from './process';
+import { approverKeysDir } from '../shared/approver-keys-dir';
 
 /** How a command actually runs. */
 export type SandboxLevel = 'none' | 'process' | 'bubblewrap';
@@ -57,6 +58,25 @@ const PROCESS_LIMITS = [
 export const SANDBOX_HOME = '/tmp/home';
 /** Hidden behind an empty tmpfs: the sockets of local services (PostgreSQL, Docker, D-Bus, ssh-agent). */
 const HIDDEN_DIRS = ['/run', '/var/run'];
+/**
+ * Folders of the worker's user that hold credentials, relative to its HOME: hidden behind an
+ * empty tmpfs too, with approvers' signing keys (see approverKeysDir), whatever the network.
+ */
+const CREDENTIAL_DIRS = ['.ssh', '.gnupg', '.aws', '.azure', '.config/gcloud', '.kube', '.docker', '.config/gh'];
+
+/** What bubblewrap covers with an empty folder besides /run: credentials and approvers' keys that exist here. */
+export function credentialDirs(env: NodeJS.ProcessEnv = process.env): string[] {
+  const home = env.HOME;
+  const candidates = [approverKeysDir(env), ...(home ? CREDENTIAL_DIRS.map((dir) => path.join(home, dir)) : [])];
+  return candidates.filter((dir) => {
+    try {
+      return statSync(dir).isDirectory() && realpathSync(dir) === path.resolve(dir);
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Variables that point at what the sandbox hides. */
 const HIDDEN_VARIABLES = ['SSH_AUTH_SOCK', 'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS'];
 
@@ -258,6 +278,7 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
     // /var/run is usually a symlink to /run; bwrap cannot mount over a symlink.
     if (existsSync(dir) && realpathSync(dir) === dir) mounts.push({ kind: '--tmpfs', path: dir });
   }
+  for (const dir of credentialDirs()) mounts.push({ kind: '--tmpfs', path: dir });
   mounts.push({ kind: '--bind', path: worktree });
   const readOnly = [spec.gitCommonDir, spec.gitDir, path.join(worktree, '.git'), ...(spec.readOnlyPaths ?? [])];
   // The gateway's socket (its folder: a socket is connected to by path) and the forwarder's node.

@@ -13,6 +13,8 @@ import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
 import { cascadeAtLeast, detectCascade } from '../safety/cascade-detector';
 import { intentFromFlags, type RunFlags } from './intent-input';
+import { initApproverKey, publicKeyOf, readApproverKey } from './approver-keys';
+import { approverKeysDir } from '../shared/approver-keys-dir';
 import { describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
 import { intentStatus, renderIntentStatus } from './intent-status';
 import { runIntent } from './run-intent';
@@ -127,7 +129,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
       }
       const safety = settings();
-      const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools') });
+      const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools'), embeddedServer: config.temporalAddress === undefined });
       const result = await runIntent(input, {
         config,
         safety,
@@ -195,6 +197,27 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       print(`approved the ${gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : ''}`);
       // Approving records the decision; a paused intent or a stopped Warden still goes nowhere.
       for (const line of approvalOutlook(id, gate, await readApprovalFacts(config, id))) print(line);
+    });
+
+  const approverCommand = program.command('approver').description("Approvers' signing keys: decisions signed with them are the only ones that count where unsigned ones are not trusted");
+  approverCommand
+    .command('init <name>')
+    .description("Create NAME's key pair: the private key in your config folder (mode 600), the public key printed for the config's approvers")
+    .option('--force', 'replace an existing key')
+    .action((name: string, flags: { force?: boolean }) => {
+      const { keyPath, publicKey } = initApproverKey(approverKeysDir(), name, { force: flags.force });
+      print(`created ${name}'s signing key: ${keyPath} (mode 600: keep it to yourself; Warden's sandboxes never see it)`);
+      print(`public key: ${publicKey}`);
+      print('add it to the config (warden.config.json), so intents started from now on accept decisions signed with it:');
+      print(`  "approvers": { ${JSON.stringify(name)}: { "publicKey": "${publicKey}" } }`);
+    });
+  approverCommand
+    .command('show <name>')
+    .description("Print NAME's public key (from the private key in your config folder)")
+    .action((name: string) => {
+      const key = readApproverKey(approverKeysDir(), name);
+      if (!key) throw new UserError(`${name} has no key in ${approverKeysDir()}: create one with warden approver init ${name}`);
+      print(publicKeyOf(key));
     });
 
   program

@@ -10,7 +10,7 @@ import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
 import type { WardenConfig } from '../config/schema';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
-import { CommandAgentProfileSchema, type AgentProfile, type IntentInput } from '../shared/intent';
+import { CommandAgentProfileSchema, DEFAULT_UNSIGNED_GATES, type AgentProfile, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
 
@@ -46,7 +46,10 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement'>>;
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions'>> & {
+  /** The Temporal server is Warden's embedded one (only the local user reaches it). */
+  readonly embeddedServer?: boolean;
+};
 
 export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig): IntentInput {
   const { limits } = config;
@@ -97,12 +100,22 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
     confinement,
+    approvals: approvalsFrom(config),
     // The config's limits travel with the intent; flags override them for this one.
     limits: mergeLimits(limits, {
       ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),
       ...(flags.gateTimeout !== undefined ? { gateTimeout: flags.gateTimeout } : {}),
     }),
   };
+}
+
+/** The approvers' keys, and the gates where an unsigned decision counts (see UnsignedDecisionsSchema). */
+export function approvalsFrom(config: Pick<RunConfig, 'approvers' | 'unsignedDecisions' | 'embeddedServer'>): NonNullable<IntentInput['approvals']> {
+  const keys = Object.fromEntries(Object.entries(config.approvers ?? {}).map(([name, { publicKey }]) => [name, publicKey]));
+  const accept = config.unsignedDecisions?.accept ?? 'embedded-server';
+  const trusted = accept === 'always' || (accept === 'embedded-server' && config.embeddedServer === true);
+  const gates = (config.unsignedDecisions?.gates ?? DEFAULT_UNSIGNED_GATES).filter((gate) => gate !== 'production');
+  return { keys, unsignedGates: trusted ? gates : [] };
 }
 
 /**

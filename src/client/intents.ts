@@ -1,4 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type Client, type WorkflowHandle } from '@temporalio/client';
+import { approverKeysDir } from '../shared/approver-keys-dir';
+import { readApproverKey, signDecision } from './approver-keys';
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../shared/intent';
@@ -135,18 +137,23 @@ export async function pendingGateOf(client: Client, intentId: string): Promise<G
 
 /**
  * Sends a decision to a running intent (as the `decision` update, so the answer comes back) after
- * checking it waits at that gate. The workflow validates the payload and the sender again.
+ * checking it waits at that gate, signed with the approver's key when `decision.by` has one in
+ * `keysDir` (default: the user's, see approverKeysDir). The workflow checks payload, sender and
+ * signature again.
  */
-export async function sendDecision(client: Client, intentId: string, decision: Decision): Promise<void> {
+export async function sendDecision(client: Client, intentId: string, decision: Decision, options: { readonly keysDir?: string } = {}): Promise<void> {
   const handle = intentHandle(client, intentId);
   await describeRunning(handle, intentId);
   const state = await handle.query(stateQuery);
-  if (state.pendingGate?.gate !== decision.gate) {
-    const where = state.pendingGate ? `the ${state.pendingGate.gate} gate` : `stage ${state.stage}, no gate`;
+  const pending = state.pendingGate;
+  if (pending?.gate !== decision.gate) {
+    const where = pending ? `the ${pending.gate} gate` : `stage ${state.stage}, no gate`;
     throw new UserError(`intent ${intentId} is not waiting at the ${decision.gate} gate (it is at ${where})`);
   }
-  // The update answers: a refusal (not an approver, the agent itself, deferred twice) is an error here.
-  const answer = await handle.executeUpdate(decideUpdate, { args: [decision] });
+  const key = decision.proof || decision.agentSession ? undefined : readApproverKey(options.keysDir ?? approverKeysDir(), decision.by);
+  const sent = key ? { ...decision, proof: signDecision(key, intentId, decision, pending.requestedAt) } : decision;
+  // The update answers: a refusal (not an approver, the agent itself, deferred twice, unsigned where a signature is needed) is an error here.
+  const answer = await handle.executeUpdate(decideUpdate, { args: [sent] });
   if (!answer.accepted) throw new UserError(`the ${decision.gate} gate of ${intentId} refused the decision: ${answer.reason}`);
 }
 

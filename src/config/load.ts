@@ -51,6 +51,8 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
     review: { ...base.review, ...overrides.review },
     telemetry: { ...base.telemetry, ...overrides.telemetry },
     ...(overrides.confinement ?? base.confinement ? { confinement: { ...base.confinement, ...overrides.confinement } } : {}),
+    ...(overrides.approvers ?? base.approvers ? { approvers: { ...base.approvers, ...overrides.approvers } } : {}),
+    ...(overrides.unsignedDecisions ?? base.unsignedDecisions ? { unsignedDecisions: { ...base.unsignedDecisions, ...overrides.unsignedDecisions } } : {}),
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);

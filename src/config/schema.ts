@@ -2,7 +2,25 @@ import { z } from 'zod';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
-import { ConfinementSchema } from '../shared/intent';
+import { ApproverNameSchema, ConfinementSchema } from '../shared/intent';
+import { isPublicKey } from '../shared/decision-proof';
+import { GateKindSchema } from '../shared/schema-primitives';
+
+/** Approvers and their public keys (`warden approver init NAME` prints the line). */
+export const ApproversSchema = z.record(
+  ApproverNameSchema,
+  z.object({ publicKey: z.string().refine(isPublicKey, 'a public key is ed25519: and 64 hex digits (warden approver init prints it)') }).strict(),
+);
+
+/**
+ * Where a decision without a signature (the Web UI's `decide` signal, a `temporal workflow
+ * signal`) counts: `embedded-server` (default) only when the Temporal server is Warden's own,
+ * which only the local user reaches; `always`; or `never`. `gates` narrows it to some gates.
+ * The production gate never takes one.
+ */
+export const UnsignedDecisionsSchema = z
+  .object({ accept: z.enum(['embedded-server', 'always', 'never']).default('embedded-server'), gates: z.array(GateKindSchema).optional() })
+  .strict();
 import { GatesConfigSchema } from '../shared/gate-settings';
 import { IntentLimitsConfigSchema, LimitsOverridesSchema } from '../shared/limit-settings';
 
@@ -118,6 +136,8 @@ export const WardenConfigSchema = z.object({
   telemetry: TelemetrySchema,
   /** What agent-written code may do beyond bubblewrap (see ConfinementSchema); intents carry it. */
   confinement: ConfinementSchema.partial().optional(),
+  approvers: ApproversSchema.optional(),
+  unsignedDecisions: UnsignedDecisionsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -146,6 +166,8 @@ export const ConfigFileSchema = z
     review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional() }).strict().optional(),
     telemetry: TelemetrySchema.optional(),
     confinement: ConfinementSchema.partial().optional(),
+    approvers: ApproversSchema.optional(),
+    unsignedDecisions: UnsignedDecisionsSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -1,4 +1,5 @@
 import { GATE_KINDS, isGateKind, type GateKind } from './gates';
+import { proofShapeProblem, type DecisionProof } from './decision-proof';
 
 /** Set in every agent process's environment: a decision sent from there is the agent's own. */
 export const AGENT_SESSION_VARIABLE = 'WARDEN_AGENT_SESSION';
@@ -24,8 +25,12 @@ export interface Decision {
    * environment): such a decision is the agent deciding its own gate, and is refused.
    */
   readonly agentSession?: string;
+  /** The approver's signature (see decision-proof.ts); without it, the decision counts only where unsigned ones are trusted. */
+  readonly proof?: DecisionProof;
 }
 
+/** The longest approver name: names are identities, not messages. */
+export const MAX_BY_LENGTH = 100;
 export const MAX_REASON_LENGTH = 2000;
 export const MAX_CONDITIONS = 20;
 export const MAX_CONDITION_LENGTH = 1000;
@@ -51,6 +56,16 @@ export function parseDecision(raw: unknown): ParsedDecision {
   const by = typeof input.by === 'string' ? input.by.trim() : undefined;
   if (by === undefined) problem('by', 'expected a string');
   else if (!by) problem('by', 'a decision must say who made it');
+  else if (by.length > MAX_BY_LENGTH) problem('by', `at most ${MAX_BY_LENGTH} characters`);
+  let proof: DecisionProof | undefined;
+  if (input.proof !== undefined) {
+    const shape = proofShapeProblem(input.proof);
+    if (shape) problem('proof', shape);
+    else {
+      const p = input.proof as DecisionProof;
+      proof = { nonce: p.nonce, signedAt: p.signedAt, gateOpenedAt: p.gateOpenedAt, signature: p.signature };
+    }
+  }
 
   const reason = optionalString(input.reason, 'reason', MAX_REASON_LENGTH, problem);
   const agentSession = optionalString(input.agentSession, 'agentSession', MAX_AGENT_SESSION_LENGTH, problem, false);
@@ -82,6 +97,7 @@ export function parseDecision(raw: unknown): ParsedDecision {
       ...(reason !== undefined ? { reason } : {}),
       ...(conditions !== undefined ? { conditions } : {}),
       ...(agentSession !== undefined ? { agentSession } : {}),
+      ...(proof !== undefined ? { proof } : {}),
     },
   };
 }
@@ -117,4 +133,6 @@ export interface RecordedDecision extends Decision {
   readonly at: string;
   /** True when no one decided and the gate's timeout policy did. */
   readonly timedOut: boolean;
+  /** True when the decision carried a valid signature of its approver. */
+  readonly signed?: boolean;
 }

@@ -3,7 +3,9 @@ import { AgentProfileSchema } from './agent-profiles';
 import { GatesConfigSchema } from './gate-settings';
 import { DEFAULT_INTENT_LIMITS, IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from './limit-settings';
 import type { RiskClass } from './risk';
-import { describeIssues, DurationSchema, RiskClassSchema } from './schema-primitives';
+import { describeIssues, DurationSchema, GateKindSchema, RiskClassSchema } from './schema-primitives';
+import { GATE_KINDS } from './gates';
+import { isPublicKey } from './decision-proof';
 
 /*
  * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
@@ -56,6 +58,29 @@ export const ConfinementSchema = z
   .strict();
 export type Confinement = z.infer<typeof ConfinementSchema>;
 
+/** An approver's name: what `by` says and the config's `approvers` key. */
+export const ApproverNameSchema = z.string().trim().min(1).max(100);
+
+/** Gates where a decision without a signature is taken, unless the intent says otherwise: every one but production. */
+export const DEFAULT_UNSIGNED_GATES = GATE_KINDS.filter((gate) => gate !== 'production');
+
+/**
+ * Who can prove a decision, and where a decision without proof still counts. The client fills it
+ * from the config: the approvers' public keys, and the gates at which the Web UI's unsigned
+ * signal is trusted (by default every gate but production on the embedded server, none on a
+ * remote one). Production never takes an unsigned decision.
+ */
+export const ApprovalsSchema = z
+  .object({
+    keys: z.record(ApproverNameSchema, z.string().refine(isPublicKey, 'a public key is ed25519: and 64 hex digits (warden approver init prints it)')).default({}),
+    unsignedGates: z
+      .array(GateKindSchema)
+      .refine((gates) => !gates.includes('production'), 'the production gate never takes an unsigned decision')
+      .default([...DEFAULT_UNSIGNED_GATES]),
+  })
+  .strict();
+export type Approvals = z.infer<typeof ApprovalsSchema>;
+
 export const IntentSchema = z.object({
   id: z
     .string()
@@ -93,6 +118,7 @@ export const IntentSchema = z.object({
   /** The environment the change is for; `production` always adds a human-only gate before merge. */
   environment: z.string().trim().min(1).max(60).optional(),
   confinement: ConfinementSchema.default({ allowUnconfinedCode: false, testNetwork: 'none' }),
+  approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

@@ -1,5 +1,6 @@
 import { condition, log, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import { parseDecision, type Decision, type DecisionAnswer, type RecordedDecision } from '../shared/decisions';
+import { verifyDecisionProof } from '../shared/decision-proof';
 import { parseDuration } from '../shared/duration';
 import { GATES, type GateKind } from '../shared/gates';
 import type { Intent } from '../shared/intent';
@@ -24,6 +25,8 @@ export interface GateKeeperOptions {
   readonly ledger: LedgerRecorder;
   /** The agent's identities: a decision `by` one of them is the agent approving itself. */
   readonly agentNames: readonly string[];
+  /** Agent-written code may run unconfined here: then only signed decisions count, at every gate. */
+  readonly signedOnly: boolean;
   readonly autoPass: (gate: GateKind) => AutoPassContext;
   /** The review package, once impl has run; undefined before. */
   readonly reviewPackage: () => Promise<ReviewPackage | undefined>;
@@ -38,9 +41,19 @@ export interface GateKeeperOptions {
  * checks who may decide, lets the automation ladder pass what its level allows, waits with a
  * timer, escalates and applies the timeout policy, and writes every step to the ledger.
  */
+/** How far a signature's time may be from the workflow's: clocks differ, and a person takes time to send. */
+const SIGNATURE_MAX_AGE_MS = 15 * 60_000;
+/**
+ * Refused decisions recorded one by one; past this many, the update's validator turns further
+ * ones away unrecorded, so nobody can fill the history with refusals.
+ */
+export const MAX_RECORDED_REFUSALS = 200;
+
 export class GateKeeper {
   private decision: RecordedDecision | undefined;
   private readonly deferred = new Set<GateKind>();
+  /** Nonces of every signature checked so far: each signature decides (or is refused) once. */
+  private readonly nonces = new Set<string>();
   private deadline = 0;
 
   constructor(private readonly o: GateKeeperOptions) {
@@ -69,6 +82,9 @@ export class GateKeeper {
         validator: (raw: unknown): void => {
           const parsed = parseDecision(raw);
           if (!parsed.ok) throw new Error(`invalid decision: ${parsed.problems}`);
+          if (this.o.state.rejectedSignals >= MAX_RECORDED_REFUSALS) {
+            throw new Error(`refused: this intent has recorded ${MAX_RECORDED_REFUSALS} refused decisions already; look at who sends them`);
+          }
         },
       },
     );
@@ -185,7 +201,7 @@ export class GateKeeper {
     });
     ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate: ${decision.decision} by ${decision.by}${decision.reason ? ` (${decision.reason})` : ''}`, {
       stage: state.stage,
-      metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut },
+      metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut, signed: decision.signed === true },
     });
     await ledger.flush();
     state.decisions.push(decision);
@@ -205,7 +221,36 @@ export class GateKeeper {
     if (by === 'agent' || this.o.agentNames.some((name) => name.toLowerCase() === by)) return `${decision.by} is the agent: it may not decide its own gate`;
     const approvers = this.settings(decision.gate).approvers;
     if (approvers && !approvers.includes(decision.by)) return `${decision.by} may not decide the ${decision.gate} gate (approvers: ${approvers.join(', ')})`;
+    const unproven = this.proofRefusal(decision, pending.requestedAt);
+    if (unproven) return unproven;
     if (decision.decision === 'defer' && this.deferred.has(decision.gate)) return `the ${decision.gate} gate was deferred once already`;
+    return undefined;
+  }
+
+  /**
+   * Why the decision's proof does not hold, or undefined. A signature must be the named
+   * approver's, over this intent, gate, decision and this opening of the gate, recent, and new.
+   * Without one, the gate must be one where unsigned decisions are trusted.
+   */
+  private proofRefusal(decision: Decision, gateOpenedAt: string): string | undefined {
+    const { intent } = this.o;
+    const { proof } = decision;
+    if (!proof) {
+      if (this.o.signedOnly) return `unsigned decision refused: agent-written code of this intent may run unconfined, so only signed decisions count (warden approver init ${decision.by})`;
+      if (!intent.approvals.unsignedGates.includes(decision.gate)) {
+        return `unsigned decision refused: the ${decision.gate} gate takes only signed decisions (warden approver init ${decision.by}, then list its key under approvers in the config)`;
+      }
+      return undefined;
+    }
+    const key = intent.approvals.keys[decision.by];
+    if (!key) return `signed as ${decision.by}, who has no public key in this intent's approvers`;
+    if (this.nonces.has(proof.nonce)) return 'this signature was used before: each signed decision counts once';
+    this.nonces.add(proof.nonce);
+    if (proof.gateOpenedAt !== gateOpenedAt) return `signed for an earlier opening of the ${decision.gate} gate (${proof.gateOpenedAt}), not this one (${gateOpenedAt})`;
+    const age = Math.abs(Date.now() - Date.parse(proof.signedAt));
+    if (!(age <= SIGNATURE_MAX_AGE_MS)) return `signed at ${proof.signedAt}, more than ${SIGNATURE_MAX_AGE_MS / 60_000} minutes from now: sign again`;
+    const fields = { intentId: intent.id, gate: decision.gate, decision: decision.decision, by: decision.by, reason: decision.reason, conditions: decision.conditions };
+    if (!verifyDecisionProof(key, fields, proof)) return `the signature is not ${decision.by}'s signature of this decision`;
     return undefined;
   }
 
@@ -213,19 +258,21 @@ export class GateKeeper {
   private accept(decision: Decision): void {
     const { state, ledger, intent } = this.o;
     const at = new Date().toISOString();
+    // The proof did its work; the record keeps only whether there was one.
+    const { proof, ...decided } = decision;
     if (decision.decision !== 'defer') {
-      this.decision = { ...decision, at, timedOut: false };
+      this.decision = { ...decided, at, timedOut: false, signed: proof !== undefined };
       return;
     }
     this.deferred.add(decision.gate);
     const period = this.settings(decision.gate).deferPeriod ?? this.settings(decision.gate).timeout ?? intent.limits.gateTimeout;
     this.deadline += parseDuration(period);
     state.pendingGate = { ...state.pendingGate!, timeoutAt: new Date(this.deadline).toISOString() };
-    state.decisions.push({ ...decision, at, timedOut: false });
+    state.decisions.push({ ...decided, at, timedOut: false, signed: proof !== undefined });
     ledger.gateDecision({ gate: decision.gate, decision: 'defer', by: decision.by, reason: decision.reason, requestedAt: state.pendingGate.requestedAt, decidedAt: at, timedOut: false });
     ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate deferred by ${decision.by} until ${state.pendingGate.timeoutAt}`, {
       stage: state.stage,
-      metadata: { gate: decision.gate, decision: 'defer', by: decision.by },
+      metadata: { gate: decision.gate, decision: 'defer', by: decision.by, signed: proof !== undefined },
     });
     this.showDetails();
   }
@@ -252,6 +299,9 @@ export class GateKeeper {
         `Waiting at the **${gate}** gate: ${pending.prompt}`,
         `Tests: ${state.tests.at(-1)?.summary ?? 'not run'}. Spend: $${state.spendUsd}. Times out at ${pending.timeoutAt} (then: ${this.settings(gate).onTimeout ?? 'reject'}).`,
         pending.humanOnly ? 'This gate always needs a person.' : `Not automatic: ${pending.whyNotAutomatic}.`,
+        this.o.signedOnly || !intent.approvals.unsignedGates.includes(gate)
+          ? `This gate takes only signed decisions: \`warden approve ${intent.id}\` (or reject) as an approver with a key (warden approver init NAME). A signal sent from here is refused.`
+          : '',
         'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',
         'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
         'With conditions: `{"gate":"' + gate + '","decision":"approve-with-conditions","by":"<your name>","conditions":["…"]}`',

@@ -83,6 +83,7 @@ export class IntentRun {
       ledger: this.ledger,
       // Every agent of the intent, by kind and by name: none of them decides a gate.
       agentNames: [intent.agent, ...Object.values(intent.stageAgents)].flatMap((a) => [a.kind, agentIdOf(a)]),
+      signedOnly: this.unconfinedCode,
       autoPass: (gate) => ({ level: this.ladderLevel, risk: this.triage?.risk ?? 'MEDIUM', refusals: autoPassRefusals(gate, this) }),
       reviewPackage: async () => {
         const { triage, review, state, ladderLevel } = this;

@@ -251,6 +251,29 @@ describeWith('bubblewrap', 'bubblewrap sandbox', () => {
     }
   });
 
+  it("cannot read approvers' signing keys or the user's credential folders", async () => {
+    const home = mkdtempSync(path.join(root, 'home-'));
+    const keys = path.join(root, 'approver-keys');
+    mkdirSync(path.join(home, '.ssh'), { recursive: true });
+    writeFileSync(path.join(home, '.ssh', 'id_ed25519'), 'PRIVATE SSH KEY');
+    mkdirSync(keys, { recursive: true });
+    writeFileSync(path.join(keys, 'alice.key'), 'PRIVATE APPROVER KEY');
+    const saved = { HOME: process.env.HOME, WARDEN_APPROVER_KEYS: process.env.WARDEN_APPROVER_KEYS };
+    Object.assign(process.env, { HOME: home, WARDEN_APPROVER_KEYS: keys });
+    try {
+      const output = await run({ sandbox: 'bubblewrap', command: `ls -A ${q(keys)} | wc -l; ls -A ${q(path.join(home, '.ssh'))} | wc -l; cat ${q(path.join(keys, 'alice.key'))} ${q(path.join(home, '.ssh', 'id_ed25519'))} 2>&1; echo end` });
+      expect(output).not.toContain('PRIVATE');
+      expect(lines(output).slice(0, 2).map((l) => l.trim())).toEqual(['0', '0']);
+      // Outside the sandbox they are there: the test would see them if the sandbox did not hide them.
+      expect(readFileSync(path.join(keys, 'alice.key'), 'utf8')).toBe('PRIVATE APPROVER KEY');
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+
   it('sees only its own processes and has no capabilities', async () => {
     const output = await run({ sandbox: 'bubblewrap', command: 'ls /proc | grep -c "^[0-9]"; grep CapEff /proc/self/status' });
     const [count, caps] = lines(output);

@@ -12,12 +12,13 @@ const FAST_SCRIPT = demoScript();
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { loadMigrations } from '../../src/ledger/migrate';
-import { startIntent } from '../../src/client/intents';
+import { intentHandle, startIntent } from '../../src/client/intents';
+import { decideSignal } from '../../src/shared/messages';
 import { Client, Connection } from '@temporalio/client';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
-const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_LOG_LEVEL: 'warn', USER: 'cli-tester' };
+const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_LOG_LEVEL: 'warn', USER: 'cli-tester', WARDEN_APPROVER_KEYS: path.join(home, 'approver-keys') };
 let database: FreshDatabase;
 
 beforeAll(async () => {
@@ -25,8 +26,12 @@ beforeAll(async () => {
   database = await freshDatabase(testDatabaseUrl());
   env.DATABASE_URL = database.url;
   // the scripted agent answers at once: no need for the default cooldown between impl attempts
+  // cli-tester decides with a key: against this (not embedded) server unsigned decisions do not count
+  const created = spawnSync(process.execPath, [BIN, 'approver', 'init', 'cli-tester'], { env, encoding: 'utf8', timeout: 60_000 });
+  const publicKey = /public key: (ed25519:[0-9a-f]{64})/.exec(created.stdout)?.[1];
+  if (!publicKey) throw new Error(`warden approver init printed no key: ${created.stdout}${created.stderr}`);
   const config = path.join(home, 'warden.config.json');
-  writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' } }));
+  writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, approvers: { 'cli-tester': { publicKey } } }));
   env.WARDEN_CONFIG = config;
 });
 
@@ -217,6 +222,9 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   expect(fromAgent.status).toBe(2);
   expect(fromAgent.stderr).toMatch(/refused the decision: sent from inside an agent's process/);
 
+  // the name alone, as a local process or the Web UI would send it: this server is not the embedded one, so it does not count
+  await withClient((client) => intentHandle(client, id).signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'cli-tester' }));
+  await waitFor(() => (/DECISION_REFUSED .*unsigned decision refused: the merge gate takes only signed decisions/.test(warden('audit', id).stdout) ? true : undefined), 30_000, 'the refusal in the ledger');
   const reject = warden('reject', id, '--reason', 'not now');
   expect(reject.code).toBe(0);
   expect(reject.stdout).toMatch(/rejected the merge gate/);
@@ -619,7 +627,7 @@ describe('kill switches', () => {
     const before = git(repo, 'rev-parse', 'main');
     const id = `cli-stop-${Date.now()}`;
     const pidFile = path.join(mkdtempSync(path.join(tmpdir(), 'pid-')), 'agent.pid');
-    const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'hang', '--id', id, '--agent', 'command', '--sandbox', 'none', '--cmd', hangingAgent(pidFile)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, 'run', '--repo', repo, '--goal', 'hang', '--id', id, '--agent', 'command', '--sandbox', 'none', '--allow-unconfined-code', '--cmd', hangingAgent(pidFile)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -645,7 +653,7 @@ describe('kill switches', () => {
       const dir = mkdtempSync(path.join(tmpdir(), 'pids-'));
       const ids = [1, 2, 3].map((i) => `cli-all-${i}-${Date.now()}`);
       for (const [i, id] of ids.entries()) {
-        const started = warden('run', '--repo', makeSampleRepo(), '--goal', 'hang', '--id', id, '--agent', 'command', '--sandbox', 'none', '--cmd', hangingAgent(path.join(dir, `${i}.pid`)), '--detach');
+        const started = warden('run', '--repo', makeSampleRepo(), '--goal', 'hang', '--id', id, '--agent', 'command', '--sandbox', 'none', '--allow-unconfined-code', '--cmd', hangingAgent(path.join(dir, `${i}.pid`)), '--detach');
         expect(started.code).toBe(0);
       }
       const pids = await Promise.all(ids.map((_, i) => pidOf(path.join(dir, `${i}.pid`))));

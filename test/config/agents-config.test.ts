@@ -1,4 +1,5 @@
-import { intentFromFlags } from '../../src/client/intent-input';
+import { approvalsFrom, intentFromFlags } from '../../src/client/intent-input';
+import { IntentSchema } from '../../src/shared/intent';
 import { HEAP_MB_PER_CACHED_WORKFLOW, resolveConfig } from '../../src/config/load';
 import { makeSampleRepo } from '../helpers/env';
 
@@ -67,5 +68,24 @@ describe('confinement', () => {
     expect(() => resolveConfig({ confinement: { allowUnconfinedCode: 'yes' } })).toThrow(/confinement\.allowUnconfinedCode/);
     expect(() => resolveConfig({ confinement: { sandbox: 'none' } })).toThrow(/confinement: Unrecognized key: "sandbox"/);
     expect(() => intentFromFlags({ ...flags, testNetwork: 'gateway' }, process.cwd(), resolveConfig({}))).toThrow('--test-network must be none or host, not gateway');
+  });
+});
+
+describe('approvals', () => {
+  const key = `ed25519:${'ab'.repeat(32)}`;
+
+  test("unsigned decisions count on the embedded server's gates but production, on a remote server nowhere, unless the config says", () => {
+    const all = ['architecture', 'lld', 'cost-overrun', 'cascade', 'anomaly', 'blast-radius', 'security', 'merge'];
+    const config = resolveConfig({ approvers: { alice: { publicKey: key } } });
+    expect(approvalsFrom({ ...config, embeddedServer: true })).toEqual({ keys: { alice: key }, unsignedGates: all });
+    expect(approvalsFrom({ ...config, embeddedServer: false })).toEqual({ keys: { alice: key }, unsignedGates: [] });
+    expect(approvalsFrom({ ...resolveConfig({ unsignedDecisions: { accept: 'never' } }), embeddedServer: true }).unsignedGates).toEqual([]);
+    const always = resolveConfig({ unsignedDecisions: { accept: 'always', gates: ['merge', 'production'] } });
+    expect(approvalsFrom({ ...always, embeddedServer: false }).unsignedGates).toEqual(['merge']);
+  });
+
+  test('a key that is not one is refused with what one looks like', () => {
+    expect(() => resolveConfig({ approvers: { alice: { publicKey: 'ssh-ed25519 AAAA' } } })).toThrow(/approvers\.alice\.publicKey: a public key is ed25519: and 64 hex digits/);
+    expect(() => IntentSchema.parse({ id: 'x', goal: 'g', repoPath: '/r', agent: { kind: 'scripted', scriptPath: '/s' }, approvals: { unsignedGates: ['production'] } })).toThrow(/the production gate never takes an unsigned decision/);
   });
 });
