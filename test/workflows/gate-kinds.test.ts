@@ -1,5 +1,7 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { LadderStore } from '../../src/ledger/ladder-store';
+import { sendDecision } from '../../src/client/intents';
+import { testApprover } from '../helpers/approvers';
 import type { IntentInput } from '../../src/shared/intent';
 import type { LadderLevel } from '../../src/shared/ladder';
 import { decideSignal, decideUpdate, stateQuery } from '../../src/shared/messages';
@@ -129,10 +131,14 @@ test('a critical security finding opens the human-only security gate, with the r
 });
 
 test('production adds a human-only gate before merge, even where the ladder passes the merge itself', async () => {
-  const { handle, id } = await start({ environment: 'production' }, {}, { level: 4 });
+  const tester = testApprover('tester');
+  const { handle, id } = await start({ environment: 'production', approvals: { keys: { tester: tester.publicKey } } }, {}, { level: 4 });
   const production = await atGate(handle, 'production');
   expect(production.pendingGate!.humanOnly).toBe(true);
+  // The production gate takes only signed decisions.
   await approve(handle, 'production');
+  await waitFor(async () => ((await eventTypes(id)).includes('DECISION_REFUSED') ? true : undefined), 10_000, 'the unsigned approval to be refused');
+  await sendDecision(world().client, id, { gate: 'production', decision: 'approve', by: 'tester' }, { keysDir: tester.keysDir });
   expect((await handle.result()).status).toBe('merged');
   const state = await handle.query(stateQuery);
   expect(state.decisions.map((d) => `${d.gate}:${d.by}`)).toEqual(['production:tester', 'merge:warden-ladder-L4']);
