@@ -6,6 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
 import type { GatesConfig } from '../shared/gate-settings';
 import { UserError } from '../shared/errors';
+import { secretShapesIn } from '../shared/redact';
 import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
 import type { WardenConfig } from '../config/schema';
@@ -76,6 +77,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
       );
     }
   }
+  refuseSecrets({ '--goal': flags.goal, '--cmd': flags.cmd, '--test-cmd': flags.testCmd });
   if (flags.testNetwork !== undefined && flags.testNetwork !== 'none' && flags.testNetwork !== 'host') {
     throw new UserError(`--test-network must be none or host, not ${flags.testNetwork}`);
   }
@@ -107,6 +109,20 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
       ...(flags.gateTimeout !== undefined ? { gateTimeout: flags.gateTimeout } : {}),
     }),
   };
+}
+
+/**
+ * What an intent says is kept in the workflow's history, readable by anyone with access to the
+ * namespace (and the Web UI): a credential there is a leak. Refused with how to pass it instead.
+ */
+function refuseSecrets(fields: Readonly<Record<string, string | undefined>>): void {
+  for (const [flag, text] of Object.entries(fields)) {
+    const kinds = text === undefined ? [] : secretShapesIn(text);
+    if (kinds.length === 0) continue;
+    throw new UserError(
+      `${flag} holds what looks like a secret (${kinds.join(', ')}): it would be stored in the intent's workflow history, which everyone with access to the Temporal namespace can read. Set it as an environment variable of the worker and refer to it by name (e.g. $API_TOKEN) instead`,
+    );
+  }
 }
 
 /** The approvers' keys, and the gates where an unsigned decision counts (see UnsignedDecisionsSchema). */

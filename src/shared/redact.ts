@@ -8,20 +8,62 @@ export const SECRET_ENV_NAME = /(?:^|_)(?:(?:API|ACCESS|PRIVATE)?KEY|TOKEN|SECRE
 /** Header and field names whose value is a credential, in any case (HTTP headers are case-insensitive). */
 const CREDENTIAL_FIELD = String.raw`(?:proxy-)?authorization|x-api-key|api-key|x-auth-token|x-goog-api-key`;
 
-/** Shapes of credentials that are secrets even when we were not told their value. */
-const SECRET_SHAPES: ReadonlyArray<readonly [RegExp, string]> = [
-  [/\bsk-[A-Za-z0-9_-]{16,}/g, ''], // OpenAI / Anthropic style keys
+/** A credential shape: what it is, how it looks, and what of the match is kept (`$1`: e.g. a header name). */
+export interface SecretShape {
+  readonly name: string;
+  readonly pattern: RegExp;
+  readonly keep: string;
+}
+
+/** A newline in text as stored: real, or escaped once in JSON (a log line, a history payload). */
+const NL = String.raw`(?:\r?\n|\\r?\\n)`;
+
+/**
+ * Shapes of credentials that are secrets even when we were not told their value: the issuers'
+ * documented token formats (fixed prefixes, lengths and alphabets), so ordinary text does not
+ * match. Checked against samples in test/shared/redact.test.ts.
+ */
+export const SECRET_SHAPES: readonly SecretShape[] = [
+  // Private keys, PEM and OpenSSH: the whole block; a block cut by a tail (no END, or no BEGIN) too.
+  { name: 'private key', pattern: /-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/g, keep: '-----BEGIN $1PRIVATE KEY$2-----' },
+  { name: 'private key', pattern: new RegExp(String.raw`(?:[A-Za-z0-9+/=]{16,}${NL})+-----END ((?:[A-Z0-9]+ )*)PRIVATE KEY-----`, 'g'), keep: '' },
+  { name: 'AWS access key id', pattern: /\b((?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16})\b/g, keep: '' },
+  // A 40-character AWS secret key, where it is named as one.
+  { name: 'AWS secret access key', pattern: /\b(aws[\w.-]{0,20}secret[\w.-]{0,20}\\*["']?\s*[:=]\s*\\*["']?)[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])/gi, keep: '$1' },
+  { name: 'model API key', pattern: /\bsk-[A-Za-z0-9_-]{16,}/g, keep: '' }, // OpenAI, Anthropic, and the gateway's own sk-warden- keys
+  { name: 'GitHub token', pattern: /\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{22,})/g, keep: '' },
+  { name: 'GitLab token', pattern: /\bglpat-[A-Za-z0-9_-]{20,}/g, keep: '' },
+  { name: 'Slack token', pattern: /\bxox[abposr]-[A-Za-z0-9-]{10,}/g, keep: '' },
+  { name: 'Slack webhook', pattern: /\bhttps:\/\/hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9_/-]{16,}/g, keep: '' },
+  { name: 'Google API key', pattern: /\bAIza[0-9A-Za-z_-]{35}/g, keep: '' },
+  { name: 'Stripe key', pattern: /\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}/g, keep: '' },
+  { name: 'npm token', pattern: /\bnpm_[A-Za-z0-9]{36}\b/g, keep: '' },
+  { name: 'JSON web token', pattern: /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, keep: '' },
   // An Authorization header line: everything after the name (Digest and others carry several parts).
-  [/^([ \t]*(?:proxy-)?authorization:[ \t]*)\S[^\r\n]*/gim, '$1'],
+  { name: 'authorization header', pattern: /^([ \t]*(?:proxy-)?authorization:[ \t]*)\S[^\r\n]*/gim, keep: '$1' },
   // A credential header or field, whatever its scheme (Bearer, Basic, Token, Digest, …), also as
   // JSON or escaped JSON: the name stays, scheme and value go.
-  [new RegExp(String.raw`\b(${CREDENTIAL_FIELD})(\\*["']?\s*[:=]\s*\\*["']?\s*)(?:[A-Za-z][\w-]*\s+)?[^\s"'\\,;]{6,}`, 'gi'), '$1$2'],
-  [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{12,}/gi, ''], // Authorization values quoted without their header
-  [/\b(gh[pousr]_[A-Za-z0-9]{20,})/g, ''], // GitHub tokens
-  [/\bpostgres(?:ql)?:\/\/[^:\s/]+:[^@\s]+@/g, ''], // passwords inside connection strings
+  {
+    name: 'credential field',
+    pattern: new RegExp(String.raw`\b(${CREDENTIAL_FIELD})(\\*["']?\s*[:=]\s*\\*["']?\s*)(?:[A-Za-z][\w-]*\s+)?[^\s"'\\,;]{6,}`, 'gi'),
+    keep: '$1$2',
+  },
+  { name: 'bearer token', pattern: /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{12,}/gi, keep: '' }, // Authorization values quoted without their header
+  { name: 'database password', pattern: /\bpostgres(?:ql)?:\/\/[^:\s/]+:[^@\s]+@/g, keep: '' },
   // NAME=value lines of secret-named variables (an environment dump), even of variables we do not have.
-  [/\b([A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?!\[redacted\])[^\s"'\\]{8,}/g, '$1='],
+  { name: 'secret variable', pattern: /\b([A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?!\[redacted\])[^\s"'\\]{8,}/g, keep: '$1=' },
 ];
+
+/** The kinds of secret shape found in `text` (e.g. to refuse a command line that holds one). */
+export function secretShapesIn(text: string): string[] {
+  const found = new Set<string>();
+  for (const shape of SECRET_SHAPES) {
+    shape.pattern.lastIndex = 0;
+    if (shape.pattern.test(text)) found.add(shape.name);
+    shape.pattern.lastIndex = 0;
+  }
+  return [...found];
+}
 
 export const REDACTED = '[redacted]';
 
@@ -51,7 +93,7 @@ export function createRedactor(env: NodeJS.ProcessEnv): Redactor {
   return (text: string): string => {
     let out = text;
     for (const value of values) out = out.split(value).join(REDACTED);
-    for (const [shape, keep] of SECRET_SHAPES) out = out.replace(shape, `${keep}${REDACTED}`);
+    for (const { pattern, keep } of SECRET_SHAPES) out = out.replace(pattern, `${keep}${REDACTED}`);
     return out;
   };
 }

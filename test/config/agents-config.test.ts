@@ -89,3 +89,13 @@ describe('approvals', () => {
     expect(() => IntentSchema.parse({ id: 'x', goal: 'g', repoPath: '/r', agent: { kind: 'scripted', scriptPath: '/s' }, approvals: { unsignedGates: ['production'] } })).toThrow(/the production gate never takes an unsigned decision/);
   });
 });
+
+test('a secret in --cmd, --goal or --test-cmd is refused before anything starts: the history would keep it', () => {
+  const repo = makeSampleRepo();
+  expect(() => intentFromFlags({ repo, goal: 'x', agent: 'command', cmd: 'my-agent --token ghp_0123456789abcdefghijABCDEFGHIJ012345' }, process.cwd(), resolveConfig({}))).toThrow(
+    /^--cmd holds what looks like a secret \(GitHub token\): it would be stored in the intent's workflow history.*refer to it by name/,
+  );
+  expect(() => intentFromFlags({ repo, goal: 'use key AKIAIOSFODNN7EXAMPLE', agent: 'command', cmd: 'true' }, process.cwd(), resolveConfig({}))).toThrow(/^--goal holds what looks like a secret \(AWS access key id\)/);
+  expect(() => intentFromFlags({ repo, goal: 'x', agent: 'command', cmd: 'true', testCmd: 'API_TOKEN=abcdefgh12345678 npm test' }, process.cwd(), resolveConfig({}))).toThrow(/^--test-cmd holds what looks like a secret \(secret variable\)/);
+  expect(intentFromFlags({ repo, goal: 'x', agent: 'command', cmd: 'echo --token "$API_TOKEN"' }, process.cwd(), resolveConfig({})).agent).toMatchObject({ command: 'echo --token "$API_TOKEN"' });
+});

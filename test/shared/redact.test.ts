@@ -1,4 +1,5 @@
-import { createRedactor, redactDeep, REDACTED, SECRET_ENV_NAME } from '../../src/shared/redact';
+import { createRedactor, redactDeep, REDACTED, SECRET_ENV_NAME, secretShapesIn } from '../../src/shared/redact';
+import { PLANTED } from '../helpers/planted-secrets';
 
 describe('secret variable names', () => {
   test.each(['ANTHROPIC_API_KEY', 'ANTHROPIC_API_KEY_2', 'OTHER_API_KEY_2', 'GITHUB_TOKEN', 'GH_TOKEN_CI', 'AWS_SECRET_ACCESS_KEY', 'PGPASSWORD', 'DB_PASSWORD_FILE_VALUE', 'OPENAI_APIKEY', 'DATABASE_URL', 'google_credentials'])(
@@ -43,5 +44,39 @@ describe('createRedactor', () => {
 
   test('redactDeep reaches every string', () => {
     expect(redactDeep({ a: ['plainkeyPLANTED9876'], b: { c: 'ok', d: 3 } }, redact)).toEqual({ a: [REDACTED], b: { c: 'ok', d: 3 } });
+  });
+});
+
+describe('credential shapes, known or not', () => {
+  const redact = createRedactor({});
+
+  test.each(PLANTED)('%s is redacted raw, inside JSON, and JSON inside JSON', (_name, secret) => {
+    // Every sample holds PLANTED inside its secret part: none of it may be left.
+    for (const form of [`before ${secret} after`, JSON.stringify({ log: `x ${secret} y` }), JSON.stringify(JSON.stringify({ tail: secret }))]) {
+      const out = redact(form);
+      expect(out).not.toContain('PLANTED');
+      expect(out).toContain(REDACTED);
+    }
+    expect(secretShapesIn(`x ${secret} y`).length).toBeGreaterThan(0);
+  });
+
+  test('a private key cut by a tail, at its start or its end, is redacted too', () => {
+    const [, pem] = PLANTED.find(([name]) => name === 'PEM private key')!;
+    expect(redact(`…${pem.slice(0, 80)}`)).not.toContain('PLANTEDrsa');
+    expect(redact(pem.slice(40))).not.toMatch(/PLANTED(rsa|second)/);
+  });
+
+  test('ordinary code and prose stay as they are', () => {
+    for (const text of [
+      'const skipped = list.filter((x) => x.sk); // sk-learn',
+      'AKIA is the prefix of AWS key ids',
+      'eyJ is how base64 JSON starts',
+      'see https://hooks.slack.com/ for webhooks',
+      '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----',
+      'npm_config_cache=/tmp/x',
+    ]) {
+      expect(redact(text)).toBe(text);
+      expect(secretShapesIn(text)).toEqual([]);
+    }
   });
 });
