@@ -4,13 +4,17 @@ import { createIntentCheckActivities } from './intent-check';
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
 import { createReviewPackageActivities } from './review-package';
 import { createStageActivities, type ActivityDeps } from './stage-activities';
+import { createSweepActivities, type IntentStatusReader } from './sweeper';
 
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
 export type { LedgerBatch } from './ledger-activities';
 export type { WorktreeRef } from './worktree';
 
 /** Everything activities need, injected by the worker. */
-export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps;
+export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
+  /** Which intents are closed (the worker's Temporal client): the sweeper asks before it cleans. */
+  readonly intentStatus?: IntentStatusReader;
+};
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
@@ -20,6 +24,7 @@ export function createActivities(deps: WardenActivityDeps) {
     ...createStageActivities(deps, globalStop),
     ...createLedgerActivities(deps),
     ...createReviewPackageActivities(deps),
+    ...createSweepActivities(deps),
   });
 }
 

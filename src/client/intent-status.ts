@@ -28,6 +28,9 @@ export interface IntentStatusReport {
   readonly stateUnavailable?: string;
 }
 
+/** Workflow endings the intent's own code never saw. */
+const ENDED_FROM_OUTSIDE = new Set(['TERMINATED', 'TIMED_OUT']);
+
 /** A running intent's worker may be busy; a closed one's is asked only to replay. */
 const QUERY_TIMEOUT_MS = { running: 10_000, closed: 5_000 };
 
@@ -64,7 +67,10 @@ export async function intentStatus(client: Client, namespace: string, intentId: 
   return {
     intentId,
     workflowStatus: description.status.name,
-    wardenStatus: state?.status ?? attributes.get(WardenStatus) ?? description.status.name.toLowerCase(),
+    // Terminated or timed out, the workflow never got to say so itself: its last word would be "running".
+    wardenStatus: ENDED_FROM_OUTSIDE.has(description.status.name)
+      ? description.status.name.toLowerCase()
+      : (state?.status ?? attributes.get(WardenStatus) ?? description.status.name.toLowerCase()),
     stage: state?.stage ?? attributes.get(WardenStage),
     startTime: description.startTime,
     closeTime: description.closeTime,

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptionsStartWorkflowAction, type ScheduleSpec } from '@temporalio/client';
+import type { Workflow } from '@temporalio/common';
 import type { WardenConfig } from '../config/schema';
 import { openDatabase } from '../ledger/database';
 import { migrate } from '../ledger/migrate';
@@ -11,7 +12,7 @@ import { sumUsd } from '../shared/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE } from '../shared/ids';
-import type { maintenanceWorkflow } from '../workflows';
+import type { maintenanceWorkflow, sweepWorkflow } from '../workflows';
 import { findPrompts } from './prompt-files';
 import { connectTemporal, openLedger } from './session';
 
@@ -77,6 +78,21 @@ function checkUsd(text: string | undefined, flag: string): string | undefined {
   if (text === undefined) return undefined;
   if (!/^\d{1,8}(\.\d{1,6})?$/.test(text)) throw new UserError(`${flag} takes a USD amount such as 25 or 12.50 (0 = no limit), not ${text}`);
   return text;
+}
+
+/** Id of the schedule that sweeps up after intents that ended without their cleanup. */
+export const SWEEP_SCHEDULE_ID = 'warden-sweep';
+
+/** Creates the schedule, or updates its spec and action when it exists; true when created. */
+async function upsertSchedule(client: Client, scheduleId: string, spec: ScheduleSpec, action: ScheduleOptionsStartWorkflowAction<Workflow>): Promise<boolean> {
+  try {
+    await client.schedule.create({ scheduleId, spec, action, policies: { overlap: ScheduleOverlapPolicy.SKIP } });
+    return true;
+  } catch (error) {
+    if (!(error instanceof ScheduleAlreadyRunning)) throw error;
+    await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
+    return false;
+  }
 }
 
 /** Adds the ledger's commands: audit, costs, report, db migrate, db cleanup, schedules install. */
@@ -175,7 +191,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
   const schedules = program.command('schedules').description('Temporal Schedules Warden relies on');
   schedules
     .command('install')
-    .description('Create or update the daily schedule that runs ledger cleanup and the health report')
+    .description('Create or update the daily schedule that runs ledger cleanup and the health report, and the one that sweeps up after intents that ended without their cleanup (every minute)')
     .option('--retention <age>', 'ledger retention', '90d')
     .option('--at <HH:MM>', 'time of day (UTC)', '03:00')
     .option('--budget <usd>', "the day's budget the report compares spend with (default: worker.dayBudgetUsd of the worker that runs it; 0 = no limit)")
@@ -194,21 +210,28 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
           args: [{ retentionDays, ...(dayBudgetUsd !== undefined && { dayBudgetUsd }) }] as [Parameters<typeof maintenanceWorkflow>[0]],
         };
         const spec = { calendars: [{ hour: Number(at[1]), minute: Number(at[2]), comment: 'daily ledger upkeep' }] };
-        let created = true;
-        try {
-          await target.client.schedule.create({ scheduleId: MAINTENANCE_SCHEDULE_ID, spec, action, policies: { overlap: ScheduleOverlapPolicy.SKIP } });
-        } catch (error) {
-          if (!(error instanceof ScheduleAlreadyRunning)) throw error;
-          created = false;
-          await target.client.schedule.getHandle(MAINTENANCE_SCHEDULE_ID).update((previous) => ({ ...previous, spec, action }));
-        }
-        const summary = { scheduleId: MAINTENANCE_SCHEDULE_ID, created, at: flags.at, retentionDays, dayBudgetUsd: dayBudgetUsd ?? 'worker.dayBudgetUsd' };
+        const created = await upsertSchedule(target.client, MAINTENANCE_SCHEDULE_ID, spec, action);
+        const sweepCreated = await upsertSchedule(target.client, SWEEP_SCHEDULE_ID, { intervals: [{ every: '1m' }] }, {
+          type: 'startWorkflow' as const,
+          workflowType: 'sweepWorkflow' as unknown as typeof sweepWorkflow,
+          taskQueue: TASK_QUEUE,
+          args: [] as [],
+        });
+        const summary = {
+          scheduleId: MAINTENANCE_SCHEDULE_ID,
+          created,
+          at: flags.at,
+          retentionDays,
+          dayBudgetUsd: dayBudgetUsd ?? 'worker.dayBudgetUsd',
+          sweep: { scheduleId: SWEEP_SCHEDULE_ID, created: sweepCreated, every: '1m' },
+        };
         if (flags.json) return io.printJson(summary);
         io.print(
           `${created ? 'created' : 'updated'} schedule ${MAINTENANCE_SCHEDULE_ID}: daily at ${flags.at} UTC, retention ${retentionDays} days, ` +
             `report budget ${dayBudgetUsd !== undefined ? `$${dayBudgetUsd}` : "the worker's worker.dayBudgetUsd"}; ` +
             "each report goes to the worker's log, to reports/<date>.md under its Warden home, and to the ledger (DAILY_HEALTH_REPORT)",
         );
+        io.print(`${sweepCreated ? 'created' : 'updated'} schedule ${SWEEP_SCHEDULE_ID}: every minute, cleans the worktrees of intents that were terminated or timed out (one INTENT_SWEPT ledger row each)`);
       } finally {
         await target.close();
       }

@@ -28,6 +28,7 @@ const ACTIVITY_KINDS = {
   publishDailyReport: 'bookkeeping',
   buildReviewPackage: 'bookkeeping',
   cleanupIntent: 'bookkeeping',
+  sweepClosedIntents: 'bookkeeping',
   runAgentStage: 'agent',
   prepareWorktree: 'stage',
   runTests: 'stage',

@@ -1,6 +1,9 @@
 import path from 'node:path';
 import v8 from 'node:v8';
+import { Client } from '@temporalio/client';
 import { Worker, type NativeConnection } from '@temporalio/worker';
+import { createSweepActivities, type IntentStatusReader } from '../activities/sweeper';
+import { temporalIntentStatus } from './intent-status-reader';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
 import { ModelGateway } from '../gateway/gateway';
@@ -65,6 +68,7 @@ export interface WardenWorkerOptions {
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
 export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
   const gateway = options.gateway ?? (await startWorkerGateway(options, { detached: true }));
+  const intentStatus = temporalIntentStatus(new Client({ connection: options.connection, namespace: options.namespace }));
   const activities = createActivities({
     worktreeRoot: options.worktreeRoot,
     lineageRoot: options.lineageRoot,
@@ -78,11 +82,14 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     mode: options.mode,
     fetch: options.fetch,
     gateway,
+    intentStatus,
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));
   // Reservations of calls cut off by a crash are closed at their maximum, never left hanging.
   void reconcileStaleReservations(options.ledger, options.logger);
+  // Worktrees of intents that ended without their cleanup (terminated, timed out) go now.
+  void sweepAtStart(options, intentStatus);
   const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
   const workflowBundle =
     options.workflowBundle && !options.tracing && options.safetyInterceptors !== false ? options.workflowBundle : await bundleWorkflowsApart(workflowModules);
@@ -124,6 +131,17 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
   });
+}
+
+/** The sweep a starting worker runs (see sweeper.ts). Never throws: the schedule sweeps again within a minute. */
+async function sweepAtStart(options: WardenWorkerOptions, intentStatus: IntentStatusReader): Promise<void> {
+  try {
+    const { sweepClosedIntents } = createSweepActivities({ ...options, intentStatus });
+    const report = await sweepClosedIntents();
+    if (report.swept.length > 0) options.logger.warn({ swept: report.swept.map((s) => s.intentId) }, 'swept intents that ended without their cleanup');
+  } catch (error) {
+    options.logger.warn({ err: error }, 'the sweep at worker start failed; the warden-sweep schedule tries again');
+  }
 }
 
 /** A model gateway with the worker's limits, secrets redaction and ledger. */

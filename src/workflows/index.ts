@@ -1,3 +1,4 @@
 /** Everything the worker loads into the workflow sandbox. */
 export { intentWorkflow } from './intent-workflow';
 export { maintenanceWorkflow } from './maintenance-workflow';
+export { sweepWorkflow } from './sweep-workflow';

@@ -531,12 +531,12 @@ describe('bad input to the ledger commands gets one line and exit code 2', () =>
   });
 });
 
-test('warden schedules install creates the daily maintenance schedule, and updates it when run again', async () => {
+test('warden schedules install creates the daily maintenance schedule and the sweep, and updates them when run again', async () => {
   const first = warden('schedules', 'install', '--retention', '30d', '--at', '04:30', '--json');
   expect(first.code).toBe(0);
-  expect(JSON.parse(first.stdout)).toMatchObject({ scheduleId: 'warden-maintenance', created: true, retentionDays: 30 });
+  expect(JSON.parse(first.stdout)).toMatchObject({ scheduleId: 'warden-maintenance', created: true, retentionDays: 30, sweep: { scheduleId: 'warden-sweep', created: true, every: '1m' } });
   const second = warden('schedules', 'install', '--retention', '60d', '--json');
-  expect(JSON.parse(second.stdout)).toMatchObject({ created: false, retentionDays: 60 });
+  expect(JSON.parse(second.stdout)).toMatchObject({ created: false, retentionDays: 60, sweep: { created: false } });
   const { Client, Connection } = await import('@temporalio/client');
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS });
   try {
@@ -545,6 +545,11 @@ test('warden schedules install creates the daily maintenance schedule, and updat
     expect(description.action).toMatchObject({ type: 'startWorkflow', workflowType: 'maintenanceWorkflow', args: [{ retentionDays: 60 }] });
     expect(description.spec.calendars?.[0]).toMatchObject({ hour: [{ start: 3, end: 3, step: 1 }], minute: [{ start: 0, end: 0, step: 1 }] });
     await handle.delete();
+    const sweep = new Client({ connection }).schedule.getHandle('warden-sweep');
+    const swept = await sweep.describe();
+    expect(swept.action).toMatchObject({ type: 'startWorkflow', workflowType: 'sweepWorkflow', taskQueue: 'warden' });
+    expect(swept.spec.intervals).toMatchObject([{ every: 60_000 }]);
+    await sweep.delete();
   } finally {
     await connection.close();
   }

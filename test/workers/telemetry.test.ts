@@ -56,7 +56,8 @@ beforeAll(async () => {
   otlp = await startOtlpReceiver();
   const home = mkdtempSync(path.join(tmpdir(), 'warden-metrics-'));
   const config = path.join(home, 'warden.config.json');
-  writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, telemetry: { prometheus: `127.0.0.1:${port}`, otlpEndpoint: otlp.url } }));
+  // The server is this test's own, reached from here only: its unsigned decisions may count.
+  writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, telemetry: { prometheus: `127.0.0.1:${port}`, otlpEndpoint: otlp.url }, unsignedDecisions: { accept: 'always' } }));
   env = { ...process.env, WARDEN_HOME: home, WARDEN_LOG_LEVEL: 'warn', WARDEN_CONFIG: config, TEMPORAL_ADDRESS: server.address, DATABASE_URL: database.url, USER: 'metrics-tester' };
 });
 

@@ -1,0 +1,162 @@
+import { existsSync } from 'node:fs';
+import { readdir, readFile, realpath } from 'node:fs/promises';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import type { Ledger } from '../ledger/ledger';
+import { FailureType } from '../shared/errors';
+import { redactDeep, type Redactor } from '../shared/redact';
+import { deterministicUuid } from '../ledger/event-id';
+import type { SafetyEventInput } from '../ledger/types';
+import { branchForIntent } from '../shared/ids';
+import { refExists } from './git';
+import { sweepTrash, trashOf } from './trash';
+import { removeWorktree } from './worktree';
+import { recordNamedBy } from './worktree-records';
+
+/*
+ * The sweeper: what an intent leaves behind when it ends without its own cleanup. An intent
+ * removes its worktree as it ends, whatever the ending; one that was terminated (the Web UI,
+ * `temporal workflow terminate`) or timed out never runs that code. The sweeper finds the
+ * worktrees of intents whose workflow is closed, removes them as the intent would have (the
+ * lineage kept, the branch kept for a resume), empties the worktree trash, and writes one ledger
+ * row per intent it cleaned. A worker sweeps when it starts; the `warden-sweep` schedule
+ * sweeps every minute.
+ */
+
+/** What Temporal says of an intent's workflow. */
+export interface IntentWorkflowStatus {
+  /** RUNNING, COMPLETED, FAILED, CANCELLED, TERMINATED, TIMED_OUT, CONTINUED_AS_NEW; NOT_FOUND when there is none. */
+  readonly status: string;
+  /** How it closed, when history says (e.g. "terminated by temporal-cli:root@host: reason"). */
+  readonly how?: string;
+  /** The run that closed: one ledger row per run swept. */
+  readonly runId?: string;
+  /** When it closed. */
+  readonly closeTime?: Date;
+}
+
+/**
+ * How long after its workflow closed an intent is swept. An activity learns that its workflow is
+ * gone on its next heartbeat (a second or so) and stops; until then it may still write into the
+ * worktree, and would make the folder again after the sweep.
+ */
+export const SWEEP_AFTER_CLOSE_MS = 10_000;
+
+export type IntentStatusReader = (intentId: string) => Promise<IntentWorkflowStatus>;
+
+export interface SweepDeps {
+  readonly worktreeRoot: string;
+  readonly lineageRoot: string;
+  readonly statusOf: IntentStatusReader;
+  readonly recordEvent: (event: SafetyEventInput) => Promise<unknown>;
+  readonly logger: Logger;
+  /** Default {@link SWEEP_AFTER_CLOSE_MS}. */
+  readonly afterCloseMs?: number;
+  readonly now?: () => number;
+}
+
+export interface SweptIntent {
+  readonly intentId: string;
+  readonly repoPath: string;
+  readonly status: string;
+  readonly lineageCopy?: string;
+}
+
+export interface SweepReport {
+  readonly swept: readonly SweptIntent[];
+  /** Worktrees of intents still running (theirs to clean), or closed too recently: the next sweep's. */
+  readonly running: number;
+  /** Worktrees whose intent this namespace does not know, or whose repository is gone: left alone, named. */
+  readonly leftAlone: readonly string[];
+}
+
+/** Cleans what closed intents left in `worktreeRoot`. Each intent is cleaned once: a second sweep finds nothing of it. */
+export async function sweepClosedIntents(deps: SweepDeps): Promise<SweepReport> {
+  const swept: SweptIntent[] = [];
+  const leftAlone: string[] = [];
+  let running = 0;
+  for (const worktreePath of await intentWorktrees(deps.worktreeRoot)) {
+    const intentId = path.basename(worktreePath);
+    const repoPath = await repositoryOf(worktreePath);
+    const { status, how, runId, closeTime } = await deps.statusOf(intentId);
+    const settling = closeTime !== undefined && (deps.now ?? Date.now)() - closeTime.getTime() < (deps.afterCloseMs ?? SWEEP_AFTER_CLOSE_MS);
+    if (status === 'RUNNING' || settling) {
+      running++;
+      continue;
+    }
+    if (status === 'NOT_FOUND' || repoPath === undefined) {
+      leftAlone.push(worktreePath);
+      continue;
+    }
+    const { lineageCopy } = await removeWorktree({ repoPath, intentId, worktreeRoot: deps.worktreeRoot, lineageRoot: deps.lineageRoot, deleteBranch: false });
+    const branch = branchForIntent(intentId);
+    const branchLeft = await refExists(repoPath, `refs/heads/${branch}`);
+    const what = status.toLowerCase().replace(/_/g, ' ');
+    await deps.recordEvent({
+      id: deterministicUuid('intent-swept', `${intentId}/${runId ?? worktreePath}`),
+      timestamp: new Date(),
+      eventType: 'INTENT_SWEPT',
+      severity: 'medium',
+      intentId,
+      reason: `the intent was ${what}${how ? ` (${how})` : ''} without its own cleanup: its worktree was removed${lineageCopy ? `, its lineage kept at ${lineageCopy}` : ''}${branchLeft ? `, its branch ${branch} kept` : ''}`,
+      suggestion: branchLeft ? `warden resume ${intentId} --from STAGE continues from the branch; git branch -D ${branch} drops it` : undefined,
+      metadata: { workflowStatus: status, worktreePath, repoPath, lineageCopy: lineageCopy ?? null, branchKept: branchLeft },
+    });
+    deps.logger.warn({ intentId, status, worktreePath }, 'swept the worktree of an intent that ended without its cleanup');
+    swept.push({ intentId, repoPath, status, ...(lineageCopy ? { lineageCopy } : {}) });
+  }
+  await sweepTrash(trashOf(deps.worktreeRoot));
+  return { swept, running, leftAlone };
+}
+
+/** Every intent worktree under the root: `<root>/<repo folder>/<intent id>`, the trash left out. */
+async function intentWorktrees(root: string): Promise<string[]> {
+  const trash = trashOf(root);
+  const found: string[] = [];
+  for (const repoFolder of await readdir(root, { withFileTypes: true }).catch(() => [])) {
+    const folder = path.join(root, repoFolder.name);
+    if (!repoFolder.isDirectory() || folder === trash) continue;
+    for (const intent of await readdir(folder, { withFileTypes: true }).catch(() => [])) {
+      if (intent.isDirectory() && existsSync(path.join(folder, intent.name, '.git'))) found.push(path.join(folder, intent.name));
+    }
+  }
+  return found;
+}
+
+/** The repository a linked worktree belongs to, from git's records (its admin folder's `commondir`). */
+async function repositoryOf(worktreePath: string): Promise<string | undefined> {
+  const admin = await recordNamedBy(worktreePath);
+  if (!admin) return undefined;
+  const common = (await readFile(path.join(admin, 'commondir'), 'utf8').catch(() => '')).trim();
+  const commonDir = await realpath(path.resolve(admin, common || '../..')).catch(() => undefined);
+  if (!commonDir || path.basename(commonDir) !== '.git') return undefined;
+  return path.dirname(commonDir);
+}
+
+/** The sweep as an activity (the `warden-sweep` schedule's workflow runs it), with the worker's ledger. */
+export function createSweepActivities(deps: {
+  readonly worktreeRoot: string;
+  readonly lineageRoot: string;
+  readonly logger: Logger;
+  readonly redact: Redactor;
+  readonly ledger: Pick<Ledger, 'recordSafetyEvent'>;
+  readonly intentStatus?: IntentStatusReader;
+}) {
+  return {
+    async sweepClosedIntents(): Promise<SweepReport> {
+      const statusOf = deps.intentStatus;
+      if (!statusOf) {
+        throw ApplicationFailure.create({ type: FailureType.InvalidIntent, message: 'this worker has no Temporal client to ask which intents are closed', nonRetryable: true });
+      }
+      return sweepClosedIntents({
+        worktreeRoot: deps.worktreeRoot,
+        lineageRoot: deps.lineageRoot,
+        statusOf,
+        // A termination reason is free text: it is scrubbed like everything else that reaches the ledger.
+        recordEvent: (event) => deps.ledger.recordSafetyEvent(redactDeep(event, deps.redact)),
+        logger: deps.logger,
+      });
+    },
+  };
+}
