@@ -32,7 +32,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
-import { lstat, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
@@ -102,6 +102,12 @@ export interface RepoSnapshot {
   readonly files: Readonly<Record<string, FileStamp>>;
   /** Path relative to the common git dir → sha256 of its content. */
   readonly gitControl: Readonly<Record<string, string>>;
+  /** The same files' contents and modes, to put back what an escape changed (see {@link restoreOutside}). */
+  readonly gitControlCopies?: Readonly<Record<string, ControlCopy>>;
+  /** Every ref and its commit, to put back a ref an escape moved. */
+  readonly refs?: Readonly<Record<string, string>>;
+  /** The target repo's checked-out commit, and its paths that differed from it (changed, staged or untracked). */
+  readonly checkout?: { readonly head?: string; readonly dirty: readonly string[] };
   /**
    * `worktrees/<name>`: the one worktree record read (the intent's own), when the snapshot was
    * taken for a worktree; otherwise every worktree's record was read.
@@ -109,6 +115,9 @@ export interface RepoSnapshot {
   readonly ownRecord?: string;
   readonly takenAt: string;
 }
+
+/** A git control file as it was: its bytes (or a link's target) and its mode. */
+export type ControlCopy = { readonly kind: 'file'; readonly data: Buffer; readonly mode: number } | { readonly kind: 'link'; readonly target: string };
 
 export interface InspectChangesInput {
   /** The intent's worktree. */
@@ -317,7 +326,91 @@ export async function takeRepoSnapshot(
       if (stamp) files[name] = stamp;
     });
   }
-  return { repoPath: top, files, gitControl: await gitControlFiles(commonDir, ownRecord), ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
+  const control = await gitControlFiles(commonDir, ownRecord);
+  // Before a step (not when comparing after it): what it takes to put things back.
+  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top), checkout: bare ? undefined : await checkoutOf(top) };
+  return { repoPath: top, files, gitControl: control.hashes, ...restorable, ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
+}
+
+/** Every ref of the repository and the object it names. */
+async function refsOf(top: string): Promise<Record<string, string>> {
+  const listing = await gitRaw(top, ['for-each-ref', '--format=%(objectname) %(refname)']);
+  const refs: Record<string, string> = {};
+  for (const line of listing.stdout.split('\n')) {
+    const [sha, ref] = line.split(' ');
+    if (sha && ref) refs[ref] = sha;
+  }
+  return refs;
+}
+
+/** The checked-out commit and the paths that differ from it (one `git status`). */
+async function checkoutOf(top: string): Promise<{ head?: string; dirty: string[] }> {
+  const head = (await gitRaw(top, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim() || undefined;
+  const status = await gitRaw(top, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--no-renames']);
+  const dirty = status.stdout.split('\0').filter(Boolean).map((entry) => entry.slice(3));
+  return { ...(head ? { head } : {}), dirty };
+}
+
+/** What {@link restoreOutside} put back, and what it could not. */
+export interface OutsideRestore {
+  readonly restored: readonly string[];
+  readonly notRestored: readonly string[];
+}
+
+/**
+ * Puts back what a step changed outside its worktree, from the snapshot taken before it: git
+ * control files (config, hooks, info/, HEAD, the worktree's own record) to their old bytes, or
+ * removed when new; refs the step moved to hold its commits, to their old commit, or deleted when
+ * new; in the target repo's working tree, files the step created are removed and files it changed
+ * or deleted are checked out again when they were clean before. A file that already differed
+ * from the checkout before the step cannot be put back from git: it is named in `notRestored`.
+ */
+export async function restoreOutside(snapshot: RepoSnapshot, violations: readonly ChangeViolation[]): Promise<OutsideRestore> {
+  const restored: string[] = [];
+  const notRestored: string[] = [];
+  const { commonDir } = await repoKind(snapshot.repoPath);
+  // 1. git control files first: HEAD and config decide what the checkouts below do.
+  for (const v of violations.filter((x) => x.kind === 'git-dir-changed' && x.path.startsWith('<git>/') && !x.path.startsWith('<git>/refs'))) {
+    const rel = v.path.slice('<git>/'.length);
+    if (rel === 'HEAD' && !(rel in snapshot.gitControl)) continue; // the worktree's own HEAD: reset by revertChanges
+    const abs = path.join(commonDir, rel);
+    const copy = snapshot.gitControlCopies?.[rel];
+    try {
+      if (!(rel in snapshot.gitControl)) await rm(abs, { force: true });
+      else if (!copy) throw new Error('no copy kept');
+      else {
+        await rm(abs, { force: true });
+        await mkdir(path.dirname(abs), { recursive: true });
+        if (copy.kind === 'link') await symlink(copy.target, abs);
+        else await writeFile(abs, copy.data, { mode: copy.mode });
+      }
+      restored.push(v.path);
+    } catch {
+      notRestored.push(v.path);
+    }
+  }
+  // 2. refs that now hold the step's commits
+  for (const v of violations.filter((x) => x.kind === 'git-dir-changed' && x.path.startsWith('refs/'))) {
+    const before = snapshot.refs?.[v.path];
+    const result = before ? await gitRaw(snapshot.repoPath, ['update-ref', v.path, before]) : await gitRaw(snapshot.repoPath, ['update-ref', '-d', v.path]);
+    (result.code === 0 ? restored : notRestored).push(v.path);
+  }
+  // 3. the target repo's working tree
+  const dirty = new Set(snapshot.checkout?.dirty ?? []);
+  for (const v of violations.filter((x) => x.kind === 'outside-worktree-write')) {
+    const abs = path.join(snapshot.repoPath, v.path);
+    const existed = v.path in snapshot.files;
+    if (!existed) {
+      await rm(abs, { force: true, recursive: true });
+      restored.push(v.path);
+    } else if (!dirty.has(v.path) && snapshot.checkout?.head) {
+      const result = await gitRaw(snapshot.repoPath, ['checkout', snapshot.checkout.head, '--', v.path]);
+      (result.code === 0 ? restored : notRestored).push(v.path);
+    } else {
+      notRestored.push(v.path);
+    }
+  }
+  return { restored, notRestored };
 }
 
 /** `worktrees/<name>` of the linked worktree at `worktree`, from its `.git` file; undefined for anything else. */
@@ -525,8 +618,9 @@ const CONTROL_TOP = ['config', 'config.worktree', 'HEAD'];
 const CONTROL_DIRS = ['hooks', 'info'];
 const CONTROL_WORKTREE = ['HEAD', 'gitdir', 'commondir', 'config.worktree'];
 
-async function gitControlFiles(commonDir: string, ownRecord: string | undefined): Promise<Record<string, string>> {
+async function gitControlFiles(commonDir: string, ownRecord: string | undefined): Promise<{ hashes: Record<string, string>; copies: Record<string, ControlCopy> }> {
   const out: Record<string, string> = {};
+  const copies: Record<string, ControlCopy> = {};
   const hashInto = async (rel: string) => {
     const abs = path.join(commonDir, rel);
     const stat = await lstat(abs).catch(() => undefined);
@@ -534,9 +628,13 @@ async function gitControlFiles(commonDir: string, ownRecord: string | undefined)
     if (stat.isDirectory()) {
       for (const entry of await readdir(abs).catch(() => [] as string[])) await hashInto(`${rel}/${entry}`);
     } else if (stat.isSymbolicLink()) {
-      out[rel] = sha256(`link:${await readlink(abs)}`);
+      const target = await readlink(abs);
+      out[rel] = sha256(`link:${target}`);
+      copies[rel] = { kind: 'link', target };
     } else if (stat.isFile()) {
-      out[rel] = sha256(await readFile(abs));
+      const data = await readFile(abs);
+      out[rel] = sha256(data);
+      if (data.length <= HASH_LIMIT_BYTES) copies[rel] = { kind: 'file', data, mode: stat.mode & 0o7777 };
     }
   };
   const rels = [...CONTROL_TOP, ...CONTROL_DIRS];
@@ -547,7 +645,7 @@ async function gitControlFiles(commonDir: string, ownRecord: string | undefined)
   // Without an own record, every intent's worktree record is read: a thousand parked intents are
   // four thousand files (0.64 s a snapshot one after another).
   await forEachLimited(rels, STAT_CONCURRENCY, hashInto);
-  return out;
+  return { hashes: out, copies };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,8 +2,11 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { launch } from './launcher';
 
-/** Commits made by Warden carry this identity, so they work on machines with no git config. */
-const IDENTITY = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false'];
+/**
+ * Commits made by Warden carry this identity, so they work on machines with no git config. And no
+ * file-system monitor: a repository's config could name one, and git would run it on every status.
+ */
+const IDENTITY = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false', '-c', 'core.fsmonitor=false'];
 
 export interface GitResult {
   readonly stdout: string;

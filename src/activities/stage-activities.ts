@@ -26,7 +26,7 @@ import { gitDirsOf, probeBubblewrap, resolveSandboxLevel, sandboxCommand, sandbo
 import { AGENT_SESSION_VARIABLE } from '../shared/decisions';
 import { buildPrompt } from './prompts';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
-import { inspectChanges, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
+import { inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
 import { detectTestTampering } from './test-tamper';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
@@ -159,7 +159,13 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       return whileHeartbeating(async () => {
         const { intent, stage, attempt } = input;
         const { worktreePath, head } = await worktree(intent);
-        if (input.startCommit && head !== input.startCommit) await rewindTo(worktreePath, input.startCommit);
+        const scope = currentAttemptScope();
+        if (input.startCommit && head !== input.startCommit) {
+          const dropped = await rewindTo(worktreePath, input.startCommit);
+          await scope?.event?.('ROLLBACK', 'medium', `the worktree was reset from ${head.slice(0, 12)} to ${input.startCommit.slice(0, 12)} before ${stage} attempt ${attempt} (a resume): ${dropped.length} untracked or ignored path(s) removed with it`, {
+            metadata: { from: head, to: input.startCommit, removed: dropped.slice(0, 50) },
+          });
+        }
         const baseCommit = input.startCommit ?? head;
         // The target repo's own working tree, to catch an agent that writes outside its worktree.
         const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
@@ -175,7 +181,6 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const started = Date.now();
         const profile = agentForStage(intent, stage);
         const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch, gateway: deps.gateway });
-        const scope = currentAttemptScope();
         // The worker's interceptor sets a meter that reserves against the budgets; without it, calls are only priced.
         const meter = scope?.meter ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
         const result = await stoppable((signal) =>
@@ -380,18 +385,27 @@ async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: s
   const report = await inspectChanges({ worktreePath, repoPath: intent.repoPath, baseCommit, declaredPaths: intent.paths, repoSnapshot, branch });
   if (report.ok) return;
   await revertChanges(worktreePath, baseCommit, { repoPath: intent.repoPath, branch });
+  const { restored, notRestored } = await restoreOutside(repoSnapshot, report.violations);
+  const undone = [
+    restored.length ? `put back outside the worktree: ${restored.slice(0, 10).join(', ')}` : '',
+    notRestored.length ? `NOT put back (changed before the step too, or gone): ${notRestored.slice(0, 10).join(', ')}` : '',
+  ].filter(Boolean);
   const details: HaltDetails = {
     eventType: 'SANDBOX_ESCAPE_ATTEMPTED',
-    reason: `${who}: ${report.summary}`,
+    reason: `${who}: ${report.summary}${undone.length ? `; ${undone.join('; ')}` : ''}`,
     suggestion: `the change was reverted; look at ${who === 'the agent' ? 'the agent' : `${who} (agent-written code)`} and the declared paths before resuming`,
     current: report.violations.length + report.omittedViolations,
     threshold: 0,
   };
-  throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${who}: ${report.summary}`, nonRetryable: true, details: [details] });
+  throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${details.reason}`, nonRetryable: true, details: [details] });
 }
 
-/** Moves the intent branch back to `commit` (an ancestor of its head): the rewind of a resume. */
-async function rewindTo(worktreePath: string, commit: string): Promise<void> {
+/**
+ * Moves the intent branch back to `commit` (an ancestor of its head): the rewind of a resume.
+ * Ignored files go too (build output, caches, anything the run that was reset left behind that
+ * git does not track): the stage starts from the commit and nothing else. Returns what was removed.
+ */
+async function rewindTo(worktreePath: string, commit: string): Promise<string[]> {
   const ancestor = await gitRaw(worktreePath, ['merge-base', '--is-ancestor', commit, 'HEAD']);
   if (ancestor.code !== 0) {
     throw ApplicationFailure.create({
@@ -401,7 +415,8 @@ async function rewindTo(worktreePath: string, commit: string): Promise<void> {
     });
   }
   await git(worktreePath, ['reset', '-q', '--hard', commit]);
-  await git(worktreePath, ['clean', '-q', '-fd']);
+  const removed = await git(worktreePath, ['clean', '-ffdx']);
+  return removed.split('\n').map((line) => line.replace(/^Removing /, '')).filter(Boolean);
 }
 
 /**

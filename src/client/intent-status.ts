@@ -97,6 +97,8 @@ export function renderIntentStatus(report: IntentStatusReport, webUi?: string): 
   if (state?.paused) lines.push(`  paused by ${state.paused.by} at ${state.paused.at}${state.paused.reason ? `: ${state.paused.reason}` : ''}`);
   for (const t of state?.tests ?? []) lines.push(`  tests #${t.attempt}: ${t.summary}`);
   for (const d of state?.decisions ?? []) lines.push(`  decision: ${decisionLine(d)}`);
+  for (const r of state?.refusedDecisions ?? []) lines.push(`  refused: ${r.at}${r.gate ? ` ${r.gate} gate` : ''}${r.by ? `, from "${r.by}"` : ''}: ${r.reason}`);
+  if ((state?.rejectedSignals ?? 0) > (state?.refusedDecisions?.length ?? 0)) lines.push(`  refused decisions in all: ${state!.rejectedSignals} (warden audit lists each)`);
   if (state?.error && !report.failure) lines.push(`  error: ${state.error}`);
   const lineage = state?.lineagePath ?? outcome?.lineagePath;
   if (lineage) lines.push(`  lineage: ${lineage}`);
@@ -108,7 +110,7 @@ export function renderIntentStatus(report: IntentStatusReport, webUi?: string): 
 }
 
 function decisionLine(d: RecordedDecision): string {
-  const who = d.timedOut ? 'its timeout' : d.by;
+  const who = d.timedOut ? 'its timeout' : `${d.by}${d.signed ? ' (signed)' : ''}`;
   const conditions = d.conditions?.length ? ` (conditions: ${d.conditions.join('; ')})` : '';
   return `${d.gate} gate: ${d.decision} by ${who} at ${d.at}${d.reason ? ` — ${d.reason}` : ''}${conditions}`;
 }

@@ -65,8 +65,19 @@ export interface IntentState {
   mergedCommit?: string;
   lineagePath?: string;
   error?: string;
-  /** Signals that failed validation and were ignored. */
+  /** Decisions refused (invalid, unsigned where a signature is needed, not an approver, …), signal or update. */
   rejectedSignals: number;
+  /** The last few refused decisions, newest last: what `warden status` and the Web UI's details show. */
+  refusedDecisions?: RefusedDecision[];
+}
+
+/** A decision the workflow refused, as `warden status` shows it. */
+export interface RefusedDecision {
+  readonly at: string;
+  readonly gate?: string;
+  /** Who it said it was from (not proof of anything). */
+  readonly by?: string;
+  readonly reason: string;
 }
 
 /** What `intentWorkflow` returns. */

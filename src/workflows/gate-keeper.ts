@@ -48,6 +48,8 @@ const SIGNATURE_MAX_AGE_MS = 15 * 60_000;
  * ones away unrecorded, so nobody can fill the history with refusals.
  */
 export const MAX_RECORDED_REFUSALS = 200;
+/** Refused decisions the state keeps for `warden status` and the Web UI. */
+const SHOWN_REFUSALS = 5;
 
 export class GateKeeper {
   private decision: RecordedDecision | undefined;
@@ -278,13 +280,19 @@ export class GateKeeper {
   }
 
   private refuse(reason: string, payload: unknown): void {
-    this.o.state.rejectedSignals += 1;
-    log.warn('ignored a decide signal', { reason });
+    const { state } = this.o;
+    state.rejectedSignals += 1;
+    log.warn('refused a decision', { reason });
+    const claimed = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : {};
+    const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 100) : undefined);
+    const refused = { at: new Date().toISOString(), gate: text(claimed.gate), by: text(claimed.by), reason };
+    state.refusedDecisions = [...(state.refusedDecisions ?? []), refused].slice(-SHOWN_REFUSALS);
     this.o.ledger.event('DECISION_REFUSED', 'medium', reason, {
-      stage: this.o.state.stage,
+      stage: state.stage,
       metadata: { payload: JSON.stringify(payload ?? null).slice(0, 500) },
-      suggestion: 'send {"gate":"<pending gate>","decision":"approve"|"reject","by":"<name>","reason":"…"}',
+      suggestion: 'warden approve / reject ID as an approver of the gate (with a key where signatures are needed: warden approver init NAME)',
     });
+    this.showDetails();
   }
 
   /** The Web UI's current details: what is asked, the package, and the payloads that answer. */
@@ -305,6 +313,9 @@ export class GateKeeper {
         'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',
         'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
         'With conditions: `{"gate":"' + gate + '","decision":"approve-with-conditions","by":"<your name>","conditions":["…"]}`',
+        ...(state.refusedDecisions?.length
+          ? [`Refused decisions (latest last):\n${state.refusedDecisions.map((r) => `- ${r.at}${r.by ? ` from "${r.by}"` : ''}: ${r.reason}`).join('\n')}`]
+          : []),
         pending.package ? `---\n${renderReviewPackage(pending.package)}` : '',
       ]
         .filter(Boolean)

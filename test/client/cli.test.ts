@@ -225,6 +225,7 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   // the name alone, as a local process or the Web UI would send it: this server is not the embedded one, so it does not count
   await withClient((client) => intentHandle(client, id).signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'cli-tester' }));
   await waitFor(() => (/DECISION_REFUSED .*unsigned decision refused: the merge gate takes only signed decisions/.test(warden('audit', id).stdout) ? true : undefined), 30_000, 'the refusal in the ledger');
+  expect(warden('status', id).stdout).toMatch(/refused: \S+ merge gate, from "cli-tester": unsigned decision refused/);
   const reject = warden('reject', id, '--reason', 'not now');
   expect(reject.code).toBe(0);
   expect(reject.stdout).toMatch(/rejected the merge gate/);

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { startIntent } from '../../src/client/intents';
@@ -68,6 +68,28 @@ test('a write into the target repository itself is caught', async () => {
   const { handle, id } = await start(commandAgent(`echo escaped > ${path.join(repo, 'lib', 'escaped.js')}`), repo);
   expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: .*escaped\.js/);
   expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
+});
+
+test("what the agent changed outside its worktree is put back: the repo's git config, a hook, its files, a branch", async () => {
+  const repo = makeSampleRepo();
+  const configBefore = readFileSync(path.join(repo, '.git', 'config'), 'utf8');
+  const mainBefore = git(repo, 'rev-parse', 'main');
+  const script = [
+    'git config user.name "Agent Smith"', // what aider did: the shared config, through the worktree
+    `printf '#!/bin/sh\\necho pwned\\n' > ${path.join(repo, '.git', 'hooks', 'post-checkout')}`,
+    `chmod +x ${path.join(repo, '.git', 'hooks', 'post-checkout')}`,
+    `echo planted > ${path.join(repo, 'planted.txt')}`,
+    `echo changed >> ${path.join(repo, 'README.md')}`,
+    'git -c user.name=a -c user.email=a@b commit -q --allow-empty -m sneaky && git update-ref refs/heads/main HEAD',
+  ].join(' && ');
+  const { handle, id } = await start(commandAgent(script), repo);
+  expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: the agent: .*; put back outside the worktree: /);
+  expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
+  expect(readFileSync(path.join(repo, '.git', 'config'), 'utf8')).toBe(configBefore);
+  expect(existsSync(path.join(repo, '.git', 'hooks', 'post-checkout'))).toBe(false);
+  expect(existsSync(path.join(repo, 'planted.txt'))).toBe(false);
+  expect(git(repo, 'status', '--porcelain')).toBe('');
+  expect(git(repo, 'rev-parse', 'main')).toBe(mainBefore);
 });
 
 test('a symlink pointing outside the worktree is caught and removed', async () => {

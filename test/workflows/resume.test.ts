@@ -1,4 +1,5 @@
-import { writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { findResetPoint, resumeIntent } from '../../src/client/resume';
@@ -77,6 +78,10 @@ test('a running intent is not reset without --force', async () => {
   );
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
   await expect(resumeIntent(world().client, 'default', id, { stage: 'review', reason: 'x', reapplySignals: false, force: false })).rejects.toThrow(/still running/);
+  // Something the run left that git ignores: a rewind removes it too.
+  const worktree = (await handle.query(stateQuery)).worktreePath!;
+  appendFileSync(path.join(repo, '.git', 'info', 'exclude'), '*.log\n');
+  writeFileSync(path.join(worktree, 'lib', 'build.log'), 'left by the run that is reset');
   // with --force it resets: review runs again and the gate is asked again (the old decision is not re-applied)
   await resumeIntent(world().client, 'default', id, { stage: 'review', reason: 'again', reapplySignals: false, force: true });
   const current = intentHandle(world().client, id); // the run the reset started
@@ -84,4 +89,8 @@ test('a running intent is not reset without --force', async () => {
   await current.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'done' });
   expect((await current.result()).status).toBe('rejected');
   expect(await stageCalls(id)).toEqual(['triage', 'lld', 'spec', 'impl', 'impl', 'review', 'review']);
+  const { rows } = await world().pool.query("SELECT reason, metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'ROLLBACK'", [id]);
+  expect(rows).toHaveLength(1);
+  expect(rows[0].reason).toMatch(/^the worktree was reset from [0-9a-f]{12} to [0-9a-f]{12} before review attempt 1 \(a resume\): 1 untracked or ignored path\(s\) removed with it$/);
+  expect(rows[0].metadata.removed).toEqual(['lib/build.log']);
 });

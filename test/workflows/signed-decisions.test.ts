@@ -101,6 +101,9 @@ test('only a valid, fresh signature by a listed key opens the gate; every other 
   const state = await handle.query(stateQuery);
   expect(state.decisions.map((d) => ({ by: d.by, signed: d.signed }))).toEqual([{ by: 'alice', signed: true }]);
   expect(JSON.stringify(state.decisions)).not.toContain(good.proof!.signature); // the record keeps the fact, not the proof
+  expect(state.rejectedSignals).toBe(8);
+  expect(state.refusedDecisions!.map((r) => r.reason)).toHaveLength(5); // the latest five are shown
+  expect(state.refusedDecisions!.at(-1)).toMatchObject({ gate: 'merge', by: 'alice', reason: expect.stringMatching(/more than 15 minutes/) });
 
   expect(await refusals(id)).toEqual([
     expect.stringMatching(/^unsigned decision refused: the merge gate/),
