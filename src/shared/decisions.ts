@@ -1,5 +1,6 @@
 import { GATE_KINDS, isGateKind, type GateKind } from './gates';
 import { proofShapeProblem, type DecisionProof } from './decision-proof';
+import { undecodableReason } from './undecodable';
 
 /** Set in every agent process's environment: a decision sent from there is the agent's own. */
 export const AGENT_SESSION_VARIABLE = 'WARDEN_AGENT_SESSION';
@@ -44,6 +45,8 @@ export type ParsedDecision = { readonly ok: true; readonly decision: Decision } 
  * it runs in workflow code (see schema-primitives.ts). `problems` reads `field: problem; …`.
  */
 export function parseDecision(raw: unknown): ParsedDecision {
+  const undecodable = undecodableReason(raw);
+  if (undecodable !== undefined) return { ok: false, problems: `the payload could not be decoded (${undecodable})` };
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { ok: false, problems: 'a decision must be an object' };
   const input = raw as Record<string, unknown>;
   const problems: string[] = [];

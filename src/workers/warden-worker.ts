@@ -4,6 +4,7 @@ import { Client } from '@temporalio/client';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import { createSweepActivities, type IntentStatusReader } from '../activities/sweeper';
 import { temporalIntentStatus } from './intent-status-reader';
+import { PAYLOAD_CONVERTER_PATH } from './payload-converter-path';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
 import { ModelGateway } from '../gateway/gateway';
@@ -104,6 +105,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? TASK_QUEUE,
     workflowBundle,
+    dataConverter: { payloadConverterPath: PAYLOAD_CONVERTER_PATH },
     ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
     interceptors: {

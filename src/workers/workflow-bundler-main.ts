@@ -4,6 +4,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { PAYLOAD_CONVERTER_PATH } from './payload-converter-path';
 
 async function main(): Promise<void> {
   const [out, ...interceptorModules] = process.argv.slice(2);
@@ -11,6 +12,7 @@ async function main(): Promise<void> {
   const bundle = await bundleWorkflowCode({
     workflowsPath: require.resolve('../workflows'),
     workflowInterceptorModules: interceptorModules,
+    payloadConverterPath: PAYLOAD_CONVERTER_PATH,
     logger: new DefaultLogger('WARN'),
   });
   await writeFile(out, bundle.code);

@@ -48,6 +48,15 @@ const SIGNATURE_MAX_AGE_MS = 15 * 60_000;
  * ones away unrecorded, so nobody can fill the history with refusals.
  */
 export const MAX_RECORDED_REFUSALS = 200;
+/** JSON of anything a message carried; never throws. */
+function safeJson(value: unknown): string {
+  try {
+    return JSON.stringify(value ?? null) ?? 'null';
+  } catch {
+    return String(value);
+  }
+}
+
 /** Refused decisions the state keeps for `warden status` and the Web UI. */
 const SHOWN_REFUSALS = 5;
 
@@ -63,6 +72,7 @@ export class GateKeeper {
       const parsed = parseDecision(raw);
       if (!parsed.ok) return this.refuse(`invalid decide payload: ${parsed.problems}`, raw);
       const refusal = this.mayDecide(parsed.decision);
+      this.spend(parsed.decision);
       if (refusal) return this.refuse(refusal, raw);
       this.accept(parsed.decision);
     });
@@ -73,6 +83,7 @@ export class GateKeeper {
         if (!parsed.ok) throw new Error(`invalid decision: ${parsed.problems}`); // the validator lets none through
         const { decision } = parsed;
         const refusal = this.mayDecide(decision);
+        this.spend(decision);
         if (refusal) {
           this.refuse(refusal, raw);
           return { accepted: false, reason: refusal };
@@ -84,8 +95,10 @@ export class GateKeeper {
         validator: (raw: unknown): void => {
           const parsed = parseDecision(raw);
           if (!parsed.ok) throw new Error(`invalid decision: ${parsed.problems}`);
+          // Past the cap, a decision that would be refused is turned away here, unrecorded; one that counts still gets through.
           if (this.o.state.rejectedSignals >= MAX_RECORDED_REFUSALS) {
-            throw new Error(`refused: this intent has recorded ${MAX_RECORDED_REFUSALS} refused decisions already; look at who sends them`);
+            const refusal = this.mayDecide(parsed.decision);
+            if (refusal) throw new Error(`refused: ${refusal} (after ${MAX_RECORDED_REFUSALS} refused decisions, refusals are no longer recorded one by one)`);
           }
         },
       },
@@ -229,6 +242,11 @@ export class GateKeeper {
     return undefined;
   }
 
+  /** A signature is checked once: after it, its nonce is spent, whether it counted or not. */
+  private spend(decision: Decision): void {
+    if (decision.proof) this.nonces.add(decision.proof.nonce);
+  }
+
   /**
    * Why the decision's proof does not hold, or undefined. A signature must be the named
    * approver's, over this intent, gate, decision and this opening of the gate, recent, and new.
@@ -247,7 +265,6 @@ export class GateKeeper {
     const key = intent.approvals.keys[decision.by];
     if (!key) return `signed as ${decision.by}, who has no public key in this intent's approvers`;
     if (this.nonces.has(proof.nonce)) return 'this signature was used before: each signed decision counts once';
-    this.nonces.add(proof.nonce);
     if (proof.gateOpenedAt !== gateOpenedAt) return `signed for an earlier opening of the ${decision.gate} gate (${proof.gateOpenedAt}), not this one (${gateOpenedAt})`;
     const age = Math.abs(Date.now() - Date.parse(proof.signedAt));
     if (!(age <= SIGNATURE_MAX_AGE_MS)) return `signed at ${proof.signedAt}, more than ${SIGNATURE_MAX_AGE_MS / 60_000} minutes from now: sign again`;
@@ -282,14 +299,17 @@ export class GateKeeper {
   private refuse(reason: string, payload: unknown): void {
     const { state } = this.o;
     state.rejectedSignals += 1;
+    // Signals cannot be turned away before history; past the cap they are counted, not recorded one by one.
+    if (state.rejectedSignals > MAX_RECORDED_REFUSALS) return;
     log.warn('refused a decision', { reason });
     const claimed = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : {};
     const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 100) : undefined);
     const refused = { at: new Date().toISOString(), gate: text(claimed.gate), by: text(claimed.by), reason };
     state.refusedDecisions = [...(state.refusedDecisions ?? []), refused].slice(-SHOWN_REFUSALS);
-    this.o.ledger.event('DECISION_REFUSED', 'medium', reason, {
+    const last = state.rejectedSignals === MAX_RECORDED_REFUSALS ? ` (refusal ${MAX_RECORDED_REFUSALS}: further ones are counted in the state, not recorded one by one)` : '';
+    this.o.ledger.event('DECISION_REFUSED', 'medium', `${reason}${last}`, {
       stage: state.stage,
-      metadata: { payload: JSON.stringify(payload ?? null).slice(0, 500) },
+      metadata: { payload: safeJson(payload).slice(0, 500) },
       suggestion: 'warden approve / reject ID as an approver of the gate (with a key where signatures are needed: warden approver init NAME)',
     });
     this.showDetails();

@@ -1,0 +1,113 @@
+import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
+import type { WorkflowHandle } from '@temporalio/client';
+import { sendDecision } from '../../src/client/intents';
+import { GATE_KINDS } from '../../src/shared/gates';
+import { decideSignal, decideUpdate, stateQuery } from '../../src/shared/messages';
+import { workflowIdForIntent } from '../../src/shared/ids';
+import { testApprover } from '../helpers/approvers';
+import { startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
+
+/**
+ * Property-based: whatever arrives as a decision (any JSON, anything shaped like a decision,
+ * payloads in any encoding, undecodable bytes), through the real server, fails no workflow task,
+ * decides nothing, and leaves the intent answering and able to take the one decision that counts.
+ */
+
+const world = useTestWorld('fuzz');
+const RUNS = Number(process.env.WARDEN_FUZZ_RUNS ?? 1000);
+
+const text = fc.oneof(fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 200 }), fc.constantFrom('', ' ', 'alice', 'scripted', 'warden', 'a'.repeat(5000)));
+const decisionLike = fc.record(
+  {
+    gate: fc.oneof(fc.constantFrom(...GATE_KINDS), text, fc.jsonValue()),
+    decision: fc.oneof(fc.constantFrom('approve', 'reject', 'approve-with-conditions', 'defer'), text, fc.jsonValue()),
+    by: fc.oneof(text, fc.jsonValue()),
+    reason: fc.oneof(text, fc.jsonValue()),
+    conditions: fc.oneof(fc.array(text, { maxLength: 30 }), fc.jsonValue()),
+    agentSession: fc.oneof(text, fc.jsonValue()),
+    proof: fc.oneof(
+      fc.record({ nonce: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 }), signedAt: fc.date({ noInvalidDate: true }).map((d) => d.toISOString()), gateOpenedAt: text, signature: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 128, maxLength: 128 }) }),
+      fc.jsonValue(),
+    ),
+  },
+  { requiredKeys: [] },
+);
+const payload = fc.oneof(fc.jsonValue(), decisionLike);
+
+async function waiting(handle: WorkflowHandle) {
+  return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+}
+
+async function workflowTaskFailures(handle: WorkflowHandle): Promise<number> {
+  const history = await handle.fetchHistory();
+  return (history.events ?? []).filter((e) => e.workflowTaskFailedEventAttributes).length;
+}
+
+test(`${RUNS} signals and ${RUNS} updates of any shape decide nothing and fail no workflow task`, async () => {
+  const alice = testApprover('alice');
+  // No unsigned decision counts at this intent's gates: nothing fuzzed can be a valid decision.
+  const { handle, id } = await startSampleIntent(world(), 'fz', { approvals: { keys: { alice: alice.publicKey }, unsignedGates: [] } });
+  await waiting(handle);
+
+  let accepted = 0;
+  await fc.assert(
+    fc.asyncProperty(payload, payload, async (asSignal, asUpdate) => {
+      await handle.signal(decideSignal, asSignal);
+      try {
+        const answer = await handle.executeUpdate(decideUpdate, { args: [asUpdate] });
+        if (answer.accepted) accepted++;
+      } catch {
+        // refused by the validator: nothing reached history
+      }
+    }),
+    { numRuns: RUNS },
+  );
+  expect(accepted).toBe(0);
+  const state = await handle.query(stateQuery);
+  expect(state.pendingGate?.gate).toBe('merge');
+  expect(state.decisions).toEqual([]);
+  expect(state.rejectedSignals).toBeGreaterThan(0);
+  expect(await workflowTaskFailures(handle)).toBe(0);
+
+  // Still able to decide.
+  await sendDecision(world().client, id, { gate: 'merge', decision: 'approve', by: 'alice' }, { keysDir: alice.keysDir });
+  expect((await handle.result()).status).toBe('merged');
+});
+
+test(`${RUNS} raw signals in any encoding, undecodable ones too, wedge nothing`, async () => {
+  const alice = testApprover('alice');
+  const { handle, id } = await startSampleIntent(world(), 'fzraw', { approvals: { keys: { alice: alice.publicKey }, unsignedGates: [] } });
+  await waiting(handle);
+  const encodings = ['json/plain', 'binary/plain', 'binary/null', 'json/protobuf', 'binary/protobuf', 'binary/encrypted', 'text/plain', ''];
+  const rawPayload = fc.record({
+    encoding: fc.oneof(fc.constantFrom(...encodings), fc.string({ maxLength: 20 })),
+    data: fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.jsonValue().map((v) => new TextEncoder().encode(JSON.stringify(v))), fc.constant(new TextEncoder().encode('{"gate":'))),
+    messageType: fc.option(fc.string({ maxLength: 30 }), { nil: undefined }),
+  });
+  await fc.assert(
+    fc.asyncProperty(fc.array(rawPayload, { minLength: 0, maxLength: 3 }), async (payloads) => {
+      await world().client.workflowService.signalWorkflowExecution({
+        namespace: 'default',
+        workflowExecution: { workflowId: workflowIdForIntent(id) },
+        signalName: 'decide',
+        identity: 'fuzzer',
+        requestId: randomBytes(16).toString('hex'),
+        input: {
+          payloads: payloads.map((p) => ({
+            metadata: { encoding: new TextEncoder().encode(p.encoding), ...(p.messageType ? { messageType: new TextEncoder().encode(p.messageType) } : {}) },
+            data: p.data,
+          })),
+        },
+      });
+    }),
+    { numRuns: RUNS },
+  );
+  // Every signal has been handled once the workflow answers a query after them.
+  const state = await handle.query(stateQuery);
+  expect(state.pendingGate?.gate).toBe('merge');
+  expect(state.decisions).toEqual([]);
+  expect(await workflowTaskFailures(handle)).toBe(0);
+  await sendDecision(world().client, id, { gate: 'merge', decision: 'approve', by: 'alice' }, { keysDir: alice.keysDir });
+  expect((await handle.result()).status).toBe('merged');
+});
