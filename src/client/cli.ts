@@ -100,7 +100,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--cmd <command>', "command for the command agent, e.g. 'claude -p'; with --agent aider|codex|claude, the program to run (default: on PATH or under <Warden home>/tools)")
     .addOption(new Option('--prompt-via <how>', 'how the command agent gets the prompt').choices(['stdin', 'arg']))
     .addOption(
-      new Option('--sandbox <level>', 'where the command agent runs: bubblewrap when available (auto), bubblewrap, process limits, or none')
+      new Option('--sandbox <level>', 'where the command agent runs: bubblewrap when available (auto), bubblewrap, process limits, or none (these two, and auto without bubblewrap, need --allow-unconfined-code)')
         .choices(['auto', 'bubblewrap', 'process', 'none'])
         .default('auto'),
     )

@@ -9,6 +9,7 @@ import { loadRuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
 import { reportResult } from './report';
 import { runIntent } from './run-intent';
+import { approvalsFrom } from './intent-input';
 import { createSampleRepo } from './sample-repo';
 
 async function demo(): Promise<number> {
@@ -17,6 +18,7 @@ async function demo(): Promise<number> {
   const repoPath = createSampleRepo(path.join(config.wardenHome, 'demo', `sample-strings-${stamp}`));
   const print = (line: string): void => void process.stdout.write(`${line}\n`);
   print(`sample repository: ${repoPath} (a failing test for a missing slugify())`);
+  const safety = resolveConfig({});
   const result = await runIntent(
     {
       id: `demo-${stamp}`,
@@ -27,10 +29,12 @@ async function demo(): Promise<number> {
       agent: { kind: 'scripted', scriptPath: path.resolve(__dirname, '../../examples/demo-agent.json') },
       // The scripted agent answers at once: no need for the default 60 s between impl attempts.
       limits: { cooldown: '0s' },
+      // Who may decide, as `warden run` would say for this server (unsigned decisions count on the embedded one).
+      approvals: approvalsFrom({ ...safety, embeddedServer: config.temporalAddress === undefined }),
     },
     {
       config,
-      safety: resolveConfig({}),
+      safety,
       logger: createLogger(process.env.WARDEN_LOG_LEVEL ?? 'warn'),
       detach: false,
       approve: true,

@@ -1,3 +1,4 @@
+import { storable } from './storable';
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
@@ -81,7 +82,7 @@ export class Ledger {
 
   /** Appends a safety event. True if inserted; false if a row with this id already exists (a retry). */
   async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
-    const e = SafetyEventSchema.parse(input);
+    const e = SafetyEventSchema.parse(storable(input));
     const result = await this.pool.query(
       `INSERT INTO safety_events (id, "timestamp", event_type, intent_id, stage, agent_id, model_id, breaker_id,
                                   cost_snapshot, reason, suggestion, metadata, severity)
@@ -110,7 +111,7 @@ export class Ledger {
 
   /** Appends a cost event (one agent call). True if inserted; false if the id already exists. */
   async recordCost(input: CostEventInput): Promise<boolean> {
-    const c = CostEventSchema.parse(input);
+    const c = CostEventSchema.parse(storable(input));
     const result = await this.pool.query(
       `INSERT INTO cost_events (id, "timestamp", intent_id, stage, attempt, agent_id, model_id, input_tokens, output_tokens, usd)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -148,7 +149,7 @@ export class Ledger {
 
   /** Appends one request made through the model gateway. True if inserted; false if the id already exists. */
   async recordModelCall(input: ModelCallInput): Promise<boolean> {
-    const m = ModelCallSchema.parse(input);
+    const m = ModelCallSchema.parse(storable(input));
     const result = await this.pool.query(
       `INSERT INTO model_calls (id, "timestamp", intent_id, stage, attempt, agent_id, api, model_id, streamed, status, outcome, refusal,
                                 input_tokens, output_tokens, usd, estimated, latency_ms)
@@ -191,7 +192,7 @@ export class Ledger {
 
   /** Appends a gate decision. True if inserted; false if the id already exists. */
   async recordGateDecision(input: GateDecisionInput): Promise<boolean> {
-    const g = GateDecisionRowSchema.parse(input);
+    const g = GateDecisionRowSchema.parse(storable(input));
     const result = await this.pool.query(
       `INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, reason, conditions, requested_at, decided_at, timed_out)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -338,7 +339,7 @@ export class Ledger {
    * if this (workflow, run, activity, attempt) is already recorded: a repeated write is a no-op.
    */
   async recordActivityRun(input: ActivityRunInput): Promise<boolean> {
-    const r = ActivityRunSchema.parse(input);
+    const r = ActivityRunSchema.parse(storable(input));
     const result = await this.pool.query(
       `INSERT INTO activity_runs (workflow_id, run_id, activity_id, attempt, activity_type, task_queue, intent_id, stage,
                                   agent_id, model_id, started_at, ended_at, duration_ms, outcome, failure_type, spend_usd)

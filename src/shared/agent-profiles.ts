@@ -14,7 +14,7 @@ export const ScriptedAgentProfileSchema = z.object({
   kind: z.literal('scripted'),
   name: AgentName,
   /** Absolute path of the JSON script the agent replays. */
-  scriptPath: z.string().min(1),
+  scriptPath: z.string().min(1).max(4096),
 });
 
 /** Names of environment variables holding API keys, tried in order (the keys never travel). */
@@ -53,7 +53,7 @@ export const CommandAgentProfileSchema = z.object({
    * Shell command run in the worktree, e.g. `claude -p` or `aider --message {prompt}`. With `cli`
    * it is only the program (a path, or a name on PATH): Warden adds the CLI's arguments.
    */
-  command: z.string().trim().min(1, 'the command of a command agent must not be empty'),
+  command: z.string().trim().min(1, 'the command of a command agent must not be empty').max(20_000),
   /**
    * A CLI Warden knows how to drive (see src/activities/agents/cli-invocations.ts): its
    * non-interactive flags, its model and gateway settings, a scratch home with what it needs,
@@ -74,14 +74,16 @@ export const CommandAgentProfileSchema = z.object({
   /**
    * Where the command runs (see src/activities/sandbox.ts): `none` a plain process, `process`
    * the same with resource limits, `bubblewrap` inside bwrap (only the worktree writable),
-   * `auto` bubblewrap when it works on the worker, else process. HIGH risk always needs
+   * `auto` bubblewrap when it works on the worker. Anything below bubblewrap runs only where the
+   * intent allows unconfined code (`confinement.allowUnconfinedCode`). HIGH risk always needs
    * bubblewrap.
    */
   sandbox: z.enum(['auto', 'none', 'process', 'bubblewrap']).default('auto'),
   /**
    * What the command may reach over the network: `gateway` only Warden's model gateway (the
    * default when the profile names an `upstream`), `none` nothing (the default otherwise), `host`
-   * the worker's whole network (recorded, and the merge gate then always needs a person). Only
+   * the worker's whole network (recorded; the merge gate then always needs a person, and every
+   * decision a signature). Only
    * bubblewrap can enforce `gateway` and `none`.
    */
   network: z.enum(['gateway', 'none', 'host'], { error: "network is 'gateway' (only the model gateway), 'none' or 'host' (the worker's whole network)" }).optional(),

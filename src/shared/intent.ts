@@ -92,9 +92,9 @@ export const IntentSchema = z.object({
   goal: z.string().trim().min(1, 'the goal must not be empty').max(4000),
   /** Absolute path of the target git repository. */
   repoPath: z.string().startsWith('/', 'the repository path must be absolute'),
-  baseBranch: z.string().min(1).default('main'),
+  baseBranch: z.string().min(1).max(250).default('main'),
   /** Globs (relative to the repo root) the agent may change. */
-  paths: z.array(z.string().min(1)).min(1).default(['**']),
+  paths: z.array(z.string().min(1).max(500)).min(1).max(200).default(['**']),
   riskHint: RiskClassSchema.optional(),
   /** The agent of every stage that `stageAgents` does not name. */
   agent: AgentProfileSchema,
@@ -111,7 +111,7 @@ export const IntentSchema = z.object({
     })
     .default({ requireDifferentFamily: false, forbiddenReviewers: [] }),
   /** Shell command that runs the repo's tests; exit code 0 means they pass. */
-  testCommand: z.string().trim().min(1).optional(),
+  testCommand: z.string().trim().min(1).max(4000).optional(),
   limits: LimitsSchema,
   /** Per-gate approvers, timeouts, escalation targets (see gates.ts); the client merges the config file's in. */
   gates: GatesConfigSchema.default({}),

@@ -23,11 +23,11 @@ export interface PauseRequest {
   readonly reason?: string;
 }
 
-/** Hold the intent before its next stage (the running one finishes). */
-export const pauseSignal = defineSignal<[PauseRequest]>('pause');
+/** Hold the intent before its next stage (the running one finishes). A `PauseRequest`, checked on receipt. */
+export const pauseSignal = defineSignal<[unknown]>('pause');
 
-/** Let a paused intent go on. */
-export const resumeSignal = defineSignal<[PauseRequest]>('resume');
+/** Let a paused intent go on. A `PauseRequest`, checked on receipt. */
+export const resumeSignal = defineSignal<[unknown]>('resume');
 
 /** The intent's current state: stage, attempts, spend, pending gate, decisions, artifacts. */
 export const stateQuery = defineQuery<IntentState>('state');

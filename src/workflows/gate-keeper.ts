@@ -25,7 +25,7 @@ export interface GateKeeperOptions {
   readonly ledger: LedgerRecorder;
   /** The agent's identities: a decision `by` one of them is the agent approving itself. */
   readonly agentNames: readonly string[];
-  /** Agent-written code may run unconfined here: then only signed decisions count, at every gate. */
+  /** Agent-written code may run unconfined or with the host's network here: then only signed decisions count, at every gate. */
   readonly signedOnly: boolean;
   readonly autoPass: (gate: GateKind) => AutoPassContext;
   /** The review package, once impl has run; undefined before. */
@@ -256,7 +256,9 @@ export class GateKeeper {
     const { intent } = this.o;
     const { proof } = decision;
     if (!proof) {
-      if (this.o.signedOnly) return `unsigned decision refused: agent-written code of this intent may run unconfined, so only signed decisions count (warden approver init ${decision.by})`;
+      if (this.o.signedOnly) {
+        return `unsigned decision refused: agent-written code of this intent may run unconfined or with the worker's network, so only signed decisions count (warden approver init ${decision.by})`;
+      }
       if (!intent.approvals.unsignedGates.includes(decision.gate)) {
         return `unsigned decision refused: the ${decision.gate} gate takes only signed decisions (warden approver init ${decision.by}, then list its key under approvers in the config)`;
       }

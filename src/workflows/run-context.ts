@@ -83,7 +83,8 @@ export class IntentRun {
       ledger: this.ledger,
       // Every agent of the intent, by kind and by name: none of them decides a gate.
       agentNames: [intent.agent, ...Object.values(intent.stageAgents)].flatMap((a) => [a.kind, agentIdOf(a)]),
-      signedOnly: this.unconfinedCode,
+      // Code that can reach the network (or everything) could reach the frontend and sign as no one: only proofs count.
+      signedOnly: this.unconfinedCode || this.hostNetwork,
       autoPass: (gate) => ({ level: this.ladderLevel, risk: this.triage?.risk ?? 'MEDIUM', refusals: autoPassRefusals(gate, this) }),
       reviewPackage: async () => {
         const { triage, review, state, ladderLevel } = this;

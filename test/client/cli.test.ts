@@ -296,7 +296,7 @@ describe('Ctrl-C while following', () => {
       }, 60_000, 'the intent to merge');
       // with a worker running, the finished intent's full state: its decisions too
       expect(status.state?.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'cli-tester' })]);
-      expect(warden('status', id).stdout).toMatch(/decision: merge gate: approve by cli-tester at /);
+      expect(warden('status', id).stdout).toMatch(/decision: merge gate: approve by cli-tester \(signed\) at /);
     } finally {
       worker.kill('SIGTERM');
       await workerExited;

@@ -114,6 +114,17 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     });
   });
 
+  test('a NUL character or half of a character, which PostgreSQL text and jsonb refuse, is stored as U+FFFD instead of failing the write forever', async () => {
+    const intentId = `nul-${randomUUID()}`;
+    const cut = '😀'.slice(0, 1); // a lone surrogate, as a slice through an emoji leaves it
+    expect(await ledger.recordSafetyEvent(safetyEvent({ intentId, reason: 'by "a\u0000b"', metadata: { payload: 'x\u0000y', 'k\u0000': 1, cut, whole: '😀' } }))).toBe(true);
+    expect(await ledger.recordGateDecision(gateDecision({ intentId, by: 'a\u0000b', reason: 'r\u0000' }))).toBe(true);
+    const { rows } = await db.pool.query('SELECT reason, metadata FROM safety_events WHERE intent_id = $1', [intentId]);
+    expect(rows).toEqual([{ reason: 'by "a\uFFFDb"', metadata: { payload: 'x\uFFFDy', 'k\uFFFD': 1, cut: '\uFFFD', whole: '😀' } }]);
+    const decisions = await db.pool.query('SELECT decided_by FROM gate_decisions WHERE intent_id = $1', [intentId]);
+    expect(decisions.rows).toEqual([{ decided_by: 'a\uFFFDb' }]);
+  });
+
   test('the timeline merges safety events, costs and gate decisions, oldest first', async () => {
     const t = (s: number): Date => new Date(Date.UTC(2031, 0, 1, 12, 0, s));
     const intentId = `timeline-${randomUUID()}`;

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import type { WorkflowHandle } from '@temporalio/client';
 import { sendDecision } from '../../src/client/intents';
 import { GATE_KINDS } from '../../src/shared/gates';
-import { decideSignal, decideUpdate, stateQuery } from '../../src/shared/messages';
+import { decideSignal, decideUpdate, resumeSignal, stateQuery } from '../../src/shared/messages';
 import { workflowIdForIntent } from '../../src/shared/ids';
 import { testApprover } from '../helpers/approvers';
 import { startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
@@ -75,7 +75,7 @@ test(`${RUNS} signals and ${RUNS} updates of any shape decide nothing and fail n
   expect((await handle.result()).status).toBe('merged');
 });
 
-test(`${RUNS} raw signals in any encoding, undecodable ones too, wedge nothing`, async () => {
+test(`${RUNS} raw decide, pause and resume signals in any encoding, undecodable ones too, wedge nothing`, async () => {
   const alice = testApprover('alice');
   const { handle, id } = await startSampleIntent(world(), 'fzraw', { approvals: { keys: { alice: alice.publicKey }, unsignedGates: [] } });
   await waiting(handle);
@@ -86,11 +86,11 @@ test(`${RUNS} raw signals in any encoding, undecodable ones too, wedge nothing`,
     messageType: fc.option(fc.string({ maxLength: 30 }), { nil: undefined }),
   });
   await fc.assert(
-    fc.asyncProperty(fc.array(rawPayload, { minLength: 0, maxLength: 3 }), async (payloads) => {
+    fc.asyncProperty(fc.constantFrom('decide', 'decide', 'pause', 'resume'), fc.array(rawPayload, { minLength: 0, maxLength: 3 }), async (signalName, payloads) => {
       await world().client.workflowService.signalWorkflowExecution({
         namespace: 'default',
         workflowExecution: { workflowId: workflowIdForIntent(id) },
-        signalName: 'decide',
+        signalName,
         identity: 'fuzzer',
         requestId: randomBytes(16).toString('hex'),
         input: {
@@ -103,11 +103,15 @@ test(`${RUNS} raw signals in any encoding, undecodable ones too, wedge nothing`,
     }),
     { numRuns: RUNS },
   );
-  // Every signal has been handled once the workflow answers a query after them.
-  const state = await handle.query(stateQuery);
+  // Every signal has been handled once the workflow answers a query after them (a thousand
+  // pauses and resumes each write to the ledger first: that may take a while on a busy machine).
+  const state = await waitFor(() => handle.query(stateQuery).catch(() => undefined), 120_000, 'the workflow to answer after the signals');
   expect(state.pendingGate?.gate).toBe('merge');
   expect(state.decisions).toEqual([]);
   expect(await workflowTaskFailures(handle)).toBe(0);
+  // Pauses and resumes took effect whatever they carried (a pause is the safe side); the last word was one or the other.
+  expect(state.paused === undefined || state.paused.by.length <= 100).toBe(true);
+  await handle.signal(resumeSignal, { by: 'alice' });
   await sendDecision(world().client, id, { gate: 'merge', decision: 'approve', by: 'alice' }, { keysDir: alice.keysDir });
   expect((await handle.result()).status).toBe('merged');
 });

@@ -8,7 +8,8 @@ import type { Decision } from '../../src/shared/decisions';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, decideUpdate, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
-import { demoScript, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
+import { answeringDesignStages } from '../../src/client/sample-repo';
+import { demoScript, demoStages, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
 /**
  * Approvals carry proof: a decision signed with an approver's key counts; a free-text name alone
@@ -152,4 +153,15 @@ test('unsigned decisions count where the intent trusts them, never where its cod
   const good = signed('alice', unconfined.id, { gate: 'merge', decision: 'approve', by: 'alice' }, pendingGate!.requestedAt);
   expect(await unconfined.handle.executeUpdate(decideUpdate, { args: [good] })).toEqual({ accepted: true });
   expect((await unconfined.handle.result()).status).toBe('merged');
+
+  // An agent with the worker's network could reach the frontend itself: the same holds.
+  const right = Buffer.from(String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content)).toString('base64');
+  const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then printf %s ${right} | base64 -d > lib/strings.js; fi; echo done`);
+  const networked = await start({ agent: { kind: 'command', command, network: 'host' }, approvals: { keys: { alice: alicePublic }, unsignedGates: ['merge'] } });
+  await atGate(networked.handle);
+  expect(await networked.handle.executeUpdate(decideUpdate, { args: [{ gate: 'merge', decision: 'approve', by: 'alice' }] })).toMatchObject({
+    accepted: false,
+    reason: expect.stringMatching(/with the worker's network, so only signed decisions count/),
+  });
+  await networked.handle.terminate('checked');
 });

@@ -107,7 +107,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
         });
       }
       if (network === 'host') {
-        await request.event?.('HOST_NETWORK_GRANTED', 'medium', `the ${request.stage} agent (${profileName}) runs with the worker's whole network (network: host): nothing it calls is metered or screened, and the merge gate needs a person`, {
+        await request.event?.('HOST_NETWORK_GRANTED', 'medium', `the ${request.stage} agent (${profileName}) runs with the worker's whole network (network: host): nothing it calls is metered or screened, the merge gate needs a person, and only signed decisions count`, {
           suggestion: "Give the profile an upstream and network 'gateway', so its model calls are metered, limited and screened.",
           metadata: { agent: profileName, sandbox: level },
         });
