@@ -5,6 +5,7 @@
  * would then never succeed, and whatever reaches the ledger (a refused decision's payload, an
  * agent's output) may hold either. Both are replaced by U+FFFD in every string, keys included.
  */
+// eslint-disable-next-line no-control-regex -- the NUL character is exactly what must be found
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 export function storable<T>(value: T): T {
