@@ -64,6 +64,12 @@ async function findSystemPrograms(): Promise<ProgramStatus[]> {
       delete process.env[programEnv(status.program)];
     }
   }
+  // Every intent's tests are agent-written code and run only inside bubblewrap: without it nearly
+  // every integration test would fail, so the tier stops here with the one line that says why.
+  const bubblewrap = statuses.find((s) => s.program === 'bubblewrap');
+  if (bubblewrap && !bubblewrap.available) {
+    throw new Error(`the integration tests need bubblewrap: every intent runs its repo's tests inside it. ${describeStatus(bubblewrap)} (npm run test:unit needs none of this)`);
+  }
   const missing = statuses.filter((s) => !s.available);
   if (missing.length > 0 && isCi()) {
     throw new Error(`CI is set and tests would be skipped for want of: ${missing.map((s) => s.program).join(', ')}. ${missing.map(describeStatus).join(' ')}`);

@@ -1,5 +1,5 @@
 /**
- * The system programs some tests need beyond `npm install`: bubblewrap (the sandbox tests),
+ * The system programs some tests need beyond `npm install`: bubblewrap (the integration tier),
  * Chromium (the Web UI end-to-end test) and Debian's PostgreSQL server (the ledger tests' second
  * backend). test/global-setup.ts and .ci/run both use this module, so a developer's `npm test`
  * and CI get them the same way:
@@ -41,7 +41,7 @@ const CLI_BINARY: Record<AgentCliProgram, string> = {
 /** What each program is for, and the Debian package it comes in. */
 const DEBIAN_PACKAGE: Record<Exclude<SystemProgram, AgentCliProgram>, string> = { bubblewrap: 'bubblewrap', chromium: 'chromium', postgresql: 'postgresql' };
 const NEEDED_BY: Record<SystemProgram, string> = {
-  bubblewrap: 'the sandbox tests',
+  bubblewrap: 'every intent that runs its tests (they run in bubblewrap) and the sandbox tests: the integration tier stops without it',
   chromium: 'the Web UI end-to-end test',
   postgresql: "the ledger tests' second backend",
   aider: 'the real-CLI tests',
