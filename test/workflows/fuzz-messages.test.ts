@@ -39,9 +39,21 @@ async function waiting(handle: WorkflowHandle) {
   return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
 }
 
-async function workflowTaskFailures(handle: WorkflowHandle): Promise<number> {
+/** temporal.api.enums.v1.WorkflowTaskFailedCause: the server force-closed the task. */
+const WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND = 17;
+
+/**
+ * Why each workflow task the worker failed, failed (none, when all is well). The server's own
+ * force-close is left out: under a flood of signals it fails the task in flight when too many
+ * events are buffered behind it, and hands them all to the next one. That is flow control, not
+ * a failure of the workflow, and the intent answering afterwards shows it did not wedge.
+ */
+async function workflowTaskFailures(handle: WorkflowHandle): Promise<string[]> {
   const history = await handle.fetchHistory();
-  return (history.events ?? []).filter((e) => e.workflowTaskFailedEventAttributes).length;
+  return (history.events ?? [])
+    .filter((e) => e.workflowTaskFailedEventAttributes)
+    .filter((e) => e.workflowTaskFailedEventAttributes!.cause !== WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND)
+    .map((e) => `${e.workflowTaskFailedEventAttributes!.cause}: ${e.workflowTaskFailedEventAttributes!.failure?.message ?? ''}`.slice(0, 300));
 }
 
 test(`${RUNS} signals and ${RUNS} updates of any shape decide nothing and fail no workflow task`, async () => {
@@ -68,7 +80,7 @@ test(`${RUNS} signals and ${RUNS} updates of any shape decide nothing and fail n
   expect(state.pendingGate?.gate).toBe('merge');
   expect(state.decisions).toEqual([]);
   expect(state.rejectedSignals).toBeGreaterThan(0);
-  expect(await workflowTaskFailures(handle)).toBe(0);
+  expect(await workflowTaskFailures(handle)).toEqual([]);
 
   // Still able to decide.
   await sendDecision(world().client, id, { gate: 'merge', decision: 'approve', by: 'alice' }, { keysDir: alice.keysDir });
@@ -108,7 +120,7 @@ test(`${RUNS} raw decide, pause and resume signals in any encoding, undecodable 
   const state = await waitFor(() => handle.query(stateQuery).catch(() => undefined), 120_000, 'the workflow to answer after the signals');
   expect(state.pendingGate?.gate).toBe('merge');
   expect(state.decisions).toEqual([]);
-  expect(await workflowTaskFailures(handle)).toBe(0);
+  expect(await workflowTaskFailures(handle)).toEqual([]);
   // Pauses and resumes took effect whatever they carried (a pause is the safe side); the last word was one or the other.
   expect(state.paused === undefined || state.paused.by.length <= 100).toBe(true);
   await handle.signal(resumeSignal, { by: 'alice' });
