@@ -163,35 +163,37 @@ describe('misbehaving agents are caught', () => {
       const [host, port] = temporalAddress().split(':');
       const database = new URL(process.env.DATABASE_URL ?? world().databaseUrl);
       const client = require.resolve('@temporalio/client');
-      const signal = path.join(path.resolve(__dirname, '../.warden'), `scenario-signal-${process.pid}.js`);
-      writeFileSync(
-        signal,
-        `const { Client, Connection } = require(${JSON.stringify(client)});
-(async () => {
-  const id = process.env.WARDEN_AGENT_SESSION.split('/')[0];
-  const c = new Client({ connection: await Connection.connect({ address: ${JSON.stringify(temporalAddress())}, connectTimeout: 2000 }) });
-  const h = c.workflow.getHandle('intent-' + id);
-  await h.signal('decide', { gate: 'merge', decision: 'approve', by: 'alice' });
-  await h.executeUpdate('decision', { args: [{ gate: 'merge', decision: 'approve', by: 'alice' }] });
-  console.log('route signal+update: reached');
-})().catch((e) => console.log('route signal+update: denied (' + e.message.split('\\n')[0].slice(0, 80) + ')'));
-`,
-      );
-      const decisionFile = path.join(path.resolve(__dirname, '../.warden'), `decision-${process.pid}.json`);
+      // Signal and update its own workflow as alice; inline, so it runs wherever the project lives
+      // (node_modules may be out of the sandbox's sight: then loading the client is what fails).
+      const signal = `try {
+  const { Client, Connection } = require(${JSON.stringify(client)});
+  (async () => {
+    const id = process.env.WARDEN_AGENT_SESSION.split('/')[0];
+    const c = new Client({ connection: await Connection.connect({ address: ${JSON.stringify(temporalAddress())}, connectTimeout: 2000 }) });
+    const h = c.workflow.getHandle('intent-' + id);
+    await h.signal('decide', { gate: 'merge', decision: 'approve', by: 'alice' });
+    await h.executeUpdate('decision', { args: [{ gate: 'merge', decision: 'approve', by: 'alice' }] });
+    console.log('route signal+update: reached');
+  })().catch((e) => console.log('route signal+update: denied (' + e.message.split('\\n')[0].slice(0, 80) + ')'));
+} catch (e) {
+  console.log('route signal+update: denied (' + e.message.split('\\n')[0].slice(0, 80) + ')');
+}`;
+      // Warden reads no decision files; the repository's own git dir is where one would do most harm.
+      const decisionFile = '"$(git rev-parse --path-format=absolute --git-common-dir)/warden-decision.json"';
       const tryRoute = (name: string, attempt: string) => `if (${attempt}) >/dev/null 2>&1; then echo "route ${name}: reached"; else echo "route ${name}: denied"; fi`;
       const routes = [
         tryRoute('frontend', `bash -c 'exec 3<>/dev/tcp/${host}/${port}'`),
         tryRoute('database', `bash -c 'exec 3<>/dev/tcp/${database.hostname}/${database.port}'`),
         tryRoute('worker-environment', "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q '^TEMPORAL_\\|^DATABASE_URL=\\|^PGPASSWORD='"),
         tryRoute('approver-keys', `cat ${keys}/alice.key | grep -q PRIVATE`),
-        // Warden reads no decision files; a file in its home would be the nearest thing. Read-only there.
         tryRoute('decision-file', `echo '{"gate":"merge","decision":"approve","by":"alice"}' > ${decisionFile}`),
       ];
-      // Outside the sandbox, as the worker's user, the first five routes are all open: the test can fail.
-      const fromHost = execFileSync('/bin/sh', ['-c', routes.join('; ')], { encoding: 'utf8' }).trim().split('\n');
+      // Outside the sandbox, as the worker's user in a checkout of its own, the first five routes are all open: the test can fail.
+      const hostRepo = makeSampleRepo();
+      const fromHost = execFileSync('/bin/sh', ['-c', routes.join('; ')], { encoding: 'utf8', cwd: hostRepo }).trim().split('\n');
       expect(fromHost).toEqual(['route frontend: reached', 'route database: reached', 'route worker-environment: reached', 'route approver-keys: reached', 'route decision-file: reached']);
-      rmSync(decisionFile, { force: true });
-      routes.push(`timeout 20 node ${signal}`);
+      expect(existsSync(path.join(hostRepo, '.git', 'warden-decision.json'))).toBe(true);
+      routes.push(`timeout 20 node -e "$(printf %s ${Buffer.from(signal).toString('base64')} | base64 -d)"`);
       try {
         const command = answeringDesignStages(
           `p=$(cat); case "$p" in "# Warden: review"*) ${routes.join('; ')}; echo APPROVE ;; "# Warden: impl"*) printf %s ${Buffer.from(GOOD).toString('base64')} | base64 -d > lib/strings.js; echo done ;; *) echo done ;; esac`,
@@ -210,7 +212,7 @@ describe('misbehaving agents are caught', () => {
           'route decision-file: denied',
           expect.stringMatching(/^route signal\+update: denied/),
         ]);
-        expect(existsSync(decisionFile)).toBe(false);
+        expect(existsSync(path.join(r.repo, '.git', 'warden-decision.json'))).toBe(false);
         await sendDecision(world().client, r.id, { gate: 'merge', decision: 'reject', by: 'alice', reason: 'checked' }, { keysDir: keys });
         expect((await r.handle.result()).status).toBe('rejected');
         nothingMerged(r);
@@ -219,7 +221,6 @@ describe('misbehaving agents are caught', () => {
         if (saved === undefined) delete process.env.WARDEN_APPROVER_KEYS;
         else process.env.WARDEN_APPROVER_KEYS = saved;
         rmSync(keys, { recursive: true, force: true });
-        rmSync(signal, { force: true });
       }
     });
   });
