@@ -145,7 +145,8 @@ export class GateKeeper {
       costSnapshot: { intentUsd: state.spendUsd },
       metadata: { gate, timeoutAt: state.pendingGate.timeoutAt, humanOnly: GATES[gate].humanOnly, notAutomatic: refusal },
     });
-    await ledger.flush();
+    // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
+    await ledger.flush('task-queue');
     const reviewPackage = await this.o.reviewPackage();
     if (reviewPackage && state.pendingGate) {
       state.pendingGate = { ...state.pendingGate, package: reviewPackage };
@@ -178,7 +179,7 @@ export class GateKeeper {
       const remaining = this.deadline - Date.now();
       if (remaining <= 0) return false;
       const woke = await condition(() => this.decision !== undefined || ledger.pending, remaining);
-      await ledger.flush();
+      await ledger.flush('task-queue');
       if (woke && this.decision !== undefined) return true;
     }
   }

@@ -12,6 +12,8 @@ import { NON_RETRYABLE_FAILURES } from '../shared/errors';
 export interface IntentActivities {
   /** Ledger writes and ladder reads; retried with backoff until PostgreSQL is back, so no event is lost. */
   readonly ledger: WardenActivities;
+  /** The same ledger writes as ordinary activities, for those that signals drive (see `LedgerRoute`). */
+  readonly ledgerQueued: WardenActivities;
   /** Git bookkeeping and mechanical checks (worktree, documents, change size, archive, merge). */
   readonly git: WardenActivities;
   /** The final worktree cleanup, which runs after cancellation too. */
@@ -32,6 +34,7 @@ export function intentActivities(limits: IntentLimitsConfig): IntentActivities {
   };
   return {
     ledger: proxyLocalActivities<WardenActivities>(ledgerOptions),
+    ledgerQueued: proxyActivities<WardenActivities>(ledgerOptions),
     git: proxyActivities<WardenActivities>(gitOptions),
     cleanup: proxyLocalActivities<WardenActivities>(gitOptions),
     agents: proxyActivities<WardenActivities>({

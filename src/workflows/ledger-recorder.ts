@@ -6,6 +6,15 @@ import type { SafetyEventType, Severity } from '../shared/safety-events';
 type EventDetails = Omit<SafetyEventInput, 'id' | 'timestamp' | 'eventType' | 'severity' | 'reason' | 'intentId'>;
 type CostDetails = Omit<CostEventInput, 'id' | 'timestamp' | 'intentId'>;
 type GateDetails = Omit<GateDecisionInput, 'id' | 'intentId'>;
+type Append = (batch: LedgerBatch) => Promise<unknown>;
+
+/**
+ * How a flush reaches `appendToLedger`. `local`: a local activity, no server round trip (the
+ * default). `task-queue`: an ordinary activity, for writes that signals drive (a gate's refused
+ * decisions, pauses): a local activity in flight while a flood of signals arrives can leave the
+ * SDK holding two workflow tasks for one run, and the history it then writes no longer replays.
+ */
+export type LedgerRoute = 'local' | 'task-queue';
 
 /**
  * Collects ledger rows in workflow code and writes them through the `appendToLedger` activity.
@@ -21,7 +30,7 @@ export class LedgerRecorder {
 
   constructor(
     private readonly intentId: string,
-    private readonly append: (batch: LedgerBatch) => Promise<unknown>,
+    private readonly append: Readonly<Record<LedgerRoute, Append>>,
   ) {}
 
   event(eventType: SafetyEventType, severity: Severity, reason: string, details: EventDetails = {}): void {
@@ -41,12 +50,12 @@ export class LedgerRecorder {
   }
 
   /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
-  async flush(): Promise<void> {
+  async flush(route: LedgerRoute = 'local'): Promise<void> {
     if (!this.pending) return;
     const batch = this.queue;
     this.queue = { safetyEvents: [], costs: [], gateDecisions: [] };
     try {
-      await this.append(batch);
+      await this.append[route](batch);
     } catch (error) {
       this.queue = {
         safetyEvents: [...batch.safetyEvents, ...this.queue.safetyEvents],

@@ -54,7 +54,10 @@ export class IntentRun {
     this.activities = intentActivities(intent.limits);
     this.hostNetwork = [intent.agent, ...Object.values(intent.stageAgents)].some((a) => a.kind === 'command' && networkOf(a) === 'host');
     this.unconfinedCode = intent.confinement.allowUnconfinedCode || intent.confinement.testNetwork === 'host';
-    this.ledger = new LedgerRecorder(intent.id, (batch) => this.activities.ledger.appendToLedger(batch));
+    this.ledger = new LedgerRecorder(intent.id, {
+      local: (batch) => this.activities.ledger.appendToLedger(batch),
+      'task-queue': (batch) => this.activities.ledgerQueued.appendToLedger(batch),
+    });
     this.guard = new StageGuard(intent.limits, (type, severity, reason, details) => this.ledger.event(type, severity, reason, details), {
       onCooldown: (wait) => {
         this.state.cooldown = wait;

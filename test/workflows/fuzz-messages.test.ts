@@ -85,7 +85,7 @@ test(`${RUNS} signals and ${RUNS} updates of any shape decide nothing and fail n
   // Still able to decide.
   await sendDecision(world().client, id, { gate: 'merge', decision: 'approve', by: 'alice' }, { keysDir: alice.keysDir });
   expect((await handle.result()).status).toBe('merged');
-});
+}, 300_000);
 
 test(`${RUNS} raw decide, pause and resume signals in any encoding, undecodable ones too, wedge nothing`, async () => {
   const alice = testApprover('alice');
@@ -126,4 +126,4 @@ test(`${RUNS} raw decide, pause and resume signals in any encoding, undecodable 
   await handle.signal(resumeSignal, { by: 'alice' });
   await sendDecision(world().client, id, { gate: 'merge', decision: 'approve', by: 'alice' }, { keysDir: alice.keysDir });
   expect((await handle.result()).status).toBe('merged');
-});
+}, 300_000);
