@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseProcStat } from '../shared/proc-stat';
+import { recordProcessGroup } from './process-registry';
 
 /** How long a process group gets between SIGTERM and SIGKILL. */
 const KILL_GRACE_MS = 1_000;
@@ -203,6 +204,8 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
       reject(spawnError(opts, err));
       return;
     }
+    // Recorded until it ends, so a worker starting after a crash of this one can end it.
+    const forget = child.pid === undefined ? () => undefined : recordProcessGroup(child.pid, opts.command);
 
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
@@ -270,6 +273,7 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
     const finish = (settle: () => void): void => {
       if (settled) return;
       settled = true;
+      forget();
       clearTimeout(timeout);
       clearInterval(beat);
       clearTimeout(killTimer);

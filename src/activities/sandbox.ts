@@ -18,13 +18,15 @@
  * Which level a run gets is `resolveSandboxLevel`'s decision: the profile's setting, raised to
  * `bubblewrap` for HIGH risk, and refused for PROHIBITED.
  */
-import { accessSync, constants, existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import type { CommandAgentProfile, RiskClass } from '../shared/intent';
 import { behindForwarder } from '../gateway/sandbox-route';
 import { runProcess } from './process';
+import { findExecutable } from '../shared/executables';
+import { processLifetime } from './lifetime';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 
 /** How a command actually runs. */
@@ -179,10 +181,11 @@ export async function resolveSandboxLevel(input: SandboxDecisionInput): Promise<
 /** The program and arguments that run `spec.command` at `spec.level`. */
 export function sandboxCommand(spec: SandboxSpec): SandboxedCommand {
   switch (spec.level) {
+    // Bubblewrap dies with the worker by itself; below it, the command gets a pid namespace that does.
     case 'none':
-      return { file: '/bin/sh', args: ['-c', spec.command] };
+      return processLifetime().wrap('/bin/sh', ['-c', spec.command]);
     case 'process':
-      return { file: '/bin/sh', args: limitedShell(spec.command) };
+      return processLifetime().wrap('/bin/sh', limitedShell(spec.command));
     case 'bubblewrap': {
       const shell = ['/bin/sh', ...limitedShell(spec.command)];
       const inner = spec.gatewaySocket && !spec.network ? behindForwarder(process.execPath, spec.gatewaySocket, shell) : shell;
@@ -381,23 +384,6 @@ export function programMounts(program: string): string[] {
     return modules > 0 ? p.slice(0, modules) : path.dirname(path.dirname(p));
   };
   return [...new Set([rootOf(path.resolve(found)), rootOf(real)])];
-}
-
-/** The absolute path of an executable on PATH, if any. */
-function findExecutable(name: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {
-    if (!dir) continue;
-    const candidate = path.join(dir, name);
-    try {
-      if (statSync(candidate).isFile()) {
-        accessSync(candidate, constants.X_OK);
-        return candidate;
-      }
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
 }
 
 function sandboxUnavailable(message: string): ApplicationFailure {

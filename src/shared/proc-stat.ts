@@ -22,3 +22,8 @@ export function cpuTicksOf(line: string): number {
 function fieldsAfterComm(line: string): string[] {
   return line.slice(line.lastIndexOf(')') + 2).split(' ');
 }
+
+/** When the process started, in clock ticks since boot (field 22 of its stat line). */
+export function startTimeOf(line: string): number {
+  return Number(fieldsAfterComm(line)[19]);
+}

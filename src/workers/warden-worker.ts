@@ -19,6 +19,7 @@ import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
 import { stageKillSwitchInterceptor } from './interceptors/stage-kill-switch';
 import { reconcileStaleReservations } from './stale-reservations';
+import { killStrays, recordProcessesIn } from '../activities/process-registry';
 import { bundleWorkflowsApart } from './workflow-bundle';
 
 /** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
@@ -87,6 +88,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));
+  // Agents and test runs of a worker killed on this machine (SIGKILL, a crash) end now.
+  endStrayProcesses(path.join(path.dirname(options.lineageRoot), 'processes'), options.logger);
   // Reservations of calls cut off by a crash are closed at their maximum, never left hanging.
   void reconcileStaleReservations(options.ledger, options.logger);
   // Worktrees of intents that ended without their cleanup (terminated, timed out) go now.
@@ -160,4 +163,15 @@ export function startWorkerGateway(
     fetch: options.fetch,
     detached: extra.detached,
   });
+}
+
+/**
+ * Kills what workers that died on this machine left running (their recorded process groups),
+ * then records this worker's own. Bubblewrap and the pid namespace of the lower levels already
+ * end a dead worker's processes; this catches what they cannot (a machine without namespaces).
+ */
+function endStrayProcesses(dir: string, logger: Logger): void {
+  const strays = killStrays(dir);
+  if (strays.length > 0) logger.warn({ strays: strays.map((s) => ({ pgid: s.pgid, command: s.label, worker: s.owner.pid })) }, 'killed process groups left by a worker that stopped without ending them');
+  recordProcessesIn(dir);
 }

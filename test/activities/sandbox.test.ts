@@ -30,6 +30,9 @@ import { createSampleRepo } from '../../src/client/sample-repo';
 import { FailureType, NON_RETRYABLE_FAILURES } from '../../src/shared/errors';
 import { CommandAgentProfileSchema, IntentSchema, type CommandAgentProfile } from '../../src/shared/intent';
 import { describeWith, itWith } from '../setup/prerequisites';
+import { processesWith } from '../helpers/processes';
+import { processLifetime } from '../../src/activities/lifetime';
+import { runProcess } from '../../src/activities/process';
 
 const SCRATCH = path.resolve(__dirname, '../../.warden/test-sandbox');
 
@@ -438,15 +441,23 @@ describe('programMounts', () => {
 });
 
 describe('sandboxCommand', () => {
-  it('none and process run /bin/sh; process sets limits first', () => {
-    expect(sandboxCommand({ level: 'none', worktreePath: worktree, network: false, command: 'echo hi' })).toEqual({
-      file: '/bin/sh',
-      args: ['-c', 'echo hi'],
-    });
+  it('none and process run /bin/sh as the first process of a pid namespace that dies with the worker; process sets limits first', () => {
+    // This machine has user namespaces (bubblewrap needs them too): the wrapper is there.
+    expect(processLifetime().unavailable).toBeUndefined();
+    const none = sandboxCommand({ level: 'none', worktreePath: worktree, network: false, command: 'echo hi' });
+    expect(path.basename(none.file)).toBe('setpriv');
+    expect(none.args.join(' ')).toMatch(/^--pdeathsig KILL -- \S*unshare --user --map-current-user --pid --fork --kill-child -- \/bin\/sh -c echo hi$/);
     const limited = sandboxCommand({ level: 'process', worktreePath: worktree, network: false, command: 'echo hi' });
-    expect(limited.file).toBe('/bin/sh');
-    expect(limited.args.at(-1)).toBe('echo hi');
-    expect(limited.args[1]).toContain('ulimit');
+    const shell = limited.args.slice(limited.args.indexOf('/bin/sh'));
+    expect(shell.at(-1)).toBe('echo hi');
+    expect(shell[2]).toContain('ulimit');
+  });
+
+  it('a command at none runs as pid 1 of its namespace, as the same user, and its exit code comes back', async () => {
+    const exec = sandboxCommand({ level: 'none', worktreePath: worktree, network: false, command: 'echo "$$ $(id -u)"; exit 7' });
+    const outcome = await runProcess({ command: 'x', exec, cwd: worktree, env: { PATH: process.env.PATH }, timeoutMs: 10_000, maxOutputBytes: 10_000 });
+    expect(outcome.exitCode).toBe(7);
+    expect(outcome.stdout.trim()).toBe(`1 ${process.getuid?.()}`);
   });
 
   it('mounts deeper paths last, so the worktree is writable inside /tmp and its .git read-only', () => {
@@ -476,18 +487,3 @@ describe('sandboxCommand', () => {
     }
   });
 });
-
-/** Command lines of the processes (bwrap, shells, sleeps) whose command line contains `tag`. */
-function processesWith(tag: string): string[] {
-  const found: string[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ');
-      if (cmdline.includes(tag)) found.push(cmdline);
-    } catch {
-      // gone
-    }
-  }
-  return found;
-}

@@ -19,6 +19,7 @@ import { accessSync, constants, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { AgentCli } from '../../src/activities/agents/cli-invocations';
+import { findExecutable } from '../../src/shared/executables';
 
 const execFileAsync = promisify(execFile);
 
@@ -191,12 +192,7 @@ export function debianPostgresBin(root = '/usr/lib/postgresql'): string | undefi
 }
 
 function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
-  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
-    if (!dir) continue;
-    const candidate = path.join(dir, name);
-    if (isExecutable(candidate)) return candidate;
-  }
-  return undefined;
+  return findExecutable(name, env.PATH ?? '');
 }
 
 function isExecutable(file: string): boolean {

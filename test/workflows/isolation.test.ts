@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
@@ -9,6 +8,7 @@ import type { IntentState } from '../../src/shared/state';
 import { demoScript, demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { describeWith } from '../setup/prerequisites';
+import { processesWith } from '../helpers/processes';
 
 /** The agent is held to its worktree and its declared paths; the mechanical gates judge impl. */
 
@@ -155,7 +155,7 @@ describeWith('bubblewrap', "the repo's tests are agent-written code", () => {
     const { handle, repo, id } = await start(agent, makeSampleRepo(), extra);
     expect((await settled(handle)).pendingGate).toBeDefined(); // past the tests, at a gate
     expect(git(repo, 'show', `warden/${id}:lib/probe-result.txt`).trim().split('\n')).toEqual(['frontend denied', '0', 'home=/tmp/home session=set']);
-    expect(pgrepCount(tag)).toBe(0);
+    expect(processesWith(tag).length).toBe(0);
     await handle.terminate('test over');
   });
 
@@ -167,15 +167,6 @@ describeWith('bubblewrap', "the repo's tests are agent-written code", () => {
     expect(git(repo, 'show', `warden/${id}:README.md`)).not.toContain('from-the-tests');
   });
 });
-
-/** How many processes have `tag` in their command line. */
-function pgrepCount(tag: string): number {
-  try {
-    return Number(execFileSync('pgrep', ['-f', '-c', tag], { encoding: 'utf8' }).trim());
-  } catch {
-    return 0; // pgrep exits 1 when nothing matches
-  }
-}
 
 /** The state once the intent waits at a gate or has ended. */
 async function settled(handle: WorkflowHandle): Promise<IntentState> {

@@ -9,6 +9,7 @@ import { createWardenWorker } from '../../src/workers/warden-worker';
 import { createRedactor } from '../../src/shared/redact';
 import { SWEEP_AFTER_CLOSE_MS } from '../../src/activities/sweeper';
 import { TEST_CONFIG, git, startSampleIntent, temporalAddress, useTestWorld, waitFor } from '../helpers/env';
+import { processesWith } from '../helpers/processes';
 
 /**
  * Nothing is left behind: an intent terminated from outside (the Web UI, `temporal workflow
@@ -17,15 +18,6 @@ import { TEST_CONFIG, git, startSampleIntent, temporalAddress, useTestWorld, wai
  */
 
 const world = useTestWorld('sweeper');
-
-/** The processes whose command line holds `tag`. */
-function processesWith(tag: string): string[] {
-  try {
-    return execFileSync('pgrep', ['-f', '-a', tag], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
-  } catch {
-    return []; // pgrep exits 1 when nothing matches
-  }
-}
 
 /** Terminates an intent while its impl agent sleeps as `<prefix>-42` (only the sleep's own command line says 42). */
 async function terminatedMidImpl(prefix: string) {
