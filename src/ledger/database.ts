@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { ensureEmbeddedServer } from './embedded-server';
+import { claimServer, liveOwner, ownsServer, releaseServer } from './embedded-owner';
+import { ensureEmbeddedServer, findRunningServer } from './embedded-server';
 import { migrate } from './migrate';
 import { createLedgerPool, LEDGER_TIMEOUTS, redactDatabaseUrl } from './pool';
 
@@ -21,8 +22,9 @@ export interface LedgerDatabase {
   /** The embedded server, when `embedded`. */
   readonly server?: { readonly pid: number; readonly port: number; readonly dataDir: string; readonly startedHere: boolean };
   /**
-   * Ends the pool. For the embedded server it then stops the server unless another client is
-   * still connected (another Warden process sharing it), whichever process started it. Idempotent.
+   * Ends the pool. For the embedded server it then stops the server if this database owns it
+   * (started it, see embedded-owner.ts) or its owner has let go or gone, and no other client is
+   * still connected (another Warden process sharing it). Idempotent.
    */
   close(): Promise<void>;
 }
@@ -55,7 +57,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
     const pool = createLedgerPool(opts.databaseUrl, applicationName, log);
     try {
       await pool.query('SELECT 1').catch((error: unknown) => {
-        throw new Error(`could not connect to the PostgreSQL server at ${url} (DATABASE_URL): ${errorMessage(error)}`, { cause: error });
+        throw new Error(`could not connect to the PostgreSQL server at ${url} (DATABASE_URL): ${errorMessage(error)}; is it running? (unset DATABASE_URL to use Warden's embedded one)`, { cause: error });
       });
       const applied = opts.migrate === false ? [] : await migrate(pool);
       if (applied.length) log(`ledger migrations applied: ${applied.join(', ')}`);
@@ -70,24 +72,28 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
   const server = await ensureEmbeddedServer(opts.dataDir, opts.port, log);
   const serverUrl = withDatabase(server.url, LEDGER_DATABASE);
   let pool: pg.Pool | undefined;
-  // Held open for the life of this LedgerDatabase: it tells other processes' close() we are here,
-  // even while the pool has let every idle connection go.
-  const presence = new pg.Client({
-    connectionString: server.url,
-    application_name: applicationName,
-    connectionTimeoutMillis: LEDGER_TIMEOUTS.connectMs,
-    query_timeout: LEDGER_TIMEOUTS.queryMs,
-  });
-  presence.on('error', (error) => log(`embedded PostgreSQL connection lost: ${error.message}`));
+  // Held open for the life of this LedgerDatabase, and opened again after a restart of the
+  // server: it tells other processes' close() we are here, even while the pool is idle.
+  const presence = new Presence(
+    applicationName,
+    () =>
+      new pg.Client({
+        connectionString: server.url,
+        application_name: applicationName,
+        connectionTimeoutMillis: LEDGER_TIMEOUTS.connectMs,
+        query_timeout: LEDGER_TIMEOUTS.queryMs,
+      }),
+    log,
+  );
   try {
-    await presence.connect();
-    await createDatabaseIfMissing(presence, LEDGER_DATABASE);
+    await createDatabaseIfMissing(await presence.open(), LEDGER_DATABASE);
     pool = createLedgerPool(serverUrl, applicationName, log);
     const applied = opts.migrate === false ? [] : await migrate(pool);
     if (applied.length) log(`ledger migrations applied: ${applied.join(', ')}`);
+    if (server.startedHere) await claimServer(opts.dataDir, applicationName);
   } catch (error) {
     await pool?.end().catch(() => undefined);
-    await presence.end().catch(() => undefined);
+    await presence.close();
     if (server.startedHere) await server.stop().catch(() => undefined);
     throw error;
   }
@@ -96,27 +102,24 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
   let closed: Promise<void> | undefined;
   const close = async (): Promise<void> => {
     await openPool.end();
-    let others = 0;
-    try {
-      // Processes closing at the same moment ignore each other, so the last of them stops the server.
-      await presence.query(`SET application_name = '${CLOSING}'`);
-      const result = await presence.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-            AND coalesce(application_name, '') NOT IN ($1, '${CLOSING}')`,
-        [applicationName],
-      );
-      others = result.rows[0]?.n ?? 0;
-    } catch {
-      // The server is already gone (or going): nothing to share.
-    }
-    await presence.end().catch(() => undefined);
+    const others = await presence.closeCountingOthers();
+    const owned = await ownsServer(opts.dataDir, applicationName);
     if (others > 0) {
+      // Let go: whoever closes last stops it.
+      if (owned) await releaseServer(opts.dataDir, applicationName);
       log(`leaving the embedded PostgreSQL (pid ${server.pid}) running: ${others} other connection(s)`);
       return;
     }
-    log(`stopping the embedded PostgreSQL (pid ${server.pid})`);
-    await server.stop();
+    const owner = owned ? undefined : await liveOwner(opts.dataDir, applicationName);
+    if (owner) {
+      log(`leaving the embedded PostgreSQL (pid ${server.pid}) running: the Warden process that started it (pid ${owner.pid}) still runs`);
+      return;
+    }
+    // The server running now: it may have been restarted since this database opened it.
+    const running = (await findRunningServer(opts.dataDir).catch(() => undefined)) ?? server;
+    log(`stopping the embedded PostgreSQL (pid ${running.pid})`);
+    await running.stop();
+    await releaseServer(opts.dataDir, applicationName);
   };
   return {
     pool: openPool,
@@ -147,4 +150,86 @@ function withDatabase(url: string, database: string): string {
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The one connection a LedgerDatabase keeps open on the embedded server so other processes can
+ * count it. When the server restarts under it, it connects again (every 1 to 10 s) until closed.
+ */
+class Presence {
+  private client: pg.Client | undefined;
+  private closing = false;
+  private retryMs = 1_000;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    /** Its application_name, which the pool of the same LedgerDatabase shares. */
+    private readonly applicationName: string,
+    private readonly connect: () => pg.Client,
+    private readonly log: (message: string) => void,
+  ) {}
+
+  /** Connects (the first time: failures propagate). */
+  async open(): Promise<pg.Client> {
+    const client = this.connect();
+    client.on('error', (error) => {
+      this.log(`embedded PostgreSQL connection lost: ${error.message}`);
+      this.lost(client);
+    });
+    client.on('end', () => this.lost(client));
+    await client.connect();
+    this.client = client;
+    this.retryMs = 1_000;
+    return client;
+  }
+
+  private lost(client: pg.Client): void {
+    if (this.client !== client || this.closing) return;
+    this.client = undefined;
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.closing || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.open().catch(() => {
+        this.retryMs = Math.min(this.retryMs * 2, 10_000);
+        this.schedule();
+      });
+    }, this.retryMs);
+    this.timer.unref();
+  }
+
+  /**
+   * How many other clients the server has, then disconnects. Processes closing at the same
+   * moment ignore each other (they rename themselves first), so the last of them stops the server.
+   */
+  async closeCountingOthers(): Promise<number> {
+    this.closing = true;
+    clearTimeout(this.timer);
+    let others = 0;
+    const client = this.client ?? (await this.open().catch(() => undefined));
+    if (!client) return 0; // the server is already gone (or going): nothing to share
+    try {
+      await client.query(`SET application_name = '${CLOSING}'`);
+      const result = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+            AND coalesce(application_name, '') NOT IN ($1, '${CLOSING}')`,
+        [this.applicationName],
+      );
+      others = result.rows[0]?.n ?? 0;
+    } catch {
+      // the server is already gone (or going)
+    }
+    await client.end().catch(() => undefined);
+    return others;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearTimeout(this.timer);
+    await this.client?.end().catch(() => undefined);
+  }
 }

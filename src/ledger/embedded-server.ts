@@ -150,7 +150,7 @@ export async function ensureEmbeddedServer(dataDir: string, wantedPort: number |
  * A postmaster.pid left by a server that died names a pid that is gone or is no longer postgres:
  * then there is none, and the caller starts one (PostgreSQL itself clears the stale file).
  */
-async function findRunningServer(dataDir: string): Promise<EmbeddedPostgres | undefined> {
+export async function findRunningServer(dataDir: string): Promise<EmbeddedPostgres | undefined> {
   const files = dataFiles(path.resolve(dataDir));
   let lines: string[];
   let password: string;

@@ -87,6 +87,41 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     expect(alive(third.server!.pid)).toBe(false);
   });
 
+  test('after a restart of the server, a process that joined it never stops it while its owner runs; the owner reconnects and stops it last', async () => {
+    const dataDir = await tempDir();
+    const messages: string[] = [];
+    const owner = await openDatabase({ dataDir, port: 0, log: (m) => messages.push(m) });
+    open.push(owner);
+    const { pid, port } = owner.server!;
+    // The server goes down and comes back (another program restarts it on its port).
+    process.kill(pid, 'SIGINT');
+    await waitFor(() => (alive(pid) ? undefined : true), 30_000, 'the server to stop');
+    const restarted = await startEmbeddedPostgres({ dataDir, port });
+    // A short command joins it before the owner's connection is back, counts no other client,
+    // and still leaves it running: the process that started it runs.
+    const guest = await openDatabase({ dataDir, log: (m) => messages.push(m) });
+    expect(guest.server!.startedHere).toBe(false);
+    // Whatever the owner has reconnected by now goes again: the guest counts no one but itself.
+    const { app } = JSON.parse(await readFile(path.join(dataDir, 'warden-owner.json'), 'utf8')) as { app: string };
+    await guest.pool.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+    await guest.close();
+    expect(alive(restarted.pid)).toBe(true);
+    expect(messages).toContain(`leaving the embedded PostgreSQL (pid ${restarted.pid}) running: the Warden process that started it (pid ${process.pid}) still runs`);
+    // The owner's connection comes back by itself, and the pool with it.
+    await waitFor(async () => ((await owner.pool.query('SELECT 1 AS ok').catch(() => undefined))?.rows[0].ok === 1 ? true : undefined), 20_000, 'the pool to recover');
+    await waitFor(
+      async () => {
+        const rows = await owner.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = 'postgres' AND application_name LIKE 'warden-%'");
+        return rows.rows[0]!.n >= 1 ? true : undefined;
+      },
+      20_000,
+      "the owner's presence to reconnect",
+    );
+    // The owner, last out, stops it.
+    await owner.close();
+    await waitFor(() => (alive(restarted.pid) ? undefined : true), 30_000, 'the owner to stop the server');
+  });
+
   test('two processes opening a new folder at the same moment end up on one server', async () => {
     const dataDir = await tempDir();
     const [a, b] = await Promise.all([openDatabase({ dataDir, port: 0 }), openDatabase({ dataDir, port: 0 })]);
