@@ -38,7 +38,7 @@ import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, s
 import { unthrottledConfig } from './harness';
 import { startIntent } from '../src/client/intents';
 import type { IntentInput } from '../src/shared/intent';
-import { stopAll } from '../src/client/stop-commands';
+import { stopAll } from '../src/client/stop-intents';
 import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
@@ -87,7 +87,7 @@ if (!(SETUP_TIMEOUT_MS > 0)) throw new Error(`--setup-timeout must be a positive
 
 /** The kill-switch test's agent: answers every stage at once, but in impl records its pid and hangs. */
 function hangingAgent(pidFile: string): string {
-  return answeringDesignStages(`if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 600 & sleep 600 & wait; else echo ok; fi`);
+  return answeringDesignStages(`if grep -q '^# Warden: impl'; then cut -d' ' -f5 /proc/self/stat > ${pidFile}; sleep 600 & sleep 600 & wait; else echo ok; fi`);
 }
 
 /**
@@ -323,7 +323,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   const deaths = new Map<number, number>();
   let zombieOnlyGroups = 0;
   const [stopResult, workflowsMs, agentsMs] = await Promise.all([
-    stopAll(client, ledger, 'bench', 'kill-latency benchmark').then((result) => ({ ...result, ms: t() - t0 })),
+    stopAll(client, ledger, { by: 'bench', reason: 'kill-latency benchmark' }).then((outcomes) => ({ cancelled: outcomes, ms: t() - t0 })),
     timeUntil(async () => (await client.workflow.count(RUNNING_QUERY)).count === 0, t0, 50, MEASURE_TIMEOUT_MS),
     timeUntil(
       () => {

@@ -1,3 +1,4 @@
+import { withTimeout } from './worker-presence';
 import { formatUsd } from '../shared/format';
 import { createInterface } from 'node:readline/promises';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
@@ -150,12 +151,4 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = setTimeout(done, ms);
     signal?.addEventListener('abort', done, { once: true });
   });
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    promise,
-    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms))),
-  ]).finally(() => clearTimeout(timer));
 }

@@ -6,7 +6,7 @@ import type { RecordedDecision } from '../shared/decisions';
 import type { IntentOutcome, IntentState } from '../shared/state';
 import { failureMessage } from './follow';
 import { describeOrExplain, intentHandle } from './intents';
-import { hasLiveWorker } from './session';
+import { hasLiveWorker, noWorkerRunning, withTimeout } from './worker-presence';
 
 /** What `warden status` reports: running or finished, the same shape. */
 export interface IntentStatusReport {
@@ -55,11 +55,14 @@ export async function intentStatus(client: Client, namespace: string, intentId: 
   }
   let state: IntentState | undefined;
   let stateUnavailable: string | undefined;
-  if (running || (await hasLiveWorker(client, namespace))) {
+  const workerUp = await hasLiveWorker(client, namespace, undefined, description.taskQueue);
+  if (workerUp) {
     state = await withTimeout(handle.query(stateQuery), running ? QUERY_TIMEOUT_MS.running : QUERY_TIMEOUT_MS.closed).catch((error: Error) => {
       stateUnavailable = `the state query did not answer: ${error.message}`;
       return undefined;
     });
+  } else if (running) {
+    stateUnavailable = noWorkerRunning('this running intent cannot answer its state query (what is shown comes from the server)', description.taskQueue);
   } else {
     stateUnavailable = 'no worker is running to answer the state query (start `warden worker` or `warden dev` for attempts, decisions and the lineage; `warden audit` shows the ledger)';
   }
@@ -113,12 +116,4 @@ function decisionLine(d: RecordedDecision): string {
   const who = d.timedOut ? 'its timeout' : `${d.by}${d.signed ? ' (signed)' : ''}`;
   const conditions = d.conditions?.length ? ` (conditions: ${d.conditions.join('; ')})` : '';
   return `${d.gate} gate: ${d.decision} by ${who} at ${d.at}${d.reason ? ` — ${d.reason}` : ''}${conditions}`;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    promise,
-    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms))),
-  ]).finally(() => clearTimeout(timer));
 }

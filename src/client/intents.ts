@@ -1,6 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type Client, type WorkflowHandle } from '@temporalio/client';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 import { readApproverKey, signDecision } from './approver-keys';
+import { answeringState } from './worker-presence';
 import { UserError } from '../shared/errors';
 import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
 import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../shared/intent';
@@ -129,8 +130,8 @@ export async function queryState(client: Client, intentId: string): Promise<Inte
 /** The gate a running intent waits at; a clear error when it waits at none. */
 export async function pendingGateOf(client: Client, intentId: string): Promise<GateKind> {
   const handle = intentHandle(client, intentId);
-  await describeRunning(handle, intentId);
-  const state = await handle.query(stateQuery);
+  const description = await describeRunning(handle, intentId);
+  const state = await answeringState(client, handle, intentId, description.taskQueue);
   if (!state.pendingGate) throw new UserError(`intent ${intentId} is not waiting at a gate (it is at stage ${state.stage})`);
   return state.pendingGate.gate;
 }
@@ -143,8 +144,8 @@ export async function pendingGateOf(client: Client, intentId: string): Promise<G
  */
 export async function sendDecision(client: Client, intentId: string, decision: Decision, options: { readonly keysDir?: string } = {}): Promise<void> {
   const handle = intentHandle(client, intentId);
-  await describeRunning(handle, intentId);
-  const state = await handle.query(stateQuery);
+  const description = await describeRunning(handle, intentId);
+  const state = await answeringState(client, handle, intentId, description.taskQueue);
   const pending = state.pendingGate;
   if (pending?.gate !== decision.gate) {
     const where = pending ? `the ${pending.gate} gate` : `stage ${state.stage}, no gate`;

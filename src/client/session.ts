@@ -1,5 +1,4 @@
 import path from 'node:path';
-import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
@@ -10,7 +9,7 @@ import type { RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
 import { pinoSdkLogger } from '../runtime/sdk-logger';
 import { connectTemporal, type TemporalTarget } from '../runtime/temporal';
-import { TASK_QUEUE, workflowIdForIntent } from '../shared/ids';
+import { workflowIdForIntent } from '../shared/ids';
 import { createRedactor } from '../shared/redact';
 import type { LadderLevel } from '../shared/ladder';
 import { createWardenMetrics } from '../workers/metrics';
@@ -95,27 +94,10 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
   };
 }
 
-/**
- * True if some worker (other than `exceptIdentity`) polled Warden's task queue in the last
- * minute. Pollers long-poll for up to a minute, so an older entry is a worker that has gone.
- */
-export async function hasLiveWorker(client: Client, namespace: string, exceptIdentity?: string): Promise<boolean> {
-  const response = await client.workflowService.describeTaskQueue({
-    namespace,
-    taskQueue: { name: TASK_QUEUE },
-    taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
-  });
-  const cutoff = Date.now() - 70_000;
-  return (response.pollers ?? []).some((poller) => {
-    if (exceptIdentity !== undefined && poller.identity === exceptIdentity) return false;
-    const seconds = Number(poller.lastAccessTime?.seconds ?? 0);
-    return seconds * 1000 >= cutoff;
-  });
-}
-
 /** Link to an intent in the Temporal Web UI. */
 export function webUiLink(target: TemporalTarget, intentId: string): string | undefined {
   return target.uiUrl ? `${target.uiUrl}/namespaces/${target.namespace}/workflows/${workflowIdForIntent(intentId)}` : undefined;
 }
 
 export { connectTemporal };
+export { hasLiveWorker } from './worker-presence';

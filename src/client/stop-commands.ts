@@ -1,65 +1,14 @@
-import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
-import { deterministicUuid } from '../ledger/event-id';
-import type { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
+import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
-import { intentIdFromWorkflowId } from '../shared/ids';
-import { describeRunning, intentHandle } from './intents';
 import { connectTemporal, openLedger } from './session';
+import { STOP_WAIT_MS, stopAll, stopIntent, type StopOutcome } from './stop-intents';
 
 interface Io {
   readonly print: (line: string) => void;
   readonly printJson: (value: unknown) => void;
   readonly defaultUser: () => string;
-}
-
-/**
- * Cancels one running intent (the kill switch for one) and records who stopped it and why.
- * Cancellation kills the running agent's process group and removes the worktree; nothing merges.
- */
-export async function stopIntent(client: Client, ledger: Ledger, intentId: string, by: string, reason: string): Promise<void> {
-  const handle = intentHandle(client, intentId);
-  const description = await describeRunning(handle, intentId);
-  await ledger.recordSafetyEvent({
-    id: deterministicUuid('INTENT_STOPPED', description.workflowId, description.runId),
-    timestamp: new Date(),
-    eventType: 'INTENT_STOPPED',
-    intentId,
-    reason: `stopped by ${by}: ${reason}`,
-    severity: 'high',
-    metadata: { by, runId: description.runId },
-  });
-  await handle.cancel();
-}
-
-/** Workflow ids of running intents, from visibility. */
-async function runningIntents(client: Client): Promise<string[]> {
-  const ids: string[] = [];
-  for await (const wf of client.workflow.list({ query: "WorkflowType = 'intentWorkflow' AND ExecutionStatus = 'Running'" })) ids.push(wf.workflowId);
-  return ids;
-}
-
-/**
- * The emergency stop: set the global stop flag first (so no worker starts new agent work and
- * `warden run` refuses), then cancel every running intent until none is listed.
- */
-export async function stopAll(client: Client, ledger: Ledger, by: string, reason: string): Promise<{ cancelled: string[] }> {
-  await ledger.setGlobalStop(by, reason);
-  const cancelled = new Set<string>();
-  // Visibility lags a moment behind: list again until nothing is running (bounded).
-  for (let round = 0; round < 30; round++) {
-    const running = (await runningIntents(client)).filter((id) => !cancelled.has(id));
-    if (running.length === 0 && round > 0) break;
-    await Promise.all(
-      running.map(async (workflowId) => {
-        cancelled.add(workflowId);
-        await client.workflow.getHandle(workflowId).cancel().catch(() => undefined); // it may have just ended
-      }),
-    );
-    await new Promise((resolve) => setTimeout(resolve, 300));
-  }
-  return { cancelled: [...cancelled].map(intentIdFromWorkflowId) };
 }
 
 /** Adds `warden stop` and `warden unlock`. */
@@ -70,27 +19,39 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
     .option('--all', 'set the global stop flag, then stop every running intent')
     .option('--reason <text>', 'why (required with --all)')
     .option('--by <name>', 'who stops (default: $USER)')
+    .option('--wait <duration>', 'how long to wait for an intent to close before terminating it (its worktree then goes to the sweeper)', `${STOP_WAIT_MS / 1000}s`)
     .option('--json', 'print JSON')
-    .action(async (id: string | undefined, flags: { all?: boolean; reason?: string; by?: string; json?: boolean }) => {
+    .action(async (id: string | undefined, flags: { all?: boolean; reason?: string; by?: string; wait: string; json?: boolean }) => {
       if (flags.all && id) throw new UserError('give an intent id or --all, not both');
       if (!flags.all && !id) throw new UserError('give the intent id to stop, or --all --reason TEXT for the emergency stop');
       if (flags.all && !flags.reason) throw new UserError('--all needs --reason TEXT');
-      const by = flags.by ?? io.defaultUser();
-      const reason = flags.reason ?? 'stopped from the CLI';
+      const waitMs = waitOf(flags.wait);
       const target = await connectTemporal(config, () => undefined);
       const { ledger, database } = await openLedger(config, () => undefined);
+      const options = {
+        by: flags.by ?? io.defaultUser(),
+        reason: flags.reason ?? 'stopped from the CLI',
+        waitMs,
+        namespace: target.namespace,
+        ...(flags.json ? {} : { onProgress: io.print }),
+      };
       try {
         if (flags.all) {
           const started = Date.now();
-          const { cancelled } = await stopAll(target.client, ledger, by, reason);
-          const result = { globalStop: true, cancelled, seconds: (Date.now() - started) / 1000 };
+          const outcomes = await stopAll(target.client, ledger, options);
+          const count = (kind: StopOutcome['outcome']) => outcomes.filter((o) => o.outcome === kind).length;
+          const result = { globalStop: true, cancelled: outcomes.map((o) => o.intentId), outcomes, seconds: (Date.now() - started) / 1000 };
           if (flags.json) return io.printJson(result);
-          io.print(`global stop set by ${by}; stopped ${cancelled.length} intent(s) in ${result.seconds.toFixed(1)} s`);
+          for (const outcome of outcomes) io.print(describeOutcome(outcome));
+          io.print(
+            `global stop set by ${options.by}; ${outcomes.length} intent(s) were running: ${count('stopped')} stopped, ` +
+              `${count('terminated')} terminated after ${waitMs / 1000} s, ${count('ended')} ended on their own first (${result.seconds.toFixed(1)} s)`,
+          );
           io.print('nothing new starts until: warden unlock --reason TEXT');
         } else {
-          await stopIntent(target.client, ledger, id!, by, reason);
-          if (flags.json) return io.printJson({ stopped: id, by, reason });
-          io.print(`stopped ${id}`);
+          const outcome = await stopIntent(target.client, ledger, id!, options);
+          if (flags.json) return io.printJson({ ...outcome, stopped: id, by: options.by, reason: options.reason });
+          io.print(describeOutcome(outcome));
         }
       } finally {
         await database.close();
@@ -114,4 +75,31 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
         await database.close();
       }
     });
+}
+
+function waitOf(text: string): number {
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    throw new UserError(`--wait takes a duration such as 30s or 2m, not ${text}`);
+  }
+  if (ms < 1000) throw new UserError(`--wait must be at least 1s (got ${text})`);
+  return ms;
+}
+
+/** One line per intent, saying how the stop ended for it. */
+function describeOutcome(outcome: StopOutcome): string {
+  const took = `${outcome.seconds.toFixed(1)} s`;
+  switch (outcome.outcome) {
+    case 'stopped':
+      return `stopped ${outcome.intentId}: cancelled and closed in ${took}; its agent is dead, its worktree removed, nothing merged`;
+    case 'ended':
+      return `${outcome.intentId} ended on its own before the stop took (${outcome.status}); see warden status ${outcome.intentId}`;
+    case 'terminated':
+      return (
+        `terminated ${outcome.intentId}: it had not closed ${took} after the cancel (${outcome.stillRunning}); ` +
+        'its own cleanup did not run: a sweep removes its worktree once a worker takes it'
+      );
+  }
 }

@@ -112,6 +112,6 @@ async function connectOrExplain<T>(address: string, namespace: string, connect: 
     return await connect();
   } catch (error) {
     const message = (error as Error).message ?? String(error);
-    throw new UserError(`cannot connect to Temporal at ${address} (namespace ${namespace}): ${message}; check TEMPORAL_ADDRESS and the TLS settings`, 1);
+    throw new UserError(`cannot connect to Temporal at ${address} (namespace ${namespace}): ${message}; is the server up? (\`warden dev\` runs one here) Otherwise check TEMPORAL_ADDRESS and the TLS settings`, 1);
   }
 }

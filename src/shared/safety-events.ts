@@ -39,6 +39,8 @@ export const SAFETY_EVENT_TYPES = [
   'GLOBAL_STOP_SET',
   'GLOBAL_STOP_CLEARED',
   'INTENT_STOPPED',
+  // a stopped intent did not close in time and was terminated
+  'STOP_ESCALATED',
   // the sweeper cleaned what an intent that ended without its cleanup (terminated, timed out) left
   'INTENT_SWEPT',
   // limits and detectors (safety interceptors)

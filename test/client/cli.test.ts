@@ -15,6 +15,7 @@ import { loadMigrations } from '../../src/ledger/migrate';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { decideSignal } from '../../src/shared/messages';
 import { Client, Connection } from '@temporalio/client';
+import { PRINT_HOST_GROUP } from '../helpers/processes';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
@@ -619,9 +620,9 @@ describe('kill switches', () => {
     await server.stop();
   });
 
-  /** A command agent that answers every stage at once but hangs in impl, recording its pid. */
+  /** A command agent that answers every stage at once but hangs in impl, recording its process group. */
   function hangingAgent(pidFile: string): string {
-    return answeringDesignStages(`if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo ok; fi`);
+    return answeringDesignStages(`if grep -q '^# Warden: impl'; then ${PRINT_HOST_GROUP} > ${pidFile}; sleep 300 & sleep 300 & wait; else echo ok; fi`);
   }
   async function pidOf(file: string): Promise<number> {
     const { readFileSync, existsSync } = await import('node:fs');
@@ -641,6 +642,8 @@ describe('kill switches', () => {
     const pid = await pidOf(pidFile);
     const stop = warden('stop', id, '--reason', 'wrong repo');
     expect(stop.code).toBe(0);
+    // It says stopped only once the workflow has closed, cleanup done.
+    expect(stop.stdout).toMatch(new RegExp(`stopped ${id}: cancelled and closed in [\\d.]+ s; its agent is dead, its worktree removed, nothing merged`));
     expect(await exited).toBe(130);
     expect(out).toMatch(/cancelled; nothing was merged/);
     await waitFor(() => (groupAlive(pid) ? undefined : true), 5000, 'the agent group to die');
@@ -650,6 +653,50 @@ describe('kill switches', () => {
     expect(timeline.find((e) => e.type === 'INTENT_STOPPED')?.summary).toBe('stopped by cli-tester: wrong repo');
     expect(timeline.at(-1)?.type).toBe('INTENT_CANCELLED');
     expect(warden('stop', id).stderr).toMatch(/is not running \(cancelled\)/);
+  });
+
+  test('a stop the intent cannot honour (its worker is dead) says what still runs, terminates it, and a sweep cleans up', async () => {
+    const repo = makeSampleRepo();
+    const id = `cli-stop-dead-${Date.now()}`;
+    const pidFile = path.join(mkdtempSync(path.join(tmpdir(), 'pid-')), 'agent.pid');
+    const startWorker = () => spawn(process.execPath, [BIN, 'worker'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let worker = startWorker();
+    let agentPid: number | undefined;
+    try {
+      const started = warden('run', '--repo', repo, '--goal', 'hang', '--id', id, '--agent', 'command', '--sandbox', 'none', '--allow-unconfined-code', '--cmd', hangingAgent(pidFile), '--detach');
+      expect(started.code).toBe(0);
+      agentPid = await pidOf(pidFile);
+      worker.kill('SIGKILL');
+      await new Promise((resolve) => worker.on('close', resolve));
+
+      // With no worker to answer, a decision fails at once with one line saying so, not a 30 s "Failed to query Workflow".
+      const approve = warden('approve', id);
+      expect(approve.code).toBe(2);
+      expect(approve.stderr.trim()).toMatch(/intent .* did not answer its state query \(no answer within 10 s\): its worker may have just stopped; check that `warden worker` \(or `warden dev`\) runs|no Warden worker is polling the "warden" task queue/);
+      expect(approve.stderr.trim().split('\n')).toHaveLength(1);
+
+      const stop = warden('stop', id, '--reason', 'worker gone', '--wait', '3s');
+      expect(stop.code).toBe(0);
+      expect(stop.stdout).toMatch(new RegExp(`terminated ${id}: it had not closed [\\d.]+ s after the cancel \\(activity runAgentStage \\(attempt \\d+[^)]*\\)`));
+      expect(stop.stdout).toMatch(/a sweep removes its worktree once a worker takes it/);
+      expect(stop.stdout).not.toMatch(new RegExp(`^stopped ${id}`, 'm'));
+      const timeline = JSON.parse(warden('audit', id, '--json').stdout) as Array<{ type: string; summary: string }>;
+      expect(timeline.map((e) => e.type)).toEqual(expect.arrayContaining(['INTENT_STOPPED', 'STOP_ESCALATED']));
+      expect(warden('stop', id).stderr).toMatch(/is not running \(terminated\)/);
+
+      // A worker comes back: the sweep started by the stop (or its own at start) removes the worktree.
+      worker = startWorker();
+      await waitFor(() => (git(repo, 'worktree', 'list').split('\n').length === 1 ? true : undefined), 60_000, 'the sweep to remove the worktree');
+    } finally {
+      if (agentPid !== undefined && agentPid > 1) {
+        try {
+          process.kill(-agentPid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      worker.kill('SIGTERM');
+    }
   });
 
   test('warden stop --all sets the global stop, stops every intent; run refuses until unlock', async () => {
@@ -665,7 +712,10 @@ describe('kill switches', () => {
       const pids = await Promise.all(ids.map((_, i) => pidOf(path.join(dir, `${i}.pid`))));
       const stop = warden('stop', '--all', '--reason', 'drill', '--json');
       expect(stop.code).toBe(0);
-      expect(JSON.parse(stop.stdout).cancelled.sort()).toEqual([...ids].sort());
+      const result = JSON.parse(stop.stdout) as { cancelled: string[]; outcomes: Array<{ intentId: string; outcome: string }> };
+      expect(result.cancelled.sort()).toEqual([...ids].sort());
+      // Returned only once every one had closed, cleanup done.
+      expect(result.outcomes.map((o) => o.outcome)).toEqual(['stopped', 'stopped', 'stopped']);
       for (const pid of pids) await waitFor(() => (groupAlive(pid) ? undefined : true), 10_000, `agent ${pid} to die`);
       await waitFor(() => {
         const rows = JSON.parse(warden('list', '--status', 'cancelled', '--json').stdout) as Array<{ intentId: string }>;

@@ -16,3 +16,11 @@ export function processesWith(tag: string): string[] {
   }
   return found;
 }
+
+/**
+ * A shell snippet that prints the process group of the shell running it, as the host sees it.
+ * `$$` will not do: at the none and process levels the command is the first process of a pid
+ * namespace of its own, where `$$` is 1 (and `kill -- -1` from the host would hit everything).
+ * /proc there is the host's, so /proc/self/stat shows host ids.
+ */
+export const PRINT_HOST_GROUP = "cut -d' ' -f5 /proc/self/stat";

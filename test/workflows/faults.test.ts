@@ -8,6 +8,7 @@ import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { demoScript, git, makeSampleRepo, useTestWorld, waitFor, worktreeFoldersLeft } from '../helpers/env';
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
+import { PRINT_HOST_GROUP } from '../helpers/processes';
 
 /** Fails the first `runAgentStage` of lld *after* it did its work: a crash between commit and reply. */
 let failAfterLld = true;
@@ -62,12 +63,12 @@ test('cancelling an intent mid-impl kills the agent process group within seconds
   const pidDir = mkdtempSync(path.join(tmpdir(), 'warden-pid-'));
   const pidFile = path.join(pidDir, 'agent.pid');
   // Every stage answers at once, except impl: it records its pid and runs two long children.
-  const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then echo $$ > ${pidFile}; sleep 300 & sleep 300 & wait; else echo done; fi`);
+  const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then ${PRINT_HOST_GROUP} > ${pidFile}; sleep 300 & sleep 300 & wait; else echo done; fi`);
   const id = `cancel-${Date.now()}`;
   const handle = await startIntent(
     world().client,
-    // Unsandboxed, so its pid file reaches the host's /tmp and `$$` is a host pid (bubblewrap's
-    // cancellation is tested in test/activities/sandbox.test.ts).
+    // Unsandboxed, so its pid file reaches the host's /tmp and its process group is a host one
+    // (bubblewrap's cancellation is tested in test/activities/sandbox.test.ts).
     { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command, sandbox: 'none' }, confinement: { allowUnconfinedCode: true }, limits: { cooldown: '0s' } },
     world().taskQueue,
   );
