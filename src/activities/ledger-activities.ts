@@ -7,7 +7,7 @@ import { formatReport } from '../ledger/report-text';
 import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import type { LadderRun } from '../shared/ladder';
-import type { CostEventInput, DailyReport, GateDecisionInput, SafetyEventInput } from '../ledger/types';
+import type { DailyReport, GateDecisionInput, SafetyEventInput } from '../ledger/types';
 import type { Severity } from '../shared/safety-events';
 import { redactDeep, type Redactor } from '../shared/redact';
 import { activityLogger } from './log-context';
@@ -15,7 +15,6 @@ import { activityLogger } from './log-context';
 /** Rows the workflow wants written together. Ids are made in the workflow, so retries are no-ops. */
 export interface LedgerBatch {
   readonly safetyEvents?: readonly SafetyEventInput[];
-  readonly costs?: readonly CostEventInput[];
   readonly gateDecisions?: readonly GateDecisionInput[];
 }
 
@@ -63,7 +62,6 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
       let inserted = 0;
       for (const row of batch.gateDecisions ?? []) if (await deps.ledger.recordGateDecision(redactDeep(row, deps.redact))) inserted++;
-      for (const row of batch.costs ?? []) if (await deps.ledger.recordCost(row)) inserted++;
       for (const row of batch.safetyEvents ?? []) if (await deps.ledger.recordSafetyEvent(redactDeep(row, deps.redact))) inserted++;
       return { inserted };
     },

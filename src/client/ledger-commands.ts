@@ -107,12 +107,15 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
   };
 
   program
-    .command('audit <id>')
+    .command('audit [id]')
     .description("An intent's timeline from the ledger: stage starts and ends, test results, gates, decisions, safety events and spend, in order")
     .option('--activities', "also each activity attempt the worker ran (start, end, duration, outcome, spend)")
     .option('--json', 'print JSON')
     .option('--prompts', 'print the exact prompt of every attempt instead (from the intent\'s lineage)')
-    .action(async (id: string, flags: { activities?: boolean; json?: boolean; prompts?: boolean }) => {
+    .option('--books', "check the books instead: each intent's spend in the budget tables against cost_events, to the cent (every intent when no id is given; exit 1 if any differ)")
+    .action(async (id: string | undefined, flags: { activities?: boolean; json?: boolean; prompts?: boolean; books?: boolean }) => {
+      if (flags.books) return auditBooks(id, flags.json === true);
+      if (id === undefined) throw new UserError('give the intent id to audit, or --books to check the books of every intent');
       if (flags.prompts) {
         const repoPath = await withLedger((ledger) => ledger.intentRepoPath(id));
         if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
@@ -129,6 +132,27 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       for (const entry of timeline) io.print(formatTimelineEntry(entry));
       io.print(formatSpendTotal(timeline));
     });
+
+  /** Budget tables against cost_events, per intent: a difference is a call counted in one and not the other. */
+  async function auditBooks(intentId: string | undefined, json: boolean): Promise<void> {
+    const books = await withLedger((ledger) => ledger.books(intentId === undefined ? {} : { intentId }));
+    const differing = books.filter((b) => b.budgetUsd !== b.costEventsUsd);
+    const differenceCents = differing.reduce((sum, b) => sum + Math.abs(Math.round((Number(b.budgetUsd) - Number(b.costEventsUsd)) * 100)), 0);
+    if (json) io.printJson({ balanced: differing.length === 0, differenceCents, intents: books });
+    else {
+      // One line per intent that differs (or the one asked about); then the verdict.
+      for (const b of intentId === undefined ? differing : books) {
+        const open = b.openReservations > 0 ? `; ${b.openReservations} reservation(s) still open` : '';
+        io.print(`${b.intentId}: budget tables $${b.budgetUsd}, cost_events $${b.costEventsUsd}${b.budgetUsd === b.costEventsUsd ? ' (balanced)' : ' DIFFER'}${open}`);
+      }
+      const open = books.reduce((sum, b) => sum + b.openReservations, 0);
+      const stillOpen = open > 0 ? `; ${open} reservation(s) still open (calls in flight, or of attempts not yet known to be over)` : '';
+      io.print(
+        (differing.length === 0 ? `the books balance across ${books.length} intent(s)` : `the books differ for ${differing.length} intent(s), by ${differenceCents} cent(s) in all`) + stillOpen,
+      );
+    }
+    if (differing.length > 0) process.exitCode = 1;
+  }
 
   program
     .command('costs')

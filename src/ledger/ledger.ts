@@ -1,4 +1,5 @@
 import { storable } from './storable';
+import { deterministicUuid } from './event-id';
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
@@ -8,6 +9,7 @@ import {
   BudgetReservationRequestSchema,
   COST_GROUPINGS,
   CostEventSchema,
+  SettledCallSchema,
   ModelCallSchema,
   type ModelCallInput,
   type ModelCallRow,
@@ -22,6 +24,9 @@ import {
   type BudgetReservationRequest,
   type BudgetScope,
   type CostEventInput,
+  type IntentBooks,
+  type OpenReservation,
+  type SettledCall,
   type CostGrouping,
   type CostRow,
   type DailyReport,
@@ -124,22 +129,32 @@ export class Ledger {
   }
 
   /**
-   * Closes every granted reservation still open that was made before `olderThan`, at its
-   * maximum: a call whose worker died before it could settle (it may have been billed). Safe to
+   * Closes every granted reservation still open that was made before `olderThan` and names no
+   * activity (made before activities were recorded), at its maximum, with a cost row at that
+   * amount: a call whose worker died before it could settle (it may have been billed). Safe to
    * run from several workers at once: each reservation is closed once. Returns what it closed.
+   * Reservations that name their activity are released once Temporal says it no longer runs
+   * (see src/workers/stale-reservations.ts).
    */
   async reconcileStaleReservations(olderThan: Date): Promise<Array<{ readonly id: string; readonly intentId: string; readonly amountUsd: string }>> {
     z.date().parse(olderThan);
     const closed = await this.pool.query<{ id: string; intent_id: string; amount: string }>(
       `WITH stale AS (
-         SELECT r.id, r.intent_id, r.amount_usd FROM budget_reservations r
-          WHERE r.granted AND r.created_at < $1
+         SELECT r.id, r.intent_id, r.amount_usd, r.agent_id, r.stage FROM budget_reservations r
+          WHERE r.granted AND r.created_at < $1 AND r.activity_id IS NULL
             AND NOT EXISTS (SELECT 1 FROM budget_settlements s WHERE s.reservation_id = r.id)
        ), closed AS (
          INSERT INTO budget_settlements (reservation_id, kind, actual_usd)
          SELECT id, 'reconciled', amount_usd FROM stale
          ON CONFLICT (reservation_id) DO NOTHING
          RETURNING reservation_id
+       ), counted AS (
+         -- Counted in cost_events too, at the same amount: the books keep balancing.
+         INSERT INTO cost_events (id, "timestamp", intent_id, stage, attempt, agent_id, model_id, input_tokens, output_tokens, usd, reservation_id)
+         SELECT md5('reconciled-cost:' || stale.id)::uuid, now(), stale.intent_id, coalesce(stale.stage, 'unknown'), 1,
+                coalesce(stale.agent_id, 'unknown'), 'unknown', 0, 0, stale.amount_usd, stale.id
+           FROM stale JOIN closed ON closed.reservation_id = stale.id
+         ON CONFLICT DO NOTHING
        )
        SELECT stale.id, stale.intent_id, stale.amount_usd::text AS amount FROM stale JOIN closed ON closed.reservation_id = stale.id ORDER BY stale.id`,
       [olderThan],
@@ -263,10 +278,12 @@ export class Ledger {
       const decidedBy = deniedBy ?? 'day';
       const amountUsd = fromMicros(amount);
       const inserted = await client.query<{ committed: string; limit: string }>(
-        `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, agent_id, stage, denied_by)
-         VALUES ($1, $2::date, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8, $9, $10)
+        `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, agent_id, stage, denied_by,
+                                          workflow_id, run_id, activity_id, activity_attempt)
+         VALUES ($1, $2::date, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8, $9, $10, $11, $12, $13, $14)
          RETURNING committed_usd::text AS committed, limit_usd::text AS limit`,
-        [r.id, r.day, r.intentId, amountUsd, limits[decidedBy], deniedBy === undefined, spent[decidedBy], r.agentId ?? null, r.stage ?? null, deniedBy ?? null],
+        [r.id, r.day, r.intentId, amountUsd, limits[decidedBy], deniedBy === undefined, spent[decidedBy], r.agentId ?? null, r.stage ?? null, deniedBy ?? null,
+         r.activity?.workflowId ?? null, r.activity?.runId ?? null, r.activity?.activityId ?? null, r.activity?.attempt ?? null],
       );
       const made = inserted.rows[0]!;
       return reservationOf(deniedBy === undefined, made.committed, made.limit, deniedBy ?? null, amountUsd);
@@ -276,36 +293,96 @@ export class Ledger {
   /**
    * Settles a granted reservation at the call's real cost: at most the reserved amount, unless
    * `overrun` says the call could not be bounded before it ran and reported more (it is then
-   * recorded at its real cost, marked as an overrun). A retry with the same amount is a no-op; a
+   * recorded at its real cost, marked as an overrun). With `call`, the call's cost row is written
+   * in the same transaction (one per reservation), so the budgets and cost_events count the same
+   * calls at the same amounts whatever crashes. A retry with the same amount is a no-op; a
    * different amount, or a released or denied reservation, is a LedgerError.
    */
-  async settleReservation(id: string, actualUsd: string, options: { readonly overrun?: boolean } = {}): Promise<void> {
+  async settleReservation(id: string, actualUsd: string, options: { readonly overrun?: boolean; readonly call?: SettledCall } = {}): Promise<void> {
     ReservationIdSchema.parse(id);
     const actual = UsdSchema.parse(actualUsd);
-    const found = await this.pool.query<{ granted: boolean; fits: boolean; amount: string }>(
-      'SELECT granted, $2::numeric <= amount_usd AS fits, amount_usd::text AS amount FROM budget_reservations WHERE id = $1',
-      [id, actual],
+    const call = options.call === undefined ? undefined : SettledCallSchema.parse(storable(options.call));
+    const written = await this.transaction(async (client) => {
+      const found = await client.query<{ granted: boolean; fits: boolean; amount: string }>(
+        'SELECT granted, $2::numeric <= amount_usd AS fits, amount_usd::text AS amount FROM budget_reservations WHERE id = $1',
+        [id, actual],
+      );
+      const reservation = found.rows[0];
+      if (!reservation) throw new LedgerError(`there is no budget reservation ${id}`);
+      if (!reservation.granted) throw new LedgerError(`budget reservation ${id} was denied; there is nothing to settle`);
+      if (!reservation.fits && !options.overrun) throw new LedgerError(`cannot settle budget reservation ${id} at $${actual}: only $${reservation.amount} was reserved`);
+      const inserted = await client.query(
+        `INSERT INTO budget_settlements (reservation_id, kind, actual_usd, overrun) VALUES ($1, 'settled', $2, $3) ON CONFLICT (reservation_id) DO NOTHING`,
+        [id, actual, !reservation.fits],
+      );
+      if (inserted.rowCount === 1) return call ? await insertSettledCost(client, id, actual, call) : undefined;
+      const earlier = await client.query<{ kind: string; actual: string; same: boolean }>(
+        'SELECT kind, actual_usd::text AS actual, actual_usd = $2::numeric AS same FROM budget_settlements WHERE reservation_id = $1',
+        [id, actual],
+      );
+      const settlement = earlier.rows[0]!;
+      if (settlement.kind === 'settled' && settlement.same) return undefined;
+      throw new LedgerError(
+        settlement.kind === 'released'
+          ? `budget reservation ${id} was released; it cannot be settled`
+          : `budget reservation ${id} is already settled at $${settlement.actual}`,
+      );
+    });
+    if (written) this.observer?.cost(written);
+  }
+
+  /**
+   * Granted reservations still open that were made before `before`: calls in flight, or calls
+   * whose worker died before it could settle them.
+   */
+  async openReservations(before: Date): Promise<OpenReservation[]> {
+    z.date().parse(before);
+    const result = await this.pool.query<Record<string, unknown>>(
+      `SELECT r.id, r.intent_id, r.amount_usd::text AS amount, r.created_at, r.agent_id, r.stage,
+              r.workflow_id, r.run_id, r.activity_id, r.activity_attempt
+         FROM budget_reservations r
+        WHERE r.granted AND r.created_at < $1
+          AND NOT EXISTS (SELECT 1 FROM budget_settlements s WHERE s.reservation_id = r.id)
+        ORDER BY r.created_at, r.id`,
+      [before],
     );
-    const reservation = found.rows[0];
-    if (!reservation) throw new LedgerError(`there is no budget reservation ${id}`);
-    if (!reservation.granted) throw new LedgerError(`budget reservation ${id} was denied; there is nothing to settle`);
-    if (!reservation.fits && !options.overrun) throw new LedgerError(`cannot settle budget reservation ${id} at $${actual}: only $${reservation.amount} was reserved`);
-    const inserted = await this.pool.query(
-      `INSERT INTO budget_settlements (reservation_id, kind, actual_usd, overrun) VALUES ($1, 'settled', $2, $3) ON CONFLICT (reservation_id) DO NOTHING`,
-      [id, actual, !reservation.fits],
+    return result.rows.map((r) => ({
+      id: r.id as string,
+      intentId: r.intent_id as string,
+      amountUsd: normalizeUsd(r.amount as string),
+      createdAt: r.created_at as Date,
+      ...(r.agent_id !== null ? { agentId: r.agent_id as string } : {}),
+      ...(r.stage !== null ? { stage: r.stage as string } : {}),
+      ...(r.workflow_id !== null
+        ? { activity: { workflowId: r.workflow_id as string, runId: r.run_id as string, activityId: r.activity_id as string, attempt: r.activity_attempt as number } }
+        : {}),
+    }));
+  }
+
+  /**
+   * Each intent's spend in the budget tables (settled and reconciled reservations) beside its
+   * cost_events total: the two agree to the cent when every paid call was counted once in both.
+   * Every intent with a reservation or a cost row, or the one `intentId`.
+   */
+  async books(options: { readonly intentId?: string } = {}): Promise<IntentBooks[]> {
+    const result = await this.pool.query<{ intent_id: string; budget: string; costs: string; open: number }>(
+      `WITH budget AS (
+         SELECT r.intent_id,
+                coalesce(sum(s.actual_usd) FILTER (WHERE s.kind IN ('settled', 'reconciled')), 0) AS usd,
+                count(*) FILTER (WHERE r.granted AND s.reservation_id IS NULL)::int AS open
+           FROM budget_reservations r LEFT JOIN budget_settlements s ON s.reservation_id = r.id
+          WHERE $1::text IS NULL OR r.intent_id = $1
+          GROUP BY r.intent_id
+       ), costs AS (
+         SELECT intent_id, sum(usd) AS usd FROM cost_events WHERE $1::text IS NULL OR intent_id = $1 GROUP BY intent_id
+       )
+       SELECT coalesce(b.intent_id, c.intent_id) AS intent_id,
+              round(coalesce(b.usd, 0), 6)::text AS budget, round(coalesce(c.usd, 0), 6)::text AS costs, coalesce(b.open, 0) AS open
+         FROM budget b FULL JOIN costs c ON c.intent_id = b.intent_id
+        ORDER BY 1`,
+      [options.intentId ?? null],
     );
-    if (inserted.rowCount === 1) return;
-    const earlier = await this.pool.query<{ kind: string; actual: string; same: boolean }>(
-      'SELECT kind, actual_usd::text AS actual, actual_usd = $2::numeric AS same FROM budget_settlements WHERE reservation_id = $1',
-      [id, actual],
-    );
-    const settlement = earlier.rows[0]!;
-    if (settlement.kind === 'settled' && settlement.same) return;
-    throw new LedgerError(
-      settlement.kind === 'released'
-        ? `budget reservation ${id} was released; it cannot be settled`
-        : `budget reservation ${id} is already settled at $${settlement.actual}`,
-    );
+    return result.rows.map((r) => ({ intentId: r.intent_id, budgetUsd: normalizeUsd(r.budget), costEventsUsd: normalizeUsd(r.costs), openReservations: r.open }));
   }
 
   /** Cancels a granted, unsettled reservation. True if released now; false if it was already settled, released or denied. */
@@ -606,4 +683,17 @@ export class Ledger {
 
 function reservationOf(granted: boolean, committedUsd: string, limitUsd: string, deniedBy: BudgetScope | null, amountUsd: string): BudgetReservation {
   return { granted, committedUsd, limitUsd, amountUsd: normalizeUsd(amountUsd), ...(deniedBy !== null && { deniedBy }) };
+}
+
+/** The cost row of a settled call, keyed by its reservation: a repeated settlement writes none. */
+async function insertSettledCost(client: pg.PoolClient, reservationId: string, usd: string, call: SettledCall): Promise<CostEventInput | undefined> {
+  const c = SettledCallSchema.parse(call);
+  const row: CostEventInput = { id: deterministicUuid('settled-cost', reservationId), usd, ...c };
+  const inserted = await client.query(
+    `INSERT INTO cost_events (id, "timestamp", intent_id, stage, attempt, agent_id, model_id, input_tokens, output_tokens, usd, reservation_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     ON CONFLICT DO NOTHING`,
+    [row.id, c.timestamp, c.intentId, c.stage, c.attempt, c.agentId, c.modelId, c.inputTokens, c.outputTokens, usd, reservationId],
+  );
+  return inserted.rowCount === 1 ? row : undefined;
 }

@@ -46,6 +46,31 @@ export const CostEventSchema = z.object({
 });
 export type CostEventInput = z.input<typeof CostEventSchema>;
 
+/** The cost row a settlement writes with it: what the call was (its id and USD come from the reservation and the settlement). */
+export const SettledCallSchema = CostEventSchema.omit({ id: true, usd: true });
+export type SettledCall = z.input<typeof SettledCallSchema>;
+
+/** A granted reservation nothing has settled or released yet. */
+export interface OpenReservation {
+  readonly id: string;
+  readonly intentId: string;
+  readonly amountUsd: string;
+  readonly createdAt: Date;
+  readonly agentId?: string;
+  readonly stage?: string;
+  /** Absent on reservations made before the activity was recorded. */
+  readonly activity?: { readonly workflowId: string; readonly runId: string; readonly activityId: string; readonly attempt: number };
+}
+
+/** One intent's spend as the budget tables count it (settled and reconciled) and as cost_events do. */
+export interface IntentBooks {
+  readonly intentId: string;
+  readonly budgetUsd: string;
+  readonly costEventsUsd: string;
+  /** Granted reservations still open (counted at their maximum in the budgets, in neither sum). */
+  readonly openReservations: number;
+}
+
 /** One request an agent made through the model gateway (see src/gateway). */
 export const ModelCallSchema = z.object({
   id: z.uuid(),
@@ -203,6 +228,10 @@ export const BudgetReservationRequestSchema = z.object({
    * largest amount that does is granted instead, as long as it is at least this much.
    */
   minAmountUsd: UsdSchema.optional(),
+  /** The activity attempt that makes the call: a worker asks Temporal whether it still runs before closing an open reservation. */
+  activity: z
+    .object({ workflowId: z.string().min(1), runId: z.string().min(1), activityId: z.string().min(1), attempt: z.number().int().min(1) })
+    .optional(),
 })
   .refine((r) => r.agentLimitUsd === undefined || r.agentId !== undefined, { message: 'an agent budget needs the agent id', path: ['agentId'] })
   .refine((r) => r.stageLimitUsd === undefined || r.stage !== undefined, { message: 'a stage budget needs the stage', path: ['stage'] });

@@ -18,7 +18,7 @@ import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
 import { stageKillSwitchInterceptor } from './interceptors/stage-kill-switch';
-import { reconcileStaleReservations } from './stale-reservations';
+import { attemptStillRunsOn, RECONCILE_EVERY_MS, reconcileReservations } from './stale-reservations';
 import { killStrays, recordProcessesIn } from '../activities/process-registry';
 import { bundleWorkflowsApart } from './workflow-bundle';
 
@@ -70,7 +70,8 @@ export interface WardenWorkerOptions {
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
 export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
   const gateway = options.gateway ?? (await startWorkerGateway(options, { detached: true }));
-  const intentStatus = temporalIntentStatus(new Client({ connection: options.connection, namespace: options.namespace }));
+  const client = new Client({ connection: options.connection, namespace: options.namespace });
+  const intentStatus = temporalIntentStatus(client);
   const activities = createActivities({
     worktreeRoot: options.worktreeRoot,
     lineageRoot: options.lineageRoot,
@@ -90,8 +91,9 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   void sweepTrash(trashOf(options.worktreeRoot));
   // Agents and test runs of a worker killed on this machine (SIGKILL, a crash) end now.
   endStrayProcesses(path.join(path.dirname(options.lineageRoot), 'processes'), options.logger);
-  // Reservations of calls cut off by a crash are closed at their maximum, never left hanging.
-  void reconcileStaleReservations(options.ledger, options.logger);
+  // Reservations of calls cut off by a crash are released once Temporal says their attempt is over.
+  const reconcile = () => reconcileReservations(options.ledger, options.logger, attemptStillRunsOn(client));
+  void reconcile();
   // Worktrees of intents that ended without their cleanup (terminated, timed out) go now.
   void sweepAtStart(options, intentStatus);
   const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
@@ -103,7 +105,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     // is about to start (the main thread's heap keeps its own limit).
     v8.setFlagsFromString(`--max-old-space-size=${options.safety.workflowHeapMb}`);
   }
-  return Worker.create({
+  const worker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? TASK_QUEUE,
@@ -136,6 +138,15 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
   });
+  // Again every minute while the worker lives: an attempt cut off just now is over only once
+  // its heartbeat times out.
+  const rounds = setInterval(() => {
+    const state = worker.getState();
+    if (state === 'STOPPED' || state === 'FAILED') clearInterval(rounds);
+    else if (state === 'RUNNING') void reconcile();
+  }, RECONCILE_EVERY_MS);
+  rounds.unref();
+  return worker;
 }
 
 /** The sweep a starting worker runs (see sweeper.ts). Never throws: the schedule sweeps again within a minute. */

@@ -1,10 +1,9 @@
 import { uuid4 } from '@temporalio/workflow';
 import type { LedgerBatch } from '../activities';
-import type { CostEventInput, GateDecisionInput, SafetyEventInput } from '../ledger/types';
+import type { GateDecisionInput, SafetyEventInput } from '../ledger/types';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
 
 type EventDetails = Omit<SafetyEventInput, 'id' | 'timestamp' | 'eventType' | 'severity' | 'reason' | 'intentId'>;
-type CostDetails = Omit<CostEventInput, 'id' | 'timestamp' | 'intentId'>;
 type GateDetails = Omit<GateDecisionInput, 'id' | 'intentId'>;
 type Append = (batch: LedgerBatch) => Promise<unknown>;
 
@@ -22,9 +21,8 @@ export type LedgerRoute = 'local' | 'task-queue';
  * nothing twice. Rows whose write failed (e.g. cancelled mid-flight) stay queued for the next flush.
  */
 export class LedgerRecorder {
-  private queue: { safetyEvents: SafetyEventInput[]; costs: CostEventInput[]; gateDecisions: GateDecisionInput[] } = {
+  private queue: { safetyEvents: SafetyEventInput[]; gateDecisions: GateDecisionInput[] } = {
     safetyEvents: [],
-    costs: [],
     gateDecisions: [],
   };
 
@@ -37,29 +35,24 @@ export class LedgerRecorder {
     this.queue.safetyEvents.push({ id: uuid4(), timestamp: new Date(), eventType, severity, reason, intentId: this.intentId, ...details });
   }
 
-  cost(details: CostDetails): void {
-    this.queue.costs.push({ id: uuid4(), timestamp: new Date(), intentId: this.intentId, ...details });
-  }
-
   gateDecision(details: GateDetails): void {
     this.queue.gateDecisions.push({ id: uuid4(), intentId: this.intentId, ...details });
   }
 
   get pending(): boolean {
-    return this.queue.safetyEvents.length + this.queue.costs.length + this.queue.gateDecisions.length > 0;
+    return this.queue.safetyEvents.length + this.queue.gateDecisions.length > 0;
   }
 
   /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
   async flush(route: LedgerRoute = 'local'): Promise<void> {
     if (!this.pending) return;
     const batch = this.queue;
-    this.queue = { safetyEvents: [], costs: [], gateDecisions: [] };
+    this.queue = { safetyEvents: [], gateDecisions: [] };
     try {
       await this.append[route](batch);
     } catch (error) {
       this.queue = {
         safetyEvents: [...batch.safetyEvents, ...this.queue.safetyEvents],
-        costs: [...batch.costs, ...this.queue.costs],
         gateDecisions: [...batch.gateDecisions, ...this.queue.gateDecisions],
       };
       throw error;

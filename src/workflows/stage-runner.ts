@@ -34,7 +34,7 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   const nearBudget = guard.recordSpend(result.costUsd, stage);
   state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
   const agentId = agentIdOf(agentForStage(intent, stage));
-  ledger.cost({ stage, attempt, agentId, modelId: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, usd: result.costUsd });
+  // Its calls' cost rows were written as each was settled, by the activity (see the cost layer).
   ledger.event('STAGE_COMPLETED', 'info', result.summary || `${stage} attempt ${attempt} done`, {
     stage,
     agentId,

@@ -117,6 +117,31 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
     await expect(ledger.settleReservation('nope', '0.10')).rejects.toThrow(/no budget reservation nope/);
   });
 
+  test('a settlement writes its call\'s cost row in the same transaction, once; the books then balance to the cent', async () => {
+    const day = '2030-03-01';
+    const intentId = 'books-intent';
+    const call = { timestamp: new Date(), intentId, stage: 'impl', attempt: 1, agentId: 'a', modelId: 'm', inputTokens: 10, outputTokens: 5 };
+    const activity = { workflowId: 'wf', runId: 'run', activityId: '7', attempt: 1 };
+    for (const n of [1, 2, 3]) await ledger.reserveBudget({ id: `books-${n}`, day, intentId, amountUsd: '1.00', limitUsd: '100', activity });
+    await ledger.settleReservation('books-1', '0.25', { call });
+    await ledger.settleReservation('books-1', '0.25', { call }); // the retry of a settlement writes no second row
+    // Two settlements racing (a re-executed attempt's retry): one settlement, one cost row.
+    await Promise.all([ledger.settleReservation('books-2', '0.50', { call }), ledger.settleReservation('books-2', '0.50', { call })]);
+    await ledger.releaseReservation('books-3');
+    const { rows } = await db.pool.query(`SELECT reservation_id, usd::text AS usd FROM cost_events WHERE intent_id = $1 ORDER BY 1`, [intentId]);
+    expect(rows).toEqual([
+      { reservation_id: 'books-1', usd: '0.250000' },
+      { reservation_id: 'books-2', usd: '0.500000' },
+    ]);
+    expect(await ledger.books({ intentId })).toEqual([{ intentId, budgetUsd: '0.750000', costEventsUsd: '0.750000', openReservations: 0 }]);
+    // The activity that reserved is on record, for the reconciliation after a crash.
+    const { rows: made } = await db.pool.query(`SELECT workflow_id, run_id, activity_id, activity_attempt FROM budget_reservations WHERE id = 'books-1'`);
+    expect(made).toEqual([{ workflow_id: 'wf', run_id: 'run', activity_id: '7', activity_attempt: 1 }]);
+    // A cost row with no settlement behind it (or the other way round) is a difference the check names.
+    await ledger.recordCost({ id: '00000000-0000-4000-8000-00000000b00c', timestamp: new Date(), intentId, stage: 'impl', attempt: 1, agentId: 'a', modelId: 'm', inputTokens: 0, outputTokens: 0, usd: '0.01' });
+    expect(await ledger.books()).toEqual(expect.arrayContaining([{ intentId, budgetUsd: '0.750000', costEventsUsd: '0.760000', openReservations: 0 }]));
+  });
+
   test("20 intents of one agent racing at its day budget: exactly 6 × $0.30 fit in $2.00, and its settled spend never exceeds it", async () => {
     const day = '2030-01-05';
     // Another agent's spend the same day counts for the day, not for this agent.

@@ -120,6 +120,7 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
           // "0" means unlimited here too, as for every other budget (see mergeLimits).
           stageLimitUsd: limited(stageLimit),
           ...(open.minUsd !== undefined ? { minAmountUsd: open.minUsd } : {}),
+          activity: { workflowId: ref.workflowId, runId: ref.runId, activityId: ref.activityId, attempt: ref.attempt },
         }),
       );
       if (reservation.granted) return reservation.amountUsd;
@@ -145,7 +146,19 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
       throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `${refusal.eventType}: ${reason} (event ${eventId})`, nonRetryable: true });
     },
     settle: async (open, paid) => {
-      await call.patiently('settle the reservation', () => deps.ledger.settleReservation(idOf(open), paid.costUsd, { overrun: paid.overrun })).catch((error: unknown) =>
+      // The call's cost row goes in with the settlement: one per paid call, whether or not the
+      // workflow ever gets the attempt's result.
+      const settled = {
+        timestamp: new Date(),
+        intentId: ref.intentId ?? ref.workflowId,
+        stage: input.stage,
+        attempt: input.attempt,
+        agentId: agent.agentId,
+        modelId: paid.model,
+        inputTokens: paid.usage.inputTokens,
+        outputTokens: paid.usage.outputTokens,
+      };
+      await call.patiently('settle the reservation', () => deps.ledger.settleReservation(idOf(open), paid.costUsd, { overrun: paid.overrun, call: settled })).catch((error: unknown) =>
         // The call was made and paid for: failing the attempt now would only make it again.
         log.error({ reservationId: idOf(open), costUsd: paid.costUsd, error: messageOf(error) }, 'could not settle the budget reservation; it stays open at its maximum'),
       );

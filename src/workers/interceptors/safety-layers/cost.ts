@@ -3,22 +3,18 @@ import type { Logger } from 'pino';
 import type { StageInput, StageResult } from '../../../activities';
 import { SpendMeter } from '../../../activities/agents';
 import { withAttemptScope } from '../../../gateway/attempt-scope';
-import { activityLogger } from '../../../activities/log-context';
 import type { WorkerSafetyConfig } from '../../../config/schema';
-import { deterministicUuid } from '../../../ledger/event-id';
 import type { Ledger } from '../../../ledger/ledger';
 import { addUsd, compareUsd, normalizeUsd, ZERO_USD } from '../../../shared/money';
 import { FailureType } from '../../../shared/errors';
-import { messageOf } from '../failures';
 import { ledgerBudgetBook } from './budget-book';
 import type { AgentCall, SafetyLayer } from './safety-layer';
 
 /**
  * What agent calls cost. Every paid call of the attempt goes through its SpendMeter: its maximum
  * is reserved against the budgets before it is made (see `ledgerBudgetBook`) and settled at its
- * real cost after. After an answer, calls counted at their declared cap are a COST_WARNING and a
- * call over its cap halts. When the attempt ends, open reservations are released, and the paid
- * calls of a result the workflow will not get are written to cost_events here.
+ * real cost after, with its cost row. After an answer, calls counted at their declared cap are a
+ * COST_WARNING and a call over its cap halts. When the attempt ends, open reservations are released.
  */
 export class CostLayer implements SafetyLayer {
   private readonly meters = new WeakMap<AgentCall, SpendMeter>();
@@ -65,42 +61,17 @@ export class CostLayer implements SafetyLayer {
   }
 
   /**
-   * Reservations still open are released (nothing was counted for them), and when the workflow
-   * will not get the result — the attempt failed, was halted, cancelled or timed out — the paid
-   * calls are written to cost_events here, so that every paid call is counted once: in
-   * cost_events, in the budgets and in `warden costs`.
+   * Reservations still open are released (nothing was counted for them). Each paid call's cost
+   * row was written with its settlement (see `ledgerBudgetBook`), so a result the workflow never
+   * gets — the attempt failed, was halted, cancelled, timed out, or its answer was lost to a
+   * crash — is counted all the same, once, in cost_events and in the budgets.
    */
-  async close(call: AgentCall, delivered: boolean): Promise<void> {
+  async close(call: AgentCall): Promise<void> {
     const meter = this.meters.get(call);
     if (!meter) return;
     this.meters.delete(call);
     await meter.releaseOpen();
     if (meter.calls.length > 0) call.facts.spendUsd = meter.totalUsd();
-    if (delivered) return;
-    const { ref, agent, input } = call;
-    const log = activityLogger(this.deps.logger);
-    // A call that cost nothing and used no tokens has nothing to count.
-    const counted = meter.calls.filter((c) => compareUsd(c.costUsd, '0') > 0 || c.usage.inputTokens > 0 || c.usage.outputTokens > 0);
-    for (const paid of counted) {
-      const id = deterministicUuid(ref.workflowId, ref.runId, ref.activityId, ref.attempt, 'cost', paid.index);
-      await call
-        .patiently('record the cost of a call', () =>
-          this.deps.ledger.recordCost({
-            id,
-            timestamp: new Date(),
-            intentId: ref.intentId ?? ref.workflowId,
-            stage: input.stage,
-            attempt: input.attempt,
-            agentId: agent.agentId,
-            modelId: paid.model,
-            inputTokens: paid.usage.inputTokens,
-            outputTokens: paid.usage.outputTokens,
-            usd: paid.costUsd,
-          }),
-        )
-        .catch((error: unknown) => log.error({ costUsd: paid.costUsd, error: messageOf(error) }, 'could not record the cost of a paid call'));
-    }
-    if (counted.length > 0) log.info({ costUsd: meter.totalUsd(), calls: counted.length }, 'paid calls of an attempt whose result the workflow does not get: recorded here');
   }
 
   private meterOf(call: AgentCall): SpendMeter {
