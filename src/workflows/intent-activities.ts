@@ -49,7 +49,10 @@ export function intentActivities(limits: IntentLimitsConfig): IntentActivities {
       startToCloseTimeout: parseDuration(limits.testTimeout) + 60_000,
       heartbeatTimeout: '10s',
       cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-      retry: { maximumAttempts: 2, nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
+      // A test run that fails or times out is a result, not an error: what is retried is the
+      // run itself cut off (its worker died, a heartbeat was lost), which should not cost the
+      // intent its impl attempt. Five tries, as for agent calls.
+      retry: { maximumAttempts: 5, initialInterval: '2s', maximumInterval: '1m', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
     }),
   };
 }
