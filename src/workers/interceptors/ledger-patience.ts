@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { types } from 'node:util';
 import type { Context } from '@temporalio/activity';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -48,7 +49,9 @@ export async function patientlyWithLedger<T>(ctx: Context, logger: Logger, deadl
 function isTransientLedgerError(error: unknown): boolean {
   if (error instanceof LedgerError || error instanceof ZodError) return false;
   if (error instanceof pg.DatabaseError) return TRANSIENT_SQLSTATE_CLASSES.has((error.code ?? '').slice(0, 2));
-  return error instanceof Error;
+  // A socket error (ECONNREFUSED, a reset) is made by Node itself: where this code runs in a
+  // context of its own (a test VM), it is not an instance of this context's Error.
+  return error instanceof Error || types.isNativeError(error);
 }
 
 /** Where the emergency stop file lives when the worker is not told otherwise. */
