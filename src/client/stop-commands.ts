@@ -15,7 +15,7 @@ interface Io {
 export function addStopCommands(program: Command, config: RuntimeConfig, io: Io): void {
   program
     .command('stop [id]')
-    .description('Stop an intent now (kills its agent, removes its worktree, merges nothing); --all is the emergency stop')
+    .description('Stop an intent now (kills its agent, removes its worktree, merges nothing) and wait until it has closed; --all is the emergency stop')
     .option('--all', 'set the global stop flag, then stop every running intent')
     .option('--reason <text>', 'why (required with --all)')
     .option('--by <name>', 'who stops (default: $USER)')
