@@ -35,7 +35,7 @@ function stageOf(event: HistoryEvent): Stage | undefined {
  * with no stage, of the last stage that ran (the one that failed). Pure over the events.
  */
 export function findResetPoint(events: readonly HistoryEvent[], stage?: string): ResetPoint {
-  if (stage !== undefined && !isStage(stage)) throw new UserError(`unknown stage "${stage}": the stages are ${STAGES.join(', ')}`);
+  refuseUnknownStage(stage);
   const scheduled = events
     .map((event) => ({ event, stage: stageOf(event) }))
     .filter((e): e is { event: HistoryEvent; stage: Stage } => e.stage !== undefined);
@@ -100,6 +100,8 @@ export async function resumeFromCli(
   id: string,
   flags: { from?: string; reason?: string; reapplySignals?: boolean; force?: boolean },
 ): Promise<string> {
+  // A bad stage is the user's to fix, whatever state the server is in: say so before connecting.
+  refuseUnknownStage(flags.from);
   const target = await connectTemporal(config, () => undefined);
   try {
     const { runId, stage } = await resumeIntent(target.client, target.namespace, id, {
@@ -112,4 +114,8 @@ export async function resumeFromCli(
   } finally {
     await target.close();
   }
+}
+
+function refuseUnknownStage(stage: string | undefined): asserts stage is Stage | undefined {
+  if (stage !== undefined && !isStage(stage)) throw new UserError(`unknown stage "${stage}": the stages are ${STAGES.join(', ')}`);
 }
