@@ -118,7 +118,7 @@ export async function whatStillRuns(client: Client, description: WorkflowExecuti
   const parts: string[] = [];
   for (const activity of description.raw.pendingActivities ?? []) {
     const beat = activity.lastHeartbeatTime?.seconds;
-    const since = beat ? `, last heartbeat ${Math.round(Date.now() / 1000 - Number(beat))} s ago` : '';
+    const since = beat ? `, last heartbeat ${Math.round(Date.now() / 1000 - Number(String(beat)))} s ago` : '';
     parts.push(`activity ${activity.activityType?.name ?? '?'} (attempt ${activity.attempt ?? 1}${since})`);
   }
   if (description.raw.pendingWorkflowTask) parts.push('a workflow task waiting for a worker');
