@@ -33,7 +33,7 @@ import { sendDecision } from '../src/client/intents';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { openDatabase } from '../src/ledger/database';
 import { startEmbeddedPostgres } from '../src/ledger/embedded-server';
-import { Ledger } from '../src/ledger/ledger';
+import { booksDifferenceCents, Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { workflowIdForIntent } from '../src/shared/ids';
@@ -284,7 +284,7 @@ async function main(): Promise<number> {
       books = await ledger.books();
     }
     endProgress();
-    const differenceCents = books.reduce((sum, b) => sum + Math.abs(Math.round((Number(b.budgetUsd) - Number(b.costEventsUsd)) * 100)), 0);
+    const differenceCents = booksDifferenceCents(books);
     const openReservations = books.reduce((sum, b) => sum + b.openReservations, 0);
     let duplicateMerges = 0;
     for (const repo of repos.values()) {

@@ -4,6 +4,7 @@ import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type Schedu
 import type { Workflow } from '@temporalio/common';
 import type { WardenConfig } from '../config/schema';
 import { openDatabase } from '../ledger/database';
+import { booksDifferenceCents } from '../ledger/ledger';
 import { migrate } from '../ledger/migrate';
 import { formatReport } from '../ledger/report-text';
 import type { CostGrouping, TimelineEntry } from '../ledger/types';
@@ -137,7 +138,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
   async function auditBooks(intentId: string | undefined, json: boolean): Promise<void> {
     const books = await withLedger((ledger) => ledger.books(intentId === undefined ? {} : { intentId }));
     const differing = books.filter((b) => b.budgetUsd !== b.costEventsUsd);
-    const differenceCents = differing.reduce((sum, b) => sum + Math.abs(Math.round((Number(b.budgetUsd) - Number(b.costEventsUsd)) * 100)), 0);
+    const differenceCents = booksDifferenceCents(differing);
     if (json) io.printJson({ balanced: differing.length === 0, differenceCents, intents: books });
     else {
       // One line per intent that differs (or the one asked about); then the verdict.

@@ -697,3 +697,16 @@ async function insertSettledCost(client: pg.PoolClient, reservationId: string, u
   );
   return inserted.rowCount === 1 ? row : undefined;
 }
+
+/**
+ * How far apart the budget tables and cost_events are, summed over intents, in whole cents
+ * (each intent's difference rounded half up): 0 when the books balance.
+ */
+export function booksDifferenceCents(books: readonly IntentBooks[]): number {
+  let cents = 0n;
+  for (const b of books) {
+    const micros = toMicros(b.budgetUsd) - toMicros(b.costEventsUsd);
+    cents += ((micros < 0n ? -micros : micros) + 5_000n) / 10_000n;
+  }
+  return Number(cents);
+}

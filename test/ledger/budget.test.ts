@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import { ZodError } from 'zod';
-import { Ledger, LedgerError } from '../../src/ledger/ledger';
+import { booksDifferenceCents, Ledger, LedgerError } from '../../src/ledger/ledger';
 import type { FreshDatabase } from '../helpers/database';
 import { describeOnBackends } from '../helpers/database';
 import { countRows, micros, migratedLedger, usdOf } from './fixtures';
@@ -140,6 +140,7 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
     // A cost row with no settlement behind it (or the other way round) is a difference the check names.
     await ledger.recordCost({ id: '00000000-0000-4000-8000-00000000b00c', timestamp: new Date(), intentId, stage: 'impl', attempt: 1, agentId: 'a', modelId: 'm', inputTokens: 0, outputTokens: 0, usd: '0.01' });
     expect(await ledger.books()).toEqual(expect.arrayContaining([{ intentId, budgetUsd: '0.750000', costEventsUsd: '0.760000', openReservations: 0 }]));
+    expect(booksDifferenceCents(await ledger.books({ intentId }))).toBe(1);
   });
 
   test("20 intents of one agent racing at its day budget: exactly 6 × $0.30 fit in $2.00, and its settled spend never exceeds it", async () => {
