@@ -2,8 +2,9 @@
  * Per-endpoint circuit breakers: Warden stops calling a model endpoint that keeps failing, and
  * probes it carefully before trusting it again.
  *
- * NOT workflow-safe: reads `Date.now()`. Use it in activities and activity interceptors only (one
- * registry per worker process).
+ * NOT workflow-safe: reads `Date.now()`. Use it in activities and activity interceptors only.
+ * The state machine itself is circuit-state.ts (pure); CircuitBreakerRegistry keeps it in this
+ * process's memory, src/ledger/shared-circuits.ts in a row every worker shares.
  *
  * Semantics (defaults in DEFAULT_CIRCUIT_OPTIONS):
  * - CLOSED → OPEN when errors are ≥ 50 % of ≥ 20 calls in the rolling window (5 min, at 1 s
@@ -26,6 +27,7 @@
  * undocumented internal state; the state machine below is smaller than that wrapper was.
  */
 import { parseDuration } from '../shared/duration';
+import { CircuitMachine, FOREVER, type CircuitSettings, type CircuitState, type CircuitStateChange } from './circuit-state';
 
 /**
  * Failure types that say nothing about an endpoint's health, so they neither trip its circuit nor
@@ -64,28 +66,7 @@ export function endpointKey(parts: { readonly kind: string; readonly baseUrl?: s
   return [parts.kind, parts.baseUrl?.replace(/\/+$/, ''), parts.model].filter(Boolean).join(' ');
 }
 
-/** Breaker state, as recorded in CIRCUIT_TRIPPED / CIRCUIT_RESET events. */
-export type CircuitState = 'CLOSED' | 'OPEN' | 'HALF_OPEN';
-
-/** Why a transition happened. */
-export type CircuitTransitionReason =
-  | 'error-rate'
-  | 'consecutive-failures'
-  | 'cool-down-elapsed'
-  | 'probe-failed'
-  | 'probes-succeeded';
-
-/** One transition, for the caller to turn into a SafetyEvent (CLOSED→OPEN: CIRCUIT_TRIPPED, →CLOSED: CIRCUIT_RESET). */
-export interface CircuitStateChange {
-  readonly endpoint: string;
-  readonly from: CircuitState;
-  readonly to: CircuitState;
-  readonly reason: CircuitTransitionReason;
-  /** One sentence for people, with the numbers. */
-  readonly detail: string;
-  /** `Date.now()` at the transition. */
-  readonly at: number;
-}
+export type { CircuitState, CircuitStateChange, CircuitTransitionReason } from './circuit-state';
 
 /** Configuration shared by every endpoint of a registry; every field has a default. */
 export interface CircuitBreakerOptions {
@@ -129,8 +110,6 @@ export class CircuitOpenError extends Error {
   }
 }
 
-type Settings = Required<Omit<CircuitBreakerOptions, 'onStateChange'>> & Pick<CircuitBreakerOptions, 'onStateChange'>;
-
 /** Defaults: cool-down and window are Warden's choice, the rest the usual breaker settings. */
 export const DEFAULT_CIRCUIT_OPTIONS: Readonly<Required<Omit<CircuitBreakerOptions, 'onStateChange' | 'isFailure'>>> = {
   errorRateThreshold: 0.5,
@@ -141,169 +120,6 @@ export const DEFAULT_CIRCUIT_OPTIONS: Readonly<Required<Omit<CircuitBreakerOptio
   probes: 3,
   probeIntervalMs: 5_000,
 };
-
-const BUCKET_MS = 1_000;
-
-/** Calls and failures per second over the last `windowMs`: memory bounded by the window, not the traffic. */
-class RollingCounts {
-  private buckets: { startedAt: number; calls: number; failures: number }[] = [];
-
-  constructor(private readonly windowMs: number) {}
-
-  record(at: number, failed: boolean): void {
-    this.prune(at);
-    const startedAt = at - (at % BUCKET_MS);
-    let bucket = this.buckets.at(-1);
-    if (!bucket || bucket.startedAt < startedAt) {
-      bucket = { startedAt, calls: 0, failures: 0 };
-      this.buckets.push(bucket);
-    }
-    bucket.calls += 1;
-    if (failed) bucket.failures += 1;
-  }
-
-  /** Totals of the buckets that started less than `windowMs` before `now`. */
-  totals(now: number): { calls: number; failures: number } {
-    this.prune(now);
-    let calls = 0;
-    let failures = 0;
-    for (const b of this.buckets) {
-      calls += b.calls;
-      failures += b.failures;
-    }
-    return { calls, failures };
-  }
-
-  clear(): void {
-    this.buckets = [];
-  }
-
-  private prune(now: number): void {
-    const firstKept = this.buckets.findIndex((b) => now - b.startedAt < this.windowMs);
-    this.buckets.splice(0, firstKept < 0 ? this.buckets.length : firstKept);
-  }
-}
-
-/** One endpoint's circuit. */
-class EndpointCircuit {
-  current: CircuitState = 'CLOSED';
-  private openedAt = 0;
-  private consecutiveFailures = 0;
-  private readonly counts: RollingCounts;
-  private probeInFlight = false;
-  private probesSucceeded = 0;
-  private lastProbeEndedAt: number | undefined;
-
-  constructor(
-    private readonly endpoint: string,
-    private readonly settings: Settings,
-  ) {
-    this.counts = new RollingCounts(settings.windowMs);
-  }
-
-  retryAfterMs(now: number): number {
-    switch (this.current) {
-      case 'CLOSED':
-        return 0;
-      case 'OPEN':
-        return Math.max(0, this.openedAt + this.settings.coolDownMs - now);
-      case 'HALF_OPEN':
-        if (this.probeInFlight) return this.settings.probeIntervalMs;
-        return this.lastProbeEndedAt === undefined ? 0 : Math.max(0, this.lastProbeEndedAt + this.settings.probeIntervalMs - now);
-    }
-  }
-
-  async execute<T>(fn: (signal: AbortSignal) => PromiseLike<T> | T, signal: AbortSignal): Promise<T> {
-    const now = Date.now();
-    const wait = this.retryAfterMs(now);
-    if (this.current !== 'CLOSED' && (wait > 0 || this.probeInFlight)) {
-      throw new CircuitOpenError(this.endpoint, wait, this.current);
-    }
-    if (this.current === 'CLOSED') return this.call(fn, signal, false);
-    if (this.current === 'OPEN') {
-      this.probesSucceeded = 0;
-      this.lastProbeEndedAt = undefined;
-      this.consecutiveFailures = 0;
-      this.counts.clear();
-      this.transition('HALF_OPEN', 'cool-down-elapsed', `${now - this.openedAt} ms after opening; probing with 1 of ${this.settings.probes} calls`);
-    }
-    this.probeInFlight = true;
-    try {
-      return await this.call(fn, signal, true);
-    } finally {
-      this.probeInFlight = false;
-    }
-  }
-
-  /** Runs `fn` and judges its outcome in the state the circuit is in when it ends. */
-  private async call<T>(fn: (signal: AbortSignal) => PromiseLike<T> | T, signal: AbortSignal, probe: boolean): Promise<T> {
-    let result: T;
-    try {
-      result = await fn(signal);
-    } catch (error) {
-      if (this.settings.isFailure(error)) this.failed();
-      else this.answered(probe);
-      throw error;
-    }
-    this.answered(probe);
-    return result;
-  }
-
-  /** The endpoint answered (a success, or an error that does not count against it). */
-  private answered(probe: boolean): void {
-    const now = Date.now();
-    // Only a probe's answer counts once the circuit has left CLOSED: a call admitted before it
-    // opened says nothing about the endpoint's recovery.
-    if (this.current === 'OPEN' || (this.current === 'HALF_OPEN' && !probe)) return;
-    this.consecutiveFailures = 0;
-    this.counts.record(now, false);
-    if (this.current !== 'HALF_OPEN') return;
-    this.probesSucceeded += 1;
-    this.lastProbeEndedAt = now;
-    if (this.probesSucceeded >= this.settings.probes) {
-      this.transition('CLOSED', 'probes-succeeded', `${this.probesSucceeded} probe(s) succeeded`);
-    }
-  }
-
-  private failed(): void {
-    const now = Date.now();
-    if (this.current === 'OPEN') return;
-    if (this.current === 'HALF_OPEN') {
-      // Also a call admitted before the circuit opened that fails now: conservative, it reopens.
-      this.open(now, 'probe-failed', 'a half-open probe failed');
-      return;
-    }
-    this.consecutiveFailures += 1;
-    this.counts.record(now, true);
-    const { consecutiveFailures: limit, errorRateThreshold, minimumCalls, windowMs } = this.settings;
-    if (this.consecutiveFailures >= limit) {
-      this.open(now, 'consecutive-failures', `${this.consecutiveFailures} consecutive failures (threshold ${limit})`);
-      return;
-    }
-    // Judged on failures only, so the circuit opens on exactly the call that reaches the rate.
-    const { calls, failures } = this.counts.totals(now);
-    if (calls >= minimumCalls && failures / calls >= errorRateThreshold) {
-      const rate = `${((failures / calls) * 100).toFixed(1)}% ≥ ${errorRateThreshold * 100}%`;
-      this.open(now, 'error-rate', `${failures} of ${calls} calls failed within ${windowMs} ms (${rate})`);
-    }
-  }
-
-  private open(now: number, reason: CircuitTransitionReason, detail: string): void {
-    this.openedAt = now;
-    this.transition('OPEN', reason, detail);
-  }
-
-  private transition(to: CircuitState, reason: CircuitTransitionReason, detail: string): void {
-    if (to === this.current) return;
-    const change: CircuitStateChange = { endpoint: this.endpoint, from: this.current, to, reason, detail, at: Date.now() };
-    this.current = to;
-    try {
-      this.settings.onStateChange?.(change);
-    } catch {
-      // A failing audit hook must not break the breaker or replace the call's own result.
-    }
-  }
-}
 
 /** The breaker settings of the config file (durations as text), as the registry takes them. */
 export function circuitOptionsOf(config: {
@@ -326,25 +142,59 @@ export function circuitOptionsOf(config: {
   };
 }
 
+/** A registry's settings: the machine's, what counts as a failure, and who hears of transitions. */
+export interface CircuitRegistrySettings extends CircuitSettings {
+  readonly isFailure: (error: unknown) => boolean;
+  readonly onStateChange?: (change: CircuitStateChange) => void;
+}
+
+/** Options with their defaults filled in and checked; throws RangeError on a bad one. */
+export function circuitSettingsOf(options: CircuitBreakerOptions = {}): CircuitRegistrySettings {
+  const settings = { ...DEFAULT_CIRCUIT_OPTIONS, isFailure: () => true, ...stripUndefined(options) };
+  if (!(settings.errorRateThreshold > 0 && settings.errorRateThreshold <= 1)) throw new RangeError('errorRateThreshold must be in (0, 1]');
+  for (const key of ['minimumCalls', 'consecutiveFailures', 'probes'] as const) {
+    if (!Number.isSafeInteger(settings[key]) || settings[key] < 1) throw new RangeError(`${key} must be a positive integer`);
+  }
+  for (const key of ['windowMs', 'coolDownMs', 'probeIntervalMs'] as const) {
+    if (!(settings[key] >= 0) || !Number.isFinite(settings[key])) throw new RangeError(`${key} must be a non-negative number of ms`);
+  }
+  if (settings.windowMs < 1_000) throw new RangeError('windowMs must be at least 1000');
+  return settings;
+}
+
+/** Announces transitions in order; what the hook throws is swallowed. */
+export function announceChanges(changes: readonly CircuitStateChange[], onStateChange: CircuitRegistrySettings['onStateChange']): void {
+  for (const change of changes) {
+    try {
+      onStateChange?.(change);
+    } catch {
+      // A failing audit hook must not break the breaker or replace the call's own result.
+    }
+  }
+}
+
+/**
+ * Circuits keyed by endpoint, as the gateway and the circuit layer use them: the worker's own
+ * (CircuitBreakerRegistry) or shared by every worker (src/ledger/shared-circuits.ts).
+ */
+export interface CircuitBreakers {
+  /** Runs `fn` through `endpoint`'s circuit, or throws `CircuitOpenError` without calling it. */
+  execute<T>(endpoint: string, fn: (signal: AbortSignal) => PromiseLike<T> | T, signal?: AbortSignal): Promise<T>;
+  /** The endpoint's state and how long until a call would be admitted (0: now). */
+  status(endpoint: string): Promise<{ readonly state: CircuitState; readonly retryAfterMs: number }>;
+}
+
 /**
  * Circuit breakers keyed by endpoint (a model endpoint, a host), created on first use with the
- * registry's options. One registry per worker process.
+ * registry's options, in this process's memory at `Date.now()`.
  */
-export class CircuitBreakerRegistry {
-  private readonly settings: Settings;
-  private readonly circuits = new Map<string, EndpointCircuit>();
+export class CircuitBreakerRegistry implements CircuitBreakers {
+  private readonly settings: CircuitRegistrySettings;
+  private readonly circuits = new Map<string, CircuitMachine>();
+  private probes = 0;
 
   constructor(options: CircuitBreakerOptions = {}) {
-    const settings: Settings = { ...DEFAULT_CIRCUIT_OPTIONS, isFailure: () => true, ...stripUndefined(options) };
-    if (!(settings.errorRateThreshold > 0 && settings.errorRateThreshold <= 1)) throw new RangeError('errorRateThreshold must be in (0, 1]');
-    for (const key of ['minimumCalls', 'consecutiveFailures', 'probes'] as const) {
-      if (!Number.isSafeInteger(settings[key]) || settings[key] < 1) throw new RangeError(`${key} must be a positive integer`);
-    }
-    for (const key of ['windowMs', 'coolDownMs', 'probeIntervalMs'] as const) {
-      if (!(settings[key] >= 0) || !Number.isFinite(settings[key])) throw new RangeError(`${key} must be a non-negative number of ms`);
-    }
-    if (settings.windowMs < BUCKET_MS) throw new RangeError(`windowMs must be at least ${BUCKET_MS}`);
-    this.settings = settings;
+    this.settings = circuitSettingsOf(options);
   }
 
   /**
@@ -353,12 +203,34 @@ export class CircuitBreakerRegistry {
    * whatever `fn` does. `fn` receives `signal` (one that never aborts if none is given).
    */
   async execute<T>(endpoint: string, fn: (signal: AbortSignal) => PromiseLike<T> | T, signal?: AbortSignal): Promise<T> {
-    return this.circuit(endpoint).execute(fn, signal ?? new AbortController().signal);
+    const machine = this.circuit(endpoint);
+    // A slot that never expires: this process always gives it back (below).
+    const probeId = `probe-${++this.probes}`;
+    const admission = machine.admit(Date.now(), { id: probeId, until: FOREVER });
+    this.announce(machine);
+    if (admission.kind === 'refused') throw new CircuitOpenError(endpoint, admission.retryAfterMs, admission.state);
+    const held = admission.kind === 'probe' ? probeId : undefined;
+    let result: T;
+    try {
+      result = await fn(signal ?? new AbortController().signal);
+    } catch (error) {
+      if (this.settings.isFailure(error)) machine.failed(Date.now(), held);
+      else machine.answered(Date.now(), held);
+      this.announce(machine);
+      throw error;
+    }
+    machine.answered(Date.now(), held);
+    this.announce(machine);
+    return result;
+  }
+
+  async status(endpoint: string): Promise<{ state: CircuitState; retryAfterMs: number }> {
+    return { state: this.state(endpoint), retryAfterMs: this.retryAfterMs(endpoint) };
   }
 
   /** The endpoint's state; CLOSED for an endpoint never used. OPEN turns HALF_OPEN when a probe is admitted. */
   state(endpoint: string): CircuitState {
-    return this.circuits.get(endpoint)?.current ?? 'CLOSED';
+    return this.circuits.get(endpoint)?.state ?? 'CLOSED';
   }
 
   /** How long until `execute(endpoint, …)` would be admitted (0: now). */
@@ -371,10 +243,15 @@ export class CircuitBreakerRegistry {
     return [...this.circuits.keys()].sort();
   }
 
-  private circuit(endpoint: string): EndpointCircuit {
+  /** Transitions are announced synchronously, in the step that made them. */
+  private announce(machine: CircuitMachine): void {
+    announceChanges(machine.takeChanges(), this.settings.onStateChange);
+  }
+
+  private circuit(endpoint: string): CircuitMachine {
     let circuit = this.circuits.get(endpoint);
     if (!circuit) {
-      circuit = new EndpointCircuit(endpoint, this.settings);
+      circuit = new CircuitMachine(endpoint, this.settings);
       this.circuits.set(endpoint, circuit);
     }
     return circuit;

@@ -111,6 +111,21 @@ export class ErrorRateBreaker {
     return { ...counts, verdict: 'ok', detail: window, suggestion: '', threshold: this.warningPpm / PPM };
   }
 
+  /**
+   * How long after `now` the verdict stops being a trip if no call is recorded meanwhile: when
+   * enough samples have left the window (0 when it is not a trip now; a whole window if no exit
+   * is enough).
+   */
+  untilBelowCritical(now: number): number {
+    if (this.check(now).verdict !== 'trip') return 0;
+    const exits = this.samples
+      .map((s) => s.at + this.windowMs)
+      .filter((t) => t > now)
+      .sort((a, b) => a - b);
+    const drop = exits.find((t) => this.check(t).verdict !== 'trip');
+    return (drop ?? now + this.windowMs) - now;
+  }
+
   /** Plain-data copy of the state, for workflow state or `continueAsNew`. */
   toJSON(): ErrorRateState {
     return { samples: this.samples.map((s) => ({ at: s.at, ok: s.ok })) };

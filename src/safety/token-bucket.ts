@@ -195,6 +195,11 @@ export class RateLimiter {
     return { ok: true };
   }
 
+  /** Ids of the buckets a call of `agent` on `model` takes from (none when no rule applies): what a shared store keys them by. */
+  bucketIds(agent: string, model: string): string[] {
+    return this.refsFor({ agent, model, tokens: 0, at: 0 }).map((ref) => ref.id);
+  }
+
   /** Plain-data state of every bucket used so far. */
   toJSON(): RateLimiterState {
     const buckets: Record<string, TokenBucketState> = { ...this.saved };
