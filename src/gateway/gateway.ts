@@ -29,12 +29,16 @@ import type { Logger } from 'pino';
 import type { WorkerSafetyConfig } from '../config/schema';
 import type { ModelCallInput, SafetyEventInput } from '../ledger/types';
 import { detectCascade } from '../safety/cascade-detector';
-import { circuitOptionsOf, CircuitBreakerRegistry, endpointKey } from '../safety/circuit-breaker';
+import { SharedCircuitBreakers } from '../ledger/shared-circuits';
+import type { SharedLimits } from '../ledger/shared-limits';
+import { SharedRateLimiter } from '../ledger/shared-rate-limiter';
+import { circuitOptionsOf, CircuitBreakerRegistry, endpointKey, type CircuitBreakers } from '../safety/circuit-breaker';
 import { inputTokenBound } from '../safety/pricing';
-import { RateLimiter } from '../safety/token-bucket';
+import { LocalRateLimits, type RateLimits } from '../safety/rate-limits';
 import { FailureType } from '../shared/errors';
 import type { Redactor } from '../shared/redact';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
+import type { CircuitStateChange } from '../safety/circuit-state';
 import { readCapped } from './http-body';
 import { Lease, type LeaseSpec } from './lease';
 import type { CallReport, OpenCall } from './spend-meter';
@@ -76,6 +80,11 @@ export interface GatewayOptions {
    */
   readonly recordEvent?: (event: SafetyEventInput) => Promise<unknown>;
   readonly fetch?: typeof fetch;
+  /**
+   * Where the rate buckets and the endpoints' circuits are shared with every other worker (the
+   * ledger's database; a worker always has one). Without it they are this gateway's own, in memory.
+   */
+  readonly shared?: SharedLimits;
   /** Loopback port (0: any free one). */
   readonly port?: number;
   /** Largest request body accepted, bytes; default 8 MiB. */
@@ -114,8 +123,8 @@ class Refusal extends Error {
 
 export class ModelGateway {
   private readonly leases = new Map<string, Lease>();
-  private readonly breakers: CircuitBreakerRegistry;
-  private readonly limiter: RateLimiter;
+  private readonly breakers: CircuitBreakers;
+  private readonly limiter: RateLimits;
   private readonly tokenDebt = new Map<string, number>();
   private readonly tokenCapacity: number;
   private readonly failuresInRow = new WeakMap<Lease, number>();
@@ -129,12 +138,21 @@ export class ModelGateway {
     readonly socketPath: string,
     private readonly socketDir: string,
   ) {
-    this.breakers = new CircuitBreakerRegistry({
+    const circuitOptions = {
       ...circuitOptionsOf(options.limits.circuitBreaker),
-      onStateChange: (change) => options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`),
-    });
+      onStateChange: (change: CircuitStateChange) => options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`),
+    };
     const { perAgent, perModel } = options.limits.rateLimits;
-    this.limiter = new RateLimiter({ agents: { '*': perAgent }, models: { '*': perModel } });
+    const rateConfig = { agents: { '*': perAgent }, models: { '*': perModel } };
+    const { shared } = options;
+    this.breakers = shared
+      ? new SharedCircuitBreakers(shared.store, {
+          ...circuitOptions,
+          scope: shared.scope,
+          onRecordError: (error, endpoint) => options.logger.error({ err: error, endpoint }, 'gateway: could not record a call in its shared circuit'),
+        })
+      : new CircuitBreakerRegistry(circuitOptions);
+    this.limiter = shared ? new SharedRateLimiter(shared.store, rateConfig, shared.scope) : new LocalRateLimits(rateConfig);
     this.tokenCapacity = Math.min(perAgent.tokensPerMinute, perModel.tokensPerMinute);
   }
 
@@ -307,16 +325,23 @@ export class ModelGateway {
     }
     const debtKey = JSON.stringify([spec.agentId, parsed.model]);
     const owed = Math.min(this.tokenDebt.get(debtKey) ?? 0, this.tokenCapacity);
-    const admitted = this.limiter.take({ agent: spec.agentId, model: parsed.model, tokens: owed, at: Date.now() });
+    // Taken off before the (shared, awaited) take so that two calls at once do not both pay it; given back if not paid.
+    this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) - owed);
+    const repay = (): void => void this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) + owed);
+    const admitted = await this.limiter.take({ agent: spec.agentId, model: parsed.model, tokens: owed }).catch((error: unknown) => {
+      repay();
+      throw error;
+    });
     if (!admitted.ok) {
+      repay();
       const which = admitted.refusals.map((r) => `${r.scope} ${r.key} ${r.limit}/min`).join(', ');
       await this.event(lease, 'RATE_LIMIT_BLOCK', 'low', `rate limit at the gateway: ${which}; the call may be retried in ${admitted.retryAfterMs} ms`, { key: `rate:${Date.now()}`, metadata: { retryAfterMs: admitted.retryAfterMs } });
       throw new Refusal('rate', `rate limit reached (${which}); retry in ${Math.ceil(admitted.retryAfterMs / 1000)} s`, admitted.retryAfterMs);
     }
-    this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) - owed);
     const endpoint = this.endpointOf(lease, parsed.model);
-    const waitMs = this.breakers.retryAfterMs(endpoint);
-    if (this.breakers.state(endpoint) !== 'CLOSED' && waitMs > 0) {
+    const circuit = await this.breakers.status(endpoint);
+    const waitMs = circuit.retryAfterMs;
+    if (circuit.state !== 'CLOSED' && waitMs > 0) {
       await this.event(lease, 'MODEL_CALL_REFUSED', 'medium', `the circuit for ${endpoint} is open: the call is refused for ${Math.ceil(waitMs / 1000)} s`, { key: `breaker:${Date.now()}`, breakerId: endpoint });
       throw new Refusal('breaker', `the model endpoint is failing and its circuit is open; retry in ${Math.ceil(waitMs / 1000)} s`, waitMs);
     }

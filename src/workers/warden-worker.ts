@@ -12,6 +12,7 @@ import { sweepTrash, trashOf } from '../activities/trash';
 import type { WorkerSafetyConfig } from '../config/schema';
 import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
+import { SharedLimitStore, type SharedLimits } from '../ledger/shared-limits';
 import type { Tracing } from '../runtime/telemetry';
 import { TASK_QUEUE } from '../shared/ids';
 import type { Redactor } from '../shared/redact';
@@ -70,6 +71,7 @@ export interface WardenWorkerOptions {
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
 export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
   const gateway = options.gateway ?? (await startWorkerGateway(options, { detached: true }));
+  const sharedLimits = sharedLimitsOf(options);
   const client = new Client({ connection: options.connection, namespace: options.namespace });
   const intentStatus = temporalIntentStatus(client);
   const activities = createActivities({
@@ -124,6 +126,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
                 config: options.safety,
                 logger: options.logger,
                 killSwitch,
+                sharedLimits,
               }),
               // Inside agent-safety, whose audit row then records a refused activity too.
               stageKillSwitchInterceptor({ ledger: options.ledger, logger: options.logger, killSwitch }),
@@ -160,12 +163,22 @@ async function sweepAtStart(options: WardenWorkerOptions, intentStatus: IntentSt
   }
 }
 
-/** A model gateway with the worker's limits, secrets redaction and ledger. */
+/**
+ * The limits a worker shares with the others through the ledger's database: rate buckets,
+ * circuits and the error window, scoped by task queue (the workers serving one queue are the
+ * fleet whose limits hold together; N of them admit what one would).
+ */
+function sharedLimitsOf(options: Pick<WardenWorkerOptions, 'ledger' | 'taskQueue'>): SharedLimits {
+  return { store: new SharedLimitStore(options.ledger.pool), scope: options.taskQueue ?? TASK_QUEUE };
+}
+
+/** A model gateway with the worker's limits (shared with the other workers), secrets redaction and ledger. */
 export function startWorkerGateway(
-  options: Pick<WardenWorkerOptions, 'safety' | 'logger' | 'redact' | 'ledger' | 'fetch'>,
+  options: Pick<WardenWorkerOptions, 'safety' | 'logger' | 'redact' | 'ledger' | 'fetch' | 'taskQueue'>,
   extra: { readonly detached?: boolean } = {},
 ): Promise<ModelGateway> {
   return ModelGateway.start({
+    shared: sharedLimitsOf(options),
     limits: options.safety,
     logger: options.logger,
     redact: options.redact,

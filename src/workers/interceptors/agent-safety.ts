@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { StageInput, StageResult } from '../../activities';
 import type { WorkerSafetyConfig } from '../../config/schema';
 import type { Ledger } from '../../ledger/ledger';
+import type { SharedLimits } from '../../ledger/shared-limits';
 import type { ActivityOutcome } from '../../ledger/types';
 import { agentForStage, callsThroughGateway } from '../../shared/agent-routing';
 import { ActivityAudit, type RunFacts } from './activity-audit';
@@ -32,6 +33,11 @@ export interface AgentSafetyDeps {
   readonly config: WorkerSafetyConfig;
   readonly logger: Logger;
   readonly killSwitch: KillSwitchOptions;
+  /**
+   * Where the rate buckets, circuits and error window are shared with the other workers (a
+   * worker always gives it); without it they are this process's own, in memory.
+   */
+  readonly sharedLimits?: SharedLimits;
 }
 
 /**
@@ -82,9 +88,9 @@ class AgentSafety {
   constructor(private readonly deps: AgentSafetyDeps) {
     const { config, logger, ledger } = deps;
     const killSwitch = new KillSwitchLayer(deps);
-    const errorRate = new ErrorRateLayer(config.errorRate, logger);
-    const circuit = new CircuitLayer(config.circuitBreaker, logger);
-    const rateLimit = new RateLimitLayer(config.rateLimits);
+    const errorRate = new ErrorRateLayer(config.errorRate, logger, deps.sharedLimits);
+    const circuit = new CircuitLayer(config.circuitBreaker, logger, deps.sharedLimits);
+    const rateLimit = new RateLimitLayer(config.rateLimits, deps.sharedLimits);
     const cost = new CostLayer(deps);
     const behaviour = new BehaviourLayer(ledger, logger);
     const cascade = new CascadeLayer(logger);

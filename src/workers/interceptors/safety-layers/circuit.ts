@@ -4,7 +4,9 @@ import type { Logger } from 'pino';
 import type { StageResult } from '../../../activities';
 import { activityLogger } from '../../../activities/log-context';
 import type { WorkerSafetyConfig } from '../../../config/schema';
-import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError } from '../../../safety/circuit-breaker';
+import { SharedCircuitBreakers } from '../../../ledger/shared-circuits';
+import type { SharedLimits } from '../../../ledger/shared-limits';
+import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError, type CircuitBreakerOptions, type CircuitBreakers } from '../../../safety/circuit-breaker';
 import { FailureType } from '../../../shared/errors';
 import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS } from '../failures';
 import type { AgentCall, SafetyLayer } from './safety-layer';
@@ -18,17 +20,20 @@ const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
  * retryable CIRCUIT_OPEN whose `nextRetryDelay` is the wait. The call runs through the circuit;
  * each move to OPEN is a CIRCUIT_TRIPPED event, each move to CLOSED a CIRCUIT_RESET. An agent
  * whose calls go through the model gateway is left to the gateway's circuits, call by call.
+ * With `shared`, the circuits are every worker's (rows of the ledger's database): one opened by
+ * any worker is open for all; its transitions are recorded by the worker that made them.
  */
 export class CircuitLayer implements SafetyLayer {
-  private readonly breakers: CircuitBreakerRegistry;
+  private readonly breakers: CircuitBreakers;
   /** The attempt whose call is running through a circuit: where its changes and its cancellation are. */
   private readonly running = new AsyncLocalStorage<AgentCall>();
 
   constructor(
     private readonly config: WorkerSafetyConfig['circuitBreaker'],
     private readonly logger: Logger,
+    shared?: SharedLimits,
   ) {
-    this.breakers = new CircuitBreakerRegistry({
+    const options: CircuitBreakerOptions = {
       ...circuitOptionsOf(config),
       isFailure: (error) => countsAgainstEndpoint(error, this.running.getStore()?.ctx),
       onStateChange: (change) => {
@@ -36,7 +41,14 @@ export class CircuitLayer implements SafetyLayer {
         if (call) call.circuitChanges.push(change);
         else logger.warn({ circuit: change }, 'circuit changed outside an activity; not recorded');
       },
-    });
+    };
+    this.breakers = shared
+      ? new SharedCircuitBreakers(shared.store, {
+          ...options,
+          scope: shared.scope,
+          onRecordError: (error, endpoint) => activityLogger(logger).error({ err: error, endpoint }, 'could not record the agent call in its shared circuit'),
+        })
+      : new CircuitBreakerRegistry(options);
   }
 
   /**
@@ -51,8 +63,7 @@ export class CircuitLayer implements SafetyLayer {
     const { endpoint } = call.agent;
     let logged = false;
     for (;;) {
-      const state = this.breakers.state(endpoint);
-      const waitMs = this.breakers.retryAfterMs(endpoint);
+      const { state, retryAfterMs: waitMs } = await this.breakers.status(endpoint);
       if (state === 'CLOSED' || waitMs <= 0) return;
       if (waitMs > MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS || Date.now() + waitMs > call.ref.deadlineMs || call.ctx.cancellationSignal.aborted) {
         throw circuitOpenFailure(new CircuitOpenError(endpoint, waitMs, state));

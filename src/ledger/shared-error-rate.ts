@@ -1,0 +1,36 @@
+import { ErrorRateBreaker, type ErrorRateOptions, type ErrorRateState } from '../safety/error-rate';
+import { judgeWindow, type ErrorRateJudgement, type ErrorRateLevel, type ErrorRateWindow } from '../safety/error-rate-window';
+import { sharedLimitKey, type SharedLimitStore } from './shared-limits';
+
+/** The row: the window's samples and the level the last judgement left it at. */
+interface SharedWindowState extends ErrorRateState {
+  readonly level: ErrorRateLevel;
+}
+
+/**
+ * The agent-call error window of every worker of a scope: one row, its samples and its level.
+ * Each judgement locks it, records and judges at the database's time, and stores both, so a
+ * change of level is seen (and announced) by exactly one worker: the one whose step made it.
+ */
+export class SharedErrorRateWindow implements ErrorRateWindow {
+  private readonly key: string;
+
+  constructor(
+    private readonly store: SharedLimitStore,
+    private readonly options: ErrorRateOptions,
+    scope: string,
+  ) {
+    this.key = sharedLimitKey(scope, 'error-rate', 'agent-calls');
+  }
+
+  async judge(outcome?: { readonly ok: boolean }): Promise<ErrorRateJudgement> {
+    return this.store.update([this.key], (states, now) => {
+      const saved = states.get(this.key) as SharedWindowState | undefined;
+      const breaker = new ErrorRateBreaker(this.options, saved);
+      const judgement = judgeWindow(breaker, saved?.level ?? 'ok', now, outcome);
+      const changed = outcome !== undefined || judgement.from !== judgement.to;
+      const state: SharedWindowState = { ...breaker.toJSON(), level: judgement.to };
+      return { result: judgement, ...(changed ? { write: new Map([[this.key, state]]) } : {}) };
+    });
+  }
+}

@@ -1,0 +1,83 @@
+import type pg from 'pg';
+import { inTransaction } from './transaction';
+
+/**
+ * The state of limits that every worker shares (rate buckets, circuits, error windows): one
+ * `shared_limits` row per limit key, holding the plain-data state of a pure class from
+ * src/safety. Callers restore the class from the state, apply one step at the time this store
+ * gives them, and hand the new state back; this module is the only one that knows the SQL.
+ *
+ * Times are the database's (`clock_timestamp()`), never a worker's: workers whose clocks disagree
+ * still refill the same bucket and cool down the same circuit at the same moment.
+ */
+
+/** A store and the scope its rows belong to: what a gateway or a worker needs to share its limits. */
+export interface SharedLimits {
+  readonly store: SharedLimitStore;
+  readonly scope: string;
+}
+
+/** What `apply` returns: its answer, and the new states of the keys it changed (others are left as they are). */
+export interface SharedStep<R> {
+  readonly result: R;
+  readonly write?: ReadonlyMap<string, unknown>;
+}
+
+/**
+ * A row's key: the limit's kind and name within a scope. The scope is the fleet that shares the
+ * limit (Warden uses the task queue: the workers that serve it together); kinds keep a bucket, a
+ * circuit and a window of the same name apart.
+ */
+export function sharedLimitKey(scope: string, kind: 'rate' | 'circuit' | 'error-rate', name: string): string {
+  return JSON.stringify([scope, kind, name]);
+}
+
+/** The database's time in whole ms since the epoch, as a number. */
+const NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::float8';
+
+export class SharedLimitStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** The states of `keys` (absent: never written) and the database's time, without locking anything. */
+  async read(keys: readonly string[]): Promise<{ readonly now: number; readonly states: ReadonlyMap<string, unknown> }> {
+    const { rows } = await this.pool.query<{ now: number; states: Record<string, unknown> }>(
+      `SELECT ${NOW_MS} AS now,
+              (SELECT coalesce(jsonb_object_agg(key, state), '{}'::jsonb) FROM shared_limits WHERE key = ANY($1::text[]) AND state IS NOT NULL) AS states`,
+      [keys],
+    );
+    const row = rows[0]!;
+    return { now: row.now, states: new Map(Object.entries(row.states)) };
+  }
+
+  /**
+   * One atomic step on the rows of `keys`: in one transaction, locks them (creating the missing
+   * ones), hands their states and the database's time to `apply`, writes what it returns, commits.
+   * Two workers stepping on the same key take turns; keys are locked in sorted order, so steps on
+   * overlapping sets of keys cannot deadlock. `apply` runs once and must not do I/O.
+   */
+  async update<R>(keys: readonly string[], apply: (states: ReadonlyMap<string, unknown>, now: number) => SharedStep<R>): Promise<R> {
+    const sorted = [...new Set(keys)].sort();
+    if (sorted.length === 0) throw new RangeError('a shared step needs at least one key');
+    return inTransaction(this.pool, async (client) => {
+      // The no-op DO UPDATE is what locks an existing row; the time is read once every lock is held.
+      const { rows } = await client.query<{ key: string; state: unknown; now: number }>(
+        `INSERT INTO shared_limits (key)
+           SELECT key FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) ORDER BY n
+         ON CONFLICT (key) DO UPDATE SET state = shared_limits.state
+         RETURNING key, state, ${NOW_MS} AS now`,
+        [sorted],
+      );
+      const now = Math.max(...rows.map((r) => r.now));
+      const states = new Map(rows.filter((r) => r.state !== null).map((r) => [r.key, r.state]));
+      const step = apply(states, now);
+      if (step.write && step.write.size > 0) {
+        await client.query(
+          `UPDATE shared_limits AS s SET state = v.state, updated_at = clock_timestamp()
+             FROM jsonb_each($1::jsonb) AS v(key, state) WHERE s.key = v.key`,
+          [JSON.stringify(Object.fromEntries(step.write))],
+        );
+      }
+      return step.result;
+    });
+  }
+}
