@@ -412,6 +412,25 @@ export class Ledger {
   }
 
   /**
+   * What each budget a call counts against has really spent (settled reservations only): the
+   * day's, the agent's that day, the intent's and its stage's. Read after a settlement, to warn
+   * as spend nears a limit.
+   */
+  async settledSpend(scope: { readonly day: string; readonly agentId: string; readonly intentId: string; readonly stage: string }): Promise<Record<BudgetScope, string>> {
+    DaySchema.parse(scope.day);
+    const result = await this.pool.query<Record<BudgetScope, string>>(
+      `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
+              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $2), 0), 6)::text AS agent,
+              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3), 0), 6)::text AS intent,
+              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3 AND r.stage = $4), 0), 6)::text AS stage
+         FROM budget_reservations r JOIN budget_settlements s ON s.reservation_id = r.id AND s.kind <> 'released'
+        WHERE r.granted AND (r.day = $1::date OR r.intent_id = $3)`,
+      [scope.day, scope.agentId, scope.intentId, scope.stage],
+    );
+    return result.rows[0]!;
+  }
+
+  /**
    * Records one activity attempt (start, end, duration, outcome, spend). True if inserted; false
    * if this (workflow, run, activity, attempt) is already recorded: a repeated write is a no-op.
    */

@@ -310,6 +310,18 @@ function percent(part: bigint, whole: bigint): string {
   return `${(Number((part * 1000n) / whole) / 10).toFixed(1)}%`;
 }
 
+/** The shares of a budget at which its spend is announced, once each (a COST_WARNING per share). */
+export const BUDGET_WARNING_SHARES: readonly number[] = [0.8, 0.9];
+
+/** The shares of `shares` that `spentUsd` has reached of `limitUsd`; none when the budget is unlimited (null) or zero. */
+export function budgetSharesReached(spentUsd: string, limitUsd: string | null, shares: readonly number[] = BUDGET_WARNING_SHARES): number[] {
+  if (limitUsd === null) return [];
+  const limit = toMicros(limitUsd);
+  if (limit <= 0n) return [];
+  const spent = toMicros(spentUsd) * BigInt(PPM);
+  return shares.filter((share) => spent >= limit * BigInt(Math.round(share * PPM)));
+}
+
 /** Has spend reached the limit, so that no further paid call can fit? Never true when unlimited. */
 export function isBudgetExhausted(spentUsd: string, limitUsd: string | null): boolean {
   return limitUsd !== null && compareUsd(spentUsd, limitUsd) >= 0;

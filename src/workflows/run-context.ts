@@ -58,7 +58,7 @@ export class IntentRun {
       local: (batch) => this.activities.ledger.appendToLedger(batch),
       'task-queue': (batch) => this.activities.ledgerQueued.appendToLedger(batch),
     });
-    this.guard = new StageGuard(intent.limits, (type, severity, reason, details) => this.ledger.event(type, severity, reason, details), {
+    this.guard = new StageGuard(intent.limits, {
       onCooldown: (wait) => {
         this.state.cooldown = wait;
       },

@@ -1,7 +1,6 @@
 import { condition, sleep } from '@temporalio/workflow';
 import type { StageInput } from '../activities';
 import type { IntentLimitsConfig } from '../shared/limit-settings';
-import type { SafetyEventType, Severity } from '../shared/safety-events';
 import { checkBudget, checkCooldown, checkIterations, checkStagnation, type TestOutcome } from '../safety/limits';
 import { addUsd, compareUsd, ZERO_USD } from '../shared/money';
 import { agentForStage, callsModelOverHttp } from '../shared/agent-routing';
@@ -9,8 +8,6 @@ import { parseDuration } from '../shared/duration';
 import { activityKind } from '../shared/activity-kinds';
 import type { CooldownWait } from '../shared/state';
 import { haltFailure } from './halts';
-
-type EventSink = (eventType: SafetyEventType, severity: Severity, reason: string, details: { stage?: string; suggestion?: string; metadata?: Record<string, unknown> }) => void;
 
 /** What the stage guard tells the workflow as it goes. */
 export interface StageGuardOptions {
@@ -38,7 +35,6 @@ export class StageGuard {
 
   constructor(
     private readonly limits: IntentLimitsConfig,
-    private readonly emit: EventSink,
     private readonly options: StageGuardOptions = {},
   ) {}
 
@@ -106,8 +102,9 @@ export class StageGuard {
   }
 
   /**
-   * Adds a call's cost. The first time spend reaches the warning share of the budget it says so
-   * (COST_WARNING) and returns true: the cost-overrun gate opens then.
+   * Adds a call's cost; true the first time spend reaches the warning share of the budget: the
+   * cost-overrun gate opens then. The warnings themselves (80 % and 90 % of every budget) are
+   * written by the worker as each call is settled, once per budget across workers.
    */
   recordSpend(usd: string, stage: string): boolean {
     this.spentUsd = addUsd(this.spentUsd, usd);
@@ -115,12 +112,9 @@ export class StageGuard {
     const limitUsd = this.budgetLimit();
     if (this.warnedBudget || limitUsd === null) return false;
     const check = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd: '0', limitUsd, warnAt: this.limits.budgetWarnAt });
-    if (check.verdict === 'warn') {
-      this.warnedBudget = true;
-      this.emit('COST_WARNING', 'medium', check.detail, { stage, suggestion: check.suggestion, metadata: { spentUsd: this.spentUsd, limitUsd } });
-      return true;
-    }
-    return false;
+    if (check.verdict !== 'warn') return false;
+    this.warnedBudget = true;
+    return true;
   }
 
   /** "0" means unlimited, and only because someone wrote it: the default is a real limit. */

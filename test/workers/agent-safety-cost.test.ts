@@ -66,6 +66,27 @@ describe('budgets', () => {
       expect(exceeded[0]).toMatchObject({ severity: 'high', breaker_id: 'agent-day-budget', reason: expect.stringContaining('agent scripted spent') });
     });
   });
+
+  test('80% and 90% of the stage, intent, agent and day budgets: one COST_WARNING each, never repeated', async () => {
+    const dayBefore = await committedToday();
+    const agentBefore = await agentCommittedToday('scripted');
+    // $0.10 a call: triage alone reaches 80% (not 90%) of its $0.125; the intent, the agent and the day reach 80% at the 4th call and 90% at the 5th.
+    await withWorker({ safety: safety({ dayBudgetUsd: addUsd(dayBefore, '0.5'), agentDayBudgetUsd: addUsd(agentBefore, '0.5') }) }, async (h) => {
+      const intent = { ...intentFor(script({ model: 'warnings', costUsd: 0.1 }), { maxCallUsd: '0.10', budgetUsd: '0.5', stageBudgetUsd: { triage: '0.125' } }), gates: { 'cost-overrun': { enabled: false } } } as IntentInput;
+      const handle = await startIntent(world().client, intent, h.queue);
+      await waitFor(async () => (await costRows(intent.id)).length >= 5 || (await handle.describe()).status.name !== 'RUNNING' || undefined, 60_000, 'five paid calls');
+      await cancel(handle);
+      const warnings = (await events(intent.id, 'COST_WARNING')) as Array<{ breaker_id: string; severity: string; metadata: { share: number } }>;
+      const shares = (breaker: string): number[] => warnings.filter((w) => w.breaker_id === breaker).map((w) => w.metadata.share).sort();
+      expect(shares('stage-budget')).toEqual([80]);
+      expect(shares('intent-budget')).toEqual([80, 90]);
+      expect(shares('agent-day-budget')).toEqual([80, 90]);
+      expect(shares('day-budget')).toEqual([80, 90]);
+      expect(warnings).toHaveLength(7);
+      expect(warnings.filter((w) => w.metadata.share === 90).every((w) => w.severity === 'high')).toBe(true);
+      expect(sumUsd((await costRows(intent.id)).map((r) => r.usd))).toBe('0.500000');
+    });
+  });
 });
 
 describe('budgets against the real maximum of each call', () => {

@@ -5,9 +5,11 @@ import type { BudgetBook, OpenCall } from '../../../activities/agents';
 import type { WorkerSafetyConfig } from '../../../config/schema';
 import type { IntentLimitsConfig } from '../../../shared/limit-settings';
 import type { Ledger } from '../../../ledger/ledger';
-import type { BudgetScope } from '../../../ledger/types';
+import { BUDGET_SCOPES, type BudgetScope } from '../../../ledger/types';
+import { deterministicUuid } from '../../../ledger/event-id';
+import { budgetSharesReached } from '../../../safety/limits';
 import type { SafetyEventType, Severity } from '../../../shared/safety-events';
-import { compareUsd, normalizeUsd } from '../../../shared/money';
+import { compareUsd, normalizeUsd, subUsd } from '../../../shared/money';
 import { FailureType } from '../../../shared/errors';
 import type { CallRef } from '../call-ref';
 import { messageOf } from '../failures';
@@ -158,10 +160,15 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
         inputTokens: paid.usage.inputTokens,
         outputTokens: paid.usage.outputTokens,
       };
-      await call.patiently('settle the reservation', () => deps.ledger.settleReservation(idOf(open), paid.costUsd, { overrun: paid.overrun, call: settled })).catch((error: unknown) =>
-        // The call was made and paid for: failing the attempt now would only make it again.
-        log.error({ reservationId: idOf(open), costUsd: paid.costUsd, error: messageOf(error) }, 'could not settle the budget reservation; it stays open at its maximum'),
+      const wasSettled = await call.patiently('settle the reservation', () => deps.ledger.settleReservation(idOf(open), paid.costUsd, { overrun: paid.overrun, call: settled })).then(
+        () => true,
+        (error: unknown) => {
+          // The call was made and paid for: failing the attempt now would only make it again.
+          log.error({ reservationId: idOf(open), costUsd: paid.costUsd, error: messageOf(error) }, 'could not settle the budget reservation; it stays open at its maximum');
+          return false;
+        },
       );
+      if (wasSettled) await warnNearLimits(deps, call, { day, limits: { day: limited(dayBudgetUsd), agent: limited(agentDayBudgetUsd), intent: limited(limits.budgetUsd), stage: limited(stageLimit) } });
     },
     release: async (open) => {
       await call.patiently('release the reservation', () => deps.ledger.releaseReservation(idOf(open))).catch((error: unknown) =>
@@ -169,6 +176,63 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
       );
     },
   };
+}
+
+/** How each budget is named in a warning, and what makes its warnings its own (a new day, agent, intent or limit re-arms them). */
+const WARNED: Record<BudgetScope, { readonly breakerId: string; name(call: AgentCall, day: string): string; key(call: AgentCall, day: string): readonly string[] }> = {
+  day: { breakerId: 'day-budget', name: (_call, day) => `the day budget (${day})`, key: (_call, day) => [day] },
+  agent: { breakerId: 'agent-day-budget', name: (call, day) => `agent ${call.agent.agentId}'s day budget (${day})`, key: (call, day) => [day, call.agent.agentId] },
+  intent: { breakerId: 'intent-budget', name: () => "the intent's budget", key: (call) => [intentOf(call)] },
+  stage: { breakerId: 'stage-budget', name: (call) => `stage ${call.input.stage}'s budget`, key: (call) => [intentOf(call), call.input.stage] },
+};
+
+function intentOf(call: AgentCall): string {
+  return call.ref.intentId ?? call.ref.workflowId;
+}
+
+/**
+ * After a settlement: each budget whose settled spend has reached 80 % or 90 % of its limit is
+ * announced with a COST_WARNING, once per budget, limit and share whichever worker, attempt or
+ * intent gets there first (the event's id is made of exactly those, and a repeat adds nothing).
+ * A ledger that cannot be read or written is logged: a warning never fails a paid call.
+ */
+async function warnNearLimits(
+  deps: { readonly ledger: Ledger; readonly logger: Logger },
+  call: AgentCall,
+  budgets: { readonly day: string; readonly limits: Record<BudgetScope, string | undefined> },
+): Promise<void> {
+  const { day, limits } = budgets;
+  if (BUDGET_SCOPES.every((scope) => limits[scope] === undefined)) return;
+  try {
+    const spent = await call.patiently('read the budgets', () => deps.ledger.settledSpend({ day, agentId: call.agent.agentId, intentId: intentOf(call), stage: call.input.stage }));
+    for (const scope of BUDGET_SCOPES) {
+      const limit = limits[scope];
+      if (limit === undefined) continue;
+      for (const share of budgetSharesReached(spent[scope], limit)) {
+        const percent = Math.round(share * 100);
+        const warned = WARNED[scope];
+        await call.patiently('record a budget warning', () =>
+          deps.ledger.recordSafetyEvent({
+            id: deterministicUuid('budget-warning', scope, ...warned.key(call, day), limit, String(share)),
+            timestamp: new Date(),
+            eventType: 'COST_WARNING',
+            severity: share >= 0.9 ? 'high' : 'medium',
+            reason: `${warned.name(call, day)}: $${spent[scope]} of $${limit} spent, past ${percent}%`,
+            intentId: intentOf(call),
+            stage: call.input.stage,
+            agentId: call.agent.agentId,
+            modelId: call.agent.modelId,
+            breakerId: warned.breakerId,
+            costSnapshot: { [scope === 'day' || scope === 'agent' ? 'dayUsd' : 'intentUsd']: spent[scope], limitUsd: limit },
+            suggestion: `$${compareUsd(spent[scope], limit) >= 0 ? '0.000000' : subUsd(limit, spent[scope])} left; decide now whether the work is worth more, or let the limit stop it.`,
+            metadata: { budget: scope, share: percent, spentUsd: spent[scope], limitUsd: limit, workflowId: call.ref.workflowId, activityId: call.ref.activityId, attempt: call.ref.attempt },
+          }),
+        );
+      }
+    }
+  } catch (error) {
+    activityLogger(deps.logger).error({ error: messageOf(error) }, 'could not check the budgets for a warning');
+  }
 }
 
 /** The reservations of one attempt (one per paid call, numbered): a retry reserves afresh; a repeated write is the same one. */
