@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { inTransaction } from './transaction';
 
 /**
  * The state of limits that every worker shares (rate buckets, circuits, error windows): one
@@ -58,7 +57,13 @@ export class SharedLimitStore {
   async update<R>(keys: readonly string[], apply: (states: ReadonlyMap<string, unknown>, now: number) => SharedStep<R>): Promise<R> {
     const sorted = [...new Set(keys)].sort();
     if (sorted.length === 0) throw new RangeError('a shared step needs at least one key');
-    return inTransaction(this.pool, async (client) => {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      // A limit's state is not a ledger record: losing its last instants to a database crash lets
+      // a few calls too many through once, while waiting for the WAL flush at every step would
+      // double what a call pays. Both statements in one round trip.
+      await client.query('BEGIN; SET LOCAL synchronous_commit TO off');
       // The no-op DO UPDATE is what locks an existing row; the time is read once every lock is held.
       const { rows } = await client.query<{ key: string; state: unknown; now: number }>(
         `INSERT INTO shared_limits (key)
@@ -77,7 +82,16 @@ export class SharedLimitStore {
           [JSON.stringify(Object.fromEntries(step.write))],
         );
       }
+      await client.query('COMMIT');
       return step.result;
-    });
+    } catch (error) {
+      // A client that cannot even roll back is dropped from the pool, not reused.
+      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      });
+      throw error;
+    } finally {
+      client.release(broken);
+    }
   }
 }

@@ -1,7 +1,7 @@
 /**
  * One endpoint's circuit as a pure state machine: times are passed in and its state is plain
  * data, so the same arithmetic runs in one worker's memory (CircuitBreakerRegistry, at
- * `Date.now()`) and in a row every worker shares (src/ledger/shared-circuits.ts, at the
+ * the process clock) and in a row every worker shares (src/ledger/shared-circuits.ts, at the
  * database's clock). Restore from `toJSON()`, apply one step, store `toJSON()` again.
  *
  * Workflow-safe: no Node built-ins, no clocks. The semantics are circuit-breaker.ts's.

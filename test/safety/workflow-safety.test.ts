@@ -7,8 +7,8 @@ import type { safetyProbeWorkflow } from './fixtures/safety-workflow';
 
 const SRC = path.resolve(__dirname, '../../src');
 /** Modules the workflow code may run, by their path under src/. */
-const WORKFLOW_SAFE = ['safety/behaviour-monitor', 'safety/cascade-detector', 'safety/error-rate', 'safety/limits', 'shared/money', 'safety/pricing', 'safety/token-bucket'];
-const NOT_WORKFLOW_SAFE = ['safety/circuit-breaker', 'safety/behaviour-watch'];
+const WORKFLOW_SAFE = ['safety/behaviour-monitor', 'safety/cascade-detector', 'safety/error-rate', 'safety/limits', 'shared/money', 'safety/pricing', 'safety/token-bucket', 'safety/circuit-state'];
+const NOT_WORKFLOW_SAFE = ['safety/circuit-breaker', 'safety/behaviour-watch', 'safety/rate-limits', 'safety/error-rate-window'];
 
 function source(name: string): string {
   return readFileSync(path.join(SRC, `${name}.ts`), 'utf8');
