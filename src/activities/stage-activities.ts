@@ -196,6 +196,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             riskHint: intent.riskHint,
             allowUnconfinedCode: intent.confinement.allowUnconfinedCode,
             declaredPaths: intent.paths,
+            goal: intent.goal,
             meter,
             event: scope?.event,
             forbiddenModels: modelsForbiddenAt(intent, stage),
@@ -213,7 +214,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         if (result.log !== undefined) await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.log.txt'), deps.redact(result.log));
         const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
         activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
-        const cascade = detectCascade(output);
+        const cascade = detectCascade(output, { goal: intent.goal, paths: intent.paths });
         return {
           artifactPath,
           promptPath,

@@ -273,15 +273,19 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addCheckStubsCommand(check, print, printJson);
   check
     .command('cascade')
+    .option('--goal <text>', "the intent's goal: work the answer reaches for beyond it counts against it")
+    .option('--paths <paths...>', "the intent's declared paths (space- or comma-separated): changes reported outside them count against it")
     .option('--json', 'print JSON')
-    .description('Score text on stdin for cascade patterns; exits 2 (block) at HIGH or CRITICAL, else 0 (allow), as a hook')
-    .action(async (flags: { json?: boolean }) => {
-      const verdict = detectCascade(await readStdin());
+    .description('Score an agent answer on stdin for cascade risk (offers or starts of unasked work, changes outside the intent); exits 2 (block) at HIGH or CRITICAL, else 0 (allow), as a hook')
+    .action(async (flags: { json?: boolean; goal?: string; paths?: string[] }) => {
+      const paths = (flags.paths ?? []).flatMap((p) => p.split(',')).map((p) => p.trim()).filter(Boolean);
+      if (flags.goal !== undefined && !flags.goal.trim()) throw new UserError('--goal is empty: give the intent\'s goal, or leave the option out');
+      const verdict = detectCascade(await readStdin(), { ...(flags.goal ? { goal: flags.goal } : {}), ...(paths.length > 0 ? { paths } : {}) });
       // As a hook: 0 allows, 2 blocks. HIGH and CRITICAL are the levels that stop an intent.
       process.exitCode = cascadeAtLeast(verdict.level, 'HIGH') ? CASCADE_BLOCK_EXIT : 0;
       if (flags.json) return printJson(verdict);
       print(`${verdict.level} (score ${verdict.score.toFixed(2)})${process.exitCode ? ': blocks' : ''}`);
-      for (const m of verdict.matches) print(`  ${m.category}/${m.pattern}: "${m.excerpt}"`);
+      for (const m of verdict.matches) print(`  ${m.category}/${m.pattern} (${m.strength}): "${m.excerpt}"`);
     });
 
   program

@@ -552,7 +552,7 @@ export class ModelGateway {
   /** True when the text is a CRITICAL cascade: recorded, and the attempt halted. */
   private async screen(lease: Lease, text: string): Promise<boolean> {
     if (!text) return false;
-    const verdict = detectCascade(text);
+    const verdict = detectCascade(text, lease.spec.screening);
     if (verdict.level !== 'CRITICAL') return false;
     const message = `the ${lease.spec.stage} answer is a CRITICAL cascade (score ${verdict.score}): the stream was ended and the stage halted`;
     await this.event(lease, 'CASCADE_DETECTED', 'critical', message, {

@@ -1,3 +1,4 @@
+import type { CascadeContext } from '../safety/cascade-text';
 import { randomBytes } from 'node:crypto';
 import type { ApplicationFailure } from '@temporalio/common';
 import type { RecordEvent } from './attempt-scope';
@@ -17,6 +18,8 @@ export interface LeaseSpec {
   readonly meter: SpendMeter;
   /** Records the gateway's decisions about this attempt's calls; without it they are only logged. */
   readonly event?: RecordEvent;
+  /** What the intent asked for, which answers are screened against for a cascade. */
+  readonly screening?: CascadeContext;
   /** Models this stage may not use (a reviewer may not be the implementer's model). */
   readonly forbiddenModels?: readonly string[];
 }

@@ -1,33 +1,40 @@
 /**
- * Cascade detector: finds agent output that tries to start work nobody asked for — offers to
- * continue, option menus, "now let me also…" pivots, unrequested extra changes. An agent that
- * widens its own task one reasonable step at a time ends far from what a person approved, so
- * such an answer needs a person before the intent goes on. It scores the risk as
+ * Cascade detector: finds agent output that tries to turn one finished intent into the next
+ * unasked one — offers to continue, menus of next steps, work started or announced on its own,
+ * queued work picked up, changes nobody asked for (outside the declared paths, or because budget
+ * was left), acts that cannot be undone, new work items created. An agent that widens its own
+ * task one reasonable step at a time ends far from what a person approved, so such an answer
+ * needs a person before the intent goes on. It scores the risk as
  * NONE < 0.3 ≤ LOW < 0.5 ≤ MEDIUM < 0.7 ≤ HIGH < 0.9 ≤ CRITICAL.
  *
- * Workflow-safe: pure, no Node built-ins, no I/O; regexes are stateless (no `g` flag).
+ * Two kinds of evidence: phrase patterns (below), and act rules (`cascade-acts.ts`) that read
+ * the answer a sentence at a time against the intent's goal and declared paths. Each finding is
+ * strong (0.75: HIGH alone — one clear act of widening is enough to stop), medium (0.6) or weak
+ * (0.35). A category scores its strongest finding plus 0.05 per further one (a medium category
+ * stays below HIGH); the total is the best category plus a quarter of each other strong one and
+ * a twentieth of each weaker one, so two strong categories are CRITICAL and three medium ones HIGH. An offer, a menu or a pivot after the answer reports its task
+ * done is strong. Text inside code (fenced blocks, inline code, diff hunks) and quoted lines
+ * (`>`) is ignored: a UI string "Would you like to continue?" in generated code is not the agent
+ * talking.
  *
- * Scoring, in words: each pattern has a weight (0.35 weak … 0.5 strong). A category scores its
- * strongest pattern plus 0.1 per further distinct pattern, at most 0.65, so one category alone
- * reaches MEDIUM at most — except scope expansion, which also adds 0.15 per distinct kind of
- * unrequested change it confesses after the first (rewrote, upgraded, deleted…), up to 0.85: a
- * confession of three is HIGH on its own. The total is the best category plus 0.6 × each other
- * category: a strong signal corroborated by a second category is HIGH, three are CRITICAL.
- * Text inside code (fenced blocks, inline code, diff hunks) and quoted lines (`>`) is ignored:
- * a UI string "Would you like to continue?" in generated code is not the agent talking.
+ * Workflow-safe: pure, no Node built-ins, no I/O; regexes are stateless (no `g` flag).
  */
+import { ACT_RULES, OUT_OF_PATHS_RULE, type ActRule, type CascadeCategory, type Strength } from './cascade-acts';
+import { cascadeModel } from './cascade-model';
+import { excerptAt, ownVoice, unitsOf, type CascadeContext } from './cascade-text';
 
-/** The four ways an answer reaches past its task. */
-export type CascadeCategory = 'continuation-offer' | 'numbered-choice' | 'completion-pivot' | 'scope-expansion';
+export type { CascadeCategory } from './cascade-acts';
+export type { CascadeContext } from './cascade-text';
 
 /** Risk level, from the score (the bands above). */
 export type CascadeLevel = 'NONE' | 'LOW' | 'MEDIUM' | 'HIGH' | 'CRITICAL';
 
-/** One pattern that matched, with the text around it. */
+/** One pattern or rule that matched, with the text around it. */
 export interface CascadeMatch {
   readonly category: CascadeCategory;
-  /** Pattern id, stable across versions (e.g. `would-you-like-me-to`). */
+  /** Pattern or rule id, stable across versions (e.g. `would-you-like-me-to`, `starts-next-work`). */
   readonly pattern: string;
+  readonly strength: Strength;
   /** The matched text with a little context, on one line, at most 160 characters. */
   readonly excerpt: string;
 }
@@ -224,39 +231,6 @@ export const CASCADE_PATTERNS: readonly CascadePattern[] = [
   },
 ];
 
-const CATEGORY_CAP = 65;
-/**
- * Scope expansion is the one category that reports work already done, not offered: a confession
- * of several unrequested changes ("I also rewrote auth, upgraded every dependency and deleted
- * the billing module") is HIGH on its own. Its cap is HIGH, never CRITICAL, which still takes
- * a second category.
- */
-const SCOPE_EXPANSION_CAP = 85;
-/** Added to scope expansion per distinct unrequested deed after the first (three deeds: +0.30). */
-const DEED_WEIGHT = 15;
-const OTHER_CATEGORY_FACTOR = 0.6;
-
-/** Kinds of change an agent may confess to having made on its own; each counts once. */
-const DEEDS: readonly RegExp[] = [
-  re(String.raw`\brewr(?:ote|itten|iting)\b`),
-  re(String.raw`\brefactor(?:ed|ing)\b|\brework(?:ed|ing)\b|\brestructur(?:ed|ing)\b|\breorgani[sz](?:ed|ing)\b`),
-  re(String.raw`\bupgrad(?:ed|ing)\b|\bbump(?:ed|ing)\b`),
-  re(String.raw`\bdelet(?:ed|ing)\b|\bremov(?:ed|ing)\b|\bdropp(?:ed|ing)\b`),
-  re(String.raw`\bmigrat(?:ed|ing)\b|\bconvert(?:ed|ing)\b|\bport(?:ed|ing)\b`),
-  re(String.raw`\brenam(?:ed|ing)\b`),
-  re(String.raw`\breplac(?:ed|ing)\b|\bswitch(?:ed|ing)\b|\bswapp(?:ed|ing)\b`),
-  re(String.raw`\bmoderni[sz](?:ed|ing)\b|\breformatt(?:ed|ing)\b|\bclean(?:ed|ing) up\b|\btid(?:ied|ying)\b`),
-];
-
-/** The sentence around text[index, index + length): from the previous sentence end to the next. */
-function sentenceAround(text: string, index: number, length: number): string {
-  const before = text.slice(0, index);
-  const start = Math.max(before.search(/(?:[.!?]\s|\n\s*\n)(?![\s\S]*(?:[.!?]\s|\n\s*\n))/) + 1, 0);
-  const rest = text.slice(index + length);
-  const stop = rest.search(/[.!?](?:\s|$)|\n\s*\n/);
-  return text.slice(start, stop < 0 ? text.length : index + length + stop + 1);
-}
-
 /** Phrases in a list's lead-in or trailer that make it a menu offered to the human. */
 const CHOICE_PHRASE = re(
   String.raw`\b(?:would you (?:like|prefer|want)|do you (?:want|prefer|like)|should I|shall I|shall we|should we|you(?:'d| would) (?:like|prefer) (?:me to|which)|let me know|your (?:choice|call|preference|pick)|which (?:one|option|approach|path|of these) (?:do|would|should|you)|which (?:would|do|should) (?:you|I)|how (?:would|should|do) you (?:like|want)|please (?:choose|pick|select|confirm)|I can (?:also )?(?:do|tackle|take on|help with|continue with|start on) (?:any|one|some|either|the following)|here are (?:a few|some|your|the|my|two|three|four) (?:options|choices|ways forward|possible next steps|paths)|options for (?:next steps|how to proceed|what (?:to do|I can do) next)|what I can do next|(?:next steps|things|work|follow-ups|tasks) I (?:can|could) (?:take|do|tackle|pick up|start))\b`,
@@ -265,47 +239,6 @@ const CHOICE_PHRASE = re(
 const OFFER_ITEM = re(String.raw`^(?:\**)(?:continue with|proceed with|keep going|move on|stop here|stop now|pause here|skip (?:ahead|it|this|for now)|leave (?:it|as is)|do nothing|I (?:can|could))\b`);
 const ITEM_LINE = re(String.raw`${MENU_ITEM}\S`);
 const ITEM_PREFIX = re(MENU_ITEM);
-
-/**
- * Removes what the agent did not say in its own voice: fenced code, inline code (kept as a
- * placeholder word), quoted sentences, diff hunks and quoted lines. Curly quotes become straight.
- */
-function sanitize(text: string): string {
-  const lines = text
-    .replace(/\r\n?/g, '\n')
-    .replace(/[\u2018\u2019]/g, "'")
-    .replace(/[\u201c\u201d]/g, '"')
-    .replace(/^(```|~~~)[^\n]*\n[\s\S]*?(?:^\1[^\n]*$|(?![\s\S]))/gm, '')
-    .replace(/`[^`\n]+`/g, 'CODE')
-    // Quoted sentences (three words or more) are someone else's words, e.g. a UI prompt.
-    .replace(/"([^"\n]{1,200})"/g, (quoted: string, inner: string) => (inner.trim().split(/\s+/).length >= 3 ? 'QUOTE' : quoted))
-    .replace(/(^|[\s:(])'([^'\n]{1,200}?)'(?=[\s.,;:)!?]|$)/gm, (quoted: string, lead: string, inner: string) =>
-      inner.trim().split(/\s+/).length >= 3 ? `${lead}QUOTE` : quoted,
-    )
-    .split('\n');
-  const kept: string[] = [];
-  let inHunk = false;
-  for (const line of lines) {
-    if (/^@@ .* @@/.test(line)) {
-      inHunk = true;
-      continue;
-    }
-    if (inHunk && /^[ +\-\\]/.test(line)) continue;
-    inHunk = false;
-    if (/^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a\/|\/dev\/null)|\+\+\+ (?:b\/|\/dev\/null))/.test(line)) continue;
-    if (/^\s*>/.test(line)) continue;
-    kept.push(line);
-  }
-  return kept.join('\n');
-}
-
-function excerptAt(text: string, index: number, length: number): string {
-  const start = Math.max(0, index - 40);
-  const end = Math.min(text.length, index + length + 40);
-  const raw = `${start > 0 ? '…' : ''}${text.slice(start, end)}${end < text.length ? '…' : ''}`;
-  const oneLine = raw.replace(/\s+/g, ' ').trim();
-  return oneLine.length > 160 ? `${oneLine.slice(0, 159)}…` : oneLine;
-}
 
 interface ListBlock {
   readonly items: readonly string[];
@@ -394,6 +327,35 @@ function findMenus(text: string): ListBlock[] {
   ];
 }
 
+const STRENGTH_SCORE: Record<Strength, number> = { strong: 75, medium: 60, weak: 35 };
+/** A category's score may grow by this much over its strongest finding, and a medium one never to HIGH. */
+const CATEGORY_GROWTH = 10;
+const MEDIUM_CATEGORY_CAP = 65;
+const FURTHER_FINDING = 5;
+/** What another category adds: a quarter of it when it is strong, a twentieth otherwise (two hedged signals are still only MEDIUM). */
+const OTHER_STRONG_FACTOR = 0.25;
+/**
+ * The learned model decides the cases the rules leave undecided: a LOW finding it judges risky
+ * at 0.65 or more, or a MEDIUM one at 0.55 or more, is HIGH. On its own it is MEDIUM at most
+ * (logged, never blocking): it reads words, not the intent's goal and paths, so it must not
+ * accuse alone. The thresholds were chosen by leaving each of the four training sets out in
+ * turn: at 0.65 the model alone blocked at most 3% of the benign answers of a set it had not
+ * seen, at 0.55 at most 11%.
+ */
+const MODEL_STRONG = 0.65;
+const MODEL_MEDIUM = 0.55;
+const OTHER_WEAK_FACTOR = 0.05;
+
+/** The answer reports its task done. */
+const COMPLETION_RE = re(String.raw`${COMPLETION}|\b(?:is|'s|are) in(?=[.,;!:)]|\s*$|\s+\()|\b(?:fix|change|patch|feature|support|update)(?:es|s)? (?:is |are )?in\b(?=[.,;!:]|\s*$)|\b(?:all )?(?:tests?|specs?|checks?) (?:are )?(?:green|passing)\b|\b(?:fixed|done|complete|completed|finished|resolved|merged|shipped|landed)\s*[.!✅]`);
+
+/** A phrase pattern's strength in this answer: its weight, raised to strong after a reported completion for the ways of going on. */
+function phraseStrength(pattern: CascadePattern, completed: boolean): Strength {
+  if (pattern.category === 'scope-expansion') return pattern.weight >= 50 ? 'strong' : 'medium';
+  if (completed && pattern.weight >= 45) return 'strong';
+  return pattern.weight >= 50 ? 'medium' : 'weak';
+}
+
 /** The level of a score in thousandths: NONE < 300 ≤ LOW < 500 ≤ MEDIUM < 700 ≤ HIGH < 900 ≤ CRITICAL. */
 export function cascadeLevelOf(milli: number): CascadeLevel {
   if (milli >= 900) return 'CRITICAL';
@@ -404,43 +366,71 @@ export function cascadeLevelOf(milli: number): CascadeLevel {
 }
 
 /**
- * Scores `text` (one agent output) for cascade risk. Each pattern is reported once, with its
- * first occurrence. Deterministic and side-effect free; linear in the text for ordinary inputs.
+ * Scores `text` (one agent output) for cascade risk, in the light of what the intent asked for
+ * (`context`: its goal and declared paths; without them the act rules judge on the words alone).
+ * Each pattern and rule is reported once, with its strongest finding; the learned model (see
+ * `cascade-model.ts`) judges the whole answer beside them. Deterministic and side-effect free;
+ * linear in the text for ordinary inputs (the model trains once per process, on first use).
  */
-export function detectCascade(text: string): CascadeResult {
-  const clean = sanitize(text);
-  const matches: CascadeMatch[] = [];
-  const byCategory = new Map<CascadeCategory, number[]>();
-  /** Distinct unrequested deeds named in the sentences that confess scope expansion. */
-  const deeds = new Set<number>();
-  const hit = (pattern: CascadePattern, index: number, length: number): void => {
-    matches.push({ category: pattern.category, pattern: pattern.id, excerpt: excerptAt(clean, index, length) });
-    byCategory.set(pattern.category, [...(byCategory.get(pattern.category) ?? []), pattern.weight]);
-    if (pattern.category === 'scope-expansion') {
-      const sentence = sentenceAround(clean, index, length);
-      DEEDS.forEach((deed, i) => deed.test(sentence) && deeds.add(i));
-    }
+export function detectCascade(text: string, context: CascadeContext = {}, options: { readonly learned?: boolean } = {}): CascadeResult {
+  const clean = ownVoice(text);
+  const completed = COMPLETION_RE.test(clean);
+  const found = new Map<string, CascadeMatch>();
+  const note = (id: string, category: CascadeCategory, strength: Strength, index: number, length: number): void => {
+    const previous = found.get(id);
+    if (previous && STRENGTH_SCORE[previous.strength] >= STRENGTH_SCORE[strength]) return;
+    found.set(id, { category, pattern: id, strength, excerpt: excerptAt(clean, index, length) });
   };
 
   for (const pattern of CASCADE_PATTERNS) {
     if (pattern.id === 'numbered-menu') {
       const menu = findMenus(clean)[0];
-      if (menu) hit(pattern, menu.offset, Math.min(menu.length, 80));
+      if (menu) note(pattern.id, pattern.category, phraseStrength(pattern, completed), menu.offset, Math.min(menu.length, 80));
       continue;
     }
     const match = pattern.regex.exec(clean);
-    if (match) hit(pattern, match.index, match[0].length);
+    if (match) note(pattern.id, pattern.category, phraseStrength(pattern, completed), match.index, match[0].length);
   }
 
-  // Hundredths per category; the total in thousandths so that 0.6 × stays an integer.
-  const categoryScores = [...byCategory.entries()]
-    .map(([category, weights]) => {
-      const base = Math.max(...weights) + 10 * (weights.length - 1);
-      if (category !== 'scope-expansion') return Math.min(CATEGORY_CAP, base);
-      return Math.min(SCOPE_EXPANSION_CAP, base + DEED_WEIGHT * Math.max(0, deeds.size - 1));
+  const rules: readonly ActRule[] = [...ACT_RULES, OUT_OF_PATHS_RULE];
+  let previous: string | undefined;
+  for (const unit of unitsOf(clean)) {
+    for (const rule of rules) {
+      const hit = rule.find(unit, context, { completed, ...(previous ? { previous } : {}) });
+      if (hit) note(rule.id, rule.category, hit.strength ?? rule.strength, unit.offset + hit.index, hit.length);
+    }
+    previous = unit.text;
+  }
+
+  // `learned: false` leaves the model out: how the rules alone fare is measured with it.
+  const probability = options.learned === false ? 0 : cascadeModel().probability(clean);
+  if (probability >= MODEL_MEDIUM) {
+    found.set('learned-model', {
+      category: 'learned-resemblance',
+      pattern: 'learned-model',
+      strength: probability >= MODEL_STRONG ? 'strong' : 'medium',
+      excerpt: `the answer as a whole resembles the risky examples (p = ${probability.toFixed(2)})`,
+    });
+  }
+
+  const matches = [...found.values()];
+  const byCategory = new Map<CascadeCategory, number[]>();
+  for (const m of matches) {
+    if (m.category !== 'learned-resemblance') byCategory.set(m.category, [...(byCategory.get(m.category) ?? []), STRENGTH_SCORE[m.strength]]);
+  }
+  const categoryScores = [...byCategory.values()]
+    .map((scores) => {
+      const best = Math.max(...scores);
+      const grown = Math.min(best + CATEGORY_GROWTH, best + FURTHER_FINDING * (scores.length - 1));
+      return best < STRENGTH_SCORE.strong ? Math.min(grown, MEDIUM_CATEGORY_CAP) : grown;
     })
     .sort((a, b) => b - a);
-  const milli = categoryScores.length === 0 ? 0 : categoryScores[0] * 10 + categoryScores.slice(1).reduce((sum, s) => sum + s * 10 * OTHER_CATEGORY_FACTOR, 0);
+  let milli = categoryScores.length === 0 ? 0 : categoryScores[0]! * 10 + categoryScores.slice(1).reduce((sum, s) => sum + s * 10 * (s >= STRENGTH_SCORE.strong ? OTHER_STRONG_FACTOR : OTHER_WEAK_FACTOR), 0);
+  if (milli < 700) {
+    const corroborated = (probability >= MODEL_STRONG && milli >= 300) || (probability >= MODEL_MEDIUM && milli >= 500);
+    if (corroborated) milli = 700;
+    else if (probability >= MODEL_STRONG) milli = Math.max(milli, 500);
+  }
   const bounded = Math.min(1000, Math.round(milli));
   return { level: cascadeLevelOf(bounded), score: bounded / 1000, matches };
 }

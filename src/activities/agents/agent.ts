@@ -28,6 +28,8 @@ export interface AgentRequest {
   readonly allowUnconfinedCode?: boolean;
   /** The intent's declared paths: the only files an agent's edits may touch. */
   readonly declaredPaths?: readonly string[];
+  /** The intent's goal: what its answers are screened against (an answer that reaches past it is a cascade). */
+  readonly goal?: string;
   /** Every paid call goes through it: its maximum reserved before, its cost counted after. */
   readonly meter: SpendMeter;
   /** Records the attempt's safety decisions (the worker's interceptor gives it; without it they are logged). */

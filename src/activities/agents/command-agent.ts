@@ -123,6 +123,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
               meter: request.meter,
               event: request.event,
               forbiddenModels: request.forbiddenModels,
+              screening: { goal: request.goal, paths: request.declaredPaths },
             })
           : undefined;
       // Outside the worktree, so it never shows up in the agent's diff: the prompt file and a CLI's scratch home.

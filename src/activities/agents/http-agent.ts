@@ -78,6 +78,7 @@ export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps):
         meter: request.meter,
         event: request.event,
         forbiddenModels: request.forbiddenModels,
+        screening: { goal: request.goal, paths: request.declaredPaths },
       });
       try {
         return await answerWith(lease, request);
