@@ -3,7 +3,7 @@ import type { WardenConfig } from '../config/schema';
 import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
-import { falsePositiveRate, LADDER, unmetRequirements, type LadderLevel } from '../shared/ladder';
+import { FAILURES_BEFORE_DROP, falsePositiveRate, LADDER, unmetRequirements, type LadderLevel } from '../shared/ladder';
 import { openLedger } from './session';
 
 interface Io {
@@ -39,6 +39,9 @@ function printState(io: Io, state: LadderState): void {
     `  runs ${m.totalRuns}, successful ${m.successfulRuns}, false positives ${m.falsePositives} (rate ${falsePositiveRate(m).toFixed(3)}), missed critical bugs ${m.missedCriticalBugs}, approval rate ${m.approvalRate.toFixed(3)}`,
   );
   if (d.next) io.print(`  L${d.next.level} ${d.next.name} needs: ${d.next.needs.length ? d.next.needs.join('; ') : 'nothing more (it climbs after the next successful run, if level-up is allowed)'}`);
+  for (const [repo, failures] of Object.entries(m.failureStreaks ?? {})) {
+    io.print(`  ${failures} failed intent(s) in a row on ${repo}: at ${FAILURES_BEFORE_DROP} the level drops a step`);
+  }
 }
 
 /** `warden ladder [--agent A]` and `warden ladder set LEVEL --agent A`. */

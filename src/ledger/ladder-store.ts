@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { inTransaction } from './transaction';
-import { applyRun, EMPTY_METRICS, nextLevel, type LadderLevel, type LadderMetrics, type LadderRun } from '../shared/ladder';
+import { applyRun, EMPTY_METRICS, FAILURES_BEFORE_DROP, failingRepo, nextLevel, type LadderLevel, type LadderMetrics, type LadderRun } from '../shared/ladder';
 
 /** Where an agent profile stands on the automation ladder. */
 export interface LadderState {
@@ -29,7 +29,7 @@ interface SnapshotRow {
   false_positives: number;
   missed_critical_bugs: number;
   approval_rate: string | null;
-  metadata: { pinned?: boolean };
+  metadata: { pinned?: boolean; failureStreaks?: Record<string, number> };
 }
 
 /**
@@ -67,19 +67,27 @@ export class LadderStore {
       const before = await this.latest(client, input.scope, input.defaults);
       const seen = await client.query(`SELECT 1 FROM ladder_metrics WHERE id = $1`, [input.id]);
       if (seen.rowCount) return { before, after: before, recorded: false };
-      const metrics = applyRun(before.metrics, input.run);
+      let metrics = applyRun(before.metrics, input.run);
       const level = nextLevel(before.level, metrics, input.run, { allowLevelUp: input.defaults.allowLevelUp, pinned: before.pinned });
+      const repo = failingRepo(metrics, input.run);
+      // The streak that dropped the level is spent: the next drop takes as many failures again.
+      if (repo !== undefined && level < before.level) metrics = { ...metrics, failureStreaks: Object.fromEntries(Object.entries(metrics.failureStreaks ?? {}).filter(([r]) => r !== repo)) };
       const after = await this.insert(client, { id: input.id, scope: input.scope, level, pinned: before.pinned, metrics, metadata: { intentId: input.intentId, run: input.run } });
       if (level !== before.level) {
         const up = level > before.level;
+        const why = input.run.humanApproved === false ? 'was rejected by a person' : repo !== undefined ? `is the ${FAILURES_BEFORE_DROP}rd failed intent in a row on ${repo}` : 'failed';
         await this.levelEvent(client, {
           scope: input.scope,
           intentId: input.intentId,
           from: before.level,
           to: level,
-          reason: up
-            ? `${input.scope} climbed to L${level}: the level's requirements hold after ${metrics.totalRuns} runs`
-            : `${input.scope} dropped to L${level}: intent ${input.intentId} ${input.run.success ? 'was rejected by a person' : 'failed'}`,
+          reason: up ? `${input.scope} climbed to L${level}: the level's requirements hold after ${metrics.totalRuns} runs` : `${input.scope} dropped to L${level}: intent ${input.intentId} ${why}`,
+          ...(up
+            ? {}
+            : {
+                suggestion: `Look at why it failed (warden audit ${input.intentId}); once the cause is fixed, restore the level with: warden ladder set ${before.level} --agent ${input.scope.replace(/^agent:/, '')} --no-pin --reason "…"`,
+              }),
+          ...(repo !== undefined ? { repo } : {}),
         });
       }
       return { before, after, recorded: true };
@@ -156,17 +164,25 @@ export class LadderStore {
         row.metrics.falsePositives,
         row.metrics.missedCriticalBugs,
         row.metrics.approvalRate.toFixed(4),
-        JSON.stringify({ ...row.metadata, pinned: row.pinned }),
+        JSON.stringify({ ...row.metadata, pinned: row.pinned, ...(row.metrics.failureStreaks ? { failureStreaks: row.metrics.failureStreaks } : {}) }),
       ],
     );
     return { scope: row.scope, level: row.level, pinned: row.pinned, metrics: { ...row.metrics, approvalRate: Number(row.metrics.approvalRate.toFixed(4)) }, recordedAt: rows[0]!.recorded_at };
   }
 
-  private async levelEvent(client: pg.PoolClient, e: { scope: string; intentId?: string; from: number; to: number; reason: string; by?: string }): Promise<void> {
+  private async levelEvent(client: pg.PoolClient, e: { scope: string; intentId?: string; from: number; to: number; reason: string; by?: string; suggestion?: string; repo?: string }): Promise<void> {
     await client.query(
-      `INSERT INTO safety_events (id, "timestamp", event_type, intent_id, agent_id, reason, metadata, severity)
-       VALUES ($1, clock_timestamp(), 'LADDER_LEVEL_CHANGED', $2, $3, $4, $5, $6)`,
-      [randomUUID(), e.intentId ?? null, e.scope.replace(/^agent:/, ''), e.reason, JSON.stringify({ scope: e.scope, from: e.from, to: e.to, by: e.by ?? null }), e.to < e.from ? 'medium' : 'info'],
+      `INSERT INTO safety_events (id, "timestamp", event_type, intent_id, agent_id, reason, suggestion, metadata, severity)
+       VALUES ($1, clock_timestamp(), 'LADDER_LEVEL_CHANGED', $2, $3, $4, $5, $6, $7)`,
+      [
+        randomUUID(),
+        e.intentId ?? null,
+        e.scope.replace(/^agent:/, ''),
+        e.reason,
+        e.suggestion ?? null,
+        JSON.stringify({ scope: e.scope, from: e.from, to: e.to, by: e.by ?? null, ...(e.repo !== undefined ? { repo: e.repo } : {}) }),
+        e.to < e.from ? 'medium' : 'info',
+      ],
     );
   }
 
@@ -190,6 +206,7 @@ function toState(scope: string, row: SnapshotRow | undefined, defaults: LadderDe
       falsePositives: row.false_positives,
       missedCriticalBugs: row.missed_critical_bugs,
       approvalRate: row.approval_rate === null ? 0 : Number(row.approval_rate),
+      ...(row.metadata?.failureStreaks ? { failureStreaks: row.metadata.failureStreaks } : {}),
     },
     recordedAt: row.recorded_at,
   };

@@ -57,9 +57,18 @@ export interface LadderMetrics {
   readonly missedCriticalBugs: number;
   /** Exponential moving average (α = 0.1) of human approvals. */
   readonly approvalRate: number;
+  /** Failed runs in a row, per repository: a success there starts its count again. */
+  readonly failureStreaks?: Readonly<Record<string, number>>;
 }
 
 export const EMPTY_METRICS: LadderMetrics = { totalRuns: 0, successfulRuns: 0, falsePositives: 0, missedCriticalBugs: 0, approvalRate: 0 };
+
+/**
+ * Failed intents in a row of one profile on one repository that drop its level a step. One
+ * failure can be the task or the weather (a flaky test, an outage); three in a row on the same
+ * repository say the profile cannot be trusted there at its level.
+ */
+export const FAILURES_BEFORE_DROP = 3;
 const APPROVAL_ALPHA = 0.1;
 
 /** How one finished intent counts. */
@@ -69,10 +78,19 @@ export interface LadderRun {
   readonly humanApproved?: boolean;
   readonly falsePositive?: boolean;
   readonly missedCriticalBugs?: number;
+  /** The repository the intent ran on: failures are counted in a row per repository. */
+  readonly repo?: string;
 }
 
 export function applyRun(metrics: LadderMetrics, run: LadderRun): LadderMetrics {
+  const streaks = { ...(metrics.failureStreaks ?? {}) };
+  if (run.repo !== undefined) {
+    // A run rejected by a person drops the level at once (see nextLevel); only plain failures build a streak.
+    if (run.success) delete streaks[run.repo];
+    else if (run.humanApproved !== false) streaks[run.repo] = (streaks[run.repo] ?? 0) + 1;
+  }
   return {
+    ...(Object.keys(streaks).length > 0 ? { failureStreaks: streaks } : {}),
     totalRuns: metrics.totalRuns + 1,
     successfulRuns: metrics.successfulRuns + (run.success ? 1 : 0),
     falsePositives: metrics.falsePositives + (run.falsePositive ? 1 : 0),
@@ -100,14 +118,23 @@ export function unmetRequirements(level: LadderLevel, metrics: LadderMetrics): s
   return unmet;
 }
 
+/** The repository whose failures in a row (counted in `metrics`, after the run) now call for a drop, if any. */
+export function failingRepo(metrics: LadderMetrics, run: LadderRun): string | undefined {
+  if (run.success || run.repo === undefined) return undefined;
+  return (metrics.failureStreaks?.[run.repo] ?? 0) >= FAILURES_BEFORE_DROP ? run.repo : undefined;
+}
+
 /**
- * The level after a run: one step down when the run failed through the agent or was rejected
- * (trust degradation), else one step up when the next level's requirements hold and level-up is
- * allowed. A pinned level never moves.
+ * The level after a run (`metrics` already count it): one step down when a person rejected it,
+ * or when it is the `FAILURES_BEFORE_DROP`th failure in a row on its repository (a run without a
+ * repository drops at once); else one step up when the next level's requirements hold and
+ * level-up is allowed. A pinned level never moves.
  */
 export function nextLevel(current: LadderLevel, metrics: LadderMetrics, run: LadderRun, options: { allowLevelUp: boolean; pinned: boolean }): LadderLevel {
   if (options.pinned) return current;
-  if (!run.success || run.humanApproved === false) return Math.max(0, current - 1) as LadderLevel;
+  const drop = run.humanApproved === false || (!run.success && (run.repo === undefined || failingRepo(metrics, run) !== undefined));
+  if (drop) return Math.max(0, current - 1) as LadderLevel;
+  if (!run.success) return current;
   if (!options.allowLevelUp || current === 4) return current;
   const up = (current + 1) as LadderLevel;
   return unmetRequirements(up, metrics).length === 0 ? up : current;

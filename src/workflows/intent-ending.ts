@@ -128,6 +128,7 @@ function ladderRun(run: IntentRun): LadderRun {
   const mergeByHuman = human.find((d) => d.gate === 'merge');
   return {
     success: state.status === 'merged',
+    repo: run.intent.repoPath,
     ...(human.length > 0 ? { humanApproved: !rejected } : {}),
     // Review said APPROVE and a person still turned the change down.
     falsePositive: run.review?.verdict === 'APPROVE' && mergeByHuman?.decision === 'reject',

@@ -56,6 +56,37 @@ describeOnBackends('automation ladder on the %s PostgreSQL', (baseUrl) => {
     expect(all.find((s) => s.scope === scope)).toMatchObject({ level: 2 });
   });
 
+  test('three failed intents in a row on one repository drop the level a step, with the way back; other repositories and a success in between do not count', async () => {
+    const scope = `agent:streak-${randomUUID()}`;
+    await store.setLevel({ scope, level: 3, pinned: false, by: 'alice', defaults: climbing });
+    const fail = (intentId: string, repo: string) => store.recordRun({ id: randomUUID(), scope, intentId, run: { success: false, repo }, defaults: climbing });
+    const succeed = (intentId: string, repo: string) => store.recordRun({ id: randomUUID(), scope, intentId, run: { success: true, repo }, defaults: climbing });
+    expect((await fail('a1', '/repos/api')).after.level).toBe(3);
+    expect((await fail('b1', '/repos/web')).after.level).toBe(3);
+    expect((await fail('a2', '/repos/api')).after).toMatchObject({ level: 3, metrics: { failureStreaks: { '/repos/api': 2, '/repos/web': 1 } } });
+    expect((await succeed('a3', '/repos/api')).after.metrics.failureStreaks).toEqual({ '/repos/web': 1 });
+    await fail('a4', '/repos/api');
+    await fail('a5', '/repos/api');
+    const third = await fail('a6', '/repos/api');
+    expect(third.after).toMatchObject({ level: 2, metrics: { failureStreaks: { '/repos/web': 1 } } });
+    const { rows } = await db.pool.query(
+      "SELECT intent_id, reason, suggestion, metadata FROM safety_events WHERE event_type = 'LADDER_LEVEL_CHANGED' AND metadata->>'scope' = $1 AND metadata->>'by' IS NULL",
+      [scope],
+    );
+    expect(rows).toEqual([
+      {
+        intent_id: 'a6',
+        reason: `${scope} dropped to L2: intent a6 is the 3rd failed intent in a row on /repos/api`,
+        suggestion: `Look at why it failed (warden audit a6); once the cause is fixed, restore the level with: warden ladder set 3 --agent ${scope.replace(/^agent:/, '')} --no-pin --reason "…"`,
+        metadata: { scope, from: 3, to: 2, by: null, repo: '/repos/api' },
+      },
+    ]);
+    // The streak that dropped it is spent: one more failure there does not drop it again.
+    expect((await fail('a7', '/repos/api')).after.level).toBe(2);
+    // A person's rejection still drops it at once.
+    expect((await store.recordRun({ id: randomUUID(), scope, intentId: 'r1', run: { success: false, humanApproved: false, repo: '/repos/api' }, defaults: climbing })).after.level).toBe(1);
+  });
+
   test('a reported missed critical bug counts and drops the level one step', async () => {
     const scope = `agent:missed-${randomUUID()}`;
     await store.setLevel({ scope, level: 2, pinned: false, by: 'alice', defaults: climbing });

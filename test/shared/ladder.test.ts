@@ -34,6 +34,19 @@ describe('level changes', () => {
     expect(unmetRequirements(2, m)).toEqual([expect.stringMatching(/^approval rate 0\.\d+ < 0\.8$/)]);
   });
 
+  test('failures on one repository drop a level only at the third in a row', () => {
+    let m = runs(300);
+    const fail = { success: false, repo: '/r' } as const;
+    for (const expected of [3, 3]) {
+      m = applyRun(m, fail);
+      expect(nextLevel(3, m, fail, options)).toBe(expected);
+    }
+    m = applyRun(m, fail);
+    expect(m.failureStreaks).toEqual({ '/r': 3 });
+    expect(nextLevel(3, m, fail, options)).toBe(2);
+    expect(applyRun(m, { success: true, repo: '/r' }).failureStreaks).toBeUndefined();
+  });
+
   test('a failed or rejected run drops a level; level-up off or pinned never moves up', () => {
     expect(nextLevel(3, runs(300), { success: false }, options)).toBe(2);
     expect(nextLevel(3, runs(300), { success: true, humanApproved: false }, options)).toBe(2);
