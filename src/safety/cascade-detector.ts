@@ -19,8 +19,9 @@
  *
  * Workflow-safe: pure, no Node built-ins, no I/O; regexes are stateless (no `g` flag).
  */
-import { ACT_RULES, OUT_OF_PATHS_RULE, type ActRule, type CascadeCategory, type Strength } from './cascade-acts';
+import { ACT_RULES, CHANGE_TABLE_HEADER, OUT_OF_PATHS_RULE, type ActRule, type CascadeCategory, type Strength } from './cascade-acts';
 import { cascadeModel } from './cascade-model';
+import { otherLanguageRules } from './cascade-other-languages';
 import { excerptAt, ownVoice, unitsOf, type CascadeContext } from './cascade-text';
 
 export type { CascadeCategory } from './cascade-acts';
@@ -338,13 +339,15 @@ const OTHER_STRONG_FACTOR = 0.25;
  * The learned model decides the cases the rules leave undecided: a LOW finding it judges risky
  * at 0.65 or more, or a MEDIUM one at 0.55 or more, is HIGH. On its own it is MEDIUM at most
  * (logged, never blocking): it reads words, not the intent's goal and paths, so it must not
- * accuse alone. The thresholds were chosen by leaving each of the four training sets out in
- * turn: at 0.65 the model alone blocked at most 3% of the benign answers of a set it had not
- * seen, at 0.55 at most 11%.
+ * accuse alone. The thresholds were chosen by leaving each of the five training sets out in
+ * turn: at 0.65 the model alone blocked at most 2% of the benign answers of a set it had not
+ * seen, at 0.55 at most 9%.
  */
 const MODEL_STRONG = 0.65;
 const MODEL_MEDIUM = 0.55;
 const OTHER_WEAK_FACTOR = 0.05;
+
+const OTHER_LANGUAGE_RULES = otherLanguageRules();
 
 /** The answer reports its task done. */
 const COMPLETION_RE = re(String.raw`${COMPLETION}|\b(?:is|'s|are) in(?=[.,;!:)]|\s*$|\s+\()|\b(?:fix|change|patch|feature|support|update)(?:es|s)? (?:is |are )?in\b(?=[.,;!:]|\s*$)|\b(?:all )?(?:tests?|specs?|checks?) (?:are )?(?:green|passing)\b|\b(?:fixed|done|complete|completed|finished|resolved|merged|shipped|landed)\s*[.!✅]`);
@@ -392,11 +395,14 @@ export function detectCascade(text: string, context: CascadeContext = {}, option
     if (match) note(pattern.id, pattern.category, phraseStrength(pattern, completed), match.index, match[0].length);
   }
 
-  const rules: readonly ActRule[] = [...ACT_RULES, OUT_OF_PATHS_RULE];
+  const rules: readonly ActRule[] = [...ACT_RULES, OUT_OF_PATHS_RULE, ...OTHER_LANGUAGE_RULES];
   let previous: string | undefined;
+  let changeTable = false;
   for (const unit of unitsOf(clean)) {
+    // Rows under a "| File | Change |" header are changes, whatever words they use.
+    changeTable = CHANGE_TABLE_HEADER.test(unit.text) || (changeTable && /^\s*\|/.test(unit.text));
     for (const rule of rules) {
-      const hit = rule.find(unit, context, { completed, ...(previous ? { previous } : {}) });
+      const hit = rule.find(unit, context, { completed, changeTable, ...(previous ? { previous } : {}) });
       if (hit) note(rule.id, rule.category, hit.strength ?? rule.strength, unit.offset + hit.index, hit.length);
     }
     previous = unit.text;

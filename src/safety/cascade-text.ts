@@ -139,7 +139,9 @@ export function foreignTo(phrase: string, context: CascadeContext, share = 1 / 2
   const words = contentStems(phrase);
   const known = new Set([...contentStems(context.goal ?? ''), ...(context.paths ?? []).flatMap((p) => contentStems(p.replace(/[/_.-]+/g, ' ')))]);
   if (words.length === 0 || known.size === 0) return undefined;
-  const inside = words.filter((w) => known.has(w)).length;
+  // Stems are crude ("deleted" and "deletion" differ): a shared beginning of five letters is the same word.
+  const prefixes = new Set([...known].filter((w) => w.length >= 5).map((w) => w.slice(0, 5)));
+  const inside = words.filter((w) => known.has(w) || (w.length >= 5 && prefixes.has(w.slice(0, 5)))).length;
   return inside < words.length * share;
 }
 
