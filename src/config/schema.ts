@@ -67,6 +67,27 @@ export const WorkerSafetyConfigSchema = z.object({
     perAgent: Rate,
     perModel: Rate,
   }),
+  /**
+   * The model gateway's rules over each attempt's model calls (loops, error loops, self-talk,
+   * alternation, context churn, rising input, rapid calls); every field defaults to
+   * DEFAULT_CALL_PATTERN_CONFIG in src/gateway/call-patterns.ts, which says why.
+   */
+  callPatterns: z
+    .object({
+      identicalCalls: z.number().int().min(2),
+      identicalErrors: z.number().int().min(2),
+      silentCalls: z.number().int().min(2),
+      alternationCycles: z.number().int().min(2),
+      contextDrops: z.number().int().min(1),
+      contextDropRatio: z.number().gt(0).lt(1),
+      escalationCalls: z.number().int().min(2),
+      escalationFactor: z.number().gt(1),
+      rapidCalls: z.number().int().min(1),
+      rapidWindow: PositiveDurationSchema,
+    })
+    .partial()
+    .strict()
+    .optional(),
   /** Per day across all intents; `"0"` = unlimited (only when set explicitly). */
   dayBudgetUsd: UsdSchema,
   /** Per agent profile per day across intents; `"0"` = unlimited. */

@@ -4,7 +4,7 @@
  * An agent attempt gets a key of its own (`issue`); every request made with it is, in order:
  *
  * 1. authenticated (an unknown or ended key: 401) and read (malformed: 400, oversized: 413);
- * 2. checked against the attempt's allowed models (403) and against loops of the same request;
+ * 2. checked against the attempt's allowed models (403);
  * 3. admitted by the rate limits per agent and model (429) and the endpoint's circuit (503);
  * 4. bounded: its output cap lowered to the upstream's, and that worst case reserved against the
  *    stage, intent, agent and day budgets before anything leaves (402 when one would pass);
@@ -12,7 +12,8 @@
  *    comes while its usage and text are read and screened (secrets redacted; a CRITICAL cascade
  *    ends the stream);
  * 6. settled at the usage the provider reported (a cut stream: at what was received) and written
- *    to the ledger as one `model_calls` row.
+ *    to the ledger as one `model_calls` row;
+ * 7. judged with the attempt's earlier calls for loops and other patterns (call-patterns.ts).
  *
  * Refusals are in the provider's own error shape. A refusal that cannot fix itself (a budget, a
  * forbidden model, a loop, a CRITICAL verdict) halts the attempt: the lease keeps refusing, and
@@ -35,10 +36,13 @@ import { SharedRateLimiter } from '../ledger/shared-rate-limiter';
 import { circuitOptionsOf, CircuitBreakerRegistry, endpointKey, type CircuitBreakers } from '../safety/circuit-breaker';
 import { inputTokenBound } from '../safety/pricing';
 import { LocalRateLimits, type RateLimits } from '../safety/rate-limits';
+import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';
 import type { Redactor } from '../shared/redact';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
 import type { CircuitStateChange } from '../safety/circuit-state';
+import { DEFAULT_CALL_PATTERN_CONFIG, observeCall, type CallFinding, type CallObservation, type CallPatternConfig } from './call-patterns';
+import { errorShape, requestShape, StreamedAnswerShape, wholeAnswerShape } from './call-shape';
 import { readCapped } from './http-body';
 import { Lease, type LeaseSpec } from './lease';
 import type { CallReport, OpenCall } from './spend-meter';
@@ -63,6 +67,8 @@ import {
 export interface GatewayLimits {
   readonly circuitBreaker: WorkerSafetyConfig['circuitBreaker'];
   readonly rateLimits: Pick<WorkerSafetyConfig['rateLimits'], 'perAgent' | 'perModel'>;
+  /** Thresholds of the per-call pattern rules; each one left out is DEFAULT_CALL_PATTERN_CONFIG's. */
+  readonly callPatterns?: WorkerSafetyConfig['callPatterns'];
 }
 
 export interface GatewayOptions {
@@ -89,8 +95,6 @@ export interface GatewayOptions {
   readonly port?: number;
   /** Largest request body accepted, bytes; default 8 MiB. */
   readonly maxRequestBytes?: number;
-  /** The same request body more often than this in one attempt is a loop; default 3. */
-  readonly maxIdenticalRequests?: number;
   /** Calls after a halt before the agent is stopped at once; default 2. */
   readonly maxCallsAfterHalt?: number;
   /** How long a halted agent may take to stop by itself; default 10 s. */
@@ -128,6 +132,7 @@ export class ModelGateway {
   private readonly tokenDebt = new Map<string, number>();
   private readonly tokenCapacity: number;
   private readonly failuresInRow = new WeakMap<Lease, number>();
+  private readonly patterns: CallPatternConfig;
 
   private constructor(
     private readonly options: GatewayOptions,
@@ -154,6 +159,8 @@ export class ModelGateway {
       : new CircuitBreakerRegistry(circuitOptions);
     this.limiter = shared ? new SharedRateLimiter(shared.store, rateConfig, shared.scope) : new LocalRateLimits(rateConfig);
     this.tokenCapacity = Math.min(perAgent.tokensPerMinute, perModel.tokensPerMinute);
+    const { rapidWindow, ...counts } = options.limits.callPatterns ?? {};
+    this.patterns = { ...DEFAULT_CALL_PATTERN_CONFIG, ...counts, ...(rapidWindow ? { rapidWindowMs: parseDuration(rapidWindow) } : {}) };
   }
 
   /** Starts a gateway on a loopback port and a fresh Unix socket. */
@@ -258,11 +265,16 @@ export class ModelGateway {
       estimated: false,
     };
     let written: Partial<ModelCallInput> = {};
+    // A call that comes after a halt is refused for it, and judged no more.
+    const judged = !lease.halt;
+    let observation: CallObservation = { at: Date.now() };
     try {
       const text = await readBody(req, this.options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES);
       const request = await this.admit(lease, dialect, text);
+      observation = { ...observation, request: requestShape(dialect, request.body) };
       written = { modelId: request.model, streamed: request.stream };
-      const result = await this.forward(lease, dialect, upstreamPath, request, text, req, res);
+      const { seen, ...result } = await this.forward(lease, dialect, upstreamPath, request, text, req, res);
+      observation = { ...observation, ...seen };
       written = { ...written, ...result };
       this.failuresInRow.set(lease, result.outcome === 'answered' ? 0 : (this.failuresInRow.get(lease) ?? 0) + 1);
     } catch (error) {
@@ -274,8 +286,10 @@ export class ModelGateway {
       }
       send(res, family, refusal);
       written = { ...written, status: statusOf(refusal.kind), outcome: 'refused', refusal: `${refusal.kind}: ${refusal.message}` };
+      observation = { ...observation, error: { status: statusOf(refusal.kind), message: refusal.message } };
       this.failuresInRow.set(lease, (this.failuresInRow.get(lease) ?? 0) + 1);
     }
+    if (judged) await this.judge(lease, observation);
     await this.checkErrorLoop(lease);
     const complete: ModelCallInput = {
       ...row,
@@ -314,15 +328,6 @@ export class ModelGateway {
       this.haltLease(lease, 'model', message, FailureType.ModelMismatch);
       throw new Refusal('model', message);
     }
-    const digest = createHash('sha256').update(text).digest('hex');
-    const seen = (lease.seenBodies.get(digest) ?? 0) + 1;
-    lease.seenBodies.set(digest, seen);
-    if (seen > (this.options.maxIdenticalRequests ?? 3)) {
-      const message = `the same request was sent ${seen} times: the agent is in a loop`;
-      await this.event(lease, 'ANOMALY_DETECTED', 'high', `${message} (${spec.stage})`, { key: 'identical-requests', suggestion: 'Look at the agent’s log in the lineage: it repeats a request whose answer it does not act on.', metadata: { identical: seen } });
-      this.haltLease(lease, 'halted', message, FailureType.SafetyHalt);
-      throw new Refusal('halted', message);
-    }
     const debtKey = JSON.stringify([spec.agentId, parsed.model]);
     const owed = Math.min(this.tokenDebt.get(debtKey) ?? 0, this.tokenCapacity);
     // Taken off before the (shared, awaited) take so that two calls at once do not both pay it; given back if not paid.
@@ -357,7 +362,7 @@ export class ModelGateway {
     text: string,
     req: IncomingMessage,
     res: ServerResponse,
-  ): Promise<Pick<ModelCallInput, 'status' | 'outcome' | 'inputTokens' | 'outputTokens' | 'usd' | 'estimated'> & { refusal?: string; modelId?: string }> {
+  ): Promise<Pick<ModelCallInput, 'status' | 'outcome' | 'inputTokens' | 'outputTokens' | 'usd' | 'estimated'> & { refusal?: string; modelId?: string; seen: Pick<CallObservation, 'answer' | 'error'> }> {
     const { spec } = lease;
     const { upstream } = spec;
     const asked = Math.min(request.maxTokens ?? upstream.maxTokens, upstream.maxTokens);
@@ -399,12 +404,13 @@ export class ModelGateway {
       const response = await this.sendUpstream(lease, endpoint, `${upstream.baseUrl}${upstreamPath}`, body, req, signal);
       if (response.status !== 200) {
         const errorText = await readCapped(response, 64 * 1024).catch(() => '');
-        return { ...(await this.passError(res, dialect, response, errorText)), inputTokens: 0, outputTokens: 0, usd: '0', estimated: false };
+        return { ...(await this.passError(res, dialect, response, errorText)), inputTokens: 0, outputTokens: 0, usd: '0', estimated: false, seen: { error: errorShape(response.status, errorText) } };
       }
       const streamed = (response.headers.get('content-type') ?? '').includes('text/event-stream');
       if (streamed) {
         const reader = new SseUsageReader(dialect, usageAsked);
-        const outcome = await this.relayStream(lease, dialect, response, reader, res);
+        const shape = new StreamedAnswerShape(dialect);
+        const outcome = await this.relayStream(lease, dialect, response, reader, shape, res);
         const usage = reader.usage();
         if (reader.finished && usage.input !== undefined && usage.output !== undefined && outcome === 'whole') {
           report = { kind: 'paid', usage: { inputTokens: usage.input, outputTokens: usage.output }, model: reader.model };
@@ -415,7 +421,8 @@ export class ModelGateway {
           report = { kind: 'paid', usage: { inputTokens: usage.input ?? inputBound, outputTokens: Math.min(output, maxTokens) }, model: reader.model };
         }
         const paid = await this.settle(lease, open, report);
-        return { status: 200, outcome: outcome === 'whole' ? 'answered' : outcome === 'screened' ? 'refused' : 'cut', ...(outcome === 'screened' ? { refusal: 'screened: CRITICAL cascade' } : {}), ...paid, estimated };
+        const seen = outcome === 'whole' ? { answer: shape.shape(estimated ? undefined : paid.inputTokens) } : {};
+        return { status: 200, outcome: outcome === 'whole' ? 'answered' : outcome === 'screened' ? 'refused' : 'cut', ...(outcome === 'screened' ? { refusal: 'screened: CRITICAL cascade' } : {}), ...paid, estimated, seen };
       }
       let answerText: string;
       try {
@@ -424,19 +431,19 @@ export class ModelGateway {
         report = { kind: 'paid-unknown', reason: `the answer passed ${upstream.maxResponseBytes} bytes` };
         const paid = await this.settle(lease, open, report);
         send(res, providerOf(dialect), new Refusal('upstream', `the model's answer passed ${upstream.maxResponseBytes} bytes: refused`));
-        return { status: statusOf('upstream'), outcome: 'failed', refusal: 'answer too large', ...paid, estimated: true };
+        return { status: statusOf('upstream'), outcome: 'failed', refusal: 'answer too large', ...paid, estimated: true, seen: {} };
       }
       const answer = readAnswer(dialect, answerText);
       report = answer.usage ? { kind: 'paid', usage: answer.usage, model: answer.model } : { kind: 'paid-unknown', reason: 'the answer reports no usage' };
       const paid = await this.settle(lease, open, report);
       if (await this.screen(lease, answer.text)) {
         send(res, providerOf(dialect), new Refusal('halted', 'the answer was stopped by Warden’s screening (CRITICAL)'));
-        return { status: statusOf('halted'), outcome: 'refused', refusal: 'screened: CRITICAL cascade', ...paid, estimated: !answer.usage };
+        return { status: statusOf('halted'), outcome: 'refused', refusal: 'screened: CRITICAL cascade', ...paid, estimated: !answer.usage, seen: {} };
       }
       const out = this.options.redact ? this.options.redact(answerText) : answerText;
       res.writeHead(200, { 'content-type': response.headers.get('content-type') ?? 'application/json' });
       res.end(out);
-      return { status: 200, outcome: 'answered', ...paid, estimated: !answer.usage };
+      return { status: 200, outcome: 'answered', ...paid, estimated: !answer.usage, seen: { answer: wholeAnswerShape(dialect, answerText, answer.usage?.inputTokens) } };
     } catch (error) {
       // Nothing came back (refused, unreachable, cancelled): the reservation is released; a stream cut
       // mid-way was settled above and does not land here.
@@ -500,7 +507,7 @@ export class ModelGateway {
   }
 
   /** Streams the answer to the agent event by event, reading and screening it on the way. */
-  private async relayStream(lease: Lease, dialect: Dialect, response: Response, reader: SseUsageReader, res: ServerResponse): Promise<'whole' | 'cut' | 'screened'> {
+  private async relayStream(lease: Lease, dialect: Dialect, response: Response, reader: SseUsageReader, shape: StreamedAnswerShape, res: ServerResponse): Promise<'whole' | 'cut' | 'screened'> {
     const splitter = new SseSplitter();
     res.writeHead(200, { 'content-type': response.headers.get('content-type') ?? 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     let screenedAt = 0;
@@ -515,6 +522,7 @@ export class ModelGateway {
         let out = '';
         for (const event of splitter.push(chunk)) {
           const pass = reader.read(event);
+          shape.read(event);
           // Screen at doubling lengths (the whole text each time costs at most twice one full
           // screen), and always the whole text before the event that ends the stream goes out.
           const due = reader.text.length >= nextScreen || (reader.finished && reader.text.length > screenedAt);
@@ -579,6 +587,27 @@ export class ModelGateway {
 
   private haltLease(lease: Lease, kind: RefusalKind, message: string, type: string): void {
     lease.haltWith({ kind, message, failure: ApplicationFailure.create({ type, message: `model gateway: ${message}`, nonRetryable: true }) }, this.graceMs);
+  }
+
+  /**
+   * Step 7: one call judged with the attempt's earlier ones. Each finding is one ANOMALY_DETECTED
+   * event (once per attempt and rule); a loop halts the attempt, an error loop stops it at once.
+   */
+  private async judge(lease: Lease, observation: CallObservation): Promise<void> {
+    const { state, findings } = observeCall(lease.callPatterns, observation, this.patterns);
+    lease.callPatterns = state;
+    for (const finding of findings) await this.report(lease, finding);
+  }
+
+  private async report(lease: Lease, finding: CallFinding): Promise<void> {
+    await this.event(lease, 'ANOMALY_DETECTED', finding.severity, `${finding.reason} (${lease.spec.stage})`, {
+      key: `call-pattern:${finding.rule}`,
+      suggestion: finding.suggestion,
+      metadata: { ...finding.metadata, rule: finding.rule, monitor: 'gateway', pattern: `call-${finding.rule}` },
+    });
+    if (!finding.halts || lease.halt) return;
+    this.haltLease(lease, 'halted', finding.reason, FailureType.SafetyHalt);
+    if (finding.rule === 'error-loop') lease.stopNow();
   }
 
   private async checkErrorLoop(lease: Lease): Promise<void> {

@@ -2,6 +2,7 @@ import type { CascadeContext } from '../safety/cascade-text';
 import { randomBytes } from 'node:crypto';
 import type { ApplicationFailure } from '@temporalio/common';
 import type { RecordEvent } from './attempt-scope';
+import { emptyCallPatterns, type CallPatternState } from './call-patterns';
 import type { SpendMeter } from './spend-meter';
 import type { UpstreamModel } from './upstream';
 import type { RefusalKind } from './wire';
@@ -47,8 +48,8 @@ export class Lease {
   private readonly stopper = new AbortController();
   private readonly ender = new AbortController();
   private readonly inFlight = new Set<Promise<unknown>>();
-  /** How often each request body was seen (by hash): the same request again and again is a loop. */
-  readonly seenBodies = new Map<string, number>();
+  /** What the call-pattern rules keep of this attempt's calls so far (call-patterns.ts). */
+  callPatterns: CallPatternState = emptyCallPatterns();
   /** Requests that came after the lease halted. */
   callsAfterHalt = 0;
 

@@ -343,13 +343,14 @@ describe('the model gateway refuses in the provider’s own words', () => {
     expect(meter.totalUsd()).toBe('0.000000');
   });
 
-  it('halts an agent that sends the same request again and again', async () => {
+  it('halts an agent that sends the same request again and again and gets the same answer', async () => {
     const { lease: l, events } = lease('openai');
-    for (let i = 0; i < 3; i++) expect((await post('/v1/chat/completions', l.key, chat())).status).toBe(200);
-    const fourth = await post('/v1/chat/completions', l.key, chat());
-    expect(fourth.status).toBe(403);
-    expect(events.map((e) => e.type)).toContain('ANOMALY_DETECTED');
+    for (let i = 0; i < 4; i++) expect((await post('/v1/chat/completions', l.key, chat())).status).toBe(200);
+    const fifth = await post('/v1/chat/completions', l.key, chat());
+    expect(fifth.status).toBe(403);
+    expect(events.filter((e) => e.type === 'ANOMALY_DETECTED')).toHaveLength(1);
     expect(l.halt?.failure.type).toBe('SAFETY_HALT');
+    expect(upstream.requests).toHaveLength(4);
   });
 
   it('halts an agent in an error loop', async () => {
