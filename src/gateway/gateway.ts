@@ -596,6 +596,12 @@ export class ModelGateway {
   private async judge(lease: Lease, observation: CallObservation): Promise<void> {
     const { state, findings } = observeCall(lease.callPatterns, observation, this.patterns);
     lease.callPatterns = state;
+    // Halted before the first await: the agent's next call, already on its way, is refused.
+    const halting = findings.find((f) => f.halts);
+    if (halting && !lease.halt) {
+      this.haltLease(lease, 'halted', halting.reason, FailureType.SafetyHalt);
+      if (halting.rule === 'error-loop') lease.stopNow();
+    }
     for (const finding of findings) await this.report(lease, finding);
   }
 
@@ -605,9 +611,6 @@ export class ModelGateway {
       suggestion: finding.suggestion,
       metadata: { ...finding.metadata, rule: finding.rule, monitor: 'gateway', pattern: `call-${finding.rule}` },
     });
-    if (!finding.halts || lease.halt) return;
-    this.haltLease(lease, 'halted', finding.reason, FailureType.SafetyHalt);
-    if (finding.rule === 'error-loop') lease.stopNow();
   }
 
   private async checkErrorLoop(lease: Lease): Promise<void> {

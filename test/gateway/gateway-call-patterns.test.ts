@@ -35,7 +35,7 @@ async function startGateway(extra: Partial<GatewayLimits> = {}): Promise<void> {
   gateway = await ModelGateway.start({ limits: { ...limits, ...extra }, logger: pino({ level: 'silent' }), env: { OPENAI_API_KEY: UPSTREAM_KEY, ANTHROPIC_API_KEY: UPSTREAM_KEY }, haltGraceMs: 100 });
 }
 
-function lease(kind: 'openai' | 'anthropic') {
+function lease(kind: 'openai' | 'anthropic', eventDelayMs = 0) {
   const events: Recorded[] = [];
   const issued = gateway.issue({
     intentId: 'intent-patterns',
@@ -53,6 +53,7 @@ function lease(kind: 'openai' | 'anthropic') {
     },
     meter: new SpendMeter({ pricing, declaredCapUsd: '1', book }),
     event: async (type, severity, reason, details) => {
+      if (eventDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, eventDelayMs));
       events.push({ type, severity, reason, key: details?.key });
       return 'event-id';
     },
@@ -120,6 +121,15 @@ describe('the gateway judges each call of an attempt', () => {
     expect(anomalies()).toHaveLength(1);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(l.stopSignal.aborted).toBe(true);
+  });
+
+  it('refuses the next call at once, even while the loop’s event is still being written', async () => {
+    const { lease: l, anomalies } = lease('openai', 500);
+    for (let i = 0; i < 4; i++) expect((await call(l, 'chat', body('chat', false))).status).toBe(200);
+    expect((await call(l, 'chat', body('chat', false))).status).toBe(403);
+    expect(upstream.requests).toHaveLength(4);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(anomalies().map((e) => e.key)).toEqual(['call-pattern:identical-loop']);
   });
 
   it.each(cases)('lets a %s client (streamed: %s) poll with the same call while the answer changes', async (api, stream) => {
