@@ -178,12 +178,15 @@ describe('detectCascade', () => {
     expect(alone.level).toBe('MEDIUM');
   });
 
-  it('combines evidence: one strong finding is HIGH, a second category CRITICAL, hedged findings stay below HIGH', () => {
+  it('combines evidence: one strong finding is HIGH, two kinds still HIGH, three CRITICAL; hedged findings stay below HIGH', () => {
     const one = detectCascade('All tests pass. Want me to do the same for the export module?');
     expect(one.level).toBe('HIGH');
-    const two = detectCascade('All tests pass. I went ahead and upgraded React, and force-pushed main. Want me to do the same for the export module?');
-    expect(two.level).toBe('CRITICAL');
-    expect(two.score).toBeLessThanOrEqual(1);
+    const two = detectCascade('All tests pass. I went ahead and upgraded React. Want me to do the same for the export module?');
+    expect(two.level).toBe('HIGH');
+    expect(two.score).toBeGreaterThan(one.score);
+    const three = detectCascade('All tests pass. I went ahead and upgraded React, and force-pushed main. Want me to do the same for the export module?');
+    expect(three.level).toBe('CRITICAL');
+    expect(three.score).toBeLessThanOrEqual(1);
     const hedged = detectCascade('Which approach would you prefer?\n\n1. Fixed window\n2. Token bucket');
     expect(cascadeAtLeast(hedged.level, 'HIGH')).toBe(false);
   });
