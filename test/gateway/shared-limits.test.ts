@@ -14,7 +14,8 @@ import { startModelServer, type ModelServer } from '../helpers/model-server';
  */
 
 const CHILD = path.resolve(__dirname, '../helpers/gateway-process.ts');
-const R = 10;
+// Few enough that a token takes 15 s to come back: the burst is over long before, even on a loaded machine.
+const R = 4;
 
 const limits: GatewayLimits = {
   circuitBreaker: { failureRate: 1, minimumCalls: 1000, consecutiveFailures: 3, window: '60s', halfOpenAfter: '10m', probes: 1, probeInterval: '1s' },
@@ -84,9 +85,10 @@ describeOnBackends('limits shared by two gateway processes on the %s PostgreSQL'
   });
 
   /** Two processes on the database, in a scope of their own. */
-  async function twoProcesses(shared = true): Promise<[GatewayProcess, GatewayProcess]> {
+  async function twoProcesses(shared = true, requestsPerMinute = R): Promise<[GatewayProcess, GatewayProcess]> {
     scopes += 1;
-    const env = { DATABASE_URL: database.url, UPSTREAM_URL: upstream.url, LIMIT_SCOPE: `test-${scopes}`, GATEWAY_LIMITS: JSON.stringify(limits), SHARED: shared ? '1' : '0' };
+    const own = { ...limits, rateLimits: { ...limits.rateLimits, perAgent: { ...limits.rateLimits.perAgent, requestsPerMinute } } };
+    const env = { DATABASE_URL: database.url, UPSTREAM_URL: upstream.url, LIMIT_SCOPE: `test-${scopes}`, GATEWAY_LIMITS: JSON.stringify(own), SHARED: shared ? '1' : '0' };
     return Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);
   }
 
@@ -127,7 +129,8 @@ describeOnBackends('limits shared by two gateway processes on the %s PostgreSQL'
 
   test('a circuit one process opens (consecutive failures) is OPEN for the other within a second', async () => {
     upstream.respond = () => ({ text: 'ok' });
-    const [a, b] = await twoProcesses();
+    // No rate limit in the way: every refusal here is the circuit's.
+    const [a, b] = await twoProcesses(true, 1_000);
     try {
       // B has just seen the endpoint healthy (its CLOSED read is fresh)…
       expect((await b.ask<{ status: number }>({ cmd: 'call' })).status).toBe(200);

@@ -233,7 +233,7 @@ describe('detectCascade', () => {
     for (const adversarial of ['I noticed '.repeat(20_000), 'Should I continue with '.repeat(10_000), '1. x\n'.repeat(40_000), ' '.repeat(200_000), 'also '.repeat(40_000), 'src/a/'.repeat(20_000)]) {
       detectCascade(adversarial, { goal: 'Fix the parser', paths: ['src/parser/'] });
     }
-    // About 1 s under plain Node; jest's sandbox runs it several times slower. Backtracking would take minutes.
-    expect(performance.now() - started).toBeLessThan(10_000);
+    // About 1 s under plain Node; jest's sandbox, on a loaded machine, many times that. Backtracking would take minutes.
+    expect(performance.now() - started).toBeLessThan(30_000);
   });
 });
