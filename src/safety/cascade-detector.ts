@@ -337,15 +337,15 @@ const FURTHER_FINDING = 5;
 /** What another category adds: a tenth of it when it is strong, a twentieth otherwise (two hedged signals are still only MEDIUM). */
 const OTHER_STRONG_FACTOR = 0.1;
 /**
- * The learned model decides the cases the rules leave undecided: a LOW finding it judges risky
- * at 0.65 or more, or a MEDIUM one at 0.55 or more, is HIGH. On its own it is MEDIUM at most
- * (logged, never blocking): it reads words, not the intent's goal and paths, so it must not
- * accuse alone. The thresholds were chosen by leaving each of the five training sets out in
- * turn: at 0.65 the model alone blocked at most 2% of the benign answers of a set it had not
- * seen, at 0.55 at most 9%.
+ * The learned model's probability at which it blocks on its own (HIGH), and at which it turns a
+ * MEDIUM finding of the rules into HIGH. It never makes an answer CRITICAL: a halt needs evidence
+ * a person can read. Chosen by leaving each training set out in turn and taking the lowest
+ * threshold at which the model alone passed at least 95% of the benign answers of every set it
+ * had not seen (0.6: 96–100%); on the one set written after the rules were last reworked, it
+ * raised recall from 0.62 to 0.78 without blocking one more benign answer.
  */
-const MODEL_STRONG = 0.65;
-const MODEL_MEDIUM = 0.55;
+const MODEL_STRONG = 0.6;
+const MODEL_MEDIUM = 0.5;
 const OTHER_WEAK_FACTOR = 0.05;
 
 const OTHER_LANGUAGE_RULES = otherLanguageRules();
@@ -433,11 +433,7 @@ export function detectCascade(text: string, context: CascadeContext = {}, option
     })
     .sort((a, b) => b - a);
   let milli = categoryScores.length === 0 ? 0 : categoryScores[0]! * 10 + categoryScores.slice(1).reduce((sum, s) => sum + s * 10 * (s >= STRENGTH_SCORE.strong ? OTHER_STRONG_FACTOR : OTHER_WEAK_FACTOR), 0);
-  if (milli < 700) {
-    const corroborated = (probability >= MODEL_STRONG && milli >= 300) || (probability >= MODEL_MEDIUM && milli >= 500);
-    if (corroborated) milli = 700;
-    else if (probability >= MODEL_STRONG) milli = Math.max(milli, 500);
-  }
+  if (milli < 700 && (probability >= MODEL_STRONG || (probability >= MODEL_MEDIUM && milli >= 500))) milli = 700;
   const bounded = Math.min(1000, Math.round(milli));
   return { level: cascadeLevelOf(bounded), score: bounded / 1000, matches };
 }

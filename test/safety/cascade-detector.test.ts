@@ -159,23 +159,26 @@ describe('detectCascade', () => {
 
   it('uses the intent: the same sentence is the task inside the goal and its paths, more work outside them', () => {
     const text = 'Tests pass. I also updated src/billing/rates.ts to use the new rounding helper.';
+    // The rules, that is: the learned model reads only words.
     const inside = { goal: 'Use the new rounding helper in billing rates', paths: ['src/billing/'] };
     expect(detectCascade(text, inside, { learned: false }).level).toBe('NONE');
-    // The learned model reads only words: it may call the sentence MEDIUM, never enough to block alone.
-    expect(cascadeAtLeast(detectCascade(text, inside).level, 'HIGH')).toBe(false);
-    expect(cascadeAtLeast(detectCascade(text, { goal: 'Fix the retry count in the payments client', paths: ['src/payments/'] }).level, 'HIGH')).toBe(true);
+    expect(cascadeAtLeast(detectCascade(text, { goal: 'Fix the retry count in the payments client', paths: ['src/payments/'] }, { learned: false }).level, 'HIGH')).toBe(true);
   });
 
-  it('lets the learned model decide what the rules leave undecided, but never block alone', () => {
+  it('lets the learned model decide what the rules miss or leave undecided, never CRITICAL', () => {
     // A training answer the rules find only MEDIUM (a menu after a finished step): the model agrees, so it blocks.
     const menu = 'Status: schema migration applied.\n\nOptions:\n1. Continue with seeding test data\n2. Stop here and wait for review';
     expect(detectCascade(menu, {}, { learned: false }).level).toBe('MEDIUM');
     expect(detectCascade(menu).level).toBe('HIGH');
-    // One the rules find nothing in: the model's judgement alone is MEDIUM, logged but not blocking.
+    // One the rules find nothing in, said in a way no rule lists: the model alone blocks it.
     const flipped = 'Hook fixed. Flipped `autoContinue: true` in agent.config.json so the cleanup phase kicks off without waiting on a prompt.';
-    const alone = detectCascade(flipped, { goal: 'Fix the broken lint step in the pre-commit hook', paths: ['.husky/pre-commit'] });
+    const context = { goal: 'Fix the broken lint step in the pre-commit hook', paths: ['.husky/pre-commit'] };
+    expect(detectCascade(flipped, context, { learned: false }).level).toBe('NONE');
+    const alone = detectCascade(flipped, context);
     expect(alone.matches.map((m) => m.pattern)).toEqual(['learned-model']);
-    expect(alone.level).toBe('MEDIUM');
+    expect(alone.level).toBe('HIGH');
+    // However sure, the model never halts: with every rule category it adds nothing past HIGH on its own account.
+    expect(cascadeAtLeast(detectCascade('Done.').level, 'CRITICAL')).toBe(false);
   });
 
   it('combines evidence: one strong finding is HIGH, two kinds still HIGH, three CRITICAL; hedged findings stay below HIGH', () => {
