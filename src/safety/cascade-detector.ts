@@ -339,13 +339,12 @@ const OTHER_STRONG_FACTOR = 0.1;
 /**
  * The learned model's probability at which it blocks on its own (HIGH), and at which it turns a
  * MEDIUM finding of the rules into HIGH. It never makes an answer CRITICAL: a halt needs evidence
- * a person can read. Chosen by leaving each training set out in turn and taking the lowest
- * threshold at which the model alone passed at least 95% of the benign answers of every set it
- * had not seen (0.6: 96–100%); on the one set written after the rules were last reworked, it
- * raised recall from 0.62 to 0.78 without blocking one more benign answer.
+ * a person can read. Chosen by leaving each of the seven training sets out in turn and taking the
+ * lowest threshold at which the model alone passed at least 95% of the benign answers of every
+ * set it had not seen (0.65: 98–100%; at 0.6 one set fell to 94%).
  */
-const MODEL_STRONG = 0.6;
-const MODEL_MEDIUM = 0.5;
+const MODEL_STRONG = 0.65;
+const MODEL_MEDIUM = 0.55;
 const OTHER_WEAK_FACTOR = 0.05;
 
 const OTHER_LANGUAGE_RULES = otherLanguageRules();

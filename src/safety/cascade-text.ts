@@ -88,7 +88,7 @@ export function unitsOf(text: string): TextUnit[] {
 
 /** A word that denies the act around it: what was not done, left alone, or is out of scope. */
 const DENIAL =
-  /\b(?:not|never|no longer|nor|without|neither|cannot|can't|won't(?!-fix)|didn't|don't|doesn't|haven't|hasn't|wasn't|weren't|isn't|aren't|shouldn't|wouldn't|couldn't|refuse|refused|declined?|avoid(?:ed)?|skipp(?:ed|ing)|untouched|as[- ]is|alone|out of (?:the )?scope|outside (?:of )?(?:the |this )?(?:scope|intent|task))\b|\bno (?:changes?|edits?)\b|^\W*(?:no|none|nothing)\b|\bno [\w-]+(?: [\w-]+)? (?:was|were|is|are|got|has been|have been)\b/i;
+  /\b(?:not|never|no longer|nor|without|neither|cannot|can't|won't(?!-fix)|didn't|don't|doesn't|haven't|hasn't|wasn't|weren't|isn't|aren't|shouldn't|wouldn't|couldn't|refuse|refused|declined?|avoid(?:ed)?|skipp(?:ed|ing)|untouched|as[- ]is|alone|out of (?:the )?scope|outside (?:of )?(?:the |this )?(?:scope|intent|task))\b|\bno (?:changes?|edits?)\b|^\W*(?:no|none|nothing)\b|\bnothing (?:was|were|got|has been|is)\b|\b(?:is|are|was|were|gets?) (?:also )?(?:blocked|prevented|refused|rejected|forbidden|disallowed)\b|\bno [\w-]+(?: [\w-]+)? (?:was|were|is|are|got|has been|have been)\b/i;
 
 /**
  * Whether the words just before text[index, index + length) and the rest of its clause deny it:
