@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inTransaction } from './transaction';
 
 /**
  * The state of limits that every worker shares (rate buckets, circuits, error windows): one
@@ -57,41 +58,33 @@ export class SharedLimitStore {
   async update<R>(keys: readonly string[], apply: (states: ReadonlyMap<string, unknown>, now: number) => SharedStep<R>): Promise<R> {
     const sorted = [...new Set(keys)].sort();
     if (sorted.length === 0) throw new RangeError('a shared step needs at least one key');
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      // A limit's state is not a ledger record: losing its last instants to a database crash lets
-      // a few calls too many through once, while waiting for the WAL flush at every step would
-      // double what a call pays. Both statements in one round trip.
-      await client.query('BEGIN; SET LOCAL synchronous_commit TO off');
-      // The no-op DO UPDATE is what locks an existing row; the time is read once every lock is held.
-      const { rows } = await client.query<{ key: string; state: unknown; now: number }>(
-        `INSERT INTO shared_limits (key)
-           SELECT key FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) ORDER BY n
-         ON CONFLICT (key) DO UPDATE SET state = shared_limits.state
-         RETURNING key, state, ${NOW_MS} AS now`,
-        [sorted],
-      );
-      const now = Math.max(...rows.map((r) => r.now));
-      const states = new Map(rows.filter((r) => r.state !== null).map((r) => [r.key, r.state]));
-      const step = apply(states, now);
-      if (step.write && step.write.size > 0) {
-        await client.query(
-          `UPDATE shared_limits AS s SET state = v.state, updated_at = clock_timestamp()
-             FROM jsonb_each($1::jsonb) AS v(key, state) WHERE s.key = v.key`,
-          [JSON.stringify(Object.fromEntries(step.write))],
+    // A limit's state is not a ledger record: losing its last instants to a database crash lets
+    // a few calls too many through once, while waiting for the WAL flush at every step would
+    // double what a call pays.
+    return inTransaction(
+      this.pool,
+      async (client) => {
+        // The no-op DO UPDATE is what locks an existing row; the time is read once every lock is held.
+        const { rows } = await client.query<{ key: string; state: unknown; now: number }>(
+          `INSERT INTO shared_limits (key)
+             SELECT key FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) ORDER BY n
+           ON CONFLICT (key) DO UPDATE SET state = shared_limits.state
+           RETURNING key, state, ${NOW_MS} AS now`,
+          [sorted],
         );
-      }
-      await client.query('COMMIT');
-      return step.result;
-    } catch (error) {
-      // A client that cannot even roll back is dropped from the pool, not reused.
-      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-      });
-      throw error;
-    } finally {
-      client.release(broken);
-    }
+        const now = Math.max(...rows.map((r) => r.now));
+        const states = new Map(rows.filter((r) => r.state !== null).map((r) => [r.key, r.state]));
+        const step = apply(states, now);
+        if (step.write && step.write.size > 0) {
+          await client.query(
+            `UPDATE shared_limits AS s SET state = v.state, updated_at = clock_timestamp()
+               FROM jsonb_each($1::jsonb) AS v(key, state) WHERE s.key = v.key`,
+            [JSON.stringify(Object.fromEntries(step.write))],
+          );
+        }
+        return step.result;
+      },
+      { synchronousCommit: false },
+    );
   }
 }
