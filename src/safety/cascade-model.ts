@@ -3,7 +3,7 @@
  * n-grams, trained from the labelled answers shipped beside it (`cascade-training.json`). The act
  * rules name what they see; this model catches the same intent said in words no rule lists
  * ("the surplus was invested in…", "a thumbs-up is all it takes…"). It is trained in-process on
- * first use — about two seconds, deterministic: fixed features, fixed order, fixed number of
+ * first use — two to four seconds, deterministic: fixed features, fixed order, fixed number of
  * full-batch steps, no randomness — so the same corpus always gives the same weights, and
  * nothing is downloaded or generated into the tree.
  *
