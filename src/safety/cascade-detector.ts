@@ -1,4 +1,6 @@
 /**
+ * Workflow-safe: pure, no Node built-ins, no I/O; regexes are stateless (no `g` flag).
+ *
  * Cascade detector: finds agent output that tries to turn one finished intent into the next
  * unasked one — offers to continue, menus of next steps, work started or announced on its own,
  * queued work picked up, changes nobody asked for (outside the declared paths, or because budget
@@ -17,8 +19,6 @@
  * done is strong. Text inside code (fenced blocks, inline code, diff hunks) and quoted lines
  * (`>`) is ignored: a UI string "Would you like to continue?" in generated code is not the agent
  * talking.
- *
- * Workflow-safe: pure, no Node built-ins, no I/O; regexes are stateless (no `g` flag).
  */
 import { ACT_RULES, CHANGE_TABLE_HEADER, OUT_OF_PATHS_RULE, type ActRule, type CascadeCategory, type Strength } from './cascade-acts';
 import { cascadeModel } from './cascade-model';

@@ -21,6 +21,18 @@ export interface TrainingSample {
 /** A trained model: `probability(text)` is the estimated chance that the answer (its own words, see `ownVoice`) widens its task. */
 export interface CascadeModel {
   probability(text: string): number;
+  /** What it learned, to be kept and loaded again instead of trained (see `cascadeModelFrom`). */
+  weights(): CascadeModelWeights;
+}
+
+/** A trained model's parameters: the features any training answer had, with their weight and idf. */
+export interface CascadeModelWeights {
+  readonly bias: number;
+  readonly indices: readonly number[];
+  readonly weights: readonly number[];
+  readonly idf: readonly number[];
+  /** The idf of a feature no training answer had. */
+  readonly unseenIdf: number;
 }
 
 /** 2^18 hashed features: collisions are rare at this corpus size, and the weights stay a 1 MB array. */
@@ -121,19 +133,55 @@ export function trainCascadeModel(samples: readonly TrainingSample[]): CascadeMo
     bias += biasVelocity;
   }
 
+  // The idf of a feature in no document, as the formula above gives it.
+  return modelOf(bias, weights, idf, active, Math.log(1 + samples.length) + 1);
+}
+
+function modelOf(bias: number, weights: Float64Array, idf: Float64Array, active: readonly number[], unseenIdf: number): CascadeModel {
   return {
     probability(text: string): number {
       let z = bias;
       for (const [index, value] of vectorOf(countsOf(text), idf)) z += weights[index]! * value;
       return sigmoid(z);
     },
+    weights: () => ({
+      bias,
+      indices: [...active],
+      weights: active.map((i) => weights[i]!),
+      idf: active.map((i) => idf[i]!),
+      unseenIdf,
+    }),
   };
+}
+
+/** A model from weights a trained one gave (`model.weights()`). */
+export function cascadeModelFrom(saved: CascadeModelWeights): CascadeModel {
+  const weights = new Float64Array(DIMENSIONS);
+  const idf = new Float64Array(DIMENSIONS).fill(saved.unseenIdf);
+  saved.indices.forEach((index, i) => {
+    weights[index] = saved.weights[i]!;
+    idf[index] = saved.idf[i]!;
+  });
+  return modelOf(saved.bias, weights, idf, saved.indices, saved.unseenIdf);
+}
+
+/**
+ * What the shipped model is made of — the training answers and every setting of its training —
+ * as a short hash: kept weights with another fingerprint are not this model's.
+ */
+export function cascadeModelFingerprint(): string {
+  return hash(JSON.stringify({ training, DIMENSIONS, STEPS, LEARNING_RATE, MOMENTUM, L2, version: 1 })).toString(16);
 }
 
 let shipped: CascadeModel | undefined;
 
-/** The model trained on the shipped corpus, trained once per process on first use. */
+/** The model trained on the shipped corpus: trained once per process on first use, unless one was installed. */
 export function cascadeModel(): CascadeModel {
   shipped ??= trainCascadeModel(training as readonly TrainingSample[]);
   return shipped;
+}
+
+/** Makes `model` (loaded from kept weights of the same fingerprint) the one `cascadeModel()` returns. */
+export function installCascadeModel(model: CascadeModel): void {
+  shipped = model;
 }

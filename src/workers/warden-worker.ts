@@ -22,7 +22,7 @@ import { stageKillSwitchInterceptor } from './interceptors/stage-kill-switch';
 import { attemptStillRunsOn, RECONCILE_EVERY_MS, reconcileReservations } from './stale-reservations';
 import { killStrays, recordProcessesIn } from '../activities/process-registry';
 import { bundleWorkflowsApart } from './workflow-bundle';
-import { cascadeModel } from '../safety/cascade-model';
+import { readyCascadeModel } from './cascade-model-cache';
 
 /** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
 export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../workflows/interceptors')];
@@ -71,9 +71,9 @@ export interface WardenWorkerOptions {
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
 export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
-  // The cascade model trains on first use, for a second or two of CPU: here, before the worker
-  // polls, not inside the first stage's answer, where it would hold up heartbeats.
-  cascadeModel();
+  // The cascade model is needed by the first answer: ready before the worker polls, not trained
+  // inside that answer, where seconds of CPU would hold up heartbeats.
+  await readyCascadeModel(options.logger);
   const gateway = options.gateway ?? (await startWorkerGateway(options, { detached: true }));
   const sharedLimits = sharedLimitsOf(options);
   const client = new Client({ connection: options.connection, namespace: options.namespace });

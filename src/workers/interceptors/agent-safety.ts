@@ -110,6 +110,9 @@ class AgentSafety {
     const facts: RunFacts = {};
     let outcome: ActivityOutcome = 'completed';
     let failureType: string | undefined;
+    // The layers around the call read and write the ledger (budgets, shared limits): a ledger
+    // that answers slowly or not at all must not cost the attempt its heartbeat.
+    const beat = ref.activityType === AGENT_ACTIVITY ? setInterval(() => ctx.heartbeat(), 1_000) : undefined;
     try {
       if (ref.activityType !== AGENT_ACTIVITY) return await next(input);
       return await this.guardAgentCall(ctx, ref, input, next, facts);
@@ -118,7 +121,11 @@ class AgentSafety {
       failureType = failureTypeOf(error);
       throw error;
     } finally {
-      await this.audit.record(ctx, ref, { outcome, failureType }, facts);
+      try {
+        await this.audit.record(ctx, ref, { outcome, failureType }, facts);
+      } finally {
+        clearInterval(beat);
+      }
     }
   }
 
