@@ -562,20 +562,44 @@ test('warden check cascade scores stdin; warden config check names every bad fie
   const offer = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--json'], {
     env,
     encoding: 'utf8',
-    input: "Tests pass. Should I continue with the auth module next? While I'm at it, I'll also bump every dependency.",
+    input: 'Tests pass. Should I continue with the auth module next?',
   });
   // Seed 002's hook contract: 2 blocks (HIGH, CRITICAL), 0 allows.
   expect(offer.status).toBe(2);
   expect(JSON.parse(offer.stdout)).toMatchObject({ level: 'HIGH' });
+  const three = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--json'], {
+    env,
+    encoding: 'utf8',
+    input: "Tests pass. Should I continue with the auth module next? While I'm at it, I'll also bump every dependency.",
+  });
+  expect(three.status).toBe(2);
+  expect(JSON.parse(three.stdout)).toMatchObject({ level: 'CRITICAL' });
   const plain = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Added slugify() and its test; all tests pass.' });
   expect(plain.stdout).toMatch(/^NONE/);
   expect(plain.status).toBe(0);
-  const medium = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Done. Would you like me to add tests for that?' });
+  const medium = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Which approach would you prefer?\n\n1. Fixed window\n2. Token bucket\n' });
   expect(medium.status).toBe(0);
-  expect(medium.stdout).toMatch(/continuation-offer\/would-you-like-me-to: /);
+  expect(medium.stdout).toMatch(/^MEDIUM .*\n {2}numbered-choice\/numbered-menu \(medium\): /);
   const confession = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'I also rewrote auth, upgraded every dependency and deleted the billing module.' });
-  expect(confession.stdout).toMatch(/^HIGH \(score 0\.70\): blocks/);
+  expect(confession.stdout).toMatch(/^HIGH \(score 0\.\d+\): blocks/);
   expect(confession.status).toBe(2);
+  // With the intent's goal and paths: a change inside them is the task, one outside them is not.
+  const inside = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--goal', 'Use the new rounding helper in billing rates', '--paths', 'src/billing/'], {
+    env,
+    encoding: 'utf8',
+    input: 'Tests pass. Updated src/billing/rates.ts to use the new rounding helper.',
+  });
+  expect(inside.status).toBe(0);
+  const outside = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--goal', 'Use the new rounding helper in billing rates', '--paths', 'src/billing/'], {
+    env,
+    encoding: 'utf8',
+    input: 'Tests pass. Updated src/billing/rates.ts to use the new rounding helper. I also rewrote infra/terraform/iam.tf to widen the deploy role.',
+  });
+  expect(outside.status).toBe(2);
+  expect(outside.stdout).toMatch(/scope-expansion\/changes-outside-paths \(strong\)/);
+  const empty = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--goal', ' '], { env, encoding: 'utf8', input: 'x' });
+  expect(empty.stderr).toMatch(/--goal is empty/);
+  expect(empty.status).not.toBe(0); // a hook that cannot judge does not allow
 
   const good = path.join(home, 'good.json');
   writeFileSync(good, JSON.stringify({ profile: 'conservative', limits: { attempts: { impl: 4 } } }));
