@@ -63,7 +63,7 @@ export class CircuitLayer implements SafetyLayer {
     const { endpoint } = call.agent;
     let logged = false;
     for (;;) {
-      const { state, retryAfterMs: waitMs } = await this.breakers.status(endpoint);
+      const { state, retryAfterMs: waitMs } = await call.patiently("read the endpoint's circuit", () => this.breakers.status(endpoint));
       if (state === 'CLOSED' || waitMs <= 0) return;
       if (waitMs > MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS || Date.now() + waitMs > call.ref.deadlineMs || call.ctx.cancellationSignal.aborted) {
         throw circuitOpenFailure(new CircuitOpenError(endpoint, waitMs, state));

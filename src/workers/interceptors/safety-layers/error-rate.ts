@@ -32,7 +32,7 @@ export class ErrorRateLayer implements SafetyLayer {
   }
 
   async admit(call: AgentCall): Promise<void> {
-    const judged = await this.window.judge();
+    const judged = await call.patiently('read the error-rate window', () => this.window.judge());
     await this.announce(call, judged);
     if (judged.to !== 'trip') return;
     throw ApplicationFailure.create({
@@ -44,11 +44,11 @@ export class ErrorRateLayer implements SafetyLayer {
 
   async failed(call: AgentCall, error: unknown): Promise<void> {
     if (!countsAgainstEndpoint(error, call.ctx)) return;
-    await this.announce(call, await this.window.judge({ ok: false }));
+    await this.announce(call, await call.patiently('count a failed call', () => this.window.judge({ ok: false })));
   }
 
   async answered(call: AgentCall, _result: StageResult): Promise<void> {
-    await this.announce(call, await this.window.judge({ ok: true }));
+    await this.announce(call, await call.patiently('count an answered call', () => this.window.judge({ ok: true })));
   }
 
   /** Records a change of level this judgement made: warning and critical once each time they are entered. */

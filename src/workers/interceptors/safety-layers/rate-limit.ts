@@ -36,7 +36,8 @@ export class RateLimitLayer implements SafetyLayer {
     // Taken off before the (shared, awaited) take so that two calls at once do not both pay it; given back if not paid.
     this.tokenDebt.set(key, (this.tokenDebt.get(key) ?? 0) - owed);
     const repay = (): void => void this.tokenDebt.set(key, (this.tokenDebt.get(key) ?? 0) + owed);
-    const admitted = await this.limiter.take({ agent: agentId, model: modelId, tokens: owed }).catch((error: unknown) => {
+    // The buckets may be the ledger's (shared by every worker): an unreachable ledger is waited out, heartbeating.
+    const admitted = await call.patiently('take from the rate buckets', () => this.limiter.take({ agent: agentId, model: modelId, tokens: owed })).catch((error: unknown) => {
       repay();
       throw error;
     });
