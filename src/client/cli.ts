@@ -6,6 +6,7 @@ import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
+import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { AGENT_SESSION_VARIABLE, parseDecision } from '../shared/decisions';
 import { GATE_KINDS, isGateKind } from '../shared/gates';
 import { UserError } from '../shared/errors';
@@ -280,7 +281,10 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (flags: { json?: boolean; goal?: string; paths?: string[] }) => {
       const paths = (flags.paths ?? []).flatMap((p) => p.split(',')).map((p) => p.trim()).filter(Boolean);
       if (flags.goal !== undefined && !flags.goal.trim()) throw new UserError('--goal is empty: give the intent\'s goal, or leave the option out');
-      const verdict = detectCascade(await readStdin(), { ...(flags.goal ? { goal: flags.goal } : {}), ...(paths.length > 0 ? { paths } : {}) });
+      const text = await readStdin();
+      // The model a worker kept, if there is one: training it again would cost seconds per check.
+      await readyCascadeModel(logger);
+      const verdict = detectCascade(text, { ...(flags.goal ? { goal: flags.goal } : {}), ...(paths.length > 0 ? { paths } : {}) });
       // As a hook: 0 allows, 2 blocks. HIGH and CRITICAL are the levels that stop an intent.
       process.exitCode = cascadeAtLeast(verdict.level, 'HIGH') ? CASCADE_BLOCK_EXIT : 0;
       if (flags.json) return printJson(verdict);
