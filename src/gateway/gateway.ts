@@ -35,7 +35,7 @@ import type { SharedLimits } from '../ledger/shared-limits';
 import { SharedRateLimiter } from '../ledger/shared-rate-limiter';
 import { circuitOptionsOf, CircuitBreakerRegistry, endpointKey, type CircuitBreakers } from '../safety/circuit-breaker';
 import { inputTokenBound } from '../safety/pricing';
-import { LocalRateLimits, type RateLimits } from '../safety/rate-limits';
+import { agentModelConfig, LocalRateLimits, OwedTokenLimits } from '../safety/rate-limits';
 import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';
 import type { Redactor } from '../shared/redact';
@@ -128,9 +128,7 @@ class Refusal extends Error {
 export class ModelGateway {
   private readonly leases = new Map<string, Lease>();
   private readonly breakers: CircuitBreakers;
-  private readonly limiter: RateLimits;
-  private readonly tokenDebt = new Map<string, number>();
-  private readonly tokenCapacity: number;
+  private readonly limiter: OwedTokenLimits;
   private readonly failuresInRow = new WeakMap<Lease, number>();
   private readonly patterns: CallPatternConfig;
 
@@ -147,8 +145,7 @@ export class ModelGateway {
       ...circuitOptionsOf(options.limits.circuitBreaker),
       onStateChange: (change: CircuitStateChange) => options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`),
     };
-    const { perAgent, perModel } = options.limits.rateLimits;
-    const rateConfig = { agents: { '*': perAgent }, models: { '*': perModel } };
+    const rateConfig = agentModelConfig(options.limits.rateLimits);
     const { shared } = options;
     this.breakers = shared
       ? new SharedCircuitBreakers(shared.store, {
@@ -157,8 +154,7 @@ export class ModelGateway {
           onRecordError: (error, endpoint) => options.logger.error({ err: error, endpoint }, 'gateway: could not record a call in its shared circuit'),
         })
       : new CircuitBreakerRegistry(circuitOptions);
-    this.limiter = shared ? new SharedRateLimiter(shared.store, rateConfig, shared.scope) : new LocalRateLimits(rateConfig);
-    this.tokenCapacity = Math.min(perAgent.tokensPerMinute, perModel.tokensPerMinute);
+    this.limiter = new OwedTokenLimits(shared ? new SharedRateLimiter(shared.store, rateConfig, shared.scope) : new LocalRateLimits(rateConfig), options.limits.rateLimits);
     const { rapidWindow, ...counts } = options.limits.callPatterns ?? {};
     this.patterns = { ...DEFAULT_CALL_PATTERN_CONFIG, ...counts, ...(rapidWindow ? { rapidWindowMs: parseDuration(rapidWindow) } : {}) };
   }
@@ -328,17 +324,8 @@ export class ModelGateway {
       this.haltLease(lease, 'model', message, FailureType.ModelMismatch);
       throw new Refusal('model', message);
     }
-    const debtKey = JSON.stringify([spec.agentId, parsed.model]);
-    const owed = Math.min(this.tokenDebt.get(debtKey) ?? 0, this.tokenCapacity);
-    // Taken off before the (shared, awaited) take so that two calls at once do not both pay it; given back if not paid.
-    this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) - owed);
-    const repay = (): void => void this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) + owed);
-    const admitted = await this.limiter.take({ agent: spec.agentId, model: parsed.model, tokens: owed }).catch((error: unknown) => {
-      repay();
-      throw error;
-    });
+    const admitted = await this.limiter.take(spec.agentId, parsed.model);
     if (!admitted.ok) {
-      repay();
       const which = admitted.refusals.map((r) => `${r.scope} ${r.key} ${r.limit}/min`).join(', ');
       await this.event(lease, 'RATE_LIMIT_BLOCK', 'low', `rate limit at the gateway: ${which}; the call may be retried in ${admitted.retryAfterMs} ms`, { key: `rate:${Date.now()}`, metadata: { retryAfterMs: admitted.retryAfterMs } });
       throw new Refusal('rate', `rate limit reached (${which}); retry in ${Math.ceil(admitted.retryAfterMs / 1000)} s`, admitted.retryAfterMs);
@@ -575,9 +562,7 @@ export class ModelGateway {
   private async settle(lease: Lease, open: OpenCall, report: CallReport): Promise<{ inputTokens: number; outputTokens: number; usd: string; modelId?: string }> {
     const usd = await lease.spec.meter.close(open, report);
     if (report.kind !== 'paid') return { inputTokens: 0, outputTokens: 0, usd };
-    const tokens = report.usage.inputTokens + report.usage.outputTokens;
-    const debtKey = JSON.stringify([lease.spec.agentId, open.model]);
-    this.tokenDebt.set(debtKey, (this.tokenDebt.get(debtKey) ?? 0) + tokens);
+    this.limiter.owe(lease.spec.agentId, open.model, report.usage.inputTokens + report.usage.outputTokens);
     return { inputTokens: report.usage.inputTokens, outputTokens: report.usage.outputTokens, usd };
   }
 

@@ -3,7 +3,7 @@ import type { StageResult } from '../../../activities';
 import type { WorkerSafetyConfig } from '../../../config/schema';
 import type { SharedLimits } from '../../../ledger/shared-limits';
 import { SharedRateLimiter } from '../../../ledger/shared-rate-limiter';
-import { LocalRateLimits, type RateLimits } from '../../../safety/rate-limits';
+import { agentModelConfig, LocalRateLimits, OwedTokenLimits } from '../../../safety/rate-limits';
 import { FailureType } from '../../../shared/errors';
 import { MIN_RETRY_DELAY_MS } from '../failures';
 import type { AgentCall, SafetyLayer } from './safety-layer';
@@ -17,32 +17,19 @@ import type { AgentCall, SafetyLayer } from './safety-layer';
  * are every worker's (rows of the ledger's database), so N workers admit what one would.
  */
 export class RateLimitLayer implements SafetyLayer {
-  private readonly limiter: RateLimits;
-  /** Tokens used by past calls, charged to the buckets at the next call of the same agent and model. */
-  private readonly tokenDebt = new Map<string, number>();
-  private readonly tokenCapacity: number;
+  private readonly limiter: OwedTokenLimits;
 
   constructor(rateLimits: WorkerSafetyConfig['rateLimits'], shared?: SharedLimits) {
-    const config = { agents: { '*': rateLimits.perAgent }, models: { '*': rateLimits.perModel } };
-    this.limiter = shared ? new SharedRateLimiter(shared.store, config, shared.scope) : new LocalRateLimits(config);
-    this.tokenCapacity = Math.min(rateLimits.perAgent.tokensPerMinute, rateLimits.perModel.tokensPerMinute);
+    const config = agentModelConfig(rateLimits);
+    this.limiter = new OwedTokenLimits(shared ? new SharedRateLimiter(shared.store, config, shared.scope) : new LocalRateLimits(config), rateLimits);
   }
 
   async admit(call: AgentCall): Promise<void> {
     if (call.viaGateway) return;
     const { agentId, modelId } = call.agent;
-    const key = debtKeyOf(call);
-    const owed = Math.min(this.tokenDebt.get(key) ?? 0, this.tokenCapacity);
-    // Taken off before the (shared, awaited) take so that two calls at once do not both pay it; given back if not paid.
-    this.tokenDebt.set(key, (this.tokenDebt.get(key) ?? 0) - owed);
-    const repay = (): void => void this.tokenDebt.set(key, (this.tokenDebt.get(key) ?? 0) + owed);
     // The buckets may be the ledger's (shared by every worker): an unreachable ledger is waited out, heartbeating.
-    const admitted = await call.patiently('take from the rate buckets', () => this.limiter.take({ agent: agentId, model: modelId, tokens: owed })).catch((error: unknown) => {
-      repay();
-      throw error;
-    });
+    const admitted = await this.limiter.take(agentId, modelId, (take) => call.patiently('take from the rate buckets', take));
     if (!admitted.ok) {
-      repay();
       const waitMs = Math.max(MIN_RETRY_DELAY_MS, admitted.retryAfterMs);
       const which = admitted.refusals.map((r) => `${r.scope} ${r.key} ${r.limit}/min`).join(', ');
       await call.event('RATE_LIMIT_BLOCK', 'low', `rate limit: ${which} exhausted; the ${call.ref.stage ?? 'agent'} call waits ${waitMs} ms`, {
@@ -61,11 +48,6 @@ export class RateLimitLayer implements SafetyLayer {
   /** The tokens the answer used are owed to the buckets. */
   async answered(call: AgentCall, result: StageResult): Promise<void> {
     if (call.viaGateway) return;
-    const key = debtKeyOf(call);
-    this.tokenDebt.set(key, (this.tokenDebt.get(key) ?? 0) + result.inputTokens + result.outputTokens);
+    this.limiter.owe(call.agent.agentId, call.agent.modelId, result.inputTokens + result.outputTokens);
   }
-}
-
-function debtKeyOf(call: AgentCall): string {
-  return JSON.stringify([call.agent.agentId, call.agent.modelId]);
 }
