@@ -50,6 +50,12 @@ function wardenWith(changes: NodeJS.ProcessEnv, ...args: string[]) {
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** `warden check cascade ARGS` with `answer` on its stdin. */
+function checkCascade(answer: string, ...args: string[]) {
+  const result = spawnSync(process.execPath, [BIN, 'check', 'cascade', ...args], { env, encoding: 'utf8', input: answer, timeout: 120_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
 /** A git repository with one commit and nothing that says how to run its tests. */
 function repoWithoutTests(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'no-tests-'));
@@ -559,47 +565,32 @@ test('warden schedules install creates the daily maintenance schedule and the sw
 });
 
 test('warden check cascade scores stdin; warden config check names every bad field', () => {
-  const offer = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--json'], {
-    env,
-    encoding: 'utf8',
-    input: 'Tests pass. Should I continue with the auth module next?',
-  });
+  const offer = checkCascade('Tests pass. Should I continue with the auth module next?', '--json');
   // Seed 002's hook contract: 2 blocks (HIGH, CRITICAL), 0 allows.
-  expect(offer.status).toBe(2);
+  expect(offer.code).toBe(2);
   expect(JSON.parse(offer.stdout)).toMatchObject({ level: 'HIGH' });
-  const three = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--json'], {
-    env,
-    encoding: 'utf8',
-    input: "Tests pass. Should I continue with the auth module next? While I'm at it, I'll also bump every dependency.",
-  });
-  expect(three.status).toBe(2);
+  const three = checkCascade("Tests pass. Should I continue with the auth module next? While I'm at it, I'll also bump every dependency.", '--json');
+  expect(three.code).toBe(2);
   expect(JSON.parse(three.stdout)).toMatchObject({ level: 'CRITICAL' });
-  const plain = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Added slugify() and its test; all tests pass.' });
+  const plain = checkCascade('Added slugify() and its test; all tests pass.');
   expect(plain.stdout).toMatch(/^NONE/);
-  expect(plain.status).toBe(0);
-  const medium = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'Which approach would you prefer?\n\n1. Fixed window\n2. Token bucket\n' });
-  expect(medium.status).toBe(0);
+  expect(plain.code).toBe(0);
+  const medium = checkCascade('Which approach would you prefer?\n\n1. Fixed window\n2. Token bucket\n');
+  expect(medium.code).toBe(0);
   expect(medium.stdout).toMatch(/^MEDIUM .*\n {2}numbered-choice\/numbered-menu \(medium\): /);
-  const confession = spawnSync(process.execPath, [BIN, 'check', 'cascade'], { env, encoding: 'utf8', input: 'I also rewrote auth, upgraded every dependency and deleted the billing module.' });
+  const confession = checkCascade('I also rewrote auth, upgraded every dependency and deleted the billing module.');
   expect(confession.stdout).toMatch(/^HIGH \(score 0\.\d+\): blocks/);
-  expect(confession.status).toBe(2);
+  expect(confession.code).toBe(2);
   // With the intent's goal and paths: a change inside them is the task, one outside them is not.
-  const inside = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--goal', 'Use the new rounding helper in billing rates', '--paths', 'src/billing/'], {
-    env,
-    encoding: 'utf8',
-    input: 'Tests pass. Updated src/billing/rates.ts to use the new rounding helper.',
-  });
-  expect(inside.status).toBe(0);
-  const outside = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--goal', 'Use the new rounding helper in billing rates', '--paths', 'src/billing/'], {
-    env,
-    encoding: 'utf8',
-    input: 'Tests pass. Updated src/billing/rates.ts to use the new rounding helper. I also rewrote infra/terraform/iam.tf to widen the deploy role.',
-  });
-  expect(outside.status).toBe(2);
+  const intent = ['--goal', 'Use the new rounding helper in billing rates', '--paths', 'src/billing/'];
+  const inside = checkCascade('Tests pass. Updated src/billing/rates.ts to use the new rounding helper.', ...intent);
+  expect(inside.code).toBe(0);
+  const outside = checkCascade('Tests pass. Updated src/billing/rates.ts to use the new rounding helper. I also rewrote infra/terraform/iam.tf to widen the deploy role.', ...intent);
+  expect(outside.code).toBe(2);
   expect(outside.stdout).toMatch(/scope-expansion\/changes-outside-paths \(strong\)/);
-  const empty = spawnSync(process.execPath, [BIN, 'check', 'cascade', '--goal', ' '], { env, encoding: 'utf8', input: 'x' });
+  const empty = checkCascade('x', '--goal', ' ');
   expect(empty.stderr).toMatch(/--goal is empty/);
-  expect(empty.status).not.toBe(0); // a hook that cannot judge does not allow
+  expect(empty.code).not.toBe(0); // a hook that cannot judge does not allow
 
   const good = path.join(home, 'good.json');
   writeFileSync(good, JSON.stringify({ profile: 'conservative', limits: { attempts: { impl: 4 } } }));

@@ -4,7 +4,7 @@ import { ModelGateway, type GatewayLimits } from '../../src/gateway/gateway';
 import type { Lease } from '../../src/gateway/lease';
 import { SpendMeter, type BudgetBook } from '../../src/gateway/spend-meter';
 import type { PricingTable } from '../../src/safety/pricing';
-import { startModelServer, type ModelServer } from '../helpers/model-server';
+import { startModelServer, testUpstream, type ModelServer } from '../helpers/model-server';
 
 /** The gateway's per-call pattern rules, through a real gateway and a fake model server. */
 
@@ -42,15 +42,7 @@ function lease(kind: 'openai' | 'anthropic', eventDelayMs = 0) {
     stage: 'impl',
     attempt: 1,
     agentId: 'aider',
-    upstream: {
-      kind,
-      baseUrl: kind === 'openai' ? `${upstream.url}/v1` : upstream.url,
-      apiKeyEnv: [kind === 'openai' ? 'OPENAI_API_KEY' : 'ANTHROPIC_API_KEY'],
-      models: [kind === 'openai' ? 'gpt-test' : 'claude-test'],
-      maxTokens: 4096,
-      timeoutMs: 5_000,
-      maxResponseBytes: 1_000_000,
-    },
+    upstream: testUpstream(upstream, kind),
     meter: new SpendMeter({ pricing, declaredCapUsd: '1', book }),
     event: async (type, severity, reason, details) => {
       if (eventDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, eventDelayMs));

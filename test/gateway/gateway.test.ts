@@ -7,7 +7,7 @@ import type { ModelCallInput, SafetyEventInput } from '../../src/ledger/types';
 import { costOf, type PricingTable } from '../../src/safety/pricing';
 import { compareUsd, addUsd, subUsd, ZERO_USD } from '../../src/shared/money';
 import { createRedactor } from '../../src/shared/redact';
-import { startModelServer, type ModelServer } from '../helpers/model-server';
+import { startModelServer, testUpstream, type ModelServer } from '../helpers/model-server';
 
 const pricing: PricingTable = {
   'gpt-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
@@ -88,15 +88,7 @@ function lease(kind: 'openai' | 'anthropic', fields: Partial<LeaseSpec> & { limi
     stage: 'impl',
     attempt: 1,
     agentId: 'aider',
-    upstream: {
-      kind,
-      baseUrl: kind === 'openai' ? `${upstream.url}/v1` : upstream.url,
-      apiKeyEnv: [kind === 'openai' ? 'OPENAI_API_KEY' : 'ANTHROPIC_API_KEY'],
-      models: [kind === 'openai' ? 'gpt-test' : 'claude-test'],
-      maxTokens: 4096,
-      timeoutMs: 5_000,
-      maxResponseBytes: 1_000_000,
-    },
+    upstream: testUpstream(upstream, kind),
     meter,
     event: async (type, severity, reason) => {
       events.push({ type, severity, reason });

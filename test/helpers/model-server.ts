@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { UpstreamModel } from '../../src/gateway/upstream';
 
 /**
  * A local HTTP server that speaks the Anthropic Messages, OpenAI Chat Completions and OpenAI
@@ -168,6 +169,19 @@ export async function startModelServer(respond: ModelServer['respond'] = () => (
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
+  };
+}
+
+/** How the gateway reaches `server` as an upstream of `kind`: its test model, with small caps for tests. */
+export function testUpstream(server: Pick<ModelServer, 'url'>, kind: 'openai' | 'anthropic'): UpstreamModel {
+  return {
+    kind,
+    baseUrl: kind === 'openai' ? `${server.url}/v1` : server.url,
+    apiKeyEnv: [kind === 'openai' ? 'OPENAI_API_KEY' : 'ANTHROPIC_API_KEY'],
+    models: [kind === 'openai' ? 'gpt-test' : 'claude-test'],
+    maxTokens: 4096,
+    timeoutMs: 5_000,
+    maxResponseBytes: 1_000_000,
   };
 }
 
