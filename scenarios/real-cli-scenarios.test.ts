@@ -15,14 +15,13 @@
  * scenarios.test.ts; the table is printed at the end.
  */
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import { SAMPLE_LLD, SAMPLE_SPEC } from '../src/client/sample-repo';
 import { requestShape } from '../src/gateway/call-shape';
 import type { PricingTable } from '../src/safety/pricing';
 import type { IntentInput } from '../src/shared/intent';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import type { AgentStage } from '../src/shared/stages';
 import type { IntentState } from '../src/shared/state';
-import { addFilePatch, scriptFileEdit, type AgentCli } from '../test/helpers/cli-scripts';
+import { addFilePatch, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../test/helpers/cli-scripts';
 import { demoStages, git, startSampleIntent, TEST_CONFIG, useTestWorld, waitFor } from '../test/helpers/env';
 import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../test/helpers/model-server';
 import { describeWith, programPath } from '../test/setup/prerequisites';
@@ -55,13 +54,6 @@ const world = useTestWorld('real-cli-scenarios', { safety: { ...TEST_CONFIG.work
 const UPSTREAM_KEY = 'sk-upstream-key-held-by-the-worker';
 const USAGE = { input: 1234, output: 321 };
 const ANSWER_FILE = 'WARDEN-ANSWER.md';
-const json = (value: unknown): string => `\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
-const DOCUMENTS: Record<Exclude<AgentStage, 'impl'>, string> = {
-  triage: `# Triage\n\nAdds slugify to lib/strings.js.\n${json({ risk: 'LOW', confidence: 0.9, affectedPaths: ['lib/strings.js'], rationale: 'one pure function', predicted: { files: 1, lines: 12 } })}`,
-  lld: SAMPLE_LLD,
-  spec: SAMPLE_SPEC,
-  review: `APPROVE\n${json({ verdict: 'APPROVE', summary: 'matches the design', findings: [], scores: { strategicAlignment: 5, autonomyAppropriateness: 4, outputQuality: 4, resourceEfficiency: 4, learningApplication: 4 } })}`,
-};
 const GOOD_FILE = String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content);
 
 let server: ModelServer;
@@ -98,7 +90,7 @@ function stages(changes: Partial<Record<AgentStage, Respond>> = {}, usage: (requ
         changes[stage] ??
         (stage === 'impl'
           ? implEdit('slugify added to lib/strings.js.')
-          : scriptFileEdit({ cli: 'codex', path: ANSWER_FILE, content: DOCUMENTS[stage as Exclude<AgentStage, 'impl'>] ?? 'ok\n', finalText: `The ${stage} answer is in ${ANSWER_FILE}.` }));
+          : scriptFileEdit({ cli: 'codex', path: ANSWER_FILE, content: STAGE_DOCUMENTS[stage as Exclude<AgentStage, 'impl'>] ?? 'ok\n', finalText: `The ${stage} answer is in ${ANSWER_FILE}.` }));
       scripts.set(stage, script);
     }
     const reply = script(request, index);

@@ -12,12 +12,12 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { startIntent } from '../../src/client/intents';
-import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
 import { costOf, type PricingTable } from '../../src/safety/pricing';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { addUsd, ZERO_USD } from '../../src/shared/money';
 import type { AgentStage } from '../../src/shared/stages';
-import { scriptFileEdit, type AgentCli } from '../helpers/cli-scripts';
+import { SAMPLE_LLD } from '../../src/client/sample-repo';
+import { scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../helpers/cli-scripts';
 import { demoStages, git, makeSampleRepo, TEST_CONFIG, useTestWorld, waitFor } from '../helpers/env';
 import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../helpers/model-server';
 import { describeWith, programPath } from '../setup/prerequisites';
@@ -35,13 +35,6 @@ const pricing: PricingTable = { ...TEST_CONFIG.worker.pricing, ...Object.fromEnt
 const USAGE = { input: 1234, output: 321 };
 const UPSTREAM_KEY = 'sk-upstream-key-held-by-the-worker';
 
-const json = (value: unknown): string => `\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
-const DOCUMENTS: Record<Exclude<AgentStage, 'impl'>, string> = {
-  triage: `# Triage\n\nAdds slugify to lib/strings.js.\n${json({ risk: 'LOW', confidence: 0.9, affectedPaths: ['lib/strings.js'], rationale: 'one pure function', predicted: { files: 1, lines: 12 } })}`,
-  lld: SAMPLE_LLD,
-  spec: SAMPLE_SPEC,
-  review: `APPROVE\n${json({ verdict: 'APPROVE', summary: 'matches the design', findings: [], scores: { strategicAlignment: 5, autonomyAppropriateness: 4, outputQuality: 4, resourceEfficiency: 4, learningApplication: 4 } })}`,
-};
 const GOOD_FILE = String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content);
 
 const world = useTestWorld('real-clis', { safety: { ...TEST_CONFIG.worker, pricing } });
@@ -70,7 +63,7 @@ function stagesFor(cli: AgentCli): ModelServer['respond'] {
       script =
         stage === 'impl'
           ? scriptFileEdit({ cli, path: 'lib/strings.js', content: GOOD_FILE, finalText: 'slugify added.' })
-          : scriptFileEdit({ cli, path: 'WARDEN-ANSWER.md', content: DOCUMENTS[stage as Exclude<AgentStage, 'impl'>] ?? 'ok\n', finalText: `The ${stage} answer is in WARDEN-ANSWER.md.` });
+          : scriptFileEdit({ cli, path: 'WARDEN-ANSWER.md', content: STAGE_DOCUMENTS[stage as Exclude<AgentStage, 'impl'>] ?? 'ok\n', finalText: `The ${stage} answer is in WARDEN-ANSWER.md.` });
       scripts.set(stage, script);
     }
     const reply = script(request, index);

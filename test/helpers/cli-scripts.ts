@@ -1,6 +1,8 @@
 import path from 'node:path';
 import type { AgentCli } from '../../src/activities/agents/cli-invocations';
 import type { Reply, RecordedRequest } from './model-server';
+import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
+import type { AgentStage } from '../../src/shared/stages';
 
 /**
  * Scripts for `startModelServer` that make the real agent CLIs (aider, Codex CLI, Claude Code,
@@ -15,6 +17,15 @@ export type { AgentCli } from '../../src/activities/agents/cli-invocations';
 
 /** The pinned versions scripts/install-agent-clis.sh installs. */
 export const AGENT_CLI_VERSIONS = { aider: '0.86.2', codex: '0.169.0', claude: '2.1.331' } as const;
+
+const json = (value: unknown): string => `\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
+/** What a scripted model has a CLI write as each document stage's answer for the sample repository's "Add slugify" intent. */
+export const STAGE_DOCUMENTS: Readonly<Record<Exclude<AgentStage, 'impl'>, string>> = {
+  triage: `# Triage\n\nAdds slugify to lib/strings.js.\n${json({ risk: 'LOW', confidence: 0.9, affectedPaths: ['lib/strings.js'], rationale: 'one pure function', predicted: { files: 1, lines: 12 } })}`,
+  lld: SAMPLE_LLD,
+  spec: SAMPLE_SPEC,
+  review: `APPROVE\n${json({ verdict: 'APPROVE', summary: 'matches the design', findings: [], scores: { strategicAlignment: 5, autonomyAppropriateness: 4, outputQuality: 4, resourceEfficiency: 4, learningApplication: 4 } })}`,
+};
 
 export interface FileEditScript {
   readonly cli: AgentCli;
