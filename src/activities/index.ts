@@ -5,6 +5,8 @@ import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activi
 import { createReviewPackageActivities } from './review-package';
 import { createStageActivities, type ActivityDeps } from './stage-activities';
 import { createSweepActivities, type IntentStatusReader } from './sweeper';
+import { NotificationOutbox } from '../ledger/notification-outbox';
+import { createNotificationActivities, type NotificationDeps } from './notifications/delivery';
 
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
 export type { LedgerBatch } from './ledger-activities';
@@ -14,6 +16,8 @@ export type { WorktreeRef } from './worktree';
 export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
   /** Which intents are closed (the worker's Temporal client): the sweeper asks before it cleans. */
   readonly intentStatus?: IntentStatusReader;
+  /** Where a gate's notification links to (default: no link). */
+  readonly gateLink?: NotificationDeps['gateLink'];
 };
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
@@ -25,6 +29,7 @@ export function createActivities(deps: WardenActivityDeps) {
     ...createLedgerActivities(deps),
     ...createReviewPackageActivities(deps),
     ...createSweepActivities(deps),
+    ...createNotificationActivities({ outbox: new NotificationOutbox(deps.ledger.pool), env: process.env, gateLink: deps.gateLink, ledger: deps.ledger, redact: deps.redact, fetch: deps.fetch }),
   });
 }
 

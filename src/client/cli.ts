@@ -119,6 +119,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--env <environment>', 'environment the change is for; production adds a human-only gate before merge')
     .option('--agent-name <name>', "the agent profile's name: its automation-ladder scope (default: its kind)")
     .option('--agent-profile <name>', "a profile from the config's agents for every stage (default: the config's routing, if any)")
+    .option('--notify <channel...>', "also notify here of this intent's gates, escalations, budget warnings and ending: a webhook URL, or [slack:|webhook:]$VAR naming the worker's environment variable that holds the URL (config: notify)")
     .option('--resume-from <stage>', 'with --id: run an existing intent again from this stage (same as warden resume --from)')
     .option('--detach', 'start and return at once')
     .option('--approve', 'approve the merge gate without asking (any other gate is asked at a TTY, or waited on)')

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
 import type { GatesConfig } from '../shared/gate-settings';
+import { channelFromFlag, type NotifyChannel } from '../shared/notify-settings';
 import { UserError } from '../shared/errors';
 import { secretShapesIn } from '../shared/redact';
 import { isLocalEndpoint } from '../activities/agents/model-http';
@@ -39,6 +40,8 @@ export interface RunFlags {
   readonly modelUrl?: string;
   readonly allowUnconfinedCode?: boolean;
   readonly testNetwork?: string;
+  /** `--notify`, repeatable: channels for this intent besides the config's. */
+  readonly notify?: readonly string[];
 }
 
 /**
@@ -47,7 +50,7 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions'>> & {
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -103,12 +106,24 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     gates: config.gates ?? {},
     confinement,
     approvals: approvalsFrom(config),
+    notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     // The config's limits travel with the intent; flags override them for this one.
     limits: mergeLimits(limits, {
       ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),
       ...(flags.gateTimeout !== undefined ? { gateTimeout: flags.gateTimeout } : {}),
     }),
   };
+}
+
+/** The channels `--notify` names, each checked (see channelFromFlag). */
+function notifyFlags(flags: readonly string[] | undefined): NotifyChannel[] {
+  return (flags ?? []).map((flag) => {
+    try {
+      return channelFromFlag(flag);
+    } catch (error) {
+      throw new UserError((error as Error).message);
+    }
+  });
 }
 
 /**

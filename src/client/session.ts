@@ -76,6 +76,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     gateway,
     safety: warden.worker,
     mode: warden.mode,
+    notify: warden.notify,
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
     // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
     killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },

@@ -5,6 +5,7 @@ import { AgentProfileSchema } from '../shared/agent-profiles';
 import { ApproverNameSchema, ConfinementSchema } from '../shared/intent';
 import { isPublicKey } from '../shared/decision-proof';
 import { GateKindSchema } from '../shared/schema-primitives';
+import { NotifyChannelsSchema } from '../shared/notify-settings';
 
 /** Approvers and their public keys (`warden approver init NAME` prints the line). */
 export const ApproversSchema = z.record(
@@ -159,6 +160,8 @@ export const WardenConfigSchema = z.object({
   confinement: ConfinementSchema.partial().optional(),
   approvers: ApproversSchema.optional(),
   unsignedDecisions: UnsignedDecisionsSchema.optional(),
+  /** Channels every intent notifies (intents carry them); the worker uses them for events of no intent. */
+  notify: NotifyChannelsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -189,6 +192,7 @@ export const ConfigFileSchema = z
     confinement: ConfinementSchema.partial().optional(),
     approvers: ApproversSchema.optional(),
     unsignedDecisions: UnsignedDecisionsSchema.optional(),
+    notify: NotifyChannelsSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

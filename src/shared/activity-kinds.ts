@@ -29,6 +29,9 @@ const ACTIVITY_KINDS = {
   buildReviewPackage: 'bookkeeping',
   cleanupIntent: 'bookkeeping',
   sweepClosedIntents: 'bookkeeping',
+  // a stopped intent's notification still goes out
+  deliverNotification: 'bookkeeping',
+  recordUndelivered: 'bookkeeping',
   runAgentStage: 'agent',
   prepareWorktree: 'stage',
   runTests: 'stage',

@@ -6,6 +6,7 @@ import type { RiskClass } from './risk';
 import { describeIssues, DurationSchema, GateKindSchema, RiskClassSchema } from './schema-primitives';
 import { GATE_KINDS } from './gates';
 import { isPublicKey } from './decision-proof';
+import { NotifyChannelsSchema } from './notify-settings';
 
 /*
  * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
@@ -119,6 +120,8 @@ export const IntentSchema = z.object({
   environment: z.string().trim().min(1).max(60).optional(),
   confinement: ConfinementSchema.default({ allowUnconfinedCode: false, testNetwork: 'none' }),
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),
+  /** Where this intent's gates, escalations, budget warnings and ending are told (the config's channels and `--notify`). */
+  notify: NotifyChannelsSchema.default([]),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

@@ -32,6 +32,10 @@ export const SAFETY_EVENT_TYPES = [
   'DECISION_REFUSED',
   'OVERRIDE',
   'GATE_AUTO_PASSED',
+  // a gate's wait is four-fifths over with no decision
+  'GATE_TIMEOUT_NEAR',
+  // a notification channel did not take a notification after its last attempt
+  'NOTIFICATION_UNDELIVERED',
   // risk and the automation ladder
   'RISK_ASSESSED',
   'LADDER_LEVEL_CHANGED',

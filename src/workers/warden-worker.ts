@@ -23,6 +23,14 @@ import { attemptStillRunsOn, RECONCILE_EVERY_MS, reconcileReservations } from '.
 import { killStrays, recordProcessesIn } from '../activities/process-registry';
 import { bundleWorkflowsApart } from './workflow-bundle';
 import { readyCascadeModel } from './cascade-model-cache';
+import type { DISPATCH_DEFAULTS} from './notification-dispatcher';
+import { NotificationDispatcher } from './notification-dispatcher';
+import { NotificationOutbox } from '../ledger/notification-outbox';
+import type { NotifyChannel } from '../shared/notify-settings';
+import type { NotificationDeps } from '../activities/notifications/delivery';
+
+/** Worker states past which its background rounds stop. */
+const WORKER_ENDING = new Set(['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED']);
 
 /** Workflow interceptor modules: a prebuilt bundle must be made with these too. */
 export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../workflows/interceptors')];
@@ -67,6 +75,12 @@ export interface WardenWorkerOptions {
    * Default: enabled, with the emergency stop file at `<cwd>/.warden/EMERGENCY_STOP`.
    */
   readonly killSwitch?: KillSwitchOptions;
+  /** The config's `notify` channels: for events of no intent (intents carry their own). */
+  readonly notify?: readonly NotifyChannel[];
+  /** How the notification dispatcher polls and retries (defaults: DISPATCH_DEFAULTS). */
+  readonly notifications?: Partial<Record<keyof typeof DISPATCH_DEFAULTS, number>>;
+  /** Where a gate's notification links to (the web app's page for it). */
+  readonly gateLink?: NotificationDeps['gateLink'];
 }
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
@@ -92,6 +106,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     fetch: options.fetch,
     gateway,
     intentStatus,
+    gateLink: options.gateLink,
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));
@@ -145,6 +160,17 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
   });
+  // Every notifiable ledger event becomes a delivery workflow, whichever worker recorded it.
+  const dispatcher = new NotificationDispatcher({
+    client,
+    outbox: new NotificationOutbox(options.ledger.pool),
+    taskQueue: options.taskQueue ?? TASK_QUEUE,
+    logger: options.logger,
+    channels: options.notify ?? [],
+    ...options.notifications,
+    running: () => !WORKER_ENDING.has(worker.getState()),
+  });
+  dispatcher.start();
   // Again every minute while the worker lives: an attempt cut off just now is over only once
   // its heartbeat times out.
   const rounds = setInterval(() => {

@@ -57,6 +57,22 @@ function safeJson(value: unknown): string {
   }
 }
 
+/** The longest a gate's timeout is announced ahead. */
+const TIMEOUT_WARNING_MAX_LEAD_MS = 60 * 60_000;
+
+/** What GATE_REQUESTED carries for a notification: risk, tests, and the predicted against the actual size. */
+function gateSummary(state: IntentState, reviewPackage: ReviewPackage | undefined): Record<string, unknown> {
+  const tests = state.tests.at(-1);
+  return {
+    ...(state.risk ? { risk: state.risk.class } : {}),
+    spendUsd: state.spendUsd,
+    ...(tests ? { tests: { passed: tests.passed, summary: tests.summary } } : {}),
+    ...(reviewPackage
+      ? { predicted: reviewPackage.predicted, actual: { files: reviewPackage.actual.files, lines: reviewPackage.actual.lines }, review: reviewPackage.review?.verdict }
+      : {}),
+  };
+}
+
 /** Refused decisions the state keeps for `warden status` and the Web UI. */
 const SHOWN_REFUSALS = 5;
 
@@ -66,6 +82,8 @@ export class GateKeeper {
   /** Nonces of every signature checked so far: each signature decides (or is refused) once. */
   private readonly nonces = new Set<string>();
   private deadline = 0;
+  /** The deadline GATE_TIMEOUT_NEAR was last written for. */
+  private warnedFor = 0;
 
   constructor(private readonly o: GateKeeperOptions) {
     setHandler(decideSignal, (raw: unknown) => {
@@ -140,27 +158,28 @@ export class GateKeeper {
     };
     this.o.onWaiting(gate);
     this.showDetails();
-    ledger.event('GATE_REQUESTED', 'info', prompt, {
-      stage: state.stage,
-      costSnapshot: { intentUsd: state.spendUsd },
-      metadata: { gate, timeoutAt: state.pendingGate.timeoutAt, humanOnly: GATES[gate].humanOnly, notAutomatic: refusal },
-    });
-    // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
-    await ledger.flush('task-queue');
     const reviewPackage = await this.o.reviewPackage();
     if (reviewPackage && state.pendingGate) {
       state.pendingGate = { ...state.pendingGate, package: reviewPackage };
       this.showDetails();
     }
+    // Written with what a person deciding from a notification needs first: risk, spend, tests, size.
+    ledger.event('GATE_REQUESTED', 'info', prompt, {
+      stage: state.stage,
+      costSnapshot: { intentUsd: state.spendUsd },
+      metadata: { gate, timeoutAt: state.pendingGate.timeoutAt, humanOnly: GATES[gate].humanOnly, notAutomatic: refusal, ...gateSummary(state, reviewPackage) },
+    });
+    // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
+    await ledger.flush('task-queue');
 
     const policy = this.settings(gate).onTimeout ?? 'reject';
-    let decided = await this.waitUntilDeadline();
+    let decided = await this.waitUntilDeadline(gate, timeout);
     if (!decided && policy === 'wait-again') {
       this.escalate(gate, timeout, 'wait once more');
       this.deadline = Date.now() + parseDuration(timeout);
       state.pendingGate = { ...state.pendingGate, timeoutAt: new Date(this.deadline).toISOString() };
       this.showDetails();
-      decided = await this.waitUntilDeadline();
+      decided = await this.waitUntilDeadline(gate, timeout);
     }
     let decision: RecordedDecision;
     if (decided) {
@@ -172,13 +191,28 @@ export class GateKeeper {
     return this.close(decision, state.pendingGate.requestedAt);
   }
 
-  private async waitUntilDeadline(): Promise<boolean> {
-    const { ledger } = this.o;
-    // Wake for the decision, the deadline (a defer moves it), or refused signals to record.
+  /**
+   * Waits for the decision or the deadline (a defer moves it). Once per deadline, when a fifth of
+   * the wait (at most an hour) is left, GATE_TIMEOUT_NEAR tells whoever is notified.
+   */
+  private async waitUntilDeadline(gate: GateKind, timeout: string): Promise<boolean> {
+    const { ledger, state } = this.o;
+    const lead = Math.min(parseDuration(timeout) / 5, TIMEOUT_WARNING_MAX_LEAD_MS);
     for (;;) {
-      const remaining = this.deadline - Date.now();
+      const now = Date.now();
+      const remaining = this.deadline - now;
       if (remaining <= 0) return false;
-      const woke = await condition(() => this.decision !== undefined || ledger.pending, remaining);
+      if (this.warnedFor !== this.deadline && remaining <= lead) {
+        this.warnedFor = this.deadline;
+        ledger.event('GATE_TIMEOUT_NEAR', 'medium', `the ${gate} gate times out at ${state.pendingGate?.timeoutAt} (then: ${this.settings(gate).onTimeout ?? 'reject'})`, {
+          stage: state.stage,
+          metadata: { gate, timeoutAt: state.pendingGate?.timeoutAt, requestedAt: state.pendingGate?.requestedAt },
+          suggestion: `decide the ${gate} gate now, or defer it once`,
+        });
+      }
+      const wakeIn = this.warnedFor === this.deadline ? remaining : remaining - lead;
+      // Wake for the decision, the warning or the deadline, or refused signals to record.
+      const woke = await condition(() => this.decision !== undefined || ledger.pending, wakeIn);
       await ledger.flush('task-queue');
       if (woke && this.decision !== undefined) return true;
     }

@@ -2,3 +2,4 @@
 export { intentWorkflow } from './intent-workflow';
 export { maintenanceWorkflow } from './maintenance-workflow';
 export { sweepWorkflow } from './sweep-workflow';
+export { notificationWorkflow } from './notification-workflow';

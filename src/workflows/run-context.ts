@@ -67,7 +67,8 @@ export class IntentRun {
     this.clock = new WorkClock(() => this.state.pendingGate !== undefined || this.guard.paused);
     this.ledger.event('INTENT_STARTED', 'info', intent.goal, {
       agentId: agentIdOf(intent.agent),
-      metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths },
+      // The notification dispatcher reads the intent's channels here (names of secrets only, never secrets).
+      metadata: { repoPath: intent.repoPath, baseBranch: intent.baseBranch, paths: intent.paths, ...(intent.notify.length > 0 ? { notify: intent.notify } : {}) },
     });
     if (this.unconfinedCode) {
       const what = [

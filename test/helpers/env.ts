@@ -17,7 +17,7 @@ import { createRedactor } from '../../src/shared/redact';
 import type { IntentInput } from '../../src/shared/intent';
 import type { AgentScript } from '../../src/shared/script';
 import type { intentWorkflow } from '../../src/workflows';
-import { WORKFLOW_INTERCEPTOR_MODULES, createWardenWorker } from '../../src/workers/warden-worker';
+import { WORKFLOW_INTERCEPTOR_MODULES, createWardenWorker, type WardenWorkerOptions } from '../../src/workers/warden-worker';
 import { bundleWorkflowsApart } from '../../src/workers/workflow-bundle';
 import { freshDatabase, testBackends } from './database';
 import { resolveConfig } from '../../src/config/load';
@@ -73,6 +73,10 @@ export interface WorkerOptions {
   readonly taskQueue?: string;
   /** WARDEN_ENABLED and the EMERGENCY_STOP file (default: enabled, the file under the cwd's .warden/). */
   readonly killSwitch?: KillSwitchOptions;
+  /** The worker's notification channels and how its dispatcher polls and retries. */
+  readonly notify?: WardenWorkerOptions['notify'];
+  readonly notifications?: WardenWorkerOptions['notifications'];
+  readonly gateLink?: WardenWorkerOptions['gateLink'];
 }
 
 /** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
@@ -126,6 +130,9 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         mode: options.mode,
         wrapActivities: options.wrap,
         killSwitch: options.killSwitch,
+        notify: options.notify,
+        notifications: options.notifications,
+        gateLink: options.gateLink,
       });
     },
     async close() {

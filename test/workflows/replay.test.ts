@@ -9,7 +9,8 @@ import { resumeIntent } from '../../src/client/resume';
 import type { IntentInput } from '../../src/shared/intent';
 import { workflowIdForIntent } from '../../src/shared/ids';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
-import { maintenanceWorkflow } from '../../src/workflows';
+import { maintenanceWorkflow, notificationWorkflow } from '../../src/workflows';
+import { startReceiver } from '../helpers/webhook-receiver';
 import { demoStages, makeSampleRepo, waitFor, writeScript, useTestWorld } from '../helpers/env';
 
 /**
@@ -169,6 +170,20 @@ test('a maintenance run replays', async () => {
   await replayAndRecord(world().client.workflow.getHandle(workflowId), 'maintenance');
 });
 
+test('a notification run, one channel told and one a dead letter, replays', async () => {
+  const receiver = await startReceiver({ '/refuses': 404 });
+  try {
+    const workflowId = `replay-notification-${Date.now()}`;
+    const event = { id: '22222222-2222-8222-8222-222222222222', timestamp: new Date().toISOString(), eventType: 'INTENT_MERGED', severity: 'info' as const, intentId: 'replayed', reason: 'merged', metadata: {} };
+    const deliveries = ['/ok', '/refuses'].map((p, i) => ({ deliveryId: `d-${i}`, kind: 'intent.merged' as const, channel: { kind: 'webhook' as const, url: receiver.url(p) }, event }));
+    const result = await world().client.workflow.execute(notificationWorkflow, { taskQueue: world().taskQueue, workflowId, args: [{ deliveries, attempts: 2, firstRetryMs: 100 }] });
+    expect(result).toEqual({ delivered: 1, undelivered: 1 });
+    await replayAndRecord(world().client.workflow.getHandle(workflowId), 'notification');
+  } finally {
+    await receiver.close();
+  }
+});
+
 // After the fresh runs, so that a recording run replays and checks the set it has just written.
 describe('the recorded histories', () => {
   beforeAll(() => {
@@ -178,7 +193,7 @@ describe('the recorded histories', () => {
       .map(loadFixture);
   });
 
-  test('cover every kind of run: a merge, a gate timeout, a rejection, a kill, a rewind and the maintenance workflow', () => {
+  test('cover every kind of run: a merge, a gate timeout, a rejection, a kill, a rewind, the maintenance and the notification workflows', () => {
     // a merge, with an invalid decide signal that the workflow refused on the way
     const merged = intents().filter((f) => resultOf(f)?.status === 'merged');
     expect(merged.some((f) => f.events.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'decide' && (decode(e.workflowExecutionSignaledEventAttributes.input) as { decision?: string }).decision === 'maybe'))).toBe(true);
@@ -195,6 +210,8 @@ describe('the recorded histories', () => {
     expect(rewound.map((f) => resultOf(f)?.status)).toContain('merged');
     // the daily upkeep
     expect(fixtures.filter((f) => f.workflowType === 'maintenanceWorkflow' && has(f, 'WORKFLOW_EXECUTION_COMPLETED'))).not.toHaveLength(0);
+    // a notification: one delivery told, one a dead letter
+    expect(fixtures.filter((f) => f.workflowType === 'notificationWorkflow' && resultOf(f)?.undelivered === 1)).not.toHaveLength(0);
   });
 
   // Warden's workflow code has no patched() branch today; the first patch (see "Versioning
