@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { serveWebApp } from './web/serve';
 import path from 'node:path';
 import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
@@ -74,6 +75,21 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
       print('worker running on task queue "warden"; Ctrl-C to stop');
       await stopOnInterrupt(worker, target);
+    });
+
+  program
+    .command('serve')
+    .description('Serve the web app until Ctrl-C: the inbox of waiting gates, and a page per gate with its review package where an approver decides (the links in notifications open it)')
+    .option('--host <host>', 'address to listen on (default: the config\'s serve.host, 127.0.0.1)')
+    .option('--port <port>', "port to listen on (default: the config's serve.port, 7431; 0 takes a free one)")
+    .action(async (flags: { host?: string; port?: string }) => {
+      const port = flags.port === undefined ? undefined : Number(flags.port);
+      if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) throw new UserError(`--port must be a port number (0-65535), not ${flags.port}`);
+      const app = await serveWebApp(config, settings(), { host: flags.host, port, operator: approver(), logger, print });
+      print(`web app: ${app.url}`);
+      print(`your inbox (as ${approver()}; this link is your session: keep it to yourself): ${app.operatorUrl}`);
+      print('links in notifications open their gate here; Ctrl-C to stop');
+      await stopOnInterrupt({ stop: async () => undefined }, app);
     });
 
   program

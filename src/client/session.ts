@@ -2,7 +2,9 @@ import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
 import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import type { TelemetryConfig, WardenConfig } from '../config/schema';
+import { serveUrl, type TelemetryConfig, type WardenConfig } from '../config/schema';
+import { readLinkSecret } from '../runtime/link-secret';
+import { gateLinks } from '../workers/gate-links';
 import { openDatabase, type LedgerDatabase } from '../ledger/database';
 import { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
@@ -77,6 +79,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     safety: warden.worker,
     mode: warden.mode,
     notify: warden.notify,
+    gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), secret: readLinkSecret(), defaultApprover: warden.operator }),
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
     // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
     killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },

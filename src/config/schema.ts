@@ -45,6 +45,30 @@ export const TelemetrySchema = z
   .strict();
 export type TelemetryConfig = z.infer<typeof TelemetrySchema>;
 
+/**
+ * The web app of `warden serve` (and of `warden run` / `warden dev` while they follow an intent):
+ * where it listens, and the address notifications link to when that is not where it listens
+ * (behind a proxy, or reached by another name).
+ */
+export const ServeSchema = z
+  .object({
+    host: z.string().min(1).default('127.0.0.1'),
+    port: z.number().int().min(1).max(65535).default(7431),
+    url: z
+      .string()
+      .url()
+      .refine((url) => /^https?:$/.test(new URL(url).protocol), 'an http:// or https:// URL')
+      .optional(),
+  })
+  .strict();
+export type ServeConfig = z.infer<typeof ServeSchema>;
+
+/** Where links to the web app point. */
+export function serveUrl(serve: ServeConfig | undefined): string {
+  const s = ServeSchema.parse(serve ?? {});
+  return s.url ?? `http://${s.host.includes(':') ? `[${s.host}]` : s.host}:${s.port}`;
+}
+
 /** Which named agent profile runs which stage; `default` runs every stage not named. */
 export const RoutingSchema = z
   .object({ default: z.string().optional(), triage: z.string().optional(), lld: z.string().optional(), spec: z.string().optional(), impl: z.string().optional(), review: z.string().optional() })
@@ -162,6 +186,7 @@ export const WardenConfigSchema = z.object({
   unsignedDecisions: UnsignedDecisionsSchema.optional(),
   /** Channels every intent notifies (intents carry them); the worker uses them for events of no intent. */
   notify: NotifyChannelsSchema.optional(),
+  serve: ServeSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -193,6 +218,7 @@ export const ConfigFileSchema = z
     approvers: ApproversSchema.optional(),
     unsignedDecisions: UnsignedDecisionsSchema.optional(),
     notify: NotifyChannelsSchema.optional(),
+    serve: ServeSchema.partial().strict().optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -36,6 +36,8 @@ export const SAFETY_EVENT_TYPES = [
   'GATE_TIMEOUT_NEAR',
   // a notification channel did not take a notification after its last attempt
   'NOTIFICATION_UNDELIVERED',
+  // the web app refused a decision link: forged, expired, used before, or for a gate no longer open
+  'DECISION_LINK_REFUSED',
   // risk and the automation ladder
   'RISK_ASSESSED',
   'LADDER_LEVEL_CHANGED',

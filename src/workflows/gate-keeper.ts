@@ -167,7 +167,7 @@ export class GateKeeper {
     ledger.event('GATE_REQUESTED', 'info', prompt, {
       stage: state.stage,
       costSnapshot: { intentUsd: state.spendUsd },
-      metadata: { gate, timeoutAt: state.pendingGate.timeoutAt, humanOnly: GATES[gate].humanOnly, notAutomatic: refusal, ...gateSummary(state, reviewPackage) },
+      metadata: { gate, requestedAt: state.pendingGate.requestedAt, timeoutAt: state.pendingGate.timeoutAt, humanOnly: GATES[gate].humanOnly, notAutomatic: refusal, ...gateSummary(state, reviewPackage) },
     });
     // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
     await ledger.flush('task-queue');
@@ -222,7 +222,7 @@ export class GateKeeper {
     const escalateTo = this.settings(gate).escalateTo ?? GATES[gate].escalateTo;
     this.o.ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate within ${timeout}; escalated to ${escalateTo}; timeout policy: ${policy}`, {
       stage: this.o.state.stage,
-      metadata: { gate, escalateTo, policy },
+      metadata: { gate, escalateTo, policy, requestedAt: this.o.state.pendingGate?.requestedAt, timeoutAt: this.o.state.pendingGate?.timeoutAt },
       suggestion: `decide sooner, or set gates.${gate}.timeout / onTimeout in the config`,
     });
   }

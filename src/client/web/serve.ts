@@ -1,0 +1,41 @@
+import type { Logger } from 'pino';
+import { ServeSchema, type WardenConfig } from '../../config/schema';
+import type { RuntimeConfig } from '../../runtime/config';
+import { readLinkSecret } from '../../runtime/link-secret';
+import { approverKeysDir } from '../../shared/approver-keys-dir';
+import { UserError } from '../../shared/errors';
+import { openLedger } from '../session';
+import { connectTemporal } from '../../runtime/temporal';
+import { startWebApp, type WebApp } from './server';
+
+/**
+ * Connects to Temporal and the ledger and serves the web app until `close`. A port in use is a
+ * clear error; `--port 0` takes a free one.
+ */
+export async function serveWebApp(
+  config: RuntimeConfig,
+  warden: WardenConfig,
+  options: { readonly host?: string; readonly port?: number; readonly operator: string; readonly logger: Logger; readonly print: (line: string) => void },
+): Promise<WebApp> {
+  const serve = ServeSchema.parse({ ...warden.serve, ...(options.host ? { host: options.host } : {}), ...(options.port !== undefined ? { port: options.port } : {}) });
+  const target = await connectTemporal(config, options.print);
+  const { ledger, database } = await openLedger(config, options.print);
+  let app: WebApp;
+  try {
+    app = await startWebApp({ client: target.client, ledger, secret: readLinkSecret(), operator: options.operator, keysDir: approverKeysDir(), host: serve.host, port: serve.port, logger: options.logger });
+  } catch (error) {
+    await database.close();
+    await target.close();
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new UserError(`port ${serve.port} on ${serve.host} is in use: stop what listens there, or pass --port (0 takes a free one)`);
+    throw error;
+  }
+  return {
+    url: app.url,
+    operatorUrl: app.operatorUrl,
+    async close() {
+      await app.close();
+      await database.close();
+      await target.close();
+    },
+  };
+}

@@ -1,0 +1,294 @@
+import { execFile } from 'node:child_process';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { Client } from '@temporalio/client';
+import type { Logger } from 'pino';
+import { DecisionLinkUses } from '../../ledger/decision-link-uses';
+import type { Ledger } from '../../ledger/ledger';
+import { deterministicUuid } from '../../ledger/event-id';
+import { gatePageUrl, readLinkToken, type LinkClaims } from '../../shared/decision-links';
+import { DECISION_KINDS, MAX_CONDITIONS, MAX_REASON_LENGTH, type DecisionKind } from '../../shared/decisions';
+import { UserError } from '../../shared/errors';
+import type { GateKind } from '../../shared/gates';
+import type { IntentState } from '../../shared/state';
+import { readApproverKey } from '../approver-keys';
+import { queryState, sendDecision } from '../intents';
+import { waitingGates } from '../list-intents';
+import { gatePage, inboxPage, messagePage, type DecidingAs } from './pages';
+
+const execFileP = promisify(execFile);
+
+export interface WebAppOptions {
+  readonly client: Client;
+  readonly ledger: Ledger;
+  /** The decision-link secret the workers share (see readLinkSecret). */
+  readonly secret: Buffer;
+  /** Who a decision made from the operator's own session is made as. */
+  readonly operator: string;
+  /** Where approvers' private keys are: a decision is signed with its approver's key when it is here. */
+  readonly keysDir: string;
+  readonly host: string;
+  readonly port: number;
+  readonly logger: Logger;
+}
+
+export interface WebApp {
+  /** Where it listens. */
+  readonly url: string;
+  /** The operator's own entry: opening it once sets the session cookie. */
+  readonly operatorUrl: string;
+  close(): Promise<void>;
+}
+
+const SESSION_COOKIE = 'warden_session';
+const MAX_BODY = 64 * 1024;
+const MAX_DOCUMENT = 100 * 1024;
+const MAX_DIFF = 200 * 1024;
+/** Refusals recorded in the ledger per minute: forged links cannot flood it. */
+const REFUSALS_RECORDED_PER_MINUTE = 60;
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly title: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * `warden serve`: the inbox of waiting gates and a page per gate with its review package, where a
+ * person decides. Two ways in: a notification's link (decides once, as the approver it was made
+ * for, until it expires) or the operator's session (the link printed at start sets a cookie).
+ * Every decision goes through `sendDecision`, signed with the approver's key when this machine
+ * has it, and the workflow checks it like any other; every refused link is a ledger row.
+ */
+export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
+  const sessionKey = randomBytes(24).toString('hex');
+  const uses = new DecisionLinkUses(o.ledger.pool);
+  const refusals = { minute: 0, count: 0 };
+  const csrfOf = (grant: string) => createHmac('sha256', o.secret).update(`csrf.${grant}`).digest('base64url');
+  const same = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
+
+  function hasSession(req: http.IncomingMessage): boolean {
+    const cookie = (req.headers.cookie ?? '').split(';').map((c) => c.trim().split('='));
+    const value = cookie.find(([name]) => name === SESSION_COOKIE)?.[1];
+    return value !== undefined && same(value, sessionKey);
+  }
+
+  async function refuseLink(reason: string, context: { intentId?: string; gate?: string; claims?: LinkClaims }): Promise<never> {
+    const minute = Math.floor(Date.now() / 60_000);
+    if (refusals.minute !== minute) Object.assign(refusals, { minute, count: 0 });
+    if (++refusals.count <= REFUSALS_RECORDED_PER_MINUTE) {
+      await o.ledger
+        .recordSafetyEvent({
+          id: deterministicUuid('DECISION_LINK_REFUSED', randomBytes(8).toString('hex')),
+          timestamp: new Date(),
+          eventType: 'DECISION_LINK_REFUSED',
+          severity: 'medium',
+          reason,
+          ...(context.intentId ? { intentId: context.intentId.slice(0, 64) } : {}),
+          suggestion: 'open the newest notification of the gate, or decide with warden approve / reject',
+          metadata: { gate: context.gate?.slice(0, 40), approver: context.claims?.approver, expiresAt: context.claims?.expiresAt },
+        })
+        .catch((error: unknown) => o.logger.warn({ err: error }, 'could not record a refused decision link'));
+    }
+    throw new HttpError(403, 'This link cannot decide', reason);
+  }
+
+  /** Who may decide here: the link's approver, or the operator with a session; undefined to only read. */
+  async function grantOf(req: http.IncomingMessage, token: string | undefined, intentId: string, gate: string): Promise<{ as: DecidingAs; grant: string; claims?: LinkClaims } | undefined> {
+    if (token) {
+      const check = readLinkToken(o.secret, token);
+      if (!check.ok) return refuseLink(check.reason, { intentId, gate, claims: check.claims });
+      const { claims } = check;
+      if (claims.intentId !== intentId || claims.gate !== gate) return refuseLink(`the link was made for the ${claims.gate} gate of ${claims.intentId}, not this page`, { intentId, gate, claims });
+      return { as: { approver: claims.approver, via: 'link', signed: signs(claims.approver), expiresAt: claims.expiresAt }, grant: token, claims };
+    }
+    if (hasSession(req)) return { as: { approver: o.operator, via: 'session', signed: signs(o.operator) }, grant: sessionKey };
+    return undefined;
+  }
+
+  function signs(approver: string): boolean {
+    try {
+      return readApproverKey(o.keysDir, approver) !== undefined;
+    } catch {
+      return false;
+    }
+  }
+
+  async function stateOf(intentId: string): Promise<IntentState> {
+    try {
+      return await queryState(o.client, intentId);
+    } catch (error) {
+      if ((error as Error).name === 'WorkflowNotFoundError') throw new HttpError(404, 'No such intent', `There is no intent ${intentId}.`);
+      throw error;
+    }
+  }
+
+  async function showGate(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string, token: string | undefined): Promise<void> {
+    const granted = await grantOf(req, token, intentId, gate);
+    if (!granted && !hasSession(req)) throw new HttpError(401, 'Sign in first', 'Open this page from the link in a notification, or from the address warden serve printed.');
+    const state = await stateOf(intentId);
+    if (granted?.claims && state.pendingGate?.gate === gate && state.pendingGate.requestedAt !== granted.claims.gateOpenedAt) {
+      await refuseLink(`the link was made for an earlier opening of the ${gate} gate (${granted.claims.gateOpenedAt}); the gate opened again at ${state.pendingGate.requestedAt}`, { intentId, gate, claims: granted.claims });
+    }
+    const used = granted?.claims ? await uses.usage(granted.claims.nonce) : undefined;
+    const page = gatePage({
+      intentId,
+      gate,
+      state,
+      as: used ? undefined : granted?.as,
+      hidden: granted ? { ...(token ? { t: token } : {}), csrf: csrfOf(granted.grant) } : {},
+      action: `/gates/${encodeURIComponent(intentId)}/${encodeURIComponent(gate)}`,
+      documents: documentsOf(state),
+      diff: await diffOf(state),
+    });
+    send(res, 200, used ? page.replace('<h1>', `<p class="bad" role="status">This link decided already (${used.decision} at ${used.usedAt}).</p><h1>`) : page);
+  }
+
+  async function decide(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string): Promise<void> {
+    const form = new URLSearchParams(await bodyOf(req));
+    const token = form.get('t') ?? undefined;
+    const granted = await grantOf(req, token, intentId, gate);
+    if (!granted) throw new HttpError(401, 'Sign in first', 'Deciding needs the link from a notification, or the operator session of warden serve.');
+    if (!same(form.get('csrf') ?? '', csrfOf(granted.grant))) throw new HttpError(403, 'Refused', 'The form did not come from this page: open the gate again and decide there.');
+    const decision = form.get('decision') as DecisionKind | null;
+    if (!decision || !DECISION_KINDS.includes(decision) || decision === 'defer') throw new HttpError(400, 'Refused', 'Decide with approve, approve-with-conditions or reject.');
+    const reason = (form.get('reason') ?? '').trim().slice(0, MAX_REASON_LENGTH) || undefined;
+    const conditions = (form.get('conditions') ?? '')
+      .split('\n')
+      .map((c) => c.trim())
+      .filter(Boolean);
+    if (decision === 'reject' && !reason) throw new HttpError(400, 'Refused', 'A rejection needs a reason.');
+    if (decision === 'approve-with-conditions' && conditions.length === 0) throw new HttpError(400, 'Refused', 'Approving with conditions needs at least one condition.');
+    if (conditions.length > MAX_CONDITIONS) throw new HttpError(400, 'Refused', `At most ${MAX_CONDITIONS} conditions.`);
+    const state = await stateOf(intentId);
+    const back = gatePageUrl('http://x/', intentId, gate, token).slice('http://x'.length);
+    if (state.pendingGate?.gate !== gate) {
+      return send(res, 409, messagePage('Not waiting', `The ${gate} gate of ${intentId} is not waiting for a decision (the intent is ${state.status}${state.pendingGate ? `, at the ${state.pendingGate.gate} gate` : ''}). Nothing was decided.`, false, back));
+    }
+    if (granted.claims) {
+      if (state.pendingGate.requestedAt !== granted.claims.gateOpenedAt) {
+        await refuseLink(`the link was made for an earlier opening of the ${gate} gate (${granted.claims.gateOpenedAt})`, { intentId, gate, claims: granted.claims });
+      }
+      const first = await uses.claim({ nonce: granted.claims.nonce, intentId, gate, approver: granted.claims.approver, decision });
+      if (!first) await refuseLink('this link decided already: each link decides once', { intentId, gate, claims: granted.claims });
+    }
+    try {
+      await sendDecision(o.client, intentId, { gate: gate as GateKind, decision, by: granted.as.approver, reason, ...(conditions.length ? { conditions } : {}) }, { keysDir: o.keysDir });
+    } catch (error) {
+      if (error instanceof UserError) return send(res, 409, messagePage('Refused', error.message, false, back));
+      throw error;
+    }
+    const what = decision === 'reject' ? 'rejected' : decision === 'approve' ? 'approved' : `approved with ${conditions.length} condition(s)`;
+    send(res, 200, messagePage('Decided', `The ${gate} gate of ${intentId} is ${what} by ${granted.as.approver}.`, true, back));
+  }
+
+  async function inbox(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    if (!hasSession(req)) throw new HttpError(401, 'Sign in first', 'Open the address warden serve printed (it carries the key of this session).');
+    const gates = await waitingGates(o.client);
+    send(res, 200, inboxPage(gates.map((g) => ({ ...g, page: `/gates/${encodeURIComponent(g.intentId)}/${encodeURIComponent(g.gate)}` }))));
+  }
+
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    const handle = async () => {
+      if (url.pathname === '/' && req.method === 'GET') {
+        const key = url.searchParams.get('key');
+        if (key !== null) {
+          if (!same(key, sessionKey)) throw new HttpError(403, 'Wrong key', 'This is not the key warden serve printed (it changes at every start).');
+          res.setHeader('set-cookie', `${SESSION_COOKIE}=${sessionKey}; HttpOnly; SameSite=Strict; Path=/`);
+          return redirect(res, '/');
+        }
+        return inbox(req, res);
+      }
+      if (parts.length === 3 && parts[0] === 'gates') {
+        if (req.method === 'GET') return showGate(req, res, parts[1]!, parts[2]!, url.searchParams.get('t') ?? undefined);
+        if (req.method === 'POST') return decide(req, res, parts[1]!, parts[2]!);
+      }
+      if (url.pathname === '/healthz') return send(res, 200, 'ok', 'text/plain');
+      throw new HttpError(404, 'Not found', 'There is no such page.');
+    };
+    handle().catch((error: unknown) => {
+      if (error instanceof HttpError) return send(res, error.status, messagePage(error.title, error.message, false));
+      o.logger.error({ err: error }, 'web app request failed');
+      send(res, 500, messagePage('Something failed', error instanceof Error ? error.message : String(error), false));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port, o.host, resolve);
+  });
+  const { port } = server.address() as AddressInfo;
+  const base = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${port}`;
+  return {
+    url: base,
+    operatorUrl: `${base}/?key=${sessionKey}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function send(res: http.ServerResponse, status: number, body: string, type = 'text/html; charset=utf-8'): void {
+  if (res.headersSent) return void res.end();
+  res.writeHead(status, {
+    'content-type': type,
+    'cache-control': 'no-store',
+    // No script, no frames, no outside resources: the page shows agent-written text.
+    'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+  });
+  res.end(body);
+}
+
+function redirect(res: http.ServerResponse, to: string): void {
+  res.writeHead(303, { location: to });
+  res.end();
+}
+
+async function bodyOf(req: http.IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY) throw new HttpError(413, 'Too large', 'The form is larger than a decision can be.');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The intent's documents (LLD, spec, …) when its worktree is on this machine. */
+function documentsOf(state: IntentState): Array<{ name: string; text: string }> {
+  if (!state.worktreePath) return [];
+  return Object.entries(state.artifacts)
+    .filter(([name]) => /^\d\d-(lld|spec)\.md$/.test(name))
+    .sort(([a], [b]) => a.localeCompare(b))
+    .flatMap(([name, relative]) => {
+      const file = path.join(state.worktreePath!, relative);
+      if (!existsSync(file) || !statSync(file).isFile()) return [];
+      const text = readFileSync(file, 'utf8');
+      return [{ name, text: text.length > MAX_DOCUMENT ? `${text.slice(0, MAX_DOCUMENT)}\n… (cut at ${MAX_DOCUMENT / 1024} KB)` : text }];
+    });
+}
+
+/** The change against its base, when the worktree is on this machine and the review package names the base. */
+async function diffOf(state: IntentState): Promise<string | undefined> {
+  const base = state.pendingGate?.package?.baseBranch;
+  if (!state.worktreePath || !base || !existsSync(state.worktreePath)) return undefined;
+  try {
+    const { stdout } = await execFileP('git', ['diff', '--no-color', '--no-ext-diff', `${base}...HEAD`, '--', '.', ':(exclude)docs/lineage'], { cwd: state.worktreePath, maxBuffer: 16 * MAX_DIFF });
+    return stdout.length > MAX_DIFF ? `${stdout.slice(0, MAX_DIFF)}\n… (cut at ${MAX_DIFF / 1024} KB)` : stdout;
+  } catch {
+    return undefined;
+  }
+}
