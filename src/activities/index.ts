@@ -3,6 +3,7 @@ import { GlobalStopWatch } from './global-stop-watch';
 import { createIntentCheckActivities } from './intent-check';
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
 import { createReviewPackageActivities } from './review-package';
+import { createDocumentEditActivities } from './document-edits';
 import { createStageActivities, type ActivityDeps } from './stage-activities';
 import { createSweepActivities, type IntentStatusReader } from './sweeper';
 import { NotificationOutbox } from '../ledger/notification-outbox';
@@ -28,6 +29,7 @@ export function createActivities(deps: WardenActivityDeps) {
     ...createStageActivities(deps, globalStop),
     ...createLedgerActivities(deps),
     ...createReviewPackageActivities(deps),
+    ...createDocumentEditActivities(deps),
     ...createSweepActivities(deps),
     ...createNotificationActivities({ outbox: new NotificationOutbox(deps.ledger.pool), env: process.env, gateLink: deps.gateLink, ledger: deps.ledger, redact: deps.redact, fetch: deps.fetch }),
   });

@@ -31,6 +31,8 @@ import { detectTestTampering } from './test-tamper';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
 import { branchForIntent } from '../shared/ids';
+import { MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-conditions';
+import { pathAllowed } from '../shared/glob';
 import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
 import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
 import { readReviewAssessment, readTriageAssessment } from '../shared/assessment-parsing';
@@ -53,6 +55,12 @@ export interface ActivityDeps {
   readonly fetch?: typeof fetch;
   /** The worker's model gateway: command agents with `network: 'gateway'` reach their model only through it. */
   readonly gateway?: ModelGateway;
+}
+
+/** What the checks of the merge conditions found, one result per condition. */
+export interface MergeConditionReport {
+  readonly met: boolean;
+  readonly results: ReadonlyArray<{ readonly condition: string; readonly met: boolean; readonly detail: string }>;
 }
 
 export interface IntentRef {
@@ -274,6 +282,42 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           logPath,
           tail: output.slice(-FEEDBACK_TAIL_CHARS),
         };
+      });
+    },
+
+    /**
+     * The conditions set at the gates before merge, checked on the branch as it would merge (see
+     * merge-conditions.ts). A `run:` command is agent-adjacent code (it runs the repo's scripts):
+     * it is confined like the tests, and what it writes is judged like their writes.
+     */
+    async checkMergeConditions({ intent, conditions }: { readonly intent: Intent; readonly conditions: readonly string[] }): Promise<MergeConditionReport> {
+      return whileHeartbeating(async () => {
+        const { worktreePath, head } = await worktree(intent);
+        const files = await changesAgainstBase(worktreePath, intent.baseBranch);
+        const results: Array<MergeConditionReport['results'][number]> = [];
+        for (const [index, text] of conditions.entries()) {
+          const condition = parseMergeCondition(text);
+          if (!condition) {
+            results.push({ condition: text, met: false, detail: `not a check Warden can run (${MERGE_CONDITION_FORMS})` });
+          } else if (condition.kind === 'max-files') {
+            results.push({ condition: text, met: files.length <= condition.limit, detail: `${files.length} file(s) changed` });
+          } else if (condition.kind === 'max-lines') {
+            const lines = files.reduce((n, f) => n + f.added + f.deleted, 0);
+            results.push({ condition: text, met: lines <= condition.limit, detail: `${lines} line(s) changed` });
+          } else if (condition.kind === 'only-paths') {
+            const outside = files.filter((f) => !pathAllowed(condition.globs, f.path)).map((f) => f.path);
+            results.push({ condition: text, met: outside.length === 0, detail: outside.length === 0 ? 'every changed file matches' : `outside: ${outside.slice(0, 10).join(', ')}` });
+          } else if (condition.kind === 'run') {
+            const run = await confinedTestRun(intent, worktreePath, condition.command, 1000 + index);
+            const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
+            const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
+            await refuseEscapes(intent, worktreePath, head, repoSnapshot, `the merge condition "${condition.command}"`);
+            const met = outcome.termination === 'exited' && outcome.exitCode === 0;
+            const tail = deps.redact(`${outcome.stdout}${outcome.stderr}`).slice(-1500);
+            results.push({ condition: text, met, detail: met ? 'passed' : `${outcome.termination === 'exited' ? `exit ${outcome.exitCode}` : outcome.termination}: ${tail}` });
+          }
+        }
+        return { met: results.every((r) => r.met), results };
       });
     },
 

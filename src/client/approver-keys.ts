@@ -55,7 +55,7 @@ export function publicKeyOf(key: KeyObject): string {
 export function signDecision(key: KeyObject, intentId: string, decision: Decision, gateOpenedAt: string, now: Date = new Date()): DecisionProof {
   const unsigned = { nonce: randomBytes(32).toString('hex'), signedAt: now.toISOString(), gateOpenedAt };
   const message = decisionMessage(
-    { intentId, gate: decision.gate, decision: decision.decision, by: decision.by, reason: decision.reason, conditions: decision.conditions },
+    { intentId, gate: decision.gate, decision: decision.decision, by: decision.by, reason: decision.reason, conditions: decision.conditions, document: decision.document },
     unsigned,
   );
   return { ...unsigned, signature: sign(null, message, key).toString('hex') };

@@ -1,3 +1,4 @@
+import { DECISION_KINDS } from '../shared/decisions';
 import { z } from 'zod';
 import { SAFETY_EVENT_TYPES, SEVERITIES, type Severity } from '../shared/safety-events';
 
@@ -98,7 +99,7 @@ export const GateDecisionRowSchema = z.object({
   id: z.uuid(),
   intentId: z.string(),
   gate: z.string(),
-  decision: z.enum(['approve', 'reject', 'approve-with-conditions', 'defer']),
+  decision: z.enum(DECISION_KINDS),
   by: z.string(),
   reason: z.string().optional(),
   conditions: z.array(z.string()).default([]),

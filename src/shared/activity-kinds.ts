@@ -38,6 +38,8 @@ const ACTIVITY_KINDS = {
   checkImplementation: 'stage',
   measureChange: 'stage',
   checkDocument: 'stage',
+  applyDocumentEdits: 'stage',
+  checkMergeConditions: 'stage',
   archiveLineage: 'stage',
   mergeIntent: 'stage',
 } as const satisfies Record<string, ActivityKind>;

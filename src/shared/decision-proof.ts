@@ -32,6 +32,7 @@ export interface SignedFields {
   readonly by: string;
   readonly reason?: string;
   readonly conditions?: readonly string[];
+  readonly document?: string;
 }
 
 /**
@@ -40,13 +41,14 @@ export interface SignedFields {
  */
 export function decisionMessage(fields: SignedFields, proof: Pick<DecisionProof, 'nonce' | 'signedAt' | 'gateOpenedAt'>): Uint8Array {
   const ordered = [
-    'warden-decision-v1',
+    'warden-decision-v2',
     fields.intentId,
     fields.gate,
     fields.decision,
     fields.by,
     fields.reason ?? null,
     fields.conditions ?? null,
+    fields.document ?? null,
     proof.nonce,
     proof.signedAt,
     proof.gateOpenedAt,

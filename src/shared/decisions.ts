@@ -5,8 +5,13 @@ import { undecodableReason } from './undecodable';
 /** Set in every agent process's environment: a decision sent from there is the agent's own. */
 export const AGENT_SESSION_VARIABLE = 'WARDEN_AGENT_SESSION';
 
-/** approve; reject (with a reason); approve with conditions for the next stage; defer once. */
-export const DECISION_KINDS = ['approve', 'reject', 'approve-with-conditions', 'defer'] as const;
+/**
+ * approve; reject (with a reason); approve with conditions for the next stage; defer once;
+ * request changes (the stage before the gate runs again with the reason as the person's
+ * comments, where the gate allows it); approve with edits (the person's version of the
+ * document is what the next stage gets, at the lld and spec gates).
+ */
+export const DECISION_KINDS = ['approve', 'reject', 'approve-with-conditions', 'defer', 'request-changes', 'approve-with-edits'] as const;
 export type DecisionKind = (typeof DECISION_KINDS)[number];
 
 /**
@@ -21,6 +26,8 @@ export interface Decision {
   readonly reason?: string;
   /** With approve-with-conditions: what the next stage must respect (added to its prompt). */
   readonly conditions?: string[];
+  /** With approve-with-edits: the whole document as the person edited it. */
+  readonly document?: string;
   /**
    * Set by the CLI when it runs inside an agent's process (WARDEN_AGENT_SESSION is in its
    * environment): such a decision is the agent deciding its own gate, and is refused.
@@ -35,6 +42,8 @@ export const MAX_BY_LENGTH = 100;
 export const MAX_REASON_LENGTH = 2000;
 export const MAX_CONDITIONS = 20;
 export const MAX_CONDITION_LENGTH = 1000;
+/** An edited document travels in the decision, and so in the workflow's history: bounded. */
+export const MAX_DOCUMENT_LENGTH = 100_000;
 const MAX_AGENT_SESSION_LENGTH = 200;
 
 export type ParsedDecision = { readonly ok: true; readonly decision: Decision } | { readonly ok: false; readonly problems: string };
@@ -71,6 +80,7 @@ export function parseDecision(raw: unknown): ParsedDecision {
   }
 
   const reason = optionalString(input.reason, 'reason', MAX_REASON_LENGTH, problem);
+  const document = optionalString(input.document, 'document', MAX_DOCUMENT_LENGTH, problem, false);
   const agentSession = optionalString(input.agentSession, 'agentSession', MAX_AGENT_SESSION_LENGTH, problem, false);
   let conditions: string[] | undefined;
   if (input.conditions !== undefined) {
@@ -89,6 +99,9 @@ export function parseDecision(raw: unknown): ParsedDecision {
   if (problems.length === 0) {
     if (decision === 'reject' && !reason) problem('reason', 'a rejection needs a reason');
     if (decision === 'approve-with-conditions' && !conditions?.length) problem('conditions', 'approve-with-conditions needs at least one condition');
+    if (decision === 'request-changes' && !reason) problem('reason', 'request-changes needs the changes asked for, as the reason');
+    if (decision === 'approve-with-edits' && !document?.trim()) problem('document', 'approve-with-edits needs the edited document');
+    if (decision !== 'approve-with-edits' && document !== undefined) problem('document', 'only approve-with-edits carries a document');
   }
   if (problems.length > 0) return { ok: false, problems: problems.join('; ') };
   return {
@@ -99,6 +112,7 @@ export function parseDecision(raw: unknown): ParsedDecision {
       by: by as string,
       ...(reason !== undefined ? { reason } : {}),
       ...(conditions !== undefined ? { conditions } : {}),
+      ...(document !== undefined ? { document } : {}),
       ...(agentSession !== undefined ? { agentSession } : {}),
       ...(proof !== undefined ? { proof } : {}),
     },

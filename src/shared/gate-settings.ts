@@ -15,9 +15,9 @@ export const GateSettingsSchema = z
     deferPeriod: DurationSchema.optional(),
     /** Who an escalation names when the gate times out. */
     escalateTo: z.string().trim().min(1).optional(),
-    /** Optional gates only (`lld`, `cost-overrun`): false switches the gate off. */
+    /** Optional gates only (`lld`, `spec`, `cost-overrun`): false switches the gate off. */
     enabled: z.boolean().optional(),
-    /** `lld` only: the lowest triage risk that asks for LLD approval (default HIGH). */
+    /** `lld` and `spec` only: the lowest triage risk that asks for the document's approval (default HIGH). */
     minRisk: RiskClassSchema.exclude(['PROHIBITED']).optional(),
   })
   .strict();
@@ -27,10 +27,10 @@ export type GateSettings = z.infer<typeof GateSettingsSchema>;
 export const GatesConfigSchema = z.partialRecord(GateKindSchema, GateSettingsSchema).superRefine((gates, ctx) => {
   for (const [gate, settings] of Object.entries(gates) as Array<[GateKind, GateSettings]>) {
     if (settings.enabled === false && !GATES[gate].optional) {
-      ctx.addIssue({ code: 'custom', path: [gate, 'enabled'], message: `the ${gate} gate cannot be switched off (only lld and cost-overrun can)` });
+      ctx.addIssue({ code: 'custom', path: [gate, 'enabled'], message: `the ${gate} gate cannot be switched off (only lld, spec and cost-overrun can)` });
     }
-    if (settings.minRisk !== undefined && gate !== 'lld') {
-      ctx.addIssue({ code: 'custom', path: [gate, 'minRisk'], message: 'minRisk applies to the lld gate only' });
+    if (settings.minRisk !== undefined && gate !== 'lld' && gate !== 'spec') {
+      ctx.addIssue({ code: 'custom', path: [gate, 'minRisk'], message: 'minRisk applies to the lld and spec gates only' });
     }
   }
 });

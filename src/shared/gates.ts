@@ -2,6 +2,7 @@
  * Gates an intent can wait at, in the order they can come up:
  * - `architecture`: triage rated the intent HIGH risk; a person approves before the LLD is written.
  * - `lld`: the low-level design is written; a person approves it (from `minRisk` up, default HIGH).
+ * - `spec`: the test specification is written; a person approves it (from `minRisk` up, default HIGH).
  * - `cost-overrun`: spend reached `budgetWarnAt` (80%) of the intent budget; continue?
  * - `cascade`: a stage answer tried to widen the task (cascade detector HIGH).
  * - `anomaly`: the behaviour monitor found a HIGH anomaly.
@@ -10,7 +11,7 @@
  * - `production`: the intent targets production; a person signs off before merge.
  * - `merge`: always, unless the automation ladder lets it pass.
  */
-export const GATE_KINDS = ['architecture', 'lld', 'cost-overrun', 'cascade', 'anomaly', 'blast-radius', 'security', 'production', 'merge'] as const;
+export const GATE_KINDS = ['architecture', 'lld', 'spec', 'cost-overrun', 'cascade', 'anomaly', 'blast-radius', 'security', 'production', 'merge'] as const;
 export type GateKind = (typeof GATE_KINDS)[number];
 
 /** Whether `value` names a gate. */
@@ -32,6 +33,7 @@ export interface GateDefinition {
 export const GATES: Record<GateKind, GateDefinition> = {
   architecture: { question: 'Review the proposed approach before the design is written.', escalateTo: 'architect', humanOnly: false, optional: false },
   lld: { question: 'Approve the low-level design before the spec and the implementation?', escalateTo: 'the intent owner', humanOnly: false, optional: true },
+  spec: { question: 'Approve the test specification before the implementation?', escalateTo: 'the intent owner', humanOnly: false, optional: true },
   'cost-overrun': { question: 'Approaching the cost budget. Continue?', escalateTo: 'budget_owner', humanOnly: false, optional: true },
   cascade: { question: 'A stage tried to widen the task. Let the intent go on?', escalateTo: 'the intent owner', humanOnly: true, optional: false },
   anomaly: { question: 'The behaviour monitor found a HIGH anomaly. Let the intent go on?', escalateTo: 'the intent owner', humanOnly: true, optional: false },

@@ -144,8 +144,8 @@ export function nextLevel(current: LadderLevel, metrics: LadderMetrics, run: Lad
 function levelAutoPasses(level: LadderLevel, gate: GateKind): boolean {
   if (GATES[gate].humanOnly) return false;
   if (level >= 4) return true;
-  if (level === 3) return gate === 'lld' || gate === 'merge';
-  if (level === 2) return gate === 'lld';
+  if (level === 3) return gate === 'lld' || gate === 'spec' || gate === 'merge';
+  if (level === 2) return gate === 'lld' || gate === 'spec';
   return false;
 }
 

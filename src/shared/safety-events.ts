@@ -32,6 +32,10 @@ export const SAFETY_EVENT_TYPES = [
   'DECISION_REFUSED',
   'OVERRIDE',
   'GATE_AUTO_PASSED',
+  // a person approved their own edit of a design document (the ledger keeps both versions)
+  'DOCUMENT_EDITED',
+  // the conditions set at the gates before merge, checked on the branch (met, or the merge is blocked)
+  'MERGE_CONDITIONS_CHECKED',
   // a gate's wait is four-fifths over with no decision
   'GATE_TIMEOUT_NEAR',
   // a notification channel did not take a notification after its last attempt

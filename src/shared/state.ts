@@ -18,6 +18,10 @@ export interface PendingGate {
   readonly humanOnly?: boolean;
   /** Why the automation ladder did not pass it. */
   readonly whyNotAutomatic?: string;
+  /** Whether `request-changes` may answer: the stage before the gate then runs again with the comments. */
+  readonly changes?: boolean;
+  /** The document `approve-with-edits` replaces (its path in the worktree), at the lld and spec gates. */
+  readonly editable?: string;
   /** Gates after impl carry the review package. */
   readonly package?: ReviewPackage;
 }

@@ -22,7 +22,7 @@ export class GateRejected extends Error {
 
 /** Whether a decision lets the intent go on. */
 export function approved(decision: RecordedDecision): boolean {
-  return decision.decision === 'approve' || decision.decision === 'approve-with-conditions';
+  return decision.decision === 'approve' || decision.decision === 'approve-with-conditions' || decision.decision === 'approve-with-edits';
 }
 
 /** Asks `gate` (the ladder may pass it); anything but an approval throws GateRejected. */

@@ -3,6 +3,7 @@ import { parseDecision, type Decision, type DecisionAnswer, type RecordedDecisio
 import { verifyDecisionProof } from '../shared/decision-proof';
 import { parseDuration } from '../shared/duration';
 import { GATES, type GateKind } from '../shared/gates';
+import { MERGE_CHECK_GATES, MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-conditions';
 import type { Intent } from '../shared/intent';
 import { autoPassRefusal, ladderDecider, type LadderLevel } from '../shared/ladder';
 import { decideSignal, decideUpdate } from '../shared/messages';
@@ -10,6 +11,14 @@ import { renderReviewPackage, type ReviewPackage } from '../shared/review-packag
 import type { RiskClass } from '../shared/risk';
 import type { IntentState } from '../shared/state';
 import type { LedgerRecorder } from './ledger-recorder';
+
+/** What a gate may be answered with beyond approve, reject and defer. */
+export interface GateAllows {
+  /** request-changes: the caller runs the stage again with the comments. */
+  readonly changes?: boolean;
+  /** approve-with-edits: the document (worktree path) the person's version replaces. */
+  readonly editable?: string;
+}
 
 /** What the automation ladder needs to know when a gate opens. */
 export interface AutoPassContext {
@@ -138,7 +147,7 @@ export class GateKeeper {
    * it waits for an accepted decision or the gate's timeout, which escalates and then applies the
    * timeout policy (reject, or wait once more). Refused decisions are recorded as they come.
    */
-  async decide(gate: GateKind, prompt: string): Promise<RecordedDecision> {
+  async decide(gate: GateKind, prompt: string, allows: GateAllows = {}): Promise<RecordedDecision> {
     const { state, ledger, intent } = this.o;
     const auto = this.o.autoPass(gate);
     const refusal = autoPassRefusal({ level: auto.level, gate, risk: auto.risk, refusals: auto.refusals });
@@ -155,6 +164,8 @@ export class GateKeeper {
       prompt,
       humanOnly: GATES[gate].humanOnly,
       whyNotAutomatic: refusal,
+      ...(allows.changes ? { changes: true } : {}),
+      ...(allows.editable ? { editable: allows.editable } : {}),
     };
     this.o.onWaiting(gate);
     this.showDetails();
@@ -274,6 +285,14 @@ export class GateKeeper {
     const unproven = this.proofRefusal(decision, pending.requestedAt);
     if (unproven) return unproven;
     if (decision.decision === 'defer' && this.deferred.has(decision.gate)) return `the ${decision.gate} gate was deferred once already`;
+    if (MERGE_CHECK_GATES.includes(decision.gate)) {
+      const unchecked = (decision.conditions ?? []).filter((c) => parseMergeCondition(c) === undefined);
+      if (unchecked.length > 0) {
+        return `a condition at the ${decision.gate} gate is a check run before the merge (${MERGE_CONDITION_FORMS}); "${unchecked[0]!.slice(0, 100)}" is none of them: ask for it with request-changes instead`;
+      }
+    }
+    if (decision.decision === 'request-changes' && !pending.changes) return `the ${decision.gate} gate cannot send its stage back: approve, reject or defer it`;
+    if (decision.decision === 'approve-with-edits' && !pending.editable) return `the ${decision.gate} gate has no document to edit: only the lld and spec gates take approve-with-edits`;
     return undefined;
   }
 
@@ -305,7 +324,7 @@ export class GateKeeper {
     if (proof.gateOpenedAt !== gateOpenedAt) return `signed for an earlier opening of the ${decision.gate} gate (${proof.gateOpenedAt}), not this one (${gateOpenedAt})`;
     const age = Math.abs(Date.now() - Date.parse(proof.signedAt));
     if (!(age <= SIGNATURE_MAX_AGE_MS)) return `signed at ${proof.signedAt}, more than ${SIGNATURE_MAX_AGE_MS / 60_000} minutes from now: sign again`;
-    const fields = { intentId: intent.id, gate: decision.gate, decision: decision.decision, by: decision.by, reason: decision.reason, conditions: decision.conditions };
+    const fields = { intentId: intent.id, gate: decision.gate, decision: decision.decision, by: decision.by, reason: decision.reason, conditions: decision.conditions, document: decision.document };
     if (!verifyDecisionProof(key, fields, proof)) return `the signature is not ${decision.by}'s signature of this decision`;
     return undefined;
   }

@@ -5,7 +5,7 @@ import { ladderScope } from '../shared/ladder';
 import { stateQuery } from '../shared/messages';
 import { riskAtLeast } from '../shared/risk';
 import type { IntentOutcome } from '../shared/state';
-import { requireApproval } from './approvals';
+import { approved, GateRejected, requireApproval } from './approvals';
 import { checkPredictedSize } from './blast-radius';
 import { checkedIntent, refuseForeignWorkflowId } from './intent-input';
 import { endEarly, finishIntent, type Ending, type MutableOutcome } from './intent-ending';
@@ -14,7 +14,9 @@ import { handlePauseSignals } from './pause-signals';
 import { assessRisk, checkReviewPolicy } from './risk-review';
 import { IntentRun } from './run-context';
 import { withinStageLimit, withinTotalLimit } from './stage-limits';
-import { runDesignStage, runImplStage, runStage } from './stage-runner';
+import { changesRequested, runDesignStage, runImplStage, runStage } from './stage-runner';
+import type { RecordedDecision } from '../shared/decisions';
+import type { GateKind } from '../shared/gates';
 
 /**
  * One intent, end to end: triage → lld → spec → impl (edit ⇄ test) → review → merge gate → merge.
@@ -54,15 +56,71 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
 async function pipeline(run: IntentRun): Promise<MutableOutcome> {
   await prepare(run);
   const triage = await triageStage(run);
-  await withinStageLimit(run, 'lld', () => runDesignStage(run, 'lld'));
-  if (run.gates.enabled('lld') && riskAtLeast(triage.risk, run.gates.settings('lld').minRisk ?? 'HIGH')) {
-    await requireApproval(run, 'lld', `Approve the low-level design (${run.state.artifacts['02-lld.md'] ?? 'in the lineage'}) before the spec and the implementation?`);
+  await designStage(run, 'lld', triage);
+  await designStage(run, 'spec', triage);
+  // A person at a gate before merge may send the change back: impl and review run again with the comments.
+  let changes: string | undefined;
+  for (;;) {
+    await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted, changes));
+    const review = await reviewStage(run);
+    const decision = await gatesBeforeMerge(run, review);
+    if (decision.decision === 'request-changes') {
+      changes = changesRequested(decision.gate, decision.by, decision.reason ?? '');
+      continue;
+    }
+    const unmet = await unmetMergeConditions(run);
+    if (unmet === undefined) break;
+    changes = unmet;
   }
-  await withinStageLimit(run, 'spec', () => runDesignStage(run, 'spec'));
-  await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted));
-  const review = await reviewStage(run);
-  await gatesBeforeMerge(run, review);
   return merge(run);
+}
+
+/**
+ * The conditions set at the gates before merge, checked on the branch: undefined when they all
+ * hold (or there are none), else what impl is told to fix before the gates are asked again.
+ */
+async function unmetMergeConditions(run: IntentRun): Promise<string | undefined> {
+  if (run.mergeConditions.length === 0) return undefined;
+  const report = await run.activities.git.checkMergeConditions({ intent: run.intent, conditions: run.mergeConditions });
+  const lines = report.results.map((r) => `- ${r.met ? 'met' : 'NOT MET'}: ${r.condition} (${r.detail.slice(0, 500)})`);
+  run.ledger.event('MERGE_CONDITIONS_CHECKED', report.met ? 'info' : 'medium', `merge conditions ${report.met ? 'all met' : 'not met'}:\n${lines.join('\n')}`.slice(0, 4000), {
+    stage: 'merge',
+    metadata: { results: report.results.map((r) => ({ condition: r.condition, met: r.met })) },
+    ...(report.met ? {} : { suggestion: 'impl runs again to meet them; the gates are asked again after review' }),
+  });
+  await run.ledger.flush();
+  if (report.met) return undefined;
+  return `The merge is blocked: conditions the approvers set are not met. Make the change meet every one of them:\n${lines.join('\n')}`;
+}
+
+const DESIGN_GATE_PROMPTS = {
+  lld: 'Approve the low-level design before the spec and the implementation?',
+  spec: 'Approve the test specification before the implementation?',
+} as const;
+
+/**
+ * lld or spec, then its gate when it is on and triage's risk reaches its `minRisk` (default
+ * HIGH). The person may approve, edit the document and approve their version (the next stage
+ * gets it; the ledger keeps both), ask for changes (the stage runs again with their comments,
+ * within its attempts), or reject.
+ */
+async function designStage(run: IntentRun, stage: 'lld' | 'spec', triage: TriageAssessment): Promise<void> {
+  let changes: string | undefined;
+  for (;;) {
+    const artifactPath = await withinStageLimit(run, stage, () => runDesignStage(run, stage, changes));
+    if (!run.gates.enabled(stage) || !riskAtLeast(triage.risk, run.gates.settings(stage).minRisk ?? 'HIGH')) return;
+    const decision = await run.gates.decide(stage, `${DESIGN_GATE_PROMPTS[stage]} (${artifactPath})`, { changes: true, editable: artifactPath });
+    if (decision.decision === 'request-changes') {
+      changes = changesRequested(stage, decision.by, decision.reason ?? '');
+      continue;
+    }
+    if (!approved(decision)) throw new GateRejected(stage, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+    if (decision.decision === 'approve-with-edits') {
+      const { commit } = await run.activities.git.applyDocumentEdits({ intent: run.intent, stage, artifactPath, text: decision.document!, by: decision.by });
+      if (commit) run.head = commit;
+    }
+    return;
+  }
 }
 
 /** The intent's worktree, and the agent's level on the automation ladder for this run. */
@@ -98,17 +156,24 @@ async function reviewStage(run: IntentRun): Promise<ReviewAssessment> {
   return review;
 }
 
-/** The security gate (critical findings), the production gate, then the merge gate. */
-async function gatesBeforeMerge(run: IntentRun, review: ReviewAssessment): Promise<void> {
+/**
+ * The security gate (critical findings), the production gate, then the merge gate. Returns the
+ * merge gate's approval, or the decision of whichever gate asked for changes.
+ */
+async function gatesBeforeMerge(run: IntentRun, review: ReviewAssessment): Promise<RecordedDecision> {
   const { intent, state } = run;
   const security = criticalSecurityFindings(review);
-  if (security.length > 0) {
-    await requireApproval(run, 'security', `Review reported ${security.length} critical security finding(s): ${security.map((f) => f.message).join(' | ').slice(0, 500)}`);
+  const asks: Array<[GateKind, string]> = [];
+  if (security.length > 0) asks.push(['security', `Review reported ${security.length} critical security finding(s): ${security.map((f) => f.message).join(' | ').slice(0, 500)}`]);
+  if (intent.environment === 'production') asks.push(['production', `This change targets production. Sign off on merging ${state.branch}?`]);
+  asks.push(['merge', `Merge ${state.branch} into ${intent.baseBranch}?${review.verdict === 'BLOCK' ? ' Review says BLOCK.' : ''}`]);
+  let decision: RecordedDecision | undefined;
+  for (const [gate, prompt] of asks) {
+    decision = await run.gates.decide(gate, prompt, { changes: true });
+    if (decision.decision === 'request-changes') return decision;
+    if (!approved(decision)) throw new GateRejected(gate, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
   }
-  if (intent.environment === 'production') {
-    await requireApproval(run, 'production', `This change targets production. Sign off on merging ${state.branch}?`);
-  }
-  await requireApproval(run, 'merge', `Merge ${state.branch} into ${intent.baseBranch}?${review.verdict === 'BLOCK' ? ' Review says BLOCK.' : ''}`);
+  return decision!;
 }
 
 /** Archives the lineage into the branch and merges it; the artifact paths follow the lineage. */

@@ -1,3 +1,4 @@
+import { MERGE_CHECK_GATES } from '../shared/merge-conditions';
 import { setHandler } from '@temporalio/workflow';
 import type { ChangeSize } from '../safety/limits';
 import { agentIdOf, networkOf } from '../shared/agent-routing';
@@ -44,6 +45,8 @@ export class IntentRun {
   readonly unconfinedCode: boolean;
   /** The intent branch's head as this run knows it: where the next stage starts (and a resume from it). */
   head?: string;
+  /** Conditions set at the gates before merge: checked (checkMergeConditions) before every merge attempt. */
+  readonly mergeConditions: string[] = [];
   /** Conditions of the last approve-with-conditions, for the next stage's prompt. */
   pendingConditions?: string[];
   /** The largest change a person let through at the blast-radius gate. */
@@ -97,7 +100,9 @@ export class IntentRun {
       },
       onWaiting: (gate) => setStatus(this.state, 'waiting', gate),
       onDecided: (decision) => {
-        if (decision.decision === 'approve-with-conditions') this.pendingConditions = [...(decision.conditions ?? [])];
+        // Before merge no agent stage follows: those conditions are checked before merging instead.
+        if (decision.decision === 'approve-with-conditions' && MERGE_CHECK_GATES.includes(decision.gate)) this.mergeConditions.push(...(decision.conditions ?? []));
+        else if (decision.decision === 'approve-with-conditions') this.pendingConditions = [...(decision.conditions ?? [])];
         setStatus(this.state, this.guard.paused ? 'paused' : 'running');
       },
     });

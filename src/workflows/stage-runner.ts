@@ -54,17 +54,22 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   return result;
 }
 
+/** What a stage is told when a person sent it back from a gate. */
+export function changesRequested(gate: string, by: string, comments: string): string {
+  return `At the ${gate} gate, ${by} asked for changes. Make them, and keep what they did not ask to change:\n${comments}`;
+}
+
 /**
  * Runs lld or spec until its document passes the mechanical checks; each failure goes back to
  * the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
  */
-export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec'): Promise<void> {
+export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec', changes?: string): Promise<string> {
   const { intent, state, ledger } = run;
-  let feedback: string | undefined;
+  let feedback = changes;
   for (;;) {
     const result = await runStage(run, stage, feedback);
     const check = await run.activities.git.checkDocument({ intent, stage, artifactPath: result.artifactPath });
-    if (check.ok) return;
+    if (check.ok) return result.artifactPath;
     ledger.event('STAGE_FAILED', 'medium', `${stage} attempt ${state.attempts[stage]}: the document failed its mechanical checks: ${check.errors.join('; ').slice(0, 1000)}`, {
       stage,
       suggestion: 'the next attempt is told what to fix',
@@ -80,12 +85,14 @@ export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec'): Pro
  * the impl cap (MAX_ITERATIONS_EXCEEDED) or the two-strike rule (STAGNATION_DETECTED) says so;
  * the completeness gate's own cap halts it after its last refusal.
  */
-export async function runImplStage(run: IntentRun, predicted: ChangeSize | undefined): Promise<void> {
+export async function runImplStage(run: IntentRun, predicted: ChangeSize | undefined, changes?: string): Promise<void> {
   const { intent, state, ledger, guard } = run;
-  let feedback: string | undefined;
+  let feedback = changes;
   let refusals = 0;
-  for (let attempt = 1; ; attempt++) {
+  for (;;) {
     await runStage(run, 'impl', feedback);
+    // Numbered across the intent: a second round after a person asked for changes goes on counting.
+    const attempt = state.attempts.impl!;
     const tests = await run.activities.tests.runTests({ intent, attempt });
     if (tests.commit) run.head = tests.commit;
     state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });

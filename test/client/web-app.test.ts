@@ -41,7 +41,7 @@ async function start(extra: Parameters<typeof startSampleIntent>[2] = {}) {
     approvals: { keys: { alice: alice.publicKey } },
     ...extra,
   });
-  await atGate(started.handle);
+  await atGate(started.handle, extra.gates?.lld ? 'lld' : 'merge');
   return started;
 }
 
@@ -87,12 +87,13 @@ test("a notification's link shows the review package and the diff, and decides o
   expect(html).toMatch(/<h2>Files changed<\/h2><table><tr><td>lib\//);
   expect(html).toMatch(/<span class="add">\+/);
 
-  const decided = await post(link, { ...hiddenOf(html), decision: 'approve-with-conditions', conditions: 'keep the public API\nno new dependencies' });
+  expect(html).toContain('checked before the merge: run: COMMAND');
+  const decided = await post(link, { ...hiddenOf(html), decision: 'approve-with-conditions', conditions: 'max-files: 5\r\nonly-paths: lib/**' });
   expect(decided).toMatchObject({ status: 200, text: expect.stringContaining(`The merge gate of ${id} is approved with 2 condition(s) by alice.`) });
   expect((await handle.result()).status).toBe('merged');
   expect(git(repo, 'log', '-1', '--format=%s', 'main')).toContain(`merge intent ${id}`);
   const { rows } = await world().pool.query("SELECT decided_by, decision, conditions FROM gate_decisions WHERE intent_id = $1 AND gate = 'merge'", [id]);
-  expect(rows).toEqual([{ decided_by: 'alice', decision: 'approve-with-conditions', conditions: ['keep the public API', 'no new dependencies'] }]);
+  expect(rows).toEqual([{ decided_by: 'alice', decision: 'approve-with-conditions', conditions: ['max-files: 5', 'only-paths: lib/**'] }]);
   const signed = await world().pool.query("SELECT metadata->>'signed' AS signed FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_DECIDED'", [id]);
   expect(signed.rows).toEqual([{ signed: 'true' }]);
 
@@ -167,4 +168,21 @@ test("the operator's session shows the inbox of waiting gates and decides as the
   const decided = await post(gatePageUrl(app.url, id, 'merge'), { ...hiddenOf(page), decision: 'reject', reason: 'not this week' }, { cookie });
   expect(decided).toMatchObject({ status: 200, text: expect.stringContaining('is rejected by olga') });
   expect(await handle.result()).toMatchObject({ status: 'rejected', reason: 'not this week' });
+}, 120_000);
+
+test("the lld gate's page shows the design to edit; the edited version is approved, signed, and is what the spec stage reads", async () => {
+  const { handle, id, repo } = await start({ gates: { lld: { minRisk: 'LOW' } } });
+  const link = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === id && r.json.kind === 'gate.opened' && r.json.gate === 'lld'), 20_000, 'the lld notification');
+  const html = await (await fetch(String(link.json.link))).text();
+  const textarea = /<textarea name="document" rows="20" required>([\s\S]*?)<\/textarea>/.exec(html);
+  expect(textarea?.[1]).toContain('# Low-level design');
+  expect(html).toContain('Request changes');
+  const edited = `${textarea![1]!.replace(/&amp;/g, '&').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'")}\n## Edited on the phone\nKeep slugify pure.\n`;
+  const decided = await post(String(link.json.link), { ...hiddenOf(html), decision: 'approve-with-edits', document: edited });
+  expect(decided).toMatchObject({ status: 200, text: expect.stringContaining('is approved with your edits by alice') });
+  await atGate(handle, 'merge');
+  expect(git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/03-spec.prompt.md`)).toContain('Keep slugify pure.');
+  const signed = await world().pool.query("SELECT metadata->>'signed' AS signed FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_DECIDED' AND metadata->>'gate' = 'lld'", [id]);
+  expect(signed.rows).toEqual([{ signed: 'true' }]);
+  await handle.cancel();
 }, 120_000);

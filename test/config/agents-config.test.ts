@@ -75,7 +75,7 @@ describe('approvals', () => {
   const key = `ed25519:${'ab'.repeat(32)}`;
 
   test("unsigned decisions count on the embedded server's gates but production, on a remote server nowhere, unless the config says", () => {
-    const all = ['architecture', 'lld', 'cost-overrun', 'cascade', 'anomaly', 'blast-radius', 'security', 'merge'];
+    const all = ['architecture', 'lld', 'spec', 'cost-overrun', 'cascade', 'anomaly', 'blast-radius', 'security', 'merge'];
     const config = resolveConfig({ approvers: { alice: { publicKey: key } } });
     expect(approvalsFrom({ ...config, embeddedServer: true })).toEqual({ keys: { alice: key }, unsignedGates: all });
     expect(approvalsFrom({ ...config, embeddedServer: false })).toEqual({ keys: { alice: key }, unsignedGates: [] });

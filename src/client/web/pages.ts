@@ -1,6 +1,7 @@
 import type { WaitingGate } from '../list-intents';
 import type { IntentState } from '../../shared/state';
 import type { ReviewPackage } from '../../shared/review-package';
+import { MERGE_CONDITION_FORMS } from '../../shared/merge-conditions';
 
 /**
  * The web app's pages: plain server-rendered HTML that reads well on a phone, with no script.
@@ -57,6 +58,10 @@ export interface GateView {
   readonly action: string;
   readonly documents: ReadonlyArray<{ readonly name: string; readonly text: string }>;
   readonly diff?: string;
+  /** The text of the document an edit would replace (pending.editable), when it can be read here. */
+  readonly editableText?: string;
+  /** Conditions here are checks before the merge (see merge-conditions.ts). */
+  readonly mergeChecks: boolean;
 }
 
 function packageHtml(p: ReviewPackage): string {
@@ -108,7 +113,18 @@ export function gatePage(v: GateView): string {
 <form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="approve">
 <label>Reason (optional)<textarea name="reason"></textarea></label><button class="approve" type="submit">Approve</button></form>
 <form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="approve-with-conditions">
-<label>Conditions, one per line<textarea name="conditions" required></textarea></label><button type="submit">Approve with conditions</button></form>
+<label>Conditions, one per line${v.mergeChecks ? ` — checked before the merge: ${esc(MERGE_CONDITION_FORMS)}` : ' — the next stage must respect them'}<textarea name="conditions" required></textarea></label><button type="submit">Approve with conditions</button></form>
+${
+  pending.changes
+    ? `<form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="request-changes">
+<label>Changes to make (the stage runs again with these comments)<textarea name="reason" required></textarea></label><button type="submit">Request changes</button></form>`
+    : ''
+}${
+  pending.editable && v.editableText !== undefined
+    ? `<form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="approve-with-edits">
+<label>Edit the document, then approve your version (the next stage gets it; the ledger keeps both)<textarea name="document" rows="20" required>${esc(v.editableText)}</textarea></label><button type="submit">Approve my edits</button></form>`
+    : ''
+}
 <form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="reject">
 <label>Why (required)<textarea name="reason" required></textarea></label><button class="reject" type="submit">Reject</button></form>`;
   } else if (waiting) {

@@ -11,7 +11,8 @@ import { DecisionLinkUses } from '../../ledger/decision-link-uses';
 import type { Ledger } from '../../ledger/ledger';
 import { deterministicUuid } from '../../ledger/event-id';
 import { gatePageUrl, readLinkToken, type LinkClaims } from '../../shared/decision-links';
-import { DECISION_KINDS, MAX_CONDITIONS, MAX_REASON_LENGTH, type DecisionKind } from '../../shared/decisions';
+import { DECISION_KINDS, MAX_CONDITIONS, MAX_DOCUMENT_LENGTH, MAX_REASON_LENGTH, type DecisionKind } from '../../shared/decisions';
+import { MERGE_CHECK_GATES } from '../../shared/merge-conditions';
 import { UserError } from '../../shared/errors';
 import type { GateKind } from '../../shared/gates';
 import type { IntentState } from '../../shared/state';
@@ -45,7 +46,7 @@ export interface WebApp {
 }
 
 const SESSION_COOKIE = 'warden_session';
-const MAX_BODY = 64 * 1024;
+const MAX_BODY = 512 * 1024;
 const MAX_DOCUMENT = 100 * 1024;
 const MAX_DIFF = 200 * 1024;
 /** Refusals recorded in the ledger per minute: forged links cannot flood it. */
@@ -148,6 +149,8 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       action: `/gates/${encodeURIComponent(intentId)}/${encodeURIComponent(gate)}`,
       documents: documentsOf(state),
       diff: await diffOf(state),
+      editableText: editableTextOf(state),
+      mergeChecks: MERGE_CHECK_GATES.includes(gate),
     });
     send(res, 200, used ? page.replace('<h1>', `<p class="bad" role="status">This link decided already (${used.decision} at ${used.usedAt}).</p><h1>`) : page);
   }
@@ -159,12 +162,16 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     if (!granted) throw new HttpError(401, 'Sign in first', 'Deciding needs the link from a notification, or the operator session of warden serve.');
     if (!same(form.get('csrf') ?? '', csrfOf(granted.grant))) throw new HttpError(403, 'Refused', 'The form did not come from this page: open the gate again and decide there.');
     const decision = form.get('decision') as DecisionKind | null;
-    if (!decision || !DECISION_KINDS.includes(decision) || decision === 'defer') throw new HttpError(400, 'Refused', 'Decide with approve, approve-with-conditions or reject.');
+    if (!decision || !DECISION_KINDS.includes(decision) || decision === 'defer') throw new HttpError(400, 'Refused', 'Decide with approve, approve-with-conditions, request-changes, approve-with-edits or reject.');
     const reason = (form.get('reason') ?? '').trim().slice(0, MAX_REASON_LENGTH) || undefined;
     const conditions = (form.get('conditions') ?? '')
       .split('\n')
       .map((c) => c.trim())
       .filter(Boolean);
+    const document = decision === 'approve-with-edits' ? (form.get('document') ?? '').replace(/\r\n/g, '\n') : undefined;
+    if (document !== undefined && !document.trim()) throw new HttpError(400, 'Refused', 'Approving your edits needs the edited document.');
+    if (document !== undefined && document.length > MAX_DOCUMENT_LENGTH) throw new HttpError(400, 'Refused', `The edited document is longer than ${MAX_DOCUMENT_LENGTH} characters.`);
+    if (decision === 'request-changes' && !reason) throw new HttpError(400, 'Refused', 'Say which changes to make.');
     if (decision === 'reject' && !reason) throw new HttpError(400, 'Refused', 'A rejection needs a reason.');
     if (decision === 'approve-with-conditions' && conditions.length === 0) throw new HttpError(400, 'Refused', 'Approving with conditions needs at least one condition.');
     if (conditions.length > MAX_CONDITIONS) throw new HttpError(400, 'Refused', `At most ${MAX_CONDITIONS} conditions.`);
@@ -181,12 +188,12 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       if (!first) await refuseLink('this link decided already: each link decides once', { intentId, gate, claims: granted.claims });
     }
     try {
-      await sendDecision(o.client, intentId, { gate: gate as GateKind, decision, by: granted.as.approver, reason, ...(conditions.length ? { conditions } : {}) }, { keysDir: o.keysDir });
+      await sendDecision(o.client, intentId, { gate: gate as GateKind, decision, by: granted.as.approver, reason, ...(conditions.length ? { conditions } : {}), ...(document !== undefined ? { document } : {}) }, { keysDir: o.keysDir });
     } catch (error) {
       if (error instanceof UserError) return send(res, 409, messagePage('Refused', error.message, false, back));
       throw error;
     }
-    const what = decision === 'reject' ? 'rejected' : decision === 'approve' ? 'approved' : `approved with ${conditions.length} condition(s)`;
+    const what = { reject: 'rejected', approve: 'approved', 'approve-with-conditions': `approved with ${conditions.length} condition(s)`, 'request-changes': 'sent back with changes requested', 'approve-with-edits': 'approved with your edits' }[decision];
     send(res, 200, messagePage('Decided', `The ${gate} gate of ${intentId} is ${what} by ${granted.as.approver}.`, true, back));
   }
 
@@ -267,18 +274,32 @@ async function bodyOf(req: http.IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** The intent's documents (LLD, spec, …) when its worktree is on this machine. */
+/** The intent's latest LLD and spec, when its worktree is on this machine. */
 function documentsOf(state: IntentState): Array<{ name: string; text: string }> {
   if (!state.worktreePath) return [];
-  return Object.entries(state.artifacts)
-    .filter(([name]) => /^\d\d-(lld|spec)\.md$/.test(name))
-    .sort(([a], [b]) => a.localeCompare(b))
-    .flatMap(([name, relative]) => {
+  const latest = new Map<string, { name: string; attempt: number; relative: string }>();
+  for (const [name, relative] of Object.entries(state.artifacts)) {
+    const match = /^\d\d-(lld|spec)(?:-attempt-(\d+))?\.md$/.exec(name);
+    if (!match) continue;
+    const attempt = Number(match[2] ?? 1);
+    if ((latest.get(match[1]!)?.attempt ?? 0) < attempt) latest.set(match[1]!, { name, attempt, relative });
+  }
+  return [...latest.values()]
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .flatMap(({ name, relative }) => {
       const file = path.join(state.worktreePath!, relative);
       if (!existsSync(file) || !statSync(file).isFile()) return [];
       const text = readFileSync(file, 'utf8');
       return [{ name, text: text.length > MAX_DOCUMENT ? `${text.slice(0, MAX_DOCUMENT)}\n… (cut at ${MAX_DOCUMENT / 1024} KB)` : text }];
     });
+}
+
+/** The document an edit would replace, when the worktree is on this machine. */
+function editableTextOf(state: IntentState): string | undefined {
+  const relative = state.pendingGate?.editable;
+  if (!relative || !state.worktreePath) return undefined;
+  const file = path.join(state.worktreePath, relative);
+  return existsSync(file) ? readFileSync(file, 'utf8') : undefined;
 }
 
 /** The change against its base, when the worktree is on this machine and the review package names the base. */

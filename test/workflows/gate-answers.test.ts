@@ -1,0 +1,102 @@
+import type { WorkflowHandle } from '@temporalio/client';
+import { decideUpdate, stateQuery } from '../../src/shared/messages';
+import type { IntentState } from '../../src/shared/state';
+import { git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
+
+/**
+ * What a person can answer at a gate beyond yes and no: request changes (the stage before the
+ * gate runs again with their comments, within its attempts), approve their own edit of a design
+ * document (the next stage reads it, the ledger keeps both), and conditions at the gates before
+ * merge, which are checks that block the merge until they hold.
+ */
+
+const world = useTestWorld('gate-answers');
+
+async function atGate(handle: WorkflowHandle, gate: string, after = 0): Promise<IntentState> {
+  return waitFor(async () => {
+    const s = await handle.query(stateQuery);
+    return s.pendingGate?.gate === gate && s.decisions.length >= after ? s : undefined;
+  }, 60_000, `the ${gate} gate`);
+}
+
+const decide = (handle: WorkflowHandle, decision: Record<string, unknown>) => handle.executeUpdate(decideUpdate, { args: [{ by: 'rita', ...decision }] });
+
+async function events(id: string, type: string): Promise<Array<{ reason: string; metadata: Record<string, unknown>; severity: string }>> {
+  const { rows } = await world().pool.query('SELECT reason, metadata, severity FROM safety_events WHERE intent_id = $1 AND event_type = $2 ORDER BY recorded_at', [id, type]);
+  return rows;
+}
+
+test('request changes at the merge gate: impl and review run again with the comments, then the gate asks again', async () => {
+  const { handle, id, repo } = await startSampleIntent(world(), 'ga');
+  const first = await atGate(handle, 'merge');
+  const implBefore = first.attempts.impl!;
+  expect(await decide(handle, { gate: 'merge', decision: 'request-changes', reason: 'Also document slugify in a JSDoc comment.' })).toEqual({ accepted: true });
+  const second = await atGate(handle, 'merge', first.decisions.length + 1);
+  expect(second.attempts.impl).toBe(implBefore + 1);
+  expect(second.attempts.review).toBe((first.attempts.review ?? 0) + 1);
+  const prompt = git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/04-impl-attempt-${implBefore + 1}.prompt.md`);
+  expect(prompt).toContain('At the merge gate, rita asked for changes');
+  expect(prompt).toContain('Also document slugify in a JSDoc comment.');
+  expect(await decide(handle, { gate: 'merge', decision: 'approve' })).toEqual({ accepted: true });
+  expect((await handle.result()).status).toBe('merged');
+  const { rows } = await world().pool.query("SELECT decision FROM gate_decisions WHERE intent_id = $1 AND gate = 'merge' ORDER BY decided_at", [id]);
+  expect(rows.map((r: { decision: string }) => r.decision)).toEqual(['request-changes', 'approve']);
+}, 120_000);
+
+test('edit then approve at the lld gate: the next stage reads the edited design, the ledger keeps both versions', async () => {
+  const { handle, id, repo } = await startSampleIntent(world(), 'ga', { gates: { lld: { minRisk: 'LOW' } } });
+  const waiting = await atGate(handle, 'lld');
+  expect(waiting.pendingGate).toMatchObject({ changes: true, editable: expect.stringMatching(/02-lld\.md$/) });
+  const original = git(repo, 'show', `warden/${id}:${waiting.pendingGate!.editable!}`);
+  const edited = `${original.trimEnd()}\n\n## Approver's note\nslugify must also fold accents (é → e).\n`;
+  expect(await decide(handle, { gate: 'lld', decision: 'approve-with-edits', document: edited })).toEqual({ accepted: true });
+  await atGate(handle, 'merge');
+  expect(git(repo, 'show', `warden/${id}:${waiting.pendingGate!.editable!}`)).toBe(edited.trimEnd());
+  const specPrompt = git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/03-spec.prompt.md`);
+  expect(specPrompt).toContain('slugify must also fold accents');
+  const [edit] = await events(id, 'DOCUMENT_EDITED');
+  expect(edit!.metadata).toMatchObject({ by: 'rita', original: `${original}\n`, edited });
+  expect(edit!.metadata.originalSha256).not.toBe(edit!.metadata.editedSha256);
+  await decide(handle, { gate: 'merge', decision: 'reject', reason: 'enough for the test' });
+  expect((await handle.result()).status).toBe('rejected');
+}, 120_000);
+
+test('request changes at the spec gate runs spec again with the comments; approve-with-edits is refused where there is no document', async () => {
+  const { handle, id, repo } = await startSampleIntent(world(), 'ga', { gates: { spec: { minRisk: 'LOW' } } });
+  const first = await atGate(handle, 'spec');
+  expect(await decide(handle, { gate: 'spec', decision: 'request-changes', reason: 'Add a row for an empty string.' })).toEqual({ accepted: true });
+  await atGate(handle, 'spec', first.decisions.length + 1);
+  expect(git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/03-spec-attempt-2.prompt.md`)).toContain('Add a row for an empty string.');
+  await decide(handle, { gate: 'spec', decision: 'approve' });
+  await atGate(handle, 'merge');
+  expect(await decide(handle, { gate: 'merge', decision: 'approve-with-edits', document: 'mine' })).toEqual({
+    accepted: false,
+    reason: 'the merge gate has no document to edit: only the lld and spec gates take approve-with-edits',
+  });
+  await handle.cancel();
+}, 120_000);
+
+test('conditions at the merge gate are checks: a free-text one is refused, a met one lets it merge', async () => {
+  const { handle, id } = await startSampleIntent(world(), 'ga');
+  await atGate(handle, 'merge');
+  const refused = await decide(handle, { gate: 'merge', decision: 'approve-with-conditions', conditions: ['keep the public API'] });
+  expect(refused).toEqual({ accepted: false, reason: expect.stringContaining('a condition at the merge gate is a check run before the merge') });
+  expect(await decide(handle, { gate: 'merge', decision: 'approve-with-conditions', conditions: ['max-files: 3', 'only-paths: lib/**', 'run: grep -q slugify lib/strings.js'] })).toEqual({ accepted: true });
+  expect((await handle.result()).status).toBe('merged');
+  const [checked] = await events(id, 'MERGE_CONDITIONS_CHECKED');
+  expect(checked).toMatchObject({ severity: 'info', metadata: { results: [{ met: true }, { met: true }, { met: true }] } });
+}, 120_000);
+
+test('an unmet merge condition blocks the merge: impl runs again with it, and the gate asks again', async () => {
+  const { handle, id, repo, before } = await startSampleIntent(world(), 'ga');
+  const first = await atGate(handle, 'merge');
+  await decide(handle, { gate: 'merge', decision: 'approve-with-conditions', conditions: ['run: test -f lib/CHANGELOG.md'] });
+  await atGate(handle, 'merge', first.decisions.length + 1);
+  const [checked] = await events(id, 'MERGE_CONDITIONS_CHECKED');
+  expect(checked).toMatchObject({ severity: 'medium', reason: expect.stringContaining('NOT MET: run: test -f lib/CHANGELOG.md') });
+  const implAttempt = (await handle.query(stateQuery)).attempts.impl!;
+  expect(git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/04-impl-attempt-${implAttempt}.prompt.md`)).toContain('The merge is blocked');
+  expect(git(repo, 'rev-parse', 'main')).toBe(before);
+  await decide(handle, { gate: 'merge', decision: 'reject', reason: 'no changelog' });
+  expect((await handle.result()).status).toBe('rejected');
+}, 120_000);
