@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { serveWebApp } from './web/serve';
+import { serveAlongside, serveWebApp } from './web/serve';
 import path from 'node:path';
 import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
@@ -8,7 +8,9 @@ import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
-import { AGENT_SESSION_VARIABLE, parseDecision } from '../shared/decisions';
+import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
+import { MERGE_CONDITION_FORMS } from '../shared/merge-conditions';
+import { existsSync, readFileSync } from 'node:fs';
 import { GATE_KINDS, isGateKind } from '../shared/gates';
 import { UserError } from '../shared/errors';
 import { INTENT_STATUSES } from '../shared/state';
@@ -73,8 +75,17 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       const worker = await startWorker(target, config, safety, logger);
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
+      const app = await serveAlongside(config, safety, { operator: approver(), logger, print });
       print('worker running on task queue "warden"; Ctrl-C to stop');
-      await stopOnInterrupt(worker, target);
+      await stopOnInterrupt(
+        {
+          async stop() {
+            await app?.close();
+            await worker.stop();
+          },
+        },
+        target,
+      );
     });
 
   program
@@ -202,17 +213,21 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--gate <gate>', 'gate to approve (default: the one the intent waits at)')
     .option('--by <name>', 'who approves (default: the config\'s operator, else $USER)')
     .option('--reason <text>', 'why')
-    .option('--conditions <text...>', 'conditions the next stage must respect (recorded, and added to its prompt)')
-    .action(async (id: string, flags: { gate?: string; by?: string; reason?: string; conditions?: string[] }) => {
+    .option('--conditions <text...>', `conditions the next stage must respect (added to its prompt); at the security, production and merge gates, checks run before the merge: ${MERGE_CONDITION_FORMS}`)
+    .option('--edited <file>', 'at the lld or spec gate: approve your edit of the document instead (the next stage reads it; the ledger keeps both)')
+    .action(async (id: string, flags: { gate?: string; by?: string; reason?: string; conditions?: string[]; edited?: string }) => {
       const withConditions = Boolean(flags.conditions?.length);
+      if (withConditions && flags.edited) throw new UserError('give --conditions or --edited, not both');
+      const document = flags.edited === undefined ? undefined : readEditedDocument(flags.edited);
       const gate = await decide(config, id, {
         gate: flags.gate,
-        decision: withConditions ? 'approve-with-conditions' : 'approve',
+        decision: document !== undefined ? 'approve-with-edits' : withConditions ? 'approve-with-conditions' : 'approve',
         by: flags.by ?? approver(),
         reason: flags.reason,
         conditions: flags.conditions,
+        ...(document !== undefined ? { document } : {}),
       });
-      print(`approved the ${gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : ''}`);
+      print(`approved the ${gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : document !== undefined ? ` with your edit of its document (${flags.edited})` : ''}`);
       // Approving records the decision; a paused intent or a stopped Warden still goes nowhere.
       for (const line of approvalOutlook(id, gate, await readApprovalFacts(config, id))) print(line);
     });
@@ -247,6 +262,17 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (id: string, flags: { gate?: string; by?: string; reason: string }) => {
       const gate = await decide(config, id, { gate: flags.gate, decision: 'reject', by: flags.by ?? approver(), reason: flags.reason });
       print(`rejected the ${gate} gate of ${id}`);
+    });
+
+  program
+    .command('request-changes <id>')
+    .description('Send the intent back from its gate: the stage before it (lld or spec; impl and review before merge) runs again with your comments, within its attempts')
+    .option('--gate <gate>', 'gate to answer (default: the one the intent waits at)')
+    .requiredOption('--reason <text>', 'the changes to make (required)')
+    .option('--by <name>', 'who asks (default: the config\'s operator, else $USER)')
+    .action(async (id: string, flags: { gate?: string; by?: string; reason: string }) => {
+      const gate = await decide(config, id, { gate: flags.gate, decision: 'request-changes', by: flags.by ?? approver(), reason: flags.reason });
+      print(`asked for changes at the ${gate} gate of ${id}: the stage runs again with your comments`);
     });
 
   program
@@ -357,6 +383,15 @@ async function stopOnInterrupt(worker: { stop(): Promise<void> }, target: { clos
   } finally {
     interrupted.dispose();
   }
+}
+
+/** The edited document for `warden approve --edited FILE`: it must exist and fit in a decision. */
+function readEditedDocument(file: string): string {
+  if (!existsSync(file)) throw new UserError(`--edited ${file}: no such file`);
+  const text = readFileSync(file, 'utf8');
+  if (!text.trim()) throw new UserError(`--edited ${file}: the file is empty`);
+  if (text.length > MAX_DOCUMENT_LENGTH) throw new UserError(`--edited ${file}: longer than ${MAX_DOCUMENT_LENGTH} characters`);
+  return text;
 }
 
 async function decide(config: RuntimeConfig, id: string, raw: Record<string, unknown> & { gate?: string }): Promise<string> {

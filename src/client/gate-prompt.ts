@@ -11,6 +11,8 @@ export function renderPendingGate(intentId: string, pending: PendingGate): strin
   ];
   if (pending.package) lines.push('', renderReviewPackage(pending.package).replace(/\*\*/g, ''));
   lines.push('', `approve: warden approve ${intentId}   reject: warden reject ${intentId} --reason "…"   conditions: warden approve ${intentId} --conditions "…"`);
+  if (pending.changes) lines.push(`request changes: warden request-changes ${intentId} --reason "…"`);
+  if (pending.editable) lines.push(`edit, then approve: warden approve ${intentId} --edited FILE (the document is ${pending.editable} in the worktree)`);
   return lines.filter((l, i) => l !== '' || i > 0).join('\n');
 }
 
@@ -26,7 +28,7 @@ export interface Asker {
 export async function askAtGate(asker: Asker, intentId: string, pending: PendingGate, print: (line: string) => void): Promise<Omit<Decision, 'by'>> {
   print(renderPendingGate(intentId, pending));
   for (;;) {
-    const answer = (await asker.question('[a]pprove / [r]eject / approve with [c]onditions / [d]efer: ')).trim().toLowerCase();
+    const answer = (await asker.question(`[a]pprove / [r]eject / approve with [c]onditions / [d]efer${pending.changes ? ' / request c[h]anges' : ''}: `)).trim().toLowerCase();
     const gate = pending.gate;
     if (['a', 'approve', 'y', 'yes'].includes(answer)) return { gate, decision: 'approve' };
     if (['r', 'reject', 'n', 'no'].includes(answer)) {
@@ -43,6 +45,12 @@ export async function askAtGate(asker: Asker, intentId: string, pending: Pending
       continue;
     }
     if (['d', 'defer'].includes(answer)) return { gate, decision: 'defer' };
-    print(`"${answer}" is not one of a, r, c, d`);
+    if (pending.changes && ['h', 'changes'].includes(answer)) {
+      const reason = (await asker.question('Changes to make (the stage runs again with them): ')).trim();
+      if (reason) return { gate, decision: 'request-changes', reason };
+      print('no change given; asking again');
+      continue;
+    }
+    print(`"${answer}" is not one of a, r, c, d${pending.changes ? ', h' : ''}`);
   }
 }

@@ -9,6 +9,8 @@ import { catchInterrupts } from './interrupts';
 import { refuseTakenId, startIntent, validateIntent } from './intents';
 import { connectTemporal, hasLiveWorker, openLedger, startWorker, webUiLink, type RunningWorker } from './session';
 import { startTracing } from '../runtime/telemetry';
+import { serveAlongside } from './web/serve';
+import type { WebApp } from './web/server';
 
 export interface RunIntentOptions {
   readonly config: RuntimeConfig;
@@ -20,6 +22,8 @@ export interface RunIntentOptions {
   readonly interactive: boolean;
   readonly by: string;
   readonly print: (line: string) => void;
+  /** Serve the web app while following (default: yes); a port in use only says so. */
+  readonly serve?: boolean;
 }
 
 /** Ctrl-C stopped the following; the intent goes on. `next` says how to carry on with it. */
@@ -55,6 +59,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
     let worker: RunningWorker | undefined;
     let stopped: Omit<StoppedFollowing, 'next'> | undefined;
     let otherWorkers = false;
+    let webApp: WebApp | undefined;
     try {
       if (options.detach && target.embedded) {
         throw new UserError('--detach needs a Temporal server that outlives this command: start `warden dev` first, or set TEMPORAL_ADDRESS');
@@ -74,6 +79,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
       const link = webUiLink(target, intent.id);
       if (link) options.print(`Web UI: ${link}`);
       if (options.detach) return { intentId: intent.id, detached: true };
+      webApp = options.serve === false ? undefined : await serveAlongside(options.config, options.safety, { operator: options.by, logger: options.logger, print: options.print });
       const result = await followIntent({
         client: target.client,
         intentId: intent.id,
@@ -87,6 +93,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
       stopped = { intentId: intent.id, detached: true, interrupted: true, state: result.state };
       otherWorkers = !target.embedded && (await hasLiveWorker(target.client, target.namespace, worker?.identity).catch(() => true));
     } finally {
+      await webApp?.close();
       await worker?.stop();
       await target.close();
       await tracing?.shutdown(); // flush the client's spans before the command exits

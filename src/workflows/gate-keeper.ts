@@ -388,7 +388,9 @@ export class GateKeeper {
           : '',
         'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',
         'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
-        'With conditions: `{"gate":"' + gate + '","decision":"approve-with-conditions","by":"<your name>","conditions":["…"]}`',
+        'With conditions: `{"gate":"' + gate + '","decision":"approve-with-conditions","by":"<your name>","conditions":["…"]}`' +
+          (MERGE_CHECK_GATES.includes(gate) ? ` (here each condition is a check run before the merge: ${MERGE_CONDITION_FORMS})` : ''),
+        pending.changes ? 'Request changes: `{"gate":"' + gate + '","decision":"request-changes","by":"<your name>","reason":"<the changes>"}`' : '',
         ...(state.refusedDecisions?.length
           ? [`Refused decisions (latest last):\n${state.refusedDecisions.map((r) => `- ${r.at}${r.by ? ` from "${r.by}"` : ''}: ${r.reason}`).join('\n')}`]
           : []),

@@ -39,3 +39,24 @@ export async function serveWebApp(
     },
   };
 }
+
+/**
+ * The web app for as long as a command follows intents (`warden run`, `warden dev`), so that a
+ * notification's link works wherever the intent was started. A port in use is not an error here:
+ * another Warden command may be serving it already.
+ */
+export async function serveAlongside(
+  config: RuntimeConfig,
+  warden: WardenConfig,
+  options: { readonly operator: string; readonly logger: Logger; readonly print: (line: string) => void },
+): Promise<WebApp | undefined> {
+  try {
+    const app = await serveWebApp(config, warden, { ...options, print: () => undefined });
+    options.print(`review and decide in a browser: ${app.operatorUrl}`);
+    return app;
+  } catch (error) {
+    const why = error instanceof UserError ? error.message : (error as Error).message;
+    options.print(`note: the web app is not served from here (${why})`);
+    return undefined;
+  }
+}
