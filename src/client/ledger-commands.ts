@@ -6,6 +6,7 @@ import type { WardenConfig } from '../config/schema';
 import { openDatabase } from '../ledger/database';
 import { booksDifferenceCents } from '../ledger/ledger';
 import { migrate } from '../ledger/migrate';
+import { NotificationOutbox } from '../ledger/notification-outbox';
 import { formatReport } from '../ledger/report-text';
 import type { CostGrouping, TimelineEntry } from '../ledger/types';
 import type { RuntimeConfig } from '../runtime/config';
@@ -170,6 +171,18 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         io.print(`${row.key.padEnd(40)} ${row.usd.padStart(12)} ${String(row.calls).padStart(6)} ${String(row.inputTokens).padStart(9)} ${String(row.outputTokens).padStart(9)}`);
       }
       io.print(`${'total'.padEnd(40)} ${result.totalUsd.padStart(12)}`);
+    });
+
+  program
+    .command('notifications')
+    .description('Notifications that were not delivered after their last attempt (dead letters), newest first')
+    .option('--intent <id>', 'only those of this intent')
+    .option('--json', 'print JSON')
+    .action(async (flags: { intent?: string; json?: boolean }) => {
+      const letters = await withLedger((ledger) => new NotificationOutbox(ledger.pool).deadLetters(flags.intent));
+      if (flags.json) return io.printJson(letters);
+      if (letters.length === 0) return io.print(`every notification${flags.intent ? ` of ${flags.intent}` : ''} was delivered (or is still being tried)`);
+      for (const l of letters) io.print(`${l.at}  ${l.kind.padEnd(18)} ${l.intentId ?? '-'}  to ${l.channel} after ${l.attempts} attempt(s): ${l.error}`);
     });
 
   program

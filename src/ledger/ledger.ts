@@ -635,6 +635,9 @@ export class Ledger {
         ['model_calls', '"timestamp"'],
         ['gate_decisions', 'decided_at'],
         ['activity_runs', 'ended_at'],
+        ['notification_dispatches', 'at'],
+        ['notification_dead_letters', 'at'],
+        ['decision_links', 'used_at'],
       ];
       for (const [table, column] of simple) {
         deleted[table] = (await client.query(`DELETE FROM ${table} WHERE ${column} < $1`, [cutoff])).rowCount ?? 0;

@@ -60,6 +60,16 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
          ($1, $3, 'global', 1, 10, 9), ($2, $4, 'global', 2, 30, 29)`,
       [randomUUID(), randomUUID(), ago(300), ago(200)],
     );
+    // One old and one new row of each notification table and of the used decision links.
+    for (const [when, n] of [[ago(200), 1], [ago(1), 2]] as const) {
+      const event = randomUUID();
+      await db.pool.query('INSERT INTO notification_dispatches (event_id, workflow_id, at) VALUES ($1, $2, $3)', [event, `w-${n}`, when]);
+      await db.pool.query(
+        "INSERT INTO notification_dead_letters (delivery_id, event_id, kind, channel, attempts, error, at) VALUES ($1, $2, 'intent.merged', 'webhook at x', 5, 'down', $3)",
+        [`d-${n}`, event, when],
+      );
+      await db.pool.query("INSERT INTO decision_links (nonce, intent_id, gate, approver, decision, used_at) VALUES ($1, 'i', 'merge', 'a', 'approve', $2)", [`n-${n}`, when]);
+    }
     const before = {
       safety_events: await countRows(db.pool, 'safety_events'),
       cost_events: await countRows(db.pool, 'cost_events'),
@@ -77,6 +87,9 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
       controls: 2,
       ladder_metrics: 1,
       model_calls: 1,
+      notification_dispatches: 1,
+      notification_dead_letters: 1,
+      decision_links: 1,
     });
     expect((await db.pool.query('SELECT 1 FROM model_calls WHERE id = $1', [oldCall])).rowCount).toBe(0);
     expect(await countRows(db.pool, 'model_calls')).toBe(1);

@@ -11,7 +11,23 @@ import { safetyEvent } from './fixtures';
 /** The migrations Warden ships. */
 const MIGRATIONS_DIR = path.join(__dirname, '..', '..', 'src', 'ledger', 'migrations');
 
-const TABLES = ['activity_runs', 'budget_reservations', 'budget_settlements', 'controls', 'cost_events', 'gate_decisions', 'ladder_metrics', 'model_calls', 'safety_events', 'schema_migrations', 'shared_limits'];
+const TABLES = [
+  'activity_runs',
+  'budget_reservations',
+  'budget_settlements',
+  'controls',
+  'cost_events',
+  'decision_links',
+  'gate_decisions',
+  'ladder_metrics',
+  'model_calls',
+  'notification_dead_letters',
+  'notification_dispatches',
+  'notification_epoch',
+  'safety_events',
+  'schema_migrations',
+  'shared_limits',
+];
 
 async function tables(pool: pg.Pool): Promise<string[]> {
   const result = await pool.query<{ table_name: string }>(
@@ -34,7 +50,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
   test('apply once, and a second run applies nothing', async () => {
     const db = await fresh();
     const shipped = (await loadMigrations()).map((m) => m.name);
-    expect(shipped).toEqual(['001_initial', '002_model_calls', '003_books', '004_shared_limits']);
+    expect(shipped).toEqual(['001_initial', '002_model_calls', '003_books', '004_shared_limits', '005_notifications', '006_decisions_anywhere']);
     expect(await migrate(db.pool)).toEqual(shipped);
     expect(await tables(db.pool)).toEqual(TABLES);
     expect(await migrate(db.pool)).toEqual([]);
