@@ -64,22 +64,26 @@ export interface GateView {
   readonly mergeChecks: boolean;
 }
 
-function packageHtml(p: ReviewPackage): string {
+/** The figures a decision turns on, read first: risk, size, spend, tests, review, and the files. */
+function packageSummaryHtml(p: ReviewPackage): string {
   const files = p.diffSummary.map((f) => `<tr><td>${esc(f.path)}</td><td>+${f.added}</td><td>−${f.deleted}</td></tr>`).join('');
   const findings = (p.review?.findings ?? []).map((f) => `<li>[${esc(f.severity)}/${esc(f.category)}] ${esc(f.message)}${f.path ? ` (${esc(f.path)})` : ''}</li>`).join('');
   return `<h2>Review package</h2>
 <table>
-<tr><th>Branch</th><td>${esc(p.branch)} → ${esc(p.baseBranch)}${p.environment ? ` (${esc(p.environment)})` : ''}</td></tr>
-<tr><th>Agent</th><td>${esc(p.agent)} at L${p.ladderLevel}</td></tr>
 <tr><th>Risk</th><td>${esc(p.risk.class)}, confidence ${Math.round(p.risk.confidence * 100)}%${p.risk.rationale ? ` — ${esc(p.risk.rationale)}` : ''}</td></tr>
 <tr><th>Predicted vs actual</th><td>files ${p.predicted.files ?? '?'} → ${p.actual.files}, lines ${p.predicted.lines ?? '?'} → ${p.actual.lines} (+${p.actual.added} −${p.actual.deleted})</td></tr>
 <tr><th>Spend</th><td>$${esc(p.actual.spendUsd)}</td></tr>
 <tr><th>Tests</th><td>${p.tests.map((t) => `attempt ${t.attempt}: ${t.passed ? 'passed' : 'failed'} (${esc(t.summary)})`).join('<br>') || 'not run'}</td></tr>
 ${p.review ? `<tr><th>Review</th><td>${esc(p.review.verdict)}${p.review.summary ? ` — ${esc(p.review.summary)}` : ''}${findings ? `<ul>${findings}</ul>` : ''}</td></tr>` : ''}
+<tr><th>Branch</th><td>${esc(p.branch)} → ${esc(p.baseBranch)}${p.environment ? ` (${esc(p.environment)})` : ''}</td></tr>
+<tr><th>Agent</th><td>${esc(p.agent)} at L${p.ladderLevel}</td></tr>
 </table>
-<h2>Plan</h2><pre>${esc(p.plan || '(no design written)')}</pre>
-<h2>Files changed</h2><table>${files}</table>${p.moreFiles > 0 ? `<p>… and ${p.moreFiles} more file(s)</p>` : ''}
-<h2>Ledger trace</h2><pre>${esc(p.ledgerTrace.join('\n'))}</pre>`;
+<h2>Files changed</h2><table>${files}</table>${p.moreFiles > 0 ? `<p>… and ${p.moreFiles} more file(s)</p>` : ''}`;
+}
+
+/** What backs the figures, read after deciding if at all: the plan and the ledger trace. */
+function packageDetailsHtml(p: ReviewPackage): string {
+  return `<h2>Plan</h2><pre>${esc(p.plan || '(no design written)')}</pre><h2>Ledger trace</h2><pre>${esc(p.ledgerTrace.join('\n'))}</pre>`;
 }
 
 function diffHtml(diff: string): string {
@@ -131,5 +135,10 @@ ${
     decide = '<p class="muted">Open this page from the link in a notification (or from the inbox of <code>warden serve</code>) to decide.</p>';
   }
   const docs = v.documents.map((d) => `<h2>${esc(d.name)}</h2><pre>${esc(d.text)}</pre>`).join('');
-  return layout(`${v.intentId} · ${v.gate}`, `${head}${status}${decide}${pending?.package && waiting ? packageHtml(pending.package) : ''}${v.diff ? diffHtml(v.diff) : ''}${docs}`);
+  const pkg = waiting ? pending.package : undefined;
+  // On a phone the page is read top to bottom: the figures, the decision, then what backs them.
+  return layout(
+    `${v.intentId} · ${v.gate}`,
+    `${head}${status}${pkg ? packageSummaryHtml(pkg) : ''}${decide}${v.diff ? diffHtml(v.diff) : ''}${docs}${pkg ? packageDetailsHtml(pkg) : ''}`,
+  );
 }
