@@ -9,6 +9,7 @@ import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
+import { DURATION_PATTERN, parseDuration } from '../shared/duration';
 import { MERGE_CONDITION_FORMS } from '../shared/merge-conditions';
 import { existsSync, readFileSync } from 'node:fs';
 import { GATE_KINDS, isGateKind } from '../shared/gates';
@@ -141,6 +142,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--paths <glob...>', 'paths the agent may change (default: everything)')
     .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
     .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one; required otherwise, true to run none)')
+    .option('--budget <usd>', "this intent's budget in USD (default: the config's limits.budgetUsd, $5 in the default profile; 0 = no limit)")
     .option('--impl-attempts <n>', 'edit → test attempts before impl fails (default 5)')
     .option('--gate-timeout <duration>', 'how long a gate waits before its timeout policy (default 24h; per gate: gates.<gate>.timeout in the config)')
     .option('--env <environment>', 'environment the change is for; production adds a human-only gate before merge')
@@ -340,8 +342,10 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description('Hold an intent before its next stage (the running one finishes)')
     .option('--by <name>', 'who pauses (default: $USER)')
     .option('--reason <text>', 'why')
-    .action(async (id: string, flags: { by?: string; reason?: string }) => {
-      await signalRunning(config, id, (handle) => handle.signal(pauseSignal, { by: flags.by ?? approver(), reason: flags.reason }));
+    .option('--timeout <duration>', "how long the pause may hold it before the config's limits.onPauseTimeout applies (default: limits.pauseTimeout, 24h)")
+    .action(async (id: string, flags: { by?: string; reason?: string; timeout?: string }) => {
+      if (flags.timeout !== undefined && !(DURATION_PATTERN.test(flags.timeout) && parseDuration(flags.timeout) > 0)) throw new UserError(`--timeout must be a duration such as 30m, 2h or 1d, not ${flags.timeout}`);
+      await signalRunning(config, id, (handle) => handle.signal(pauseSignal, { by: flags.by ?? approver(), reason: flags.reason, ...(flags.timeout ? { timeout: flags.timeout } : {}) }));
       print(`paused ${id}: it stops before its next stage (warden resume-run ${id} lets it go on)`);
     });
 

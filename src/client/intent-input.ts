@@ -6,6 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { loadAgentScript } from '../activities/agents/scripted-agent';
 import type { GatesConfig } from '../shared/gate-settings';
 import { channelFromFlag, type NotifyChannel } from '../shared/notify-settings';
+import { UsdSchema } from '../shared/schema-primitives';
 import { UserError } from '../shared/errors';
 import { secretShapesIn } from '../shared/redact';
 import { isLocalEndpoint } from '../activities/agents/model-http';
@@ -42,6 +43,8 @@ export interface RunFlags {
   readonly testNetwork?: string;
   /** `--notify`, repeatable: channels for this intent besides the config's. */
   readonly notify?: readonly string[];
+  /** `--budget USD`: this intent's budget (the config's `limits.budgetUsd` otherwise). */
+  readonly budget?: string;
 }
 
 /**
@@ -89,6 +92,9 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     ...(flags.allowUnconfinedCode ? { allowUnconfinedCode: true } : {}),
     ...(flags.testNetwork ? { testNetwork: flags.testNetwork as 'none' | 'host' } : {}),
   };
+  if (flags.budget !== undefined && !UsdSchema.safeParse(flags.budget).success) {
+    throw new UserError(`--budget must be a USD amount such as 5 or 12.50 (0 = no limit), not ${flags.budget}`);
+  }
   const implAttempts = flags.implAttempts === undefined ? undefined : Number(flags.implAttempts);
   if (implAttempts !== undefined && (!Number.isInteger(implAttempts) || implAttempts < 1)) {
     throw new UserError(`--impl-attempts must be a positive whole number, not ${flags.implAttempts}`);
@@ -111,6 +117,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     limits: mergeLimits(limits, {
       ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),
       ...(flags.gateTimeout !== undefined ? { gateTimeout: flags.gateTimeout } : {}),
+      ...(flags.budget !== undefined ? { budgetUsd: flags.budget } : {}),
     }),
   };
 }

@@ -47,6 +47,10 @@ export const IntentLimitsConfigSchema = z.object({
   /** Working time of the whole intent, counted like `stageTimeLimits`. */
   totalTimeout: PositiveDurationSchema,
   gateTimeout: PositiveDurationSchema,
+  /** How long a pause holds the intent before its policy applies, like a gate's timeout. */
+  pauseTimeout: PositiveDurationSchema,
+  /** After `pauseTimeout` with no resume (escalated first): stop the intent (default), or resume it. */
+  onPauseTimeout: z.enum(['stop', 'resume']),
   testTimeout: PositiveDurationSchema,
   blastRadius: z.object({
     /** Stop at a gate when the diff exceeds the triage prediction by this factor. */
@@ -75,6 +79,9 @@ export const DEFAULT_INTENT_LIMITS: IntentLimitsConfig = {
   stageTimeLimits: { ...DEFAULT_STAGE_TIME_LIMITS },
   totalTimeout: '2h',
   gateTimeout: '24h',
+  // A pause forgotten for a day stops the intent: nothing merges that no one is watching.
+  pauseTimeout: '24h',
+  onPauseTimeout: 'stop',
   testTimeout: '10m',
   // A change past half again its prediction, or past 10 files / 2000 lines, waits for a person.
   blastRadius: { factor: 1.5, maxFiles: 10, maxLines: 2000 },

@@ -21,6 +21,8 @@ export const decideUpdate = defineUpdate<DecisionAnswer, [unknown]>('decision');
 export interface PauseRequest {
   readonly by: string;
   readonly reason?: string;
+  /** How long this pause may hold the intent before its policy applies (default `limits.pauseTimeout`). */
+  readonly timeout?: string;
 }
 
 /** Hold the intent before its next stage (the running one finishes). A `PauseRequest`, checked on receipt. */

@@ -48,7 +48,7 @@ export interface IntentState {
   /** Exact decimal USD. */
   spendUsd: string;
   /** Set while a `pause` signal holds the next stage. */
-  paused?: { readonly by: string; readonly reason?: string; readonly at: string };
+  paused?: { readonly by: string; readonly reason?: string; readonly at: string; readonly timeout?: string };
   /** Set while the stage guard waits out a cooldown before dispatching the stage's agent again. */
   cooldown?: CooldownWait;
   /** Triage's assessment, once triage has run. */

@@ -10,7 +10,7 @@ import { checkPredictedSize } from './blast-radius';
 import { checkedIntent, refuseForeignWorkflowId } from './intent-input';
 import { endEarly, finishIntent, type Ending, type MutableOutcome } from './intent-ending';
 import { enterStage, relocateArtifacts, setStatus, startingState } from './intent-status';
-import { handlePauseSignals } from './pause-signals';
+import { handlePauseSignals, withinPauseLimit } from './pause-signals';
 import { assessRisk, checkReviewPolicy } from './risk-review';
 import { IntentRun } from './run-context';
 import { withinStageLimit, withinTotalLimit } from './stage-limits';
@@ -43,7 +43,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
   handlePauseSignals(run);
   const ending: Ending = {};
   try {
-    ending.outcome = await withinTotalLimit(run, () => pipeline(run));
+    ending.outcome = await withinTotalLimit(run, () => withinPauseLimit(run, () => pipeline(run)));
     return ending.outcome;
   } catch (error) {
     return await endEarly(run, error, ending);

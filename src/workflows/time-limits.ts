@@ -33,27 +33,34 @@ export type TimeLimitFailure = () => Error;
  * and `expired()` is thrown in place of what the body ended with. A cancellation from outside
  * (the intent's stop or its total limit) passes through unchanged.
  */
-export async function withTimeLimit<T>(clock: WorkClock, limitMs: number, expired: TimeLimitFailure, body: () => Promise<T>): Promise<T> {
+export function withTimeLimit<T>(clock: WorkClock, limitMs: number, expired: TimeLimitFailure, body: () => Promise<T>): Promise<T> {
+  return withWatch(() => clock.elapse(limitMs), expired, body);
+}
+
+/**
+ * Runs `body` in a scope of its own beside `watch`: when the watch resolves first, the body's
+ * scope is cancelled and `expired()` is thrown in place of what the body ended with. The watch is
+ * cancelled once the body ends.
+ */
+export async function withWatch<T>(watch: () => Promise<void>, expired: TimeLimitFailure, body: () => Promise<T>): Promise<T> {
   const bodyScope = new CancellationScope();
-  const timerScope = new CancellationScope();
+  const watchScope = new CancellationScope();
   let fired = false;
-  timerScope
-    .run(() => clock.elapse(limitMs))
-    .then(
-      () => {
-        fired = true;
-        bodyScope.cancel();
-      },
-      () => undefined, // cancelled: the body ended first, or the whole intent is being cancelled
-    );
+  watchScope.run(watch).then(
+    () => {
+      fired = true;
+      bodyScope.cancel();
+    },
+    () => undefined, // cancelled: the body ended first, or the whole intent is being cancelled
+  );
   try {
     return await bodyScope.run(body);
   } catch (error) {
-    // Whatever the cancelled stage ended with (a cancellation, or a failure on its way out), the
-    // limit is why it ended.
+    // Whatever the cancelled body ended with (a cancellation, or a failure on its way out), the
+    // watch is why it ended.
     if (fired) throw expired();
     throw error;
   } finally {
-    timerScope.cancel();
+    watchScope.cancel();
   }
 }

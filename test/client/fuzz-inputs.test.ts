@@ -98,8 +98,8 @@ describe('warden run with arguments of any shape', () => {
   });
 
   test(`${RUNS} argument lists: exit 2 and one "warden: …" line (or help), never a crash`, async () => {
-    const flags = ['--repo', '--goal', '--id', '--agent', '--model', '--provider', '--cmd', '--sandbox', '--network', '--paths', '--base', '--test-cmd', '--impl-attempts', '--gate-timeout', '--env', '--test-network', '--allow-unconfined-code', '--by', '--json', '--detach', '--resume-from', '--prompt-via', '--bogus'];
-    const argument = fc.oneof(fc.constantFrom(...flags), text, fc.constantFrom('aider', 'codex', 'claude', 'scripted', 'command', 'none', 'host', 'bubblewrap', '0', '-1', '1e9', '24h', 'forever'));
+    const flags = ['--repo', '--goal', '--id', '--agent', '--model', '--provider', '--cmd', '--sandbox', '--network', '--paths', '--base', '--test-cmd', '--impl-attempts', '--gate-timeout', '--budget', '--notify', '--env', '--test-network', '--allow-unconfined-code', '--by', '--json', '--detach', '--resume-from', '--prompt-via', '--bogus'];
+    const argument = fc.oneof(fc.constantFrom(...flags), text, fc.constantFrom('aider', 'codex', 'claude', 'scripted', 'command', 'none', 'host', 'bubblewrap', '0', '-1', '1e9', '24h', 'forever', 'slack:$HOOK', 'https://hooks.slack.com/services/x', 'http://127.0.0.1:1/h', '12.50'));
     // Most lists carry what run requires (a folder that exists, a goal), so the checks past the parser are reached too.
     const required = fc.oneof(fc.constant([] as string[]), fc.tuple(fc.constantFrom('.', os.tmpdir(), '/'), text).map(([repo, goal]) => ['--repo', repo, '--goal', goal]));
     const stderr: string[] = [];

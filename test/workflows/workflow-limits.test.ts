@@ -1,6 +1,6 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { IntentInput } from '../../src/shared/intent';
-import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { decideSignal, pauseSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
 import { demoScript, demoStages, git, startSampleIntent, useTestWorld, waitFor, worktreeFoldersLeft } from '../helpers/env';
 
@@ -192,5 +192,30 @@ describe('suggestions', () => {
     expect(rows).toEqual([]);
     const { rows: counted } = await world().pool.query<{ n: number }>("SELECT count(*)::int AS n FROM safety_events WHERE severity IN ('high', 'critical')");
     expect(counted[0]!.n).toBeGreaterThan(20);
+  });
+});
+
+describe('a pause has a timeout and a policy, like a gate', () => {
+  test('a pause not resumed within its timeout is escalated, then stops the intent (policy stop)', async () => {
+    const { handle, id, repo, before } = await start({ triage: [{ ...demo.triage![0]!, delayMs: 1500 }] });
+    await handle.signal(pauseSignal, { by: 'olga', reason: 'lunch', timeout: '2s' });
+    expect(await failure(handle)).toMatch(/^TIME_LIMIT_EXCEEDED: paused by olga at .* and not resumed within 2s \(limits\.pauseTimeout; policy: stop\)$/);
+    const escalated = (await events(id)).find((e) => e.event_type === 'GATE_ESCALATED')!;
+    expect(escalated.reason).toMatch(/escalated to the intent owner; timeout policy: stop$/);
+    expect(git(repo, 'rev-parse', 'main')).toBe(before);
+  });
+
+  test('with onPauseTimeout resume, the forgotten pause is escalated and the intent goes on', async () => {
+    const { handle, id } = await start({}, { limits: { pauseTimeout: '2s', onPauseTimeout: 'resume' } });
+    await handle.signal(pauseSignal, { by: 'olga' });
+    await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+    const overrides = (await events(id)).filter((e) => e.event_type === 'OVERRIDE' || e.event_type === 'GATE_ESCALATED').map((e) => `${e.event_type}: ${e.reason}`);
+    expect(overrides).toEqual([
+      'OVERRIDE: paused by olga (for at most 2s, then: resume)',
+      expect.stringMatching(/^GATE_ESCALATED: paused by olga at .* and not resumed within 2s; escalated to the intent owner; timeout policy: resume$/),
+      'OVERRIDE: resumed by warden (pause timeout)',
+    ]);
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'olga', reason: 'enough' });
+    expect((await handle.result()).status).toBe('rejected');
   });
 });
