@@ -15,7 +15,7 @@ export const GateSettingsSchema = z
     deferPeriod: DurationSchema.optional(),
     /** Who an escalation names when the gate times out. */
     escalateTo: z.string().trim().min(1).optional(),
-    /** Optional gates only (`lld`, `spec`, `cost-overrun`): false switches the gate off. */
+    /** Optional gates only (`lld`, `spec`, `cost-overrun`): false switches the gate off; `spec` is off until true (or a `minRisk`). */
     enabled: z.boolean().optional(),
     /** `lld` and `spec` only: the lowest triage risk that asks for the document's approval (default HIGH). */
     minRisk: RiskClassSchema.exclude(['PROHIBITED']).optional(),

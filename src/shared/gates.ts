@@ -2,7 +2,8 @@
  * Gates an intent can wait at, in the order they can come up:
  * - `architecture`: triage rated the intent HIGH risk; a person approves before the LLD is written.
  * - `lld`: the low-level design is written; a person approves it (from `minRisk` up, default HIGH).
- * - `spec`: the test specification is written; a person approves it (from `minRisk` up, default HIGH).
+ * - `spec`: the test specification is written; a person approves it (from `minRisk` up, default
+ *   HIGH). Off unless the config switches it on.
  * - `cost-overrun`: spend reached `budgetWarnAt` (80%) of the intent budget; continue?
  * - `cascade`: a stage answer tried to widen the task (cascade detector HIGH).
  * - `anomaly`: the behaviour monitor found a HIGH anomaly.
@@ -28,12 +29,14 @@ export interface GateDefinition {
   readonly humanOnly: boolean;
   /** May be switched off (`enabled: false`); the others always open on their condition. */
   readonly optional: boolean;
+  /** An optional gate that is off until the config switches it on (`enabled: true`, or a `minRisk`). */
+  readonly offByDefault?: boolean;
 }
 
 export const GATES: Record<GateKind, GateDefinition> = {
   architecture: { question: 'Review the proposed approach before the design is written.', escalateTo: 'architect', humanOnly: false, optional: false },
   lld: { question: 'Approve the low-level design before the spec and the implementation?', escalateTo: 'the intent owner', humanOnly: false, optional: true },
-  spec: { question: 'Approve the test specification before the implementation?', escalateTo: 'the intent owner', humanOnly: false, optional: true },
+  spec: { question: 'Approve the test specification before the implementation?', escalateTo: 'the intent owner', humanOnly: false, optional: true, offByDefault: true },
   'cost-overrun': { question: 'Approaching the cost budget. Continue?', escalateTo: 'budget_owner', humanOnly: false, optional: true },
   cascade: { question: 'A stage tried to widen the task. Let the intent go on?', escalateTo: 'the intent owner', humanOnly: true, optional: false },
   anomaly: { question: 'The behaviour monitor found a HIGH anomaly. Let the intent go on?', escalateTo: 'the intent owner', humanOnly: true, optional: false },

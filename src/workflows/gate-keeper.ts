@@ -139,7 +139,10 @@ export class GateKeeper {
 
   /** Whether an optional gate is switched on (the mandatory ones always are). */
   enabled(gate: GateKind): boolean {
-    return !GATES[gate].optional || this.settings(gate).enabled !== false;
+    const { enabled, minRisk } = this.settings(gate);
+    if (!GATES[gate].optional) return true;
+    if (GATES[gate].offByDefault) return enabled ?? minRisk !== undefined;
+    return enabled !== false;
   }
 
   /**

@@ -111,7 +111,7 @@ test('pause holds the next stage until resume', async () => {
   await until(handle, (s) => Boolean(s.pendingGate), 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'operator' });
   expect((await handle.result()).status).toBe('merged');
-  expect((await events(id)).filter((e) => e.event_type === 'OVERRIDE').map((e) => e.reason)).toEqual(['paused by operator: look first', 'resumed by operator']);
+  expect((await events(id)).filter((e) => e.event_type === 'OVERRIDE').map((e) => e.reason)).toEqual(['paused by operator: look first (for at most 24h, then: stop)', 'resumed by operator']);
 });
 
 test('blast radius: a change far beyond triage\'s prediction stops at a gate with both numbers; reject halts it', async () => {
