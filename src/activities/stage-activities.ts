@@ -30,7 +30,7 @@ import { inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs
 import { detectTestTampering } from './test-tamper';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
-import { branchForIntent } from '../shared/ids';
+import { activeLineageDir, branchForIntent } from '../shared/ids';
 import { MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-conditions';
 import { pathAllowed } from '../shared/glob';
 import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
@@ -55,6 +55,18 @@ export interface ActivityDeps {
   readonly fetch?: typeof fetch;
   /** The worker's model gateway: command agents with `network: 'gateway'` reach their model only through it. */
   readonly gateway?: ModelGateway;
+}
+
+/** What rebasing onto a moved base branch found (see rebaseOntoBase). */
+export type RebaseOutcome =
+  | { readonly moved: false }
+  | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly conflicts: readonly string[]; readonly detail: string }
+  | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly same: boolean; readonly tests: { readonly passed: boolean; readonly summary: string; readonly tail: string } };
+
+/** A diff's content without what moves when the base moves under it (hunk positions, blob ids). */
+function changeFingerprint(diff: string): string {
+  const kept = diff.split('\n').filter((line) => !line.startsWith('@@') && !line.startsWith('index '));
+  return createHash('sha256').update(kept.join('\n')).digest('hex');
 }
 
 /** What the checks of the merge conditions found, one result per condition. */
@@ -282,6 +294,51 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           logPath,
           tail: output.slice(-FEEDBACK_TAIL_CHARS),
         };
+      });
+    },
+
+    /**
+     * Before merging: when the base branch moved since the change was approved, the branch is
+     * rebased onto it and the tests run again on the result. Says whether it moved, whether the
+     * rebase conflicted (the branch is left as approved), the tests' verdict, and whether the
+     * change is still the one approved (its diff, line numbers aside). Idempotent: a retry after
+     * the rebase finds the branch rebased already and only checks it again.
+     */
+    async rebaseOntoBase({ intent, approvedHead: known }: { readonly intent: Intent; readonly approvedHead?: string }): Promise<RebaseOutcome> {
+      return whileHeartbeating(async () => {
+        const { worktreePath } = await worktree(intent);
+        const approvedHead = known ?? (await git(worktreePath, ['rev-parse', 'HEAD']));
+        const baseRef = `refs/heads/${intent.baseBranch}`;
+        if ((await gitRaw(worktreePath, ['merge-base', '--is-ancestor', baseRef, approvedHead])).code === 0) return { moved: false };
+        const baseHead = await git(worktreePath, ['rev-parse', baseRef]);
+        const oldBase = await git(worktreePath, ['merge-base', baseRef, approvedHead]);
+        const approvedChange = changeFingerprint(await git(worktreePath, ['diff', '--no-color', oldBase, approvedHead, '--', '.', ':(exclude)docs/lineage']));
+        if ((await gitRaw(worktreePath, ['merge-base', '--is-ancestor', baseRef, 'HEAD'])).code !== 0) {
+          await git(worktreePath, ['reset', '-q', '--hard', approvedHead]);
+          const rebased = await gitRaw(worktreePath, ['rebase', '-q', baseRef]);
+          if (rebased.code !== 0) {
+            const conflicts = (await gitRaw(worktreePath, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
+            await gitRaw(worktreePath, ['rebase', '--abort']);
+            // impl makes the change again on the base as it is now; the lineage so far comes along.
+            await git(worktreePath, ['reset', '-q', '--hard', baseRef]);
+            const lineage = activeLineageDir(intent.id);
+            if ((await gitRaw(worktreePath, ['cat-file', '-e', `${approvedHead}:${lineage}`])).code === 0) await git(worktreePath, ['checkout', approvedHead, '--', lineage]);
+            const head = (await commitAll(worktreePath, `warden(${intent.id}): start again from ${intent.baseBranch} ${baseHead.slice(0, 12)}: the change conflicted with it`)) ?? baseHead;
+            return { moved: true, baseHead, head, conflicts: conflicts.length > 0 ? conflicts : ['(git named none)'], detail: deps.redact((rebased.stdout + rebased.stderr).trim().slice(-1500)) };
+          }
+        }
+        const head = await git(worktreePath, ['rev-parse', 'HEAD']);
+        const same = changeFingerprint(await git(worktreePath, ['diff', '--no-color', baseRef, head, '--', '.', ':(exclude)docs/lineage'])) === approvedChange;
+        const command = intent.testCommand ?? detectTestCommand(worktreePath);
+        if (!command) return { moved: true, baseHead, head, same, tests: { passed: true, summary: 'no test command: nothing to run', tail: '' } };
+        const run = await confinedTestRun(intent, worktreePath, command, 999);
+        const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
+        const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
+        await refuseEscapes(intent, worktreePath, head, repoSnapshot, 'the test run after the rebase');
+        const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
+        const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
+        const summary = describeTestRun(outcome.exitCode, outcome.termination, readTestCounts(output));
+        return { moved: true, baseHead, head, same, tests: { passed, summary, tail: output.slice(-FEEDBACK_TAIL_CHARS) } };
       });
     },
 

@@ -40,6 +40,7 @@ const ACTIVITY_KINDS = {
   checkDocument: 'stage',
   applyDocumentEdits: 'stage',
   checkMergeConditions: 'stage',
+  rebaseOntoBase: 'stage',
   archiveLineage: 'stage',
   mergeIntent: 'stage',
 } as const satisfies Record<string, ActivityKind>;

@@ -36,6 +36,8 @@ export const SAFETY_EVENT_TYPES = [
   'DOCUMENT_EDITED',
   // the conditions set at the gates before merge, checked on the branch (met, or the merge is blocked)
   'MERGE_CONDITIONS_CHECKED',
+  // the base branch moved while the intent waited: rebased and tested again, or sent back
+  'BASE_MOVED',
   // a gate's wait is four-fifths over with no decision
   'GATE_TIMEOUT_NEAR',
   // a notification channel did not take a notification after its last attempt

@@ -58,21 +58,56 @@ async function pipeline(run: IntentRun): Promise<MutableOutcome> {
   const triage = await triageStage(run);
   await designStage(run, 'lld', triage);
   await designStage(run, 'spec', triage);
-  // A person at a gate before merge may send the change back: impl and review run again with the comments.
+  // A person at a gate before merge may send the change back, an unmet merge condition or a base
+  // that moved underneath may too: impl and review run again (or only the gates, for a change
+  // that rebased cleanly but is no longer what was approved).
   let changes: string | undefined;
+  let review: ReviewAssessment | undefined;
   for (;;) {
-    await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted, changes));
-    const review = await reviewStage(run);
-    const decision = await gatesBeforeMerge(run, review);
-    if (decision.decision === 'request-changes') {
-      changes = changesRequested(decision.gate, decision.by, decision.reason ?? '');
-      continue;
+    if (!review) {
+      await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted, changes));
+      review = await reviewStage(run);
     }
-    const unmet = await unmetMergeConditions(run);
-    if (unmet === undefined) break;
-    changes = unmet;
+    const decision = await gatesBeforeMerge(run, review);
+    const sendBack = decision.decision === 'request-changes' ? changesRequested(decision.gate, decision.by, decision.reason ?? '') : ((await unmetMergeConditions(run)) ?? (await baseMovedUnderneath(run)));
+    if (sendBack === undefined) break;
+    if (sendBack === ASK_AGAIN) continue;
+    changes = sendBack;
+    review = undefined;
   }
   return merge(run);
+}
+
+/** Only the gates again: the change rebased cleanly onto a moved base, but its diff is not the one approved. */
+const ASK_AGAIN = Symbol('ask the gates again');
+
+/**
+ * Before merging, the base branch as it is now: if it moved while the intent waited, the branch
+ * is rebased and its tests run again. A conflict or failing tests go back to impl (within its
+ * attempts); a clean rebase whose change differs from the approved one asks the gates again; an
+ * unchanged one merges. Undefined when it may merge.
+ */
+async function baseMovedUnderneath(run: IntentRun): Promise<string | typeof ASK_AGAIN | undefined> {
+  const { intent, ledger } = run;
+  const rebase = await run.activities.git.rebaseOntoBase({ intent, approvedHead: run.head });
+  if (!rebase.moved) return undefined;
+  run.head = rebase.head;
+  if ('conflicts' in rebase) {
+    ledger.event('BASE_MOVED', 'medium', `${intent.baseBranch} moved to ${rebase.baseHead.slice(0, 12)} while the intent waited; the branch does not rebase onto it (conflicts in ${rebase.conflicts.join(', ')}): impl makes the change again on top of it`, {
+      stage: 'merge',
+      metadata: { baseHead: rebase.baseHead, conflicts: rebase.conflicts },
+    });
+    await ledger.flush();
+    return `${intent.baseBranch} moved while the change waited, and the change no longer applied to it (conflicts in ${rebase.conflicts.join(', ')}). The branch now starts from ${intent.baseBranch} as it is: make the change again on top of it.\n${rebase.detail}`;
+  }
+  const verdict = !rebase.tests.passed ? 'its tests fail there: impl runs again' : rebase.same ? 'the change is the one approved: it merges' : 'the change is no longer the one approved: the gates ask again';
+  ledger.event('BASE_MOVED', rebase.tests.passed && rebase.same ? 'info' : 'medium', `${intent.baseBranch} moved to ${rebase.baseHead.slice(0, 12)} while the intent waited; rebased onto it, tests ${rebase.tests.summary}; ${verdict}`, {
+    stage: 'merge',
+    metadata: { baseHead: rebase.baseHead, head: rebase.head, same: rebase.same, testsPassed: rebase.tests.passed },
+  });
+  await ledger.flush();
+  if (!rebase.tests.passed) return `${intent.baseBranch} moved while the change waited; on top of it the tests fail (${rebase.tests.summary}). Fix the change for ${intent.baseBranch} as it is now. End of the test output:\n${rebase.tests.tail}`;
+  return rebase.same ? undefined : ASK_AGAIN;
 }
 
 /**

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { decideUpdate, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
@@ -100,3 +102,62 @@ test('an unmet merge condition blocks the merge: impl runs again with it, and th
   await decide(handle, { gate: 'merge', decision: 'reject', reason: 'no changelog' });
   expect((await handle.result()).status).toBe('rejected');
 }, 120_000);
+
+/** Commits `content` as `file` on main of `repo` (a person's push while the intent waited). */
+function pushToMain(repo: string, file: string, content: string): string {
+  writeFileSync(path.join(repo, file), content);
+  git(repo, 'add', file);
+  git(repo, '-c', 'user.name=pat', '-c', 'user.email=pat@example.com', 'commit', '-q', '-m', `pat: ${file}`);
+  return git(repo, 'rev-parse', 'HEAD');
+}
+
+const STRINGS = (line5: string, exports = 'module.exports = { capitalize };') =>
+  ["'use strict';", '', '/** Upper-cases the first letter. */', 'function capitalize(text) {', line5, '}', '', exports, ''].join('\n');
+
+describe('the base branch moved while the intent waited', () => {
+  test('an unrelated push: the branch is rebased, tested again, still the change approved, and merges', async () => {
+    const { handle, id, repo } = await startSampleIntent(world(), 'gb');
+    await atGate(handle, 'merge');
+    const pushed = pushToMain(repo, 'NOTES.md', 'notes\n');
+    await decide(handle, { gate: 'merge', decision: 'approve' });
+    const outcome = await handle.result();
+    expect(outcome.status).toBe('merged');
+    expect(git(repo, 'merge-base', '--is-ancestor', pushed, 'main')).toBe('');
+    expect(git(repo, 'show', 'main:lib/strings.js')).toContain('function slugify');
+    const [moved] = await events(id, 'BASE_MOVED');
+    expect(moved).toMatchObject({ severity: 'info', reason: expect.stringMatching(/rebased onto it, tests passed .*; the change is the one approved: it merges$/) });
+    expect((await handle.query(stateQuery)).decisions.filter((d) => d.gate === 'merge')).toHaveLength(1);
+  }, 120_000);
+
+  test('a push next to the change: it rebases cleanly but is no longer the change approved, so the gate asks again', async () => {
+    const { handle, id, repo } = await startSampleIntent(world(), 'gb');
+    const first = await atGate(handle, 'merge');
+    pushToMain(repo, 'lib/strings.js', STRINGS('  return text.charAt(0).toUpperCase() + text.slice(1); // first letter only'));
+    await decide(handle, { gate: 'merge', decision: 'approve' });
+    await atGate(handle, 'merge', first.decisions.length + 1);
+    const [moved] = await events(id, 'BASE_MOVED');
+    expect(moved).toMatchObject({ severity: 'medium', reason: expect.stringContaining('the change is no longer the one approved: the gates ask again') });
+    expect((await handle.query(stateQuery)).attempts.impl).toBe(first.attempts.impl);
+    await decide(handle, { gate: 'merge', decision: 'approve' });
+    expect((await handle.result()).status).toBe('merged');
+    expect(git(repo, 'show', 'main:lib/strings.js')).toContain('// first letter only');
+  }, 120_000);
+
+  test('a conflicting push: impl makes the change again on top of it, then review and the gate', async () => {
+    const { handle, id, repo } = await startSampleIntent(world(), 'gb');
+    const first = await atGate(handle, 'merge');
+    const pushed = pushToMain(repo, 'lib/strings.js', STRINGS('  return text.charAt(0).toUpperCase() + text.slice(1);', 'module.exports = { capitalize: capitalize };'));
+    await decide(handle, { gate: 'merge', decision: 'approve' });
+    const second = await atGate(handle, 'merge', first.decisions.length + 1);
+    expect(second.attempts.impl).toBe(first.attempts.impl! + 1);
+    const [moved] = await events(id, 'BASE_MOVED');
+    expect(moved).toMatchObject({ severity: 'medium', reason: expect.stringContaining('conflicts in lib/strings.js') });
+    const prompt = git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/04-impl-attempt-${second.attempts.impl}.prompt.md`);
+    expect(prompt).toContain('no longer applied to it (conflicts in lib/strings.js)');
+    // The branch now starts from the push, its lineage kept.
+    expect(git(repo, 'merge-base', '--is-ancestor', pushed, `warden/${id}`)).toBe('');
+    expect(git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/01-triage.md`)).toContain('Triage');
+    await decide(handle, { gate: 'merge', decision: 'approve' });
+    expect((await handle.result()).status).toBe('merged');
+  }, 120_000);
+});
