@@ -32,7 +32,7 @@ import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-chec
 import { formatStubFindings } from '../safety/stub-detector';
 import { activeLineageDir, branchForIntent } from '../shared/ids';
 import { MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-conditions';
-import { pathAllowed } from '../shared/glob';
+import { matchGlob, pathAllowed } from '../shared/glob';
 import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
 import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
 import { readReviewAssessment, readTriageAssessment } from '../shared/assessment-parsing';
@@ -396,6 +396,13 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     },
 
     /** Files and lines the intent branch changed against the base branch (lineage excluded). */
+    /** The files the change touches (against the base) that match one of `globs`: what a custom gate's `when.paths` looks at. */
+    async changedFilesMatching({ intent, globs }: { readonly intent: Intent; readonly globs: readonly string[] }): Promise<string[]> {
+      const { worktreePath } = await worktree(intent);
+      const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
+      return changes.map((c) => c.path).filter((p) => globs.some((glob) => matchGlob(glob, p))).slice(0, 200);
+    },
+
     async measureChange({ intent }: IntentRef): Promise<{ readonly files: number; readonly lines: number }> {
       const { worktreePath } = await worktree(intent);
       const changes = await changesAgainstBase(worktreePath, intent.baseBranch);

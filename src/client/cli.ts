@@ -12,7 +12,7 @@ import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../s
 import { DURATION_PATTERN, parseDuration } from '../shared/duration';
 import { MERGE_CONDITION_FORMS } from '../shared/merge-conditions';
 import { existsSync, readFileSync } from 'node:fs';
-import { GATE_KINDS, isGateKind } from '../shared/gates';
+import { GATE_KINDS, isGateName } from '../shared/gates';
 import { UserError } from '../shared/errors';
 import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
@@ -399,8 +399,8 @@ function readEditedDocument(file: string): string {
 }
 
 async function decide(config: RuntimeConfig, id: string, raw: Record<string, unknown> & { gate?: string }): Promise<string> {
-  if (raw.gate !== undefined && !isGateKind(raw.gate)) {
-    throw new UserError(`unknown gate "${raw.gate}": known gates are ${GATE_KINDS.join(', ')}`);
+  if (raw.gate !== undefined && !isGateName(raw.gate)) {
+    throw new UserError(`unknown gate "${raw.gate}": the gates are ${GATE_KINDS.join(', ')}, and custom gates' ids (2-40 lower-case letters, digits or dashes)`);
   }
   const agentSession = process.env[AGENT_SESSION_VARIABLE];
   const target = await connectTemporal(config, () => undefined);

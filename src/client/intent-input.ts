@@ -53,7 +53,7 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify'>> & {
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -113,6 +113,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     confinement,
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
+    customGates: config.customGates ?? [],
     // The config's limits travel with the intent; flags override them for this one.
     limits: mergeLimits(limits, {
       ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),

@@ -8,7 +8,7 @@ import { IntentSchema, describeIssues, type Intent, type IntentInput } from '../
 import { decideUpdate, stateQuery } from '../shared/messages';
 import { SEARCH_ATTRIBUTE_DEFINITIONS, WardenRepo, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { Decision } from '../shared/decisions';
-import type { GateKind } from '../shared/gates';
+import type { GateName } from '../shared/gates';
 import type { IntentState } from '../shared/state';
 import type { intentWorkflow } from '../workflows';
 
@@ -128,7 +128,7 @@ export async function queryState(client: Client, intentId: string): Promise<Inte
 }
 
 /** The gate a running intent waits at; a clear error when it waits at none. */
-export async function pendingGateOf(client: Client, intentId: string): Promise<GateKind> {
+export async function pendingGateOf(client: Client, intentId: string): Promise<GateName> {
   const handle = intentHandle(client, intentId);
   const description = await describeRunning(handle, intentId);
   const state = await answeringState(client, handle, intentId, description.taskQueue);

@@ -53,6 +53,7 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
     ...(overrides.confinement ?? base.confinement ? { confinement: { ...base.confinement, ...overrides.confinement } } : {}),
     ...(overrides.approvers ?? base.approvers ? { approvers: { ...base.approvers, ...overrides.approvers } } : {}),
     ...(overrides.unsignedDecisions ?? base.unsignedDecisions ? { unsignedDecisions: { ...base.unsignedDecisions, ...overrides.unsignedDecisions } } : {}),
+    ...(overrides.customGates ?? base.customGates ? { customGates: overrides.customGates ?? base.customGates } : {}),
     ...(overrides.serve ?? base.serve ? { serve: { ...base.serve, ...overrides.serve } } : {}),
     ...(overrides.notify ?? base.notify ? { notify: overrides.notify ?? base.notify } : {}),
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),

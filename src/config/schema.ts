@@ -6,6 +6,7 @@ import { ApproverNameSchema, ConfinementSchema } from '../shared/intent';
 import { isPublicKey } from '../shared/decision-proof';
 import { GateKindSchema } from '../shared/schema-primitives';
 import { NotifyChannelsSchema } from '../shared/notify-settings';
+import { CustomGatesSchema } from '../shared/custom-gate-settings';
 
 /** Approvers and their public keys (`warden approver init NAME` prints the line). */
 export const ApproversSchema = z.record(
@@ -187,6 +188,8 @@ export const WardenConfigSchema = z.object({
   /** Channels every intent notifies (intents carry them); the worker uses them for events of no intent. */
   notify: NotifyChannelsSchema.optional(),
   serve: ServeSchema.optional(),
+  /** Gates of your own, carried by every intent (see src/shared/custom-gates.ts). */
+  customGates: CustomGatesSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -219,6 +222,7 @@ export const ConfigFileSchema = z
     unsignedDecisions: UnsignedDecisionsSchema.optional(),
     notify: NotifyChannelsSchema.optional(),
     serve: ServeSchema.partial().strict().optional(),
+    customGates: CustomGatesSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

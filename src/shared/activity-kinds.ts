@@ -37,6 +37,7 @@ const ACTIVITY_KINDS = {
   runTests: 'stage',
   checkImplementation: 'stage',
   measureChange: 'stage',
+  changedFilesMatching: 'stage',
   checkDocument: 'stage',
   applyDocumentEdits: 'stage',
   checkMergeConditions: 'stage',

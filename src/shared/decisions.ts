@@ -1,4 +1,4 @@
-import { GATE_KINDS, isGateKind, type GateKind } from './gates';
+import { GATE_KINDS, isGateName, type GateName } from './gates';
 import { proofShapeProblem, type DecisionProof } from './decision-proof';
 import { undecodableReason } from './undecodable';
 
@@ -20,7 +20,8 @@ export type DecisionKind = (typeof DECISION_KINDS)[number];
  * changes nothing and is recorded as a refused decision.
  */
 export interface Decision {
-  readonly gate: GateKind;
+  /** A built-in gate, or a custom gate's id. */
+  readonly gate: GateName;
   readonly decision: DecisionKind;
   readonly by: string;
   readonly reason?: string;
@@ -62,7 +63,7 @@ export function parseDecision(raw: unknown): ParsedDecision {
   const problem = (field: string, text: string): void => void problems.push(`${field}: ${text}`);
 
   const gate = input.gate;
-  if (!isGateKind(gate)) problem('gate', `expected one of ${GATE_KINDS.join(', ')}`);
+  if (!isGateName(gate)) problem('gate', `expected one of ${GATE_KINDS.join(', ')}, or a custom gate's id`);
   const decision = input.decision;
   if (!(DECISION_KINDS as readonly unknown[]).includes(decision)) problem('decision', `expected one of ${DECISION_KINDS.join(', ')}`);
   const by = typeof input.by === 'string' ? input.by.trim() : undefined;
@@ -107,7 +108,7 @@ export function parseDecision(raw: unknown): ParsedDecision {
   return {
     ok: true,
     decision: {
-      gate: gate as GateKind,
+      gate: gate as GateName,
       decision: decision as DecisionKind,
       by: by as string,
       ...(reason !== undefined ? { reason } : {}),

@@ -15,9 +15,20 @@
 export const GATE_KINDS = ['architecture', 'lld', 'spec', 'cost-overrun', 'cascade', 'anomaly', 'blast-radius', 'security', 'production', 'merge'] as const;
 export type GateKind = (typeof GATE_KINDS)[number];
 
-/** Whether `value` names a gate. */
+/** Whether `value` names a built-in gate. */
 export function isGateKind(value: unknown): value is GateKind {
   return (GATE_KINDS as readonly unknown[]).includes(value);
+}
+
+/** A custom gate's id, as the config's `customGates` names it (never a built-in gate's name). */
+export const CUSTOM_GATE_ID = /^[a-z][a-z0-9-]{1,39}$/;
+
+/** A gate's name: a built-in gate, or a custom gate's id. */
+export type GateName = GateKind | (string & Record<never, never>);
+
+/** Whether `value` can name a gate: a built-in one, or the shape of a custom gate's id. */
+export function isGateName(value: unknown): value is GateName {
+  return isGateKind(value) || (typeof value === 'string' && CUSTOM_GATE_ID.test(value));
 }
 
 export interface GateDefinition {

@@ -7,6 +7,7 @@ import { describeIssues, DurationSchema, GateKindSchema, RiskClassSchema } from 
 import { GATE_KINDS } from './gates';
 import { isPublicKey } from './decision-proof';
 import { NotifyChannelsSchema } from './notify-settings';
+import { CustomGatesSchema } from './custom-gate-settings';
 
 /*
  * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
@@ -122,6 +123,8 @@ export const IntentSchema = z.object({
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),
   /** Where this intent's gates, escalations, budget warnings and ending are told (the config's channels and `--notify`). */
   notify: NotifyChannelsSchema.default([]),
+  /** Gates of the operator's own (the config's `customGates`), asked after their stage when their conditions hold. */
+  customGates: CustomGatesSchema.default([]),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

@@ -1,5 +1,5 @@
 import type { RecordedDecision } from './decisions';
-import type { GateKind } from './gates';
+import type { GateName } from './gates';
 import type { ReviewPackage } from './review-package';
 import type { RiskClass } from './risk';
 import type { Stage } from './stages';
@@ -9,7 +9,7 @@ export type IntentStatus = 'running' | 'waiting' | 'paused' | 'merged' | 'reject
 export const INTENT_STATUSES: readonly IntentStatus[] = ['running', 'waiting', 'paused', 'merged', 'rejected', 'failed', 'cancelled'];
 
 export interface PendingGate {
-  readonly gate: GateKind;
+  readonly gate: GateName;
   readonly requestedAt: string;
   readonly timeoutAt: string;
   /** What approving means, for the person asked. */

@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/workflow';
 import type { StageResult } from '../activities';
 import type { RecordedDecision } from '../shared/decisions';
 import { FailureType } from '../shared/errors';
-import type { GateKind } from '../shared/gates';
+import type { GateName } from '../shared/gates';
 import type { AgentStage } from '../shared/stages';
 import type { IntentRun } from './run-context';
 
@@ -12,7 +12,7 @@ import type { IntentRun } from './run-context';
  */
 export class GateRejected extends Error {
   constructor(
-    readonly gate: GateKind,
+    readonly gate: GateName,
     readonly reason: string,
   ) {
     super(`rejected at the ${gate} gate: ${reason}`);
@@ -26,7 +26,7 @@ export function approved(decision: RecordedDecision): boolean {
 }
 
 /** Asks `gate` (the ladder may pass it); anything but an approval throws GateRejected. */
-export async function requireApproval(run: IntentRun, gate: GateKind, prompt: string): Promise<void> {
+export async function requireApproval(run: IntentRun, gate: GateName, prompt: string): Promise<void> {
   const decision = await run.gates.decide(gate, prompt);
   if (!approved(decision)) throw new GateRejected(gate, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
 }

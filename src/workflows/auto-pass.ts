@@ -1,5 +1,5 @@
 import { confidenceRefusal, judgeRefusal, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
-import type { GateKind } from '../shared/gates';
+import type { GateName } from '../shared/gates';
 
 /** What the intent has learnt so far that bears on whether the automation ladder may pass a gate. */
 export interface AutoPassEvidence {
@@ -17,7 +17,7 @@ export interface AutoPassEvidence {
  * The checks that do not vouch for the agent right now: while any is listed, the ladder does not
  * pass `gate` on its own and a person decides. Empty when every check holds.
  */
-export function autoPassRefusals(gate: GateKind, evidence: AutoPassEvidence): string[] {
+export function autoPassRefusals(gate: GateName, evidence: AutoPassEvidence): string[] {
   const { triage, review } = evidence;
   const refusals: string[] = [];
   if (!triage) refusals.push('no triage yet');

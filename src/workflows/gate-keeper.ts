@@ -2,7 +2,9 @@ import { condition, log, setCurrentDetails, setHandler } from '@temporalio/workf
 import { parseDecision, type Decision, type DecisionAnswer, type RecordedDecision } from '../shared/decisions';
 import { verifyDecisionProof } from '../shared/decision-proof';
 import { parseDuration } from '../shared/duration';
-import { GATES, type GateKind } from '../shared/gates';
+import { GATES, isGateKind, type GateDefinition, type GateName } from '../shared/gates';
+import type { CustomGate } from '../shared/custom-gates';
+import type { GateSettings } from '../shared/gate-settings';
 import { MERGE_CHECK_GATES, MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-conditions';
 import type { Intent } from '../shared/intent';
 import { autoPassRefusal, ladderDecider, type LadderLevel } from '../shared/ladder';
@@ -36,11 +38,11 @@ export interface GateKeeperOptions {
   readonly agentNames: readonly string[];
   /** Agent-written code may run unconfined or with the host's network here: then only signed decisions count, at every gate. */
   readonly signedOnly: boolean;
-  readonly autoPass: (gate: GateKind) => AutoPassContext;
+  readonly autoPass: (gate: GateName) => AutoPassContext;
   /** The review package, once impl has run; undefined before. */
   readonly reviewPackage: () => Promise<ReviewPackage | undefined>;
   /** Status updates (search attributes) when a gate opens and closes. */
-  readonly onWaiting: (gate: GateKind) => void;
+  readonly onWaiting: (gate: GateName) => void;
   /** After every decision, automatic or not (e.g. to carry conditions into the next prompt). */
   readonly onDecided: (decision: RecordedDecision) => void;
 }
@@ -87,7 +89,7 @@ const SHOWN_REFUSALS = 5;
 
 export class GateKeeper {
   private decision: RecordedDecision | undefined;
-  private readonly deferred = new Set<GateKind>();
+  private readonly deferred = new Set<GateName>();
   /** Nonces of every signature checked so far: each signature decides (or is refused) once. */
   private readonly nonces = new Set<string>();
   private deadline = 0;
@@ -132,17 +134,44 @@ export class GateKeeper {
     );
   }
 
-  /** Settings of `gate`, as configured (config file, then intent). */
-  settings(gate: GateKind) {
-    return this.o.intent.gates[gate] ?? {};
+  /** Settings of `gate`, as configured: a built-in gate's (config file, then intent), or a custom gate's own. */
+  settings(gate: GateName): GateSettings {
+    if (isGateKind(gate)) return this.o.intent.gates[gate] ?? {};
+    const custom = this.custom(gate);
+    return custom ? { approvers: custom.approvers ? [...custom.approvers] : undefined, timeout: custom.timeout, onTimeout: custom.onTimeout, deferPeriod: custom.deferPeriod, escalateTo: custom.escalateTo } : {};
+  }
+
+  /** What every gate has: a built-in gate's definition, or a custom gate's (a person decides unless `ladder`). */
+  private traits(gate: GateName): GateDefinition {
+    if (isGateKind(gate)) return GATES[gate];
+    const custom = this.custom(gate);
+    return { question: custom?.prompt ?? gate, escalateTo: custom?.escalateTo ?? 'the intent owner', humanOnly: custom?.ladder !== true, optional: false };
+  }
+
+  private custom(gate: GateName): CustomGate | undefined {
+    return this.o.intent.customGates.find((g) => g.id === gate);
   }
 
   /** Whether an optional gate is switched on (the mandatory ones always are). */
-  enabled(gate: GateKind): boolean {
+  enabled(gate: GateName): boolean {
     const { enabled, minRisk } = this.settings(gate);
-    if (!GATES[gate].optional) return true;
-    if (GATES[gate].offByDefault) return enabled ?? minRisk !== undefined;
+    const traits = this.traits(gate);
+    if (!traits.optional) return true;
+    if (traits.offByDefault) return enabled ?? minRisk !== undefined;
     return enabled !== false;
+  }
+
+  /** Why the ladder does not pass `gate` now, or undefined when it does. A custom gate passes as merge does, if it lets the ladder at all. */
+  private autoPassRefusal(gate: GateName): string | undefined {
+    const auto = this.o.autoPass(gate);
+    if (isGateKind(gate)) return autoPassRefusal({ level: auto.level, gate, risk: auto.risk, refusals: auto.refusals });
+    if (this.traits(gate).humanOnly) return `the ${gate} gate always needs a person (a custom gate without ladder: true)`;
+    return autoPassRefusal({ level: auto.level, gate: 'merge', risk: auto.risk, refusals: auto.refusals })?.replace('the merge gate', `the ${gate} gate`);
+  }
+
+  /** Whether an unsigned decision may count at `gate`: a custom gate takes them where the merge gate does. */
+  private unsignedTaken(gate: GateName): boolean {
+    return this.o.intent.approvals.unsignedGates.includes(isGateKind(gate) ? gate : 'merge');
   }
 
   /**
@@ -150,11 +179,10 @@ export class GateKeeper {
    * it waits for an accepted decision or the gate's timeout, which escalates and then applies the
    * timeout policy (reject, or wait once more). Refused decisions are recorded as they come.
    */
-  async decide(gate: GateKind, prompt: string, allows: GateAllows = {}): Promise<RecordedDecision> {
+  async decide(gate: GateName, prompt: string, allows: GateAllows = {}): Promise<RecordedDecision> {
     const { state, ledger, intent } = this.o;
-    const auto = this.o.autoPass(gate);
-    const refusal = autoPassRefusal({ level: auto.level, gate, risk: auto.risk, refusals: auto.refusals });
-    if (refusal === undefined) return this.autoPassed(gate, prompt, auto.level);
+    const refusal = this.autoPassRefusal(gate);
+    if (refusal === undefined) return this.autoPassed(gate, prompt, this.o.autoPass(gate).level);
 
     const timeout = this.settings(gate).timeout ?? intent.limits.gateTimeout;
     const requestedAt = new Date();
@@ -165,7 +193,7 @@ export class GateKeeper {
       requestedAt: requestedAt.toISOString(),
       timeoutAt: new Date(this.deadline).toISOString(),
       prompt,
-      humanOnly: GATES[gate].humanOnly,
+      humanOnly: this.traits(gate).humanOnly,
       whyNotAutomatic: refusal,
       ...(allows.changes ? { changes: true } : {}),
       ...(allows.editable ? { editable: allows.editable } : {}),
@@ -181,7 +209,7 @@ export class GateKeeper {
     ledger.event('GATE_REQUESTED', 'info', prompt, {
       stage: state.stage,
       costSnapshot: { intentUsd: state.spendUsd },
-      metadata: { gate, requestedAt: state.pendingGate.requestedAt, timeoutAt: state.pendingGate.timeoutAt, humanOnly: GATES[gate].humanOnly, notAutomatic: refusal, ...gateSummary(state, reviewPackage) },
+      metadata: { gate, requestedAt: state.pendingGate.requestedAt, timeoutAt: state.pendingGate.timeoutAt, humanOnly: this.traits(gate).humanOnly, notAutomatic: refusal, ...gateSummary(state, reviewPackage) },
     });
     // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
     await ledger.flush('task-queue');
@@ -209,7 +237,7 @@ export class GateKeeper {
    * Waits for the decision or the deadline (a defer moves it). Once per deadline, when a fifth of
    * the wait (at most an hour) is left, GATE_TIMEOUT_NEAR tells whoever is notified.
    */
-  private async waitUntilDeadline(gate: GateKind, timeout: string): Promise<boolean> {
+  private async waitUntilDeadline(gate: GateName, timeout: string): Promise<boolean> {
     const { ledger, state } = this.o;
     const lead = Math.min(parseDuration(timeout) / 5, TIMEOUT_WARNING_MAX_LEAD_MS);
     for (;;) {
@@ -232,8 +260,8 @@ export class GateKeeper {
     }
   }
 
-  private escalate(gate: GateKind, timeout: string, policy: 'reject' | 'wait once more'): void {
-    const escalateTo = this.settings(gate).escalateTo ?? GATES[gate].escalateTo;
+  private escalate(gate: GateName, timeout: string, policy: 'reject' | 'wait once more'): void {
+    const escalateTo = this.settings(gate).escalateTo ?? this.traits(gate).escalateTo;
     this.o.ledger.event('GATE_ESCALATED', 'high', `no decision at the ${gate} gate within ${timeout}; escalated to ${escalateTo}; timeout policy: ${policy}`, {
       stage: this.o.state.stage,
       metadata: { gate, escalateTo, policy, requestedAt: this.o.state.pendingGate?.requestedAt, timeoutAt: this.o.state.pendingGate?.timeoutAt },
@@ -241,7 +269,7 @@ export class GateKeeper {
     });
   }
 
-  private async autoPassed(gate: GateKind, prompt: string, level: LadderLevel): Promise<RecordedDecision> {
+  private async autoPassed(gate: GateName, prompt: string, level: LadderLevel): Promise<RecordedDecision> {
     const at = new Date().toISOString();
     const decision: RecordedDecision = { gate, decision: 'approve', by: ladderDecider(level), reason: `auto-passed at L${level}: ${prompt}`, at, timedOut: false };
     this.o.ledger.event('GATE_AUTO_PASSED', 'info', `${gate} gate passed by the automation ladder at L${level} (LOW risk, every check held)`, {
@@ -316,7 +344,7 @@ export class GateKeeper {
       if (this.o.signedOnly) {
         return `unsigned decision refused: agent-written code of this intent may run unconfined or with the worker's network, so only signed decisions count (warden approver init ${decision.by})`;
       }
-      if (!intent.approvals.unsignedGates.includes(decision.gate)) {
+      if (!this.unsignedTaken(decision.gate)) {
         return `unsigned decision refused: the ${decision.gate} gate takes only signed decisions (warden approver init ${decision.by}, then list its key under approvers in the config)`;
       }
       return undefined;
@@ -386,7 +414,7 @@ export class GateKeeper {
         `Waiting at the **${gate}** gate: ${pending.prompt}`,
         `Tests: ${state.tests.at(-1)?.summary ?? 'not run'}. Spend: $${state.spendUsd}. Times out at ${pending.timeoutAt} (then: ${this.settings(gate).onTimeout ?? 'reject'}).`,
         pending.humanOnly ? 'This gate always needs a person.' : `Not automatic: ${pending.whyNotAutomatic}.`,
-        this.o.signedOnly || !intent.approvals.unsignedGates.includes(gate)
+        this.o.signedOnly || !this.unsignedTaken(gate)
           ? `This gate takes only signed decisions: \`warden approve ${intent.id}\` (or reject) as an approver with a key (warden approver init NAME). A signal sent from here is refused.`
           : '',
         'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',

@@ -1,7 +1,7 @@
 import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import { ZERO_USD } from '../shared/money';
 import { branchForIntent } from '../shared/ids';
-import type { GateKind } from '../shared/gates';
+import type { GateName } from '../shared/gates';
 import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { Stage } from '../shared/stages';
 import type { IntentState, IntentStatus } from '../shared/state';
@@ -30,7 +30,7 @@ export function startingState(intentId: string, goal: string): IntentState {
 }
 
 /** Sets the intent's status, and the gate it waits at (null when none), in its state and search attributes. */
-export function setStatus(state: IntentState, status: IntentStatus, gate: GateKind | null = null): void {
+export function setStatus(state: IntentState, status: IntentStatus, gate: GateName | null = null): void {
   state.status = status;
   upsertSearchAttributes([
     { key: WardenStatus, value: status },

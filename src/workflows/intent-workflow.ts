@@ -14,9 +14,10 @@ import { handlePauseSignals, withinPauseLimit } from './pause-signals';
 import { assessRisk, checkReviewPolicy } from './risk-review';
 import { IntentRun } from './run-context';
 import { withinStageLimit, withinTotalLimit } from './stage-limits';
+import { customGatesAfter } from './custom-gate-runner';
 import { changesRequested, runDesignStage, runImplStage, runStage } from './stage-runner';
 import type { RecordedDecision } from '../shared/decisions';
-import type { GateKind } from '../shared/gates';
+import type { GateName } from '../shared/gates';
 
 /**
  * One intent, end to end: triage → lld → spec → impl (edit ⇄ test) → review → merge gate → merge.
@@ -66,6 +67,11 @@ async function pipeline(run: IntentRun): Promise<MutableOutcome> {
   for (;;) {
     if (!review) {
       await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted, changes));
+      const afterImpl = await customGatesAfter(run, 'impl');
+      if (afterImpl) {
+        changes = changesRequested(afterImpl.gate, afterImpl.by, afterImpl.reason ?? '');
+        continue;
+      }
       review = await reviewStage(run);
     }
     const decision = await gatesBeforeMerge(run, review);
@@ -143,19 +149,23 @@ async function designStage(run: IntentRun, stage: 'lld' | 'spec', triage: Triage
   let changes: string | undefined;
   for (;;) {
     const artifactPath = await withinStageLimit(run, stage, () => runDesignStage(run, stage, changes));
-    if (!run.gates.enabled(stage) || !riskAtLeast(triage.risk, run.gates.settings(stage).minRisk ?? 'HIGH')) return;
-    const decision = await run.gates.decide(stage, `${DESIGN_GATE_PROMPTS[stage]} (${artifactPath})`, { changes: true, editable: artifactPath });
-    if (decision.decision === 'request-changes') {
-      changes = changesRequested(stage, decision.by, decision.reason ?? '');
-      continue;
-    }
-    if (!approved(decision)) throw new GateRejected(stage, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
-    if (decision.decision === 'approve-with-edits') {
-      const { commit } = await run.activities.git.applyDocumentEdits({ intent: run.intent, stage, artifactPath, text: decision.document!, by: decision.by });
-      if (commit) run.head = commit;
-    }
-    return;
+    const sentBack = (await designGate(run, stage, triage, artifactPath)) ?? (await customGatesAfter(run, stage));
+    if (!sentBack) return;
+    changes = changesRequested(sentBack.gate, sentBack.by, sentBack.reason ?? '');
   }
+}
+
+/** The lld or spec gate, when it is on for this risk: the decision when it asks for changes; undefined once approved (an edit applied). */
+async function designGate(run: IntentRun, stage: 'lld' | 'spec', triage: TriageAssessment, artifactPath: string): Promise<RecordedDecision | undefined> {
+  if (!run.gates.enabled(stage) || !riskAtLeast(triage.risk, run.gates.settings(stage).minRisk ?? 'HIGH')) return undefined;
+  const decision = await run.gates.decide(stage, `${DESIGN_GATE_PROMPTS[stage]} (${artifactPath})`, { changes: true, editable: artifactPath });
+  if (decision.decision === 'request-changes') return decision;
+  if (!approved(decision)) throw new GateRejected(stage, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+  if (decision.decision === 'approve-with-edits') {
+    const { commit } = await run.activities.git.applyDocumentEdits({ intent: run.intent, stage, artifactPath, text: decision.document!, by: decision.by });
+    if (commit) run.head = commit;
+  }
+  return undefined;
 }
 
 /** The intent's worktree, and the agent's level on the automation ladder for this run. */
@@ -178,6 +188,8 @@ async function triageStage(run: IntentRun): Promise<TriageAssessment> {
   if (triage.risk === 'HIGH') {
     await requireApproval(run, 'architecture', `Triage rates this intent HIGH risk (${triage.rationale || 'no rationale given'}). Approve the approach before the design is written?`);
   }
+  // After triage nothing can be sent back (triage is not redone): such a gate approves or rejects.
+  await customGatesAfter(run, 'triage');
   return triage;
 }
 
@@ -198,10 +210,12 @@ async function reviewStage(run: IntentRun): Promise<ReviewAssessment> {
 async function gatesBeforeMerge(run: IntentRun, review: ReviewAssessment): Promise<RecordedDecision> {
   const { intent, state } = run;
   const security = criticalSecurityFindings(review);
-  const asks: Array<[GateKind, string]> = [];
+  const asks: Array<[GateName, string]> = [];
   if (security.length > 0) asks.push(['security', `Review reported ${security.length} critical security finding(s): ${security.map((f) => f.message).join(' | ').slice(0, 500)}`]);
   if (intent.environment === 'production') asks.push(['production', `This change targets production. Sign off on merging ${state.branch}?`]);
   asks.push(['merge', `Merge ${state.branch} into ${intent.baseBranch}?${review.verdict === 'BLOCK' ? ' Review says BLOCK.' : ''}`]);
+  const custom = await customGatesAfter(run, 'review');
+  if (custom) return custom;
   let decision: RecordedDecision | undefined;
   for (const [gate, prompt] of asks) {
     decision = await run.gates.decide(gate, prompt, { changes: true });

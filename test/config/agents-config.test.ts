@@ -99,3 +99,16 @@ test('a secret in --cmd, --goal or --test-cmd is refused before anything starts:
   expect(() => intentFromFlags({ repo, goal: 'x', agent: 'command', cmd: 'true', testCmd: 'API_TOKEN=abcdefgh12345678 npm test' }, process.cwd(), resolveConfig({}))).toThrow(/^--test-cmd holds what looks like a secret \(secret variable\)/);
   expect(intentFromFlags({ repo, goal: 'x', agent: 'command', cmd: 'echo --token "$API_TOKEN"' }, process.cwd(), resolveConfig({})).agent).toMatchObject({ command: 'echo --token "$API_TOKEN"' });
 });
+
+describe('custom gates in the config', () => {
+  const base = { customGates: [{ id: 'api-change', after: 'review', prompt: 'API changed.', when: { paths: ['src/api/**'] } }] };
+  test('a valid one is carried; the problems of bad ones are named', () => {
+    expect(resolveConfig(base).customGates).toEqual(base.customGates);
+    expect(() => resolveConfig({ customGates: [{ id: 'merge', after: 'review', prompt: 'x' }] })).toThrow(/customGates\.0\.id: that is a built-in gate: configure it under gates instead/);
+    expect(() => resolveConfig({ customGates: [{ id: 'Bad Id', after: 'review', prompt: 'x' }] })).toThrow(/a gate id is 2-40 lower-case letters/);
+    expect(() => resolveConfig({ customGates: [{ id: 'early', after: 'triage', prompt: 'x', when: { paths: ['a/**'] } }] })).toThrow(/when\.paths needs a change to look at: after impl or review/);
+    expect(() => resolveConfig({ customGates: [{ id: 'late', after: 'impl', prompt: 'x', when: { findingCategory: 'api' } }] })).toThrow(/when\.findingCategory needs review findings: after review/);
+    expect(() => resolveConfig({ customGates: [base.customGates[0], base.customGates[0]] })).toThrow(/two custom gates are named api-change/);
+    expect(() => resolveConfig({ customGates: [{ id: 'x1', after: 'deploy', prompt: 'x' }] })).toThrow(/customGates\.0\.after/);
+  });
+});

@@ -14,7 +14,7 @@ import { gatePageUrl, readLinkToken, type LinkClaims } from '../../shared/decisi
 import { DECISION_KINDS, MAX_CONDITIONS, MAX_DOCUMENT_LENGTH, MAX_REASON_LENGTH, type DecisionKind } from '../../shared/decisions';
 import { MERGE_CHECK_GATES } from '../../shared/merge-conditions';
 import { UserError } from '../../shared/errors';
-import type { GateKind } from '../../shared/gates';
+import type { GateName } from '../../shared/gates';
 import type { IntentState } from '../../shared/state';
 import { readApproverKey } from '../approver-keys';
 import { queryState, sendDecision } from '../intents';
@@ -188,7 +188,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       if (!first) await refuseLink('this link decided already: each link decides once', { intentId, gate, claims: granted.claims });
     }
     try {
-      await sendDecision(o.client, intentId, { gate: gate as GateKind, decision, by: granted.as.approver, reason, ...(conditions.length ? { conditions } : {}), ...(document !== undefined ? { document } : {}) }, { keysDir: o.keysDir });
+      await sendDecision(o.client, intentId, { gate: gate as GateName, decision, by: granted.as.approver, reason, ...(conditions.length ? { conditions } : {}), ...(document !== undefined ? { document } : {}) }, { keysDir: o.keysDir });
     } catch (error) {
       if (error instanceof UserError) return send(res, 409, messagePage('Refused', error.message, false, back));
       throw error;
