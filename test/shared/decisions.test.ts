@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseDecision } from '../../src/shared/decisions';
 import { GateKindSchema } from '../../src/shared/schema-primitives';
+import { CUSTOM_GATE_ID } from '../../src/shared/gates';
 
 /**
  * The zod schema parseDecision replaced (workflow code no longer loads zod). Workflow histories
@@ -9,7 +10,8 @@ import { GateKindSchema } from '../../src/shared/schema-primitives';
  */
 const FormerDecisionSchema = z
   .object({
-    gate: GateKindSchema,
+    // custom gates' ids were added since: any name of their shape
+    gate: z.union([GateKindSchema, z.string().regex(CUSTOM_GATE_ID)]),
     decision: z.enum(['approve', 'reject', 'approve-with-conditions', 'defer']),
     by: z.string().trim().min(1),
     reason: z.string().trim().max(2000).optional(),
@@ -26,6 +28,7 @@ const PAYLOADS: unknown[] = [
   { gate: 'merge', decision: 'approve' },
   { gate: 'merge', decision: 'approve', by: 7 },
   { gate: 'lunch', decision: 'approve', by: 'ana' },
+  { gate: 'Lunch break!', decision: 'approve', by: 'ana' },
   { gate: 'merge', decision: 'maybe', by: 'ana' },
   { gate: 'merge', decision: 'reject', by: 'ana' },
   { gate: 'merge', decision: 'reject', by: 'ana', reason: '   ' },
@@ -63,8 +66,8 @@ test('problems name the field and say what is wrong', () => {
     ok: false,
     problems: 'conditions: approve-with-conditions needs at least one condition',
   });
-  const bad = parseDecision({ gate: 'lunch', decision: 'approve', by: ' ' });
+  const bad = parseDecision({ gate: 'Lunch break!', decision: 'approve', by: ' ' });
   expect(bad.ok).toBe(false);
-  expect(!bad.ok && bad.problems).toMatch(/^gate: expected one of architecture, .*merge; by: a decision must say who made it$/);
+  expect(!bad.ok && bad.problems).toMatch(/^gate: expected one of architecture, .*merge, or a custom gate's id; by: a decision must say who made it$/);
   expect(parseDecision(null)).toEqual({ ok: false, problems: 'a decision must be an object' });
 });
