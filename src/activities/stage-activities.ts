@@ -396,6 +396,35 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     },
 
     /** Files and lines the intent branch changed against the base branch (lineage excluded). */
+    /**
+     * `warden revert`: reverts the merge commit of another intent on this intent's branch (with
+     * its first parent as the mainline). Later commits on the base that changed the same lines
+     * make it conflict: then nothing is committed and the intent fails saying where. Idempotent:
+     * a retry finds the revert made.
+     */
+    async revertMerge({ intent, mergedCommit }: { readonly intent: Intent; readonly mergedCommit: string }): Promise<{ readonly commit: string; readonly files: number }> {
+      const { worktreePath, head } = await worktree(intent);
+      const marker = `This reverts commit ${mergedCommit}`;
+      if ((await git(worktreePath, ['log', '-1', '--format=%B', head])).includes(marker)) {
+        return { commit: head, files: (await changesAgainstBase(worktreePath, intent.baseBranch)).length };
+      }
+      if ((await gitRaw(worktreePath, ['merge-base', '--is-ancestor', mergedCommit, `refs/heads/${intent.baseBranch}`])).code !== 0) {
+        throw ApplicationFailure.create({ type: FailureType.RevertConflict, message: `${mergedCommit.slice(0, 12)} is not on ${intent.baseBranch}: there is nothing to revert there`, nonRetryable: true });
+      }
+      const parents = (await git(worktreePath, ['rev-list', '--parents', '-n', '1', mergedCommit])).split(' ').length - 1;
+      const reverted = await gitRaw(worktreePath, ['revert', '--no-edit', ...(parents > 1 ? ['-m', '1'] : []), mergedCommit]);
+      if (reverted.code !== 0) {
+        const conflicts = (await gitRaw(worktreePath, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
+        await gitRaw(worktreePath, ['revert', '--abort']);
+        throw ApplicationFailure.create({
+          type: FailureType.RevertConflict,
+          message: `later commits on ${intent.baseBranch} changed what ${intent.revertOf?.intentId ?? mergedCommit.slice(0, 12)} changed (conflicts in ${conflicts.join(', ') || 'files git did not name'}): revert it by hand, or start an intent that undoes it`,
+          nonRetryable: true,
+        });
+      }
+      return { commit: await git(worktreePath, ['rev-parse', 'HEAD']), files: (await changesAgainstBase(worktreePath, intent.baseBranch)).length };
+    },
+
     /** The files the change touches (against the base) that match one of `globs`: what a custom gate's `when.paths` looks at. */
     async changedFilesMatching({ intent, globs }: { readonly intent: Intent; readonly globs: readonly string[] }): Promise<string[]> {
       const { worktreePath } = await worktree(intent);

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { serveAlongside, serveWebApp } from './web/serve';
+import { revertIntentInput } from './revert-intent';
 import path from 'node:path';
 import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
@@ -173,6 +174,30 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       });
       const json = flags.json ? printJson : undefined;
       process.exitCode = reportResult(result, json, print);
+    });
+
+  program
+    .command('revert <id>')
+    .description("Undo a merged intent on its base branch: a revert commit on a branch of its own, the tests, then the merge gate (a person's) and the ledger, like any change; refused if later commits conflict")
+    .option('--reason <text>', 'why (goes into the revert intent\'s goal)')
+    .option('--test-cmd <command>', "command that runs the repo's tests (default: npm test if package.json has one)")
+    .option('--detach', 'start and return at once')
+    .option('--by <name>', 'who approves at the TTY (default: the config\'s operator, else $USER)')
+    .option('--json', 'print the outcome as JSON')
+    .action(async (id: string, flags: { reason?: string; testCmd?: string; detach?: boolean; by?: string; json?: boolean }) => {
+      const safety = settings();
+      const input = await revertIntentInput(config, safety, id, { reason: flags.reason, testCmd: flags.testCmd, embeddedServer: config.temporalAddress === undefined });
+      const result = await runIntent(input, {
+        config,
+        safety,
+        logger,
+        detach: Boolean(flags.detach),
+        approve: false,
+        interactive: Boolean(process.stdin.isTTY) && !flags.json,
+        by: flags.by ?? approver(),
+        print: flags.json ? () => undefined : print,
+      });
+      process.exitCode = reportResult(result, flags.json ? printJson : undefined, print);
     });
 
   program

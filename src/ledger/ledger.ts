@@ -539,6 +539,21 @@ export class Ledger {
   }
 
   /**
+   * A merged intent as the ledger knows it: where it worked (INTENT_STARTED) and the commit its
+   * merge made (INTENT_MERGED); undefined when it never merged.
+   */
+  async mergedIntent(intentId: string): Promise<{ readonly repoPath: string; readonly baseBranch: string; readonly mergedCommit: string } | undefined> {
+    const { rows } = await this.pool.query<{ repo: string | null; base: string | null; merged: string | null }>(
+      `SELECT (SELECT metadata->>'repoPath' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY "timestamp" DESC LIMIT 1) AS repo,
+              (SELECT metadata->>'baseBranch' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY "timestamp" DESC LIMIT 1) AS base,
+              (SELECT metadata->>'mergedCommit' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_MERGED' ORDER BY "timestamp" DESC LIMIT 1) AS merged`,
+      [intentId],
+    );
+    const row = rows[0];
+    return row?.repo && row.base && row.merged ? { repoPath: row.repo, baseBranch: row.base, mergedCommit: row.merged } : undefined;
+  }
+
+  /**
    * Everything the ledger holds about one intent (safety events, costs, gate decisions), oldest
    * first; with `activities`, also each activity attempt the worker ran (`activity_runs`), placed
    * at its start, its end and outcome in the summary.

@@ -38,6 +38,7 @@ const ACTIVITY_KINDS = {
   checkImplementation: 'stage',
   measureChange: 'stage',
   changedFilesMatching: 'stage',
+  revertMerge: 'stage',
   checkDocument: 'stage',
   applyDocumentEdits: 'stage',
   checkMergeConditions: 'stage',

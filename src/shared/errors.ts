@@ -10,6 +10,8 @@ export const FailureType = {
   AgentOutputTooLarge: 'AGENT_OUTPUT_TOO_LARGE',
   GitFailed: 'GIT_FAILED',
   MergeConflict: 'MERGE_CONFLICT',
+  /** `warden revert`: later commits on the base changed what the merge changed. */
+  RevertConflict: 'REVERT_CONFLICT',
   BaseBranchDirty: 'BASE_BRANCH_DIRTY',
   PathOutsideWorktree: 'PATH_OUTSIDE_WORKTREE',
   UnknownModel: 'UNKNOWN_MODEL',
@@ -47,6 +49,7 @@ export const NON_RETRYABLE_FAILURES: readonly FailureType[] = [
   FailureType.InvalidScript,
   FailureType.AgentOutputTooLarge,
   FailureType.MergeConflict,
+  FailureType.RevertConflict,
   FailureType.BaseBranchDirty,
   FailureType.PathOutsideWorktree,
   FailureType.UnknownModel,

@@ -16,6 +16,7 @@ export const FAILURE_SUGGESTIONS: Readonly<Record<FailureType, string>> = {
   [FailureType.AgentOutputTooLarge]: 'The agent printed more than the output cap: ask for a shorter answer (or fix a runaway loop in its command), then `warden resume ID`.',
   [FailureType.GitFailed]: 'A git command failed: check the repository (disk space, locks, a `.git/index.lock` left behind, permissions), then `warden resume ID`.',
   [FailureType.MergeConflict]: 'The base branch moved under the intent: merge or rebase the intent branch by hand, or start the intent again from the new base.',
+  [FailureType.RevertConflict]: 'Later commits changed what the merge changed: revert it by hand on the base branch, or start an intent that undoes the change on top of what is there now.',
   [FailureType.BaseBranchDirty]: 'Commit or stash the uncommitted changes on the base branch, then `warden resume ID`.',
   [FailureType.PathOutsideWorktree]: 'The agent tried to write outside its worktree: check the agent (and its prompt) before running it again; narrow `--paths` if it wandered.',
   [FailureType.UnknownModel]: 'Add the model to `worker.pricing` in the config (USD per million input and output tokens), or pick a model that has a price, then `warden resume ID`.',

@@ -125,6 +125,14 @@ export const IntentSchema = z.object({
   notify: NotifyChannelsSchema.default([]),
   /** Gates of the operator's own (the config's `customGates`), asked after their stage when their conditions hold. */
   customGates: CustomGatesSchema.default([]),
+  /**
+   * Set by `warden revert`: this intent undoes a merged one. No agent runs: the merge commit is
+   * reverted on a branch of its own, the tests run, and the merge gate (a person's) decides.
+   */
+  revertOf: z
+    .object({ intentId: z.string().min(1).max(64), mergedCommit: z.string().regex(/^[0-9a-f]{40}$/, 'a full commit id') })
+    .strict()
+    .optional(),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

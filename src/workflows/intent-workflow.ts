@@ -56,6 +56,7 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
 /** The pipeline's shape: each step either moves the intent on or throws (a rejection, a halt, a stop). */
 async function pipeline(run: IntentRun): Promise<MutableOutcome> {
   await prepare(run);
+  if (run.intent.revertOf) return revertPipeline(run, run.intent.revertOf);
   const triage = await triageStage(run);
   await designStage(run, 'lld', triage);
   await designStage(run, 'spec', triage);
@@ -81,6 +82,24 @@ async function pipeline(run: IntentRun): Promise<MutableOutcome> {
     changes = sendBack;
     review = undefined;
   }
+  return merge(run);
+}
+
+/**
+ * `warden revert`: no agent runs. The other intent's merge is reverted on this intent's branch
+ * (a conflict with later commits fails it, saying where), the tests run on the result, and the
+ * merge gate, always a person's, decides before it merges like any change.
+ */
+async function revertPipeline(run: IntentRun, target: { readonly intentId: string; readonly mergedCommit: string }): Promise<MutableOutcome> {
+  const { intent, state, ledger, activities } = run;
+  enterStage(state, ledger, 'impl');
+  const reverted = await activities.git.revertMerge({ intent, mergedCommit: target.mergedCommit });
+  run.head = reverted.commit;
+  const tests = await activities.tests.runTests({ intent, attempt: 1 });
+  if (tests.commit) run.head = tests.commit;
+  state.tests.push({ attempt: 1, passed: tests.passed, summary: tests.summary });
+  ledger.event(tests.passed ? 'TESTS_PASSED' : 'TESTS_FAILED', tests.passed ? 'info' : 'medium', `the revert of ${target.intentId}: tests ${tests.summary}`, { stage: 'impl', metadata: { revertOf: target.intentId, files: reverted.files } });
+  await requireApproval(run, 'merge', `Revert intent ${target.intentId} (merged as ${target.mergedCommit.slice(0, 12)}) on ${intent.baseBranch}? ${reverted.files} file(s) change back; tests ${tests.summary}.`);
   return merge(run);
 }
 
