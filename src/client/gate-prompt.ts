@@ -1,5 +1,5 @@
 import type { Decision } from '../shared/decisions';
-import { renderReviewPackage } from '../shared/review-package';
+import { renderDocumentFacts, renderReviewPackage } from '../shared/review-package';
 import type { PendingGate } from '../shared/state';
 
 /** A waiting gate as text: what is asked, why a person must answer, until when, and the package. */
@@ -9,6 +9,7 @@ export function renderPendingGate(intentId: string, pending: PendingGate): strin
     pending.prompt,
     pending.humanOnly ? 'This gate always needs a person.' : pending.whyNotAutomatic ? `Not passed automatically: ${pending.whyNotAutomatic}.` : '',
   ];
+  if (pending.document) lines.push('', renderDocumentFacts(pending.document).replace(/\*\*/g, ''));
   if (pending.package) lines.push('', renderReviewPackage(pending.package).replace(/\*\*/g, ''));
   lines.push('', `approve: warden approve ${intentId}   reject: warden reject ${intentId} --reason "…"   conditions: warden approve ${intentId} --conditions "…"`);
   if (pending.changes) lines.push(`request changes: warden request-changes ${intentId} --reason "…"`);

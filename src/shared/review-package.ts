@@ -31,6 +31,12 @@ export interface ReviewPackage {
 export const MAX_DIFF_FILES = 30;
 export const MAX_TRACE = 40;
 
+/** What a design gate (lld, spec) shows beside its document, as Markdown. */
+export function renderDocumentFacts(d: { readonly checks: string; readonly attempts: number; readonly predicted?: { readonly files: number; readonly lines: number } }): string {
+  const predicted = d.predicted ? `files ${d.predicted.files}, lines ${d.predicted.lines}` : 'none given';
+  return `**Checks:** ${d.checks} (attempt ${d.attempts})\n\n**Predicted size (triage):** ${predicted}`;
+}
+
 /** The package as Markdown, for the CLI prompt and the Web UI's current details. */
 export function renderReviewPackage(p: ReviewPackage): string {
   const lines = [

@@ -22,6 +22,8 @@ export interface PendingGate {
   readonly changes?: boolean;
   /** The document `approve-with-edits` replaces (its path in the worktree), at the lld and spec gates. */
   readonly editable?: string;
+  /** The lld and spec gates: what the document passed, after how many attempts, and triage's predicted size. */
+  readonly document?: { readonly checks: string; readonly attempts: number; readonly predicted?: { readonly files: number; readonly lines: number } };
   /** Gates after impl carry the review package. */
   readonly package?: ReviewPackage;
 }

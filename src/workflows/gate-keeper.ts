@@ -9,9 +9,9 @@ import { MERGE_CHECK_GATES, MERGE_CONDITION_FORMS, parseMergeCondition } from '.
 import type { Intent } from '../shared/intent';
 import { autoPassRefusal, ladderDecider, type LadderLevel } from '../shared/ladder';
 import { decideSignal, decideUpdate } from '../shared/messages';
-import { renderReviewPackage, type ReviewPackage } from '../shared/review-package';
+import { renderDocumentFacts, renderReviewPackage, type ReviewPackage } from '../shared/review-package';
 import type { RiskClass } from '../shared/risk';
-import type { IntentState } from '../shared/state';
+import type { IntentState, PendingGate } from '../shared/state';
 import type { LedgerRecorder } from './ledger-recorder';
 
 /** What a gate may be answered with beyond approve, reject and defer. */
@@ -20,6 +20,8 @@ export interface GateAllows {
   readonly changes?: boolean;
   /** approve-with-edits: the document (worktree path) the person's version replaces. */
   readonly editable?: string;
+  /** What a design gate shows beside its document (see PendingGate.document). */
+  readonly document?: PendingGate['document'];
 }
 
 /** What the automation ladder needs to know when a gate opens. */
@@ -197,6 +199,7 @@ export class GateKeeper {
       whyNotAutomatic: refusal,
       ...(allows.changes ? { changes: true } : {}),
       ...(allows.editable ? { editable: allows.editable } : {}),
+      ...(allows.document ? { document: allows.document } : {}),
     };
     this.o.onWaiting(gate);
     this.showDetails();
@@ -425,6 +428,7 @@ export class GateKeeper {
         ...(state.refusedDecisions?.length
           ? [`Refused decisions (latest last):\n${state.refusedDecisions.map((r) => `- ${r.at}${r.by ? ` from "${r.by}"` : ''}: ${r.reason}`).join('\n')}`]
           : []),
+        pending.document ? renderDocumentFacts(pending.document) : '',
         pending.package ? `---\n${renderReviewPackage(pending.package)}` : '',
       ]
         .filter(Boolean)

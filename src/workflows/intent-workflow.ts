@@ -153,6 +153,12 @@ async function unmetMergeConditions(run: IntentRun): Promise<string | undefined>
   return `The merge is blocked: conditions the approvers set are not met. Make the change meet every one of them:\n${lines.join('\n')}`;
 }
 
+/** What a design document passed before its gate opened (see document-checks.ts). */
+const DESIGN_CHECKS = {
+  lld: 'passed: its Files and Tests sections are there, and every file it names exists or is marked new, inside the declared paths',
+  spec: 'passed: every requirement has at least one test',
+} as const;
+
 const DESIGN_GATE_PROMPTS = {
   lld: 'Approve the low-level design before the spec and the implementation?',
   spec: 'Approve the test specification before the implementation?',
@@ -177,7 +183,8 @@ async function designStage(run: IntentRun, stage: 'lld' | 'spec', triage: Triage
 /** The lld or spec gate, when it is on for this risk: the decision when it asks for changes; undefined once approved (an edit applied). */
 async function designGate(run: IntentRun, stage: 'lld' | 'spec', triage: TriageAssessment, artifactPath: string): Promise<RecordedDecision | undefined> {
   if (!run.gates.enabled(stage) || !riskAtLeast(triage.risk, run.gates.settings(stage).minRisk ?? 'HIGH')) return undefined;
-  const decision = await run.gates.decide(stage, `${DESIGN_GATE_PROMPTS[stage]} (${artifactPath})`, { changes: true, editable: artifactPath });
+  const document = { checks: DESIGN_CHECKS[stage], attempts: run.state.attempts[stage] ?? 1, ...(triage.predicted ? { predicted: triage.predicted } : {}) };
+  const decision = await run.gates.decide(stage, `${DESIGN_GATE_PROMPTS[stage]} (${artifactPath})`, { changes: true, editable: artifactPath, document });
   if (decision.decision === 'request-changes') return decision;
   if (!approved(decision)) throw new GateRejected(stage, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
   if (decision.decision === 'approve-with-edits') {

@@ -97,9 +97,10 @@ test("a notification's link shows the review package and the diff, and decides o
   const signed = await world().pool.query("SELECT metadata->>'signed' AS signed FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_DECIDED'", [id]);
   expect(signed.rows).toEqual([{ signed: 'true' }]);
 
-  // The gate is closed: the same link decides nothing again.
+  // The gate is closed: the same link decides nothing again, and the attempt is on record.
   const again = await post(link, { ...hiddenOf(html), decision: 'reject', reason: 'changed my mind' });
   expect(again).toMatchObject({ status: 409, text: expect.stringContaining('is not waiting for a decision') });
+  expect(await refusals(id)).toEqual(['a decision from a link for the merge gate, which is not waiting (the intent is merged): nothing was decided']);
 }, 120_000);
 
 test('a link decides once even when the workflow refused its first decision', async () => {
@@ -174,6 +175,7 @@ test("the lld gate's page shows the design to edit; the edited version is approv
   const { handle, id, repo } = await start({ gates: { lld: { minRisk: 'LOW' } } });
   const link = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === id && r.json.kind === 'gate.opened' && r.json.gate === 'lld'), 20_000, 'the lld notification');
   const html = await (await fetch(String(link.json.link))).text();
+  expect(html).toContain('<h2>The document</h2><table><tr><th>Checks</th><td>passed: its Files and Tests sections are there');
   const textarea = /<textarea name="document" rows="20" required>([\s\S]*?)<\/textarea>/.exec(html);
   expect(textarea?.[1]).toContain('# Low-level design');
   expect(html).toContain('Request changes');

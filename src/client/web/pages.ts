@@ -81,6 +81,11 @@ ${p.review ? `<tr><th>Review</th><td>${esc(p.review.verdict)}${p.review.summary 
 <h2>Files changed</h2><table>${files}</table>${p.moreFiles > 0 ? `<p>… and ${p.moreFiles} more file(s)</p>` : ''}`;
 }
 
+/** A design gate's facts: what its document passed, and triage's predicted size. */
+function documentFactsHtml(d: NonNullable<IntentState['pendingGate']>['document'] & object): string {
+  return `<h2>The document</h2><table><tr><th>Checks</th><td>${esc(d.checks)} (attempt ${d.attempts})</td></tr><tr><th>Predicted size</th><td>${d.predicted ? `files ${d.predicted.files}, lines ${d.predicted.lines}` : 'none given'}</td></tr></table>`;
+}
+
 /** What backs the figures, read after deciding if at all: the plan and the ledger trace. */
 function packageDetailsHtml(p: ReviewPackage): string {
   return `<h2>Plan</h2><pre>${esc(p.plan || '(no design written)')}</pre><h2>Ledger trace</h2><pre>${esc(p.ledgerTrace.join('\n'))}</pre>`;
@@ -136,9 +141,10 @@ ${
   }
   const docs = v.documents.map((d) => `<h2>${esc(d.name)}</h2><pre>${esc(d.text)}</pre>`).join('');
   const pkg = waiting ? pending.package : undefined;
+  const facts = waiting && pending.document ? documentFactsHtml(pending.document) : '';
   // On a phone the page is read top to bottom: the figures, the decision, then what backs them.
   return layout(
     `${v.intentId} · ${v.gate}`,
-    `${head}${status}${pkg ? packageSummaryHtml(pkg) : ''}${decide}${v.diff ? diffHtml(v.diff) : ''}${docs}${pkg ? packageDetailsHtml(pkg) : ''}`,
+    `${head}${status}${facts}${pkg ? packageSummaryHtml(pkg) : ''}${decide}${v.diff ? diffHtml(v.diff) : ''}${docs}${pkg ? packageDetailsHtml(pkg) : ''}`,
   );
 }

@@ -83,6 +83,12 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   }
 
   async function refuseLink(reason: string, context: { intentId?: string; gate?: string; claims?: LinkClaims }): Promise<never> {
+    await recordRefusal(reason, context);
+    throw new HttpError(403, 'This link cannot decide', reason);
+  }
+
+  /** A refused link or decision as a ledger row, at most REFUSALS_RECORDED_PER_MINUTE a minute. */
+  async function recordRefusal(reason: string, context: { intentId?: string; gate?: string; claims?: LinkClaims }): Promise<void> {
     const minute = Math.floor(Date.now() / 60_000);
     if (refusals.minute !== minute) Object.assign(refusals, { minute, count: 0 });
     if (++refusals.count <= REFUSALS_RECORDED_PER_MINUTE) {
@@ -99,7 +105,6 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
         })
         .catch((error: unknown) => o.logger.warn({ err: error }, 'could not record a refused decision link'));
     }
-    throw new HttpError(403, 'This link cannot decide', reason);
   }
 
   /** Who may decide here: the link's approver, or the operator with a session; undefined to only read. */
@@ -178,6 +183,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     const state = await stateOf(intentId);
     const back = gatePageUrl('http://x/', intentId, gate, token).slice('http://x'.length);
     if (state.pendingGate?.gate !== gate) {
+      if (granted.claims) await recordRefusal(`a decision from a link for the ${gate} gate, which is not waiting (the intent is ${state.status}): nothing was decided`, { intentId, gate, claims: granted.claims });
       return send(res, 409, messagePage('Not waiting', `The ${gate} gate of ${intentId} is not waiting for a decision (the intent is ${state.status}${state.pendingGate ? `, at the ${state.pendingGate.gate} gate` : ''}). Nothing was decided.`, false, back));
     }
     if (granted.claims) {
