@@ -210,9 +210,13 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   await waitFor(() => (out.includes(`warden reject ${id}`) ? true : undefined), 90_000, 'the gate instructions');
   expect(out).toContain(`warden approve ${id} --gate merge`);
 
-  const wrongGate = warden('approve', id, '--gate', 'deploy');
+  const wrongGate = warden('approve', id, '--gate', 'Deploy!');
   expect(wrongGate.code).toBe(2);
-  expect(wrongGate.stderr).toMatch(/unknown gate "deploy"/);
+  expect(wrongGate.stderr).toMatch(/unknown gate "Deploy!"/);
+  // A name a custom gate could have: it is simply not the gate the intent waits at.
+  const otherGate = warden('approve', id, '--gate', 'deploy');
+  expect(otherGate.code).toBe(2);
+  expect(otherGate.stderr).toContain(`intent ${id} is not waiting at the deploy gate (it is at the merge gate)`);
 
   // the gate in full: its review package, as JSON and as text
   const pending = await waitFor(() => {
