@@ -163,6 +163,19 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     ensureWorktree({ repoPath: intent.repoPath, baseBranch: intent.baseBranch, intentId: intent.id, worktreeRoot: deps.worktreeRoot });
   const stoppable = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> => stoppableWork(globalStop, work);
 
+  /**
+   * Runs a repo command (its tests, a merge condition) confined like the tests, within the test
+   * timeout; what it wrote is judged like what the agent wrote. The output is redacted.
+   */
+  const runConfined = async (r: { readonly intent: Intent; readonly worktreePath: string; readonly head: string; readonly command: string; readonly slot: number; readonly who: string }) => {
+    const run = await confinedTestRun(r.intent, r.worktreePath, r.command, r.slot);
+    const repoSnapshot = await takeRepoSnapshot(r.intent.repoPath, { worktree: r.worktreePath });
+    const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(r.intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
+    await refuseEscapes(r.intent, r.worktreePath, r.head, repoSnapshot, r.who);
+    const output = deps.redact(`$ ${r.command}\n${outcome.stdout}${outcome.stderr}`);
+    return { outcome, output, passed: outcome.termination === 'exited' && outcome.exitCode === 0 };
+  };
+
   return {
     /** Creates (or finds) the intent's worktree on `warden/<id>`. Idempotent. */
     async prepareWorktree({ intent }: IntentRef): Promise<WorktreeRef> {
@@ -268,14 +281,9 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         if (!command) {
           return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
         }
-        const run = await confinedTestRun(intent, worktreePath, command, attempt);
-        const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
-        const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
         // Tests are agent-written code: what they wrote is judged like what the agent wrote.
-        await refuseEscapes(intent, worktreePath, head, repoSnapshot, 'the test run');
-        const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
+        const { outcome, output, passed } = await runConfined({ intent, worktreePath, head, command, slot: attempt, who: 'the test run' });
         const counts = readTestCounts(output);
-        const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
         const kind = classifyTestRun({ exitCode: outcome.exitCode, termination: outcome.termination, output });
         const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
         const logPath = await writeLineageFile(worktreePath, intent.id, artifactName('impl', attempt, '-tests.log'), output);
@@ -331,12 +339,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const same = changeFingerprint(await git(worktreePath, ['diff', '--no-color', baseRef, head, '--', '.', ':(exclude)docs/lineage'])) === approvedChange;
         const command = intent.testCommand ?? detectTestCommand(worktreePath);
         if (!command) return { moved: true, baseHead, head, same, tests: { passed: true, summary: 'no test command: nothing to run', tail: '' } };
-        const run = await confinedTestRun(intent, worktreePath, command, 999);
-        const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
-        const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
-        await refuseEscapes(intent, worktreePath, head, repoSnapshot, 'the test run after the rebase');
-        const output = deps.redact(`$ ${command}\n${outcome.stdout}${outcome.stderr}`);
-        const passed = outcome.termination === 'exited' && outcome.exitCode === 0;
+        const { outcome, output, passed } = await runConfined({ intent, worktreePath, head, command, slot: 999, who: 'the test run after the rebase' });
         const summary = describeTestRun(outcome.exitCode, outcome.termination, readTestCounts(output));
         return { moved: true, baseHead, head, same, tests: { passed, summary, tail: output.slice(-FEEDBACK_TAIL_CHARS) } };
       });
@@ -365,12 +368,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             const outside = files.filter((f) => !pathAllowed(condition.globs, f.path)).map((f) => f.path);
             results.push({ condition: text, met: outside.length === 0, detail: outside.length === 0 ? 'every changed file matches' : `outside: ${outside.slice(0, 10).join(', ')}` });
           } else if (condition.kind === 'run') {
-            const run = await confinedTestRun(intent, worktreePath, condition.command, 1000 + index);
-            const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
-            const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
-            await refuseEscapes(intent, worktreePath, head, repoSnapshot, `the merge condition "${condition.command}"`);
-            const met = outcome.termination === 'exited' && outcome.exitCode === 0;
-            const tail = deps.redact(`${outcome.stdout}${outcome.stderr}`).slice(-1500);
+            const { outcome, output, passed: met } = await runConfined({ intent, worktreePath, head, command: condition.command, slot: 1000 + index, who: `the merge condition "${condition.command}"` });
+            const tail = output.slice(-1500);
             results.push({ condition: text, met, detail: met ? 'passed' : `${outcome.termination === 'exited' ? `exit ${outcome.exitCode}` : outcome.termination}: ${tail}` });
           }
         }
