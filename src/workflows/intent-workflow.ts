@@ -113,7 +113,9 @@ const ASK_AGAIN = Symbol('ask the gates again');
  * unchanged one merges. Undefined when it may merge.
  */
 async function baseMovedUnderneath(run: IntentRun): Promise<string | typeof ASK_AGAIN | undefined> {
-  const { intent, ledger } = run;
+  const { intent, ledger, state } = run;
+  // Checking the base is the merge's first step: a paused intent is held here, at stage merge.
+  if (state.stage !== 'merge') enterStage(state, ledger, 'merge');
   const rebase = await run.activities.git.rebaseOntoBase({ intent, approvedHead: run.head });
   if (!rebase.moved) return undefined;
   run.head = rebase.head;
@@ -254,7 +256,7 @@ async function gatesBeforeMerge(run: IntentRun, review: ReviewAssessment): Promi
 /** Archives the lineage into the branch and merges it; the artifact paths follow the lineage. */
 async function merge(run: IntentRun): Promise<MutableOutcome> {
   const { intent, state, activities } = run;
-  enterStage(state, run.ledger, 'merge');
+  if (state.stage !== 'merge') enterStage(state, run.ledger, 'merge');
   const { lineagePath } = await activities.git.archiveLineage({ intent });
   const { mergedCommit } = await activities.git.mergeIntent({ intent });
   state.mergedCommit = mergedCommit;

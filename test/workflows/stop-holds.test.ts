@@ -192,7 +192,7 @@ describe('kill switches on stage activities', () => {
         expect(approve.stdout).toContain('Warden is stopped (global stop set by tester: incident drill)');
         expect(approve.stdout).toContain(`${id} halts before its next stage and nothing is merged`);
         const chain = await failureOf(handle);
-        expect(chain.join('\n')).toContain('KILL_SWITCH kill switch (global_stop): global stop set by tester: incident drill; archiveLineage was not started');
+        expect(chain.join('\n')).toContain('KILL_SWITCH kill switch (global_stop): global stop set by tester: incident drill; rebaseOntoBase was not started');
       } finally {
         await world.ledger.clearGlobalStop('tester', 'drill over');
       }
@@ -201,7 +201,7 @@ describe('kill switches on stage activities', () => {
       expect(types).not.toContain('mergeIntent');
       const [stopped, ...more] = await eventsOf(id, 'INTENT_STOPPED');
       expect(more).toEqual([]);
-      expect(stopped).toMatchObject({ metadata: expect.objectContaining({ killSwitch: 'global_stop', activityType: 'archiveLineage' }) });
+      expect(stopped).toMatchObject({ metadata: expect.objectContaining({ killSwitch: 'global_stop', activityType: 'rebaseOntoBase' }) });
       expect(stopped!.suggestion).toMatch(/warden unlock/);
       expect(await eventsOf(id, 'INTENT_FAILED')).toHaveLength(1);
       // The non-cancellable cleanup still ran: no worktree is left; the decision is on record.
@@ -222,11 +222,11 @@ describe('kill switches on stage activities', () => {
     await withWorker({ enabled: false, emergencyStopFile: stopFilePath() }, async () => {
       await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'operator' });
       const chain = await failureOf(handle);
-      expect(chain.join('\n')).toContain('KILL_SWITCH kill switch (WARDEN_ENABLED): Warden is disabled on this worker (WARDEN_ENABLED=false); archiveLineage was not started');
+      expect(chain.join('\n')).toContain('KILL_SWITCH kill switch (WARDEN_ENABLED): Warden is disabled on this worker (WARDEN_ENABLED=false); rebaseOntoBase was not started');
     });
     expect(git(repo, 'rev-parse', 'main')).toBe(before);
     expect(await scheduled(handle)).not.toContain('mergeIntent');
-    expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'WARDEN_ENABLED', activityType: 'archiveLineage' }) })]);
+    expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'WARDEN_ENABLED', activityType: 'rebaseOntoBase' }) })]);
     expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
   });
 
