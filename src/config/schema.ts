@@ -54,7 +54,8 @@ export type TelemetryConfig = z.infer<typeof TelemetrySchema>;
 export const ServeSchema = z
   .object({
     host: z.string().min(1).default('127.0.0.1'),
-    port: z.number().int().min(1).max(65535).default(7431),
+    /** 0 takes a free port (then links need `url` to find it). */
+    port: z.number().int().min(0).max(65535).default(7431),
     url: z
       .string()
       .url()

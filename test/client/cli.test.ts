@@ -32,7 +32,8 @@ beforeAll(async () => {
   const publicKey = /public key: (ed25519:[0-9a-f]{64})/.exec(created.stdout)?.[1];
   if (!publicKey) throw new Error(`warden approver init printed no key: ${created.stdout}${created.stderr}`);
   const config = path.join(home, 'warden.config.json');
-  writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, approvers: { 'cli-tester': { publicKey } } }));
+  // The web app warden run serves while it follows: on a free port, so parallel runs never collide.
+  writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, approvers: { 'cli-tester': { publicKey } }, serve: { port: 0 } }));
   env.WARDEN_CONFIG = config;
 });
 
@@ -209,6 +210,18 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   await waitFor(() => (out.includes(`warden reject ${id}`) ? true : undefined), 90_000, 'the gate instructions');
   expect(out).toContain(`warden approve ${id} --gate merge`);
+
+  // While it follows, warden run serves the web app: its session link opens the inbox, which lists the gate.
+  const entry = /review and decide in a browser: (http:\/\/127\.0\.0\.1:\d+\/\?key=[0-9a-f]+)/.exec(out)?.[1];
+  expect(entry).toBeDefined();
+  const session = await fetch(entry!, { redirect: 'manual' });
+  expect(session.status).toBe(303);
+  const cookie = session.headers.get('set-cookie')!.split(';')[0]!;
+  const inbox = await waitFor(async () => {
+    const html = await (await fetch(new URL('/', entry!), { headers: { cookie } })).text();
+    return html.includes(`/gates/${id}/merge`) ? html : undefined;
+  }, 20_000, 'the gate in the inbox of warden run');
+  expect(inbox).toContain('Waiting for a decision');
 
   const wrongGate = warden('approve', id, '--gate', 'Deploy!');
   expect(wrongGate.code).toBe(2);
