@@ -15,6 +15,7 @@ import pino from 'pino';
 import { ModelGateway, type GatewayLimits } from '../../src/gateway/gateway';
 import { SpendMeter, type BudgetBook } from '../../src/gateway/spend-meter';
 import { SharedLimitStore } from '../../src/ledger/shared-limits';
+import { readyCascadeModel } from '../../src/workers/cascade-model-cache';
 
 const UPSTREAM_KEY = 'sk-upstream-key-for-the-test';
 
@@ -24,6 +25,8 @@ function send(message: unknown): void {
 
 async function main(): Promise<void> {
   const limits = JSON.parse(process.env.GATEWAY_LIMITS!) as GatewayLimits;
+  // As a worker does before it polls: the first answer's screening must not train the model.
+  await readyCascadeModel(pino({ level: 'silent' }));
   const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 20 });
   const shared = process.env.SHARED === '0' ? undefined : { store: new SharedLimitStore(pool), scope: process.env.LIMIT_SCOPE! };
   // Only the circuit's transitions leave the process: the test asks who made them.
