@@ -55,6 +55,19 @@ export async function openLedger(config: RuntimeConfig, log: (message: string) =
   return { ledger: new Ledger(database.pool), database };
 }
 
+/**
+ * The decision-link secret, or none (links then open the gate's page only): a worker whose home
+ * is read-only, or whose secret file is unsafe, still runs, and says why its links cannot decide.
+ */
+function linkSecretOrNone(logger: Logger): Buffer | undefined {
+  try {
+    return readLinkSecret();
+  } catch (error) {
+    logger.warn({ err: error }, 'no decision-link secret: notification links open the gate page, but cannot decide (set WARDEN_LINK_SECRET)');
+    return undefined;
+  }
+}
+
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
 export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
   quietSdkRuntime(warden.telemetry, logger);
@@ -79,7 +92,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     safety: warden.worker,
     mode: warden.mode,
     notify: warden.notify,
-    gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), secret: readLinkSecret(), defaultApprover: warden.operator }),
+    gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), secret: linkSecretOrNone(logger), defaultApprover: warden.operator }),
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
     // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
     killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },

@@ -33,5 +33,7 @@ export function readLinkSecret(env: NodeJS.ProcessEnv = process.env): Buffer {
   const mode = statSync(file).mode & 0o777;
   if (mode & 0o077) throw new UserError(`${file} can be read by others (mode ${mode.toString(8)}): chmod 600 it, and delete it to make a new one if it may have been seen`);
   chmodSync(file, 0o600);
-  return Buffer.from(readFileSync(file, 'utf8').trim(), 'utf8');
+  const text = readFileSync(file, 'utf8').trim();
+  if (text.length < 32) throw new UserError(`${file} holds a secret shorter than 32 characters: delete it, and the next command makes a new one`);
+  return Buffer.from(text, 'utf8');
 }
