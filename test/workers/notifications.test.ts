@@ -84,7 +84,7 @@ test('failing, refusing and hanging channels never delay the intent; each ends a
   // The intent is over while the hanging endpoint still holds its first notification.
   const outbox = new NotificationOutbox(world().pool);
   expect((await outbox.deadLetters(id)).filter((l) => l.channel.endsWith('/hangs'))).toEqual([]);
-  expect(receiver.on('/hangs').some((r) => r.json.intentId === id)).toBe(true);
+  await waitFor(() => (receiver.on('/hangs').some((r) => r.json.intentId === id) ? true : undefined), 20_000, 'the hanging endpoint to hold a request');
 
   await waitFor(() => (kinds(receiver.on('/ok'), id).includes('intent.rejected') ? true : undefined), 20_000, 'intent.rejected at /ok');
   expect(kinds(receiver.on('/ok'), id).sort()).toEqual(['gate.escalated', 'gate.timeout-near', 'intent.rejected']);
