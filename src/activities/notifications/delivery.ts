@@ -68,16 +68,30 @@ export function createNotificationActivities(deps: NotificationDeps) {
         const secret = channel.secretEnv ? variable(deps.env, channel.secretEnv, "the webhook's signing secret") : undefined;
         request = webhookRequest(notification, deliveryId, secret, new Date());
       }
-      const cancelled = Context.current().cancellationSignal;
       const timeoutMs = delivery.timeoutMs ?? DELIVERY_TIMEOUT_MS;
+      // One controller held here, not AbortSignal.any over a timeout signal: on Node 20 such a
+      // combined signal could be collected before it fired, and a silent endpoint then held the
+      // attempt until the activity's own timeout.
+      const abort = new AbortController();
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        abort.abort();
+      }, timeoutMs);
+      const cancelled = Context.current().cancellationSignal;
+      const onCancel = () => abort.abort();
+      cancelled.addEventListener('abort', onCancel);
       let response: Response;
+      let answer: string;
       try {
-        response = await send(url, { method: 'POST', body: request.body, headers: request.headers, signal: AbortSignal.any([cancelled, AbortSignal.timeout(timeoutMs)]) });
+        response = await send(url, { method: 'POST', body: request.body, headers: request.headers, signal: abort.signal });
+        answer = deps.redact((await response.text().catch(() => '')).slice(0, 200));
       } catch (error) {
-        const timedOut = (error as Error).name === 'TimeoutError';
         throw failedAttempt(`${describeChannel(channel)}: ${timedOut ? `no answer within ${timeoutMs / 1000}s` : deps.redact((error as Error).message)}`, false);
+      } finally {
+        clearTimeout(timer);
+        cancelled.removeEventListener('abort', onCancel);
       }
-      const answer = deps.redact((await response.text().catch(() => '')).slice(0, 200));
       if (response.ok) return { status: response.status };
       const message = `${describeChannel(channel)} answered ${response.status}${answer ? `: ${answer}` : ''}`;
       throw failedAttempt(message, !(response.status === 408 || response.status === 429 || response.status >= 500));
