@@ -1,4 +1,4 @@
-import type { RiskClass } from './risk';
+import { riskAtLeast, type RiskClass } from './risk';
 import type { AgentStage } from './stages';
 
 /**
@@ -44,11 +44,11 @@ export interface CustomGateFacts {
 }
 
 /** Whether the gate opens for `facts`, and why in words. */
-export function customGateOpens(gate: CustomGate, facts: CustomGateFacts, atLeast: (risk: RiskClass, min: RiskClass) => boolean): { readonly opens: boolean; readonly because: string[] } {
+export function customGateOpens(gate: CustomGate, facts: CustomGateFacts): { readonly opens: boolean; readonly because: string[] } {
   const because: string[] = [];
   const when = gate.when ?? {};
   if (when.minRisk !== undefined) {
-    if (!facts.risk || !atLeast(facts.risk, when.minRisk)) return { opens: false, because };
+    if (!facts.risk || !riskAtLeast(facts.risk, when.minRisk)) return { opens: false, because };
     because.push(`risk ${facts.risk}`);
   }
   if (when.environment !== undefined) {

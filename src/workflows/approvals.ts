@@ -25,10 +25,24 @@ export function approved(decision: RecordedDecision): boolean {
   return decision.decision === 'approve' || decision.decision === 'approve-with-conditions' || decision.decision === 'approve-with-edits';
 }
 
+/**
+ * What a gate's decision means for the caller: undefined when it approved, the decision itself
+ * when it asks for changes (only where the gate allowed it), and a GateRejected for anything else.
+ */
+export function unlessApproved(decision: RecordedDecision): RecordedDecision | undefined {
+  if (approved(decision)) return undefined;
+  if (decision.decision === 'request-changes') return decision;
+  throw rejection(decision);
+}
+
+function rejection(decision: RecordedDecision): GateRejected {
+  return new GateRejected(decision.gate, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+}
+
 /** Asks `gate` (the ladder may pass it); anything but an approval throws GateRejected. */
 export async function requireApproval(run: IntentRun, gate: GateName, prompt: string): Promise<void> {
   const decision = await run.gates.decide(gate, prompt);
-  if (!approved(decision)) throw new GateRejected(gate, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+  if (!approved(decision)) throw rejection(decision);
 }
 
 /**

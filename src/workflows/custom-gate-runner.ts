@@ -1,8 +1,7 @@
 import { CHANGES_AFTER, customGateOpens } from '../shared/custom-gates';
 import type { RecordedDecision } from '../shared/decisions';
-import { riskAtLeast } from '../shared/risk';
 import type { AgentStage } from '../shared/stages';
-import { approved, GateRejected } from './approvals';
+import { unlessApproved } from './approvals';
 import type { IntentRun } from './run-context';
 
 /**
@@ -15,11 +14,10 @@ export async function customGatesAfter(run: IntentRun, stage: AgentStage): Promi
   for (const gate of intent.customGates.filter((g) => g.after === stage)) {
     const touchedPaths = gate.when?.paths ? await run.activities.git.changedFilesMatching({ intent, globs: gate.when.paths }) : undefined;
     const facts = { risk: run.triage?.risk, environment: intent.environment, touchedPaths, findingCategories: run.review?.findings.map((f) => f.category) };
-    const { opens, because } = customGateOpens(gate, facts, riskAtLeast);
+    const { opens, because } = customGateOpens(gate, facts);
     if (!opens) continue;
     const decision = await run.gates.decide(gate.id, `${gate.prompt}${because.length > 0 ? ` (${because.join('; ')})` : ''}`, { changes: CHANGES_AFTER.includes(stage) });
-    if (decision.decision === 'request-changes') return decision;
-    if (!approved(decision)) throw new GateRejected(gate.id, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+    if (unlessApproved(decision)) return decision;
   }
   return undefined;
 }

@@ -5,7 +5,7 @@ import { ladderScope } from '../shared/ladder';
 import { stateQuery } from '../shared/messages';
 import { riskAtLeast } from '../shared/risk';
 import type { IntentOutcome } from '../shared/state';
-import { approved, GateRejected, requireApproval } from './approvals';
+import { requireApproval, unlessApproved } from './approvals';
 import { checkPredictedSize } from './blast-radius';
 import { checkedIntent, refuseForeignWorkflowId } from './intent-input';
 import { endEarly, finishIntent, type Ending, type MutableOutcome } from './intent-ending';
@@ -70,13 +70,13 @@ async function pipeline(run: IntentRun): Promise<MutableOutcome> {
       await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted, changes));
       const afterImpl = await customGatesAfter(run, 'impl');
       if (afterImpl) {
-        changes = changesRequested(afterImpl.gate, afterImpl.by, afterImpl.reason ?? '');
+        changes = changesRequested(afterImpl);
         continue;
       }
       review = await reviewStage(run);
     }
     const decision = await gatesBeforeMerge(run, review);
-    const sendBack = decision.decision === 'request-changes' ? changesRequested(decision.gate, decision.by, decision.reason ?? '') : ((await unmetMergeConditions(run)) ?? (await baseMovedUnderneath(run)));
+    const sendBack = decision.decision === 'request-changes' ? changesRequested(decision) : ((await unmetMergeConditions(run)) ?? (await baseMovedUnderneath(run)));
     if (sendBack === undefined) break;
     if (sendBack === ASK_AGAIN) continue;
     changes = sendBack;
@@ -178,7 +178,7 @@ async function designStage(run: IntentRun, stage: 'lld' | 'spec', triage: Triage
     const artifactPath = await withinStageLimit(run, stage, () => runDesignStage(run, stage, changes));
     const sentBack = (await designGate(run, stage, triage, artifactPath)) ?? (await customGatesAfter(run, stage));
     if (!sentBack) return;
-    changes = changesRequested(sentBack.gate, sentBack.by, sentBack.reason ?? '');
+    changes = changesRequested(sentBack);
   }
 }
 
@@ -187,8 +187,8 @@ async function designGate(run: IntentRun, stage: 'lld' | 'spec', triage: TriageA
   if (!run.gates.enabled(stage) || !riskAtLeast(triage.risk, run.gates.settings(stage).minRisk ?? 'HIGH')) return undefined;
   const document = { checks: DESIGN_CHECKS[stage], attempts: run.state.attempts[stage] ?? 1, ...(triage.predicted ? { predicted: triage.predicted } : {}) };
   const decision = await run.gates.decide(stage, `${DESIGN_GATE_PROMPTS[stage]} (${artifactPath})`, { changes: true, editable: artifactPath, document });
-  if (decision.decision === 'request-changes') return decision;
-  if (!approved(decision)) throw new GateRejected(stage, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+  const sentBack = unlessApproved(decision);
+  if (sentBack) return sentBack;
   if (decision.decision === 'approve-with-edits') {
     const { commit } = await run.activities.git.applyDocumentEdits({ intent: run.intent, stage, artifactPath, text: decision.document!, by: decision.by });
     if (commit) run.head = commit;
@@ -247,8 +247,7 @@ async function gatesBeforeMerge(run: IntentRun, review: ReviewAssessment): Promi
   let decision: RecordedDecision | undefined;
   for (const [gate, prompt] of asks) {
     decision = await run.gates.decide(gate, prompt, { changes: true });
-    if (decision.decision === 'request-changes') return decision;
-    if (!approved(decision)) throw new GateRejected(gate, decision.reason ?? (decision.timedOut ? 'timed out' : 'rejected'));
+    if (unlessApproved(decision)) return decision;
   }
   return decision!;
 }

@@ -1,4 +1,5 @@
 import type { StageResult } from '../activities';
+import type { RecordedDecision } from '../shared/decisions';
 import type { ChangeSize } from '../safety/limits';
 import { addUsd } from '../shared/money';
 import { agentForStage, agentIdOf } from '../shared/agent-routing';
@@ -54,9 +55,9 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   return result;
 }
 
-/** What a stage is told when a person sent it back from a gate. */
-export function changesRequested(gate: string, by: string, comments: string): string {
-  return `At the ${gate} gate, ${by} asked for changes. Make them, and keep what they did not ask to change:\n${comments}`;
+/** What a stage is told when a person sent it back from a gate (a request-changes decision). */
+export function changesRequested(decision: RecordedDecision): string {
+  return `At the ${decision.gate} gate, ${decision.by} asked for changes. Make them, and keep what they did not ask to change:\n${decision.reason ?? ''}`;
 }
 
 /**
