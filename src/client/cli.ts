@@ -77,7 +77,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       const worker = await startWorker(target, config, safety, logger);
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
-      const app = await serveAlongside(config, safety, { operator: approver(), logger, print });
+      const app = await serveAlongside(target.client, config, safety, { operator: approver(), logger, print });
       print('worker running on task queue "warden"; Ctrl-C to stop');
       await stopOnInterrupt(
         {

@@ -79,7 +79,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
       const link = webUiLink(target, intent.id);
       if (link) options.print(`Web UI: ${link}`);
       if (options.detach) return { intentId: intent.id, detached: true };
-      webApp = options.serve === false ? undefined : await serveAlongside(options.config, options.safety, { operator: options.by, logger: options.logger, print: options.print });
+      webApp = options.serve === false ? undefined : await serveAlongside(target.client, options.config, options.safety, { operator: options.by, logger: options.logger, print: options.print });
       const result = await followIntent({
         client: target.client,
         intentId: intent.id,

@@ -58,9 +58,13 @@ export function linkExpiry(timeoutAt: string | undefined, now: Date): string {
   return new Date(Number.isFinite(gate) ? Math.min(gate, cap) : cap).toISOString();
 }
 
-/** The page of a gate, with a token when there is one. */
+/** The path of a gate's page in the web app, with a token when there is one. */
+export function gatePagePath(intentId: string, gate: string, token?: string): string {
+  const page = `/gates/${encodeURIComponent(intentId)}/${encodeURIComponent(gate)}`;
+  return token ? `${page}?t=${encodeURIComponent(token)}` : page;
+}
+
+/** The page of a gate under the web app at `baseUrl`, with a token when there is one. */
 export function gatePageUrl(baseUrl: string, intentId: string, gate: string, token?: string): string {
-  const url = new URL(`gates/${encodeURIComponent(intentId)}/${encodeURIComponent(gate)}`, baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`);
-  if (token) url.searchParams.set('t', token);
-  return url.toString();
+  return new URL(gatePagePath(intentId, gate, token).slice(1), baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`).toString();
 }

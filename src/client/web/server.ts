@@ -1,16 +1,15 @@
-import { execFile } from 'node:child_process';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { DecisionLinkUses } from '../../ledger/decision-link-uses';
 import type { Ledger } from '../../ledger/ledger';
 import { deterministicUuid } from '../../ledger/event-id';
-import { gatePageUrl, readLinkToken, type LinkClaims } from '../../shared/decision-links';
+import { gatePagePath, readLinkToken, type LinkClaims } from '../../shared/decision-links';
+import { git } from '../../activities/git';
 import { DECISION_KINDS, MAX_CONDITIONS, MAX_DOCUMENT_LENGTH, MAX_REASON_LENGTH, type DecisionKind } from '../../shared/decisions';
 import { MERGE_CHECK_GATES } from '../../shared/merge-conditions';
 import { UserError } from '../../shared/errors';
@@ -20,8 +19,6 @@ import { readApproverKey } from '../approver-keys';
 import { queryState, sendDecision } from '../intents';
 import { waitingGates } from '../list-intents';
 import { gatePage, inboxPage, messagePage, type DecidingAs } from './pages';
-
-const execFileP = promisify(execFile);
 
 export interface WebAppOptions {
   readonly client: Client;
@@ -151,7 +148,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       state,
       as: used ? undefined : granted?.as,
       hidden: granted ? { ...(token ? { t: token } : {}), csrf: csrfOf(granted.grant) } : {},
-      action: `/gates/${encodeURIComponent(intentId)}/${encodeURIComponent(gate)}`,
+      action: gatePagePath(intentId, gate),
       documents: documentsOf(state),
       diff: await diffOf(state),
       editableText: editableTextOf(state),
@@ -181,7 +178,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     if (decision === 'approve-with-conditions' && conditions.length === 0) throw new HttpError(400, 'Refused', 'Approving with conditions needs at least one condition.');
     if (conditions.length > MAX_CONDITIONS) throw new HttpError(400, 'Refused', `At most ${MAX_CONDITIONS} conditions.`);
     const state = await stateOf(intentId);
-    const back = gatePageUrl('http://x/', intentId, gate, token).slice('http://x'.length);
+    const back = gatePagePath(intentId, gate, token);
     if (state.pendingGate?.gate !== gate) {
       if (granted.claims) await recordRefusal(`a decision from a link for the ${gate} gate, which is not waiting (the intent is ${state.status}): nothing was decided`, { intentId, gate, claims: granted.claims });
       return send(res, 409, messagePage('Not waiting', `The ${gate} gate of ${intentId} is not waiting for a decision (the intent is ${state.status}${state.pendingGate ? `, at the ${state.pendingGate.gate} gate` : ''}). Nothing was decided.`, false, back));
@@ -206,7 +203,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   async function inbox(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     if (!hasSession(req)) throw new HttpError(401, 'Sign in first', 'Open the address warden serve printed (it carries the key of this session).');
     const gates = await waitingGates(o.client);
-    send(res, 200, inboxPage(gates.map((g) => ({ ...g, page: `/gates/${encodeURIComponent(g.intentId)}/${encodeURIComponent(g.gate)}` }))));
+    send(res, 200, inboxPage(gates.map((g) => ({ ...g, page: gatePagePath(g.intentId, g.gate) }))));
   }
 
   const server = http.createServer((req, res) => {
@@ -313,7 +310,7 @@ async function diffOf(state: IntentState): Promise<string | undefined> {
   const base = state.pendingGate?.package?.baseBranch;
   if (!state.worktreePath || !base || !existsSync(state.worktreePath)) return undefined;
   try {
-    const { stdout } = await execFileP('git', ['diff', '--no-color', '--no-ext-diff', `${base}...HEAD`, '--', '.', ':(exclude)docs/lineage'], { cwd: state.worktreePath, maxBuffer: 16 * MAX_DIFF });
+    const stdout = await git(state.worktreePath, ['diff', '--no-color', '--no-ext-diff', `${base}...HEAD`, '--', '.', ':(exclude)docs/lineage']);
     return stdout.length > MAX_DIFF ? `${stdout.slice(0, MAX_DIFF)}\n… (cut at ${MAX_DIFF / 1024} KB)` : stdout;
   } catch {
     return undefined;
