@@ -21,10 +21,10 @@ import type { IntentInput } from '../src/shared/intent';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import type { AgentStage } from '../src/shared/stages';
 import type { IntentState } from '../src/shared/state';
-import { addFilePatch, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../test/helpers/cli-scripts';
+import { addFilePatch, cliAgentProfile, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../test/helpers/cli-scripts';
 import { demoStages, git, startSampleIntent, TEST_CONFIG, useTestWorld, waitFor } from '../test/helpers/env';
 import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../test/helpers/model-server';
-import { describeWith, programPath } from '../test/setup/prerequisites';
+import { describeWith } from '../test/setup/prerequisites';
 
 type Respond = ModelServer['respond'];
 
@@ -115,13 +115,7 @@ async function run(respond: Respond, overrides: Partial<IntentInput> & { model?:
   const kind = cli === 'claude' ? 'anthropic' : 'openai';
   const started = Date.now();
   const sample = await startSampleIntent(world(), `rc-${cli}-`, {
-    agent: {
-      kind: 'command',
-      cli,
-      command: programPath(cli)!,
-      sandbox: 'bubblewrap',
-      upstream: { kind, model, baseUrl: kind === 'openai' ? `${server.url}/v1` : server.url, apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'], maxTokens: 4096 },
-    },
+    agent: cliAgentProfile(cli, kind, model, server.url),
     ...intent,
   } as Partial<IntentInput>);
   return { ...sample, started, cli };

@@ -17,10 +17,10 @@ import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { addUsd, ZERO_USD } from '../../src/shared/money';
 import type { AgentStage } from '../../src/shared/stages';
 import { SAMPLE_LLD } from '../../src/client/sample-repo';
-import { scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../helpers/cli-scripts';
+import { cliAgentProfile, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../helpers/cli-scripts';
 import { demoStages, git, makeSampleRepo, TEST_CONFIG, useTestWorld, waitFor } from '../helpers/env';
 import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../helpers/model-server';
-import { describeWith, programPath } from '../setup/prerequisites';
+import { describeWith } from '../setup/prerequisites';
 
 /** Per CLI: the API it speaks and the model it is told to use. */
 const MODELS: Record<AgentCli, { kind: 'openai' | 'anthropic'; model: string }> = {
@@ -86,13 +86,7 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
           goal: 'Add slugify',
           repoPath: repo,
           paths: ['lib/**'],
-          agent: {
-            kind: 'command',
-            cli,
-            command: programPath(cli)!,
-            sandbox: 'bubblewrap',
-            upstream: { kind, model, baseUrl: kind === 'openai' ? `${server.url}/v1` : server.url, apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'], maxTokens: 4096 },
-          },
+          agent: cliAgentProfile(cli, kind, model, server.url),
           limits: { cooldown: '0s' },
         },
         world().taskQueue,

@@ -3,6 +3,7 @@ import type { AgentCli } from '../../src/activities/agents/cli-invocations';
 import type { Reply, RecordedRequest } from './model-server';
 import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
 import type { AgentStage } from '../../src/shared/stages';
+import { programPath } from '../setup/prerequisites';
 
 /**
  * Scripts for `startModelServer` that make the real agent CLIs (aider, Codex CLI, Claude Code,
@@ -14,6 +15,20 @@ import type { AgentStage } from '../../src/shared/stages';
  */
 
 export type { AgentCli } from '../../src/activities/agents/cli-invocations';
+
+/**
+ * The agent profile that runs `cli` (as installed here) in bubblewrap, its model `model` of the
+ * API `kind` reached through Warden's gateway at the scripted model server `serverUrl`.
+ */
+export function cliAgentProfile(cli: AgentCli, kind: 'openai' | 'anthropic', model: string, serverUrl: string) {
+  return {
+    kind: 'command' as const,
+    cli,
+    command: programPath(cli)!,
+    sandbox: 'bubblewrap' as const,
+    upstream: { kind, model, baseUrl: kind === 'openai' ? `${serverUrl}/v1` : serverUrl, apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'], maxTokens: 4096 },
+  };
+}
 
 /** The pinned versions scripts/install-agent-clis.sh installs. */
 export const AGENT_CLI_VERSIONS = { aider: '0.86.2', codex: '0.169.0', claude: '2.1.331' } as const;
