@@ -341,6 +341,12 @@ export function probeBubblewrap(): Promise<BubblewrapProbe> {
   return cached.result;
 }
 
+/** Probes again now, dropping what was cached (after bubblewrap was installed, say). */
+export function probeBubblewrapAfresh(): Promise<BubblewrapProbe> {
+  cached = undefined;
+  return probeBubblewrap();
+}
+
 /** Whether bubblewrap works here (see `probeBubblewrap`). */
 export async function bubblewrapAvailable(): Promise<boolean> {
   return (await probeBubblewrap()).available;

@@ -8,6 +8,7 @@ import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
+import { requireSandbox } from '../runtime/sandbox-readiness';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
 import { DURATION_PATTERN, parseDuration } from '../shared/duration';
@@ -39,6 +40,11 @@ import { approvalOutlook, readApprovalFacts } from './approval-outlook';
 /** Who decides at a gate when `--by` is not given. */
 function defaultApprover(operator?: string): string {
   return operator || process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
+}
+
+/** Before a worker starts here: bubblewrap works (installed if missing, where we may), or the operator accepted its absence. */
+async function sandboxOrStop(allowUnconfined: boolean): Promise<void> {
+  await requireSandbox({ allowUnconfined, install: true, offerUnconfined: true, log: print, warn: (line) => process.stderr.write(`${line}\n`) });
 }
 
 /** `warden check cascade`'s exit code when the text must not pass (0 allows, 2 blocks: the usual hook contract). */
@@ -73,6 +79,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description('Run the embedded Temporal server (with its Web UI) and a worker in one process, until Ctrl-C')
     .action(async () => {
       const safety = settings();
+      await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
       const target = await connectTemporal(config, print);
       const worker = await startWorker(target, config, safety, logger);
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
@@ -110,6 +117,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description('Run a worker against TEMPORAL_ADDRESS (or the embedded server), until Ctrl-C')
     .action(async () => {
       const safety = settings();
+      await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
       const target = await connectTemporal(config, print);
       const worker = await startWorker(target, config, safety, logger);
       print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
@@ -162,6 +170,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       }
       const safety = settings();
       const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools'), embeddedServer: config.temporalAddress === undefined });
+      // The worker this command runs must be able to confine the intent's code (a detached run starts none).
+      if (!flags.detach) await sandboxOrStop(input.confinement?.allowUnconfinedCode === true);
       const result = await runIntent(input, {
         config,
         safety,

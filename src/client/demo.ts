@@ -7,6 +7,8 @@ import path from 'node:path';
 import { resolveConfig } from '../config/load';
 import { loadRuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
+import { requireSandbox } from '../runtime/sandbox-readiness';
+import { UserError } from '../shared/errors';
 import { reportResult } from './report';
 import { runIntent } from './run-intent';
 import { approvalsFrom } from './intent-input';
@@ -14,9 +16,11 @@ import { createSampleRepo } from './sample-repo';
 
 async function demo(): Promise<number> {
   const config = loadRuntimeConfig(process.env);
+  const print = (line: string): void => void process.stdout.write(`${line}\n`);
+  // The demo runs its tests where a real agent's would: inside bubblewrap, installed first if we may.
+  await requireSandbox({ allowUnconfined: false, install: true, offerUnconfined: false, log: print, warn: print });
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
   const repoPath = createSampleRepo(path.join(config.wardenHome, 'demo', `sample-strings-${stamp}`));
-  const print = (line: string): void => void process.stdout.write(`${line}\n`);
   print(`sample repository: ${repoPath} (a failing test for a missing slugify())`);
   const safety = resolveConfig({});
   const result = await runIntent(
@@ -54,7 +58,8 @@ async function demo(): Promise<number> {
 demo().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`warden demo failed: ${(error as Error).message ?? String(error)}\n`);
-    process.exit(1);
+    // A missing prerequisite is said as it is; anything else is a failure of the demo.
+    process.stderr.write(error instanceof UserError ? `${error.message}\n` : `warden demo failed: ${(error as Error).message ?? String(error)}\n`);
+    process.exit(error instanceof UserError ? error.exitCode : 1);
   },
 );

@@ -14,12 +14,13 @@
  * Run on its own (`npx tsx test/setup/system-packages.ts [--require]`) it installs what it can,
  * prints one line per program, and with --require exits 1 when any is still missing.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { accessSync, constants, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { AgentCli } from '../../src/activities/agents/cli-invocations';
 import { findExecutable } from '../../src/shared/executables';
+import { aptInstall, runInstaller, whyNotInstall } from '../../src/runtime/debian-packages';
 
 const execFileAsync = promisify(execFile);
 
@@ -90,49 +91,19 @@ export async function ensureSystemPrograms(options: { log: (message: string) => 
   if (missing.length === 0) return statuses;
 
   const packages = missing.map((s) => DEBIAN_PACKAGE[s.program]);
-  const why = canInstall(env);
+  const why = whyNotInstall(env);
   if (why !== undefined) {
     options.log(`not installing ${packages.join(', ')}: ${why}`);
     return statuses;
   }
   options.log(`installing ${packages.join(' ')} from Debian's packages (apt-get; this takes a minute or two the first time)`);
   try {
-    await aptGet(['update', '-q']);
-    await aptGet(['install', '-y', '-q', '--no-install-recommends', ...packages]);
+    await aptInstall(packages);
   } catch (error) {
     options.log(`apt-get failed: ${error instanceof Error ? error.message : String(error)}`);
   }
   statuses = await Promise.all(SYSTEM_PROGRAMS.map((program) => findProgram(program, env)));
   return statuses;
-}
-
-/** Why we may not install here, or undefined when we may. */
-function canInstall(env: NodeJS.ProcessEnv): string | undefined {
-  if (env.WARDEN_TEST_INSTALL === '0') return 'WARDEN_TEST_INSTALL=0';
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return 'installing needs root';
-  if (!onPath('apt-get', env)) return 'no apt-get on this machine';
-  return undefined;
-}
-
-function aptGet(args: string[]): Promise<void> {
-  return runInstaller('apt-get', args);
-}
-
-function runInstaller(file: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
-    let output = '';
-    const keep = (chunk: Buffer): void => {
-      output = (output + chunk.toString()).slice(-4000);
-    };
-    child.stdout.on('data', keep);
-    child.stderr.on('data', keep);
-    child.once('error', reject);
-    child.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`${file} ${args[0] ?? ''} exited ${code}:\n${output.trim()}`))));
-  });
 }
 
 async function findProgram(program: SystemProgram, env: NodeJS.ProcessEnv): Promise<ProgramStatus> {
