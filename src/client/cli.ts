@@ -7,7 +7,7 @@ import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
-import { createLogger } from '../runtime/logger';
+import { createCommandLogger, createLogger, LOG_FORMATS, type LogFormat } from '../runtime/logger';
 import { requireSandbox } from '../runtime/sandbox-readiness';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
@@ -60,14 +60,24 @@ function printJson(value: unknown): void {
 
 /** Builds the `warden` command tree. Exported so tests can run it in-process. */
 export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.env)): Command {
-  const logger = createLogger(config.logLevel);
   const program = new Command('warden')
     .description('Durable, safety-first orchestrator for autonomous coding agents, on Temporal.')
     .option('--config <file>', 'config file (default: $WARDEN_CONFIG, else warden.config.json or .ts here, else the default profile)')
+    .addOption(
+      new Option('--log-format <format>', `human: the log to a file under the Warden home (${path.join(config.wardenHome, 'logs')}), warnings as one line each on stderr; json: every record as a JSON line on stdout, for collectors`)
+        .choices(LOG_FORMATS)
+        .default(config.logFormat)
+        .env('WARDEN_LOG_FORMAT'),
+    )
     // Commander's own errors (unknown option, bad choice, missing argument) are thrown, not
     // printed: `main` reports them as one `warden: …` line like every other error.
     .configureOutput({ outputError: () => undefined })
     .exitOverride();
+  // Made once the options are read (a command's action runs after this hook).
+  let logger = createLogger('silent');
+  program.hook('preAction', () => {
+    logger = createCommandLogger({ level: config.logLevel, format: program.opts<{ logFormat: LogFormat }>().logFormat, wardenHome: config.wardenHome }).logger;
+  });
 
   /** The effective config: read when a command needs it, so a bad file stops only those. */
   const settings = (): WardenConfig => loadConfig(program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG).config;

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { resolveConfig } from '../config/load';
 import { loadRuntimeConfig } from '../runtime/config';
-import { createLogger } from '../runtime/logger';
+import { createCommandLogger } from '../runtime/logger';
 import { requireSandbox } from '../runtime/sandbox-readiness';
 import { UserError } from '../shared/errors';
 import { reportResult } from './report';
@@ -39,7 +39,7 @@ async function demo(): Promise<number> {
     {
       config,
       safety,
-      logger: createLogger(process.env.WARDEN_LOG_LEVEL ?? 'warn'),
+      logger: createCommandLogger({ level: config.logLevel, format: config.logFormat, wardenHome: config.wardenHome }).logger,
       detach: false,
       approve: true,
       interactive: false,

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { UserError } from '../shared/errors';
+import { LOG_FORMATS, type LogFormat } from './logger';
 
 /** A PEM given as a file (the Temporal CLI's `…_PATH` variables) or inline (`…_DATA`). */
 export type PemSource = { readonly path: string; readonly variable: string } | { readonly data: string; readonly variable: string };
@@ -27,6 +28,8 @@ export interface RuntimeConfig {
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
   readonly logLevel: string;
+  /** WARDEN_LOG_FORMAT: human (a log file, readable warnings) or json (JSON lines on stdout). */
+  readonly logFormat: LogFormat;
   /** PostgreSQL for the ledger; undefined means the embedded server under `<wardenHome>/postgres`. */
   readonly databaseUrl?: string;
   readonly postgresDataDir: string;
@@ -48,9 +51,16 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv, cwd: string = process.
     worktreeRoot: path.resolve(cwd, env.WARDEN_WORKTREES ?? path.join(wardenHome, 'worktrees')),
     lineageRoot: path.join(wardenHome, 'lineage'),
     logLevel: env.WARDEN_LOG_LEVEL ?? 'info',
+    logFormat: logFormatFrom(env),
     databaseUrl: env.DATABASE_URL || undefined,
     postgresDataDir: path.join(wardenHome, 'postgres'),
   };
+}
+
+function logFormatFrom(env: NodeJS.ProcessEnv): LogFormat {
+  const format = env.WARDEN_LOG_FORMAT || 'human';
+  if (!(LOG_FORMATS as readonly string[]).includes(format)) throw new UserError(`WARDEN_LOG_FORMAT must be ${LOG_FORMATS.join(' or ')}, not "${format}"`);
+  return format as LogFormat;
 }
 
 /** Names some setups carry over from the Temporal Web UI server; Warden (like `temporal`) does not read them. */

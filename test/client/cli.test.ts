@@ -415,16 +415,9 @@ function waitForList(id: string): Array<Record<string, unknown>> {
   return JSON.parse(warden('list', '--json').stdout);
 }
 
-/** Stderr lines other than the worker's warning logs (e.g. a behaviour monitor finding): errors, stack traces. */
+/** Stderr lines other than the worker's one-line warnings (e.g. a behaviour monitor finding): errors, stack traces. */
 function beyondWarnings(stderr: string): string[] {
-  return stderr.split('\n').filter((line) => {
-    if (line.trim() === '') return false;
-    try {
-      return (JSON.parse(line) as { level?: number }).level! > 40;
-    } catch {
-      return true;
-    }
-  });
+  return stderr.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('warning: '));
 }
 
 /** The one line of an error: fails when there is more than one. */

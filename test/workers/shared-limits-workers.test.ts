@@ -66,21 +66,21 @@ const home = mkdtempSync(path.join(tmpdir(), 'warden-shared-workers-'));
 /** Starts `warden worker` with its own upstream key; resolves once it polls. */
 async function startWorker(index: number, env: NodeJS.ProcessEnv): Promise<WorkerProcess> {
   const key = `sk-worker-${index}-0123456789abcdef`;
-  const child = spawn(process.execPath, [BIN, 'worker'], { env: { ...env, WARDEN_TEST_MODEL_KEY: key }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // --log-format json: the worker's log records come as JSON lines on stdout, beside its progress lines.
+  const child = spawn(process.execPath, [BIN, '--log-format', 'json', 'worker'], { env: { ...env, WARDEN_TEST_MODEL_KEY: key }, stdio: ['ignore', 'pipe', 'pipe'] });
   const worker: WorkerProcess = { index, child, identity: `${child.pid}@${hostname()}`, authorization: `Bearer ${key}`, logs: [] };
   const stderr: string[] = [];
-  createInterface({ input: child.stderr! }).on('line', (line) => {
-    try {
-      const entry = JSON.parse(line) as Record<string, unknown>;
-      worker.logs.push(entry);
-      worker.onLog?.(entry);
-    } catch {
-      stderr.push(line);
-    }
-  });
+  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
   await new Promise<void>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.startsWith('worker running against')) resolve();
+      if (line.startsWith('worker running against')) return resolve();
+      try {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        worker.logs.push(entry);
+        worker.onLog?.(entry);
+      } catch {
+        // another progress line
+      }
     });
     child.once('exit', (code) => reject(new Error(`worker ${index} exited (${code}) before it ran: ${stderr.slice(-10).join('\n')}`)));
   });
