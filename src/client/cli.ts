@@ -28,6 +28,7 @@ import { runIntent } from './run-intent';
 import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
+import { renderDoctor, runDoctor } from './doctor';
 import { exitOnInterrupt, untilInterrupted } from './interrupts';
 import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
@@ -401,6 +402,18 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (id: string, flags: { by?: string }) => {
       await signalRunning(config, id, (handle) => handle.signal(resumeSignal, { by: flags.by ?? approver() }));
       print(`resumed ${id}`);
+    });
+
+  program
+    .command('doctor')
+    .description('Check what this machine has and lacks for running an intent (Node, git, the sandbox, Temporal, PostgreSQL, disk, agent CLIs, provider keys, the web app), each with its fix; exits 0 only when an intent can run')
+    .option('--fix', 'install what can be installed here: bubblewrap (as root, with apt-get) and the Temporal CLI')
+    .option('--json', 'print JSON')
+    .action(async (flags: { fix?: boolean; json?: boolean }) => {
+      const report = await runDoctor({ config, configFile: program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG, fix: Boolean(flags.fix), log: flags.json ? () => undefined : print });
+      if (flags.json) printJson(report);
+      else for (const line of renderDoctor(report)) print(line);
+      process.exitCode = report.ok ? 0 : 1;
     });
 
   program
