@@ -20,7 +20,7 @@ const UNIT = [
   'test/gateway/{call-patterns,call-shape,gateway,gateway-call-patterns,spend-meter}.test.ts',
   'test/client/{approval-outlook,check-stubs,command-program,gate-prompt}.test.ts',
   'test/ledger/{backends,embedded-binaries}.test.ts',
-  'test/runtime/{logger,sandbox-readiness}.test.ts',
+  'test/runtime/{config,logger,sandbox-readiness}.test.ts',
   'test/workers/workflow-bundle.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs pinned versions of the three agent CLIs Warden's tests drive, under
-# <project>/.warden/tools/ (git-ignored):
+# Installs pinned versions of the three agent CLIs Warden drives, under the Warden home's tools
+# folder ($WARDEN_HOME/tools, default ~/.warden/tools), where `warden run --agent …` finds them:
 #
-#   aider        PyPI aider-chat               -> .warden/tools/aider-venv/bin/aider
-#   codex        npm  @openai/codex            -> .warden/tools/npm/node_modules/.bin/codex
-#   claude       npm  @anthropic-ai/claude-code -> .warden/tools/npm/node_modules/.bin/claude
+#   aider        PyPI aider-chat               -> tools/aider-venv/bin/aider
+#   codex        npm  @openai/codex            -> tools/npm/node_modules/.bin/codex
+#   claude       npm  @anthropic-ai/claude-code -> tools/npm/node_modules/.bin/claude
 #
 # Idempotent: what is already installed at the pinned version is skipped. Needs python3
 # (3.10 to 3.12; on Debian the python3-venv package, installed here with apt-get when run as
@@ -12,15 +12,14 @@
 #
 # Usage: scripts/install-agent-clis.sh [aider] [codex] [claude]   (default: all three)
 #   PYTHON=python3.11            the interpreter for aider's venv (default: python3)
-#   WARDEN_TOOLS_DIR=/some/dir   install there instead of <project>/.warden/tools
+#   WARDEN_TOOLS_DIR=/some/dir   install there instead of the Warden home's tools folder
 set -euo pipefail
 
 AIDER_VERSION=0.86.2
 CODEX_VERSION=0.169.0
 CLAUDE_VERSION=2.1.331
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-TOOLS="${WARDEN_TOOLS_DIR:-$ROOT/.warden/tools}"
+TOOLS="${WARDEN_TOOLS_DIR:-${WARDEN_HOME:-$HOME/.warden}/tools}"
 VENV="$TOOLS/aider-venv"
 NPM_PREFIX="$TOOLS/npm"
 PYTHON="${PYTHON:-python3}"

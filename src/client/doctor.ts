@@ -41,8 +41,8 @@ export interface DoctorReport {
 
 /** Node's oldest supported major version (package.json's engines). */
 const MIN_NODE_MAJOR = 20;
-/** git 2.31 is the oldest whose worktree and merge behaviour Warden relies on and was run with. */
-const MIN_GIT: readonly [number, number] = [2, 31];
+/** git 2.38: merging into a base branch that is not checked out uses `git merge-tree --write-tree`. */
+const MIN_GIT: readonly [number, number] = [2, 38];
 /** Free space below which worktrees (a checkout each, with their tests' output) fail or warn. */
 const DISK_FAIL_BYTES = 512 * 1024 * 1024;
 const DISK_WARN_BYTES = 5 * 1024 * 1024 * 1024;

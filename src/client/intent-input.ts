@@ -251,7 +251,7 @@ function cliAgentFromFlags(cli: AgentCli, flags: RunFlags, cwd: string, toolsDir
   } else {
     const found = findCliProgram(cli, toolsDir);
     if (!found) {
-      throw new UserError(`${cli} is not installed: not on PATH${toolsDir ? ` nor under ${toolsDir}` : ''}. Install it (npm run tools:install puts all three under .warden/tools), or give its path with --cmd`);
+      throw new UserError(`${cli} is not installed: not on PATH${toolsDir ? ` nor under ${toolsDir}` : ''}. Install it (npm run tools:install puts all three under ${toolsDir ?? "the Warden home's tools folder"}), or give its path with --cmd`);
     }
     program = found;
   }

@@ -1,3 +1,4 @@
+import { homedir } from 'node:os';
 import path from 'node:path';
 import { UserError } from '../shared/errors';
 import { LOG_FORMATS, type LogFormat } from './logger';
@@ -17,7 +18,10 @@ export interface TemporalTlsSettings {
 
 /** Settings read from the environment, once, by an entry point (CLI or worker). */
 export interface RuntimeConfig {
-  /** Warden's own folder: embedded server database, tools, worktrees, lineage. */
+  /**
+   * Warden's own folder, one per user (WARDEN_HOME, default ~/.warden): the embedded servers'
+   * data, installed tools, worktrees, lineage and logs, whichever folder a command runs from.
+   */
   readonly wardenHome: string;
   /** A Temporal cluster to use; undefined means the embedded dev server. */
   readonly temporalAddress?: string;
@@ -40,7 +44,7 @@ export interface RuntimeConfig {
  * `temporal options`), so a shell set up for `temporal` works for Warden unchanged.
  */
 export function loadRuntimeConfig(env: NodeJS.ProcessEnv, cwd: string = process.cwd()): RuntimeConfig {
-  const wardenHome = path.resolve(cwd, env.WARDEN_HOME ?? '.warden');
+  const wardenHome = path.resolve(cwd, env.WARDEN_HOME || defaultWardenHome(env));
   const apiKey = env.TEMPORAL_API_KEY || undefined;
   return {
     wardenHome,
@@ -61,6 +65,11 @@ function logFormatFrom(env: NodeJS.ProcessEnv): LogFormat {
   const format = env.WARDEN_LOG_FORMAT || 'human';
   if (!(LOG_FORMATS as readonly string[]).includes(format)) throw new UserError(`WARDEN_LOG_FORMAT must be ${LOG_FORMATS.join(' or ')}, not "${format}"`);
   return format as LogFormat;
+}
+
+/** ~/.warden: the user's, so tools and state are found from any folder. */
+export function defaultWardenHome(env: NodeJS.ProcessEnv = process.env): string {
+  return path.join(env.HOME || homedir(), '.warden');
 }
 
 /** Names some setups carry over from the Temporal Web UI server; Warden (like `temporal`) does not read them. */

@@ -20,6 +20,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { AgentCli } from '../../src/activities/agents/cli-invocations';
 import { findExecutable } from '../../src/shared/executables';
+import { loadRuntimeConfig } from '../../src/runtime/config';
 import { aptInstall, runInstaller, whyNotInstall } from '../../src/runtime/debian-packages';
 
 const execFileAsync = promisify(execFile);
@@ -32,8 +33,8 @@ export const SYSTEM_PROGRAMS: readonly SystemProgram[] = ['bubblewrap', 'chromiu
 const AGENT_CLIS: readonly AgentCliProgram[] = ['aider', 'codex', 'claude'];
 const isAgentCli = (program: SystemProgram): program is AgentCliProgram => (AGENT_CLIS as readonly string[]).includes(program);
 
-/** The project's own tools folder, where `npm run tools:install` puts the agent CLIs. */
-export const TOOLS_DIR = path.resolve(__dirname, '../../.warden/tools');
+/** The Warden home's tools folder, where `npm run tools:install` puts the agent CLIs and `warden run --agent` finds them. */
+export const TOOLS_DIR = path.join(loadRuntimeConfig(process.env).wardenHome, 'tools');
 const CLI_BINARY: Record<AgentCliProgram, string> = {
   aider: 'aider-venv/bin/aider',
   codex: 'npm/node_modules/.bin/codex',
@@ -78,7 +79,7 @@ export async function ensureSystemPrograms(options: { log: (message: string) => 
   if (statuses.some((s) => !s.available && isAgentCli(s.program))) {
     if (env.WARDEN_TEST_INSTALL === '0') options.log('not installing the agent CLIs: WARDEN_TEST_INSTALL=0');
     else {
-      options.log('installing the agent CLIs under .warden/tools (npm run tools:install; about a minute the first time)');
+      options.log(`installing the agent CLIs under ${TOOLS_DIR} (npm run tools:install; about a minute the first time)`);
       try {
         await runInstaller('bash', [path.resolve(__dirname, '../../scripts/install-agent-clis.sh')]);
       } catch (error) {
