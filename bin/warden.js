@@ -1,7 +1,12 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI directly (through tsx), so no build step stands between a user and it.
-require('tsx/cjs');
-const { main } = require('../src/client/cli.ts');
+// The installed package runs its compiled code (dist/). In a checkout, where src/ is, the
+// TypeScript runs directly through tsx, so no build step stands between a developer and it.
+const { existsSync } = require('node:fs');
+const path = require('node:path');
+
+const checkout = existsSync(path.join(__dirname, '..', 'src', 'client', 'cli.ts'));
+if (checkout) require('tsx/cjs');
+const { main } = require(checkout ? '../src/client/cli.ts' : '../dist/client/cli.js');
 main(process.argv).then(
   (code) => process.exit(code),
   (error) => {

@@ -9,6 +9,7 @@
  *
  * If the launcher cannot be started or dies, the call runs here as before: slower, never lost.
  */
+import { nodeOptionsFor } from '../shared/node-script';
 import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 
@@ -95,8 +96,7 @@ function settle(owner: Launcher, id: number, reply: LaunchReply | undefined, err
 function runningLauncher(): Launcher | undefined {
   if (launcher?.child.connected) return launcher;
   try {
-    // The launcher is TypeScript too: run it through tsx's loader, as the worker itself is.
-    const child = fork(CHILD, [], { execArgv: ['--require', require.resolve('tsx/cjs')], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'json' });
+    const child = fork(CHILD, [], { execArgv: nodeOptionsFor(CHILD), stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'json' });
     const started: Launcher = { child, pending: new Map() };
     child.on('message', (reply: LaunchReply) => settle(started, reply.id, reply));
     const gone = (): void => {

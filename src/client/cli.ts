@@ -29,6 +29,7 @@ import { connectTemporal, startWorker, webUiLink } from './session';
 import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
 import { renderDoctor, runDoctor } from './doctor';
+import { runDemo } from './demo';
 import { exitOnInterrupt, untilInterrupted } from './interrupts';
 import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
@@ -402,6 +403,13 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (id: string, flags: { by?: string }) => {
       await signalRunning(config, id, (handle) => handle.signal(resumeSignal, { by: flags.by ?? approver() }));
       print(`resumed ${id}`);
+    });
+
+  program
+    .command('demo')
+    .description("The whole pipeline on a sample repository it creates under the Warden home, with a scripted agent (no account or key): triage to a merge, the merge gate approved for you")
+    .action(async () => {
+      process.exitCode = await runDemo(config, logger, print);
     });
 
   program

@@ -1,11 +1,12 @@
 /**
- * `npm start`: the whole pipeline on a sample repository, with the bundled scripted agent and
- * the embedded Temporal server. No account, key or Docker needed.
+ * `warden demo` (and `npm start` in a checkout): the whole pipeline on a sample repository, with
+ * the bundled scripted agent and the embedded Temporal server. No account, key or Docker needed.
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
+import type { Logger } from 'pino';
 import { resolveConfig } from '../config/load';
-import { loadRuntimeConfig } from '../runtime/config';
+import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createCommandLogger } from '../runtime/logger';
 import { requireSandbox } from '../runtime/sandbox-readiness';
 import { UserError } from '../shared/errors';
@@ -14,9 +15,11 @@ import { runIntent } from './run-intent';
 import { approvalsFrom } from './intent-input';
 import { createSampleRepo } from './sample-repo';
 
-async function demo(): Promise<number> {
-  const config = loadRuntimeConfig(process.env);
-  const print = (line: string): void => void process.stdout.write(`${line}\n`);
+/** The scripted agent's answers for the sample repository, shipped with the package. */
+export const DEMO_AGENT_SCRIPT = path.resolve(__dirname, '../../examples/demo-agent.json');
+
+/** Runs the demo intent to its merge; returns the exit code. */
+export async function runDemo(config: RuntimeConfig, logger: Logger, print: (line: string) => void): Promise<number> {
   // The demo runs its tests where a real agent's would: inside bubblewrap, installed first if we may.
   await requireSandbox({ allowUnconfined: false, install: true, offerUnconfined: false, log: print, warn: print });
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
@@ -30,7 +33,7 @@ async function demo(): Promise<number> {
       repoPath,
       baseBranch: 'main',
       paths: ['lib/**'],
-      agent: { kind: 'scripted', scriptPath: path.resolve(__dirname, '../../examples/demo-agent.json') },
+      agent: { kind: 'scripted', scriptPath: DEMO_AGENT_SCRIPT },
       // The scripted agent answers at once: no need for the default 60 s between impl attempts.
       limits: { cooldown: '0s' },
       // Who may decide, as `warden run` would say for this server (unsigned decisions count on the embedded one).
@@ -39,7 +42,7 @@ async function demo(): Promise<number> {
     {
       config,
       safety,
-      logger: createCommandLogger({ level: config.logLevel, format: config.logFormat, wardenHome: config.wardenHome }).logger,
+      logger,
       detach: false,
       approve: true,
       interactive: false,
@@ -55,11 +58,16 @@ async function demo(): Promise<number> {
   return code;
 }
 
-demo().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    // A missing prerequisite is said as it is; anything else is a failure of the demo.
-    process.stderr.write(error instanceof UserError ? `${error.message}\n` : `warden demo failed: ${(error as Error).message ?? String(error)}\n`);
-    process.exit(error instanceof UserError ? error.exitCode : 1);
-  },
-);
+if (require.main === module) {
+  const print = (line: string): void => void process.stdout.write(`${line}\n`);
+  const config = loadRuntimeConfig(process.env);
+  const { logger } = createCommandLogger({ level: config.logLevel, format: config.logFormat, wardenHome: config.wardenHome });
+  runDemo(config, logger, print).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      // A missing prerequisite is said as it is; anything else is a failure of the demo.
+      process.stderr.write(error instanceof UserError ? `${error.message}\n` : `warden demo failed: ${(error as Error).message ?? String(error)}\n`);
+      process.exit(error instanceof UserError ? error.exitCode : 1);
+    },
+  );
+}

@@ -88,6 +88,7 @@ export function loadConfig(file: string | undefined, cwd: string = process.cwd()
     if (candidate.endsWith('.json')) {
       raw = JSON.parse(readFileSync(candidate, 'utf8'));
     } else {
+      loadTypeScriptHook(candidate);
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- .ts configs load through tsx's require hook
       const loaded = require(candidate) as { default?: unknown };
       raw = loaded.default ?? loaded;
@@ -96,4 +97,18 @@ export function loadConfig(file: string | undefined, cwd: string = process.cwd()
     throw new UserError(`cannot read config file ${candidate}: ${(error as Error).message}`);
   }
   return { config: resolveConfig(raw, candidate), source: candidate };
+}
+
+/**
+ * A TypeScript config needs tsx's require hook: there already in a checkout (Warden runs through
+ * it), loaded here from the user's project for the installed package, which runs compiled code.
+ */
+function loadTypeScriptHook(file: string): void {
+  if (require.extensions['.ts']) return;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- registers the hook as a side effect
+    require(require.resolve('tsx/cjs', { paths: [path.dirname(file), __dirname] }));
+  } catch {
+    throw new UserError(`${file} is TypeScript, which needs tsx beside it (npm install --save-dev tsx); or write the config as warden.config.json`);
+  }
 }

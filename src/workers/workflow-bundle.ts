@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { nodeOptionsFor } from '../shared/node-script';
 
 /** The script a child process runs: bundles and writes the code to the file it is given. */
 const BUNDLER_SCRIPT = require.resolve('./workflow-bundler-main');
@@ -11,6 +12,9 @@ const BUNDLER_SCRIPT = require.resolve('./workflow-bundler-main');
 const ROOT = path.resolve(__dirname, '..', '..');
 /** Where bundles are kept between runs, as build tools keep their caches. */
 const CACHE_DIR = path.join(ROOT, 'node_modules', '.cache', 'warden');
+/** The workflow SDK the bundle is made with: an installed package has no lock file to say it. */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a package's own version, read once
+const SDK_VERSION: string = (require('@temporalio/workflow/package.json') as { version: string }).version;
 /** Bundles kept at most: older ones are removed when a new one is written. */
 const KEEP = 4;
 
@@ -40,7 +44,7 @@ async function bundleInChild(interceptorModules: readonly string[]): Promise<{ r
   const out = path.join(dir, 'workflows.js');
   try {
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--require', require.resolve('tsx/cjs'), BUNDLER_SCRIPT, out, ...interceptorModules], {
+      const child = spawn(process.execPath, [...nodeOptionsFor(BUNDLER_SCRIPT), BUNDLER_SCRIPT, out, ...interceptorModules], {
         stdio: ['ignore', 'ignore', 'pipe'],
       });
       let stderr = '';
@@ -62,11 +66,16 @@ export async function cachedBundlePath(interceptorModules: readonly string[]): P
   return path.join(CACHE_DIR, `workflows-${await sourceKey(interceptorModules)}.js`);
 }
 
-/** A hash of what the bundle is made of: the files under `root`/src, its lock file and the module list. */
+/**
+ * A hash of what the bundle is made of: Warden's code (src/ in a checkout, dist/ in the installed
+ * package), the SDK's version, the lock file where there is one, and the module list.
+ */
 export async function sourceKey(interceptorModules: readonly string[], root = ROOT): Promise<string> {
   const hash = createHash('sha256');
   hash.update(JSON.stringify(interceptorModules));
-  for (const file of await filesUnder(path.join(root, 'src'))) {
+  hash.update(SDK_VERSION);
+  const code = path.join(root, existsSync(path.join(root, 'src')) ? 'src' : 'dist');
+  for (const file of await filesUnder(code)) {
     hash.update(`\0${path.relative(root, file)}\0`);
     hash.update(await readFile(file));
   }
