@@ -30,6 +30,7 @@ import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
 import { renderDoctor, runDoctor } from './doctor';
 import { runDemo } from './demo';
+import { installAgentCliOnFirstUse } from './agent-cli-install';
 import { exitOnInterrupt, untilInterrupted } from './interrupts';
 import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
@@ -181,6 +182,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
       }
       const safety = settings();
+      await installAgentCliOnFirstUse(flags, path.join(config.wardenHome, 'tools'), print);
       const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools'), embeddedServer: config.temporalAddress === undefined });
       // The worker this command runs must be able to confine the intent's code (a detached run starts none).
       if (!flags.detach) await sandboxOrStop(input.confinement?.allowUnconfinedCode === true);

@@ -21,12 +21,12 @@ export async function aptInstall(packages: readonly string[]): Promise<void> {
   await runInstaller('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...packages]);
 }
 
-/** Runs an installer quietly; a failure carries the end of its output. */
-export function runInstaller(file: string, args: readonly string[]): Promise<void> {
+/** Runs an installer quietly (with `env` added to ours); a failure carries the end of its output. */
+export function runInstaller(file: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive', ...env },
     });
     let output = '';
     const keep = (chunk: Buffer): void => {
