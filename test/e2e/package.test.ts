@@ -1,0 +1,78 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { freshDatabase, type FreshDatabase } from '../helpers/database';
+import { git, makeSampleRepo, testDatabaseUrl } from '../helpers/env';
+
+/**
+ * Warden as a user gets it: the tarball `npm pack` makes, installed into an empty folder outside
+ * this checkout, run with `npx warden` against the test's Temporal server and a ledger database
+ * of its own. Packing builds the compiled code (prepack) and installing fetches the dependencies
+ * from the npm registry, so this file takes a few minutes.
+ */
+jest.setTimeout(15 * 60_000);
+
+const ROOT = path.resolve(__dirname, '../..');
+const user = mkdtempSync(path.join(tmpdir(), 'warden-user-'));
+const home = path.join(user, 'warden-home');
+let database: FreshDatabase;
+let tarball: string;
+
+function npx(cwd: string, ...args: string[]) {
+  const result = spawnSync('npx', ['--no-install', 'warden', ...args], {
+    cwd,
+    env: { ...process.env, WARDEN_HOME: home, DATABASE_URL: database.url, WARDEN_APPROVER_KEYS: path.join(home, 'keys'), USER: 'package-user' },
+    encoding: 'utf8',
+    timeout: 10 * 60_000,
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+beforeAll(async () => {
+  database = await freshDatabase(testDatabaseUrl());
+  const packs = mkdtempSync(path.join(tmpdir(), 'warden-pack-'));
+  execFileSync('npm', ['pack', '--pack-destination', packs], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  tarball = path.join(packs, readdirSync(packs).find((f) => f.endsWith('.tgz'))!);
+  writeFileSync(path.join(user, 'package.json'), JSON.stringify({ name: 'a-users-project', version: '1.0.0', private: true }));
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', tarball], { cwd: user, stdio: ['ignore', 'ignore', 'pipe'] });
+});
+
+afterAll(async () => {
+  await database?.drop();
+});
+
+test('the package holds compiled code only: no sources, tests or benchmarks, and no tsx to run it', () => {
+  const files = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n');
+  expect(files).toContain('package/dist/client/cli.js');
+  expect(files).toContain('package/dist/ledger/migrations/001_initial.sql');
+  expect(files.filter((f) => /^package\/(src|test|bench|scenarios)\//.test(f) || f.endsWith('.ts'))).toEqual([]);
+  expect(existsSync(path.join(user, 'node_modules', 'warden', 'dist', 'client', 'cli.js'))).toBe(true);
+  expect(existsSync(path.join(user, 'node_modules', 'tsx'))).toBe(false);
+});
+
+test('from a folder outside the checkout: npx warden doctor passes, and an intent runs to a merge', () => {
+  const doctor = npx(user, 'doctor', '--json');
+  expect(doctor.stderr).toBe('');
+  expect(doctor.code).toBe(0);
+  expect(JSON.parse(doctor.stdout)).toMatchObject({ ok: true });
+
+  // Against a shared server a decision counts only when signed: the user makes a key and lists it,
+  // in the config of their project folder, where warden finds it.
+  const key = npx(user, 'approver', 'init', 'package-user');
+  const publicKey = /public key: (ed25519:[0-9a-f]{64})/.exec(key.stdout)?.[1];
+  expect(publicKey).toBeDefined();
+  writeFileSync(path.join(user, 'warden.config.json'), JSON.stringify({ limits: { cooldown: '0s' }, approvers: { 'package-user': { publicKey } }, serve: { port: 0 } }));
+
+  const repo = makeSampleRepo();
+  const script = path.join(user, 'node_modules', 'warden', 'examples', 'demo-agent.json');
+  const run = npx(user, 'run', '--repo', repo, '--goal', 'Add slugify', '--id', `package-${Date.now()}`, '--script', script, '--paths', 'lib/**', '--approve', '--json');
+  expect(run.stderr.split('\n').filter((l) => l.trim() && !l.startsWith('warning: '))).toEqual([]);
+  expect(run.code).toBe(0);
+  const result = JSON.parse(run.stdout) as { outcome: { status: string; mergedCommit: string } };
+  expect(result.outcome.status).toBe('merged');
+  expect(git(repo, 'rev-parse', 'main')).toBe(result.outcome.mergedCommit);
+  // Its state went to the Warden home it was given, not to the folder it ran from.
+  expect(existsSync(path.join(user, '.warden'))).toBe(false);
+  expect(existsSync(path.join(home, 'logs'))).toBe(true);
+});
