@@ -174,6 +174,21 @@ export function consistencyProblems(config: unknown): ConfigProblem[] {
 /** An agent profile's name, as a key of `agents`: it becomes the profile's ladder scope and ledger identity. */
 const AgentKeySchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is letters, digits, dots, dashes or underscores');
 
+/**
+ * What `warden run` (and `warden revert`) take when their flags do not say: the repository's
+ * own settings, which `warden init` finds and writes.
+ */
+export const RunDefaultsSchema = z
+  .object({
+    /** The command that runs the repository's tests (`--test-cmd`); `true` runs none. */
+    testCommand: z.string().trim().min(1).optional(),
+    /** The branch intents start from and merge into (`--base`). */
+    baseBranch: z.string().trim().min(1).optional(),
+    /** Globs of the paths agents may change (`--paths`); absent means everything. */
+    paths: z.array(z.string().trim().min(1)).min(1).optional(),
+  })
+  .strict();
+
 /** The effective configuration: a profile's defaults with the file's overrides on top. */
 export const WardenConfigSchema = z.object({
   profile: z.enum(PROFILES),
@@ -202,6 +217,7 @@ export const WardenConfigSchema = z.object({
   serve: ServeSchema.optional(),
   /** Gates of your own, carried by every intent (see src/shared/custom-gates.ts). */
   customGates: CustomGatesSchema.optional(),
+  run: RunDefaultsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -240,6 +256,7 @@ export const ConfigFileSchema = z
     notify: NotifyChannelsSchema.optional(),
     serve: ServeSchema.partial().strict().optional(),
     customGates: CustomGatesSchema.optional(),
+    run: RunDefaultsSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -1,7 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ConfigFileError, formatPlacedProblem, loadConfig } from '../../src/config/load';
+import { intentFromFlags } from '../../src/client/intent-input';
+import { ConfigFileError, formatPlacedProblem, loadConfig, resolveConfig } from '../../src/config/load';
 
 /** Writes `lines` as warden.config.json in a fresh folder; returns the folder. */
 function folderWith(lines: readonly string[]): string {
@@ -29,14 +31,14 @@ test('a config file may have comments, trailing commas and a $schema, which is i
     '  "$schema": "./.warden/warden.config.schema.json",',
     '  // half the default budget',
     '  "limits": { "budgetUsd": "2.50", },',
-    '  /* the gates */',
-    '  "gates": { "merge": { "timeout": "2h", }, },',
+    '  /* the repository */',
+    '  "run": { "testCommand": "make test", "baseBranch": "trunk", "paths": ["src/**"], },',
     '}',
   ]);
   const { config, source } = loadConfig(undefined, dir);
   expect(source).toBe(path.join(dir, 'warden.config.json'));
   expect(config.limits.budgetUsd).toBe('2.50');
-  expect(config.gates.merge).toEqual({ timeout: '2h' });
+  expect(config.run).toEqual({ testCommand: 'make test', baseBranch: 'trunk', paths: ['src/**'] });
   expect(config).not.toHaveProperty('$schema');
 });
 
@@ -84,4 +86,21 @@ test('a syntax error is named at its line and column; a file elsewhere by its fu
   expect(refusal(dir)).toEqual(['warden.config.json:3:10: a colon was expected']);
   const elsewhere = path.join(dir, 'warden.config.json');
   expect(() => loadConfig(elsewhere, mkdtempSync(path.join(tmpdir(), 'warden-cwd-')))).toThrow(`${elsewhere} is invalid:\n${elsewhere}:3:10: a colon was expected`);
+});
+
+test("warden run takes the config's run settings where its flags do not say, and its flags over them", () => {
+  // A repository with nothing that tells its test command, and two branches.
+  const repo = mkdtempSync(path.join(tmpdir(), 'warden-run-defaults-'));
+  const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd: repo, stdio: 'ignore' });
+  git('init', '-q', '-b', 'main');
+  git('commit', '-q', '--allow-empty', '-m', 'init');
+  git('branch', 'trunk');
+  const flags = { repo, goal: 'Add slugify', agent: 'command', cmd: 'true' };
+  expect(() => intentFromFlags(flags, repo, resolveConfig({}))).toThrow(/no test command for .*or set run\.testCommand in the config/);
+  const config = resolveConfig({ run: { testCommand: 'make check', baseBranch: 'trunk', paths: ['src/**'] } });
+  expect(intentFromFlags(flags, repo, config)).toMatchObject({ testCommand: 'make check', baseBranch: 'trunk', paths: ['src/**'] });
+  expect(intentFromFlags({ ...flags, testCmd: 'true', base: 'main', paths: ['lib/**'] }, repo, config)).toMatchObject({ testCommand: 'true', baseBranch: 'main', paths: ['lib/**'] });
+  // The config's test command is kept in the intent's history as a flag's would be: no secrets.
+  const secret = resolveConfig({ run: { testCommand: 'API_TOKEN=abcdefgh12345678 npm test' } });
+  expect(() => intentFromFlags(flags, repo, secret)).toThrow(/^the config's run\.testCommand holds what looks like a secret/);
 });
