@@ -34,6 +34,7 @@ import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
+import { addConfigCommands } from './config-commands';
 import { approvalOutlook, readApprovalFacts } from './approval-outlook';
 
 /** Who decides at a gate when `--by` is not given. */
@@ -339,6 +340,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLedgerCommands(program, config, { print, printJson }, settings);
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addResumeCommand(program, config, print);
+  addConfigCommands(program, { print, printJson }, () => program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);
 
   const check = program.command('check').description('Run a safety check by hand');
   addCheckStubsCommand(check, print, printJson);
@@ -381,19 +383,6 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (id: string, flags: { by?: string }) => {
       await signalRunning(config, id, (handle) => handle.signal(resumeSignal, { by: flags.by ?? approver() }));
       print(`resumed ${id}`);
-    });
-
-  program
-    .command('config')
-    .description('Configuration files')
-    .command('check [file]')
-    .description('Validate a config file and print the effective configuration (its profile with the overrides)')
-    .option('--json', 'print JSON')
-    .action((file: string | undefined, flags: { json?: boolean }) => {
-      const { config: effective, source } = loadConfig(file ?? program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);
-      if (flags.json) return printJson({ source: source ?? null, config: effective });
-      print(`${source ?? 'no config file: the default profile'} is valid. Effective configuration:`);
-      print(JSON.stringify(effective, null, 2));
     });
 
   return program;
