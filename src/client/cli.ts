@@ -34,6 +34,7 @@ import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
+import { addInitCommand } from './init';
 import { addConfigCommands } from './config-commands';
 import { approvalOutlook, readApprovalFacts } from './approval-outlook';
 
@@ -340,6 +341,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLedgerCommands(program, config, { print, printJson }, settings);
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addResumeCommand(program, config, print);
+  addInitCommand(program, print);
   addConfigCommands(program, { print, printJson }, () => program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);
 
   const check = program.command('check').description('Run a safety check by hand');
