@@ -38,6 +38,8 @@ import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
+import { addInitCommand } from './init';
+import { addConfigCommands } from './config-commands';
 import { approvalOutlook, readApprovalFacts } from './approval-outlook';
 
 /** Who decides at a gate when `--by` is not given. */
@@ -161,9 +163,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     )
     .option('--allow-unconfined-code', "let agent-written code (the agent's commands, the repo's tests) run outside bubblewrap where it is missing or not asked for: it can then reach everything your user can; recorded, and the merge gate needs a person")
     .addOption(new Option('--test-network <mode>', "what the repo's tests may reach: none (default), or host (the worker's whole network: recorded, and the merge gate needs a person)").choices(['none', 'host']))
-    .option('--paths <glob...>', 'paths the agent may change (default: everything)')
-    .option('--base <branch>', 'base branch (default: the repo\'s current branch)')
-    .option('--test-cmd <command>', 'command that runs the repo\'s tests (default: npm test if package.json has one; required otherwise, true to run none)')
+    .option('--paths <glob...>', "paths the agent may change (default: the config's run.paths, else everything)")
+    .option('--base <branch>', "base branch (default: the config's run.baseBranch, else the repo's current branch)")
+    .option('--test-cmd <command>', "command that runs the repo's tests (default: the config's run.testCommand, else npm test if package.json has one; required otherwise, true to run none)")
     .option('--budget <usd>', "this intent's budget in USD (default: the config's limits.budgetUsd, $5 in the default profile; 0 = no limit)")
     .option('--impl-attempts <n>', 'edit → test attempts before impl fails (default 5)')
     .option('--gate-timeout <duration>', 'how long a gate waits before its timeout policy (default 24h; per gate: gates.<gate>.timeout in the config)')
@@ -204,7 +206,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .command('revert <id>')
     .description("Undo a merged intent on its base branch: a revert commit on a branch of its own, the tests, then the merge gate (a person's) and the ledger, like any change; refused if later commits conflict")
     .option('--reason <text>', 'why (goes into the revert intent\'s goal)')
-    .option('--test-cmd <command>', "command that runs the repo's tests (default: npm test if package.json has one)")
+    .option('--test-cmd <command>', "command that runs the repo's tests (default: the config's run.testCommand, else npm test if package.json has one)")
     .option('--detach', 'start and return at once')
     .option('--by <name>', 'who approves at the TTY (default: the config\'s operator, else $USER)')
     .option('--json', 'print the outcome as JSON')
@@ -363,6 +365,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLedgerCommands(program, config, { print, printJson }, settings);
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addResumeCommand(program, config, print);
+  addInitCommand(program, print);
+  addConfigCommands(program, { print, printJson }, () => program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);
 
   const check = program.command('check').description('Run a safety check by hand');
   addCheckStubsCommand(check, print, printJson);
@@ -424,19 +428,6 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       if (flags.json) printJson(report);
       else for (const line of renderDoctor(report)) print(line);
       process.exitCode = report.ok ? 0 : 1;
-    });
-
-  program
-    .command('config')
-    .description('Configuration files')
-    .command('check [file]')
-    .description('Validate a config file and print the effective configuration (its profile with the overrides)')
-    .option('--json', 'print JSON')
-    .action((file: string | undefined, flags: { json?: boolean }) => {
-      const { config: effective, source } = loadConfig(file ?? program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);
-      if (flags.json) return printJson({ source: source ?? null, config: effective });
-      print(`${source ?? 'no config file: the default profile'} is valid. Effective configuration:`);
-      print(JSON.stringify(effective, null, 2));
     });
 
   return program;

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -16,6 +15,7 @@ import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
 import { CommandAgentProfileSchema, DEFAULT_UNSIGNED_GATES, type AgentProfile, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
+import { gitOut } from './git-output';
 
 /** What `warden run` accepts, before any check. */
 export interface RunFlags {
@@ -53,7 +53,7 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates'>> & {
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -66,7 +66,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
   if (!existsSync(repoPath) || !statSync(repoPath).isDirectory()) throw new UserError(`repository not found: ${repoPath}`);
   const topLevel = gitOut(repoPath, ['rev-parse', '--show-toplevel']);
   if (topLevel === undefined) throw new UserError(`not a git repository: ${repoPath}`);
-  const baseBranch = flags.base ?? gitOut(topLevel, ['symbolic-ref', '--short', 'HEAD']) ?? 'main';
+  const baseBranch = flags.base ?? config.run?.baseBranch ?? gitOut(topLevel, ['symbolic-ref', '--short', 'HEAD']) ?? 'main';
   if (gitOut(topLevel, ['rev-parse', '--verify', '--quiet', `refs/heads/${baseBranch}`]) === undefined) {
     throw new UserError(`base branch ${baseBranch} does not exist in ${topLevel}`);
   }
@@ -74,16 +74,17 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     const dirty = gitOut(topLevel, ['status', '--porcelain', '--untracked-files=no']);
     if (dirty) throw new UserError(`base branch ${baseBranch} has uncommitted changes in ${topLevel}; commit or stash them first`);
   }
-  if (flags.testCmd === undefined) {
+  const testCommand = flags.testCmd ?? config.run?.testCommand;
+  if (testCommand === undefined) {
     // impl loops until the repo's tests pass: with no tests to run, that check would pass unseen.
     const packageJson = gitOut(topLevel, ['show', `${baseBranch}:package.json`]);
     if (packageJson === undefined || testCommandOfPackageJson(packageJson) === undefined) {
       throw new UserError(
-        `no test command for ${topLevel}: its ${baseBranch} branch has no package.json test script; give one with --test-cmd 'COMMAND' (e.g. 'make test', 'pytest -q'), or --test-cmd true to accept changes no test has checked`,
+        `no test command for ${topLevel}: its ${baseBranch} branch has no package.json test script; give one with --test-cmd 'COMMAND' (e.g. 'make test', 'pytest -q'), or --test-cmd true to accept changes no test has checked, or set run.testCommand in the config (warden init writes one)`,
       );
     }
   }
-  refuseSecrets({ '--goal': flags.goal, '--cmd': flags.cmd, '--test-cmd': flags.testCmd });
+  refuseSecrets({ '--goal': flags.goal, '--cmd': flags.cmd, [flags.testCmd !== undefined ? '--test-cmd' : 'the config\'s run.testCommand']: testCommand });
   if (flags.testNetwork !== undefined && flags.testNetwork !== 'none' && flags.testNetwork !== 'host') {
     throw new UserError(`--test-network must be none or host, not ${flags.testNetwork}`);
   }
@@ -104,10 +105,10 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     goal: flags.goal,
     repoPath: topLevel,
     baseBranch,
-    paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : undefined,
+    paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : config.run?.paths ? [...config.run.paths] : undefined,
     ...agentsFor(flags, cwd, topLevel, config),
     ...(config.review ? { reviewPolicy: config.review } : {}),
-    testCommand: flags.testCmd,
+    testCommand,
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
     confinement,
@@ -310,12 +311,4 @@ export function generateIntentId(goal: string): string {
     .slice(0, 32)
     .replace(/-+$/, '');
   return `${slug || 'intent'}-${randomBytes(3).toString('hex')}`;
-}
-
-function gitOut(cwd: string, args: string[]): string | undefined {
-  try {
-    return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return undefined;
-  }
 }

@@ -39,13 +39,15 @@ export async function revertIntentInput(
   } catch {
     throw new UserError(`the merge of ${targetId} (${mergedCommit.slice(0, 12)}) is no longer on ${baseBranch} in ${repoPath}: there is nothing to revert there`);
   }
+  // The repository's own test command when the config names one; else the worker finds one (npm test).
+  const testCommand = options.testCmd ?? warden.run?.testCommand;
   return {
     id: `revert-${targetId}`.slice(0, 64),
     goal: `Revert intent ${targetId} (merged as ${mergedCommit.slice(0, 12)})${options.reason ? `: ${options.reason}` : ''}`,
     repoPath,
     baseBranch,
     agent: { ...REVERT_AGENT },
-    ...(options.testCmd ? { testCommand: options.testCmd } : {}),
+    ...(testCommand ? { testCommand } : {}),
     limits: warden.limits,
     gates: warden.gates,
     approvals: approvalsFrom({ ...warden, embeddedServer: options.embeddedServer }),

@@ -1,11 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../shared/errors';
-import { describeIssues } from '../shared/schema-primitives';
+import type { z } from 'zod';
 import { mergeGateSettings } from '../shared/gate-settings';
 import { PROFILE_DEFAULTS } from './profiles';
 import { mergeLimits } from '../shared/limit-settings';
-import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, type ConfigFile, type WardenConfig } from './schema';
+import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, type ConfigFile, type ConfigProblem, type WardenConfig } from './schema';
+import { parseJsonc, type TextPosition } from './config-text';
 
 /**
  * Workflow-thread heap one cached intent workflow needs, with room for the collector: each holds
@@ -17,13 +18,34 @@ export const HEAP_MB_PER_CACHED_WORKFLOW = 0.5;
 /** File names looked for in the working directory when no path is given. */
 export const CONFIG_FILE_NAMES = ['warden.config.json', 'warden.config.ts'] as const;
 
+/** A problem as one line of a refusal: `field.path: what is wrong`. */
+export function describeProblem(problem: ConfigProblem): string {
+  return problem.path.length > 0 ? `${problem.path.join('.')}: ${problem.message}` : problem.message;
+}
+
+/** Zod's issues as config problems, each unknown key pointed at on its own. */
+function issueProblems(error: z.ZodError): ConfigProblem[] {
+  return error.issues.map((issue) => ({
+    path: issue.path,
+    message: issue.message,
+    ...(issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? { unknownKey: issue.keys[0] } : {}),
+  }));
+}
+
 /**
- * Merges a config file's overrides onto its profile's defaults and validates the result.
- * Bad input is a `UserError` naming every bad field; nothing runs with a bad config.
+ * Merges a config file's overrides onto its profile's defaults and validates the result. Bad
+ * input is a `UserError` naming every bad field; nothing runs with a bad config.
  */
 export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
+  const checked = checkConfig(file);
+  if (!checked.ok) throw new UserError(`${source} is invalid: ${checked.problems.map(describeProblem).join('; ')}`);
+  return checked.config;
+}
+
+/** As `resolveConfig`, with the problems as fields and messages rather than one line. */
+export function checkConfig(file: unknown): { readonly ok: true; readonly config: WardenConfig } | { readonly ok: false; readonly problems: readonly ConfigProblem[] } {
   const parsed = ConfigFileSchema.safeParse(file);
-  if (!parsed.success) throw new UserError(`${source} is invalid: ${[describeIssues(parsed.error), ...consistencyProblems(file)].join('; ')}`);
+  if (!parsed.success) return { ok: false, problems: [...issueProblems(parsed.error), ...consistencyProblems(file)] };
   const overrides: ConfigFile = parsed.data;
   const base = PROFILE_DEFAULTS[overrides.profile ?? 'default'];
   const merged = {
@@ -57,46 +79,99 @@ export function resolveConfig(file: unknown, source = 'config'): WardenConfig {
     ...(overrides.serve ?? base.serve ? { serve: { ...base.serve, ...overrides.serve } } : {}),
     ...(overrides.notify ?? base.notify ? { notify: overrides.notify ?? base.notify } : {}),
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
+    ...(overrides.run ?? base.run ? { run: { ...base.run, ...overrides.run } } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);
-  const problems = [...(result.success ? [] : [describeIssues(result.error)]), ...consistencyProblems(merged)];
-  if (!result.success || problems.length > 0) throw new UserError(`${source} is invalid: ${problems.join('; ')}`);
+  const problems = [...(result.success ? [] : issueProblems(result.error)), ...consistencyProblems(merged)];
+  if (!result.success || problems.length > 0) return { ok: false, problems };
   const { maxCachedWorkflows, workflowHeapMb } = result.data.worker;
   if (maxCachedWorkflows !== undefined && workflowHeapMb !== undefined && workflowHeapMb < maxCachedWorkflows * HEAP_MB_PER_CACHED_WORKFLOW) {
     const needed = Math.ceil(maxCachedWorkflows * HEAP_MB_PER_CACHED_WORKFLOW);
-    throw new UserError(
-      `${source} is invalid: worker.workflowHeapMb (${workflowHeapMb}) is too small for worker.maxCachedWorkflows (${maxCachedWorkflows}): ` +
+    problems.push({
+      path: ['worker', 'workflowHeapMb'],
+      message:
+        `${workflowHeapMb} MB is too small for worker.maxCachedWorkflows (${maxCachedWorkflows}): ` +
         `each cached intent needs about ${HEAP_MB_PER_CACHED_WORKFLOW} MB, and a full heap stops the worker. Raise workflowHeapMb to ${needed} or more, or cache fewer.`,
-    );
+    });
   }
   for (const [stage, name] of Object.entries(result.data.routing)) {
-    if (name !== undefined && !result.data.agents[name]) throw new UserError(`${source} is invalid: routing.${stage} names agent "${name}", which is not in agents`);
+    if (name !== undefined && !result.data.agents[name]) problems.push({ path: ['routing', stage], message: `names agent "${name}", which is not in agents` });
   }
-  return result.data;
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, config: result.data };
+}
+
+/** A config file that does not hold a valid config: each problem with its place in the file. */
+export class ConfigFileError extends UserError {
+  constructor(
+    readonly file: string,
+    readonly problems: readonly PlacedProblem[],
+  ) {
+    // A heading, then a line per problem: each stays a place a terminal or editor can open.
+    super([`${file} is invalid:`, ...problems.map(formatPlacedProblem)].join('\n'));
+    this.name = 'ConfigFileError';
+  }
+}
+
+/** A problem at its place in a file (lines and columns from 1; none for a module, which has no text to point into). */
+export interface PlacedProblem extends Partial<TextPosition> {
+  readonly file: string;
+  /** `field.path: what is wrong`, or only what is wrong for a syntax error. */
+  readonly text: string;
+}
+
+/** `file:line:column: field.path: message`, the form editors and terminals link to the place. */
+export function formatPlacedProblem(problem: PlacedProblem): string {
+  return problem.line === undefined ? `${problem.file}: ${problem.text}` : `${problem.file}:${problem.line}:${problem.column ?? 1}: ${problem.text}`;
 }
 
 /**
- * Loads `file` (JSON, or a .ts/.js module whose default export is the object), or the first of
- * CONFIG_FILE_NAMES in `cwd`, or the default profile when there is none.
+ * Loads `file` (JSON with comments, or a .ts/.js module whose default export is the object), or
+ * the first of CONFIG_FILE_NAMES in `cwd`, or the default profile when there is none. A bad file
+ * is a `ConfigFileError`, each problem at its line and column in a JSON file.
  */
 export function loadConfig(file: string | undefined, cwd: string = process.cwd()): { config: WardenConfig; source?: string } {
   const candidate = file ? path.resolve(cwd, file) : CONFIG_FILE_NAMES.map((n) => path.join(cwd, n)).find((p) => existsSync(p));
   if (!candidate) return { config: resolveConfig({}) };
   if (!existsSync(candidate)) throw new UserError(`config file not found: ${candidate}`);
+  const shownAs = displayPath(candidate, cwd);
+  const place = (problems: ReadonlyArray<Partial<TextPosition> & { text: string }>): never => {
+    // In the order of the file, as a reader goes through it.
+    const inOrder = [...problems].sort((a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
+    throw new ConfigFileError(shownAs, inOrder.map((p) => ({ ...p, file: shownAs })));
+  };
+  if (candidate.endsWith('.json')) {
+    let text: string;
+    try {
+      text = readFileSync(candidate, 'utf8');
+    } catch (error) {
+      throw new UserError(`cannot read config file ${candidate}: ${(error as Error).message}`);
+    }
+    const read = parseJsonc(text);
+    if (!read.ok) return place(read.problems.map((p) => ({ line: p.line, column: p.column, text: p.message })));
+    const checked = checkConfig(read.parsed.value);
+    if (!checked.ok) {
+      return place(checked.problems.map((p) => ({ ...(p.unknownKey === undefined ? read.parsed.positionOf(p.path) : read.parsed.keyPositionOf([...p.path, p.unknownKey])), text: describeProblem(p) })));
+    }
+    return { config: checked.config, source: candidate };
+  }
   let raw: unknown;
   try {
-    if (candidate.endsWith('.json')) {
-      raw = JSON.parse(readFileSync(candidate, 'utf8'));
-    } else {
-      loadTypeScriptHook(candidate);
-      // eslint-disable-next-line @typescript-eslint/no-require-imports -- .ts configs load through tsx's require hook
-      const loaded = require(candidate) as { default?: unknown };
-      raw = loaded.default ?? loaded;
-    }
+    loadTypeScriptHook(candidate);
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- .ts configs load through tsx's require hook
+    const loaded = require(candidate) as { default?: unknown };
+    raw = loaded.default ?? loaded;
   } catch (error) {
     throw new UserError(`cannot read config file ${candidate}: ${(error as Error).message}`);
   }
-  return { config: resolveConfig(raw, candidate), source: candidate };
+  const checked = checkConfig(raw);
+  if (!checked.ok) return place(checked.problems.map((p) => ({ text: describeProblem(p) })));
+  return { config: checked.config, source: candidate };
+}
+
+/** `file` as problems name it: relative to `cwd` when it is below it, else absolute. */
+function displayPath(file: string, cwd: string): string {
+  const relative = path.relative(cwd, file);
+  return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
 }
 
 /**

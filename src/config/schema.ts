@@ -144,24 +144,50 @@ export const AutomationConfigSchema = z.object({
 export const PROFILES = ['conservative', 'default', 'aggressive', 'production'] as const;
 export type ProfileName = (typeof PROFILES)[number];
 
+/** One thing wrong with a config: the field, as a path from the top, and what is wrong with it. */
+export interface ConfigProblem {
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+  /** A key under `path` that has no business there (a typo, an unknown setting): where to point. */
+  readonly unknownKey?: string;
+}
+
 /**
- * What no single field can say: values that are each valid but make no sense together, as
- * `path: problem` lines. Reads `config` defensively (it may be a merged object that also has
- * type errors), so every problem is reported in one go.
+ * What no single field can say: values that are each valid but make no sense together. Reads
+ * `config` defensively (it may be a merged object that also has type errors), so every problem
+ * is reported in one go.
  */
-export function consistencyProblems(config: unknown): string[] {
-  const problems: string[] = [];
+export function consistencyProblems(config: unknown): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
   const worker = (config as { worker?: { errorRate?: { warning?: unknown; critical?: unknown } } } | undefined)?.worker;
   const { warning, critical } = worker?.errorRate ?? {};
   if (typeof warning === 'number' && typeof critical === 'number' && warning >= critical) {
-    problems.push(`worker.errorRate.warning: the warning rate (${warning}) must be below the critical rate (${critical})`);
+    problems.push({ path: ['worker', 'errorRate', 'warning'], message: `the warning rate (${warning}) must be below the critical rate (${critical})` });
   }
   const window = (worker as { circuitBreaker?: { window?: unknown } } | undefined)?.circuitBreaker?.window;
   if (typeof window === 'string' && DurationSchema.safeParse(window).success && parseDuration(window) > 0 && parseDuration(window) < 1000) {
-    problems.push('worker.circuitBreaker.window: the error-rate window must be at least 1s');
+    problems.push({ path: ['worker', 'circuitBreaker', 'window'], message: 'the error-rate window must be at least 1s' });
   }
   return problems;
 }
+
+/** An agent profile's name, as a key of `agents`: it becomes the profile's ladder scope and ledger identity. */
+const AgentKeySchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is letters, digits, dots, dashes or underscores');
+
+/**
+ * What `warden run` (and `warden revert`) take when their flags do not say: the repository's
+ * own settings, which `warden init` finds and writes.
+ */
+export const RunDefaultsSchema = z
+  .object({
+    /** The command that runs the repository's tests (`--test-cmd`); `true` runs none. */
+    testCommand: z.string().trim().min(1).optional(),
+    /** The branch intents start from and merge into (`--base`). */
+    baseBranch: z.string().trim().min(1).optional(),
+    /** Globs of the paths agents may change (`--paths`); absent means everything. */
+    paths: z.array(z.string().trim().min(1)).min(1).optional(),
+  })
+  .strict();
 
 /** The effective configuration: a profile's defaults with the file's overrides on top. */
 export const WardenConfigSchema = z.object({
@@ -176,7 +202,7 @@ export const WardenConfigSchema = z.object({
   /** Who `warden approve` & co. decide as when `--by` is not given (else $WARDEN_USER or $USER). */
   operator: z.string().trim().min(1).optional(),
   /** Named agent profiles (the name becomes the profile's ladder scope). Keys are never here. */
-  agents: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is letters, digits, dots, dashes or underscores'), AgentProfileSchema),
+  agents: z.record(AgentKeySchema, AgentProfileSchema),
   /** Which named profile runs which stage; `default` runs the rest. */
   routing: RoutingSchema,
   /** Cross-model review rules, carried by every intent. */
@@ -191,12 +217,17 @@ export const WardenConfigSchema = z.object({
   serve: ServeSchema.optional(),
   /** Gates of your own, carried by every intent (see src/shared/custom-gates.ts). */
   customGates: CustomGatesSchema.optional(),
+  run: RunDefaultsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
-/** Deep-partial overrides as a config file may give them. Unknown keys are errors (typos). */
+/**
+ * Deep-partial overrides as a config file may give them. Unknown keys are errors (typos), but
+ * `$schema`, which points editors at the JSON Schema (`warden config schema`), is taken and ignored.
+ */
 export const ConfigFileSchema = z
   .object({
+    $schema: z.string().optional(),
     profile: z.enum(PROFILES).optional(),
     mode: z.enum(['development', 'production']).optional(),
     limits: LimitsOverridesSchema.optional(),
@@ -214,7 +245,8 @@ export const ConfigFileSchema = z
     automation: AutomationConfigSchema.partial().strict().optional(),
     gates: GatesConfigSchema.optional(),
     operator: z.string().trim().min(1).optional(),
-    agents: z.record(z.string(), z.unknown()).optional(),
+    // Checked here, not only once merged, so that editors complete profiles from the JSON Schema.
+    agents: z.record(AgentKeySchema, AgentProfileSchema).optional(),
     routing: RoutingSchema.optional(),
     review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional() }).strict().optional(),
     telemetry: TelemetrySchema.optional(),
@@ -224,6 +256,7 @@ export const ConfigFileSchema = z
     notify: NotifyChannelsSchema.optional(),
     serve: ServeSchema.partial().strict().optional(),
     customGates: CustomGatesSchema.optional(),
+    run: RunDefaultsSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

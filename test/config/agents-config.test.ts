@@ -17,7 +17,7 @@ test('profiles take their names from their keys; routing names them per stage', 
 
 test('a key written into a profile is refused, as is routing to a profile that does not exist', () => {
   expect(() => resolveConfig({ agents: { planner: { ...cloud, apiKey: 'sk-live-123' } } })).toThrow(/agents\.planner: Unrecognized key: "apiKey"/);
-  expect(() => resolveConfig({ agents: { local }, routing: { default: 'planner' } })).toThrow(/routing\.default names agent "planner", which is not in agents/);
+  expect(() => resolveConfig({ agents: { local }, routing: { default: 'planner' } })).toThrow(/routing\.default: names agent "planner", which is not in agents/);
 });
 
 describe('warden run picks the agents', () => {
@@ -44,7 +44,7 @@ describe('warden run picks the agents', () => {
 
 test("a workflow heap too small for the worker's cache is refused, with what would do", () => {
   expect(() => resolveConfig({ worker: { maxCachedWorkflows: 1000, workflowHeapMb: 256 } })).toThrow(
-    /worker\.workflowHeapMb \(256\) is too small for worker\.maxCachedWorkflows \(1000\).*Raise workflowHeapMb to 500 or more/,
+    /worker\.workflowHeapMb: 256 MB is too small for worker\.maxCachedWorkflows \(1000\).*Raise workflowHeapMb to 500 or more/,
   );
   expect(resolveConfig({ worker: { maxCachedWorkflows: 500, workflowHeapMb: 256 } }).worker.maxCachedWorkflows).toBe(500);
   // The defaults hold the rule themselves.

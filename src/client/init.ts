@@ -1,0 +1,152 @@
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import path from 'node:path';
+import { Option, type Command } from 'commander';
+import { CONFIG_SCHEMA_FILE, configJsonSchemaText } from '../config/json-schema';
+import { CONFIG_FILE_NAMES } from '../config/load';
+import { PROFILES, type ProfileName } from '../config/schema';
+import { UserError } from '../shared/errors';
+import { newConfigText } from './config-template';
+import { gitOut } from './git-output';
+import { findBaseBranch, findTestCommand, type Found } from './repo-detection';
+
+/** The file `warden init` writes: the first name the loader looks for. */
+export const INIT_CONFIG_FILE = CONFIG_FILE_NAMES[0];
+
+/** The .gitignore line that keeps Warden's state (its databases, logs, tools) out of git. */
+export const STATE_IGNORE_LINE = '.warden/';
+
+/** Lines that already ignore Warden's state folder at the top of a repository. */
+const STATE_IGNORES = new Set(['.warden', '.warden/', '/.warden', '/.warden/', '.warden/*', '/.warden/*']);
+
+/** Where the package holds the schema once installed in a repository's node_modules (`npm run build:schema` makes it). */
+export const INSTALLED_SCHEMA = ['node_modules', 'warden', 'dist', CONFIG_SCHEMA_FILE] as const;
+
+/** Where `warden init` writes a copy of the schema when Warden is not installed in the repository. */
+export const STATE_SCHEMA = ['.warden', CONFIG_SCHEMA_FILE] as const;
+
+export interface InitOptions {
+  readonly force?: boolean;
+  readonly profile?: ProfileName;
+}
+
+/** What `warden init` did. */
+export interface InitReport {
+  readonly repo: string;
+  readonly configFile: string;
+  /** An existing config file was replaced (--force). */
+  readonly replaced: boolean;
+  /** The config's `$schema`, relative to it. */
+  readonly schemaRef: string;
+  /** The copy of the schema written for it, when Warden is not installed in the repository. */
+  readonly schemaFile?: string;
+  readonly gitignore: 'created' | 'added' | 'present';
+  readonly testCommand?: Found;
+  readonly baseBranch?: Found;
+  /** Other config files that the new one now comes before (warden.config.ts). */
+  readonly shadowed: readonly string[];
+}
+
+/**
+ * Sets Warden up in the git repository that holds `dir`: writes warden.config.json at its top
+ * (with the test command and base branch found there), points its `$schema` at the config's
+ * JSON Schema, and ignores Warden's state folder in .gitignore. Refuses a folder outside git,
+ * and an existing config unless `force`; nothing is written before every check has passed.
+ */
+export function initRepository(dir: string, options: InitOptions = {}): InitReport {
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UserError(`folder not found: ${dir}`);
+  const repo = gitOut(dir, ['rev-parse', '--show-toplevel']);
+  if (!repo) throw new UserError(`not a git repository: ${dir} (warden init sets Warden up in one: run git init first)`);
+  const configFile = path.join(repo, INIT_CONFIG_FILE);
+  const existing = CONFIG_FILE_NAMES.map((name) => path.join(repo, name)).filter((file) => existsSync(file));
+  if (existing.length > 0 && !options.force) {
+    throw new UserError(`${existing.join(' and ')} already exists: warden init leaves it as it is (--force replaces it with a new ${INIT_CONFIG_FILE})`);
+  }
+  const installed = path.join(repo, ...INSTALLED_SCHEMA);
+  const schemaFile = existsSync(installed) ? undefined : path.join(repo, ...STATE_SCHEMA);
+  const schemaRef = `./${(schemaFile ? STATE_SCHEMA : INSTALLED_SCHEMA).join('/')}`;
+  const testCommand = findTestCommand(repo);
+  const baseBranch = findBaseBranch(repo);
+  const text = newConfigText({ schemaRef, profile: options.profile ?? 'default', testCommand, baseBranch, approver: process.env.USER || userInfo().username });
+  writeFileSync(configFile, text, { flag: options.force ? 'w' : 'wx' });
+  if (schemaFile) {
+    mkdirSync(path.dirname(schemaFile), { recursive: true });
+    writeFileSync(schemaFile, configJsonSchemaText());
+  }
+  return {
+    repo,
+    configFile,
+    replaced: existing.includes(configFile),
+    schemaRef,
+    ...(schemaFile ? { schemaFile } : {}),
+    gitignore: ignoreState(repo),
+    ...(testCommand ? { testCommand } : {}),
+    ...(baseBranch ? { baseBranch } : {}),
+    shadowed: existing.filter((file) => file !== configFile),
+  };
+}
+
+/** Adds the state folder to the repository's .gitignore, unless a line there already ignores it. */
+function ignoreState(repo: string): InitReport['gitignore'] {
+  const file = path.join(repo, '.gitignore');
+  const entry = ["# Warden's state: its databases, logs and tools (warden init)", STATE_IGNORE_LINE];
+  if (!existsSync(file)) {
+    writeFileSync(file, `${entry.join('\n')}\n`);
+    return 'created';
+  }
+  const text = readFileSync(file, 'utf8');
+  if (text.split(/\r?\n/).some((line) => STATE_IGNORES.has(line.trim()))) return 'present';
+  const eol = text.includes('\r\n') ? '\r\n' : '\n';
+  writeFileSync(file, `${text}${text === '' || text.endsWith('\n') ? '' : eol}${entry.join(eol)}${eol}`);
+  return 'added';
+}
+
+/** What `warden init` says it did, and what to run next. */
+export function describeInit(report: InitReport, cwd: string): string[] {
+  const shown = (file: string): string => path.relative(cwd, file) || '.';
+  const lines = [`${report.replaced ? 'replaced' : 'wrote'} ${shown(report.configFile)}`];
+  lines.push(
+    report.testCommand
+      ? `  tests: ${report.testCommand.value} (found from ${report.testCommand.because})`
+      : '  tests: no test command found: set run.testCommand in it (or give warden run --test-cmd)',
+  );
+  lines.push(report.baseBranch ? `  base branch: ${report.baseBranch.value} (${report.baseBranch.because})` : '  base branch: none found: set run.baseBranch in it (else warden run takes the branch checked out)');
+  lines.push(
+    report.schemaFile
+      ? `  $schema: ${report.schemaRef}, written now: Warden is not installed in this repository's node_modules (warden config schema prints it again)`
+      : `  $schema: ${report.schemaRef}, the schema of the Warden installed here`,
+  );
+  for (const file of report.shadowed) lines.push(`  ${shown(file)} is still there, but ${INIT_CONFIG_FILE} is read first`);
+  lines.push(
+    {
+      created: `created ${shown(path.join(report.repo, '.gitignore'))} with ${STATE_IGNORE_LINE}: Warden's state stays out of git`,
+      added: `added ${STATE_IGNORE_LINE} to ${shown(path.join(report.repo, '.gitignore'))}: Warden's state stays out of git`,
+      present: `${shown(path.join(report.repo, '.gitignore'))} already ignores ${STATE_IGNORE_LINE}`,
+    }[report.gitignore],
+  );
+  lines.push('next:');
+  // Warden reads the config in the folder it runs in.
+  if (path.resolve(cwd) !== path.resolve(report.repo)) lines.push(`  cd ${report.repo}`);
+  lines.push('  warden doctor                       check that this machine can run intents');
+  lines.push('  warden run --repo . --goal "..."    start an intent in this repository');
+  return lines;
+}
+
+/** `warden init`. */
+export function addInitCommand(program: Command, print: (line: string) => void): void {
+  program
+    .command('init')
+    .summary('Set Warden up in a git repository: a commented warden.config.json, its JSON Schema for editors, .warden/ in .gitignore')
+    .description(
+      "Set Warden up in a git repository: write warden.config.json at its top (JSON with comments: the test command and base branch found there; the profile's budgets and gates, and an agent profile, as lines to uncomment), " +
+        "point its $schema at the config's JSON Schema for editors (the one of Warden installed in the repository's node_modules, else a copy written under .warden/), and add .warden/ (Warden's state) to .gitignore. " +
+        'Refuses a folder outside git, and an existing config without --force',
+    )
+    .option('--repo <path>', 'the repository (default: the one this folder is in)')
+    .addOption(new Option('--profile <name>', 'the profile the config starts from').choices([...PROFILES]).default('default'))
+    .option('--force', 'replace an existing config file (without it, warden init refuses one: exit 2)')
+    .action((flags: { repo?: string; profile: ProfileName; force?: boolean }) => {
+      const report = initRepository(path.resolve(flags.repo ?? '.'), { force: flags.force, profile: flags.profile });
+      for (const line of describeInit(report, process.cwd())) print(line);
+    });
+}
