@@ -2,12 +2,12 @@
 import { serveAlongside, serveWebApp } from './web/serve';
 import { revertIntentInput } from './revert-intent';
 import path from 'node:path';
-import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createLogger } from '../runtime/logger';
+import { defaultApprover } from '../runtime/default-approver';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
 import { DURATION_PATTERN, parseDuration } from '../shared/duration';
@@ -35,11 +35,6 @@ import { addStopCommands } from './stop-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
 import { approvalOutlook, readApprovalFacts } from './approval-outlook';
-
-/** Who decides at a gate when `--by` is not given. */
-function defaultApprover(operator?: string): string {
-  return operator || process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
-}
 
 /** `warden check cascade`'s exit code when the text must not pass (0 allows, 2 blocks: the usual hook contract). */
 export const CASCADE_BLOCK_EXIT = 2;
