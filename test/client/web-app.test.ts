@@ -9,6 +9,7 @@ import { startWebApp, type WebApp } from '../../src/client/web/server';
 import { gatePageUrl, mintLinkToken } from '../../src/shared/decision-links';
 import { stateQuery } from '../../src/shared/messages';
 import { gateLinks } from '../../src/workers/gate-links';
+import { GateViewLinks } from '../../src/ledger/gate-view-links';
 import { git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 import { startReceiver } from '../helpers/webhook-receiver';
 
@@ -26,8 +27,8 @@ let app: WebApp;
 
 const world = useTestWorld('web-app', async () => {
   receiver = await startReceiver();
-  app = await startWebApp({ client: world().client, ledger: world().ledger, secret, operator: 'olga', keysDir, host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }) });
-  return { gateLink: gateLinks({ baseUrl: app.url, secret }), notifications: { everyMs: 200 } };
+  app = await startWebApp({ client: world().client, ledger: world().ledger, linkSecret: { secret }, operator: 'olga', keysDir, host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }) });
+  return { gateLink: gateLinks({ baseUrl: app.url, operator: 'nobody', linkSecret: { secret }, views: new GateViewLinks(world().pool) }), notifications: { everyMs: 200 } };
 });
 
 afterAll(async () => {
@@ -49,9 +50,10 @@ async function atGate(handle: WorkflowHandle, gate = 'merge') {
   return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 60_000, `the ${gate} gate`);
 }
 
-/** The link the gate's notification carried. */
+/** The link the gate's notification carried: one that decides, as the channel's approver. */
 async function linkFor(intentId: string): Promise<string> {
   const told = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === intentId && r.json.kind === 'gate.opened'), 20_000, 'the gate.opened notification');
+  expect(told.json).toMatchObject({ linkKind: 'decide', linkNote: expect.stringMatching(/^The link decides once, as alice, until /) });
   return String(told.json.link);
 }
 
