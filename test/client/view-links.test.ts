@@ -13,6 +13,7 @@ import { stateQuery } from '../../src/shared/messages';
 import { gateLinks } from '../../src/workers/gate-links';
 import { git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 import { startReceiver } from '../helpers/webhook-receiver';
+import { post } from '../helpers/gate-forms';
 
 /**
  * Where no decision link can be made (no link secret: here the approvers' folder sits under a
@@ -77,12 +78,8 @@ test('without a link secret the link shows the gate read-only, says why and what
 
   // A view token cannot decide, posted as itself or as a decision link's token; nor can a made-up one show anything.
   const action = gatePageUrl(app.url, id, 'merge');
-  const asView = await fetch(action, { method: 'POST', body: new URLSearchParams({ v: viewToken, decision: 'approve' }) });
-  expect(asView.status).toBe(403);
-  expect(await asView.text()).toContain('a view link shows the gate only: it cannot decide');
-  const asDecision = await fetch(action, { method: 'POST', body: new URLSearchParams({ t: viewToken, decision: 'approve' }) });
-  expect(asDecision.status).toBe(403);
-  expect(await asDecision.text()).toContain('this web app cannot check decision links');
+  expect(await post(action, { v: viewToken, decision: 'approve' })).toMatchObject({ status: 403, text: expect.stringContaining('a view link shows the gate only: it cannot decide') });
+  expect(await post(action, { t: viewToken, decision: 'approve' })).toMatchObject({ status: 403, text: expect.stringContaining('this web app cannot check decision links') });
   // Nor is a decision link taken here, signed or not: there is no secret to check it with.
   const signed = mintLinkToken(randomBytes(32), { intentId: id, gate: 'merge', gateOpenedAt: (await handle.query(stateQuery)).pendingGate!.requestedAt, approver: 'olga', expiresAt: new Date(Date.now() + 60_000).toISOString() });
   expect((await fetch(gatePageUrl(app.url, id, 'merge', signed))).status).toBe(403);
