@@ -281,7 +281,9 @@ test("a new user's warden run --notify, with no config: the link decides as the 
   const receiver = await startReceiver();
   const dev = spawnWarden(['dev'], { env: fresh, cwd });
   try {
-    await waitFor(() => (/review and decide in a browser: http:\/\/127\.0\.0\.1:7431\//.test(dev.out) ? true : undefined), 120_000, 'warden dev to serve the web app on its default port');
+    await waitFor(() => (/review and decide in a browser: http:\/\/127\.0\.0\.1:7431\//.test(dev.out) ? true : undefined), 180_000, 'warden dev to serve the web app on its default port').catch((error: Error) => {
+      throw new Error(`${error.message}; warden dev printed:\n${dev.out}`);
+    });
     const repo = makeSampleRepo();
     const before = git(repo, 'rev-parse', 'main');
     const id = `cli-newcomer-${Date.now()}`;
