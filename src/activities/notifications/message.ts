@@ -168,8 +168,8 @@ function mrkdwn(text: string): string {
 
 /**
  * A Slack incoming-webhook message: a header, the text, the figures as fields, the suggestion,
- * and a button to the gate's page, after a line saying what the link does. Every text is cut to Slack's limits, so a long reason still
- * goes out (cut) instead of being refused.
+ * a line saying what the link does and a button to the gate's page. Every text is cut to Slack's
+ * limits, so a long reason still goes out (cut) instead of being refused.
  */
 export function slackMessage(n: Notification): { text: string; blocks: unknown[] } {
   const fields = Object.entries(n.fields)
