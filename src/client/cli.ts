@@ -2,13 +2,13 @@
 import { serveAlongside, serveWebApp } from './web/serve';
 import { revertIntentInput } from './revert-intent';
 import path from 'node:path';
-import { userInfo } from 'node:os';
 import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createCommandLogger, createLogger, LOG_FORMATS, type LogFormat } from '../runtime/logger';
 import { requireSandbox } from '../runtime/sandbox-readiness';
+import { defaultApprover } from '../runtime/default-approver';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
 import { DURATION_PATTERN, parseDuration } from '../shared/duration';
@@ -41,11 +41,6 @@ import { addResumeCommand, resumeFromCli } from './resume';
 import { addInitCommand } from './init';
 import { addConfigCommands } from './config-commands';
 import { approvalOutlook, readApprovalFacts } from './approval-outlook';
-
-/** Who decides at a gate when `--by` is not given. */
-function defaultApprover(operator?: string): string {
-  return operator || process.env.WARDEN_USER || process.env.USER || userInfo().username || 'unknown';
-}
 
 /** Before a worker starts here: bubblewrap works (installed if missing, where we may), or the operator accepted its absence. */
 async function sandboxOrStop(allowUnconfined: boolean): Promise<void> {

@@ -6,6 +6,7 @@ import type { IntentOutcome, IntentState } from '../shared/state';
 import { stateQuery } from '../shared/messages';
 import { askAtGate } from './gate-prompt';
 import { intentHandle, sendDecision } from './intents';
+import { decideCommands } from '../shared/decide-commands';
 
 export interface FollowOptions {
   readonly client: Client;
@@ -109,8 +110,9 @@ async function answerGate(options: FollowOptions, state: IntentState): Promise<v
   }
   if (!options.interactive) {
     options.print(`${state.pendingGate!.prompt} Waiting for a decision (times out at ${state.pendingGate!.timeoutAt}):`);
-    options.print(`  approve: warden approve ${options.intentId} --gate ${gate}`);
-    options.print(`  reject:  warden reject ${options.intentId} --gate ${gate} --reason "…"`);
+    const commands = decideCommands(options.intentId, gate);
+    options.print(`  approve: ${commands.approve}`);
+    options.print(`  reject:  ${commands.reject}`);
     options.print(`  details: warden gates ${options.intentId}`);
     return;
   }

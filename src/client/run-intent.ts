@@ -11,6 +11,7 @@ import { connectTemporal, hasLiveWorker, openLedger, startWorker, webUiLink, typ
 import { startTracing } from '../runtime/telemetry';
 import { serveAlongside } from './web/serve';
 import type { WebApp } from './web/server';
+import { decideCommands } from '../shared/decide-commands';
 
 export interface RunIntentOptions {
   readonly config: RuntimeConfig;
@@ -112,7 +113,8 @@ function howToGoOn(stopped: Omit<StoppedFollowing, 'next'>, where: { embedded: b
   const at = state ? ` (stage ${state.stage}${state.pendingGate ? `, waiting at the ${state.pendingGate.gate} gate` : ''})` : '';
   const lines = [`stopped following intent ${id}; the intent itself goes on${at}`, `  follow:  warden status ${id}`];
   if (state?.pendingGate) {
-    lines.push(`  approve: warden approve ${id} --gate ${state.pendingGate.gate}`, `  reject:  warden reject ${id} --gate ${state.pendingGate.gate} --reason "…"`);
+    const commands = decideCommands(id, state.pendingGate.gate);
+    lines.push(`  approve: ${commands.approve}`, `  reject:  ${commands.reject}`);
   }
   lines.push(`  stop it: warden stop ${id} --reason "…"`);
   if (where.embedded) {

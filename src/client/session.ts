@@ -3,7 +3,9 @@ import type { Worker } from '@temporalio/worker';
 import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { serveUrl, type TelemetryConfig, type WardenConfig } from '../config/schema';
-import { readLinkSecret } from '../runtime/link-secret';
+import { linkSecretOrWhyNot, type LinkSecret } from '../runtime/link-secret';
+import { defaultApprover } from '../runtime/default-approver';
+import { GateViewLinks } from '../ledger/gate-view-links';
 import { gateLinks } from '../workers/gate-links';
 import { openDatabase, type LedgerDatabase } from '../ledger/database';
 import { Ledger } from '../ledger/ledger';
@@ -56,16 +58,13 @@ export async function openLedger(config: RuntimeConfig, log: (message: string) =
 }
 
 /**
- * The decision-link secret, or none (links then open the gate's page only): a worker whose home
- * is read-only, or whose secret file is unsafe, still runs, and says why its links cannot decide.
+ * The decision-link secret, or why there is none (links then only show their gate): a worker
+ * whose home is read-only, or whose secret file is unsafe, still runs, and says so.
  */
-function linkSecretOrNone(logger: Logger): Buffer | undefined {
-  try {
-    return readLinkSecret();
-  } catch (error) {
-    logger.warn({ err: error }, 'no decision-link secret: notification links open the gate page, but cannot decide (set WARDEN_LINK_SECRET)');
-    return undefined;
-  }
+function workerLinkSecret(logger: Logger): LinkSecret {
+  const linkSecret = linkSecretOrWhyNot();
+  if (linkSecret.missing) logger.warn(`${linkSecret.missing}: notification links show the gate's page, but cannot decide (set WARDEN_LINK_SECRET)`);
+  return linkSecret;
 }
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
@@ -92,7 +91,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     safety: warden.worker,
     mode: warden.mode,
     notify: warden.notify,
-    gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), secret: linkSecretOrNone(logger), defaultApprover: warden.operator }),
+    // A channel with no approver decides as the operator, as `warden approve` without --by does.
+    gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), operator: defaultApprover(warden.operator), linkSecret: workerLinkSecret(logger), views: new GateViewLinks(ledger.pool) }),
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
     // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
     killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },

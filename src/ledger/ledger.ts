@@ -653,6 +653,7 @@ export class Ledger {
         ['notification_dispatches', 'at'],
         ['notification_dead_letters', 'at'],
         ['decision_links', 'used_at'],
+        ['gate_view_links', 'made_at'],
       ];
       for (const [table, column] of simple) {
         deleted[table] = (await client.query(`DELETE FROM ${table} WHERE ${column} < $1`, [cutoff])).rowCount ?? 0;

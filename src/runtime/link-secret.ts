@@ -37,3 +37,18 @@ export function readLinkSecret(env: NodeJS.ProcessEnv = process.env): Buffer {
   if (text.length < 32) throw new UserError(`${file} holds a secret shorter than 32 characters: delete it, and the next command makes a new one`);
   return Buffer.from(text, 'utf8');
 }
+
+/** The decision-link secret, or why there is none: then links can only show a gate, not decide it. */
+export type LinkSecret = { readonly secret: Buffer; readonly missing?: undefined } | { readonly secret?: undefined; readonly missing: string };
+
+/**
+ * readLinkSecret, or why it failed (a read-only home, an unsafe file): a worker or web app still
+ * runs without it, and says why its links cannot decide.
+ */
+export function linkSecretOrWhyNot(env: NodeJS.ProcessEnv = process.env): LinkSecret {
+  try {
+    return { secret: readLinkSecret(env) };
+  } catch (error) {
+    return { missing: `Warden has no secret to sign decision links with (${(error as Error).message})` };
+  }
+}

@@ -13,6 +13,8 @@ export interface LinkClaims {
   /** The gate's `requestedAt`: a link dies with the opening it was made for. */
   readonly gateOpenedAt: string;
   readonly approver: string;
+  /** The channel named no approver, so the link decides as the operator (the page says so). */
+  readonly asOperator?: boolean;
   /** ISO time after which the link is refused. */
   readonly expiresAt: string;
   /** Spent by the first decision made with the link. */
@@ -58,13 +60,29 @@ export function linkExpiry(timeoutAt: string | undefined, now: Date): string {
   return new Date(Number.isFinite(gate) ? Math.min(gate, cap) : cap).toISOString();
 }
 
-/** The path of a gate's page in the web app, with a token when there is one. */
-export function gatePagePath(intentId: string, gate: string, token?: string): string {
+/**
+ * The query parameter a token travels in: a decision link's `t`, a view link's `v` (see
+ * GateViewLinks). Apart, so that neither is ever read as the other.
+ */
+export const LINK_PARAMETERS = { decide: 't', view: 'v' } as const;
+export type LinkKind = keyof typeof LINK_PARAMETERS;
+
+/**
+ * A gate's link as a notification carries it: one that decides (once, as `approver`, until
+ * `expiresAt`), or, where no decision link can be made, one that only shows the gate while it
+ * waits (`why` it cannot decide).
+ */
+export type GateLink =
+  | { readonly kind: 'decide'; readonly url: string; readonly approver: string; readonly asOperator: boolean; readonly expiresAt: string }
+  | { readonly kind: 'view'; readonly url: string; readonly why: string };
+
+/** The path of a gate's page in the web app, with a token of `kind` when there is one. */
+export function gatePagePath(intentId: string, gate: string, token?: string, kind: LinkKind = 'decide'): string {
   const page = `/gates/${encodeURIComponent(intentId)}/${encodeURIComponent(gate)}`;
-  return token ? `${page}?t=${encodeURIComponent(token)}` : page;
+  return token ? `${page}?${LINK_PARAMETERS[kind]}=${encodeURIComponent(token)}` : page;
 }
 
-/** The page of a gate under the web app at `baseUrl`, with a token when there is one. */
-export function gatePageUrl(baseUrl: string, intentId: string, gate: string, token?: string): string {
-  return new URL(gatePagePath(intentId, gate, token).slice(1), baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`).toString();
+/** The page of a gate under the web app at `baseUrl`, with a token of `kind` when there is one. */
+export function gatePageUrl(baseUrl: string, intentId: string, gate: string, token?: string, kind: LinkKind = 'decide'): string {
+  return new URL(gatePagePath(intentId, gate, token, kind).slice(1), baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`).toString();
 }

@@ -16,6 +16,8 @@ import { intentHandle, startIntent } from '../../src/client/intents';
 import { decideSignal } from '../../src/shared/messages';
 import { Client, Connection } from '@temporalio/client';
 import { PRINT_HOST_GROUP } from '../helpers/processes';
+import { hiddenOf, post } from '../helpers/gate-forms';
+import { startReceiver } from '../helpers/webhook-receiver';
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
 const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-home-'));
@@ -258,6 +260,68 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
   expect(warden('audit', id).stdout).toMatch(/DECISION_REFUSED .*sent from inside an agent's process/);
 });
+
+/** A Warden command as a child in a process group of its own, output collected. */
+function spawnWarden(args: string[], options: { env: NodeJS.ProcessEnv; cwd?: string }) {
+  const child = spawn(process.execPath, [BIN, ...args], { env: options.env, cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const run = { child, out: '', exited: new Promise<number | null>((resolve) => child.on('close', resolve)) };
+  child.stdout.on('data', (d: Buffer) => (run.out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (run.out += d.toString()));
+  return run;
+}
+
+test("a new user's warden run --notify, with no config: the link decides as the operator, its approval merges, and the same link is refused after", async () => {
+  // As on a fresh machine: no config file (none named, none in the folder), no approver, no key;
+  // Warden's own Temporal server and web app on their default ports, kept by warden dev.
+  const home = mkdtempSync(path.join(tmpdir(), 'warden-cli-newcomer-'));
+  const fresh: NodeJS.ProcessEnv = { ...env, WARDEN_HOME: home, WARDEN_APPROVER_KEYS: path.join(home, 'approvers'), TEMPORAL_ADDRESS: '', TEMPORAL_CLI_PATH: process.env.WARDEN_TEST_CLI_PATH, USER: 'newcomer' };
+  delete fresh.WARDEN_CONFIG;
+  delete fresh.WARDEN_USER;
+  const cwd = mkdtempSync(path.join(tmpdir(), 'warden-cli-no-config-'));
+  const receiver = await startReceiver();
+  const dev = spawnWarden(['dev'], { env: fresh, cwd });
+  try {
+    await waitFor(() => (/review and decide in a browser: http:\/\/127\.0\.0\.1:7431\//.test(dev.out) ? true : undefined), 180_000, 'warden dev to serve the web app on its default port').catch((error: Error) => {
+      throw new Error(`${error.message}; warden dev printed:\n${dev.out}`);
+    });
+    const repo = makeSampleRepo();
+    const before = git(repo, 'rev-parse', 'main');
+    const id = `cli-newcomer-${Date.now()}`;
+    const run = spawnWarden(['run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--notify', receiver.url('/hook')], { env: fresh, cwd });
+
+    const told = await waitFor(() => receiver.on('/hook').find((r) => r.json.intentId === id && r.json.kind === 'gate.opened'), 120_000, 'the gate.opened notification');
+    expect(told.json).toMatchObject({ gate: 'merge', linkKind: 'decide', linkNote: expect.stringMatching(/^The link decides once, as newcomer, the operator \(no approver is named for this channel\), until /) });
+    const link = String(told.json.link);
+    expect(link.startsWith(`http://127.0.0.1:7431/gates/${id}/merge?t=`)).toBe(true);
+
+    // The link opens the page with the change, and says whom it decides as.
+    const page = await fetch(link);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('Deciding as <strong>newcomer</strong> (from a link made for newcomer, this Warden’s operator, as no approver is named');
+    expect(html).toMatch(/<h2>Files changed<\/h2><table><tr><td>lib\/strings\.js/);
+    expect(html).toMatch(/<span class="add">\+.*slugify/);
+
+    const decided = await post(link, { ...hiddenOf(html), decision: 'approve' });
+    expect(decided).toMatchObject({ status: 200, text: expect.stringContaining(`The merge gate of ${id} is approved by newcomer.`) });
+    expect(await run.exited).toBe(0);
+    expect(run.out).toMatch(/merged [0-9a-f]{40}/);
+    expect(git(repo, 'rev-parse', 'main')).not.toBe(before);
+
+    // The same link again: it decided already, and decides nothing more; the attempt is on record.
+    expect(await (await fetch(link)).text()).toContain('This link decided already (approve at ');
+    const again = await post(link, { ...hiddenOf(html), decision: 'reject', reason: 'once more' });
+    expect(again).toMatchObject({ status: 409, text: expect.stringContaining('is not waiting for a decision') });
+    const { rows } = await database.pool.query("SELECT reason FROM safety_events WHERE event_type = 'DECISION_LINK_REFUSED' AND intent_id = $1", [id]);
+    expect(rows).toEqual([{ reason: 'a decision from a link for the merge gate, which is not waiting (the intent is merged): nothing was decided' }]);
+    const decisions = await database.pool.query("SELECT decision, decided_by FROM gate_decisions WHERE intent_id = $1 AND gate = 'merge'", [id]);
+    expect(decisions.rows).toEqual([{ decision: 'approve', decided_by: 'newcomer' }]);
+  } finally {
+    process.kill(-dev.child.pid!, 'SIGINT');
+    await dev.exited;
+    await receiver.close();
+  }
+}, 300_000);
 
 /** `warden run …` as a child in a process group of its own (as a terminal runs it), output collected. */
 function follow(args: string[], extraEnv: NodeJS.ProcessEnv = {}) {

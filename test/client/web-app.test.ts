@@ -9,8 +9,10 @@ import { startWebApp, type WebApp } from '../../src/client/web/server';
 import { gatePageUrl, mintLinkToken } from '../../src/shared/decision-links';
 import { stateQuery } from '../../src/shared/messages';
 import { gateLinks } from '../../src/workers/gate-links';
+import { GateViewLinks } from '../../src/ledger/gate-view-links';
 import { git, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 import { startReceiver } from '../helpers/webhook-receiver';
+import { hiddenOf, post } from '../helpers/gate-forms';
 
 /**
  * The web app against a real worker: a notification's link opens the gate's page with its review
@@ -26,8 +28,8 @@ let app: WebApp;
 
 const world = useTestWorld('web-app', async () => {
   receiver = await startReceiver();
-  app = await startWebApp({ client: world().client, ledger: world().ledger, secret, operator: 'olga', keysDir, host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }) });
-  return { gateLink: gateLinks({ baseUrl: app.url, secret }), notifications: { everyMs: 200 } };
+  app = await startWebApp({ client: world().client, ledger: world().ledger, linkSecret: { secret }, operator: 'olga', keysDir, host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }) });
+  return { gateLink: gateLinks({ baseUrl: app.url, operator: 'nobody', linkSecret: { secret }, views: new GateViewLinks(world().pool) }), notifications: { everyMs: 200 } };
 });
 
 afterAll(async () => {
@@ -49,23 +51,11 @@ async function atGate(handle: WorkflowHandle, gate = 'merge') {
   return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 60_000, `the ${gate} gate`);
 }
 
-/** The link the gate's notification carried. */
+/** The link the gate's notification carried: one that decides, as the channel's approver. */
 async function linkFor(intentId: string): Promise<string> {
   const told = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === intentId && r.json.kind === 'gate.opened'), 20_000, 'the gate.opened notification');
+  expect(told.json).toMatchObject({ linkKind: 'decide', linkNote: expect.stringMatching(/^The link decides once, as alice, until /) });
   return String(told.json.link);
-}
-
-/** The hidden fields of the page's decision forms. */
-function hiddenOf(html: string): Record<string, string> {
-  const fields: Record<string, string> = {};
-  for (const m of html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) if (m[1] !== 'decision') fields[m[1]!] = m[2]!.replace(/&amp;/g, '&');
-  return fields;
-}
-
-async function post(page: string, fields: Record<string, string>, headers: Record<string, string> = {}) {
-  const url = new URL(page);
-  const res = await fetch(`${url.origin}${url.pathname}`, { method: 'POST', body: new URLSearchParams(fields), headers, redirect: 'manual' });
-  return { status: res.status, text: await res.text() };
 }
 
 async function refusals(intentId: string): Promise<string[]> {

@@ -19,6 +19,7 @@ import { initApproverKey } from '../../src/client/approver-keys';
 import { startWebApp, type WebApp } from '../../src/client/web/server';
 import { stateQuery } from '../../src/shared/messages';
 import { gateLinks } from '../../src/workers/gate-links';
+import { GateViewLinks } from '../../src/ledger/gate-view-links';
 import { createTestWorld, git, startSampleIntent, waitFor, type TestWorld } from '../helpers/env';
 import { startReceiver } from '../helpers/webhook-receiver';
 import { describeWith, programPath } from '../setup/prerequisites';
@@ -43,8 +44,8 @@ describeWith('chromium', 'deciding a gate from a phone', () => {
   beforeAll(async () => {
     world = await createTestWorld('phone');
     receiver = await startReceiver();
-    app = await startWebApp({ client: world.client, ledger: world.ledger, secret, operator: 'nobody', keysDir, host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }) });
-    worker = await world.worker({ gateLink: gateLinks({ baseUrl: app.url, secret }), notifications: { everyMs: 200 } });
+    app = await startWebApp({ client: world.client, ledger: world.ledger, linkSecret: { secret }, operator: 'nobody', keysDir, host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }) });
+    worker = await world.worker({ gateLink: gateLinks({ baseUrl: app.url, operator: 'nobody', linkSecret: { secret }, views: new GateViewLinks(world.pool) }), notifications: { everyMs: 200 } });
     running = worker.run();
     profileDir = mkdtempSync(path.join(tmpdir(), 'warden-chromium-'));
     browser = await chromium.launchPersistentContext(profileDir, {

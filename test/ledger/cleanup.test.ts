@@ -60,7 +60,7 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
          ($1, $3, 'global', 1, 10, 9), ($2, $4, 'global', 2, 30, 29)`,
       [randomUUID(), randomUUID(), ago(300), ago(200)],
     );
-    // One old and one new row of each notification table and of the used decision links.
+    // One old and one new row of each notification table, of the used decision links and of the view links.
     for (const [when, n] of [[ago(200), 1], [ago(1), 2]] as const) {
       const event = randomUUID();
       await db.pool.query('INSERT INTO notification_dispatches (event_id, workflow_id, at) VALUES ($1, $2, $3)', [event, `w-${n}`, when]);
@@ -69,6 +69,7 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
         [`d-${n}`, event, when],
       );
       await db.pool.query("INSERT INTO decision_links (nonce, intent_id, gate, approver, decision, used_at) VALUES ($1, 'i', 'merge', 'a', 'approve', $2)", [`n-${n}`, when]);
+      await db.pool.query("INSERT INTO gate_view_links (token_hash, intent_id, gate, gate_opened_at, why, made_at) VALUES ($1, 'i', 'merge', 'x', 'no secret', $2)", [`h-${n}`, when]);
     }
     const before = {
       safety_events: await countRows(db.pool, 'safety_events'),
@@ -90,6 +91,7 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
       notification_dispatches: 1,
       notification_dead_letters: 1,
       decision_links: 1,
+      gate_view_links: 1,
     });
     expect((await db.pool.query('SELECT 1 FROM model_calls WHERE id = $1', [oldCall])).rowCount).toBe(0);
     expect(await countRows(db.pool, 'model_calls')).toBe(1);

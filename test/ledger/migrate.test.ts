@@ -5,6 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { loadMigrations, migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
+import { GateViewLinks } from '../../src/ledger/gate-view-links';
 import { freshDatabase, describeOnBackends, type FreshDatabase } from '../helpers/database';
 import { safetyEvent } from './fixtures';
 
@@ -19,6 +20,7 @@ const TABLES = [
   'cost_events',
   'decision_links',
   'gate_decisions',
+  'gate_view_links',
   'ladder_metrics',
   'model_calls',
   'notification_dead_letters',
@@ -50,7 +52,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
   test('apply once, and a second run applies nothing', async () => {
     const db = await fresh();
     const shipped = (await loadMigrations()).map((m) => m.name);
-    expect(shipped).toEqual(['001_initial', '002_model_calls', '003_books', '004_shared_limits', '005_notifications', '006_decisions_anywhere']);
+    expect(shipped).toEqual(['001_initial', '002_model_calls', '003_books', '004_shared_limits', '005_notifications', '006_decisions_anywhere', '007_gate_view_links']);
     expect(await migrate(db.pool)).toEqual(shipped);
     expect(await tables(db.pool)).toEqual(TABLES);
     expect(await migrate(db.pool)).toEqual([]);
@@ -107,6 +109,10 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     await expect(db.pool.query(`UPDATE model_calls SET usd = 0`)).rejects.toThrow(/append-only: UPDATE on model_calls/);
     await expect(db.pool.query('DELETE FROM model_calls')).rejects.toThrow(/append-only: DELETE on model_calls/);
     await expect(db.pool.query('TRUNCATE model_calls')).rejects.toThrow(/append-only: TRUNCATE on model_calls/);
+    // A view link is a row like any other: it cannot be pointed at another gate afterwards.
+    await new GateViewLinks(db.pool).make({ intentId: 'i', gate: 'merge', gateOpenedAt: 'x', why: 'no secret' });
+    await expect(db.pool.query(`UPDATE gate_view_links SET gate = 'production'`)).rejects.toThrow(/append-only: UPDATE on gate_view_links/);
+    await expect(db.pool.query('TRUNCATE gate_view_links')).rejects.toThrow(/append-only: TRUNCATE on gate_view_links/);
     const rows = await db.pool.query('SELECT reason FROM safety_events WHERE id = $1', [event.id]);
     expect(rows.rows).toEqual([{ reason: event.reason }]);
   });

@@ -5,6 +5,8 @@ import { gatePageUrl, linkExpiry, MAX_LINK_LIFETIME_MS, mintLinkToken, readLinkT
 import { linkSecretPath, readLinkSecret } from '../../src/runtime/link-secret';
 import { gateLinks } from '../../src/workers/gate-links';
 import type { OutboxEvent } from '../../src/ledger/notification-outbox';
+import { GateViewLinks } from '../../src/ledger/gate-view-links';
+import pg from 'pg';
 
 const secret = Buffer.from('a-secret-of-at-least-thirty-two-characters');
 const claims = { intentId: 'add-retries', gate: 'merge', gateOpenedAt: '2026-11-26T10:00:00.000Z', approver: 'alice', expiresAt: '2026-11-27T10:00:00.000Z' };
@@ -28,15 +30,25 @@ test('a link lives as long as its gate, at most a week', () => {
   expect(gatePageUrl('https://warden.example.com/base', 'add retries', 'merge', 'T')).toBe('https://warden.example.com/base/gates/add%20retries/merge?t=T');
 });
 
-test("a gate's notification links with a token for its approver; without an approver or a secret, to the page only", () => {
+test("a gate's notification link decides as the channel's approver, else as the operator; never without a token", async () => {
   const event: OutboxEvent = { id: 'e', timestamp: '', eventType: 'GATE_REQUESTED', severity: 'info', intentId: 'i-1', reason: '', metadata: { gate: 'merge', requestedAt: claims.gateOpenedAt, timeoutAt: '2099-01-01T00:00:00.000Z' } };
   const webhook = { kind: 'webhook' as const, url: 'https://hooks.example.com/x' };
-  const withToken = new URL(gateLinks({ baseUrl: 'http://127.0.0.1:7431', secret })(event, { ...webhook, approver: 'bob' })!);
-  expect(withToken.pathname).toBe('/gates/i-1/merge');
-  expect(readLinkToken(secret, withToken.searchParams.get('t')!)).toMatchObject({ ok: true, claims: { approver: 'bob', gateOpenedAt: claims.gateOpenedAt } });
-  expect(gateLinks({ baseUrl: 'http://127.0.0.1:7431', secret, defaultApprover: 'olga' })(event, webhook)).toContain('?t=');
-  expect(gateLinks({ baseUrl: 'http://127.0.0.1:7431', secret })(event, webhook)).toBe('http://127.0.0.1:7431/gates/i-1/merge');
-  expect(gateLinks({ baseUrl: 'http://127.0.0.1:7431', secret: undefined, defaultApprover: 'olga' })(event, webhook)).toBe('http://127.0.0.1:7431/gates/i-1/merge');
+  // With a secret no view link is made: the store's pool is never connected (view-links.test.ts covers it).
+  const links = gateLinks({ baseUrl: 'http://127.0.0.1:7431', operator: 'olga', linkSecret: { secret }, views: new GateViewLinks(new pg.Pool()) });
+  const forBob = await links(event, { ...webhook, approver: 'bob' });
+  expect(forBob).toMatchObject({ kind: 'decide', approver: 'bob', asOperator: false });
+  const url = new URL(forBob!.url);
+  expect(url.pathname).toBe('/gates/i-1/merge');
+  const bobs = readLinkToken(secret, url.searchParams.get('t')!);
+  expect(bobs).toMatchObject({ ok: true, claims: { approver: 'bob', gateOpenedAt: claims.gateOpenedAt } });
+  expect(bobs.claims).not.toHaveProperty('asOperator');
+
+  const forNobody = await links(event, webhook);
+  expect(forNobody).toMatchObject({ kind: 'decide', approver: 'olga', asOperator: true, expiresAt: expect.any(String) });
+  expect(readLinkToken(secret, new URL(forNobody!.url).searchParams.get('t')!)).toMatchObject({ ok: true, claims: { approver: 'olga', asOperator: true } });
+
+  // An event that names no opening of the gate gets no link rather than one without a token.
+  expect(await links({ ...event, metadata: { gate: 'merge' } }, webhook)).toBeUndefined();
 });
 
 test('the link secret: from WARDEN_LINK_SECRET (long enough), else a 0600 file made once and kept; a readable or short file is refused', () => {

@@ -15,11 +15,31 @@ const gateOpened: OutboxEvent = {
 };
 const plain = { redact: (t: string) => t };
 
-test('a gate notification carries risk, spend, tests, size and the link', () => {
-  const n = buildNotification(gateOpened, 'gate.opened', { ...plain, link: 'http://localhost:7431/gates/add-retries/merge' });
+const decideLink = { kind: 'decide' as const, url: 'http://localhost:7431/gates/add-retries/merge?t=T', approver: 'olga', asOperator: true, expiresAt: '2026-11-27T10:00:00.000Z' };
+const viewLink = { kind: 'view' as const, url: 'http://localhost:7431/gates/add-retries/merge?v=V', why: 'Warden has no secret to sign decision links with (EROFS)' };
+
+test('a gate notification carries risk, spend, tests, size and the link, and says what the link does', () => {
+  const n = buildNotification(gateOpened, 'gate.opened', { ...plain, link: decideLink });
   expect(n.title).toBe('Intent add-retries: the merge gate is waiting for a decision');
   expect(n.fields).toEqual({ Risk: 'MEDIUM', Spend: '$0.420000', Tests: 'passed (12 passed)', Size: '3 file(s), 61 line(s) (predicted 2 / 40)', 'Times out': '2026-11-27T10:00:00.000Z', Stage: 'review' });
-  expect(n.link).toBe('http://localhost:7431/gates/add-retries/merge');
+  expect(n).toMatchObject({ link: decideLink.url, linkKind: 'decide', linkNote: 'The link decides once, as olga, the operator (no approver is named for this channel), until 2026-11-27T10:00:00.000Z.' });
+  expect(buildNotification(gateOpened, 'gate.opened', { ...plain, link: { ...decideLink, approver: 'alice', asOperator: false } }).linkNote).toBe('The link decides once, as alice, until 2026-11-27T10:00:00.000Z.');
+
+  const view = buildNotification(gateOpened, 'gate.opened', { ...plain, link: viewLink });
+  expect(view).toMatchObject({ link: viewLink.url, linkKind: 'view' });
+  expect(view.linkNote).toBe(
+    'The link only shows the gate, until it closes: Warden has no secret to sign decision links with (EROFS). Decide with warden approve add-retries --gate merge (or warden reject add-retries --gate merge --reason "…").',
+  );
+  expect(buildNotification(gateOpened, 'gate.opened', plain)).not.toHaveProperty('linkKind');
+});
+
+test("Slack's button and the line above it say whether the link decides or only shows the gate", () => {
+  const texts = (link: typeof decideLink | typeof viewLink) => JSON.stringify(slackMessage(buildNotification(gateOpened, 'gate.opened', { ...plain, link })).blocks.slice(-2));
+  expect(texts(decideLink)).toContain('Review and decide');
+  expect(texts(decideLink)).toContain('The link decides once, as olga');
+  expect(texts(viewLink)).toContain('Review (read-only)');
+  expect(texts(viewLink)).toContain('The link only shows the gate');
+  expect(texts(viewLink)).not.toContain('Review and decide');
 });
 
 test('secrets in what an event says are redacted before anything leaves', () => {
@@ -39,7 +59,7 @@ test('the webhook body is signed over timestamp.body; without a secret there is 
 });
 
 test("a Slack message fits Slack's limits however long the event's text, and escapes its control characters", () => {
-  const long = buildNotification({ ...gateOpened, reason: `<script> & ${'x'.repeat(10_000)}`, metadata: { ...gateOpened.metadata, risk: 'y'.repeat(5000) } }, 'gate.opened', { ...plain, link: 'http://localhost:7431/g' });
+  const long = buildNotification({ ...gateOpened, reason: `<script> & ${'x'.repeat(10_000)}`, metadata: { ...gateOpened.metadata, risk: 'y'.repeat(5000) } }, 'gate.opened', { ...plain, link: { ...decideLink, url: 'http://localhost:7431/g' } });
   const message = slackMessage(long);
   const blocks = message.blocks as Array<{ type: string; text?: { text: string }; fields?: Array<{ text: string }>; elements?: Array<{ url?: string }> }>;
   expect(blocks[0]!.text!.text.length).toBeLessThanOrEqual(150);

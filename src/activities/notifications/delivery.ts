@@ -3,6 +3,7 @@ import { Context } from '@temporalio/activity';
 import type { Ledger } from '../../ledger/ledger';
 import type { NotificationOutbox, OutboxEvent } from '../../ledger/notification-outbox';
 import { deterministicUuid } from '../../ledger/event-id';
+import type { GateLink } from '../../shared/decision-links';
 import type { NotificationKind } from '../../shared/notifications';
 import { describeChannel, type NotifyChannel } from '../../shared/notify-settings';
 import type { Redactor } from '../../shared/redact';
@@ -26,8 +27,8 @@ export interface NotificationDeps {
   /** Where channel URLs and secrets named by `urlEnv` / `secretEnv` are read: the worker's environment. */
   readonly env: NodeJS.ProcessEnv;
   readonly fetch?: typeof fetch;
-  /** The page a gate's notification links to, for this channel's approver; undefined when there is none. */
-  readonly gateLink?: (event: OutboxEvent, channel: NotifyChannel) => string | undefined;
+  /** The link a gate's notification carries to this channel (see gateLinks); undefined when there is none. */
+  readonly gateLink?: (event: OutboxEvent, channel: NotifyChannel) => Promise<GateLink | undefined>;
 }
 
 /** How long one attempt waits for a channel to answer: a hanging endpoint is a failed attempt. */
@@ -59,7 +60,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
     async deliverNotification(delivery: Delivery): Promise<{ readonly status: number }> {
       const { channel, event, kind, deliveryId } = delivery;
       const url = channel.url ?? variable(deps.env, channel.urlEnv!, `the ${channel.kind} channel's URL`);
-      const link = kind.startsWith('gate.') && kind !== 'gate.decided' ? deps.gateLink?.(event, channel) : undefined;
+      const link = kind.startsWith('gate.') && kind !== 'gate.decided' ? await deps.gateLink?.(event, channel) : undefined;
       const notification = buildNotification(event, kind, { redact: deps.redact, link });
       let request: { body: string; headers: Record<string, string> };
       if (channel.kind === 'slack') {

@@ -1,5 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { OutboxEvent } from '../../ledger/notification-outbox';
+import { decideCommands } from '../../shared/decide-commands';
+import type { GateLink, LinkKind } from '../../shared/decision-links';
 import type { NotificationKind } from '../../shared/notifications';
 
 /**
@@ -20,8 +22,12 @@ export interface Notification {
   /** Label → value, in the order a person reads them. */
   readonly fields: Readonly<Record<string, string>>;
   readonly suggestion?: string;
-  /** Where to review and decide (gate kinds), when the worker knows the web app's address. */
+  /** The gate's page in the web app (gate kinds), with a token: see linkKind. */
   readonly link?: string;
+  /** `decide`: the link decides once, as the approver linkNote names; `view`: it only shows the gate. */
+  readonly linkKind?: LinkKind;
+  /** What the link does, in a sentence a person reads before opening it. */
+  readonly linkNote?: string;
 }
 
 /** Longest text a notification carries; the ledger keeps the whole reason. */
@@ -36,7 +42,7 @@ function str(value: unknown): string | undefined {
 }
 
 /** The notification of `event`; `redact` runs over every text that leaves the worker. */
-export function buildNotification(event: OutboxEvent, kind: NotificationKind, options: { readonly redact: (text: string) => string; readonly link?: string }): Notification {
+export function buildNotification(event: OutboxEvent, kind: NotificationKind, options: { readonly redact: (text: string) => string; readonly link?: GateLink }): Notification {
   const m = event.metadata;
   const gate = str(m.gate);
   const intent = event.intentId ? `Intent ${event.intentId}` : 'Warden';
@@ -109,8 +115,18 @@ export function buildNotification(event: OutboxEvent, kind: NotificationKind, op
     text: clip(options.redact(event.reason), MAX_TEXT),
     fields,
     ...(event.suggestion ? { suggestion: clip(options.redact(event.suggestion), 500) } : {}),
-    ...(options.link ? { link: options.link } : {}),
+    ...(options.link ? { link: options.link.url, linkKind: options.link.kind, linkNote: clip(options.redact(linkNote(options.link, event.intentId ?? '', gate ?? '')), 500) } : {}),
   };
+}
+
+/** What a gate's link does: whom it decides as and until when, or why it only shows the gate and what to run instead. */
+function linkNote(link: GateLink, intentId: string, gate: string): string {
+  if (link.kind === 'decide') {
+    const who = link.asOperator ? `${link.approver}, the operator (no approver is named for this channel)` : link.approver;
+    return `The link decides once, as ${who}, until ${link.expiresAt}.`;
+  }
+  const commands = decideCommands(intentId, gate);
+  return `The link only shows the gate, until it closes: ${link.why}. Decide with ${commands.approve} (or ${commands.reject}).`;
 }
 
 /** Header names of the generic webhook; the receiver checks the signature over `timestamp.body`. */
@@ -152,8 +168,8 @@ function mrkdwn(text: string): string {
 
 /**
  * A Slack incoming-webhook message: a header, the text, the figures as fields, the suggestion,
- * and a button to the gate's page. Every text is cut to Slack's limits, so a long reason still
- * goes out (cut) instead of being refused.
+ * a line saying what the link does and a button to the gate's page. Every text is cut to Slack's
+ * limits, so a long reason still goes out (cut) instead of being refused.
  */
 export function slackMessage(n: Notification): { text: string; blocks: unknown[] } {
   const fields = Object.entries(n.fields)
@@ -166,7 +182,9 @@ export function slackMessage(n: Notification): { text: string; blocks: unknown[]
   if (fields.length > 0) blocks.push({ type: 'section', fields });
   if (n.suggestion) blocks.push({ type: 'context', elements: [{ type: 'mrkdwn', text: clip(mrkdwn(n.suggestion), SLACK.context) }] });
   if (n.link && n.link.length <= SLACK.url) {
-    blocks.push({ type: 'actions', elements: [{ type: 'button', text: { type: 'plain_text', text: 'Review and decide' }, url: n.link, style: 'primary' }] });
+    if (n.linkNote) blocks.push({ type: 'context', elements: [{ type: 'mrkdwn', text: clip(mrkdwn(n.linkNote), SLACK.context) }] });
+    const label = n.linkKind === 'view' ? 'Review (read-only)' : 'Review and decide';
+    blocks.push({ type: 'actions', elements: [{ type: 'button', text: { type: 'plain_text', text: label }, url: n.link, style: 'primary' }] });
   }
   return { text: clip(n.title, SLACK.fallback), blocks };
 }

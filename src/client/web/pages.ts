@@ -46,6 +46,14 @@ export interface DecidingAs {
   readonly via: 'link' | 'session';
   readonly signed: boolean;
   readonly expiresAt?: string;
+  /** A link made for the operator, as its channel named no approver. */
+  readonly asOperator?: boolean;
+}
+
+/** A page opened from a view link: why it cannot decide, and the commands that can. */
+export interface ViewOnly {
+  readonly why: string;
+  readonly commands: { readonly approve: string; readonly reject: string };
 }
 
 export interface GateView {
@@ -53,6 +61,8 @@ export interface GateView {
   readonly gate: string;
   readonly state: IntentState;
   readonly as?: DecidingAs;
+  /** Set when the page was opened from a view link: it shows the gate and cannot decide it. */
+  readonly viewOnly?: ViewOnly;
   /** Hidden form fields that carry the right to decide (the link's token, the CSRF token). */
   readonly hidden: Readonly<Record<string, string>>;
   readonly action: string;
@@ -118,7 +128,7 @@ export function gatePage(v: GateView): string {
     const fields = hiddenFields(v.hidden);
     const signing = v.as.signed ? `signed with ${esc(v.as.approver)}'s key on this machine` : `unsigned: ${esc(v.as.approver)} has no key on this machine, so it counts only at gates that take unsigned decisions`;
     decide = `<h2>Decide</h2>
-<p class="who" id="deciding-as">Deciding as <strong>${esc(v.as.approver)}</strong> (${v.as.via === 'link' ? `from a link made for ${esc(v.as.approver)}${v.as.expiresAt ? `, valid until ${esc(v.as.expiresAt)}, once` : ''}` : 'this machine’s operator'}); ${signing}.</p>
+<p class="who" id="deciding-as">Deciding as <strong>${esc(v.as.approver)}</strong> (${v.as.via === 'link' ? `from a link made for ${esc(v.as.approver)}${v.as.asOperator ? ', this Warden’s operator, as no approver is named for the notification’s channel' : ''}${v.as.expiresAt ? `, valid until ${esc(v.as.expiresAt)}, once` : ''}` : 'this machine’s operator'}); ${signing}.</p>
 <form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="approve">
 <label>Reason (optional)<textarea name="reason"></textarea></label><button class="approve" type="submit">Approve</button></form>
 <form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="approve-with-conditions">
@@ -136,6 +146,10 @@ ${
 }
 <form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="reject">
 <label>Why (required)<textarea name="reason" required></textarea></label><button class="reject" type="submit">Reject</button></form>`;
+  } else if (waiting && v.viewOnly) {
+    const { why, commands } = v.viewOnly;
+    decide = `<h2>Decide</h2>
+<p class="who" id="view-only">This link shows the gate but cannot decide it: ${esc(why)}. It ends when the gate closes. Decide where Warden runs: <code>${esc(commands.approve)}</code>, or <code>${esc(commands.reject)}</code>. (With <code>WARDEN_LINK_SECRET</code>, 32 characters or more, set for the worker and the web app, their links decide.)</p>`;
   } else if (waiting) {
     decide = '<p class="muted">Open this page from the link in a notification (or from the inbox of <code>warden serve</code>) to decide.</p>';
   }

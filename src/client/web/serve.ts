@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { ServeSchema, type WardenConfig } from '../../config/schema';
 import type { RuntimeConfig } from '../../runtime/config';
-import { readLinkSecret } from '../../runtime/link-secret';
+import { linkSecretOrWhyNot } from '../../runtime/link-secret';
 import { approverKeysDir } from '../../shared/approver-keys-dir';
 import { UserError } from '../../shared/errors';
 import { openLedger } from '../session';
@@ -45,9 +45,12 @@ async function webAppOn(
 ): Promise<WebApp> {
   const serve = ServeSchema.parse({ ...warden.serve, ...(options.host ? { host: options.host } : {}), ...(options.port !== undefined ? { port: options.port } : {}) });
   const { ledger, database } = await openLedger(config, options.print);
+  const linkSecret = linkSecretOrWhyNot();
+  // Still served: the operator's session decides, and view links show their gates.
+  if (linkSecret.missing) options.print(`note: links in notifications cannot decide here, only show their gate: ${linkSecret.missing}`);
   let app: WebApp;
   try {
-    app = await startWebApp({ client, ledger, secret: readLinkSecret(), operator: options.operator, keysDir: approverKeysDir(), host: serve.host, port: serve.port, logger: options.logger });
+    app = await startWebApp({ client, ledger, linkSecret, operator: options.operator, keysDir: approverKeysDir(), host: serve.host, port: serve.port, logger: options.logger });
   } catch (error) {
     await database.close();
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new UserError(`port ${serve.port} on ${serve.host} is in use: stop what listens there, or pass --port (0 takes a free one)`);

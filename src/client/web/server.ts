@@ -6,9 +6,12 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { DecisionLinkUses } from '../../ledger/decision-link-uses';
+import { GateViewLinks } from '../../ledger/gate-view-links';
+import type { LinkSecret } from '../../runtime/link-secret';
+import { decideCommands } from '../../shared/decide-commands';
 import type { Ledger } from '../../ledger/ledger';
 import { deterministicUuid } from '../../ledger/event-id';
-import { gatePagePath, readLinkToken, type LinkClaims } from '../../shared/decision-links';
+import { gatePagePath, LINK_PARAMETERS, readLinkToken, type LinkCheck, type LinkClaims } from '../../shared/decision-links';
 import { git } from '../../activities/git';
 import { DECISION_KINDS, MAX_CONDITIONS, MAX_DOCUMENT_LENGTH, MAX_REASON_LENGTH, type DecisionKind } from '../../shared/decisions';
 import { MERGE_CHECK_GATES } from '../../shared/merge-conditions';
@@ -18,13 +21,13 @@ import type { IntentState } from '../../shared/state';
 import { readApproverKey } from '../approver-keys';
 import { queryState, sendDecision } from '../intents';
 import { waitingGates } from '../list-intents';
-import { gatePage, inboxPage, messagePage, type DecidingAs } from './pages';
+import { gatePage, inboxPage, messagePage, type DecidingAs, type ViewOnly } from './pages';
 
 export interface WebAppOptions {
   readonly client: Client;
   readonly ledger: Ledger;
-  /** The decision-link secret the workers share (see readLinkSecret). */
-  readonly secret: Buffer;
+  /** The decision-link secret the workers share (see readLinkSecret), or why there is none: then no decision link is taken. */
+  readonly linkSecret: LinkSecret;
   /** Who a decision made from the operator's own session is made as. */
   readonly operator: string;
   /** Where approvers' private keys are: a decision is signed with its approver's key when it is here. */
@@ -62,15 +65,21 @@ class HttpError extends Error {
 /**
  * `warden serve`: the inbox of waiting gates and a page per gate with its review package, where a
  * person decides. Two ways in: a notification's link (decides once, as the approver it was made
- * for, until it expires) or the operator's session (the link printed at start sets a cookie).
+ * for, until it expires) or the operator's session (the link printed at start sets a cookie). A
+ * view link (made where no decision link could be) shows a gate's page only, while it waits.
  * Every decision goes through `sendDecision`, signed with the approver's key when this machine
  * has it, and the workflow checks it like any other; every refused link is a ledger row.
  */
 export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   const sessionKey = randomBytes(24).toString('hex');
   const uses = new DecisionLinkUses(o.ledger.pool);
+  const views = new GateViewLinks(o.ledger.pool);
   const refusals = { minute: 0, count: 0 };
-  const csrfOf = (grant: string) => createHmac('sha256', o.secret).update(`csrf.${grant}`).digest('base64url');
+  // Without the link secret the forms' tokens hold for this process only: only the session decides then.
+  const csrfKey = o.linkSecret.secret ?? randomBytes(32);
+  const csrfOf = (grant: string) => createHmac('sha256', csrfKey).update(`csrf.${grant}`).digest('base64url');
+  const readToken = (token: string): LinkCheck =>
+    o.linkSecret.secret ? readLinkToken(o.linkSecret.secret, token) : { ok: false, reason: `this web app cannot check decision links: ${o.linkSecret.missing}` };
   const same = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
   function hasSession(req: http.IncomingMessage): boolean {
@@ -107,11 +116,11 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   /** Who may decide here: the link's approver, or the operator with a session; undefined to only read. */
   async function grantOf(req: http.IncomingMessage, token: string | undefined, intentId: string, gate: string): Promise<{ as: DecidingAs; grant: string; claims?: LinkClaims } | undefined> {
     if (token) {
-      const check = readLinkToken(o.secret, token);
+      const check = readToken(token);
       if (!check.ok) return refuseLink(check.reason, { intentId, gate, claims: check.claims });
       const { claims } = check;
       if (claims.intentId !== intentId || claims.gate !== gate) return refuseLink(`the link was made for the ${claims.gate} gate of ${claims.intentId}, not this page`, { intentId, gate, claims });
-      return { as: { approver: claims.approver, via: 'link', signed: signs(claims.approver), expiresAt: claims.expiresAt }, grant: token, claims };
+      return { as: { approver: claims.approver, via: 'link', signed: signs(claims.approver), expiresAt: claims.expiresAt, asOperator: claims.asOperator === true }, grant: token, claims };
     }
     if (hasSession(req)) return { as: { approver: o.operator, via: 'session', signed: signs(o.operator) }, grant: sessionKey };
     return undefined;
@@ -134,10 +143,26 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     }
   }
 
-  async function showGate(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string, token: string | undefined): Promise<void> {
+  /**
+   * What a view link shows: the gate it was made for, while the opening it was made for waits
+   * (the link ends when the gate closes). A token this ledger never made is a refusal on record.
+   */
+  async function viewOf(token: string, intentId: string, gate: string, state: IntentState): Promise<ViewOnly> {
+    const link = await views.find(token);
+    if (!link) return refuseLink('the link is not a link Warden made (it may have been cut short when copied)', { intentId, gate });
+    if (link.intentId !== intentId || link.gate !== gate) return refuseLink(`the link was made for the ${link.gate} gate of ${link.intentId}, not this page`, { intentId, gate });
+    const pending = state.pendingGate;
+    if (pending?.gate !== gate || pending.requestedAt !== link.gateOpenedAt) {
+      throw new HttpError(410, 'This link has ended', `It showed the ${gate} gate of ${intentId} while it waited (from ${link.gateOpenedAt}); that gate is no longer waiting (the intent is ${state.status}).`);
+    }
+    return { why: link.why, commands: decideCommands(intentId, gate) };
+  }
+
+  async function showGate(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string, token: string | undefined, viewToken: string | undefined): Promise<void> {
     const granted = await grantOf(req, token, intentId, gate);
-    if (!granted && !hasSession(req)) throw new HttpError(401, 'Sign in first', 'Open this page from the link in a notification, or from the address warden serve printed.');
+    if (!granted && !hasSession(req) && viewToken === undefined) throw new HttpError(401, 'Sign in first', 'Open this page from the link in a notification, or from the address warden serve printed.');
     const state = await stateOf(intentId);
+    const viewOnly = !granted && !hasSession(req) && viewToken !== undefined ? await viewOf(viewToken, intentId, gate, state) : undefined;
     if (granted?.claims && state.pendingGate?.gate === gate && state.pendingGate.requestedAt !== granted.claims.gateOpenedAt) {
       await refuseLink(`the link was made for an earlier opening of the ${gate} gate (${granted.claims.gateOpenedAt}); the gate opened again at ${state.pendingGate.requestedAt}`, { intentId, gate, claims: granted.claims });
     }
@@ -147,7 +172,8 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       gate,
       state,
       as: used ? undefined : granted?.as,
-      hidden: granted ? { ...(token ? { t: token } : {}), csrf: csrfOf(granted.grant) } : {},
+      viewOnly,
+      hidden: granted ? { ...(token ? { [LINK_PARAMETERS.decide]: token } : {}), csrf: csrfOf(granted.grant) } : {},
       action: gatePagePath(intentId, gate),
       documents: documentsOf(state),
       diff: await diffOf(state),
@@ -159,8 +185,9 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
 
   async function decide(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string): Promise<void> {
     const form = new URLSearchParams(await bodyOf(req));
-    const token = form.get('t') ?? undefined;
+    const token = form.get(LINK_PARAMETERS.decide) ?? undefined;
     const granted = await grantOf(req, token, intentId, gate);
+    if (!granted && form.has(LINK_PARAMETERS.view)) await refuseLink('a view link shows the gate only: it cannot decide', { intentId, gate });
     if (!granted) throw new HttpError(401, 'Sign in first', 'Deciding needs the link from a notification, or the operator session of warden serve.');
     if (!same(form.get('csrf') ?? '', csrfOf(granted.grant))) throw new HttpError(403, 'Refused', 'The form did not come from this page: open the gate again and decide there.');
     const decision = form.get('decision') as DecisionKind | null;
@@ -220,7 +247,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
         return inbox(req, res);
       }
       if (parts.length === 3 && parts[0] === 'gates') {
-        if (req.method === 'GET') return showGate(req, res, parts[1]!, parts[2]!, url.searchParams.get('t') ?? undefined);
+        if (req.method === 'GET') return showGate(req, res, parts[1]!, parts[2]!, url.searchParams.get(LINK_PARAMETERS.decide) ?? undefined, url.searchParams.get(LINK_PARAMETERS.view) ?? undefined);
         if (req.method === 'POST') return decide(req, res, parts[1]!, parts[2]!);
       }
       if (url.pathname === '/healthz') return send(res, 200, 'ok', 'text/plain');
