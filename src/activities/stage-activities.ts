@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
-import { agentForStage, modelsForbiddenAt } from '../shared/agent-routing';
+import { agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
 import type { Intent } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
@@ -191,8 +191,13 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       // Heartbeat for the whole attempt, git work included: a busy worker must not look dead.
       return whileHeartbeating(async () => {
         const { intent, stage, attempt } = input;
-        const { worktreePath, head } = await worktree(intent);
         const scope = currentAttemptScope();
+        const profile = agentForStage(intent, stage);
+        // The worker interceptor's meter reserves against the budgets; without it, calls are only priced.
+        const meter = scope?.meter ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
+        // This worker's prices may not be those `warden run` checked: refused before anything starts.
+        meter.refuseUnpriced(modelOf(profile));
+        const { worktreePath, head } = await worktree(intent);
         if (input.startCommit && head !== input.startCommit) {
           const dropped = await rewindTo(worktreePath, input.startCommit);
           await scope?.event?.('ROLLBACK', 'medium', `the worktree was reset from ${head.slice(0, 12)} to ${input.startCommit.slice(0, 12)} before ${stage} attempt ${attempt} (a resume): ${dropped.length} untracked or ignored path(s) removed with it`, {
@@ -212,10 +217,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         });
         const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
         const started = Date.now();
-        const profile = agentForStage(intent, stage);
         const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch, gateway: deps.gateway });
-        // The worker's interceptor sets a meter that reserves against the budgets; without it, calls are only priced.
-        const meter = scope?.meter ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
         const result = await stoppable((signal) =>
           agent.run({
             intentId: intent.id,

@@ -143,7 +143,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .addOption(new Option('--agent <kind>', 'agent: scripted, command (your --cmd), or a CLI Warden drives itself: aider, codex, claude').choices(['scripted', 'command', 'aider', 'codex', 'claude']))
     .option('--model <name>', 'with --agent aider|codex|claude: the model it calls through the gateway (required)')
     .addOption(new Option('--provider <api>', 'with --agent aider: the API of --model (codex: openai; claude: anthropic)').choices(['openai', 'anthropic']))
-    .option('--model-url <url>', "with --agent aider|codex|claude: the model's endpoint (default: the provider's own)")
+    .option('--model-url <url>', "with --agent aider|codex|claude: the model's base URL as its provider's SDK takes it: openai with /v1 (e.g. https://api.openai.com/v1), anthropic without (e.g. https://api.anthropic.com); the other form is corrected (default: the provider's own)")
     .option('--script <file>', 'script file for the scripted agent')
     .option('--cmd <command>', "command for the command agent, e.g. 'claude -p'; with --agent aider|codex|claude, the program to run (default: on PATH or under <Warden home>/tools)")
     .addOption(new Option('--prompt-via <how>', 'how the command agent gets the prompt').choices(['stdin', 'arg']))

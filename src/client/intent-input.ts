@@ -10,7 +10,9 @@ import { UserError } from '../shared/errors';
 import { secretShapesIn } from '../shared/redact';
 import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
-import type { WardenConfig } from '../config/schema';
+import type { WardenConfig, WorkerSafetyConfig } from '../config/schema';
+import { assertPriced, type PricingTable } from '../safety/pricing';
+import { modelOf } from '../shared/agent-routing';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
 import { CommandAgentProfileSchema, DEFAULT_UNSIGNED_GATES, type AgentProfile, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
@@ -53,7 +55,13 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
+export type RunConfig = {
+  readonly limits: IntentLimitsConfig;
+  readonly gates?: GatesConfig;
+  readonly toolsDir?: string;
+  /** The prices every model the intent names must have (the worker in `warden run` meters by them). */
+  readonly worker: Pick<WorkerSafetyConfig, 'pricing'>;
+} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -160,8 +168,9 @@ export function approvalsFrom(config: Pick<RunConfig, 'approvers' | 'unsignedDec
 
 /**
  * The intent's agents: `--agent`/`--cmd`/`--script` for every stage; else `--agent-profile NAME`
- * from the config's agents; else the config's routing (default + per-stage). In development
- * mode a profile calling a paid cloud endpoint is refused here, before anything starts.
+ * from the config's agents; else the config's routing (default + per-stage). A model without a
+ * price, and in development mode a profile calling a paid cloud endpoint, are refused here,
+ * before anything starts.
  */
 function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunConfig): Pick<IntentInput, 'agent' | 'stageAgents'> {
   const agents = config.agents ?? {};
@@ -175,7 +184,7 @@ function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunCo
   };
   let chosen: Pick<IntentInput, 'agent' | 'stageAgents'>;
   if (flags.agent || flags.cmd || flags.script) {
-    chosen = { agent: agentFromFlags(flags, cwd, config.toolsDir) };
+    chosen = { agent: agentFromFlags(flags, cwd, config) };
   } else if (flags.agentProfile) {
     chosen = { agent: named(flags.agentProfile, '--agent-profile') };
   } else if (config.routing?.default) {
@@ -186,14 +195,17 @@ function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunCo
     }
     chosen = { agent: named(config.routing.default, 'routing.default'), stageAgents };
   } else {
-    chosen = { agent: agentFromFlags(flags, cwd, config.toolsDir) };
+    chosen = { agent: agentFromFlags(flags, cwd, config) };
   }
   if (flags.agentName) chosen = { ...chosen, agent: { ...chosen.agent, name: flags.agentName } };
-  for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
+  const profiles = [chosen.agent, ...Object.values(chosen.stageAgents ?? {})];
+  // A flag's model was checked as --model already; a config profile carries its name.
+  for (const profile of profiles) refuseUnpriced(modelOf(profile), config.worker.pricing, `agent "${profile.name ?? profile.kind}"`);
+  for (const profile of profiles) {
     if (profile.kind === 'command' && !profile.cli) refuseMissingProgram(profile.command, repoPath, flags.cmd !== undefined ? '--cmd' : 'the command agent');
   }
   if (config.mode !== 'production') {
-    for (const profile of [chosen.agent, ...Object.values(chosen.stageAgents ?? {})]) {
+    for (const profile of profiles) {
       const endpoint = profile.kind === 'anthropic' || profile.kind === 'openai' ? profile : profile.kind === 'command' ? profile.upstream : undefined;
       if (endpoint && !isLocalEndpoint(endpoint)) {
         throw new UserError(
@@ -205,9 +217,9 @@ function agentsFor(flags: RunFlags, cwd: string, repoPath: string, config: RunCo
   return chosen;
 }
 
-function agentFromFlags(flags: RunFlags, cwd: string, toolsDir: string | undefined): AgentProfile {
+function agentFromFlags(flags: RunFlags, cwd: string, config: Pick<RunConfig, 'toolsDir' | 'worker'>): AgentProfile {
   const kind = flags.agent ?? (flags.cmd ? 'command' : 'scripted');
-  if (kind === 'aider' || kind === 'codex' || kind === 'claude') return cliAgentFromFlags(kind, flags, cwd, toolsDir);
+  if (kind === 'aider' || kind === 'codex' || kind === 'claude') return cliAgentFromFlags(kind, flags, cwd, config);
   if (kind === 'scripted') {
     if (!flags.script) throw new UserError('--agent scripted needs --script FILE');
     const scriptPath = path.resolve(cwd, flags.script);
@@ -240,11 +252,12 @@ function agentFromFlags(flags: RunFlags, cwd: string, toolsDir: string | undefin
 }
 
 /** A CLI Warden drives itself, calling `--model` through the gateway. */
-function cliAgentFromFlags(cli: AgentCli, flags: RunFlags, cwd: string, toolsDir: string | undefined): AgentProfile {
+function cliAgentFromFlags(cli: AgentCli, flags: RunFlags, cwd: string, { toolsDir, worker }: Pick<RunConfig, 'toolsDir' | 'worker'>): AgentProfile {
   if (!flags.model || !flags.model.trim()) throw new UserError(`--agent ${cli} needs --model NAME: the model it calls through Warden's model gateway`);
   const fixed = CLI_PROVIDERS[cli];
   const provider = flags.provider ?? fixed ?? 'openai';
   if (fixed && provider !== fixed) throw new UserError(`--agent ${cli} speaks only the ${fixed} API: leave out --provider ${provider}`);
+  refuseUnpriced(flags.model.trim(), worker.pricing, '--model');
   let program: string;
   if (flags.cmd) {
     program = flags.cmd.trim();
@@ -266,6 +279,19 @@ function cliAgentFromFlags(cli: AgentCli, flags: RunFlags, cwd: string, toolsDir
   });
   if (!parsed.success) throw new UserError(`--agent ${cli}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return parsed.data;
+}
+
+/**
+ * A model with no price would pass every other check, start the intent and fail at its first
+ * call (spend is never counted as $0): refused now, saying how to price it.
+ */
+function refuseUnpriced(model: string | undefined, pricing: PricingTable, where: string): void {
+  if (model === undefined) return;
+  try {
+    assertPriced(model, pricing);
+  } catch (error) {
+    throw new UserError(`${where}: ${(error as Error).message}`);
+  }
 }
 
 /** The API each CLI speaks (aider speaks both). */

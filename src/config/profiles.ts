@@ -37,10 +37,15 @@ const DEFAULT: WardenConfig = {
     // replays in milliseconds. A hundred running intents stay cached, so a stop reaches them at once.
     maxCachedWorkflows: 100,
     workflowHeapMb: 256,
+    // The providers' list prices (uncached input) of the models the README names, and a few
+    // neighbours; cached input is counted at the input price, never below the bill. Any other
+    // model needs a row in the config's worker.pricing, which also overrides these.
     pricing: {
       scripted: { inputUsdPerMillion: '0', outputUsdPerMillion: '0' },
       'claude-sonnet-4-5': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
       'claude-opus-4-1': { inputUsdPerMillion: '15', outputUsdPerMillion: '75' },
+      'gpt-5': { inputUsdPerMillion: '1.25', outputUsdPerMillion: '10' },
+      'gpt-5-codex': { inputUsdPerMillion: '1.25', outputUsdPerMillion: '10' },
       'gpt-4.1': { inputUsdPerMillion: '2', outputUsdPerMillion: '8' },
       'gpt-4.1-mini': { inputUsdPerMillion: '0.40', outputUsdPerMillion: '1.60' },
     },

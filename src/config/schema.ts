@@ -119,8 +119,12 @@ export const WorkerSafetyConfigSchema = z.object({
   dayBudgetUsd: UsdSchema,
   /** Per agent profile per day across intents; `"0"` = unlimited. */
   agentDayBudgetUsd: UsdSchema,
-  /** USD per million tokens, per model. A model missing here is an error, never $0. */
-  pricing: z.record(z.string(), z.object({ inputUsdPerMillion: UsdSchema, outputUsdPerMillion: UsdSchema })),
+  /**
+   * USD per million input and output tokens, per model id as the provider names it. A config's
+   * rows are added to the profile's table, a row of the same model replacing its. A model missing
+   * here is an error (`warden run` refuses it before starting), never $0.
+   */
+  pricing: z.record(z.string().min(1), z.object({ inputUsdPerMillion: UsdSchema, outputUsdPerMillion: UsdSchema }).strict()),
   /**
    * Workflows the worker keeps in memory between tasks (the SDK's sticky cache; default: the
    * SDK's, sized from the heap). Intents parked at gates for hours need not stay cached: a lower

@@ -178,17 +178,20 @@ export class SpendMeter {
     for (const call of [...this.open.values()]) await this.close(call, { kind: 'unpaid' });
   }
 
+  /**
+   * Refuses `model` (UNKNOWN_MODEL, non-retryable) when it has no price: checked as an agent
+   * attempt starts, so that a CLI is not started only to have its first call refused.
+   */
+  refuseUnpriced(model: string | undefined): void {
+    if (model !== undefined) refusingUnknownModel('the agent was not started', () => assertPriced(model, this.options.pricing));
+  }
+
   private maxOf(model: string, bound: CallBound): string {
-    try {
+    return refusingUnknownModel('no call was made', () => {
       if (bound.kind === 'tokens') return maxCostOf(model, bound.maxInputTokens, bound.maxOutputTokens, this.options.pricing);
       if (bound.pricedByModel) assertPriced(model, this.options.pricing);
       return this.declaredCapUsd;
-    } catch (error) {
-      if (error instanceof UnknownModelError) {
-        throw ApplicationFailure.create({ type: FailureType.UnknownModel, message: `${error.message}; no call was made`, nonRetryable: true });
-      }
-      throw error;
-    }
+    });
   }
 
   private price(call: OpenCall, report: Exclude<CallReport, { kind: 'unpaid' }>): PaidCall {
@@ -201,6 +204,18 @@ export class SpendMeter {
     const zero = report.usage.inputTokens === 0 && report.usage.outputTokens === 0;
     const costUsd = report.costUsd !== undefined ? normalizeUsd(report.costUsd) : zero ? ZERO_USD : costOf(model, report.usage, this.options.pricing);
     return { ...base, model, usage: report.usage, costUsd, estimated: false, unmetered: false, overrun: compareUsd(costUsd, call.maxUsd) > 0 };
+  }
+}
+
+/** `price()`, with an unpriced model turned into the non-retryable UNKNOWN_MODEL failure, saying what did not happen. */
+function refusingUnknownModel<T>(notDone: string, price: () => T): T {
+  try {
+    return price();
+  } catch (error) {
+    if (error instanceof UnknownModelError) {
+      throw ApplicationFailure.create({ type: FailureType.UnknownModel, message: `${error.message}; ${notDone}`, nonRetryable: true });
+    }
+    throw error;
   }
 }
 

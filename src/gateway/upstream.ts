@@ -10,8 +10,16 @@ export const PROVIDER_DEFAULTS = {
 /** What an endpoint's address depends on. */
 export type EndpointRef = Pick<HttpAgentProfile, 'kind' | 'baseUrl'>;
 
+/**
+ * The endpoint's base URL the way its provider's SDK takes it: OpenAI's ends in `/v1` (requests
+ * go to `<base>/responses`, `<base>/chat/completions`), Anthropic's does not (`<base>/v1/messages`).
+ * Either form is accepted: an OpenAI URL with no path gets `/v1`, an Anthropic one ending in
+ * `/v1` loses it. Any other path (a proxy's, Azure's) is kept as given.
+ */
 export function baseUrlOf(profile: EndpointRef): string {
-  return (profile.baseUrl ?? PROVIDER_DEFAULTS[profile.kind].baseUrl).replace(/\/+$/, '');
+  const url = (profile.baseUrl ?? PROVIDER_DEFAULTS[profile.kind].baseUrl).replace(/\/+$/, '');
+  if (profile.kind === 'anthropic') return url.replace(/\/v1$/, '');
+  return new URL(url).pathname === '/' ? `${url}/v1` : url;
 }
 
 /** Whether the endpoint is on this machine (allowed in development mode; keys optional). */

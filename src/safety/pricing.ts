@@ -29,7 +29,7 @@ export class UnknownModelError extends Error {
     readonly knownModels: readonly string[],
   ) {
     super(
-      `no price for model "${model}"; add it to the pricing table (known: ${knownModels.length ? knownModels.join(', ') : 'none'})`,
+      `no price for model "${model}": add it to the config's worker.pricing, e.g. "worker": { "pricing": { ${JSON.stringify(model)}: { "inputUsdPerMillion": "…", "outputUsdPerMillion": "…" } } } (USD per million tokens; priced: ${knownModels.length ? knownModels.join(', ') : 'none'})`,
     );
     this.name = 'UnknownModelError';
   }

@@ -29,7 +29,11 @@ const HttpModelFields = {
   /** The model asked for; the answer must name it (or one of `modelAliases`), else the call fails closed. */
   model: z.string().trim().min(1),
   modelAliases: z.array(z.string().trim().min(1)).default([]),
-  /** Endpoint root; a local server (llama.cpp, vLLM, Ollama) works the same way. */
+  /**
+   * Endpoint root, as the provider's SDK takes it: openai with `/v1` (https://api.openai.com/v1),
+   * anthropic without (https://api.anthropic.com); the other form is turned into it (see
+   * `baseUrlOf`). A local server (llama.cpp, vLLM, Ollama) works the same way.
+   */
   baseUrl: z.string().url().optional(),
   /** Environment variables with the API keys; on an auth or quota error the next one is tried. */
   apiKeyEnv: KeyVariables.optional(),

@@ -1,4 +1,4 @@
-import type { AgentProfile, CommandAgentProfile, Intent } from './intent';
+import type { AgentProfile, CommandAgentProfile, Intent, IntentInput } from './intent';
 import type { AgentStage } from './stages';
 
 /**
@@ -41,7 +41,7 @@ export function modelFamily(profile: AgentProfile): string {
 }
 
 /** The model a profile asks for, if it names one (an HTTP agent's, or a command agent's upstream). */
-export function modelOf(profile: AgentProfile): string | undefined {
+export function modelOf(profile: AgentProfile | IntentInput['agent']): string | undefined {
   if (profile.kind === 'anthropic' || profile.kind === 'openai') return profile.model;
   if (profile.kind === 'command') return profile.upstream?.model;
   return undefined;

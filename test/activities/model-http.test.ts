@@ -53,6 +53,13 @@ test('OpenAI-compatible: bearer key, /chat/completions under the base URL, usage
   expect(server.requests[0]).toMatchObject({ path: '/v1/chat/completions', headers: { authorization: 'Bearer sk-first' }, body: { model: 'gpt-4.1', max_tokens: 8192 } });
 });
 
+test("a base URL in the other provider's form reaches the same paths: OpenAI's without /v1, Anthropic's with it", async () => {
+  server.respond = () => ({ text: 'ok', usage: { input: 1, output: 1 } });
+  await call(openai({ baseUrl: server.url }));
+  await call(anthropic({ baseUrl: `${server.url}/v1` }));
+  expect(server.requests.map((r) => r.path)).toEqual(['/v1/chat/completions', '/v1/messages']);
+});
+
 test('a local endpoint needs no key; a cloud one without a key stops at once', async () => {
   server.respond = () => ({ text: 'local' });
   expect((await call(openai({ apiKeyEnv: ['NOT_SET'] }), {})).text).toBe('local');

@@ -88,6 +88,11 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     ['option without its value', ['--repo', repo, '--goal'], /option '--goal <text>' argument missing/],
     ['command agent not on PATH', ['--repo', repo, '--goal', 'x', '--agent', 'command', '--cmd', 'no-such-agent-binary -p'], /--cmd runs no-such-agent-binary, which is not on PATH/],
     ['command agent path that is not there', ['--repo', repo, '--goal', 'x', '--cmd', './agents/missing.sh'], /--cmd runs \.\/agents\/missing\.sh, which is not an executable file/],
+    [
+      'a model with no price',
+      ['--repo', repo, '--goal', 'x', '--agent', 'codex', '--model', 'some-unpriced-model'],
+      /^warden: --model: no price for model "some-unpriced-model": add it to the config's worker\.pricing, e\.g\. "worker": \{ "pricing": \{ "some-unpriced-model": \{ "inputUsdPerMillion"/,
+    ],
   ];
   test.each(cases)('%s', (_name, args, message) => {
     const result = warden('run', ...args);

@@ -7,6 +7,8 @@ import { makeSampleRepo } from '../helpers/env';
 
 const local = { kind: 'openai', model: 'llama-3.1-8b', baseUrl: 'http://127.0.0.1:8080/v1' };
 const cloud = { kind: 'anthropic', model: 'claude-sonnet-4-5', apiKeyEnv: ['ANTHROPIC_API_KEY'] };
+/** The local model's price (it has none in the default table), so that intents may route to it. */
+const worker = { pricing: { 'llama-3.1-8b': { inputUsdPerMillion: '0', outputUsdPerMillion: '0' } } };
 
 test('profiles take their names from their keys; routing names them per stage', () => {
   const config = resolveConfig({ agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, review: { requireDifferentFamily: true } });
@@ -25,7 +27,7 @@ describe('warden run picks the agents', () => {
   const flags = { repo, goal: 'Add slugify' };
 
   test("the config's routing when no agent flag is given; --agent-profile for every stage", () => {
-    const config = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' } });
+    const config = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, worker });
     const routed = intentFromFlags(flags, process.cwd(), config);
     expect(routed.agent).toMatchObject({ kind: 'anthropic', name: 'planner' });
     expect(routed.stageAgents).toEqual({ impl: expect.objectContaining({ kind: 'openai', name: 'local' }) });
@@ -36,7 +38,7 @@ describe('warden run picks the agents', () => {
   });
 
   test('development mode refuses a paid cloud endpoint before anything starts; a local one is fine', () => {
-    const config = resolveConfig({ mode: 'development', agents: { planner: cloud, local }, routing: { default: 'local', review: 'planner' } });
+    const config = resolveConfig({ mode: 'development', agents: { planner: cloud, local }, routing: { default: 'local', review: 'planner' }, worker });
     expect(() => intentFromFlags(flags, process.cwd(), config)).toThrow(/development mode refuses paid cloud endpoints: anthropic model claude-sonnet-4-5/);
     expect(intentFromFlags({ ...flags, agentProfile: 'local' }, process.cwd(), config).agent).toMatchObject({ kind: 'openai' });
   });

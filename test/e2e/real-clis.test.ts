@@ -6,7 +6,8 @@
  *
  * Each run is judged by what it left and what it sent, never by a CLI's exit code: the merged
  * file on main, the documents Warden read from the answer file, the requests the model server
- * got (with the upstream's key, never the agent's), and the ledger, whose spend must equal the
+ * got (with the upstream's key, never the agent's, at the API's own path whichever form of base
+ * URL the CLI's profile gave), and the ledger, whose spend must equal the
  * scripted usage at the price table's rates, to the cent.
  */
 import { readFileSync } from 'node:fs';
@@ -29,6 +30,13 @@ const MODELS: Record<AgentCli, { kind: 'openai' | 'anthropic'; model: string }> 
   codex: { kind: 'openai', model: 'gpt-5.5' },
   claude: { kind: 'anthropic', model: 'claude-sonnet-4-5' },
 };
+/**
+ * Per CLI: its model's base URL as a person may give it (`--model-url`), in its SDK's form or the
+ * other — Codex's without the /v1 the OpenAI SDK wants, Claude's with the /v1 Anthropic's does not.
+ */
+const GIVEN_URL: Record<AgentCli, (serverUrl: string) => string> = { aider: (url) => `${url}/v1/`, codex: (url) => url, claude: (url) => `${url}/v1` };
+/** Where each API's requests must reach the provider, whichever form its URL was given in. */
+const API_PATHS: Record<RecordedRequest['dialect'], string> = { chat: '/v1/chat/completions', responses: '/v1/responses', messages: '/v1/messages' };
 const PRICE = { inputUsdPerMillion: '3', outputUsdPerMillion: '15' };
 const pricing: PricingTable = { ...TEST_CONFIG.worker.pricing, ...Object.fromEntries(Object.values(MODELS).map((m) => [m.model, PRICE])) };
 /** What every scripted answer reports using. */
@@ -79,6 +87,7 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
       const repo = makeSampleRepo();
       const id = `cli-${cli}-${Date.now()}`;
       const { kind, model } = MODELS[cli];
+      const profile = cliAgentProfile(cli, kind, model, server.url);
       const handle = await startIntent(
         world().client,
         {
@@ -86,7 +95,7 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
           goal: 'Add slugify',
           repoPath: repo,
           paths: ['lib/**'],
-          agent: cliAgentProfile(cli, kind, model, server.url),
+          agent: { ...profile, upstream: { ...profile.upstream, baseUrl: GIVEN_URL[cli](server.url) } },
           limits: { cooldown: '0s' },
         },
         world().taskQueue,
@@ -113,12 +122,13 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
       expect(lld).toContain(SAMPLE_LLD.trim().split('\n')[0]);
       expect(lineage).toMatch(/02-lld\.log\.txt/);
 
-      // What it sent: every stage asked the model, through the gateway, with the worker's key.
+      // What it sent: every stage asked the model, through the gateway, with the worker's key, at the API's own path.
       const stages = new Set(server.requests.map(stageOfRequest));
       for (const stage of ['triage', 'lld', 'spec', 'impl', 'review']) expect([cli, stage, stages.has(stage)]).toEqual([cli, stage, true]);
       for (const request of server.requests) {
         const key = request.headers.authorization ?? request.headers['x-api-key'];
         expect(String(key)).toContain(UPSTREAM_KEY);
+        expect([cli, request.path.split('?')[0]]).toEqual([cli, API_PATHS[request.dialect]]);
       }
 
       // The ledger: every request a row; the spend is the scripted usage at the table's price.

@@ -134,6 +134,24 @@ test('an unknown model is refused before any request is sent', async () => {
   expect(server.requests).toHaveLength(0);
 });
 
+test('refuseUnpriced: a model without a price is UNKNOWN_MODEL before the agent starts, naming the config to add it to; nothing is reserved', () => {
+  const { book, reserved } = recordingBook();
+  const meter = new SpendMeter({ pricing: PRICING, declaredCapUsd: '0.50', book });
+  let thrown: unknown;
+  try {
+    meter.refuseUnpriced('gpt-unpriced');
+  } catch (error) {
+    thrown = error;
+  }
+  expect(thrown).toBeInstanceOf(ApplicationFailure);
+  expect(thrown).toMatchObject({ type: 'UNKNOWN_MODEL', nonRetryable: true });
+  expect((thrown as Error).message).toMatch(/^no price for model "gpt-unpriced": add it to the config's worker\.pricing, .*"gpt-unpriced": \{ "inputUsdPerMillion".*priced: other-model, pricey-model\); the agent was not started$/);
+  expect(() => meter.refuseUnpriced('pricey-model')).not.toThrow();
+  // A profile that names no model (a script, a bare command) has nothing to price up front.
+  expect(() => meter.refuseUnpriced(undefined)).not.toThrow();
+  expect(reserved).toHaveLength(0);
+});
+
 test('a budget that cannot take the next call refuses it before it is sent', async () => {
   const { book } = recordingBook('0.10');
   const meter = new SpendMeter({ pricing: PRICING, declaredCapUsd: '0.01', book });

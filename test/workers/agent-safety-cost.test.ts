@@ -9,7 +9,7 @@ import { safetyEventId } from '../../src/workers/interceptors/safety-events';
 import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
 import { makeSampleRepo, waitFor } from '../helpers/env';
 import { stageOf, startModelServer, type ModelServer } from '../helpers/model-server';
-import { agentCommittedToday, cancel, committedToday, costRows, events, expectOneRowPerDecision, failureOf, intentFor, nextIntentId, safety, script, today, useSafetyWorld, withWorker } from './agent-safety-harness';
+import { agentCommittedToday, cancel, committedToday, costRows, events, expectOneRowPerDecision, failureMessages, failureOf, failureTypes, intentFor, nextIntentId, safety, script, today, useSafetyWorld, withWorker } from './agent-safety-harness';
 
 // What agent calls cost against the budgets, and the cascade in their answers.
 const world = useSafetyWorld('agent-safety-cost');
@@ -193,6 +193,43 @@ describe('budgets against the real maximum of each call', () => {
       expect(server.requests).toHaveLength(0);
       const reserved = await world().pool.query('SELECT count(*)::int AS n FROM budget_reservations WHERE intent_id = $1', [intent.id]);
       expect(reserved.rows[0].n).toBe(0);
+    });
+  });
+
+  test("a CLI's model the worker cannot price: UNKNOWN_MODEL as the attempt starts, the CLI never run, nothing reserved", async () => {
+    await withWorker({ safety: safety({ pricing: PRICEY }) }, async (h) => {
+      // Were it run, this agent would answer without calling its model: triage would pass, and the attempt cap of 1 halt the intent.
+      const agent = { kind: 'command', cli: 'codex', command: 'true', upstream: { kind: 'openai', model: 'unpriced-cli-model', baseUrl: server.url } };
+      const intent = { ...httpIntent(1000, { totalAttempts: 1 }), agent } as IntentInput;
+      const handle = await startIntent(world().client, intent, h.queue);
+      const error = await handle.result().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(failureTypes(error)).toEqual(expect.arrayContaining(['UNKNOWN_MODEL']));
+      expect(failureMessages(error).join('\n')).toMatch(/no price for model "unpriced-cli-model": add it to the config's worker\.pricing.*; the agent was not started/);
+      expect(h.agentCalls()).toBe(1); // not retried
+      const runs = await world().ledger.activityRuns(handle.workflowId);
+      expect(runs.filter((r) => r.activityType === 'runAgentStage').map((r) => [r.outcome, r.failureType])).toEqual([['failed', 'UNKNOWN_MODEL']]);
+      expect(server.requests).toHaveLength(0);
+      expect(await costRows(intent.id)).toHaveLength(0);
+      const reserved = await world().pool.query('SELECT count(*)::int AS n FROM budget_reservations WHERE intent_id = $1', [intent.id]);
+      expect(reserved.rows[0].n).toBe(0);
+    });
+  });
+
+  test("the config's price of a model, not the built-in one, is what its calls cost", async () => {
+    // The default table has claude-sonnet-4-5 at $3 / $15 per million; this config says $7 / $35.
+    const configured = safety({ pricing: { 'claude-sonnet-4-5': { inputUsdPerMillion: '7', outputUsdPerMillion: '35' } } });
+    server.respond = (request) => ({ text: ANSWERS[stageOf(request.prompt)] ?? 'ok', usage: { input: 1000, output: 200 } });
+    await withWorker({ safety: configured }, async (h) => {
+      const intent = { ...httpIntent(1000, { totalAttempts: 1 }), agent: { kind: 'anthropic', model: 'claude-sonnet-4-5', baseUrl: server.url, maxTokens: 1000 } } as IntentInput;
+      const handle = await startIntent(world().client, intent, h.queue);
+      expect(await failureOf(handle)).toContain('SAFETY_HALT'); // the attempt cap of 1 stops it after triage
+      // 1000 × $7/M + 200 × $35/M = $0.007 + $0.007
+      expect((await costRows(intent.id)).map((r) => [r.stage, r.model_id, r.usd])).toEqual([['triage', 'claude-sonnet-4-5', '0.014000']]);
+      const calls = await world().ledger.modelCallsOf(intent.id);
+      expect(calls.map((c) => [c.outcome, c.usd])).toEqual([['answered', '0.014000']]);
     });
   });
 

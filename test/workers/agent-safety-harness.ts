@@ -157,6 +157,15 @@ export function failureTypes(error: unknown): string[] {
   return types;
 }
 
+/** Every message on the failure's cause chain, outermost first. */
+export function failureMessages(error: unknown): string[] {
+  const messages: string[] = [];
+  for (let e = error as { cause?: unknown; message?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (typeof e.message === 'string') messages.push(e.message);
+  }
+  return messages;
+}
+
 export async function failureOf(handle: Handle): Promise<string[]> {
   const error = await handle.result().then(
     () => undefined,
