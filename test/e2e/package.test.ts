@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
@@ -19,8 +19,10 @@ const home = path.join(user, 'warden-home');
 let database: FreshDatabase;
 let tarball: string;
 
+/** `npx warden ARGS` in the user's project; in another folder (their repository), the installed bin by its path, as a global install runs. */
 function npx(cwd: string, ...args: string[]) {
-  const result = spawnSync('npx', ['--no-install', 'warden', ...args], {
+  const [file, prefix] = cwd === user ? ['npx', ['--no-install', 'warden']] : [path.join(user, 'node_modules', '.bin', 'warden'), []];
+  const result = spawnSync(file, [...prefix, ...args], {
     cwd,
     env: { ...process.env, WARDEN_HOME: home, DATABASE_URL: database.url, WARDEN_APPROVER_KEYS: path.join(home, 'keys'), USER: 'package-user' },
     encoding: 'utf8',
@@ -51,7 +53,7 @@ test('the package holds compiled code only: no sources, tests or benchmarks, and
   expect(existsSync(path.join(user, 'node_modules', 'tsx'))).toBe(false);
 });
 
-test('from a folder outside the checkout: npx warden doctor passes, and an intent runs to a merge', () => {
+test('from a folder outside the checkout: npx warden doctor passes, warden init sets up a repository, and an intent runs to a merge', () => {
   const doctor = npx(user, 'doctor', '--json');
   expect(doctor.stderr).toBe('');
   expect(doctor.code).toBe(0);
@@ -65,6 +67,14 @@ test('from a folder outside the checkout: npx warden doctor passes, and an inten
   writeFileSync(path.join(user, 'warden.config.json'), JSON.stringify({ limits: { cooldown: '0s' }, approvers: { 'package-user': { publicKey } }, serve: { port: 0 } }));
 
   const repo = makeSampleRepo();
+  // warden init in the user's repository: a config that checks, its schema beside it for editors.
+  const init = npx(repo, 'init');
+  expect(init.code).toBe(0);
+  expect(init.stdout).toMatch(/^wrote warden\.config\.json/);
+  const written = readFileSync(path.join(repo, 'warden.config.json'), 'utf8');
+  expect(written).toContain('"$schema": "./.warden/warden.config.schema.json"');
+  expect(JSON.parse(readFileSync(path.join(repo, '.warden', 'warden.config.schema.json'), 'utf8'))).toMatchObject({ type: 'object' });
+  expect(npx(repo, 'config', 'check')).toMatchObject({ code: 0 });
   const script = path.join(user, 'node_modules', 'warden', 'examples', 'demo-agent.json');
   const run = npx(user, 'run', '--repo', repo, '--goal', 'Add slugify', '--id', `package-${Date.now()}`, '--script', script, '--paths', 'lib/**', '--approve', '--json');
   expect(run.stderr.split('\n').filter((l) => l.trim() && !l.startsWith('warning: '))).toEqual([]);
