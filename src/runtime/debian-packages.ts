@@ -17,8 +17,10 @@ export function whyNotInstall(env: NodeJS.ProcessEnv = process.env): string | un
 
 /** `apt-get update` then `apt-get install` of `packages`, without recommends or questions. */
 export async function aptInstall(packages: readonly string[]): Promise<void> {
-  await runInstaller('apt-get', ['update', '-q']);
-  await runInstaller('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...packages]);
+  // Another apt-get (an upgrade, a second Warden) may hold dpkg's lock for a while: wait for it.
+  const waitForLock = ['-o', 'DPkg::Lock::Timeout=300'];
+  await runInstaller('apt-get', [...waitForLock, 'update', '-q']);
+  await runInstaller('apt-get', [...waitForLock, 'install', '-y', '-q', '--no-install-recommends', ...packages]);
 }
 
 /** Runs an installer quietly (with `env` added to ours); a failure carries the end of its output. */
