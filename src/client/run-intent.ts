@@ -53,7 +53,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
     if (interrupts.signal.aborted) throw new UserError('interrupted before the intent started: nothing was started', 130);
   };
   try {
-    await refuseWhileStopped(options.config);
+    await refuseWhileStopped(options.config, options.print);
     beforeStart();
     const tracing = startTracing(options.safety.telemetry.otlpEndpoint, 'warden-client');
     const target = await connectTemporal(options.config, (m) => options.print(m), tracing?.client);
@@ -126,8 +126,9 @@ function howToGoOn(stopped: Omit<StoppedFollowing, 'next'>, where: { embedded: b
 }
 
 /** `warden run` starts nothing while the global stop flag is set, and says why. */
-async function refuseWhileStopped(config: RuntimeConfig): Promise<void> {
-  const { ledger, database } = await openLedger(config, () => undefined);
+async function refuseWhileStopped(config: RuntimeConfig, print: (line: string) => void): Promise<void> {
+  // The first to open the ledger: its first-use steps (installing and starting the embedded PostgreSQL) are shown.
+  const { ledger, database } = await openLedger(config, () => undefined, print);
   try {
     const stop = await ledger.globalStop();
     if (stop.stopped) {

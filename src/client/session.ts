@@ -52,8 +52,8 @@ export function quietSdkRuntime(telemetry: TelemetryConfig = {}, logger: Logger 
 }
 
 /** Opens the ledger: DATABASE_URL, or the embedded PostgreSQL under `.warden/postgres`. */
-export async function openLedger(config: RuntimeConfig, log: (message: string) => void): Promise<{ ledger: Ledger; database: LedgerDatabase }> {
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.postgresDataDir, log });
+export async function openLedger(config: RuntimeConfig, log: (message: string) => void, announce?: (message: string) => void): Promise<{ ledger: Ledger; database: LedgerDatabase }> {
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.postgresDataDir, log, ...(announce ? { announce } : {}) });
   return { ledger: new Ledger(database.pool), database };
 }
 

@@ -37,6 +37,8 @@ interface OpenDatabaseOptions {
   /** Port for a newly started embedded server; default 5433, or a free one if 5433 is taken. */
   readonly port?: number;
   readonly log?: (message: string) => void;
+  /** The first-use steps a person waits through (installing the embedded PostgreSQL, initialising its data); default: `log`. */
+  readonly announce?: (message: string) => void;
   /** false: leave the schema as it is (`warden db migrate` applies and reports the migrations itself). Default true. */
   readonly migrate?: boolean;
 }
@@ -69,7 +71,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
     return { pool, url, embedded: false, close: () => (closed ??= pool.end()) };
   }
 
-  const server = await ensureEmbeddedServer(opts.dataDir, opts.port, log);
+  const server = await ensureEmbeddedServer(opts.dataDir, opts.port, log, opts.announce ?? log);
   const serverUrl = withDatabase(server.url, LEDGER_DATABASE);
   let pool: pg.Pool | undefined;
   // Held open for the life of this LedgerDatabase, and opened again after a restart of the

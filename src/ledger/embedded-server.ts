@@ -51,6 +51,8 @@ export async function startEmbeddedPostgres(opts: {
   dataDir: string;
   port: number;
   log?: (message: string) => void;
+  /** The first-use steps a person waits through (installing the binaries, initialising the data); default: `log`. */
+  announce?: (message: string) => void;
   /** Another build's initdb and postgres (the tests run a second server from Debian's package). */
   binaries?: { initdb: string; postgres: string };
 }): Promise<EmbeddedPostgres> {
@@ -58,14 +60,15 @@ export async function startEmbeddedPostgres(opts: {
   const dataDir = path.resolve(opts.dataDir);
   const files = dataFiles(dataDir);
   const runAs = await osUserForServer(log);
-  const bin = opts.binaries ?? (await postgresBinaries({ log, reachableBy: runAs }));
+  const announce = opts.announce ?? log;
+  const bin = opts.binaries ?? (await postgresBinaries({ log: announce, reachableBy: runAs }));
   await mkdir(dataDir, { recursive: true });
   if (runAs) {
     // Our own folder (mkdtemp makes it 0700): let the server's user through, without listing it.
     const info = await stat(dataDir);
     if (!(info.mode & 0o001)) await chmod(dataDir, (info.mode & 0o7777) | 0o011);
   }
-  await initialiseDataDir(dataDir, bin.initdb, runAs, log);
+  await initialiseDataDir(dataDir, bin.initdb, runAs, announce);
   // pgdata may be a link to data relocated out of a folder the server's user cannot enter.
   const pgdata = await realpath(files.pgdata);
   const password = (await readFile(files.password, 'utf8')).trim();
@@ -123,7 +126,7 @@ export async function startEmbeddedPostgres(opts: {
  * The server of `dataDir` that another Warden process runs, or a newly started one. Without
  * `wantedPort`, port 5433, or a free one if something else holds 5433.
  */
-export async function ensureEmbeddedServer(dataDir: string, wantedPort: number | undefined, log: (m: string) => void): Promise<SharedEmbeddedPostgres> {
+export async function ensureEmbeddedServer(dataDir: string, wantedPort: number | undefined, log: (m: string) => void, announce: (m: string) => void = log): Promise<SharedEmbeddedPostgres> {
   const running = await findRunningServer(dataDir);
   if (running) {
     log(`using the embedded PostgreSQL already running on ${HOST}:${running.port} (pid ${running.pid}, data in ${dataDir})`);
@@ -136,7 +139,7 @@ export async function ensureEmbeddedServer(dataDir: string, wantedPort: number |
     log(`port ${DEFAULT_PORT} is in use by another program; the embedded PostgreSQL takes port ${port}`);
   }
   try {
-    return { ...(await startEmbeddedPostgres({ dataDir, port, log })), startedHere: true };
+    return { ...(await startEmbeddedPostgres({ dataDir, port, log, announce })), startedHere: true };
   } catch (error) {
     // Another Warden process may have started it at the same moment: then use theirs.
     const theirs = await findRunningServer(dataDir);
