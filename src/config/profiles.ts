@@ -37,7 +37,7 @@ const DEFAULT: WardenConfig = {
     // replays in milliseconds. A hundred running intents stay cached, so a stop reaches them at once.
     maxCachedWorkflows: 100,
     workflowHeapMb: 256,
-    // The providers' list prices (uncached input) of the models the README names, and a few
+    // The providers' list prices (uncached input) of the models the docs name, and a few
     // neighbours; cached input is counted at the input price, never below the bill. Any other
     // model needs a row in the config's worker.pricing, which also overrides these.
     pricing: {

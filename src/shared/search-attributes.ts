@@ -2,7 +2,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 
 /**
  * Warden's custom search attributes. The embedded dev server registers them at start
- * (`--search-attribute`); a cluster needs them registered once (see README).
+ * (`--search-attribute`); a cluster needs them registered once (see docs/operations.md, "Temporal server").
  */
 export const WardenStage = defineSearchAttributeKey('WardenStage', SearchAttributeType.KEYWORD);
 export const WardenStatus = defineSearchAttributeKey('WardenStatus', SearchAttributeType.KEYWORD);

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { intentFromFlags } from '../../src/client/intent-input';
 import { resolveConfig } from '../../src/config/load';
@@ -12,7 +12,8 @@ import { makeSampleRepo } from '../helpers/env';
 const ROOT = path.resolve(__dirname, '../..');
 
 test('the default table prices every model the README and the docs name with --model', () => {
-  const text = ['README.md', 'docs/design.md'].map((file) => readFileSync(path.join(ROOT, file), 'utf8')).join('\n');
+  const documents = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => path.join('docs', f))];
+  const text = documents.map((file) => readFileSync(path.join(ROOT, file), 'utf8')).join('\n');
   const named = [...new Set([...text.matchAll(/--model\s+([a-z0-9][\w.-]*)/g)].map((m) => m[1]!))];
   expect(named).toEqual(expect.arrayContaining(['claude-sonnet-4-5', 'gpt-5-codex', 'gpt-4.1']));
   expect(named.filter((model) => !isPriced(model, PROFILE_DEFAULTS.default.worker.pricing))).toEqual([]);

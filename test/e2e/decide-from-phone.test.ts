@@ -6,7 +6,7 @@
  *
  * Needs Debian's `chromium` (the test setup installs it where it can) or WARDEN_TEST_CHROMIUM.
  * Screenshots go to .warden/screenshots/; with WARDEN_UPDATE_SCREENSHOTS=1 they replace the
- * README's images in docs/images/ instead.
+ * images of docs/gates.md in docs/images/ instead.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';

@@ -8,7 +8,7 @@
  * (in CI it fails instead).
  *
  * Screenshots go to .warden/screenshots/; with WARDEN_UPDATE_SCREENSHOTS=1 they replace the
- * README's images in docs/images/ instead.
+ * images of docs/gates.md in docs/images/ instead.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -214,8 +214,8 @@ describe('the recorded histories', () => {
     expect(fixtures.filter((f) => f.workflowType === 'notificationWorkflow' && resultOf(f)?.undelivered === 1)).not.toHaveLength(0);
   });
 
-  // Warden's workflow code has no patched() branch today; the first patch (see "Versioning
-  // workflow code" in the README) names here the markers it allows, with its removal plan.
+  // Warden's workflow code has no patched() branch today; the first patch (see
+  // docs/versioning.md) names here the markers it allows, with its removal plan.
   test('carry no patch marker: the code they replay against has no patched() branch', () => {
     expect(fixtures.length).toBeGreaterThanOrEqual(6);
     for (const fixture of fixtures) {

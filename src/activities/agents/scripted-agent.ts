@@ -46,7 +46,7 @@ export function resolveInside(root: string, relative: string): string {
 }
 
 /**
- * Replays a script (see README, "Scripted agent"): attempt N of a stage plays entry N-1, or the
+ * Replays a script (see docs/agents.md, "The scripted agent"): attempt N of a stage plays entry N-1, or the
  * last entry once the list is used up. Deterministic, so a retried activity does the same thing.
  *
  * Each attempt is one paid call of the meter. A script stands in for an agent whose cost is known
