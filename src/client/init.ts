@@ -19,7 +19,7 @@ export const STATE_IGNORE_LINE = '.warden/';
 /** Lines that already ignore Warden's state folder at the top of a repository. */
 const STATE_IGNORES = new Set(['.warden', '.warden/', '/.warden', '/.warden/', '.warden/*', '/.warden/*']);
 
-/** Where the package holds the schema once installed in a repository's node_modules (`npm run build:schema` makes it). */
+/** Where the package holds the schema once installed in a repository's node_modules (`npm run build` makes it). */
 export const INSTALLED_SCHEMA = ['node_modules', 'warden', 'dist', CONFIG_SCHEMA_FILE] as const;
 
 /** Where `warden init` writes a copy of the schema when Warden is not installed in the repository. */
