@@ -53,7 +53,7 @@ export interface RunFlags {
  * agent is known and its script parses. Each problem is one `UserError` line; nothing is started.
  */
 /** What `warden run` takes from the config file. */
-export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates'>> & {
+export type RunConfig = { readonly limits: IntentLimitsConfig; readonly gates?: GatesConfig; readonly toolsDir?: string } & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -111,6 +111,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
     confinement,
+    ...(config.lineage ? { lineage: config.lineage } : {}),
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     customGates: config.customGates ?? [],

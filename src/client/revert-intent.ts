@@ -48,6 +48,7 @@ export async function revertIntentInput(
     ...(options.testCmd ? { testCommand: options.testCmd } : {}),
     limits: warden.limits,
     gates: warden.gates,
+    ...(warden.lineage ? { lineage: warden.lineage } : {}),
     approvals: approvalsFrom({ ...warden, embeddedServer: options.embeddedServer }),
     notify: warden.notify ?? [],
     revertOf: { intentId: targetId, mergedCommit },
