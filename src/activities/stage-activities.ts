@@ -211,7 +211,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           feedback: input.feedback,
           conditions: input.conditions,
         });
-        const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
+        // The agent says what it sent: the prompt plus what the agent adds (where its answer goes, files it is shown).
+        const promptName = artifactName(stage, attempt, '.prompt.md');
+        const promptPath = path.join(activeLineageDir(intent.id), promptName);
+        const recordPrompt = async (sent: string): Promise<void> => void (await writeLineageFile(worktreePath, intent.id, promptName, deps.redact(sent)));
         const started = Date.now();
         const profile = agentForStage(intent, stage);
         const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch, gateway: deps.gateway });
@@ -234,6 +237,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             meter,
             event: scope?.event,
             forbiddenModels: modelsForbiddenAt(intent, stage),
+            recordPrompt,
           }),
         );
         const latencyMs = Date.now() - started;
