@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { launch } from './launcher';
@@ -14,13 +17,18 @@ export interface GitResult {
   readonly code: number;
 }
 
+/** What a git call may add to its environment (a separate index, fixed commit dates). */
+export interface GitOptions {
+  readonly env?: Readonly<Record<string, string>>;
+}
+
 /** Runs git in `cwd` (from the launcher: see launcher.ts) and returns its output whatever the exit code. */
-export async function gitRaw(cwd: string, args: readonly string[]): Promise<GitResult> {
+export async function gitRaw(cwd: string, args: readonly string[], options: GitOptions = {}): Promise<GitResult> {
   try {
     const { stdout, stderr } = await launch('git', [...IDENTITY, ...args], {
       cwd,
       maxBuffer: 64 * 1024 * 1024,
-      env: { ...process.env, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
+      env: { ...process.env, ...options.env, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
     });
     return { stdout, stderr, code: 0 };
   } catch (error) {
@@ -31,8 +39,8 @@ export async function gitRaw(cwd: string, args: readonly string[]): Promise<GitR
 }
 
 /** Runs git in `cwd`; a non-zero exit becomes a retryable `GIT_FAILED` failure. */
-export async function git(cwd: string, args: readonly string[]): Promise<string> {
-  const result = await gitRaw(cwd, args);
+export async function git(cwd: string, args: readonly string[], options: GitOptions = {}): Promise<string> {
+  const result = await gitRaw(cwd, args, options);
   if (result.code !== 0) throw gitFailed(cwd, args, result);
   return result.stdout.trim();
 }
@@ -48,6 +56,16 @@ export function gitFailed(cwd: string, args: readonly string[], result: GitResul
 /** True if `ref` names an existing commit in the repository at `cwd`. */
 export async function refExists(cwd: string, ref: string): Promise<boolean> {
   return (await gitRaw(cwd, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])).code === 0;
+}
+
+/** Runs `work` with a git index of its own (GIT_INDEX_FILE in a temporary folder): no worktree's index is touched. */
+export async function withTemporaryIndex<T>(work: (options: GitOptions) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'warden-index-'));
+  try {
+    return await work({ env: { GIT_INDEX_FILE: path.join(dir, 'index') } });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** Stages everything in the worktree and commits it; returns the new commit, or undefined if nothing changed. */

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { activeLineageDir, doneLineageDir } from '../shared/ids';
 import { STAGES, type AgentStage } from '../shared/stages';
@@ -43,4 +43,16 @@ export async function archiveLineageFolder(worktreePath: string, intentId: strin
     await rename(active, done);
   }
   return doneLineageDir(intentId);
+}
+
+/**
+ * Copies the lineage folder `from` to `to` (the worker's copy, `<lineage root>/<id>`), replacing
+ * an older copy; returns `to`, or undefined when there is nothing to copy or kept.
+ */
+export async function copyLineageFolder(from: string, to: string): Promise<string | undefined> {
+  if (!existsSync(from)) return existsSync(to) ? to : undefined;
+  await rm(to, { recursive: true, force: true });
+  await mkdir(path.dirname(to), { recursive: true });
+  await cp(from, to, { recursive: true });
+  return to;
 }

@@ -19,7 +19,8 @@ import { createAgent, SpendMeter } from './agents';
 import { activityLogger } from './log-context';
 import { detectTestCommand } from './test-command';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
-import { archiveLineageFolder, artifactName, readPriorArtifacts, writeLineageFile } from './lineage';
+import { archiveLineageFolder, artifactName, copyLineageFolder, readPriorArtifacts, writeLineageFile } from './lineage';
+import { recordLineageRef } from './lineage-ref';
 import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
 import { agentEnvironment, runProcess, type RunProcessOptions } from './process';
 import { gitDirsOf, probeBubblewrap, resolveSandboxLevel, sandboxCommand, sandboxEnvironment } from './sandbox';
@@ -30,11 +31,11 @@ import { inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs
 import { detectTestTampering } from './test-tamper';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
-import { activeLineageDir, branchForIntent } from '../shared/ids';
+import { activeLineageDir, branchForIntent, lineageRefFor } from '../shared/ids';
 import { MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-conditions';
 import { matchGlob, pathAllowed } from '../shared/glob';
 import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
-import { ensureWorktree, mergeIntoBase, removeWorktree, type WorktreeRef } from './worktree';
+import { ensureWorktree, mergeIntoBase, removeWorktree, worktreePathFor, type WorktreeRef } from './worktree';
 import { readReviewAssessment, readTriageAssessment } from '../shared/assessment-parsing';
 import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
 
@@ -42,7 +43,7 @@ import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
 export interface ActivityDeps {
   /** Folder under which intent worktrees are made (outside any target repo). */
   readonly worktreeRoot: string;
-  /** Folder that keeps the lineage of intents that were not merged. */
+  /** Folder that keeps a copy of every intent's lineage (merged ones only with `lineage.location: ref`). */
   readonly lineageRoot: string;
   readonly logger: Logger;
   /** Scrubs secrets from agent and test output before it is stored anywhere. */
@@ -215,7 +216,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           feedback: input.feedback,
           conditions: input.conditions,
         });
-        const promptPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.prompt.md'), deps.redact(prompt));
+        // The agent says what it sent: the prompt plus what the agent adds (where its answer goes, files it is shown).
+        const promptName = artifactName(stage, attempt, '.prompt.md');
+        const promptPath = path.join(activeLineageDir(intent.id), promptName);
+        const recordPrompt = async (sent: string): Promise<void> => void (await writeLineageFile(worktreePath, intent.id, promptName, deps.redact(sent)));
         const started = Date.now();
         const agent = createAgent(profile, { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch, gateway: deps.gateway });
         const result = await stoppable((signal) =>
@@ -235,6 +239,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             meter,
             event: scope?.event,
             forbiddenModels: modelsForbiddenAt(intent, stage),
+            recordPrompt,
           }),
         );
         const latencyMs = Date.now() - started;
@@ -450,12 +455,23 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       return checkLld(text, { declaredPaths: intent.paths, exists: (file) => existsSync(path.join(worktreePath, file)) });
     },
 
-    /** Moves the lineage from active/ to done/ and commits it on the intent branch. */
-    async archiveLineage({ intent }: IntentRef): Promise<{ readonly lineagePath: string }> {
+    /**
+     * Puts the lineage where it is kept once the intent merges (the intent's `lineage.location`):
+     * `ref`, its lineage ref in the repository and a copy in the worker's lineage folder, the
+     * branch left as it is (the merge leaves the lineage out); `tree`, moved from active/ to
+     * done/ and committed on the intent branch, to merge with it. Returns where it can be read.
+     */
+    async archiveLineage({ intent }: IntentRef): Promise<ArchivedLineage> {
       const { worktreePath } = await worktree(intent);
-      const lineagePath = await archiveLineageFolder(worktreePath, intent.id);
-      await commitAll(worktreePath, `warden(${intent.id}): archive lineage`);
-      return { lineagePath };
+      if (intent.lineage.location === 'tree') {
+        const done = await archiveLineageFolder(worktreePath, intent.id);
+        await commitAll(worktreePath, `warden(${intent.id}): archive lineage`);
+        return { lineagePath: path.join(intent.repoPath, done) };
+      }
+      const folder = path.join(worktreePath, activeLineageDir(intent.id));
+      const lineageRef = await recordLineageRef(intent.repoPath, intent.id, folder);
+      const lineagePath = await copyLineageFolder(folder, path.join(deps.lineageRoot, intent.id));
+      return { ...(lineagePath ? { lineagePath } : {}), ...(lineageRef ? { lineageRef } : {}) };
     },
 
     /** Merges the intent branch into the base branch. Call only after the merge gate approved. */
@@ -465,22 +481,45 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         baseBranch: intent.baseBranch,
         intentId: intent.id,
         message: `warden: merge intent ${intent.id}\n\n${intent.goal}`,
+        ...(intent.lineage.location === 'ref' ? { withoutLineage: { message: changeMessage(intent) } } : {}),
       });
       activityLogger(deps.logger).info({ mergedCommit }, 'merged');
       return { mergedCommit };
     },
 
-    /** Removes the worktree whatever the outcome; deletes the branch when asked. Idempotent. */
-    async cleanupIntent(input: IntentRef & { readonly deleteBranch: boolean }): Promise<{ readonly lineageCopy?: string }> {
-      return removeWorktree({
-        repoPath: input.intent.repoPath,
-        intentId: input.intent.id,
+    /**
+     * Removes the worktree whatever the outcome; deletes the branch when asked. Idempotent. With
+     * `lineage.location: ref` the lineage goes into the lineage ref first; either way it is then
+     * moved to the worker's lineage folder.
+     */
+    async cleanupIntent(input: IntentRef & { readonly deleteBranch: boolean }): Promise<{ readonly lineageCopy?: string; readonly lineageRef?: string }> {
+      const { intent } = input;
+      const lineageRef =
+        intent.lineage.location === 'ref'
+          ? await recordLineageRef(intent.repoPath, intent.id, path.join(worktreePathFor(deps.worktreeRoot, intent.repoPath, intent.id), activeLineageDir(intent.id)))
+          : undefined;
+      const removed = await removeWorktree({
+        repoPath: intent.repoPath,
+        intentId: intent.id,
         worktreeRoot: deps.worktreeRoot,
         lineageRoot: deps.lineageRoot,
         deleteBranch: input.deleteBranch,
       });
+      return { ...removed, ...(lineageRef ? { lineageRef } : {}) };
     },
   };
+}
+
+/** Where an archived lineage can be read: a folder, and the lineage ref when it went into one. */
+export interface ArchivedLineage {
+  readonly lineagePath?: string;
+  readonly lineageRef?: string;
+}
+
+/** The message of the commit that brings an intent's change, without its lineage, to the base branch. */
+function changeMessage(intent: Intent): string {
+  const subject = intent.goal.split('\n')[0]!.trim();
+  return `warden(${intent.id}): ${subject.length > 72 ? `${subject.slice(0, 71)}…` : subject}\n\n${intent.goal}\n\nPrompts, logs, documents and every attempt's commit: git log ${lineageRefFor(intent.id)}\n`;
 }
 
 /**

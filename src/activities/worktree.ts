@@ -5,8 +5,8 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
-import { activeLineageDir, branchForIntent } from '../shared/ids';
-import { git, gitFailed, gitRaw, listWorktrees, refExists, type GitResult } from './git';
+import { activeLineageDir, branchForIntent, doneLineageDir } from '../shared/ids';
+import { git, gitFailed, gitRaw, listWorktrees, refExists, withTemporaryIndex, type GitResult } from './git';
 import { OneAtATime } from './one-at-a-time';
 import { throwAway, trashOf } from './trash';
 import { folderOfRecord, recordNamedBy, recordsOfFolder } from './worktree-records';
@@ -225,19 +225,25 @@ async function worktreeRecord(repoPath: string, worktreePath: string, { lockedTo
 /**
  * Merges `warden/<id>` into the base branch and nothing else. If the base branch is checked out
  * (the usual case), the merge runs in that working tree, which must be clean; otherwise the merge
- * commit is built with `git merge-tree` and the branch moved with a compare-and-swap.
- * Idempotent: if the base already contains the intent branch, the base's head is returned.
+ * commit is built with `git merge-tree` and the branch moved with a compare-and-swap. With
+ * `withoutLineage` what merges is the change alone (see changeWithoutLineage), not the branch.
+ * Idempotent: if the base already contains what merges, the base's head is returned.
  */
 export async function mergeIntoBase(input: {
   readonly repoPath: string;
   readonly baseBranch: string;
   readonly intentId: string;
   readonly message: string;
+  /** Keep the intent's lineage out of the base branch: its change merges as one commit with this message. */
+  readonly withoutLineage?: { readonly message: string };
 }): Promise<string> {
   const branch = branchForIntent(input.intentId);
   const baseRef = `refs/heads/${input.baseBranch}`;
   const branchHead = await git(input.repoPath, ['rev-parse', `refs/heads/${branch}`]);
-  const alreadyMerged = await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', branchHead, baseRef]);
+  const merging = input.withoutLineage
+    ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, intentId: input.intentId, message: input.withoutLineage.message })
+    : branchHead;
+  const alreadyMerged = await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', merging, baseRef]);
   if (alreadyMerged.code === 0) return git(input.repoPath, ['rev-parse', baseRef]);
 
   const checkedOutAt = [...(await listWorktrees(input.repoPath))].find(([, ref]) => ref === baseRef)?.[0];
@@ -250,7 +256,7 @@ export async function mergeIntoBase(input: {
         nonRetryable: true,
       });
     }
-    const merged = await gitRaw(checkedOutAt, ['merge', '--no-ff', '--no-edit', '-q', '-m', input.message, branch]);
+    const merged = await gitRaw(checkedOutAt, ['merge', '--no-ff', '--no-edit', '-q', '-m', input.message, merging]);
     if (merged.code !== 0) {
       await gitRaw(checkedOutAt, ['merge', '--abort']);
       throw mergeConflict(input.baseBranch, branch, merged.stdout + merged.stderr);
@@ -259,12 +265,36 @@ export async function mergeIntoBase(input: {
   }
 
   const baseHead = await git(input.repoPath, ['rev-parse', baseRef]);
-  const tree = await gitRaw(input.repoPath, ['merge-tree', '--write-tree', baseHead, branchHead]);
+  const tree = await gitRaw(input.repoPath, ['merge-tree', '--write-tree', baseHead, merging]);
   if (tree.code !== 0) throw mergeConflict(input.baseBranch, branch, tree.stdout);
   const treeId = tree.stdout.split('\n')[0]!.trim();
-  const commit = await git(input.repoPath, ['commit-tree', treeId, '-p', baseHead, '-p', branchHead, '-m', input.message]);
+  const commit = await git(input.repoPath, ['commit-tree', treeId, '-p', baseHead, '-p', merging, '-m', input.message]);
   await git(input.repoPath, ['update-ref', '-m', `warden: merge ${branch}`, baseRef, commit, baseHead]);
   return commit;
+}
+
+/**
+ * The intent's change without its lineage: one commit on the point where the intent branch left
+ * the base, whose tree is the branch head's less the intent's lineage folders. It is dated as the
+ * branch head, so the same branch always makes the same commit and a retried merge finds it
+ * merged. The attempts' commits stay reachable from the lineage ref (see recordLineageRef).
+ */
+async function changeWithoutLineage(input: {
+  readonly repoPath: string;
+  readonly baseRef: string;
+  readonly branchHead: string;
+  readonly intentId: string;
+  readonly message: string;
+}): Promise<string> {
+  const { repoPath, branchHead } = input;
+  const forkPoint = await git(repoPath, ['merge-base', input.baseRef, branchHead]);
+  const tree = await withTemporaryIndex(async (index) => {
+    await git(repoPath, ['read-tree', branchHead], index);
+    await git(repoPath, ['rm', '-r', '-q', '-f', '--cached', '--ignore-unmatch', '--', activeLineageDir(input.intentId), doneLineageDir(input.intentId)], index);
+    return git(repoPath, ['write-tree'], index);
+  });
+  const date = await git(repoPath, ['log', '-1', '--format=%cd', '--date=raw', branchHead]);
+  return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
 }
 
 function mergeConflict(base: string, branch: string, detail: string): ApplicationFailure {

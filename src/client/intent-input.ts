@@ -61,7 +61,7 @@ export type RunConfig = {
   readonly toolsDir?: string;
   /** The prices every model the intent names must have (the worker in `warden run` meters by them). */
   readonly worker: Pick<WorkerSafetyConfig, 'pricing'>;
-} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
+} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -120,6 +120,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
     confinement,
+    ...(config.lineage ? { lineage: config.lineage } : {}),
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     customGates: config.customGates ?? [],

@@ -104,8 +104,10 @@ export function renderIntentStatus(report: IntentStatusReport, webUi?: string): 
   if ((state?.rejectedSignals ?? 0) > (state?.refusedDecisions?.length ?? 0)) lines.push(`  refused decisions in all: ${state!.rejectedSignals} (warden audit lists each)`);
   if (state?.error && !report.failure) lines.push(`  error: ${state.error}`);
   const lineage = state?.lineagePath ?? outcome?.lineagePath;
+  const lineageRef = state?.lineageRef ?? outcome?.lineageRef;
   if (lineage) lines.push(`  lineage: ${lineage}`);
   else if (state?.worktreePath) lines.push(`  worktree: ${state.worktreePath}`);
+  if (lineageRef) lines.push(`  lineage ref: ${lineageRef} (in the repository: git show ${lineageRef}:FILE)`);
   if (report.closeTime) lines.push(`  started ${report.startTime.toISOString()}, ended ${report.closeTime.toISOString()}`);
   if (report.stateUnavailable) lines.push(`  note: ${report.stateUnavailable}`);
   if (webUi) lines.push(`  ${webUi}`);

@@ -13,7 +13,7 @@ import type { RuntimeConfig } from '../runtime/config';
 import { sumUsd } from '../shared/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
-import { TASK_QUEUE } from '../shared/ids';
+import { lineageRefFor, TASK_QUEUE } from '../shared/ids';
 import type { maintenanceWorkflow, sweepWorkflow } from '../workflows';
 import { findPrompts } from './prompt-files';
 import { connectTemporal, openLedger } from './session';
@@ -121,9 +121,9 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       if (flags.prompts) {
         const repoPath = await withLedger((ledger) => ledger.intentRepoPath(id));
         if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
-        const { dir, prompts } = findPrompts(id, repoPath, config);
+        const { dir, prompts } = await findPrompts(id, repoPath, config);
         if (flags.json) return io.printJson(prompts.map((p) => ({ name: p.name, path: p.path, prompt: p.content })));
-        if (prompts.length === 0) throw new UserError(`no prompts of intent ${id} were found (looked in its worktree, ${repoPath}'s docs/lineage and ${config.lineageRoot})`);
+        if (prompts.length === 0) throw new UserError(`no prompts of intent ${id} were found (looked in its worktree, ${repoPath}'s docs/lineage and ${lineageRefFor(id)}, and ${config.lineageRoot})`);
         io.print(`prompts of ${id}, from ${dir}:`);
         for (const p of prompts) io.print(`\n===== ${p.name} =====\n${p.content.trimEnd()}`);
         return;

@@ -27,6 +27,7 @@ export function reportResult(result: RunIntentResult, printJson: ((value: unknow
         if (!printJson) {
           print(`merged ${outcome.mergedCommit} (spend ${formatUsd(outcome.spendUsd)})`);
           if (outcome.lineagePath) print(`lineage: ${outcome.lineagePath}`);
+          if (outcome.lineageRef) print(`lineage ref: ${outcome.lineageRef} (git show ${outcome.lineageRef}:FILE in the repository)`);
         }
         return 0;
       }

@@ -50,6 +50,7 @@ export async function revertIntentInput(
     ...(testCommand ? { testCommand } : {}),
     limits: warden.limits,
     gates: warden.gates,
+    ...(warden.lineage ? { lineage: warden.lineage } : {}),
     approvals: approvalsFrom({ ...warden, embeddedServer: options.embeddedServer }),
     notify: warden.notify ?? [],
     revertOf: { intentId: targetId, mergedCommit },

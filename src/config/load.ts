@@ -73,6 +73,7 @@ export function checkConfig(file: unknown): { readonly ok: true; readonly config
     review: { ...base.review, ...overrides.review },
     telemetry: { ...base.telemetry, ...overrides.telemetry },
     ...(overrides.confinement ?? base.confinement ? { confinement: { ...base.confinement, ...overrides.confinement } } : {}),
+    ...(overrides.lineage ?? base.lineage ? { lineage: { ...base.lineage, ...overrides.lineage } } : {}),
     ...(overrides.approvers ?? base.approvers ? { approvers: { ...base.approvers, ...overrides.approvers } } : {}),
     ...(overrides.unsignedDecisions ?? base.unsignedDecisions ? { unsignedDecisions: { ...base.unsignedDecisions, ...overrides.unsignedDecisions } } : {}),
     ...(overrides.customGates ?? base.customGates ? { customGates: overrides.customGates ?? base.customGates } : {}),

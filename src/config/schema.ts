@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
-import { ApproverNameSchema, ConfinementSchema } from '../shared/intent';
+import { ApproverNameSchema, ConfinementSchema, LineageSettingsSchema } from '../shared/intent';
 import { isPublicKey } from '../shared/decision-proof';
 import { GateKindSchema } from '../shared/schema-primitives';
 import { NotifyChannelsSchema } from '../shared/notify-settings';
@@ -214,6 +214,8 @@ export const WardenConfigSchema = z.object({
   telemetry: TelemetrySchema,
   /** What agent-written code may do beyond bubblewrap (see ConfinementSchema); intents carry it. */
   confinement: ConfinementSchema.partial().optional(),
+  /** Where a merged intent's lineage is kept: `ref` (default) or `tree` (see LineageSettingsSchema); intents carry it. */
+  lineage: LineageSettingsSchema.optional(),
   approvers: ApproversSchema.optional(),
   unsignedDecisions: UnsignedDecisionsSchema.optional(),
   /** Channels every intent notifies (intents carry them); the worker uses them for events of no intent. */
@@ -255,6 +257,7 @@ export const ConfigFileSchema = z
     review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional() }).strict().optional(),
     telemetry: TelemetrySchema.optional(),
     confinement: ConfinementSchema.partial().optional(),
+    lineage: LineageSettingsSchema.partial().optional(),
     approvers: ApproversSchema.optional(),
     unsignedDecisions: UnsignedDecisionsSchema.optional(),
     notify: NotifyChannelsSchema.optional(),

@@ -23,7 +23,16 @@ export function activeLineageDir(intentId: string): string {
   return `docs/lineage/active/${intentId}`;
 }
 
-/** Lineage folder once the intent has finished: an immutable record. */
+/** Lineage folder once the intent has merged with `lineage.location: tree`: an immutable record in the base branch. */
 export function doneLineageDir(intentId: string): string {
   return `docs/lineage/done/${intentId}`;
+}
+
+/**
+ * The ref of Warden's own that keeps an intent's lineage in its repository (`lineage.location:
+ * ref`): a commit whose tree is the lineage folder, so `git show REF:FILE` reads one file and
+ * `git push origin 'refs/warden/*'` carries it.
+ */
+export function lineageRefFor(intentId: string): string {
+  return `refs/warden/lineage/${intentId}`;
 }

@@ -60,6 +60,15 @@ export const ConfinementSchema = z
   .strict();
 export type Confinement = z.infer<typeof ConfinementSchema>;
 
+/**
+ * Where the lineage of a merged intent (prompts, logs, documents) is kept. `ref` (default): in
+ * the repository under `refs/warden/lineage/<id>`, outside every branch, and in the worker's
+ * lineage folder; the base branch gets only the change. `tree`: in the base branch as well, under
+ * `docs/lineage/done/<id>/`, merged with the intent branch's whole history.
+ */
+export const LineageSettingsSchema = z.object({ location: z.enum(['ref', 'tree']).default('ref') }).strict();
+export type LineageSettings = z.infer<typeof LineageSettingsSchema>;
+
 /** An approver's name: what `by` says and the config's `approvers` key. */
 export const ApproverNameSchema = z.string().trim().min(1).max(100);
 
@@ -120,6 +129,8 @@ export const IntentSchema = z.object({
   /** The environment the change is for; `production` always adds a human-only gate before merge. */
   environment: z.string().trim().min(1).max(60).optional(),
   confinement: ConfinementSchema.default({ allowUnconfinedCode: false, testNetwork: 'none' }),
+  /** Where its lineage is kept once it merges (the config's `lineage`). */
+  lineage: LineageSettingsSchema.default({ location: 'ref' }),
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),
   /** Where this intent's gates, escalations, budget warnings and ending are told (the config's channels and `--notify`). */
   notify: NotifyChannelsSchema.default([]),

@@ -69,7 +69,10 @@ export interface IntentState {
   worktreePath?: string;
   tests: TestSummary[];
   mergedCommit?: string;
+  /** The folder that holds the lineage once the intent has ended (the repository's done/ folder, or the worker's copy). */
   lineagePath?: string;
+  /** The ref of the intent's repository that holds the lineage (`lineage.location: ref`): `git show REF:FILE`. */
+  lineageRef?: string;
   error?: string;
   /** Decisions refused (invalid, unsigned where a signature is needed, not an approver, …), signal or update. */
   rejectedSignals: number;
@@ -92,6 +95,8 @@ export interface IntentOutcome {
   readonly status: Extract<IntentStatus, 'merged' | 'rejected'>;
   readonly mergedCommit?: string;
   readonly lineagePath?: string;
+  /** See IntentState.lineageRef. */
+  readonly lineageRef?: string;
   readonly spendUsd: string;
   readonly reason?: string;
 }

@@ -95,11 +95,15 @@ export async function endEarly(run: IntentRun, caught: unknown, ending: Ending):
 export async function finishIntent(run: IntentRun, ending: Ending): Promise<void> {
   const { intent, state, ledger } = run;
   const { outcome } = ending;
-  const { lineageCopy } = await CancellationScope.nonCancellable(() => run.activities.cleanup.cleanupIntent({ intent, deleteBranch: outcome !== undefined }));
+  const { lineageCopy, lineageRef } = await CancellationScope.nonCancellable(() => run.activities.cleanup.cleanupIntent({ intent, deleteBranch: outcome !== undefined }));
   if (!state.lineagePath && lineageCopy) {
     state.lineagePath = lineageCopy;
     relocateArtifacts(state, activeLineageDir(intent.id), lineageCopy);
     if (outcome) outcome.lineagePath = lineageCopy;
+  }
+  if (!state.lineageRef && lineageRef) {
+    state.lineageRef = lineageRef;
+    if (outcome) outcome.lineageRef = lineageRef;
   }
   state.worktreePath = undefined;
   const endings = { merged: 'INTENT_MERGED', rejected: 'INTENT_REJECTED', cancelled: 'INTENT_CANCELLED' } as const;
@@ -108,7 +112,7 @@ export async function finishIntent(run: IntentRun, ending: Ending): Promise<void
     stage: state.stage,
     ...(event === 'INTENT_FAILED' ? { suggestion: ending.failureSuggestion ?? suggestionForFailure({}, intent.id) } : {}),
     costSnapshot: { intentUsd: state.spendUsd },
-    metadata: { mergedCommit: state.mergedCommit ?? null, lineagePath: state.lineagePath ?? null },
+    metadata: { mergedCommit: state.mergedCommit ?? null, lineagePath: state.lineagePath ?? null, lineageRef: state.lineageRef ?? null },
   });
   await CancellationScope.nonCancellable(() => ledger.flush());
   // A stop says nothing about the agent, so it does not count on the ladder.

@@ -252,16 +252,19 @@ async function gatesBeforeMerge(run: IntentRun, review: ReviewAssessment): Promi
   return decision!;
 }
 
-/** Archives the lineage into the branch and merges it; the artifact paths follow the lineage. */
+/** Archives the lineage (where the intent's `lineage.location` says) and merges; the artifact paths follow the lineage. */
 async function merge(run: IntentRun): Promise<MutableOutcome> {
   const { intent, state, activities } = run;
   if (state.stage !== 'merge') enterStage(state, run.ledger, 'merge');
-  const { lineagePath } = await activities.git.archiveLineage({ intent });
+  const { lineagePath, lineageRef } = await activities.git.archiveLineage({ intent });
   const { mergedCommit } = await activities.git.mergeIntent({ intent });
   state.mergedCommit = mergedCommit;
-  state.lineagePath = `${intent.repoPath}/${lineagePath}`;
-  relocateArtifacts(state, activeLineageDir(intent.id), lineagePath);
+  if (lineagePath) {
+    state.lineagePath = lineagePath;
+    relocateArtifacts(state, activeLineageDir(intent.id), lineagePath);
+  }
+  if (lineageRef) state.lineageRef = lineageRef;
   state.stage = 'done';
   setStatus(state, 'merged');
-  return { intentId: intent.id, status: 'merged', mergedCommit, lineagePath: state.lineagePath, spendUsd: state.spendUsd };
+  return { intentId: intent.id, status: 'merged', mergedCommit, ...(lineagePath ? { lineagePath } : {}), ...(lineageRef ? { lineageRef } : {}), spendUsd: state.spendUsd };
 }

@@ -1,9 +1,10 @@
 import { SpendMeter } from '../../src/gateway/spend-meter';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { createCommandAgent } from '../../src/activities/agents/command-agent';
+import { shellQuote } from '../../src/activities/agents/cli-invocations';
 import type { AgentRequest } from '../../src/activities/agents/agent';
 import { parseDuration } from '../../src/shared/duration';
 import { FailureType } from '../../src/shared/errors';
@@ -224,6 +225,63 @@ describe('createCommandAgent', () => {
       expect((thrown as ApplicationFailure).type).toBe(FailureType.InvalidIntent);
       expect((thrown as ApplicationFailure).nonRetryable).toBe(true);
     }
+  });
+});
+
+describe('the prompt an agent says it sent', () => {
+  /** A prompt with what quoting and `$(cat …)` get wrong: quotes, expansions, placeholders, trailing newlines. */
+  const PROMPT = `${TRICKY_PROMPT}\n\n`;
+  let outside: string;
+  beforeEach(() => {
+    outside = mkdtempSync(path.join(os.tmpdir(), 'warden-agent-received-'));
+  });
+  afterEach(() => {
+    rmSync(outside, { recursive: true, force: true });
+  });
+
+  /** A program at `outside/name` that runs `body` (sh), with RECEIVED the file it is to copy what it got to. */
+  function program(name: string, body: string): string {
+    const file = path.join(outside, name);
+    writeFileSync(file, `#!/bin/sh\nRECEIVED=${shellQuote(path.join(outside, 'received'))}\n${body}\n`, { mode: 0o755 });
+    return file;
+  }
+
+  /** Runs the agent (unconfined, so what it got can be copied outside the worktree); returns what it recorded and what it got. */
+  async function sentAndReceived(agentProfile: CommandAgentProfile, stage: AgentRequest['stage']): Promise<{ recorded: string[]; received: string }> {
+    const recorded: string[] = [];
+    await createCommandAgent(agentProfile).run(request({ stage, prompt: PROMPT, allowUnconfinedCode: true, recordPrompt: async (sent) => void recorded.push(sent) }));
+    return { recorded, received: readFileSync(path.join(outside, 'received'), 'utf8') };
+  }
+
+  /** A CLI profile (its model never called: the stand-in programs call nothing). */
+  const cliProfile = (cli: 'aider' | 'codex' | 'claude', command: string): CommandAgentProfile =>
+    CommandAgentProfileSchema.parse({ kind: 'command', cli, command, upstream: { kind: 'anthropic', model: 'claude-sonnet-4-5', apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'] }, network: 'host', sandbox: 'none' });
+  const WRITE_ANSWER = 'printf "# answer\\n" > WARDEN-ANSWER.md';
+  const copyTo = (): string => shellQuote(path.join(outside, 'received'));
+
+  // [how it is handed on, the profile, the stage, whether the agent adds where its answer goes]
+  it.each([
+    ['on stdin', () => profile({ command: `cat > ${copyTo()}`, sandbox: 'none' }), 'impl', false],
+    ['on stdin, with where the answer goes', () => profile({ command: `cat > ${copyTo()}; ${WRITE_ANSWER}`, answer: 'file', sandbox: 'none' }), 'lld', true],
+    ['as an argument', () => profile({ command: `printf %s {prompt} > ${copyTo()}`, promptVia: 'arg', sandbox: 'none' }), 'impl', false],
+    ['in a prompt file', () => profile({ command: `cat {promptFile} > ${copyTo()}; ${WRITE_ANSWER}`, promptVia: 'arg', answer: 'file', sandbox: 'none' }), 'spec', true],
+    // The CLIs, each a stand-in program that copies what Warden's command line hands it.
+    ['to claude -p', () => cliProfile('claude', program('claude', `[ "$1" = -p ] && printf %s "$2" > "$RECEIVED"; ${WRITE_ANSWER}`)), 'lld', true],
+    ['to codex exec', () => cliProfile('codex', program('codex', `for arg; do last=$arg; done; printf %s "$last" > "$RECEIVED"; ${WRITE_ANSWER}`)), 'review', true],
+    ['to aider --message-file', () => cliProfile('aider', program('aider', `while [ $# -gt 0 ]; do [ "$1" = --message-file ] && cat "$2" > "$RECEIVED"; shift; done; ${WRITE_ANSWER}`)), 'triage', true],
+    ['to claude at impl', () => cliProfile('claude', program('claude', '[ "$1" = -p ] && printf %s "$2" > "$RECEIVED"')), 'impl', false],
+  ] as const)('is exactly what the command got %s', async (_, agentProfile, stage, toldWhere) => {
+    const { recorded, received } = await sentAndReceived(agentProfile(), stage);
+    expect(recorded).toEqual([received]);
+    expect(received.startsWith(PROMPT)).toBe(true);
+    expect(received.includes('## Where your answer goes')).toBe(toldWhere);
+  });
+
+  it('is not recorded when nothing was sent', async () => {
+    const recorded: string[] = [];
+    const failure = await applicationFailureOf(createCommandAgent(profile({ command: 'cat', sandbox: 'none' })).run(request({ recordPrompt: async (sent) => void recorded.push(sent) })));
+    expect(failure.type).toBe(FailureType.SandboxUnavailable);
+    expect(recorded).toEqual([]);
   });
 });
 

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { git } from '../../src/activities/git';
 import { trashEmptied, trashOf } from '../../src/activities/trash';
-import { ensureWorktree, removeWorktree, removeWorktreeDirectly, worktreePathFor } from '../../src/activities/worktree';
+import { ensureWorktree, mergeIntoBase, removeWorktree, removeWorktreeDirectly, worktreePathFor } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { activeLineageDir } from '../../src/shared/ids';
 
@@ -178,5 +178,53 @@ describe('removing an intent worktree', () => {
     await remove('a');
     await expect(remove('a')).resolves.toEqual({ lineageCopy: undefined });
     expect(existsSync(worktreePathFor(worktreeRoot, repo, 'a'))).toBe(false);
+  });
+});
+
+describe('merging an intent', () => {
+  /** An intent branch with a change to lib/strings.js and a committed lineage folder. */
+  async function intentWithChange(intentId: string): Promise<string> {
+    const { worktreePath } = await make(intentId);
+    await mkdir(path.join(worktreePath, activeLineageDir(intentId)), { recursive: true });
+    await writeFile(path.join(worktreePath, activeLineageDir(intentId), '01-triage.md'), '# triage\n');
+    await git(worktreePath, ['add', '-A']);
+    await git(worktreePath, ['commit', '-q', '-m', `warden(${intentId}): triage attempt 1`]);
+    await writeFile(path.join(worktreePath, 'lib/strings.js'), 'module.exports = {};\n');
+    await writeFile(path.join(worktreePath, activeLineageDir(intentId), '04-impl-attempt-1.md'), 'done\n');
+    await git(worktreePath, ['add', '-A']);
+    // Committed at a fixed time, as a branch made long before its merge is.
+    const date = '2001-02-03T04:05:06Z';
+    await git(worktreePath, ['commit', '-q', '-m', `warden(${intentId}): impl attempt 1`], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
+    return worktreePath;
+  }
+  const merge = (intentId: string, withoutLineage: boolean) =>
+    mergeIntoBase({ repoPath: repo, baseBranch: 'main', intentId, message: `warden: merge intent ${intentId}`, ...(withoutLineage ? { withoutLineage: { message: `warden(${intentId}): the change` } } : {}) });
+
+  it.each([
+    ['checked out', async () => undefined],
+    ['not checked out', async () => git(repo, ['checkout', '-q', '-b', 'elsewhere'])],
+  ])('without the lineage, the base branch (%s) gets the change alone, once', async (_, arrange) => {
+    await intentWithChange('a');
+    const fork = await git(repo, ['rev-parse', 'main']);
+    await arrange();
+    const merged = await merge('a', true);
+    expect(await git(repo, ['rev-parse', 'main'])).toBe(merged);
+    expect(await git(repo, ['diff', '--name-only', `${merged}^1`, merged])).toBe('lib/strings.js');
+    expect(await git(repo, ['show', `${merged}:lib/strings.js`])).toBe('module.exports = {};');
+    // No lineage anywhere in what the base branch now holds: its tree, its history.
+    expect(await git(repo, ['ls-tree', '-r', '--name-only', merged])).not.toContain('docs/lineage');
+    expect(await git(repo, ['log', '--format=%s', '--name-only', 'main'])).not.toContain('docs/lineage');
+    expect(await git(repo, ['log', '--format=%P', '-1', `${merged}^2`])).toBe(fork);
+    // Dated as the branch head, whenever it is made: a retry makes the same commit, finds it merged, and makes nothing new.
+    expect(await git(repo, ['log', '-1', '--format=%aI %cI', `${merged}^2`])).toBe('2001-02-03T04:05:06+00:00 2001-02-03T04:05:06+00:00');
+    await expect(merge('a', true)).resolves.toBe(merged);
+    expect(await git(repo, ['rev-list', '--count', 'main'])).toBe('3');
+  });
+
+  it('with the lineage, the base branch gets the intent branch as it is', async () => {
+    const worktreePath = await intentWithChange('a');
+    const merged = await merge('a', false);
+    expect(await git(repo, ['rev-parse', `${merged}^2`])).toBe(await git(worktreePath, ['rev-parse', 'HEAD']));
+    expect(await git(repo, ['ls-tree', '-r', '--name-only', merged, '--', 'docs'])).toBe(`${activeLineageDir('a')}/01-triage.md\n${activeLineageDir('a')}/04-impl-attempt-1.md`);
   });
 });

@@ -163,12 +163,13 @@ test('warden run --approve drives an intent to a merge; status and list report i
     intentId: id,
     workflowStatus: 'COMPLETED',
     wardenStatus: 'merged',
-    outcome: { mergedCommit: result.outcome.mergedCommit, lineagePath: `${repo}/docs/lineage/done/${id}`, spendUsd: '0.051000' },
+    outcome: { mergedCommit: result.outcome.mergedCommit, lineagePath: path.join(home, 'lineage', id), lineageRef: `refs/warden/lineage/${id}`, spendUsd: '0.051000' },
   });
   const text = warden('status', id).stdout;
   expect(text).toMatch(new RegExp(`^${id}: merged`));
   expect(text).toContain(`merged commit: ${result.outcome.mergedCommit}`);
-  expect(text).toContain(`lineage: ${repo}/docs/lineage/done/${id}`);
+  expect(text).toContain(`lineage: ${path.join(home, 'lineage', id)}`);
+  expect(text).toContain(`lineage ref: refs/warden/lineage/${id} (in the repository: git show refs/warden/lineage/${id}:FILE)`);
   expect(text).toMatch(/spend \$0\.05/);
 
   // an id is used once: the finished one is refused up front, with what to do instead
@@ -540,7 +541,7 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   ]);
   expect(warden('audit', id, '--activities').stdout).toMatch(/ activity runAgentStage \[impl\]( \$\d+\.\d{6})?: attempt 1 completed after \d+\.\d s/);
   const prompts = warden('audit', id, '--prompts');
-  expect(prompts.stdout).toContain(`prompts of ${id}, from ${repo}/docs/lineage/done/${id}`);
+  expect(prompts.stdout).toContain(`prompts of ${id}, from refs/warden/lineage/${id} in ${repo}:`);
   expect(prompts.stdout).toMatch(/===== 01-triage\.prompt\.md =====\n# Warden: triage \(attempt 1\)/);
   expect(prompts.stdout).toMatch(/===== 04-impl-attempt-2\.prompt\.md =====[\s\S]*## Result of the previous attempt/);
   expect(JSON.parse(warden('audit', id, '--prompts', '--json').stdout)).toHaveLength(6);

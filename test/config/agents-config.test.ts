@@ -73,6 +73,20 @@ describe('confinement', () => {
   });
 });
 
+describe('lineage', () => {
+  const repo = makeSampleRepo();
+  const flags = { repo, goal: 'Add slugify', agent: 'command', cmd: 'true' };
+
+  test("a merged intent's lineage goes to its ref unless the config keeps it in the tree; a bad value is one clear line", () => {
+    expect(IntentSchema.parse(intentFromFlags(flags, process.cwd(), resolveConfig({}))).lineage).toEqual({ location: 'ref' });
+    const config = resolveConfig({ lineage: { location: 'tree' } });
+    expect(config.lineage).toEqual({ location: 'tree' });
+    expect(intentFromFlags(flags, process.cwd(), config).lineage).toEqual({ location: 'tree' });
+    expect(() => resolveConfig({ lineage: { location: 'branch' } })).toThrow(/lineage\.location/);
+    expect(() => resolveConfig({ lineage: { inTree: true } })).toThrow(/lineage: Unrecognized key: "inTree"/);
+  });
+});
+
 describe('approvals', () => {
   const key = `ed25519:${'ab'.repeat(32)}`;
 

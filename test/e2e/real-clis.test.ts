@@ -114,13 +114,12 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
       await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
       expect((await handle.result()).status).toBe('merged');
 
-      // What it left: the edit on main; the documents Warden read; no answer file in the change.
+      // What it left: the edit on main, and nothing else; the documents Warden read, in the lineage ref.
       expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toBe(GOOD_FILE);
-      expect(git(repo, 'show', 'main', '--name-only', '--format=')).not.toContain('WARDEN-ANSWER.md');
-      const lineage = git(repo, 'ls-tree', '-r', '--name-only', 'main');
-      const lld = git(repo, 'show', `main:${lineage.split('\n').find((f) => f.endsWith('02-lld.md'))}`);
-      expect(lld).toContain(SAMPLE_LLD.trim().split('\n')[0]);
-      expect(lineage).toMatch(/02-lld\.log\.txt/);
+      expect(git(repo, 'diff', '--name-only', 'main^1', 'main')).toBe('lib/strings.js');
+      const lineage = `refs/warden/lineage/${id}`;
+      expect(git(repo, 'show', `${lineage}:02-lld.md`)).toContain(SAMPLE_LLD.trim().split('\n')[0]);
+      expect(git(repo, 'ls-tree', '--name-only', lineage)).toMatch(/02-lld\.log\.txt/);
 
       // What it sent: every stage asked the model, through the gateway, with the worker's key, at the API's own path.
       const stages = new Set(server.requests.map(stageOfRequest));

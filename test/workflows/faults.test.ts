@@ -48,7 +48,8 @@ test('a retried stage activity does not commit twice', async () => {
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
   expect(failAfterLld).toBe(false); // the fault did fire
-  const lldCommits = git(repo, 'log', '--oneline', 'main', `--grep=warden(${id}): lld attempt 1`, '--fixed-strings');
+  // The attempts' commits are below the lineage ref (main gets the change alone).
+  const lldCommits = git(repo, 'log', '--oneline', `refs/warden/lineage/${id}`, `--grep=warden(${id}): lld attempt 1`, '--fixed-strings');
   expect(lldCommits.split('\n').filter(Boolean)).toHaveLength(1);
   const history = await handle.fetchHistory();
   const lldFailures = history.events!.filter((e) => e.activityTaskFailedEventAttributes);

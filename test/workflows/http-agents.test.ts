@@ -1,7 +1,10 @@
+import { execFileSync } from 'node:child_process';
+import { artifactName } from '../../src/activities/lineage';
 import { startIntent } from '../../src/client/intents';
 import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { AGENT_STAGES } from '../../src/shared/stages';
 import { demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 import { stageOf, startModelServer, type ModelServer, type Reply } from '../helpers/model-server';
 
@@ -80,6 +83,11 @@ test('a whole intent on two HTTP models: routed per stage, the LLD and the files
   expect(impl).toContain('## Earlier artifact: 02-lld.md');
   expect(impl).toContain('### lib/strings.js');
   expect(impl).toContain('<<<<<<< SEARCH');
+  // The lineage keeps each prompt as the model received it: impl's with the files and the edit format the agent added.
+  server.requests.forEach((request, i) => {
+    const recorded = execFileSync('git', ['show', `refs/warden/lineage/${id}:${artifactName(AGENT_STAGES[i]!, 1, '.prompt.md')}`], { cwd: repo, encoding: 'utf8' });
+    expect(recorded).toBe(request.prompt);
+  });
   // 1000 input + 200 output tokens a call: Sonnet $3/$15 per million, GPT-4.1 $2/$8.
   expect(await costs(id)).toEqual(['triage:claude-sonnet-4-5:0.006000', 'lld:claude-sonnet-4-5:0.006000', 'spec:claude-sonnet-4-5:0.006000', 'impl:gpt-4.1:0.003600', 'review:claude-sonnet-4-5:0.006000']);
   // the key appears nowhere in the ledger

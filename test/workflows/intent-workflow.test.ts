@@ -44,7 +44,7 @@ function worktreesLeft(repo: string): string[] {
   return [...folders, ...recorded];
 }
 
-test('an approved intent runs every stage, loops impl until tests pass, and merges into main', async () => {
+test('an approved intent runs every stage, loops impl until tests pass, and merges its change alone into main; the lineage goes to its ref', async () => {
   const repo = makeSampleRepo();
   const intent = intentFor(repo);
   const handle = await startIntent(world().client, intent, world().taskQueue);
@@ -61,17 +61,47 @@ test('an approved intent runs every stage, loops impl until tests pass, and merg
   expect(outcome.status).toBe('merged');
   expect(git(repo, 'rev-parse', 'main')).toBe(outcome.mergedCommit);
   expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toContain('function slugify');
-  expect(git(repo, 'show', '--name-only', '--format=', `main:docs/lineage/done/${intent.id}`)).toContain('05-review.md');
-  expect(outcome.lineagePath).toBe(`${repo}/docs/lineage/done/${intent.id}`);
-  expect(existsSync(path.join(outcome.lineagePath!, '04-impl-attempt-1-tests.log'))).toBe(true);
+  // main gets the agent's change and nothing else: no lineage in its tree or its history
+  expect(git(repo, 'diff', '--name-only', `${outcome.mergedCommit}^1`, outcome.mergedCommit!)).toBe('lib/strings.js');
+  expect(git(repo, 'log', '--format=%s', '--name-only', 'main')).not.toContain('docs/lineage');
+  // the lineage is in the repository under its ref, with every attempt's commit below it ...
+  const ref = `refs/warden/lineage/${intent.id}`;
+  expect(outcome.lineageRef).toBe(ref);
+  expect(git(repo, 'ls-tree', '--name-only', ref).split('\n')).toEqual(expect.arrayContaining(['01-triage.prompt.md', '04-impl-attempt-1-tests.log', '05-review.md']));
+  expect(git(repo, 'show', `${ref}:04-impl-attempt-1-tests.log`)).toContain('not ok 2 - slugify');
+  expect(git(repo, 'log', '--format=%s', ref)).toContain(`warden(${intent.id}): impl attempt 2`);
+  // ... and in the worker's lineage folder, where the artifact paths follow it
+  expect(outcome.lineagePath).toBe(path.join(world().lineageRoot, intent.id));
+  expect(readFileSync(path.join(outcome.lineagePath!, '05-review.md'), 'utf8').trim()).toBe(git(repo, 'show', `${ref}:05-review.md`));
   expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
   expect(worktreesLeft(repo)).toEqual([]);
   const final = await handle.query(stateQuery);
+  expect(final).toMatchObject({ lineagePath: outcome.lineagePath, lineageRef: ref });
   expect(final.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'tester', timedOut: false })]);
   expect(final.spendUsd).toBe('0.051000'); // exact: 0.004 + 0.008 + 0.007 + 0.012 + 0.014 + 0.006
-  // the artifact paths follow the lineage into the repo's done folder
-  expect(final.artifacts['05-review.md']).toBe(`docs/lineage/done/${intent.id}/05-review.md`);
-  for (const artifact of Object.values(final.artifacts)) expect(existsSync(path.join(repo, artifact))).toBe(true);
+  expect(final.artifacts['05-review.md']).toBe(path.join(outcome.lineagePath!, '05-review.md'));
+  for (const artifact of Object.values(final.artifacts)) expect(existsSync(artifact)).toBe(true);
+});
+
+test('with lineage.location tree, the lineage merges into main under docs/lineage/done with the whole intent branch, as it did before', async () => {
+  const repo = makeSampleRepo();
+  const intent = intentFor(repo, { lineage: { location: 'tree' } });
+  const handle = await startIntent(world().client, intent, world().taskQueue);
+  await waitForGate(intent.id);
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  const outcome = await handle.result();
+
+  expect(outcome.status).toBe('merged');
+  expect(git(repo, 'rev-parse', 'main')).toBe(outcome.mergedCommit);
+  expect(git(repo, 'show', '--name-only', '--format=', `main:docs/lineage/done/${intent.id}`)).toContain('05-review.md');
+  expect(git(repo, 'log', '--format=%s', 'main')).toContain(`warden(${intent.id}): impl attempt 2`);
+  expect(outcome.lineagePath).toBe(`${repo}/docs/lineage/done/${intent.id}`);
+  expect(outcome.lineageRef).toBeUndefined();
+  expect(git(repo, 'for-each-ref', 'refs/warden/')).toBe('');
+  expect(existsSync(path.join(outcome.lineagePath!, '04-impl-attempt-1-tests.log'))).toBe(true);
+  const final = await handle.query(stateQuery);
+  expect(final.artifacts['05-review.md']).toBe(`${repo}/docs/lineage/done/${intent.id}/05-review.md`);
+  for (const artifact of Object.values(final.artifacts)) expect(existsSync(artifact)).toBe(true);
 });
 
 test('a second start of a running intent id is refused with a clear message', async () => {
@@ -97,9 +127,11 @@ test('a rejected merge gate merges nothing and removes the branch and the worktr
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
   expect(git(repo, 'branch', '--list', `warden/${intent.id}`)).toBe('');
   expect(worktreesLeft(repo)).toEqual([]);
-  // the record of what happened survives outside the repo
+  // the record of what happened survives outside the branches: in the worker's lineage folder and the lineage ref
   expect(outcome.lineagePath).toBe(path.join(world().lineageRoot, intent.id));
   expect(existsSync(path.join(outcome.lineagePath!, '05-review.md'))).toBe(true);
+  expect(outcome.lineageRef).toBe(`refs/warden/lineage/${intent.id}`);
+  expect(git(repo, 'show', `${outcome.lineageRef}:05-review.md`)).toBe(readFileSync(path.join(outcome.lineagePath!, '05-review.md'), 'utf8').trim());
   const final = await handle.query(stateQuery);
   expect(final.artifacts['05-review.md']).toBe(path.join(outcome.lineagePath!, '05-review.md'));
   for (const artifact of Object.values(final.artifacts)) expect(existsSync(artifact)).toBe(true);

@@ -49,12 +49,16 @@ test('resume --from impl re-runs impl and later stages only, from the commit imp
 
   // triage, lld and spec were not run again; impl ran once more, then review
   expect(await stageCalls(id)).toEqual(['triage', 'lld', 'spec', 'impl', 'impl', 'impl', 'review']);
-  // the failed attempts' commits were rewound away: the merge holds one impl attempt, which passed
-  const merged = git(repo, 'log', '--format=%s', 'main');
+  // the failed attempts' commits were rewound away: the branch that merged (its commits below the
+  // lineage ref's first parent) holds one impl attempt, which passed
+  const merged = git(repo, 'log', '--format=%s', `refs/warden/lineage/${id}^1`);
   expect(merged).toContain(`warden(${id}): spec attempt 1`);
   expect(merged).not.toContain('tests after impl attempt 2');
   expect(merged).toContain(`warden(${id}): tests after impl attempt 1: passed`);
   expect(() => git(repo, 'merge-base', '--is-ancestor', failedHead, 'main')).toThrow(); // not merged: rewound
+  expect(() => git(repo, 'merge-base', '--is-ancestor', failedHead, `refs/warden/lineage/${id}^1`)).toThrow();
+  // the failed run's lineage, recorded when it ended, stays below the merged one's
+  expect(git(repo, 'rev-parse', `refs/warden/lineage/${id}^2^1`)).toBe(failedHead);
 });
 
 test('resume with no stage picks the stage that failed; bad requests change nothing', async () => {

@@ -42,7 +42,8 @@ test('a merged intent is reverted through the merge gate: the revert commit, its
   expect((await handle.result()).status).toBe('merged');
   // main's tree is what it was before the intent merged.
   expect(git(repo, 'diff', '--stat', before, 'main', '--', 'lib')).toBe('');
-  expect(git(repo, 'log', '--format=%s', 'main')).toContain(`Revert "warden: merge intent ${id}"`);
+  expect(git(repo, 'log', '--format=%s', 'main')).toContain(`warden(revert-${id}): Revert intent ${id}`);
+  expect(git(repo, 'log', '--format=%s', `refs/warden/lineage/revert-${id}`)).toContain(`Revert "warden: merge intent ${id}"`);
   const { rows } = await world().pool.query("SELECT event_type FROM safety_events WHERE intent_id = $1 AND event_type IN ('TESTS_PASSED', 'TESTS_FAILED', 'GATE_DECIDED', 'INTENT_MERGED') ORDER BY timestamp", [input.id]);
   expect(rows.map((r: { event_type: string }) => r.event_type)).toEqual(['TESTS_FAILED', 'GATE_DECIDED', 'INTENT_MERGED']);
 }, 120_000);

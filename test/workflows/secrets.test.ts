@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { createLogger } from '../../src/runtime/logger';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
@@ -7,9 +9,9 @@ import { PLANTED, PLANTED_TEXT } from '../helpers/planted-secrets';
 
 /**
  * Secrets an agent (or its tests) prints appear nowhere Warden keeps things: not in the worker's
- * log, the ledger, the workflow history, the intent's state, nor what is merged into the target
- * repository (the lineage: prompts, answers, logs, test output). Every planted secret holds the word
- * PLANTED, so one search finds any of them.
+ * log, the ledger, the workflow history, the intent's state, nor what goes into the target
+ * repository or the worker's lineage folder (the lineage: prompts, answers, logs, test output).
+ * Every planted secret holds the word PLANTED, so one search finds any of them.
  */
 
 const logLines: string[] = [];
@@ -58,10 +60,14 @@ test('planted secrets printed by every stage, a failing attempt and the tests ar
     'intent state': JSON.stringify(state) + JSON.stringify(result),
     ledger: await everyLedgerRow(),
     'worker log': logLines.join(''),
+    // Every ref: main, and the lineage ref with the intent's attempts below it.
     'target repository': execFileSync('git', ['log', '-p', '--all'], { cwd: repo, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }),
+    "the worker's lineage copy": readdirSync(result.lineagePath!).map((name) => readFileSync(path.join(result.lineagePath!, name), 'utf8')).join('\n'),
   };
   // The places were written to: the secrets went in redacted, not missing.
-  expect(places['target repository']).toContain(`docs/lineage/done/${id}/04-impl-attempt-2-tests.log`);
+  expect(places['target repository']).toContain(`docs/lineage/active/${id}/04-impl-attempt-2-tests.log`);
+  expect(git(repo, 'show', `refs/warden/lineage/${id}:04-impl-attempt-2-tests.log`)).toContain('[redacted]');
+  expect(places["the worker's lineage copy"]).toContain('[redacted]');
   expect(places['target repository']).toContain('[redacted]');
   expect(places['workflow history']).toContain('[redacted]');
   expect(places['workflow history']).toMatch(/agent command exited with code 1 \(sandbox: bubblewrap\); stderr ends:.*\[redacted\]/); // the failed try

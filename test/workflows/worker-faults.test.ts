@@ -195,10 +195,10 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     expect(survivor.child.exitCode).toBeNull(); // still running
     expect(victim.child.signalCode).toBe('SIGKILL');
 
-    // git: one merge, each stage attempt committed once, no worktree left
+    // git: one merge, each stage attempt committed once (below the lineage ref), no worktree left
     expect(git(repo, 'rev-parse', 'main')).toBe(outcome.mergedCommit);
     expect(git(repo, 'log', '--merges', '--format=%H', 'main').split('\n').filter(Boolean)).toEqual([outcome.mergedCommit]);
-    const subjects = git(repo, 'log', '--format=%s', 'main').split('\n');
+    const subjects = git(repo, 'log', '--format=%s', `refs/warden/lineage/${id}`).split('\n');
     const stageCommits = subjects.filter((s) => new RegExp(`^warden\\(${id}\\): [a-z]+ attempt \\d+$`).test(s));
     expect([...stageCommits].sort()).toEqual(
       ['triage', 'lld', 'spec', 'impl', 'impl', 'review'].map((s, i) => `warden(${id}): ${s} attempt ${i === 4 ? 2 : 1}`).sort(),
@@ -316,7 +316,7 @@ test('dev server restart mid-run: the server goes away during lld, comes back on
 
     expect(git(repo, 'rev-parse', 'main')).toBe(outcome.mergedCommit);
     expect(git(repo, 'log', '--merges', '--format=%H', 'main').split('\n').filter(Boolean)).toEqual([outcome.mergedCommit]);
-    const subjects = git(repo, 'log', '--format=%s', 'main').split('\n');
+    const subjects = git(repo, 'log', '--format=%s', `refs/warden/lineage/${id}`).split('\n');
     expect(subjects.filter((s) => s === `warden(${id}): lld attempt 1`)).toHaveLength(1);
     const stageCommits = subjects.filter((s) => s.startsWith(`warden(${id}): `) && / attempt \d+$/.test(s));
     expect(new Set(stageCommits).size).toBe(stageCommits.length);

@@ -36,6 +36,12 @@ export interface AgentRequest {
   readonly event?: RecordEvent;
   /** Models this stage may not call (see `modelsForbiddenAt`), refused at the gateway. */
   readonly forbiddenModels?: readonly string[];
+  /**
+   * Called with exactly what the agent hands on — the prompt with whatever the agent adds to it
+   * (where its answer goes, the files it is shown) — before it does: the lineage keeps it as the
+   * attempt's prompt. An agent that stops before handing anything on does not call it.
+   */
+  readonly recordPrompt?: (sent: string) => Promise<void>;
 }
 
 export interface AgentResult {

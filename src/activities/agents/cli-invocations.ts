@@ -55,6 +55,18 @@ export function shellQuote(text: string): string {
   return `'${text.replace(/'/g, `'\\''`)}'`;
 }
 
+/**
+ * Reads the prompt file into `warden_prompt` for {@link PROMPT_ARGUMENT}. A bare `"$(cat FILE)"`
+ * drops the text's trailing newlines; the CLI is to get the prompt byte for byte, as the lineage
+ * records it, so a `.` guards the end and the argument takes it off again.
+ */
+function readPrompt(promptFile: string): string {
+  return `warden_prompt=$(cat ${shellQuote(promptFile)} && printf .)`;
+}
+
+/** The prompt {@link readPrompt} read, as one argument. */
+const PROMPT_ARGUMENT = '"${warden_prompt%.}"';
+
 export function cliInvocation(cli: AgentCli, ctx: CliContext): CliInvocation {
   switch (cli) {
     case 'aider':
@@ -164,7 +176,7 @@ function codex(ctx: CliContext): CliInvocation {
     'in_app_updates = false',
     '',
   ].join('\n');
-  const command = `${shellQuote(ctx.program)} exec --strict-config --ephemeral --skip-git-repo-check -s danger-full-access "$(cat ${shellQuote(ctx.promptFile)})" </dev/null`;
+  const command = `${readPrompt(ctx.promptFile)} && ${shellQuote(ctx.program)} exec --strict-config --ephemeral --skip-git-repo-check -s danger-full-access ${PROMPT_ARGUMENT} </dev/null`;
   return {
     command,
     env: { ...COMMON_ENV, CODEX_HOME: `${ctx.home}/.codex` },
@@ -174,7 +186,7 @@ function codex(ctx: CliContext): CliInvocation {
 
 /** Claude Code: print mode, edits accepted without asking, no traffic but the model's. */
 function claude(ctx: CliContext): CliInvocation {
-  const command = `${shellQuote(ctx.program)} -p "$(cat ${shellQuote(ctx.promptFile)})" --model ${shellQuote(ctx.upstream.model)} --permission-mode acceptEdits --output-format text </dev/null`;
+  const command = `${readPrompt(ctx.promptFile)} && ${shellQuote(ctx.program)} -p ${PROMPT_ARGUMENT} --model ${shellQuote(ctx.upstream.model)} --permission-mode acceptEdits --output-format text </dev/null`;
   return {
     command,
     env: {

@@ -112,6 +112,10 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           metadata: { agent: profileName, sandbox: level },
         });
       }
+      const answerFile = answerMode === 'file' && request.stage !== 'impl' ? ANSWER_FILE : undefined;
+      // What the command gets (on stdin, as an argument or in the prompt file), and so what the lineage keeps.
+      const prompt = answerFile ? `${request.prompt}\n${answerInstruction(answerFile)}` : request.prompt;
+      await request.recordPrompt?.(prompt);
       const lease =
         network === 'gateway' && gateway && profile.upstream
           ? gateway.issue({
@@ -128,8 +132,6 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           : undefined;
       // Outside the worktree, so it never shows up in the agent's diff: the prompt file and a CLI's scratch home.
       const scratch = (viaArg && profile.command.includes(PROMPT_FILE)) || profile.cli ? await mkdtemp(path.join(os.tmpdir(), 'warden-agent-')) : undefined;
-      const answerFile = answerMode === 'file' && request.stage !== 'impl' ? ANSWER_FILE : undefined;
-      const prompt = answerFile ? `${request.prompt}\n${answerInstruction(answerFile)}` : request.prompt;
       try {
         let command = profile.command;
         let cliEnv: Readonly<Record<string, string>> = {};

@@ -103,6 +103,7 @@ export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps):
       ? { env: { [GATEWAY_KEY_VARIABLE]: lease.key }, signal: request.signal, heartbeat: request.heartbeat, maxRetryAfterMs: deps.maxRetryAfterMs }
       : { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs, meter: request.meter };
     const prompt = request.stage === 'impl' ? `${request.prompt}\n${await implContext(request)}\n${EDIT_FORMAT}\n` : request.prompt;
+    await request.recordPrompt?.(prompt);
     const first = await callModel(target, prompt, call);
     let answer = first;
     let usage = first.usage;

@@ -57,6 +57,7 @@ export function createScriptedAgent(scriptPath: string): Agent {
   return {
     async run(request: AgentRequest): Promise<AgentResult> {
       const script = loadAgentScript(scriptPath);
+      await request.recordPrompt?.(request.prompt);
       const attempts = script.stages[request.stage];
       const step: ScriptAttempt = attempts
         ? attempts[Math.min(request.attempt, attempts.length) - 1]!

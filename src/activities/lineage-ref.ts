@@ -1,0 +1,75 @@
+import { existsSync } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { branchForIntent, lineageRefFor } from '../shared/ids';
+import { git, gitRaw, refExists, withTemporaryIndex } from './git';
+
+/** Files hashed or indexed per git call: far below the kernel's argument limit. */
+const FILES_PER_CALL = 200;
+
+/**
+ * Records the lineage folder `folder` of intent `intentId` in `repoPath` under its lineage ref
+ * (see lineageRefFor): a commit whose tree is the folder's files, byte for byte; its first parent
+ * is the intent branch's head (every attempt's commit stays reachable through it), its second
+ * the ref's earlier commit, if any. The same folder on the same branch head makes no new commit,
+ * so a retry changes nothing. Returns the ref, or undefined when there is no lineage to record.
+ */
+export async function recordLineageRef(repoPath: string, intentId: string, folder: string): Promise<string | undefined> {
+  const ref = lineageRefFor(intentId);
+  const files = existsSync(folder) ? await regularFilesIn(folder) : [];
+  if (files.length === 0) return (await refExists(repoPath, ref)) ? ref : undefined;
+  const tree = await treeOfFiles(repoPath, folder, files);
+  const branch = `refs/heads/${branchForIntent(intentId)}`;
+  const branchHead = (await refExists(repoPath, branch)) ? await git(repoPath, ['rev-parse', branch]) : undefined;
+  const earlier = (await refExists(repoPath, ref)) ? await git(repoPath, ['rev-parse', ref]) : undefined;
+  if (earlier) {
+    const [earlierTree, earlierParent] = (await git(repoPath, ['log', '-1', '--format=%T %P', earlier])).split(' ');
+    if (earlierTree === tree && earlierParent === branchHead) return ref;
+  }
+  const parents = [branchHead, earlier].filter((commit): commit is string => commit !== undefined).flatMap((commit) => ['-p', commit]);
+  const message = `warden(${intentId}): lineage\n\nThe prompts, logs and documents of intent ${intentId}.${branchHead ? ' The first parent is its branch as it was then.' : ''}\n`;
+  const commit = await git(repoPath, ['commit-tree', tree, ...parents, '-m', message]);
+  // Compare-and-swap: two cleanups of one intent never lose each other's commit unseen.
+  await git(repoPath, ['update-ref', '-m', `warden: lineage of ${intentId}`, ref, commit, earlier ?? '']);
+  return ref;
+}
+
+/** The files of the lineage ref of `intentId` (names relative to the folder), or undefined when the repository has no such ref. */
+export async function lineageRefFiles(repoPath: string, intentId: string): Promise<string[] | undefined> {
+  const listed = await gitRaw(repoPath, ['ls-tree', '-r', '-z', '--name-only', `${lineageRefFor(intentId)}^{tree}`]);
+  if (listed.code !== 0) return undefined;
+  return listed.stdout.split('\0').filter(Boolean);
+}
+
+/** One file of the lineage ref of `intentId`, as `git show REF:FILE` prints it. */
+export async function readLineageRefFile(repoPath: string, intentId: string, name: string): Promise<string> {
+  return (await gitRaw(repoPath, ['cat-file', 'blob', `${lineageRefFor(intentId)}:${name}`])).stdout;
+}
+
+/**
+ * The regular files under `folder`, relative to it with `/`. Anything else is left out: a
+ * symlink would put the file it points to into the repository.
+ */
+async function regularFilesIn(folder: string, prefix = ''): Promise<string[]> {
+  const found: string[] = [];
+  for (const name of (await readdir(path.join(folder, prefix))).sort()) {
+    const relative = prefix ? `${prefix}/${name}` : name;
+    const stat = await lstat(path.join(folder, relative));
+    if (stat.isDirectory()) found.push(...(await regularFilesIn(folder, relative)));
+    else if (stat.isFile()) found.push(relative);
+  }
+  return found;
+}
+
+/** A tree of `files` (relative to `folder`) as they are on disk: no filters, no .gitignore, no worktree index touched. */
+async function treeOfFiles(repoPath: string, folder: string, files: readonly string[]): Promise<string> {
+  return withTemporaryIndex(async (index) => {
+    for (let start = 0; start < files.length; start += FILES_PER_CALL) {
+      const chunk = files.slice(start, start + FILES_PER_CALL);
+      const blobs = (await git(repoPath, ['hash-object', '-w', '--no-filters', '--', ...chunk.map((file) => path.join(folder, file))])).split('\n');
+      const entries = chunk.flatMap((file, i) => ['--cacheinfo', `100644,${blobs[i]},${file}`]);
+      await git(repoPath, ['update-index', '--add', ...entries], index);
+    }
+    return git(repoPath, ['write-tree'], index);
+  });
+}
