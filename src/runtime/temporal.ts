@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client, Connection, type ClientInterceptors, type TLSConfig } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import type * as TemporalWorker from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
 import { UserError } from '../shared/errors';
 import type { PemSource, RuntimeConfig } from './config';
 import { isTemporalReachable, startDevServer, type DevServer } from './dev-server';
@@ -64,6 +65,9 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
     embedded,
     client,
     async nativeConnection() {
+      // Loaded here, by the commands that run a worker: the SDK's native runtime is slow to load.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { NativeConnection } = require('@temporalio/worker') as typeof TemporalWorker;
       const native = await connectOrExplain(address, config.namespace, () => NativeConnection.connect({ address, ...options }));
       natives.push(native);
       return native;
