@@ -1,4 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -11,7 +12,9 @@ import { DEMO_SCRIPT, demoScript, git, makeSampleRepo, testDatabaseUrl, waitFor 
 const FAST_SCRIPT = demoScript();
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
-import { loadMigrations } from '../../src/ledger/migrate';
+import { loadMigrations, migrate } from '../../src/ledger/migrate';
+import { Ledger } from '../../src/ledger/ledger';
+import type { SafetyEventType } from '../../src/shared/safety-events';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { decideSignal } from '../../src/shared/messages';
 import { Client, Connection } from '@temporalio/client';
@@ -341,6 +344,26 @@ test('warden status of a failed intent says why it failed and the stage it reach
   expect(warden('run', '--repo', repo, '--goal', 'x', '--id', id, '--script', FAST_SCRIPT).stderr).toMatch(
     new RegExp(`intent ${id} already ran \\(failed; .*warden resume ${id} --from STAGE`),
   );
+});
+
+test('warden audit lists a gate\'s request before its decision, though the decision was stamped earlier: the ledger\'s order, not the clocks\'', async () => {
+  await migrate(database.pool);
+  const ledger = new Ledger(database.pool);
+  const id = `cli-order-${Date.now()}`;
+  const at = (ms: number) => new Date(Date.UTC(2031, 0, 1, 12, 0, 0, ms));
+  const event = (eventType: SafetyEventType, ms: number, reason: string, details: { stage?: string; metadata?: Record<string, unknown> } = {}) =>
+    ledger.recordSafetyEvent({ id: randomUUID(), timestamp: at(ms), eventType, severity: 'info', reason, intentId: id, ...details });
+  await event('INTENT_STARTED', 0, 'Add slugify');
+  await event('GATE_REQUESTED', 500, 'Merge?', { stage: 'review', metadata: { gate: 'merge' } });
+  // accepted while the workflow was still writing the request
+  await ledger.recordGateDecision({ id: randomUUID(), intentId: id, gate: 'merge', decision: 'approve', by: 'cli-tester', requestedAt: at(200), decidedAt: at(300), timedOut: false });
+  const audit = warden('audit', id);
+  expect(audit.code).toBe(0);
+  expect(audit.stdout.split('\n').slice(0, 3)).toEqual([
+    `${at(0).toISOString()} safety   INTENT_STARTED: Add slugify`,
+    `${at(500).toISOString()} safety   GATE_REQUESTED [review]: Merge?`,
+    `${at(300).toISOString()} gate     GATE_DECISION: merge gate: approve by cli-tester`,
+  ]);
 });
 
 test('a Temporal server without Warden\'s search attributes: warden run names them and the command that registers them', async () => {
