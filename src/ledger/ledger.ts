@@ -37,6 +37,7 @@ import {
 } from './types';
 import type { Severity } from '../shared/safety-events';
 import { dailyReport } from './daily-report';
+import { readIntentRecord, type IntentRecord } from './intent-record';
 import { inTransaction } from './transaction';
 import { fromMicros, normalizeUsd, toMicros } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
@@ -628,6 +629,11 @@ export class Ledger {
       totalUsd: result.rows[0]?.total ?? ZERO_USD,
     };
   }
+  /** One intent as the ledger records it, for `warden status` (see intent-record.ts). */
+  intentRecord(intentId: string): Promise<IntentRecord> {
+    return readIntentRecord(this.pool, z.string().min(1).parse(intentId));
+  }
+
   /** The daily health report for a UTC day (see dailyReport in daily-report.ts). */
   dailyReport(opts: { date: string; dayBudgetUsd?: string }): Promise<DailyReport> {
     return dailyReport(this.pool, opts);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ZodError } from 'zod';
 import type { Ledger } from '../../src/ledger/ledger';
+import type { SafetyEventInput } from '../../src/ledger/types';
 import type { FreshDatabase } from '../helpers/database';
 import { describeOnBackends } from '../helpers/database';
 import { costEvent, countRows, gateDecision, micros, migratedLedger, safetyEvent, usdOf } from './fixtures';
@@ -185,6 +186,65 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     await old('INTENT_STARTED', t(-3));
     await db.pool.query(`INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, requested_at, decided_at, timed_out, seq) VALUES ($1, $2, 'lld', 'approve', 'carol', $3, $3, false, NULL)`, [randomUUID(), intentId, t(-2)]);
     expect((await ledger.timeline(intentId)).map((e) => e.type)).toEqual(['INTENT_STARTED', 'GATE_DECISION', 'STAGE_COMPLETED', 'STAGE_STARTED']);
+  });
+
+  describe("an intent's record (warden status)", () => {
+    const t = (s: number): Date => new Date(Date.UTC(2031, 0, 3, 12, 0, s));
+
+    test('spend, attempts, tests, decisions and a failed ending with where its lineage went', async () => {
+      const intentId = `record-${randomUUID()}`;
+      const event = (eventType: SafetyEventInput['eventType'], s: number, overrides: Partial<SafetyEventInput> = {}) =>
+        ledger.recordSafetyEvent(safetyEvent({ intentId, eventType, timestamp: t(s), ...overrides }));
+      await event('INTENT_STARTED', 0, { reason: 'add rate limiting' });
+      await event('STAGE_STARTED', 1, { stage: 'impl', metadata: { attempt: 1 } });
+      await ledger.recordCost(costEvent({ intentId, usd: '0.012500' }));
+      await event('TESTS_FAILED', 2, { stage: 'impl', reason: 'impl attempt 1: tests failed (1 failed)', metadata: { attempt: 1 } });
+      await event('STAGE_STARTED', 3, { stage: 'impl', metadata: { attempt: 2 } });
+      await ledger.recordCost(costEvent({ intentId, usd: '0.000001' }));
+      await event('GATE_REQUESTED', 4, { stage: 'impl', reason: 'Let it go on?', metadata: { gate: 'cascade', requestedAt: t(4).toISOString() } });
+      await event('DECISION_REFUSED', 5, { reason: 'unsigned decision refused', metadata: { payload: JSON.stringify({ gate: 'cascade', by: 'mallory' }) } });
+      await event('DECISION_REFUSED', 5, { reason: 'not a decision', metadata: { payload: '{"cut off' } });
+      // Stamped before the request it answers; the ledger still received it after.
+      await ledger.recordGateDecision(gateDecision({ intentId, gate: 'cascade', decision: 'approve', by: 'alice', requestedAt: t(4), decidedAt: t(3) }));
+      await event('GATE_DECIDED', 6, { metadata: { gate: 'cascade', decision: 'approve', by: 'alice', signed: true } });
+      await event('INTENT_FAILED', 7, { stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', metadata: { lineagePath: '/home/w/lineage/x', mergedCommit: null } });
+
+      const record = await ledger.intentRecord(intentId);
+      expect(record).toEqual({
+        started: { at: t(0), goal: 'add rate limiting' },
+        spendUsd: '0.012501',
+        calls: 2,
+        attempts: { impl: 2 },
+        stage: 'impl',
+        tests: [{ attempt: 1, passed: false, summary: 'impl attempt 1: tests failed (1 failed)' }],
+        decisions: [{ gate: 'cascade', decision: 'approve', by: 'alice', at: t(3).toISOString(), timedOut: false, signed: true }],
+        refusedDecisions: [
+          { at: t(5).toISOString(), gate: 'cascade', by: 'mallory', reason: 'unsigned decision refused' },
+          { at: t(5).toISOString(), reason: 'not a decision' },
+        ],
+        ending: { type: 'INTENT_FAILED', at: t(7), stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', lineagePath: '/home/w/lineage/x' },
+      });
+    });
+
+    test('a gate no decision has closed is open; a stage after an ending (a resume) undoes the ending', async () => {
+      const intentId = `record-${randomUUID()}`;
+      const event = (eventType: SafetyEventInput['eventType'], s: number, overrides: Partial<SafetyEventInput> = {}) =>
+        ledger.recordSafetyEvent(safetyEvent({ intentId, eventType, timestamp: t(s), ...overrides }));
+      await event('INTENT_STARTED', 0);
+      await event('GATE_REQUESTED', 1, { reason: 'Approve the design?', metadata: { gate: 'lld', requestedAt: t(1).toISOString() } });
+      await ledger.recordGateDecision(gateDecision({ intentId, gate: 'lld', decision: 'defer', by: 'alice', requestedAt: t(1), decidedAt: t(2) }));
+      expect((await ledger.intentRecord(intentId)).openGate).toEqual({ gate: 'lld', requestedAt: t(1).toISOString(), prompt: 'Approve the design?' });
+
+      await event('INTENT_CANCELLED', 3, { reason: 'cancelled', metadata: { lineagePath: null } });
+      const cancelled = await ledger.intentRecord(intentId);
+      expect(cancelled.openGate).toBeUndefined();
+      expect(cancelled.ending).toEqual({ type: 'INTENT_CANCELLED', at: t(3), reason: 'cancelled' });
+
+      await event('STAGE_STARTED', 4, { stage: 'spec', metadata: { attempt: 1 } });
+      expect(await ledger.intentRecord(intentId)).toMatchObject({ stage: 'spec', attempts: { spec: 1 } });
+      expect((await ledger.intentRecord(intentId)).ending).toBeUndefined();
+      expect(await ledger.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [] });
+    });
   });
 
   describe('costs', () => {
