@@ -5,7 +5,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import pino from 'pino';
 import { startIntent } from '../src/client/intents';
-import { quietSdkRuntime } from '../src/client/session';
+import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { resolveConfig } from '../src/config/load';
 import type { WardenConfig } from '../src/config/schema';
 import { openDatabase, type LedgerDatabase } from '../src/ledger/database';

@@ -32,7 +32,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
-import { quietSdkRuntime } from '../src/client/session';
+import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { startCpuProfile, startCpuWindow } from './cpu';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
 import { unthrottledConfig } from './harness';

@@ -10,7 +10,7 @@ import { NotificationOutbox } from '../ledger/notification-outbox';
 import { createNotificationActivities, type NotificationDeps } from './notifications/delivery';
 
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
-export type { LedgerBatch } from './ledger-activities';
+export type { LedgerBatch, LedgerRow } from './ledger-activities';
 export type { WorktreeRef } from './worktree';
 
 /** Everything activities need, injected by the worker. */

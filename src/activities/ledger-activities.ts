@@ -12,10 +12,16 @@ import type { Severity } from '../shared/safety-events';
 import { redactDeep, type Redactor } from '../shared/redact';
 import { activityLogger } from './log-context';
 
-/** Rows the workflow wants written together. Ids are made in the workflow, so retries are no-ops. */
+/** One row the workflow wants written: a safety event or a gate decision. */
+export type LedgerRow = { readonly safetyEvent: SafetyEventInput } | { readonly gateDecision: GateDecisionInput };
+
+/**
+ * Rows the workflow wants written together, in the order it recorded them: the ledger numbers
+ * rows as they arrive (their `seq`), and `warden audit` lists them in that order. Ids are made in
+ * the workflow, so retries are no-ops.
+ */
 export interface LedgerBatch {
-  readonly safetyEvents?: readonly SafetyEventInput[];
-  readonly gateDecisions?: readonly GateDecisionInput[];
+  readonly rows: readonly LedgerRow[];
 }
 
 export interface LedgerActivityDeps {
@@ -61,8 +67,10 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
      */
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
       let inserted = 0;
-      for (const row of batch.gateDecisions ?? []) if (await deps.ledger.recordGateDecision(redactDeep(row, deps.redact))) inserted++;
-      for (const row of batch.safetyEvents ?? []) if (await deps.ledger.recordSafetyEvent(redactDeep(row, deps.redact))) inserted++;
+      for (const row of batch.rows) {
+        const written = 'gateDecision' in row ? deps.ledger.recordGateDecision(redactDeep(row.gateDecision, deps.redact)) : deps.ledger.recordSafetyEvent(redactDeep(row.safetyEvent, deps.redact));
+        if (await written) inserted++;
+      }
       return { inserted };
     },
 

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
 import { UserError } from '../shared/errors';
-import { detectStubs, formatStubFindings, stubLanguage, type StubFinding } from '../safety/stub-detector';
+import type * as StubDetector from '../safety/stub-detector';
+import type { StubFinding } from '../safety/stub-detector';
 
 export interface CheckStubsResult {
   readonly files: readonly { readonly path: string; readonly language?: string }[];
@@ -13,12 +14,22 @@ export interface CheckStubsResult {
 }
 
 /**
+ * The detector, loaded when a scan runs: it reads TypeScript with the compiler, which takes most
+ * of a second to load, and every other command of the CLI would pay for it.
+ */
+function stubDetector(): typeof StubDetector {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('../safety/stub-detector') as typeof StubDetector;
+}
+
+/**
  * Scans files for stubs. A missing file (or a folder) is a `UserError` with exit code 2, before
  * anything is scanned; files in languages the detector does not read are listed and skipped.
  */
 export function checkStubs(files: readonly string[]): CheckStubsResult {
   const missing = files.filter((f) => !existsSync(f) || !statSync(f).isFile());
   if (missing.length > 0) throw new UserError(`file not found: ${missing.join(', ')}`, 2);
+  const { detectStubs, stubLanguage } = stubDetector();
   const findings = files.flatMap((f) => detectStubs({ path: f, content: readFileSync(f, 'utf8') }));
   const blocking = findings.filter((f) => f.severity === 'block').length;
   return {
@@ -41,6 +52,7 @@ export function addCheckStubsCommand(check: Command, print: (line: string) => vo
     .option('--json', 'print JSON')
     .action((files: string[], flags: { json?: boolean }) => {
       const result = checkStubs(files);
+      const { formatStubFindings } = stubDetector();
       process.exitCode = result.exitCode;
       if (flags.json) return printJson(result);
       const skipped = result.files.filter((f) => !f.language).map((f) => f.path);

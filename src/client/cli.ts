@@ -23,9 +23,9 @@ import { intentFromFlags, type RunFlags } from './intent-input';
 import { initApproverKey, publicKeyOf, readApproverKey } from './approver-keys';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 import { describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
-import { intentStatus, renderIntentStatus } from './intent-status';
+import { readIntentStatus, renderIntentStatus } from './intent-status';
 import { runIntent } from './run-intent';
-import { connectTemporal, startWorker, webUiLink } from './session';
+import { connectTemporal, startWorker } from './session';
 import { listIntents, waitingGates } from './list-intents';
 import { reportResult } from './report';
 import { renderDoctor, runDoctor } from './doctor';
@@ -226,15 +226,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description("Show an intent's status and stage, attempts, spend, gate, decisions and tests; once it has ended, how (merged commit, lineage, or why it failed)")
     .option('--json', 'print JSON')
     .action(async (id: string, flags: { json?: boolean }) => {
-      const target = await connectTemporal(config, () => undefined);
-      try {
-        const report = await intentStatus(target.client, target.namespace, id);
-        const webUi = webUiLink(target, id);
-        if (flags.json) return printJson({ ...report, webUi });
-        for (const line of renderIntentStatus(report, webUi)) print(line);
-      } finally {
-        await target.close();
-      }
+      const report = await readIntentStatus(config, id);
+      if (flags.json) return printJson(report);
+      for (const line of renderIntentStatus(report)) print(line);
     });
 
   program

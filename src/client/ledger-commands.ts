@@ -128,11 +128,12 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         for (const p of prompts) io.print(`\n===== ${p.name} =====\n${p.content.trimEnd()}`);
         return;
       }
-      const timeline = await withLedger((ledger) => ledger.timeline(id, { activities: flags.activities }));
+      const [timeline, record] = await withLedger((ledger) => Promise.all([ledger.timeline(id, { activities: flags.activities }), ledger.intentRecord(id)]));
       if (timeline.length === 0) throw new UserError(`the ledger has nothing for intent ${id}`);
       if (flags.json) return io.printJson(timeline);
       for (const entry of timeline) io.print(formatTimelineEntry(entry));
       io.print(formatSpendTotal(timeline));
+      if (record.ending?.lineagePath) io.print(`lineage: ${record.ending.lineagePath}`);
     });
 
   /** Budget tables against cost_events, per intent: a difference is a call counted in one and not the other. */

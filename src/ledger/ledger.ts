@@ -37,6 +37,7 @@ import {
 } from './types';
 import type { Severity } from '../shared/safety-events';
 import { dailyReport } from './daily-report';
+import { readIntentRecord, type IntentRecord } from './intent-record';
 import { inTransaction } from './transaction';
 import { fromMicros, normalizeUsd, toMicros } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
@@ -532,7 +533,7 @@ export class Ledger {
   /** Where an intent worked: the repository its INTENT_STARTED event names (undefined if unknown). */
   async intentRepoPath(intentId: string): Promise<string | undefined> {
     const { rows } = await this.pool.query<{ repo: string | null }>(
-      `SELECT metadata->>'repoPath' AS repo FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY "timestamp" LIMIT 1`,
+      `SELECT metadata->>'repoPath' AS repo FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY seq NULLS FIRST, "timestamp" LIMIT 1`,
       [intentId],
     );
     return rows[0]?.repo ?? undefined;
@@ -544,9 +545,9 @@ export class Ledger {
    */
   async mergedIntent(intentId: string): Promise<{ readonly repoPath: string; readonly baseBranch: string; readonly mergedCommit: string } | undefined> {
     const { rows } = await this.pool.query<{ repo: string | null; base: string | null; merged: string | null }>(
-      `SELECT (SELECT metadata->>'repoPath' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY "timestamp" DESC LIMIT 1) AS repo,
-              (SELECT metadata->>'baseBranch' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY "timestamp" DESC LIMIT 1) AS base,
-              (SELECT metadata->>'mergedCommit' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_MERGED' ORDER BY "timestamp" DESC LIMIT 1) AS merged`,
+      `SELECT (SELECT metadata->>'repoPath' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY seq DESC NULLS LAST, "timestamp" DESC LIMIT 1) AS repo,
+              (SELECT metadata->>'baseBranch' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY seq DESC NULLS LAST, "timestamp" DESC LIMIT 1) AS base,
+              (SELECT metadata->>'mergedCommit' FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_MERGED' ORDER BY seq DESC NULLS LAST, "timestamp" DESC LIMIT 1) AS merged`,
       [intentId],
     );
     const row = rows[0];
@@ -554,24 +555,25 @@ export class Ledger {
   }
 
   /**
-   * Everything the ledger holds about one intent (safety events, costs, gate decisions), oldest
-   * first; with `activities`, also each activity attempt the worker ran (`activity_runs`), placed
-   * at its start, its end and outcome in the summary.
+   * Everything the ledger holds about one intent (safety events, costs, gate decisions), in the
+   * order the ledger received them (`seq`; rows from before it was numbered come first, by their
+   * clocks); with `activities`, also each activity attempt the worker ran (`activity_runs`),
+   * placed where it was written, at its end, with its start and outcome in the summary.
    */
   async timeline(intentId: string, opts: { activities?: boolean } = {}): Promise<TimelineEntry[]> {
     z.string().min(1).parse(intentId);
     const result = await this.pool.query<{ at: Date; kind: TimelineEntry['kind']; type: string; stage: string | null; summary: string; severity: Severity | null; usd: string | null }>(
       `SELECT at, kind, type, stage, summary, severity, usd FROM (
-         SELECT "timestamp" AS at, 'safety' AS kind, 0 AS kind_order, event_type AS type, stage, reason AS summary,
+         SELECT seq, "timestamp" AS at, 'safety' AS kind, 0 AS kind_order, event_type AS type, stage, reason AS summary,
                 severity, NULL::text AS usd, recorded_at, id::text AS id
            FROM safety_events WHERE intent_id = $1
          UNION ALL
-         SELECT "timestamp", 'cost', 1, 'COST', stage,
+         SELECT seq, "timestamp", 'cost', 1, 'COST', stage,
                 agent_id || ' / ' || model_id || ', attempt ' || attempt || ': ' || input_tokens || ' input + ' || output_tokens || ' output tokens',
                 NULL, usd::text, recorded_at, id::text
            FROM cost_events WHERE intent_id = $1
          UNION ALL
-         SELECT decided_at, 'gate', 2, 'GATE_DECISION', NULL,
+         SELECT seq, decided_at, 'gate', 2, 'GATE_DECISION', NULL,
                 gate || ' gate: ' || decision || ' by ' || decided_by
                   || CASE WHEN timed_out THEN ' (timed out)' ELSE '' END
                   || coalesce(': ' || reason, '')
@@ -581,15 +583,15 @@ export class Ledger {
                 NULL, NULL, recorded_at, id::text
            FROM gate_decisions WHERE intent_id = $1
          UNION ALL
-         SELECT started_at, 'activity', 3, activity_type, stage,
+         SELECT seq, ended_at, 'activity', 3, activity_type, stage,
                 'attempt ' || attempt || ' ' || outcome || coalesce(' (' || failure_type || ')', '')
-                  || ' after ' || round(duration_ms / 1000.0, 1) || ' s, ended ' || to_char(ended_at AT TIME ZONE 'UTC', 'HH24:MI:SS.MS')
+                  || ' after ' || round(duration_ms / 1000.0, 1) || ' s, started ' || to_char(started_at AT TIME ZONE 'UTC', 'HH24:MI:SS.MS')
                   || ' (run ' || left(run_id, 8) || ', activity ' || activity_id || ')',
                 NULL, spend_usd::text, recorded_at,
                 run_id || '/' || activity_id || '/' || attempt
            FROM activity_runs WHERE $2 AND (workflow_id = $3 OR intent_id = $1)
        ) AS entries
-       ORDER BY at, recorded_at, kind_order, id`,
+       ORDER BY seq NULLS FIRST, at, recorded_at, kind_order, id`,
       [intentId, opts.activities === true, workflowIdForIntent(intentId)],
     );
     return result.rows.map((row) => ({
@@ -627,6 +629,11 @@ export class Ledger {
       totalUsd: result.rows[0]?.total ?? ZERO_USD,
     };
   }
+  /** One intent as the ledger records it, for `warden status` (see intent-record.ts). */
+  intentRecord(intentId: string): Promise<IntentRecord> {
+    return readIntentRecord(this.pool, z.string().min(1).parse(intentId));
+  }
+
   /** The daily health report for a UTC day (see dailyReport in daily-report.ts). */
   dailyReport(opts: { date: string; dayBudgetUsd?: string }): Promise<DailyReport> {
     return dailyReport(this.pool, opts);

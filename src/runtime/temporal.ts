@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client, Connection, type ClientInterceptors, type TLSConfig } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import type * as TemporalWorker from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
 import { UserError } from '../shared/errors';
 import type { PemSource, RuntimeConfig } from './config';
 import { isTemporalReachable, startDevServer, type DevServer } from './dev-server';
@@ -10,6 +11,8 @@ import { ensureTemporalCli } from './temporal-cli';
 /** The embedded server listens here, so a second Warden process finds the first one's server. */
 export const EMBEDDED_PORT = 7233;
 export const EMBEDDED_UI_PORT = 8233;
+const EMBEDDED_ADDRESS = `127.0.0.1:${EMBEDDED_PORT}`;
+const EMBEDDED_UI_URL = `http://127.0.0.1:${EMBEDDED_UI_PORT}`;
 
 /** A Temporal server Warden talks to, and how to stop it if Warden started it. */
 export interface TemporalTarget {
@@ -35,9 +38,9 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
   let embedded: DevServer | undefined;
   let uiUrl: string | undefined;
   if (!address) {
-    address = `127.0.0.1:${EMBEDDED_PORT}`;
+    address = EMBEDDED_ADDRESS;
     if (await isTemporalReachable(address)) {
-      uiUrl = `http://127.0.0.1:${EMBEDDED_UI_PORT}`;
+      uiUrl = EMBEDDED_UI_URL;
     } else {
       const cliPath = await ensureTemporalCli({ wardenHome: config.wardenHome, env: process.env, log });
       log(`starting the embedded Temporal server (${path.join(config.wardenHome, 'temporal.db')})`);
@@ -53,6 +56,25 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
       uiUrl = embedded.uiUrl;
     }
   }
+  return connectTo(config, address, { uiUrl, embedded, interceptors });
+}
+
+/**
+ * Connects like connectTemporal, but never starts the embedded server: undefined when
+ * TEMPORAL_ADDRESS is unset and no embedded server runs. For commands that only read, which
+ * can answer without the server (from the ledger) rather than wait for one to start and stop.
+ */
+export async function connectTemporalIfRunning(config: RuntimeConfig): Promise<TemporalTarget | undefined> {
+  if (config.temporalAddress) return connectTo(config, config.temporalAddress, {});
+  if (!(await isTemporalReachable(EMBEDDED_ADDRESS))) return undefined;
+  return connectTo(config, EMBEDDED_ADDRESS, { uiUrl: EMBEDDED_UI_URL });
+}
+
+async function connectTo(
+  config: RuntimeConfig,
+  address: string,
+  { uiUrl, embedded, interceptors }: { readonly uiUrl?: string; readonly embedded?: DevServer; readonly interceptors?: ClientInterceptors },
+): Promise<TemporalTarget> {
   const options = await connectionOptions(config);
   const connection = await connectOrExplain(address, config.namespace, () => Connection.connect({ address, ...options }));
   const client = new Client({ connection, namespace: config.namespace, ...(interceptors ? { interceptors } : {}) });
@@ -64,6 +86,9 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
     embedded,
     client,
     async nativeConnection() {
+      // Loaded here, by the commands that run a worker: the SDK's native runtime is slow to load.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { NativeConnection } = require('@temporalio/worker') as typeof TemporalWorker;
       const native = await connectOrExplain(address, config.namespace, () => NativeConnection.connect({ address, ...options }));
       natives.push(native);
       return native;

@@ -89,6 +89,17 @@ export interface RefusedDecision {
   readonly reason: string;
 }
 
+/**
+ * What an intent keeps in its workflow's memo: `warden status` reads it from the server's record
+ * of the workflow, with no worker to ask. The goal is set at the start; a cooldown wait and a
+ * pause while they hold the intent.
+ */
+export interface IntentMemo {
+  readonly goal?: string;
+  readonly cooldown?: CooldownWait;
+  readonly paused?: IntentState['paused'];
+}
+
 /** What `intentWorkflow` returns. */
 export interface IntentOutcome {
   readonly intentId: string;

@@ -1,15 +1,16 @@
-import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { setCurrentDetails, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import { ZERO_USD } from '../shared/money';
 import { branchForIntent } from '../shared/ids';
 import type { GateName } from '../shared/gates';
 import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { Stage } from '../shared/stages';
-import type { IntentState, IntentStatus } from '../shared/state';
+import type { IntentMemo, IntentState, IntentStatus } from '../shared/state';
 import type { LedgerRecorder } from './ledger-recorder';
 
 /**
  * What an intent shows of itself while it runs: the `state` query's answer, the search
- * attributes `warden list` and the Web UI filter on, and the Web UI's current details.
+ * attributes `warden list` and the Web UI filter on, its memo (what `warden status` reads with no
+ * worker up), and the Web UI's current details.
  */
 
 /** The state of an intent that has not started any stage yet. */
@@ -52,4 +53,9 @@ export function relocateArtifacts(state: IntentState, from: string, to: string):
   for (const [name, artifactPath] of Object.entries(state.artifacts)) {
     if (artifactPath.startsWith(`${from}/`)) state.artifacts[name] = `${to}${artifactPath.slice(from.length)}`;
   }
+}
+
+/** A cooldown wait or a pause, into the memo as it starts, out (null) as it ends. */
+export function showInMemo(facts: { readonly [K in 'cooldown' | 'paused']?: IntentMemo[K] | null }): void {
+  upsertMemo(facts);
 }

@@ -200,6 +200,8 @@ async function designGate(run: IntentRun, stage: 'lld' | 'spec', triage: TriageA
 async function prepare(run: IntentRun): Promise<void> {
   const { intent, state, activities } = run;
   setStatus(state, 'running');
+  // INTENT_STARTED is in the ledger from the start, before any row an activity writes itself.
+  await run.ledger.flush();
   const prepared = await activities.git.prepareWorktree({ intent });
   state.worktreePath = prepared.worktreePath;
   run.head = prepared.head;

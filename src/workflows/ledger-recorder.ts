@@ -1,5 +1,5 @@
 import { uuid4 } from '@temporalio/workflow';
-import type { LedgerBatch } from '../activities';
+import type { LedgerBatch, LedgerRow } from '../activities';
 import type { GateDecisionInput, SafetyEventInput } from '../ledger/types';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
 
@@ -16,15 +16,13 @@ type Append = (batch: LedgerBatch) => Promise<unknown>;
 export type LedgerRoute = 'local' | 'task-queue';
 
 /**
- * Collects ledger rows in workflow code and writes them through the `appendToLedger` activity.
- * Ids come from the workflow's deterministic `uuid4()`, so a replayed or retried write inserts
- * nothing twice. Rows whose write failed (e.g. cancelled mid-flight) stay queued for the next flush.
+ * Collects ledger rows in workflow code and writes them through the `appendToLedger` activity, in
+ * the order they were recorded. Ids come from the workflow's deterministic `uuid4()`, so a
+ * replayed or retried write inserts nothing twice. Rows whose write failed (e.g. cancelled
+ * mid-flight) stay queued, first, for the next flush.
  */
 export class LedgerRecorder {
-  private queue: { safetyEvents: SafetyEventInput[]; gateDecisions: GateDecisionInput[] } = {
-    safetyEvents: [],
-    gateDecisions: [],
-  };
+  private queue: LedgerRow[] = [];
 
   constructor(
     private readonly intentId: string,
@@ -32,29 +30,28 @@ export class LedgerRecorder {
   ) {}
 
   event(eventType: SafetyEventType, severity: Severity, reason: string, details: EventDetails = {}): void {
-    this.queue.safetyEvents.push({ id: uuid4(), timestamp: new Date(), eventType, severity, reason, intentId: this.intentId, ...details });
+    const safetyEvent: SafetyEventInput = { id: uuid4(), timestamp: new Date(), eventType, severity, reason, intentId: this.intentId, ...details };
+    this.queue.push({ safetyEvent });
   }
 
   gateDecision(details: GateDetails): void {
-    this.queue.gateDecisions.push({ id: uuid4(), intentId: this.intentId, ...details });
+    const gateDecision: GateDecisionInput = { id: uuid4(), intentId: this.intentId, ...details };
+    this.queue.push({ gateDecision });
   }
 
   get pending(): boolean {
-    return this.queue.safetyEvents.length + this.queue.gateDecisions.length > 0;
+    return this.queue.length > 0;
   }
 
   /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
   async flush(route: LedgerRoute = 'local'): Promise<void> {
     if (!this.pending) return;
-    const batch = this.queue;
-    this.queue = { safetyEvents: [], gateDecisions: [] };
+    const rows = this.queue;
+    this.queue = [];
     try {
-      await this.append[route](batch);
+      await this.append[route]({ rows });
     } catch (error) {
-      this.queue = {
-        safetyEvents: [...batch.safetyEvents, ...this.queue.safetyEvents],
-        gateDecisions: [...batch.gateDecisions, ...this.queue.gateDecisions],
-      };
+      this.queue = [...rows, ...this.queue];
       throw error;
     }
   }

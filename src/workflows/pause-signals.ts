@@ -4,7 +4,7 @@ import { DURATION_PATTERN, parseDuration } from '../shared/duration';
 import { haltFailure } from './halts';
 import { withWatch } from './time-limits';
 import { pauseSignal, resumeSignal, type PauseRequest } from '../shared/messages';
-import { setStatus } from './intent-status';
+import { setStatus, showInMemo } from './intent-status';
 import type { IntentRun } from './run-context';
 
 /**
@@ -21,6 +21,7 @@ export function handlePauseSignals(run: IntentRun): void {
     guard.paused = true;
     state.paused = { by: request.by, reason: request.reason, at: new Date().toISOString(), timeout: request.timeout ?? run.intent.limits.pauseTimeout };
     setStatus(state, 'paused');
+    showInMemo({ paused: state.paused });
     ledger.event('OVERRIDE', 'info', `paused by ${state.paused.by}${request?.reason ? `: ${request.reason}` : ''} (for at most ${state.paused.timeout}, then: ${run.intent.limits.onPauseTimeout})`, { stage: state.stage });
   });
   setHandler(resumeSignal, (raw: unknown) => {
@@ -34,6 +35,7 @@ function resume(run: IntentRun, by: string): void {
   guard.paused = false;
   state.paused = undefined;
   setStatus(state, state.pendingGate ? 'waiting' : 'running', state.pendingGate?.gate ?? null);
+  showInMemo({ paused: null });
   ledger.event('OVERRIDE', 'info', `resumed by ${by}`, { stage: state.stage });
 }
 

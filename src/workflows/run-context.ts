@@ -10,7 +10,7 @@ import type { IntentState } from '../shared/state';
 import { autoPassRefusals } from './auto-pass';
 import { GateKeeper } from './gate-keeper';
 import { intentActivities, type IntentActivities } from './intent-activities';
-import { setStatus, startingState } from './intent-status';
+import { setStatus, showInMemo, startingState } from './intent-status';
 import { LedgerRecorder } from './ledger-recorder';
 import { StageGuard, installStageGuard } from './stage-guard';
 import { WorkClock } from './time-limits';
@@ -64,6 +64,7 @@ export class IntentRun {
     this.guard = new StageGuard(intent.limits, {
       onCooldown: (wait) => {
         this.state.cooldown = wait;
+        showInMemo({ cooldown: wait ?? null });
       },
     });
     installStageGuard(this.guard);

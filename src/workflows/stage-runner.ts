@@ -29,6 +29,9 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   const attempt = state.attempts[stage]!;
   const conditions = run.pendingConditions;
   run.pendingConditions = undefined;
+  // The agent's call writes its own rows (costs): what led to it goes into the ledger first, so
+  // the ledger's order (what `warden audit` lists) is the order things happened in.
+  await ledger.flush();
   const result = await run.activities.agents.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd, startCommit: run.head, conditions });
   if (result.commit) run.head = result.commit;
   state.spendUsd = addUsd(state.spendUsd, result.costUsd);

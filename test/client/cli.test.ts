@@ -1,4 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -11,7 +12,9 @@ import { DEMO_SCRIPT, demoScript, git, makeSampleRepo, testDatabaseUrl, waitFor 
 const FAST_SCRIPT = demoScript();
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
-import { loadMigrations } from '../../src/ledger/migrate';
+import { loadMigrations, migrate } from '../../src/ledger/migrate';
+import { Ledger } from '../../src/ledger/ledger';
+import type { SafetyEventType } from '../../src/shared/safety-events';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { decideSignal } from '../../src/shared/messages';
 import { Client, Connection } from '@temporalio/client';
@@ -384,13 +387,15 @@ describe('Ctrl-C while following', () => {
       const approve = warden('approve', id);
       expect(approve.stderr).toBe('');
       expect(approve.code).toBe(0);
+      // status reads the intent's ledger: the embedded PostgreSQL of its home, which the worker runs
+      const ownLedger = { WARDEN_HOME: ownHome, DATABASE_URL: '' };
       const status = await waitFor(() => {
-        const shown = JSON.parse(warden('status', id, '--json').stdout) as { wardenStatus: string; state?: { decisions: unknown[] } };
-        return shown.wardenStatus === 'merged' && shown.state ? shown : undefined;
+        const shown = JSON.parse(wardenWith(ownLedger, 'status', id, '--json').stdout) as { wardenStatus: string; decisions: unknown[] };
+        return shown.wardenStatus === 'merged' ? shown : undefined;
       }, 60_000, 'the intent to merge');
-      // with a worker running, the finished intent's full state: its decisions too
-      expect(status.state?.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'cli-tester' })]);
-      expect(warden('status', id).stdout).toMatch(/decision: merge gate: approve by cli-tester \(signed\) at /);
+      // the decision from the ledger, signed as it was sent
+      expect(status.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'cli-tester', signed: true })]);
+      expect(wardenWith(ownLedger, 'status', id).stdout).toMatch(/decision: merge gate: approve by cli-tester \(signed\) at /);
     } finally {
       worker.kill('SIGTERM');
       await workerExited;
@@ -411,6 +416,67 @@ test('warden status of a failed intent says why it failed and the stage it reach
   expect(warden('run', '--repo', repo, '--goal', 'x', '--id', id, '--script', FAST_SCRIPT).stderr).toMatch(
     new RegExp(`intent ${id} already ran \\(failed; .*warden resume ${id} --from STAGE`),
   );
+});
+
+test('an intent that ended, merged or failed, shows its stage, spend, decisions and where its lineage is, with no worker running', async () => {
+  const merged = { repo: makeSampleRepo(), id: `cli-ended-${Date.now()}` };
+  expect(warden('run', '--repo', merged.repo, '--goal', 'Add slugify', '--id', merged.id, '--script', FAST_SCRIPT, '--paths', 'lib/**', '--approve').code).toBe(0);
+  const failed = { repo: makeSampleRepo(), id: `cli-ended-failed-${Date.now()}` };
+  expect(warden('run', '--repo', failed.repo, '--goal', 'Add slugify', '--id', failed.id, '--script', FAST_SCRIPT, '--impl-attempts', '1').code).toBe(1);
+
+  // Each run's worker lived in its own process, now exited. The server may list such a worker as
+  // a poller for a minute after it went: none of the processes it lists is alive.
+  const { pollers } = await withClient((client) => client.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'warden' }, taskQueueType: 1 }));
+  const listed = (pollers ?? []).map((poller) => poller.identity ?? '');
+  expect(listed.filter((identity) => !/^\d+@/.test(identity) || processAlive(Number(identity.split('@')[0])))).toEqual([]);
+
+  const mergedStatus = warden('status', merged.id);
+  expect(mergedStatus.code).toBe(0);
+  expect(mergedStatus.stdout.split('\n')[0]).toBe(`${merged.id}: merged`);
+  expect(mergedStatus.stdout).toContain('  attempts {"triage":1,"lld":1,"spec":1,"impl":2,"review":1,"merge":1}, spend $0.05\n');
+  expect(mergedStatus.stdout).toMatch(/\n {2}decision: merge gate: approve by cli-tester \(signed\) at \S+\n/);
+  expect(mergedStatus.stdout).toContain(`\n  lineage: ${merged.repo}/docs/lineage/done/${merged.id}\n`);
+  expect(mergedStatus.stdout).not.toMatch(/note:/);
+
+  // A failed intent kept its lineage where the ledger's INTENT_FAILED row says; status and audit show that place.
+  const recorded = await database.pool.query<{ lineage: string }>("SELECT metadata->>'lineagePath' AS lineage FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_FAILED'", [failed.id]);
+  const lineage = recorded.rows[0]?.lineage;
+  expect(lineage).toEqual(expect.stringContaining(failed.id));
+  const failedStatus = JSON.parse(warden('status', failed.id, '--json').stdout) as Record<string, unknown>;
+  expect(failedStatus).toMatchObject({ wardenStatus: 'failed', workflowStatus: 'FAILED', stage: 'impl', spendUsd: '0.031000', lineagePath: lineage, decisions: [] });
+  const failedText = warden('status', failed.id).stdout;
+  expect(failedText.split('\n')[0]).toBe(`${failed.id}: failed (stage impl)`);
+  expect(failedText).toContain('  attempts {"triage":1,"lld":1,"spec":1,"impl":2}, spend $0.03\n');
+  expect(failedText).toMatch(/\n {2}tests: impl attempt 1: tests failed/);
+  expect(failedText).toContain(`\n  lineage: ${lineage}\n`);
+
+  const mergedAudit = warden('audit', merged.id).stdout.trimEnd().split('\n');
+  expect(mergedAudit.filter((line) => / STAGE_STARTED \[/.test(line))).toHaveLength(7);
+  expect(mergedAudit.findIndex((line) => line.includes(' GATE_REQUESTED '))).toBeLessThan(mergedAudit.findIndex((line) => line.includes(' GATE_DECISION: merge gate: approve by cli-tester')));
+  expect(mergedAudit.slice(-2)).toEqual(['total spend: $0.051000 over 6 agent calls', `lineage: ${merged.repo}/docs/lineage/done/${merged.id}`]);
+  const failedAudit = warden('audit', failed.id).stdout.trimEnd().split('\n');
+  expect(failedAudit.filter((line) => / STAGE_STARTED \[/.test(line)).map((line) => /\[(\w+)\]/.exec(line)![1])).toEqual(['triage', 'lld', 'spec', 'impl', 'impl']);
+  expect(failedAudit.slice(-2)).toEqual(['total spend: $0.031000 over 4 agent calls', `lineage: ${lineage}`]);
+});
+
+test('warden audit lists a gate\'s request before its decision, though the decision was stamped earlier: the ledger\'s order, not the clocks\'', async () => {
+  await migrate(database.pool);
+  const ledger = new Ledger(database.pool);
+  const id = `cli-order-${Date.now()}`;
+  const at = (ms: number) => new Date(Date.UTC(2031, 0, 1, 12, 0, 0, ms));
+  const event = (eventType: SafetyEventType, ms: number, reason: string, details: { stage?: string; metadata?: Record<string, unknown> } = {}) =>
+    ledger.recordSafetyEvent({ id: randomUUID(), timestamp: at(ms), eventType, severity: 'info', reason, intentId: id, ...details });
+  await event('INTENT_STARTED', 0, 'Add slugify');
+  await event('GATE_REQUESTED', 500, 'Merge?', { stage: 'review', metadata: { gate: 'merge' } });
+  // accepted while the workflow was still writing the request
+  await ledger.recordGateDecision({ id: randomUUID(), intentId: id, gate: 'merge', decision: 'approve', by: 'cli-tester', requestedAt: at(200), decidedAt: at(300), timedOut: false });
+  const audit = warden('audit', id);
+  expect(audit.code).toBe(0);
+  expect(audit.stdout.split('\n').slice(0, 3)).toEqual([
+    `${at(0).toISOString()} safety   INTENT_STARTED: Add slugify`,
+    `${at(500).toISOString()} safety   GATE_REQUESTED [review]: Merge?`,
+    `${at(300).toISOString()} gate     GATE_DECISION: merge gate: approve by cli-tester`,
+  ]);
 });
 
 test('a Temporal server without Warden\'s search attributes: warden run names them and the command that registers them', async () => {
@@ -531,7 +597,7 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(text.stdout).toMatch(/ TESTS_FAILED \[impl\] \(medium\): impl attempt 1: tests /);
   expect(text.stdout).toMatch(/ TESTS_PASSED \[impl\]: impl attempt 2: tests /);
   expect(lines.findIndex((line) => line.includes('TESTS_FAILED'))).toBeLessThan(lines.findIndex((line) => line.includes('impl attempt 2')));
-  expect(lines.at(-1)).toBe('total spend: $0.051000 over 6 agent calls');
+  expect(lines.slice(-2)).toEqual(['total spend: $0.051000 over 6 agent calls', `lineage: ${repo}/docs/lineage/done/${id}`]);
   // --activities adds the worker's record of each activity attempt.
   const activities = JSON.parse(warden('audit', id, '--activities', '--json').stdout) as Array<{ kind: string; type: string; stage?: string; summary: string }>;
   expect(activities.filter((e) => e.kind === 'activity' && e.type === 'runAgentStage').map((e) => e.stage)).toEqual(['triage', 'lld', 'spec', 'impl', 'impl', 'review']);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ZodError } from 'zod';
 import type { Ledger } from '../../src/ledger/ledger';
+import type { SafetyEventInput } from '../../src/ledger/types';
 import type { FreshDatabase } from '../helpers/database';
 import { describeOnBackends } from '../helpers/database';
 import { costEvent, countRows, gateDecision, micros, migratedLedger, safetyEvent, usdOf } from './fixtures';
@@ -125,23 +126,23 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     expect(decisions.rows).toEqual([{ decided_by: 'a\uFFFDb' }]);
   });
 
-  test('the timeline merges safety events, costs and gate decisions, oldest first', async () => {
+  test('the timeline lists safety events, costs and gate decisions in the order the ledger received them, whatever their clocks say', async () => {
     const t = (s: number): Date => new Date(Date.UTC(2031, 0, 1, 12, 0, s));
     const intentId = `timeline-${randomUUID()}`;
-    // Written out of order on purpose.
-    await ledger.recordGateDecision(gateDecision({ intentId, gate: 'merge', decision: 'reject', by: 'bob', reason: 'tests are thin', requestedAt: t(3), decidedAt: t(4) }));
-    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(5), eventType: 'INTENT_REJECTED', reason: 'rejected at merge' }));
     await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(0), eventType: 'INTENT_STARTED', reason: 'add rate limiting' }));
     await ledger.recordCost(costEvent({ intentId, timestamp: t(1), stage: 'impl', attempt: 2, usd: '0.012500', inputTokens: 1200, outputTokens: 300 }));
-    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(2), eventType: 'GATE_REQUESTED', stage: 'merge', reason: 'Merge?', severity: 'info' }));
+    // The request, then its decision stamped earlier: a decision the workflow accepted before it wrote the request.
+    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(3), eventType: 'GATE_REQUESTED', stage: 'merge', reason: 'Merge?', severity: 'info' }));
+    await ledger.recordGateDecision(gateDecision({ intentId, gate: 'merge', decision: 'reject', by: 'bob', reason: 'tests are thin', requestedAt: t(2), decidedAt: t(2) }));
+    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(5), eventType: 'INTENT_REJECTED', reason: 'rejected at merge' }));
     await ledger.recordSafetyEvent(safetyEvent({ intentId: 'someone-else', timestamp: t(2) }));
 
     const timeline = await ledger.timeline(intentId);
     expect(timeline.map((e) => [e.at.toISOString(), e.kind, e.type])).toEqual([
       [t(0).toISOString(), 'safety', 'INTENT_STARTED'],
       [t(1).toISOString(), 'cost', 'COST'],
-      [t(2).toISOString(), 'safety', 'GATE_REQUESTED'],
-      [t(4).toISOString(), 'gate', 'GATE_DECISION'],
+      [t(3).toISOString(), 'safety', 'GATE_REQUESTED'],
+      [t(2).toISOString(), 'gate', 'GATE_DECISION'],
       [t(5).toISOString(), 'safety', 'INTENT_REJECTED'],
     ]);
     expect(timeline[1]).toEqual({
@@ -156,30 +157,94 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     expect(timeline[3]!.summary).toBe('merge gate: reject by bob: tests are thin');
     expect(await ledger.timeline('no-such-intent')).toEqual([]);
 
-    // Asked for, each activity attempt of the intent's workflow joins the timeline at its start.
+    // Asked for, each activity attempt of the intent's workflow joins the timeline where it was written, at its end.
     const run = { workflowId: `intent-${intentId}`, runId: 'run-0123456789', taskQueue: 'warden', startedAt: t(1), endedAt: new Date(t(1).getTime() + 2500) };
     await ledger.recordActivityRun({ ...run, activityId: '7', attempt: 1, activityType: 'runAgentStage', stage: 'impl', outcome: 'failed', failureType: 'AGENT_TIMEOUT' });
     await ledger.recordActivityRun({ ...run, activityId: '7', attempt: 2, activityType: 'runAgentStage', stage: 'impl', intentId, outcome: 'completed', spendUsd: '0.012500', startedAt: t(3), endedAt: t(3) });
     await ledger.recordActivityRun({ ...run, workflowId: 'intent-someone-else', activityId: '1', attempt: 1, activityType: 'runTests', outcome: 'completed' });
     expect(await ledger.timeline(intentId, { activities: false })).toEqual(timeline);
     const withActivities = await ledger.timeline(intentId, { activities: true });
-    expect(withActivities.map((e) => [e.at.toISOString(), e.kind, e.type])).toEqual([
-      [t(0).toISOString(), 'safety', 'INTENT_STARTED'],
-      [t(1).toISOString(), 'cost', 'COST'],
-      [t(1).toISOString(), 'activity', 'runAgentStage'],
-      [t(2).toISOString(), 'safety', 'GATE_REQUESTED'],
-      [t(3).toISOString(), 'activity', 'runAgentStage'],
-      [t(4).toISOString(), 'gate', 'GATE_DECISION'],
-      [t(5).toISOString(), 'safety', 'INTENT_REJECTED'],
-    ]);
-    expect(withActivities[2]).toEqual({
-      at: t(1),
+    expect(withActivities.map((e) => e.type)).toEqual(['INTENT_STARTED', 'COST', 'GATE_REQUESTED', 'GATE_DECISION', 'INTENT_REJECTED', 'runAgentStage', 'runAgentStage']);
+    expect(withActivities[5]).toEqual({
+      at: new Date(t(1).getTime() + 2500),
       kind: 'activity',
       type: 'runAgentStage',
       stage: 'impl',
-      summary: 'attempt 1 failed (AGENT_TIMEOUT) after 2.5 s, ended 12:00:03.500 (run run-0123, activity 7)',
+      summary: 'attempt 1 failed (AGENT_TIMEOUT) after 2.5 s, started 12:00:01.000 (run run-0123, activity 7)',
     });
-    expect(withActivities[4]).toMatchObject({ usd: '0.012500', summary: expect.stringMatching(/^attempt 2 completed after 0\.0 s/) });
+    expect(withActivities[6]).toMatchObject({ usd: '0.012500', summary: expect.stringMatching(/^attempt 2 completed after 0\.0 s/) });
+  });
+
+  test('rows written before the ledger numbered them (seq NULL) come first, in the order of their clocks', async () => {
+    const t = (s: number): Date => new Date(Date.UTC(2031, 0, 2, 12, 0, s));
+    const intentId = `timeline-old-${randomUUID()}`;
+    await ledger.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(0), eventType: 'STAGE_STARTED', reason: 'review attempt 1' }));
+    // Rows from before migration 008, as it left them: no seq.
+    const old = (eventType: string, at: Date) =>
+      db.pool.query(`INSERT INTO safety_events (id, "timestamp", event_type, intent_id, reason, severity, seq) VALUES ($1, $2, $3, $4, 'old', 'info', NULL)`, [randomUUID(), at, eventType, intentId]);
+    await old('STAGE_COMPLETED', t(-1));
+    await old('INTENT_STARTED', t(-3));
+    await db.pool.query(`INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, requested_at, decided_at, timed_out, seq) VALUES ($1, $2, 'lld', 'approve', 'carol', $3, $3, false, NULL)`, [randomUUID(), intentId, t(-2)]);
+    expect((await ledger.timeline(intentId)).map((e) => e.type)).toEqual(['INTENT_STARTED', 'GATE_DECISION', 'STAGE_COMPLETED', 'STAGE_STARTED']);
+  });
+
+  describe("an intent's record (warden status)", () => {
+    const t = (s: number): Date => new Date(Date.UTC(2031, 0, 3, 12, 0, s));
+
+    test('spend, attempts, tests, decisions and a failed ending with where its lineage went', async () => {
+      const intentId = `record-${randomUUID()}`;
+      const event = (eventType: SafetyEventInput['eventType'], s: number, overrides: Partial<SafetyEventInput> = {}) =>
+        ledger.recordSafetyEvent(safetyEvent({ intentId, eventType, timestamp: t(s), ...overrides }));
+      await event('INTENT_STARTED', 0, { reason: 'add rate limiting' });
+      await event('STAGE_STARTED', 1, { stage: 'impl', metadata: { attempt: 1 } });
+      await ledger.recordCost(costEvent({ intentId, usd: '0.012500' }));
+      await event('TESTS_FAILED', 2, { stage: 'impl', reason: 'impl attempt 1: tests failed (1 failed)', metadata: { attempt: 1 } });
+      await event('STAGE_STARTED', 3, { stage: 'impl', metadata: { attempt: 2 } });
+      await ledger.recordCost(costEvent({ intentId, usd: '0.000001' }));
+      await event('GATE_REQUESTED', 4, { stage: 'impl', reason: 'Let it go on?', metadata: { gate: 'cascade', requestedAt: t(4).toISOString() } });
+      await event('DECISION_REFUSED', 5, { reason: 'unsigned decision refused', metadata: { payload: JSON.stringify({ gate: 'cascade', by: 'mallory' }) } });
+      await event('DECISION_REFUSED', 5, { reason: 'not a decision', metadata: { payload: '{"cut off' } });
+      // Stamped before the request it answers; the ledger still received it after.
+      await ledger.recordGateDecision(gateDecision({ intentId, gate: 'cascade', decision: 'approve', by: 'alice', requestedAt: t(4), decidedAt: t(3) }));
+      await event('GATE_DECIDED', 6, { metadata: { gate: 'cascade', decision: 'approve', by: 'alice', signed: true } });
+      await event('INTENT_FAILED', 7, { stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', metadata: { lineagePath: '/home/w/lineage/x', mergedCommit: null } });
+
+      const record = await ledger.intentRecord(intentId);
+      expect(record).toEqual({
+        started: { at: t(0), goal: 'add rate limiting' },
+        spendUsd: '0.012501',
+        calls: 2,
+        attempts: { impl: 2 },
+        stage: 'impl',
+        tests: [{ attempt: 1, passed: false, summary: 'impl attempt 1: tests failed (1 failed)' }],
+        decisions: [{ gate: 'cascade', decision: 'approve', by: 'alice', at: t(3).toISOString(), timedOut: false, signed: true }],
+        refusedDecisions: [
+          { at: t(5).toISOString(), gate: 'cascade', by: 'mallory', reason: 'unsigned decision refused' },
+          { at: t(5).toISOString(), reason: 'not a decision' },
+        ],
+        ending: { type: 'INTENT_FAILED', at: t(7), stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', lineagePath: '/home/w/lineage/x' },
+      });
+    });
+
+    test('a gate no decision has closed is open; a stage after an ending (a resume) undoes the ending', async () => {
+      const intentId = `record-${randomUUID()}`;
+      const event = (eventType: SafetyEventInput['eventType'], s: number, overrides: Partial<SafetyEventInput> = {}) =>
+        ledger.recordSafetyEvent(safetyEvent({ intentId, eventType, timestamp: t(s), ...overrides }));
+      await event('INTENT_STARTED', 0);
+      await event('GATE_REQUESTED', 1, { reason: 'Approve the design?', metadata: { gate: 'lld', requestedAt: t(1).toISOString() } });
+      await ledger.recordGateDecision(gateDecision({ intentId, gate: 'lld', decision: 'defer', by: 'alice', requestedAt: t(1), decidedAt: t(2) }));
+      expect((await ledger.intentRecord(intentId)).openGate).toEqual({ gate: 'lld', requestedAt: t(1).toISOString(), prompt: 'Approve the design?' });
+
+      await event('INTENT_CANCELLED', 3, { reason: 'cancelled', metadata: { lineagePath: null } });
+      const cancelled = await ledger.intentRecord(intentId);
+      expect(cancelled.openGate).toBeUndefined();
+      expect(cancelled.ending).toEqual({ type: 'INTENT_CANCELLED', at: t(3), reason: 'cancelled' });
+
+      await event('STAGE_STARTED', 4, { stage: 'spec', metadata: { attempt: 1 } });
+      expect(await ledger.intentRecord(intentId)).toMatchObject({ stage: 'spec', attempts: { spec: 1 } });
+      expect((await ledger.intentRecord(intentId)).ending).toBeUndefined();
+      expect(await ledger.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [] });
+    });
   });
 
   describe('costs', () => {

@@ -160,7 +160,16 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
     const timeline = await new Ledger(database.pool).timeline(intent.id);
     expect(timeline[0]!.type).toBe('INTENT_STARTED');
     expect(timeline.at(-1)!.type).toBe('INTENT_MERGED');
-    expect(timeline.map((e) => e.at.getTime())).toEqual([...timeline.map((e) => e.at.getTime())].sort((a, b) => a - b));
+    // In the ledger's order, each agent call's cost comes after the start of its own stage, and the gate's request before its decision.
+    let startedStage: string | undefined;
+    const costStages = timeline.flatMap((e) => {
+      if (e.type === 'STAGE_STARTED') startedStage = e.stage;
+      return e.type === 'COST' ? [{ stage: e.stage, startedStage }] : [];
+    });
+    expect(costStages).toHaveLength(6);
+    for (const cost of costStages) expect(cost.startedStage).toBe(cost.stage);
+    const order = timeline.map((e) => e.type);
+    expect(order.indexOf('GATE_REQUESTED')).toBeLessThan(order.indexOf('GATE_DECISION'));
 
     // Every line written inside an activity of this run names the intent, and its attempt.
     const lines = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.activity !== undefined && l.workflowId === `intent-${intent.id}`);

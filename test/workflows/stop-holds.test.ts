@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
+import { intentStatus } from '../../src/client/intent-status';
 import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
 import type { KillSwitchOptions } from '../../src/workers/interceptors/agent-safety';
@@ -158,6 +159,8 @@ describe('pause', () => {
       const until_ = Date.parse(cooling.cooldown!.until);
       expect(until_).toBeGreaterThan(Date.now() - 1_000);
       expect(until_).toBeLessThan(Date.now() + 7_000);
+      // warden status reads the wait from the workflow's memo, not from the worker
+      expect((await intentStatus(world.client, world.ledger, id)).cooldown).toEqual(cooling.cooldown);
 
       await handle.signal(pauseSignal, { by: 'operator', reason: 'during the cooldown' });
       await until(handle, (s) => s.status === 'paused', 'paused');
@@ -165,6 +168,9 @@ describe('pause', () => {
       const held = await handle.query(stateQuery);
       expect(held.status).toBe('paused');
       expect(held.cooldown).toBeUndefined();
+      const status = await intentStatus(world.client, world.ledger, id);
+      expect(status).toMatchObject({ wardenStatus: 'paused', paused: { by: 'operator', reason: 'during the cooldown', at: held.paused!.at } });
+      expect(status.cooldown).toBeUndefined();
       const agentCalls = (await scheduled(handle)).filter((t) => t === 'runAgentStage');
       expect(agentCalls).toHaveLength(4); // triage, lld, spec, impl #1: impl #2 was not dispatched
       const costs = await world.pool.query('SELECT stage FROM cost_events WHERE intent_id = $1', [id]);

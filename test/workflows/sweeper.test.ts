@@ -51,7 +51,7 @@ test('terminated mid-impl: the agent dies at once, the sweep workflow removes th
   expect(Date.now() - terminatedAt).toBeLessThan(15_000);
   expect(worktreesOf(id)).toHaveLength(1); // nothing ran the intent's cleanup
 
-  const status = await intentStatus(world().client, 'default', id);
+  const status = await intentStatus(world().client, world().ledger, id);
   expect(status).toMatchObject({ workflowStatus: 'TERMINATED', wardenStatus: 'terminated' });
   // Just closed: its activity may still be stopping, so the sweep leaves it for now.
   expect(await world().client.workflow.execute('sweepWorkflow', { taskQueue: world().taskQueue, workflowId: `sweep-early-${id}`, args: [] })).toMatchObject({ swept: 0 });

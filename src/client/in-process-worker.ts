@@ -1,0 +1,110 @@
+import path from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { serveUrl, type TelemetryConfig, type WardenConfig } from '../config/schema';
+import { linkSecretOrWhyNot, type LinkSecret } from '../runtime/link-secret';
+import { defaultApprover } from '../runtime/default-approver';
+import { GateViewLinks } from '../ledger/gate-view-links';
+import { gateLinks } from '../workers/gate-links';
+import type { RuntimeConfig } from '../runtime/config';
+import { createLogger } from '../runtime/logger';
+import { pinoSdkLogger } from '../runtime/sdk-logger';
+import type { TemporalTarget } from '../runtime/temporal';
+import { createRedactor } from '../shared/redact';
+import type { LadderLevel } from '../shared/ladder';
+import { createWardenMetrics } from '../workers/metrics';
+import { createWardenWorker, startWorkerGateway } from '../workers/warden-worker';
+import { startTracing, telemetryEnabled } from '../runtime/telemetry';
+import { openLedger } from './open-ledger';
+
+/**
+ * A Warden worker in this process (`warden dev`, `warden worker`, and `warden run` while it
+ * follows). Kept apart from session.ts: the worker, its activities and the SDK's native runtime
+ * take most of a second to load, which commands that only read should not pay.
+ */
+
+/** A worker running in this process, and how to stop it. */
+export interface RunningWorker {
+  readonly worker: Worker;
+  /** The identity it polls with (pollers of the task queue are listed by it). */
+  readonly identity: string;
+  stop(): Promise<void>;
+}
+
+let runtimeInstalled = false;
+let metricsServed = false;
+
+/**
+ * Installs the SDK runtime once per process: its own logging kept to warnings, so CLI output
+ * stays readable, and written through `logger` (Warden's pino: JSON lines, secrets redacted);
+ * with `telemetry.prometheus` set and WARDEN_TELEMETRY not 0, a Prometheus endpoint for the
+ * SDK's metrics and Warden's own.
+ */
+export function quietSdkRuntime(telemetry: TelemetryConfig = {}, logger: Logger = createLogger('warn')): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  const prometheus = telemetryEnabled(process.env) ? telemetry.prometheus : undefined;
+  Runtime.install({
+    logger: pinoSdkLogger(logger),
+    // Warden's commands handle Ctrl-C themselves (stop following, then stop what they started);
+    // the SDK's own handlers would shut the worker down under them.
+    shutdownSignals: [],
+    ...(prometheus ? { telemetryOptions: { metrics: { prometheus: { bindAddress: prometheus } } } } : {}),
+  });
+  metricsServed = prometheus !== undefined;
+}
+
+/**
+ * The decision-link secret, or why there is none (links then only show their gate): a worker
+ * whose home is read-only, or whose secret file is unsafe, still runs, and says so.
+ */
+function workerLinkSecret(logger: Logger): LinkSecret {
+  const linkSecret = linkSecretOrWhyNot();
+  if (linkSecret.missing) logger.warn(`${linkSecret.missing}: notification links show the gate's page, but cannot decide (set WARDEN_LINK_SECRET)`);
+  return linkSecret;
+}
+
+/** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
+  quietSdkRuntime(warden.telemetry, logger);
+  const { ledger, database } = await openLedger(config, (m) => logger.info(m));
+  if (metricsServed) {
+    ledger.observer = createWardenMetrics(Runtime.instance().metricMeter);
+    logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');
+  }
+  const tracing = startTracing(warden.telemetry.otlpEndpoint, 'warden-worker');
+  const redact = createRedactor(process.env);
+  const gateway = await startWorkerGateway({ safety: warden.worker, logger, redact, ledger });
+  const worker = await createWardenWorker({
+    tracing: tracing?.worker,
+    connection: await target.nativeConnection(),
+    namespace: target.namespace,
+    worktreeRoot: config.worktreeRoot,
+    lineageRoot: config.lineageRoot,
+    ledger,
+    logger,
+    redact,
+    gateway,
+    safety: warden.worker,
+    mode: warden.mode,
+    notify: warden.notify,
+    // A channel with no approver decides as the operator, as `warden approve` without --by does.
+    gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), operator: defaultApprover(warden.operator), linkSecret: workerLinkSecret(logger), views: new GateViewLinks(ledger.pool) }),
+    automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
+    // WARDEN_ENABLED=false or an EMERGENCY_STOP file: this worker starts no agent work.
+    killSwitch: { enabled: process.env.WARDEN_ENABLED !== 'false', emergencyStopFile: path.join(config.wardenHome, 'EMERGENCY_STOP') },
+  });
+  const running = worker.run();
+  return {
+    worker,
+    identity: worker.options.identity,
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+      await gateway.close();
+      await tracing?.shutdown();
+      await database.close();
+    },
+  };
+}
