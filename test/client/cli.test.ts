@@ -435,7 +435,9 @@ test('an intent that ended, merged or failed, shows its stage, spend, decisions 
   expect(mergedStatus.stdout.split('\n')[0]).toBe(`${merged.id}: merged`);
   expect(mergedStatus.stdout).toContain('  attempts {"triage":1,"lld":1,"spec":1,"impl":2,"review":1,"merge":1}, spend $0.05\n');
   expect(mergedStatus.stdout).toMatch(/\n {2}decision: merge gate: approve by cli-tester \(signed\) at \S+\n/);
-  expect(mergedStatus.stdout).toContain(`\n  lineage: ${merged.repo}/docs/lineage/done/${merged.id}\n`);
+  // The lineage stays out of the base branch: the worker's copy, and the repository's ref.
+  expect(mergedStatus.stdout).toContain(`\n  lineage: ${path.join(home, 'lineage', merged.id)}\n`);
+  expect(mergedStatus.stdout).toContain(`\n  lineage ref: refs/warden/lineage/${merged.id} (in the repository: git show refs/warden/lineage/${merged.id}:FILE)\n`);
   expect(mergedStatus.stdout).not.toMatch(/note:/);
 
   // A failed intent kept its lineage where the ledger's INTENT_FAILED row says; status and audit show that place.
@@ -453,7 +455,7 @@ test('an intent that ended, merged or failed, shows its stage, spend, decisions 
   const mergedAudit = warden('audit', merged.id).stdout.trimEnd().split('\n');
   expect(mergedAudit.filter((line) => / STAGE_STARTED \[/.test(line))).toHaveLength(7);
   expect(mergedAudit.findIndex((line) => line.includes(' GATE_REQUESTED '))).toBeLessThan(mergedAudit.findIndex((line) => line.includes(' GATE_DECISION: merge gate: approve by cli-tester')));
-  expect(mergedAudit.slice(-2)).toEqual(['total spend: $0.051000 over 6 agent calls', `lineage: ${merged.repo}/docs/lineage/done/${merged.id}`]);
+  expect(mergedAudit.slice(-2)).toEqual(['total spend: $0.051000 over 6 agent calls', `lineage: ${path.join(home, 'lineage', merged.id)}`]);
   const failedAudit = warden('audit', failed.id).stdout.trimEnd().split('\n');
   expect(failedAudit.filter((line) => / STAGE_STARTED \[/.test(line)).map((line) => /\[(\w+)\]/.exec(line)![1])).toEqual(['triage', 'lld', 'spec', 'impl', 'impl']);
   expect(failedAudit.slice(-2)).toEqual(['total spend: $0.031000 over 4 agent calls', `lineage: ${lineage}`]);
@@ -597,7 +599,7 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(text.stdout).toMatch(/ TESTS_FAILED \[impl\] \(medium\): impl attempt 1: tests /);
   expect(text.stdout).toMatch(/ TESTS_PASSED \[impl\]: impl attempt 2: tests /);
   expect(lines.findIndex((line) => line.includes('TESTS_FAILED'))).toBeLessThan(lines.findIndex((line) => line.includes('impl attempt 2')));
-  expect(lines.slice(-2)).toEqual(['total spend: $0.051000 over 6 agent calls', `lineage: ${repo}/docs/lineage/done/${id}`]);
+  expect(lines.slice(-2)).toEqual(['total spend: $0.051000 over 6 agent calls', `lineage: ${path.join(home, 'lineage', id)}`]);
   // --activities adds the worker's record of each activity attempt.
   const activities = JSON.parse(warden('audit', id, '--activities', '--json').stdout) as Array<{ kind: string; type: string; stage?: string; summary: string }>;
   expect(activities.filter((e) => e.kind === 'activity' && e.type === 'runAgentStage').map((e) => e.stage)).toEqual(['triage', 'lld', 'spec', 'impl', 'impl', 'review']);
