@@ -212,7 +212,8 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
 });
 
 test('refused decisions and a gate timeout are safety events; the timeout escalates then rejects', async () => {
-  const intent = intentFor(makeSampleRepo(), { limits: { gateTimeout: '3s' } });
+  // Long enough that the two decisions below reach the gate before it times out, however slow the machine.
+  const intent = intentFor(makeSampleRepo(), { limits: { gateTimeout: '15s' } });
   const handle = await startIntent(world().client, intent, world().taskQueue);
   await atGate(intent.id);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'x' });
@@ -285,8 +286,19 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
     const handle = await startIntent(world().client, intent, own.queue);
     await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 60_000, 'lld to start');
     await own.server.stop();
-    // the intent cannot write its ledger rows now: it must wait, not fail and not skip them
-    await new Promise((r) => setTimeout(r, 5000));
+    // The intent cannot write its ledger rows now: it must wait, not fail and not skip them. lld's
+    // agent answers and its attempt is committed; its activity then waits for the ledger, alive:
+    // it still beats after the moment an attempt that did not wait would have failed (at once,
+    // the connection refused).
+    const committedAt = await waitFor(() => {
+      const [subject, at] = git(intent.repoPath, 'log', '-1', '--format=%s%n%ct', `warden/${intent.id}`).split('\n');
+      return subject === `warden(${intent.id}): lld attempt 1` ? Number(at) * 1000 : undefined;
+    }, 120_000, 'lld attempt 1 to be committed');
+    const lld = await waitFor(async () => {
+      const pending = ((await handle.describe()).raw.pendingActivities ?? []).find((a) => a.activityType?.name === 'runAgentStage');
+      return pending && Number(pending.lastHeartbeatTime?.seconds ?? 0) * 1000 > committedAt + 2_000 ? pending : undefined;
+    }, 120_000, 'a heartbeat of the waiting lld attempt');
+    expect(lld.attempt).toBe(1);
     const waiting = await handle.query(stateQuery);
     expect(waiting.status).toBe('running');
     expect(waiting.stage).toBe('lld'); // lld is done, but the intent waits for its ledger rows
