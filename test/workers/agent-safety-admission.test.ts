@@ -225,7 +225,7 @@ test('the error-rate breaker: warning once, then critical; new agent calls then 
     // Successful calls first, up to the merge gate.
     const good = intentFor(script({ model: 'healthy' }));
     const goodHandle = await startIntent(world().client, good, h.queue);
-    await waitFor(async () => ((await goodHandle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
+    await waitFor(async () => ((await goodHandle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the merge gate');
     await cancel(goodHandle);
     const successes = h.agentCalls();
 

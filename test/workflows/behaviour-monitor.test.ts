@@ -56,7 +56,7 @@ async function atGate(handle: WorkflowHandle, gate: string): Promise<IntentState
     const s = await handle.query(stateQuery);
     if (s.status === 'merged' || s.status === 'rejected' || s.status === 'failed') throw new Error(`intent ended (${s.status}: ${s.error ?? ''}) before the ${gate} gate`);
     return s.pendingGate?.gate === gate ? s : undefined;
-  }, 60_000, `the ${gate} gate`);
+  }, 120_000, `the ${gate} gate`);
 }
 
 // The worker reads the past runs at its first agent call: they are in the ledger before it.

@@ -44,7 +44,7 @@ test('a retried stage activity does not commit twice', async () => {
     { id, goal: 'slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: demoScript() }, limits: { cooldown: '0s' } },
     world().taskQueue,
   );
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
   expect(failAfterLld).toBe(false); // the fault did fire
@@ -72,7 +72,7 @@ test('cancelling an intent mid-impl kills the agent process group and removes th
     { id, goal: 'hang in impl', repoPath: repo, agent: { kind: 'command', command, sandbox: 'none' }, confinement: { allowUnconfinedCode: true }, limits: { cooldown: '0s' } },
     world().taskQueue,
   );
-  const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 60_000, 'the impl agent to start');
+  const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 120_000, 'the impl agent to start');
   expect(alive(pid)).toBe(true);
   await handle.cancel();
   const error = await handle.result().catch((e: unknown) => e);

@@ -54,7 +54,7 @@ function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): Inte
 }
 
 async function atGate(id: string): Promise<void> {
-  await waitFor(async () => ((await intentHandle(world().client, id).query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the gate');
+  await waitFor(async () => ((await intentHandle(world().client, id).query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the gate');
 }
 
 async function rows(sql: string, params: unknown[] = []): Promise<Record<string, unknown>[]> {
@@ -131,7 +131,7 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
   test('a merged intent leaves its whole story in the ledger, each row once, spend exact', async () => {
     const intent = intentFor(makeSampleRepo());
     const handle = await startIntent(world().client, intent, queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the gate');
+    await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the gate');
     await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'auditor' });
     await handle.result();
     expect(failAfterFirstAppend).toBe(false); // the retry-after-write fault fired
@@ -284,7 +284,7 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
   await withOwnLedgerServer(async (own) => {
     const intent = slowLldIntent();
     const handle = await startIntent(world().client, intent, own.queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 60_000, 'lld to start');
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 120_000, 'lld to start');
     await own.server.stop();
     // The intent cannot write its ledger rows now: it must wait, not fail and not skip them. lld's
     // agent answers and its attempt is committed; its activity then waits for the ledger, alive:
@@ -332,7 +332,7 @@ test('with PostgreSQL frozen mid-run (answering nothing, refusing nothing) the i
   await withOwnLedgerServer(async (own) => {
     const intent = slowLldIntent();
     const handle = await startIntent(world().client, intent, own.queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 60_000, 'lld to start');
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 120_000, 'lld to start');
     // SIGSTOP: connections are still accepted by the kernel, but nothing is ever answered.
     const frozen = serverProcesses(own.server.pid);
     for (const pid of frozen) process.kill(pid, 'SIGSTOP');
@@ -360,5 +360,5 @@ test('with PostgreSQL frozen mid-run (answering nothing, refusing nothing) the i
 });
 
 async function atGateOn(handle: ReturnType<typeof intentHandle>): Promise<void> {
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 90_000, 'the gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 180_000, 'the gate');
 }

@@ -24,7 +24,7 @@ async function terminatedMidImpl(prefix: string) {
   const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then bash -c "exec -a ${prefix}-\\$((40+2)) sleep 300" & wait; else echo done; fi`);
   const tag = `${prefix}-42`;
   const started = await startSampleIntent(world(), 'sw', { agent: { kind: 'command', command } });
-  await waitFor(() => (processesWith(tag).length > 0 ? true : undefined), 60_000, 'the impl agent to start');
+  await waitFor(() => (processesWith(tag).length > 0 ? true : undefined), 120_000, 'the impl agent to start');
   expect(await started.handle.query(stateQuery)).toMatchObject({ stage: 'impl' });
   const cli = process.env.WARDEN_TEST_CLI_PATH!;
   execFileSync(cli, ['workflow', 'terminate', '--workflow-id', `intent-${started.id}`, '--reason', 'operator pulled the plug', '--address', temporalAddress()], { encoding: 'utf8' });
@@ -82,7 +82,7 @@ test('a worker that starts sweeps at once; running intents are left alone', asyn
   const tag = `warden-sweep-start-${process.pid}-${Date.now()}`;
   const { id } = await terminatedMidImpl(tag);
   const running = await startSampleIntent(world(), 'swr', { limits: { gateTimeout: '10m' } });
-  await waitFor(async () => ((await running.handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the running intent to wait at a gate');
+  await waitFor(async () => ((await running.handle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the running intent to wait at a gate');
   await waitFor(() => (processesWith(`${tag}-42`).length === 0 ? true : undefined), 120_000, 'the agent to die');
   expect(worktreesOf(id)).toHaveLength(1);
   await new Promise((resolve) => setTimeout(resolve, SWEEP_AFTER_CLOSE_MS + 500)); // no longer just closed
