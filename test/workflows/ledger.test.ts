@@ -286,22 +286,14 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
     const handle = await startIntent(world().client, intent, own.queue);
     await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 120_000, 'lld to start');
     await own.server.stop();
-    // The intent cannot write its ledger rows now: it must wait, not fail and not skip them. lld's
-    // agent answers and its attempt is committed; its activity then waits for the ledger, alive:
-    // it still beats after the moment an attempt that did not wait would have failed (at once,
-    // the connection refused).
-    const committedAt = await waitFor(() => {
-      const [subject, at] = git(intent.repoPath, 'log', '-1', '--format=%s%n%ct', `warden/${intent.id}`).split('\n');
-      return subject === `warden(${intent.id}): lld attempt 1` ? Number(at) * 1000 : undefined;
-    }, 120_000, 'lld attempt 1 to be committed');
-    const lld = await waitFor(async () => {
-      const pending = ((await handle.describe()).raw.pendingActivities ?? []).find((a) => a.activityType?.name === 'runAgentStage');
-      return pending && Number(pending.lastHeartbeatTime?.seconds ?? 0) * 1000 > committedAt + 2_000 ? pending : undefined;
-    }, 120_000, 'a heartbeat of the waiting lld attempt');
-    expect(lld.attempt).toBe(1);
+    // The intent cannot write its ledger rows now: it must wait, not fail and not skip them. The
+    // server stays away 5 s (at least: a busy machine only makes it longer), time enough for an
+    // intent that failed or went on without its rows to show it; what is checked then holds
+    // however far the intent got meanwhile.
+    await new Promise((r) => setTimeout(r, 5000));
     const waiting = await handle.query(stateQuery);
     expect(waiting.status).toBe('running');
-    expect(waiting.stage).toBe('lld'); // lld is done, but the intent waits for its ledger rows
+    expect(waiting.stage).toBe('lld'); // lld cannot end without its ledger rows: the intent waits
     expect(waiting.pendingGate).toBeUndefined();
     await own.restart();
     await atGateOn(handle);
