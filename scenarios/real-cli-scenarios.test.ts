@@ -126,7 +126,7 @@ async function settled(r: Run): Promise<{ state: IntentState; failure?: string }
   const state = await waitFor(async () => {
     const s = await r.handle.query(stateQuery);
     return s.pendingGate !== undefined || ['failed', 'rejected', 'cancelled', 'merged'].includes(s.status) ? s : undefined;
-  }, 90_000, 'the intent at a gate or ended').catch(async (error: unknown) => {
+  }, 240_000, 'the intent at a gate or ended').catch(async (error: unknown) => { // a hang guard: real CLIs start slowly on a busy machine
     const s = await r.handle.query(stateQuery);
     const seen = server.requests.map((q) => `${stageOfRequest(q)}:${q.path}`).join(', ');
     throw new Error(`${String(error)}; state ${JSON.stringify({ status: s.status, stage: s.stage, attempts: s.attempts, error: s.error })}; requests: ${seen}`);

@@ -148,7 +148,7 @@ describe('docker-compose.temporal.yml', () => {
         const script = [command].flat().join('\n').replace(/\$\$/g, '$');
         execFileSync('/bin/sh', ['-c', script], {
           env: { ...env(REGISTER), PATH: `${dir}:${process.env.PATH}` },
-          timeout: 10_000,
+          timeout: 60_000, // a hang guard: the script with a stand-in CLI runs in milliseconds
         });
 
         const created = readFileSync(log, 'utf8')

@@ -166,7 +166,7 @@ async function setupTemporal(): Promise<void> {
   }
 
   if (existing) {
-    if (!(await isTemporalReachable(existing, 10_000))) {
+    if (!(await isTemporalReachable(existing, 60_000))) { // a hang guard, not a figure
       throw new Error(`TEMPORAL_ADDRESS is set to ${existing}, but no Temporal server answers there`);
     }
     process.env.TEMPORAL_NAMESPACE ??= 'default';

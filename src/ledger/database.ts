@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { claimServer, liveOwner, ownsServer, releaseServer } from './embedded-owner';
+import { claimServer, liveOwner, releaseServer } from './embedded-owner';
 import { ensureEmbeddedServer, findRunningServer } from './embedded-server';
 import { migrate } from './migrate';
 import { createLedgerPool, LEDGER_TIMEOUTS, redactDatabaseUrl } from './pool';
@@ -104,15 +104,18 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
   let closed: Promise<void> | undefined;
   const close = async (): Promise<void> => {
     await openPool.end();
+    // The owner lets go before it counts the others: a process closing at the same moment that
+    // counts no one then finds no owner to leave the server to, and stops it. (Letting go after
+    // counting, the owner could see that process still connected and leave the server to it
+    // while that process, seeing the owner, left it to the owner: a server nobody stops.)
+    await releaseServer(opts.dataDir, applicationName);
     const others = await presence.closeCountingOthers();
-    const owned = await ownsServer(opts.dataDir, applicationName);
     if (others > 0) {
-      // Let go: whoever closes last stops it.
-      if (owned) await releaseServer(opts.dataDir, applicationName);
+      // Whoever closes last stops it.
       log(`leaving the embedded PostgreSQL (pid ${server.pid}) running: ${others} other connection(s)`);
       return;
     }
-    const owner = owned ? undefined : await liveOwner(opts.dataDir, applicationName);
+    const owner = await liveOwner(opts.dataDir, applicationName);
     if (owner) {
       log(`leaving the embedded PostgreSQL (pid ${server.pid}) running: the Warden process that started it (pid ${owner.pid}) still runs`);
       return;
@@ -121,7 +124,6 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
     const running = (await findRunningServer(opts.dataDir).catch(() => undefined)) ?? server;
     log(`stopping the embedded PostgreSQL (pid ${running.pid})`);
     await running.stop();
-    await releaseServer(opts.dataDir, applicationName);
   };
   return {
     pool: openPool,
@@ -156,7 +158,8 @@ function errorMessage(error: unknown): string {
 
 /**
  * The one connection a LedgerDatabase keeps open on the embedded server so other processes can
- * count it. When the server restarts under it, it connects again (every 1 to 10 s) until closed.
+ * count it: on the server's own `postgres` database, apart from the pools (on `warden`). When the
+ * server restarts under it, it connects again (every 1 to 10 s) until closed.
  */
 class Presence {
   private client: pg.Client | undefined;
@@ -204,8 +207,11 @@ class Presence {
   }
 
   /**
-   * How many other clients the server has, then disconnects. Processes closing at the same
-   * moment ignore each other (they rename themselves first), so the last of them stops the server.
+   * How many other Warden processes the server has (their presence connections), then
+   * disconnects. Processes closing at the same moment ignore each other (they rename themselves
+   * first), so the last of them stops the server. Pool connections are not counted: a pool that
+   * has just been ended may still show in pg_stat_activity for a moment, and two processes
+   * closing together would each count the other's and both leave the server running.
    */
   async closeCountingOthers(): Promise<number> {
     this.closing = true;
@@ -217,7 +223,7 @@ class Presence {
       await client.query(`SET application_name = '${CLOSING}'`);
       const result = await client.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+          WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database()
             AND coalesce(application_name, '') NOT IN ($1, '${CLOSING}')`,
         [this.applicationName],
       );

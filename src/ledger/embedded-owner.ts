@@ -4,10 +4,10 @@ import { stillRuns, thisProcess, type ProcessIdentity } from '../shared/process-
 
 /**
  * Who owns the embedded PostgreSQL: the Warden process that started it (a worker, `warden dev`,
- * `warden run`, or a short command that found none running). Only the owner stops it when it
- * closes, and only if no other Warden process is connected; if one is, the owner lets go and
- * the last one out stops it. A process that joined a server whose owner still runs never stops
- * it, however few connections it counts (the owner's may be between reconnects).
+ * `warden run`, or a short command that found none running). The owner lets go as it closes and
+ * stops the server if no other Warden process is connected; if one is, the last one out stops
+ * it. A process that joined a server whose owner still runs never stops it, however few
+ * connections it counts (the owner's may be between reconnects).
  */
 
 interface Owner extends ProcessIdentity {

@@ -310,7 +310,8 @@ describe('writes outside the worktree', () => {
     expect(report.changedPaths).toBe(1);
   });
 
-  test('a few thousand files: snapshot and inspection stay fast', async () => {
+  // How long they take is measured by bench/change-inspection.ts (about 0.7 s here on an idle machine).
+  test('a few thousand files: snapshot and inspection find what changed, and the write outside', async () => {
     const s = await setup();
     for (let d = 0; d < 30; d++) {
       for (let f = 0; f < 100; f++) write(s.repo, `data/d${d}/f${f}.txt`, `${d}-${f}\n`.repeat(20));
@@ -319,16 +320,13 @@ describe('writes outside the worktree', () => {
     git(s.repo, 'commit', '-qm', 'many files');
     git(s.worktree, 'merge', '-q', '--ff-only', 'main');
     const base = git(s.worktree, 'rev-parse', 'HEAD');
-    const started = Date.now();
     const snapshot = await takeRepoSnapshot(s.repo);
     expect(Object.keys(snapshot.files).length).toBeGreaterThan(3000);
     for (let f = 0; f < 200; f++) write(s.worktree, `data/d1/f${f}.txt`, 'changed\n');
     write(s.repo, 'data/d7/f7.txt', 'outside\n');
     const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: base, declaredPaths: ['data/d1/**'], repoSnapshot: snapshot });
-    const elapsed = Date.now() - started;
     expect(kinds(report)).toEqual(['outside-worktree-write data/d7/f7.txt']);
     expect(report.changedPaths).toBe(200);
-    expect(elapsed).toBeLessThan(10_000); // about 0.7 s on an idle machine
   });
 
   test('the report is capped', async () => {

@@ -119,7 +119,8 @@ describe('createCommandAgent', () => {
   });
 
   it('does not hand the prompt on stdin when it goes in the arguments', async () => {
-    const agent = createCommandAgent(profile({ command: 'cat; echo {prompt}', promptVia: 'arg', timeout: '5s' }));
+    // Were the prompt's stdin left open, cat would wait for it until the timeout.
+    const agent = createCommandAgent(profile({ command: 'cat; echo {prompt}', promptVia: 'arg', timeout: '60s' }));
     expect((await agent.run(request({ prompt: 'p' }))).output).toBe('p\n');
   });
 
@@ -137,12 +138,11 @@ describe('createCommandAgent', () => {
   });
 
   it('fails with AGENT_TIMED_OUT when the command outlives the profile timeout', async () => {
-    const agent = createCommandAgent(profile({ command: 'sleep 30', timeout: '300ms' }));
-    const started = Date.now();
+    // Unkilled, the command would outlast the test's own timeout.
+    const agent = createCommandAgent(profile({ command: 'sleep 600', timeout: '300ms' }));
     const failure = await applicationFailureOf(agent.run(request()));
     expect(failure.type).toBe(FailureType.AgentTimedOut);
     expect(failure.nonRetryable).toBe(false);
-    expect(Date.now() - started).toBeLessThan(300 + 2_000);
   });
 
   it('fails with non-retryable AGENT_OUTPUT_TOO_LARGE when the command floods', async () => {
@@ -152,14 +152,13 @@ describe('createCommandAgent', () => {
     expect(failure.nonRetryable).toBe(true);
   });
 
-  it('throws a CancelledFailure when the request is aborted, and stops quickly', async () => {
+  it('throws a CancelledFailure when the request is aborted, and stops the command', async () => {
     const controller = new AbortController();
-    const pending = createCommandAgent(profile({ command: 'sleep 30' })).run(request({ signal: controller.signal }));
+    // Unstopped, the command would outlast the test's own timeout. (How fast a stop is: bench/kill-latency.ts.)
+    const pending = createCommandAgent(profile({ command: 'sleep 600' })).run(request({ signal: controller.signal }));
     setTimeout(() => controller.abort(), 200);
-    const started = Date.now();
     const err = await failureOf(pending);
     expect(err).toBeInstanceOf(CancelledFailure);
-    expect(Date.now() - started).toBeLessThan(3_000);
   });
 
   it('does not run at all when the request is already aborted', async () => {

@@ -63,7 +63,8 @@ describe('runProcess', () => {
   });
 
   it('gives the child /dev/null as stdin when there is no input', async () => {
-    const outcome = await run('cat; echo done', { timeoutMs: 5_000 });
+    // Were stdin left open, cat would wait for it until the timeout: then the run ends timed-out.
+    const outcome = await run('cat; echo done', { timeoutMs: 60_000 });
     expect(outcome).toMatchObject({ termination: 'exited', exitCode: 0, stdout: 'done\n' });
   });
 
@@ -76,13 +77,13 @@ describe('runProcess', () => {
 
   it('kills the whole process group, grandchildren included, on timeout', async () => {
     const started = Date.now();
+    // Unkilled, the sleeps would outlast the test's own timeout: only the kill ends the run in time.
     const outcome = await run('echo $$; sleep 300 & echo $!; sleep 300 & echo $!; wait', { timeoutMs: 500 });
     const elapsed = Date.now() - started;
 
     expect(outcome.termination).toBe('timed-out');
     expect(outcome.exitCode).toBeNull();
     expect(elapsed).toBeGreaterThanOrEqual(500);
-    expect(elapsed).toBeLessThan(500 + 2_000);
     const [group, ...sleepers] = outcome.stdout.trim().split('\n').map(Number);
     expect(sleepers).toHaveLength(2);
     expect(liveMembers(group!)).toEqual([]);
@@ -98,21 +99,19 @@ describe('runProcess', () => {
     expect(outcome.termination).toBe('timed-out');
     expect(outcome.signal).toBe('SIGKILL');
     expect(elapsed).toBeGreaterThanOrEqual(300 + 900);
-    expect(elapsed).toBeLessThan(300 + 2_500);
     expect(liveMembers(firstLinePid(outcome.stdout))).toEqual([]);
   });
 
-  it('kills the group quickly when aborted', async () => {
+  it('kills the group when aborted', async () => {
     const controller = new AbortController();
-    const pending = run('echo $$; sleep 300 & sleep 300 & wait', { signal: controller.signal });
-    await sleep(300);
-    const abortedAt = Date.now();
+    const started = path.join(cwd, 'group-started');
+    // Unkilled, the sleeps would outlast the test's own timeout. (How fast a kill is: bench/kill-latency.ts.)
+    const pending = run(`echo $$; sleep 300 & sleep 300 & touch ${started}; wait`, { signal: controller.signal });
+    while (!existsSync(started)) await sleep(20);
     controller.abort();
     const outcome = await pending;
-    const latency = Date.now() - abortedAt;
 
     expect(outcome.termination).toBe('aborted');
-    expect(latency).toBeLessThan(3_000);
     expect(liveMembers(firstLinePid(outcome.stdout))).toEqual([]);
   });
 
@@ -138,21 +137,19 @@ describe('runProcess', () => {
   });
 
   it('does not wait for background jobs the shell left behind; it kills them', async () => {
-    const started = Date.now();
-    // The background sleep holds stdout open; without reaping we would wait for the timeout.
-    const outcome = await run('echo $$; sleep 300 & exit 0', { timeoutMs: 60_000 });
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // The background sleep holds stdout open; without reaping we would wait for the timeout, past
+    // the test's own, and the run would end timed-out rather than exited.
+    const outcome = await run('echo $$; sleep 600 & exit 0', { timeoutMs: 600_000 });
     expect(outcome).toMatchObject({ termination: 'exited', exitCode: 0 });
     expect(liveMembers(firstLinePid(outcome.stdout))).toEqual([]);
   });
 
   it('does not hang on a process that left the group (setsid) but holds the pipes', async () => {
-    const started = Date.now();
-    const outcome = await run("setsid sh -c 'echo $$; exec sleep 30' & sleep 0.3", { timeoutMs: 60_000 });
+    // Out of reach of a group kill; we stop reading after SIGTERM + 1 s + 1 s instead. Waiting for
+    // the pipes instead would wait for the sleep, past the test's own timeout.
+    const outcome = await run("setsid sh -c 'echo $$; exec sleep 600' & sleep 0.3", { timeoutMs: 600_000 });
     const escaped = firstLinePid(outcome.stdout);
     try {
-      // Out of reach of a group kill; we stop reading after SIGTERM + 1 s + 1 s instead.
-      expect(Date.now() - started).toBeLessThan(4_000);
       expect(outcome).toMatchObject({ termination: 'exited', exitCode: 0 });
     } finally {
       process.kill(escaped, 'SIGKILL');
@@ -162,7 +159,8 @@ describe('runProcess', () => {
   it('heartbeats repeatedly while running and never after', async () => {
     let beats = 0;
     await run('sleep 1', { heartbeat: () => beats++, heartbeatEveryMs: 100 });
-    expect(beats).toBeGreaterThanOrEqual(5);
+    // About ten on an idle machine; a busy one runs the timer late, never not at all.
+    expect(beats).toBeGreaterThanOrEqual(2);
     const after = beats;
     await sleep(300);
     expect(beats).toBe(after);
@@ -263,13 +261,14 @@ describe('GroupEndWaiter', () => {
   it('gives up on a group at its own time limit', async () => {
     const waiter = new GroupEndWaiter((pgids) => ({ live: new Set(pgids) }), 5);
     const started = performance.now();
-    let quick = 0;
-    const slow = waiter.gone(21, 500);
-    await waiter.gone(22, 50).then(() => (quick = performance.now() - started));
+    const ended: string[] = [];
+    // Limits far apart: even a machine that stalls this process for a moment ends them in order.
+    const slow = waiter.gone(21, 3_000).then(() => ended.push('slow'));
+    const quick = await waiter.gone(22, 50).then(() => (ended.push('quick'), performance.now() - started));
     await slow;
     expect(quick).toBeGreaterThanOrEqual(45);
-    expect(quick).toBeLessThan(400);
-    expect(performance.now() - started).toBeGreaterThanOrEqual(495);
+    expect(ended).toEqual(['quick', 'slow']); // each at its own limit: the quick one does not wait for the slow one
+    expect(performance.now() - started).toBeGreaterThanOrEqual(2_995);
   });
 
   it('sees a real group end', async () => {

@@ -58,7 +58,8 @@ afterAll(() => {
 });
 
 function profile(fields: Partial<CommandAgentProfile> & { command: string }): CommandAgentProfile {
-  return CommandAgentProfileSchema.parse({ kind: 'command', timeout: '20s', ...fields });
+  // A hang guard, not a figure: each command here is done in a second or so, more on a busy machine.
+  return CommandAgentProfileSchema.parse({ kind: 'command', timeout: '5m', ...fields });
 }
 
 function request(fields: Partial<AgentRequest> = {}): AgentRequest {
@@ -284,7 +285,8 @@ describeWith('bubblewrap', 'bubblewrap sandbox', () => {
     expect(caps).toMatch(/^CapEff:\s+0+$/);
   });
 
-  it('kills the whole sandboxed process tree within seconds when cancelled', async () => {
+  it('kills the whole sandboxed process tree when cancelled', async () => {
+    // The sleeps last days (the tag is their length in seconds): only the kill ends them.
     const tag = `${Math.floor(Math.random() * 1e6)}.${process.pid}`;
     const controller = new AbortController();
     const started = path.join(worktree, 'started');
@@ -293,10 +295,12 @@ describeWith('bubblewrap', 'bubblewrap sandbox', () => {
         sandbox: 'bubblewrap',
         // A plain child, one in its own session and one that ignores SIGTERM.
         command: `sleep ${tag} & setsid sleep ${tag} & (trap '' TERM; sleep ${tag}) & touch started; wait`,
-        timeout: '60s',
+        timeout: '10m', // a hang guard: the cancellation below ends it
       }),
     ).run(request({ signal: controller.signal }));
-    const waitFor = async (check: () => boolean, ms: number) => {
+    // Hang guards, not figures: each condition holds within a second or so, more on a busy
+    // machine. (How fast a kill is: bench/kill-latency.ts.)
+    const waitFor = async (check: () => boolean, ms = 60_000) => {
       for (const end = Date.now() + ms; Date.now() < end; ) {
         if (check()) return true;
         await new Promise((resolve) => setTimeout(resolve, 25));
@@ -304,13 +308,11 @@ describeWith('bubblewrap', 'bubblewrap sandbox', () => {
       return check();
     };
     try {
-      expect(await waitFor(() => existsSync(started), 10_000)).toBe(true);
-      expect(await waitFor(() => processesWith(tag).filter((p) => p.startsWith('sleep ')).length === 3, 5_000)).toBe(true);
-      const cancelledAt = Date.now();
+      expect(await waitFor(() => existsSync(started))).toBe(true);
+      expect(await waitFor(() => processesWith(tag).filter((p) => p.startsWith('sleep ')).length === 3)).toBe(true);
       controller.abort();
       expect(await failureOf(pending)).toBeInstanceOf(CancelledFailure);
-      expect(Date.now() - cancelledAt).toBeLessThan(3_000);
-      expect(await waitFor(() => processesWith(tag).length === 0, 500)).toBe(true);
+      expect(await waitFor(() => processesWith(tag).length === 0)).toBe(true);
     } finally {
       rmSync(started, { force: true });
     }

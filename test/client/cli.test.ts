@@ -219,7 +219,7 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-  await waitFor(() => (out.includes(`warden reject ${id}`) ? true : undefined), 90_000, 'the gate instructions');
+  await waitFor(() => (out.includes(`warden reject ${id}`) ? true : undefined), 180_000, 'the gate instructions');
   expect(out).toContain(`warden approve ${id} --gate merge`);
 
   // While it follows, warden run serves the web app: its session link opens the inbox, which lists the gate.
@@ -231,7 +231,7 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   const inbox = await waitFor(async () => {
     const html = await (await fetch(new URL('/', entry!), { headers: { cookie } })).text();
     return html.includes(`/gates/${id}/merge`) ? html : undefined;
-  }, 20_000, 'the gate in the inbox of warden run');
+  }, 120_000, 'the gate in the inbox of warden run');
   expect(inbox).toContain('Waiting for a decision');
 
   const wrongGate = warden('approve', id, '--gate', 'Deploy!');
@@ -246,7 +246,7 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
   const pending = await waitFor(() => {
     const shown = JSON.parse(warden('gates', id, '--json').stdout) as { gate: string; package?: { goal: string; diffSummary: Array<{ path: string }>; review?: { verdict: string } } } | null;
     return shown?.package ? shown : undefined;
-  }, 30_000, 'the review package');
+  }, 120_000, 'the review package');
   expect(pending).toMatchObject({ gate: 'merge', package: { goal: 'Add slugify', diffSummary: [{ path: 'lib/strings.js' }], review: { verdict: 'APPROVE' } } });
   const text = warden('gates', id);
   expect(text.stdout).toMatch(/Predicted vs actual: files 1 → 1/);
@@ -259,7 +259,7 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
 
   // the name alone, as a local process or the Web UI would send it: this server is not the embedded one, so it does not count
   await withClient((client) => intentHandle(client, id).signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'cli-tester' }));
-  await waitFor(() => (/DECISION_REFUSED .*unsigned decision refused: the merge gate takes only signed decisions/.test(warden('audit', id).stdout) ? true : undefined), 30_000, 'the refusal in the ledger');
+  await waitFor(() => (/DECISION_REFUSED .*unsigned decision refused: the merge gate takes only signed decisions/.test(warden('audit', id).stdout) ? true : undefined), 120_000, 'the refusal in the ledger');
   expect(warden('status', id).stdout).toMatch(/refused: \S+ merge gate, from "cli-tester": unsigned decision refused/);
   const reject = warden('reject', id, '--reason', 'not now');
   expect(reject.code).toBe(0);
@@ -345,7 +345,7 @@ test('--approve answers the merge gate only: a production gate still waits for a
   const repo = makeSampleRepo();
   const id = `cli-prod-${Date.now()}`;
   const run = follow(['--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--env', 'production', '--approve']);
-  await waitFor(() => (run.out.includes(`warden approve ${id} --gate production`) ? true : undefined), 90_000, 'the production gate instructions');
+  await waitFor(() => (run.out.includes(`warden approve ${id} --gate production`) ? true : undefined), 180_000, 'the production gate instructions');
   expect(run.out).not.toMatch(/approved the production gate/);
   expect(JSON.parse(warden('gates', id, '--json').stdout)).toMatchObject({ gate: 'production', humanOnly: true });
   expect(warden('approve', id, '--gate', 'production').code).toBe(0);
@@ -374,7 +374,7 @@ describe('Ctrl-C while following', () => {
     expect(run.out).not.toMatch(/Failed to/);
     // nothing it started outlives it
     expect(groupAlive(run.child.pid!)).toBe(false);
-    await waitFor(() => (processAlive(postgresPid) ? undefined : true), 10_000, 'its embedded PostgreSQL to stop');
+    await waitFor(() => (processAlive(postgresPid) ? undefined : true), 120_000, 'its embedded PostgreSQL to stop');
 
     // the intent is still there, waiting; a worker (with the same home: its worktree is there) and a decision finish it
     const worker = spawn(process.execPath, [BIN, 'worker'], { env: { ...env, WARDEN_HOME: ownHome, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -383,7 +383,7 @@ describe('Ctrl-C while following', () => {
     worker.stderr.on('data', (d: Buffer) => (workerOut += d.toString()));
     const workerExited = new Promise<number | null>((resolve) => worker.on('close', resolve));
     try {
-      await waitFor(() => (workerOut.includes('worker running') ? true : undefined), 90_000, 'the worker to start');
+      await waitFor(() => (workerOut.includes('worker running') ? true : undefined), 180_000, 'the worker to start');
       const approve = warden('approve', id);
       expect(approve.stderr).toBe('');
       expect(approve.code).toBe(0);
@@ -392,7 +392,7 @@ describe('Ctrl-C while following', () => {
       const status = await waitFor(() => {
         const shown = JSON.parse(wardenWith(ownLedger, 'status', id, '--json').stdout) as { wardenStatus: string; decisions: unknown[] };
         return shown.wardenStatus === 'merged' ? shown : undefined;
-      }, 60_000, 'the intent to merge');
+      }, 120_000, 'the intent to merge');
       // the decision from the ledger, signed as it was sent
       expect(status.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: 'cli-tester', signed: true })]);
       expect(wardenWith(ownLedger, 'status', id).stdout).toMatch(/decision: merge gate: approve by cli-tester \(signed\) at /);
@@ -488,7 +488,7 @@ test('a Temporal server without Warden\'s search attributes: warden run names th
   const server = spawn(cli, ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless', '--log-level', 'error'], { stdio: 'ignore' });
   const serverExited = new Promise((resolve) => server.on('close', resolve));
   try {
-    await waitFor(async () => ((await isTemporalReachable(address)) ? true : undefined), 60_000, 'a plain dev server');
+    await waitFor(async () => ((await isTemporalReachable(address)) ? true : undefined), 120_000, 'a plain dev server');
     const bare = { ...env, TEMPORAL_ADDRESS: address };
     const args = ['run', '--repo', makeSampleRepo(), '--goal', 'x', '--id', `cli-nosa-${Date.now()}`, '--script', DEMO_SCRIPT, '--detach'];
     const refused = spawnSync(process.execPath, [BIN, ...args], { env: bare, encoding: 'utf8', timeout: 60_000 });
@@ -507,7 +507,7 @@ test('a Temporal server without Warden\'s search attributes: warden run names th
     const started = await waitFor(() => {
       const attempt = spawnSync(process.execPath, [BIN, ...args], { env: bare, encoding: 'utf8', timeout: 60_000 });
       return attempt.status === 0 || !/lacks Warden's search attribute/.test(attempt.stderr) ? attempt : undefined;
-    }, 30_000, 'the start to be accepted');
+    }, 120_000, 'the start to be accepted');
     expect(started.stderr).toBe('');
     expect(started.status).toBe(0);
     expect(started.stdout).toMatch(/started intent cli-nosa-/);
@@ -789,7 +789,7 @@ describe('kill switches', () => {
   }
   async function pidOf(file: string): Promise<number> {
     const { readFileSync, existsSync } = await import('node:fs');
-    return waitFor(() => (existsSync(file) && readFileSync(file, 'utf8').trim() ? Number(readFileSync(file, 'utf8')) : undefined), 90_000, `a pid in ${file}`);
+    return waitFor(() => (existsSync(file) && readFileSync(file, 'utf8').trim() ? Number(readFileSync(file, 'utf8')) : undefined), 180_000, `a pid in ${file}`);
   }
 
   test('warden stop ID kills the running agent, merges nothing, and records who stopped it', async () => {
@@ -809,7 +809,7 @@ describe('kill switches', () => {
     expect(stop.stdout).toMatch(new RegExp(`stopped ${id}: cancelled and closed in [\\d.]+ s; its agent is dead, its worktree removed, nothing merged`));
     expect(await exited).toBe(130);
     expect(out).toMatch(/cancelled; nothing was merged/);
-    await waitFor(() => (groupAlive(pid) ? undefined : true), 5000, 'the agent group to die');
+    await waitFor(() => (groupAlive(pid) ? undefined : true), 120_000, 'the agent group to die');
     expect(git(repo, 'rev-parse', 'main')).toBe(before);
     expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
     const timeline = JSON.parse(warden('audit', id, '--json').stdout) as Array<{ type: string; summary: string }>;
@@ -849,7 +849,7 @@ describe('kill switches', () => {
 
       // A worker comes back: the sweep started by the stop (or its own at start) removes the worktree.
       worker = startWorker();
-      await waitFor(() => (git(repo, 'worktree', 'list').split('\n').length === 1 ? true : undefined), 60_000, 'the sweep to remove the worktree');
+      await waitFor(() => (git(repo, 'worktree', 'list').split('\n').length === 1 ? true : undefined), 120_000, 'the sweep to remove the worktree');
     } finally {
       if (agentPid !== undefined && agentPid > 1) {
         try {
@@ -879,11 +879,11 @@ describe('kill switches', () => {
       expect(result.cancelled.sort()).toEqual([...ids].sort());
       // Returned only once every one had closed, cleanup done.
       expect(result.outcomes.map((o) => o.outcome)).toEqual(['stopped', 'stopped', 'stopped']);
-      for (const pid of pids) await waitFor(() => (groupAlive(pid) ? undefined : true), 10_000, `agent ${pid} to die`);
+      for (const pid of pids) await waitFor(() => (groupAlive(pid) ? undefined : true), 120_000, `agent ${pid} to die`);
       await waitFor(() => {
         const rows = JSON.parse(warden('list', '--status', 'cancelled', '--json').stdout) as Array<{ intentId: string }>;
         return ids.every((id) => rows.some((r) => r.intentId === id)) ? true : undefined;
-      }, 20_000, 'all three to be listed as cancelled');
+      }, 120_000, 'all three to be listed as cancelled');
 
       const refused = warden('run', '--repo', makeSampleRepo(), '--goal', 'x', '--script', DEMO_SCRIPT);
       expect(refused.code).toBe(2);

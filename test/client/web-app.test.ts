@@ -48,12 +48,12 @@ async function start(extra: Parameters<typeof startSampleIntent>[2] = {}) {
 }
 
 async function atGate(handle: WorkflowHandle, gate = 'merge') {
-  return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 60_000, `the ${gate} gate`);
+  return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 120_000, `the ${gate} gate`);
 }
 
 /** The link the gate's notification carried: one that decides, as the channel's approver. */
 async function linkFor(intentId: string): Promise<string> {
-  const told = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === intentId && r.json.kind === 'gate.opened'), 20_000, 'the gate.opened notification');
+  const told = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === intentId && r.json.kind === 'gate.opened'), 120_000, 'the gate.opened notification');
   expect(told.json).toMatchObject({ linkKind: 'decide', linkNote: expect.stringMatching(/^The link decides once, as alice, until /) });
   return String(told.json.link);
 }
@@ -91,7 +91,7 @@ test("a notification's link shows the review package and the diff, and decides o
   const again = await post(link, { ...hiddenOf(html), decision: 'reject', reason: 'changed my mind' });
   expect(again).toMatchObject({ status: 409, text: expect.stringContaining('is not waiting for a decision') });
   expect(await refusals(id)).toEqual(['a decision from a link for the merge gate, which is not waiting (the intent is merged): nothing was decided']);
-}, 120_000);
+});
 
 test('a link decides once even when the workflow refused its first decision', async () => {
   const { handle, id } = await start({ gates: { merge: { approvers: ['bob'] } } });
@@ -104,7 +104,7 @@ test('a link decides once even when the workflow refused its first decision', as
   expect(await refusals(id)).toEqual(['this link decided already: each link decides once']);
   expect((await handle.query(stateQuery)).pendingGate?.gate).toBe('merge');
   await handle.cancel();
-}, 120_000);
+});
 
 test('forged, expired and misdirected links, a form from elsewhere, and no link at all are refused with a reason', async () => {
   const { handle, id } = await start();
@@ -140,7 +140,7 @@ test('forged, expired and misdirected links, a form from elsewhere, and no link 
   ]);
   expect((await handle.query(stateQuery)).pendingGate?.gate).toBe('merge');
   await handle.cancel();
-}, 120_000);
+});
 
 test("the operator's session shows the inbox of waiting gates and decides as the operator", async () => {
   const { handle, id } = await start({ gates: { merge: { approvers: ['olga'] } } });
@@ -151,7 +151,7 @@ test("the operator's session shows the inbox of waiting gates and decides as the
   const inbox = await waitFor(async () => {
     const html = await (await fetch(`${app.url}/`, { headers: { cookie } })).text();
     return html.includes(`/gates/${id}/merge`) ? html : undefined;
-  }, 20_000, 'the gate in the inbox');
+  }, 120_000, 'the gate in the inbox');
   expect(inbox).toContain('Waiting for a decision');
   const page = await (await fetch(gatePageUrl(app.url, id, 'merge'), { headers: { cookie } })).text();
   expect(page).toContain('Deciding as <strong>olga</strong> (this machine’s operator)');
@@ -159,11 +159,11 @@ test("the operator's session shows the inbox of waiting gates and decides as the
   const decided = await post(gatePageUrl(app.url, id, 'merge'), { ...hiddenOf(page), decision: 'reject', reason: 'not this week' }, { cookie });
   expect(decided).toMatchObject({ status: 200, text: expect.stringContaining('is rejected by olga') });
   expect(await handle.result()).toMatchObject({ status: 'rejected', reason: 'not this week' });
-}, 120_000);
+});
 
 test("the lld gate's page shows the design to edit; the edited version is approved, signed, and is what the spec stage reads", async () => {
   const { handle, id, repo } = await start({ gates: { lld: { minRisk: 'LOW' } } });
-  const link = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === id && r.json.kind === 'gate.opened' && r.json.gate === 'lld'), 20_000, 'the lld notification');
+  const link = await waitFor(() => receiver.on('/alice').find((r) => r.json.intentId === id && r.json.kind === 'gate.opened' && r.json.gate === 'lld'), 120_000, 'the lld notification');
   const html = await (await fetch(String(link.json.link))).text();
   expect(html).toContain('<h2>The document</h2><table><tr><th>Checks</th><td>passed: its Files and Tests sections are there');
   const textarea = /<textarea name="document" rows="20" required>([\s\S]*?)<\/textarea>/.exec(html);
@@ -177,4 +177,4 @@ test("the lld gate's page shows the design to edit; the edited version is approv
   const signed = await world().pool.query("SELECT metadata->>'signed' AS signed FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_DECIDED' AND metadata->>'gate' = 'lld'", [id]);
   expect(signed.rows).toEqual([{ signed: 'true' }]);
   await handle.cancel();
-}, 120_000);
+});

@@ -59,9 +59,11 @@ describeWith('chromium', 'deciding a gate from a phone', () => {
       locale: 'en-US',
       timezoneId: 'UTC',
     });
+    // Playwright's waits are hang guards: two minutes, not its 30 s, on a busy machine.
+    browser.setDefaultTimeout(120_000);
     const origin = new URL(app.url).origin;
     await browser.route((url) => url.origin !== origin, (route) => route.abort());
-  }, 120_000);
+  });
 
   afterAll(async () => {
     await browser?.close();
@@ -71,7 +73,7 @@ describeWith('chromium', 'deciding a gate from a phone', () => {
     worker?.shutdown();
     await running;
     await world?.close();
-  }, 60_000);
+  });
 
   async function screenshot(page: Page, name: string): Promise<void> {
     mkdirSync(SCREENSHOT_DIR, { recursive: true });
@@ -80,7 +82,7 @@ describeWith('chromium', 'deciding a gate from a phone', () => {
 
   /** The link of the n-th gate.opened notification of the intent. */
   async function link(intentId: string, nth: number): Promise<string> {
-    const told = await waitFor(() => receiver!.on('/ada').filter((r) => r.json.intentId === intentId && r.json.kind === 'gate.opened')[nth - 1], 30_000, `gate.opened #${nth}`);
+    const told = await waitFor(() => receiver!.on('/ada').filter((r) => r.json.intentId === intentId && r.json.kind === 'gate.opened')[nth - 1], 120_000, `gate.opened #${nth}`);
     return String(told.json.link);
   }
 
@@ -131,7 +133,7 @@ describeWith('chromium', 'deciding a gate from a phone', () => {
     // Only signed decisions count here (no unsigned gate): both were signed by ada's key.
     const signed = await world!.pool.query("SELECT count(*)::int AS n FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_DECIDED' AND metadata->>'signed' = 'true'", [id]);
     expect(signed.rows[0].n).toBe(2);
-  }, 180_000);
+  });
 });
 
 async function expectText(page: Page, selector: string, pattern: RegExp): Promise<void> {

@@ -76,10 +76,12 @@ describeWith('chromium', 'the Temporal Web UI', () => {
       locale: 'en-US',
       timezoneId: 'UTC',
     });
+    // Playwright's waits below are hang guards: two minutes, not its 30 s, on a busy machine.
+    browser.setDefaultTimeout(120_000);
     // The UI fetches a news feed from the internet; nothing but the local UI is reachable here.
     const uiOrigin = new URL(server.uiUrl!).origin;
     await browser.route((url) => url.origin !== uiOrigin, (route) => route.abort());
-  }, 120_000);
+  });
 
   afterAll(async () => {
     await browser?.close();
@@ -88,7 +90,7 @@ describeWith('chromium', 'the Temporal Web UI', () => {
     await running;
     await world?.close();
     await server?.stop();
-  }, 60_000);
+  });
 
   /** The demo script with no delays: impl fails once, then passes. */
   function fastScript(): string {
@@ -120,7 +122,7 @@ describeWith('chromium', 'the Temporal Web UI', () => {
         }
         return undefined;
       },
-      30_000,
+      120_000, // a hang guard
       what,
     );
   }
@@ -136,7 +138,7 @@ describeWith('chromium', 'the Temporal Web UI', () => {
       await picker.click();
       await dialog.getByRole('option', { name, exact: true }).click();
       // The select now shows (and is named by) the chosen signal.
-      await dialog.getByRole('button', { name, exact: true }).waitFor({ timeout: 5_000 });
+      await dialog.getByRole('button', { name, exact: true }).waitFor();
     } else {
       await textbox.fill(name);
     }
@@ -157,7 +159,7 @@ describeWith('chromium', 'the Temporal Web UI', () => {
     const atGate = await waitFor(async () => {
       const state = await intentHandle(world!.client, intent.id).query(stateQuery);
       return state.pendingGate ? state : undefined;
-    }, 60_000, 'the intent to reach the merge gate');
+    }, 120_000, 'the intent to reach the merge gate');
     expect(atGate.pendingGate?.gate).toBe('merge');
     const baseBefore = git(repo, 'rev-parse', 'main');
 
@@ -188,7 +190,7 @@ describeWith('chromium', 'the Temporal Web UI', () => {
     // The editor reformats its JSON when it loses focus, and the dialog grows: blur it first, or
     // the click on Submit can land where the button was a moment before and do nothing.
     await data.blur();
-    await waitFor(async () => ((await data.innerText()).includes('\n') ? true : undefined), 10_000, 'the payload to be formatted');
+    await waitFor(async () => ((await data.innerText()).includes('\n') ? true : undefined), 120_000, 'the payload to be formatted');
     expect(JSON.parse(await data.innerText())).toEqual(payload);
     await expect(dialog.getByRole('radio', { name: 'json/plain' }).isChecked()).resolves.toBe(true);
     await screenshot(page, 'signal');
@@ -203,7 +205,7 @@ describeWith('chromium', 'the Temporal Web UI', () => {
     const afterGate: IntentState = await waitFor(async () => {
       const state = await handle.query(stateQuery);
       return state.pendingGate === undefined && state.status !== 'waiting' ? state : undefined;
-    }, 30_000, 'the intent to leave the merge gate');
+    }, 120_000, 'the intent to leave the merge gate');
     expect(afterGate.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: APPROVER, timedOut: false })]);
     const outcome = await handle.result();
     expect(outcome.status).toBe('merged');
@@ -215,12 +217,12 @@ describeWith('chromium', 'the Temporal Web UI', () => {
     expect(final.decisions).toEqual([expect.objectContaining({ gate: 'merge', decision: 'approve', by: APPROVER, timedOut: false })]);
 
     // The UI shows it too: Completed, and the final details once reloaded.
-    await page.getByRole('status').getByText('Completed', { exact: true }).waitFor({ timeout: 30_000 });
+    await page.getByRole('status').getByText('Completed', { exact: true }).waitFor();
     await page.reload();
     await page.getByRole('status').getByText('Completed', { exact: true }).waitFor();
     await page.getByRole('tab', { name: 'User Metadata' }).click();
     await waitForTextInFrames(page, 'Finished: merged', 'the final details');
     await screenshot(page, 'merged');
     expect(existsSync(path.join(SCREENSHOT_DIR, 'web-ui-merged.png'))).toBe(true);
-  }, 180_000);
+  });
 });

@@ -111,7 +111,8 @@ describe('the gateway judges each call of an attempt', () => {
     expect(fifth.text).toContain('this attempt is halted');
     expect(upstream.requests).toHaveLength(4);
     expect(anomalies()).toHaveLength(1);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The halted agent is stopped after the grace: waited for, not slept for.
+    if (!l.stopSignal.aborted) await new Promise((resolve) => l.stopSignal.addEventListener('abort', resolve, { once: true }));
     expect(l.stopSignal.aborted).toBe(true);
   });
 
@@ -120,7 +121,8 @@ describe('the gateway judges each call of an attempt', () => {
     for (let i = 0; i < 4; i++) expect((await call(l, 'chat', body('chat', false))).status).toBe(200);
     expect((await call(l, 'chat', body('chat', false))).status).toBe(403);
     expect(upstream.requests).toHaveLength(4);
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    // The event lands once its (slow) write is done: waited for, not slept for.
+    while (anomalies().length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(anomalies().map((e) => e.key)).toEqual(['call-pattern:identical-loop']);
   });
 

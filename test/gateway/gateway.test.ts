@@ -302,7 +302,8 @@ describe('the model gateway refuses in the provider’s own words', () => {
     const { lease: l } = lease('anthropic', { limitUsd: '0.0001' });
     expect((await post('/v1/messages', l.key, messages())).status).toBe(402);
     expect(l.stopSignal.aborted).toBe(false);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // After the grace the gateway stops it: the test waits for the stop, not for a long-enough sleep.
+    await new Promise((resolve) => l.stopSignal.addEventListener('abort', resolve, { once: true }));
     expect(l.stopSignal.aborted).toBe(true);
   });
 

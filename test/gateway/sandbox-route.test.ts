@@ -67,7 +67,8 @@ function hostPort(url: string): [string, number] {
 function profile(fields: Partial<CommandAgentProfile> = {}): CommandAgentProfile {
   return CommandAgentProfileSchema.parse({
     kind: 'command',
-    timeout: '30s',
+    // A hang guard, not a figure: the probe is done in seconds, more on a busy machine.
+    timeout: '10m',
     sandbox: 'bubblewrap',
     promptVia: 'arg',
     command: 'node probe.cjs {promptFile}',

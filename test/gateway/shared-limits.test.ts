@@ -14,7 +14,7 @@ import { startModelServer, type ModelServer } from '../helpers/model-server';
  */
 
 const CHILD = path.resolve(__dirname, '../helpers/gateway-process.ts');
-// Few enough that a token takes 15 s to come back: the burst is over long before, even on a loaded machine.
+// Few enough that a token takes 15 s to come back: the burst is over long before (the count allows for it if not).
 const R = 4;
 
 const limits: GatewayLimits = {
@@ -106,11 +106,14 @@ describeOnBackends('limits shared by two gateway processes on the %s PostgreSQL'
       const before = upstream.requests.length;
       const started = Date.now();
       const statuses = await burst(pair);
-      // One token comes back every 60/R s: the burst must be over well before that for the count to be exact.
-      expect(Date.now() - started).toBeLessThan(60_000 / R);
-      expect(statuses.filter((s) => s === 200)).toHaveLength(R);
-      expect(statuses.filter((s) => s === 429)).toHaveLength(2 * R);
-      expect(upstream.requests.length - before).toBe(R);
+      // The bucket starts full (R) and gets one token back every 60/R s: at most `refilled` came
+      // back while the burst lasted, none unless it lasted longer than 60/R s (a very slow machine).
+      const refilled = Math.floor(((Date.now() - started) * R) / 60_000);
+      const passed = statuses.filter((s) => s === 200).length;
+      expect(passed).toBeGreaterThanOrEqual(R);
+      expect(passed).toBeLessThanOrEqual(R + refilled);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(3 * R - passed);
+      expect(upstream.requests.length - before).toBe(passed);
     } finally {
       await stop(pair);
     }
@@ -127,7 +130,7 @@ describeOnBackends('limits shared by two gateway processes on the %s PostgreSQL'
     }
   });
 
-  test('a circuit one process opens (consecutive failures) is OPEN for the other within a second', async () => {
+  test('a circuit one process opens (consecutive failures) is OPEN for the other once its CLOSED read has aged out', async () => {
     upstream.respond = () => ({ text: 'ok' });
     // No rate limit in the way: every refusal here is the circuit's.
     const [a, b] = await twoProcesses(true, 1_000);
@@ -140,12 +143,12 @@ describeOnBackends('limits shared by two gateway processes on the %s PostgreSQL'
       const opened = Date.now();
       expect(a.transitions).toEqual([{ from: 'CLOSED', to: 'OPEN' }]);
 
-      // B's CLOSED read is at most 250 ms old, then: 400 ms after the opening, B's next call is
-      // refused by its own gateway without reaching the endpoint.
+      // B trusts a CLOSED read for 250 ms: 400 ms or more after the opening (a slow machine only
+      // makes it more), B's next call is refused by its own gateway without reaching the
+      // endpoint. How soon after the opening B sees it is measured by bench/shared-limits.ts.
       const before = upstream.requests.length;
       await new Promise((resolve) => setTimeout(resolve, opened + 400 - Date.now()));
       const refused = await b.ask<{ status: number; body: string }>({ cmd: 'call' });
-      expect(Date.now() - opened).toBeLessThan(1_000);
       expect(refused.status).toBe(503);
       expect(refused.body).toMatch(/circuit is open/);
       // A made the transition and announced it; B only saw it.

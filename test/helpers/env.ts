@@ -162,7 +162,6 @@ export function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8' }).trim();
 }
 
-/** Polls `check` until it returns a value (not undefined) or `timeoutMs` passes. */
 /**
  * Worktree folders left under `root` (one folder per repo, one per intent inside it). The trash
  * (see src/activities/trash.ts) holds removed worktrees until they are deleted in the background:
@@ -175,7 +174,12 @@ export function worktreeFoldersLeft(root: string): string[] {
     .flatMap((repoFolder) => readdirSync(path.join(root, repoFolder)));
 }
 
-export async function waitFor<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000, what = 'condition'): Promise<T> {
+/**
+ * Polls `check` until it returns a value (not undefined) or `timeoutMs` passes. The timeout is a
+ * hang guard, not a bound on how long the condition may take: two minutes unless a test says
+ * otherwise, since a busy machine takes several times what an idle one does.
+ */
+export async function waitFor<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 120_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

@@ -54,7 +54,8 @@ async function main(): Promise<void> {
       apiKeyEnv: ['OPENAI_API_KEY'],
       models: ['gpt-test'],
       maxTokens: 1000,
-      timeoutMs: 5_000,
+      // A hang guard, not a figure under test: the local model server answers in milliseconds.
+      timeoutMs: 60_000,
       maxResponseBytes: 1_000_000,
     },
     meter: new SpendMeter({ pricing: { 'gpt-test': { inputUsdPerMillion: '1', outputUsdPerMillion: '1' } }, declaredCapUsd: '1', book }),

@@ -180,7 +180,8 @@ export function testUpstream(server: Pick<ModelServer, 'url'>, kind: 'openai' | 
     apiKeyEnv: [kind === 'openai' ? 'OPENAI_API_KEY' : 'ANTHROPIC_API_KEY'],
     models: [kind === 'openai' ? 'gpt-test' : 'claude-test'],
     maxTokens: 4096,
-    timeoutMs: 5_000,
+    // A hang guard, not a figure under test: the local model server answers in milliseconds.
+    timeoutMs: 60_000,
     maxResponseBytes: 1_000_000,
   };
 }

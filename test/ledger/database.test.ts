@@ -95,7 +95,8 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     const { pid, port } = owner.server!;
     // The server goes down and comes back (another program restarts it on its port).
     process.kill(pid, 'SIGINT');
-    await waitFor(() => (alive(pid) ? undefined : true), 30_000, 'the server to stop');
+    // The waits in this test are hang guards: each takes a second or two, more on a busy machine.
+    await waitFor(() => (alive(pid) ? undefined : true), 120_000, 'the server to stop');
     const restarted = await startEmbeddedPostgres({ dataDir, port });
     // A short command joins it before the owner's connection is back, counts no other client,
     // and still leaves it running: the process that started it runs.
@@ -108,18 +109,18 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     expect(alive(restarted.pid)).toBe(true);
     expect(messages).toContain(`leaving the embedded PostgreSQL (pid ${restarted.pid}) running: the Warden process that started it (pid ${process.pid}) still runs`);
     // The owner's connection comes back by itself, and the pool with it.
-    await waitFor(async () => ((await owner.pool.query('SELECT 1 AS ok').catch(() => undefined))?.rows[0].ok === 1 ? true : undefined), 20_000, 'the pool to recover');
+    await waitFor(async () => ((await owner.pool.query('SELECT 1 AS ok').catch(() => undefined))?.rows[0].ok === 1 ? true : undefined), 120_000, 'the pool to recover');
     await waitFor(
       async () => {
         const rows = await owner.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = 'postgres' AND application_name LIKE 'warden-%'");
         return rows.rows[0]!.n >= 1 ? true : undefined;
       },
-      20_000,
+      120_000,
       "the owner's presence to reconnect",
     );
     // The owner, last out, stops it.
     await owner.close();
-    await waitFor(() => (alive(restarted.pid) ? undefined : true), 30_000, 'the owner to stop the server');
+    await waitFor(() => (alive(restarted.pid) ? undefined : true), 120_000, 'the owner to stop the server');
   });
 
   test('two processes opening a new folder at the same moment end up on one server', async () => {
@@ -129,8 +130,9 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     expect(a.server!.pid).toBe(b.server!.pid);
     expect([a.server!.startedHere, b.server!.startedHere].sort()).toEqual([false, true]);
     await Promise.all([a.close(), b.close()]);
-    // the last one out stops it; on a loaded machine the postmaster takes a moment to exit
-    await waitFor(() => (alive(a.server!.pid) ? undefined : true), 10_000, 'the embedded server to exit');
+    // The last one out stops it. The postmaster takes a moment to exit, many on a busy machine:
+    // two minutes is a hang guard, not a figure.
+    await waitFor(() => (alive(a.server!.pid) ? undefined : true), 120_000, 'the embedded server to exit');
   });
 
   test('startEmbeddedPostgres can stop and restart a server mid-run; pools recover once it is back', async () => {

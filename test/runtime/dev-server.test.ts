@@ -90,11 +90,10 @@ describe('Temporal CLI', () => {
   test('a second ensureTemporalCli call finds the installed binary without reinstalling', async () => {
     const before = statSync(cliPath).mtimeMs;
     const messages: string[] = [];
-    const started = Date.now();
     const again = await ensureTemporalCli({ wardenHome, env: toolsOnlyEnv(), log: (m) => messages.push(m) });
     expect(again).toBe(cliPath);
+    // Nothing said (an install says what it fetches) and the file untouched: found, not installed.
     expect(messages).toEqual([]);
-    expect(Date.now() - started).toBeLessThan(2000);
     expect((await stat(again)).mtimeMs).toBe(before);
   });
 
@@ -221,11 +220,10 @@ describe('Temporal dev server', () => {
     const fake = path.join(dir, 'fake-temporal');
     await writeFile(fake, '#!/bin/sh\necho "bind: address already in use" >&2\nexit 3\n');
     await chmod(fake, 0o755);
-    const started = Date.now();
+    // "exited early", not a wait for the server that ran out: it did not wait for readiness.
     const failure = startDevServer({ cliPath: fake, port: 0, uiPort: false });
     await expect(failure).rejects.toThrow('Temporal dev server exited early (code 3)');
     await expect(failure).rejects.toThrow('bind: address already in use');
-    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   test('refuses a port that is already in use', async () => {

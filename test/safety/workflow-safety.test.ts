@@ -75,5 +75,5 @@ describe('workflow safety of the safety layers', () => {
       await clientConnection.close();
       await connection.close();
     }
-  }, 120_000);
+  });
 });

@@ -178,7 +178,8 @@ function isExecutable(file: string): boolean {
 
 async function run(file: string, args: string[]): Promise<{ ok: boolean; output: string }> {
   try {
-    const { stdout, stderr } = await execFileAsync(file, args, { timeout: 30_000 });
+    // A hang guard: a Python CLI's --version can take many seconds on a busy machine.
+    const { stdout, stderr } = await execFileAsync(file, args, { timeout: 120_000 });
     return { ok: true, output: `${stdout}${stderr}`.trim().split('\n')[0] ?? '' };
   } catch (error) {
     const e = error as { stderr?: string; message?: string };

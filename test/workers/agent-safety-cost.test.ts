@@ -296,10 +296,10 @@ describe('cascade', () => {
       });
       expect(ledger.lost).toBe(true);
       // HIGH does not halt: the intent waits at the human-only cascade gate, and goes on once approved.
-      await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'cascade' ? true : undefined), 30_000, 'the cascade gate');
+      await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'cascade' ? true : undefined), 120_000, 'the cascade gate');
       expect(h.agentCalls()).toBe(1);
       await handle.signal(decideSignal, { gate: 'cascade', decision: 'approve', by: 'tester' });
-      await waitFor(async () => (h.agentCalls() >= 2 ? true : undefined), 30_000, 'the intent to go on');
+      await waitFor(async () => (h.agentCalls() >= 2 ? true : undefined), 120_000, 'the intent to go on');
       await cancel(handle);
       expect(await events(intent.id, 'CASCADE_DETECTED')).toHaveLength(1);
       expect(event).toMatchObject({ severity: 'high', suggestion: expect.stringContaining('A human must decide the next gate') });

@@ -180,6 +180,7 @@ export interface PendingActivity {
   attempt?: number;
   lastFailure?: { message?: string; applicationFailureInfo?: { type?: string; nonRetryable?: boolean } };
   nextAttemptScheduleTime?: { seconds?: { toNumber(): number } | number };
+  lastAttemptCompleteTime?: { seconds?: { toNumber(): number } | number };
 }
 
 /** Waits until the intent's pending agent activity last failed with `type`; returns it. */
@@ -189,7 +190,7 @@ export async function pendingFailure(handle: Handle, type: string): Promise<Pend
       const pending = ((await handle.describe()).raw.pendingActivities ?? []) as PendingActivity[];
       return pending.find((p) => p.activityType?.name === 'runAgentStage' && p.lastFailure?.applicationFailureInfo?.type === type);
     },
-    30_000,
+    120_000, // a hang guard: seconds on an idle machine
     `a runAgentStage attempt failing with ${type}`,
   );
 }

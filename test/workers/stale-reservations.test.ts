@@ -81,7 +81,7 @@ test('a worker releases them when it starts, asking its Temporal server', async 
   const worker = await world.worker({ logger });
   const running = worker.run();
   try {
-    await waitFor(async () => (await settlementOf('abandoned-at-start')) ?? undefined, 10_000, 'the reservation to be released');
+    await waitFor(async () => (await settlementOf('abandoned-at-start')) ?? undefined, 120_000, 'the reservation to be released');
     expect(await settlementOf('abandoned-at-start')).toEqual({ kind: 'released', actual: '0.000000' });
   } finally {
     worker.shutdown();

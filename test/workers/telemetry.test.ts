@@ -90,18 +90,18 @@ async function scrape(at: number): Promise<string> {
 
 test('the worker serves the SDK metrics and Warden\'s own, and exports spans; they follow a merged intent', async () => {
   const worker = startWorker();
-  await waitFor(() => (worker.output().includes('worker running') ? true : undefined), 60_000, 'the worker');
+  await waitFor(() => (worker.output().includes('worker running') ? true : undefined), 120_000, 'the worker');
   const repo = makeSampleRepo();
   const id = `metrics-${Date.now()}`;
   expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--detach').code).toBe(0);
-  await waitFor(() => (JSON.parse(warden('gates', id, '--json').stdout || 'null') ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(() => (JSON.parse(warden('gates', id, '--json').stdout || 'null') ? true : undefined), 120_000, 'the merge gate');
   expect(warden('approve', id).code).toBe(0);
-  await waitFor(() => ((JSON.parse(warden('status', id, '--json').stdout) as { wardenStatus?: string }).wardenStatus === 'merged' ? true : undefined), 60_000, 'the merge');
+  await waitFor(() => ((JSON.parse(warden('status', id, '--json').stdout) as { wardenStatus?: string }).wardenStatus === 'merged' ? true : undefined), 120_000, 'the merge');
 
   const text = await waitFor(async () => {
     const body = await scrape(port);
     return /warden_intents_finished\{[^}]*status="merged"[^}]*\} 1/.test(body) ? body : undefined;
-  }, 20_000, 'the finished intent in the metrics');
+  }, 120_000, 'the finished intent in the metrics');
   expect(text).toMatch(/warden_intents_started(_total)?(\{[^}]*\})? 1/);
   expect(text).toMatch(/warden_gate_decisions(_total)?\{[^}]*decision="approve"[^}]*gate="merge"[^}]*\} 1/);
   expect(text).toMatch(/warden_spend_usd_micros(_total)?\{[^}]*model="scripted-demo"[^}]*\} 51000/);
@@ -109,7 +109,7 @@ test('the worker serves the SDK metrics and Warden\'s own, and exports spans; th
   expect(text).toMatch(/^temporal_\w+/m); // the SDK's own
 
   // client, workflow and activity spans reached the OTLP endpoint
-  await waitFor(() => (otlp.spans.some((s) => s.startsWith('RunActivity:runAgentStage')) && otlp.spans.some((s) => s.startsWith('RunWorkflow:intentWorkflow')) ? true : undefined), 20_000, 'the spans');
+  await waitFor(() => (otlp.spans.some((s) => s.startsWith('RunActivity:runAgentStage')) && otlp.spans.some((s) => s.startsWith('RunWorkflow:intentWorkflow')) ? true : undefined), 120_000, 'the spans');
   expect(otlp.spans).toEqual(expect.arrayContaining(['StartWorkflow:intentWorkflow']));
 });
 
@@ -121,11 +121,11 @@ test('WARDEN_TELEMETRY=0 serves and exports nothing, whatever the config says', 
     writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, telemetry: { prometheus: `127.0.0.1:${off}`, otlpEndpoint: receiver.url } }));
     for (const w of workers) w.kill('SIGTERM'); // only the silent worker takes this intent
     const worker = startWorker({ WARDEN_TELEMETRY: '0', WARDEN_CONFIG: config });
-    await waitFor(() => (worker.output().includes('worker running') ? true : undefined), 60_000, 'the worker');
+    await waitFor(() => (worker.output().includes('worker running') ? true : undefined), 120_000, 'the worker');
     await expect(scrape(off)).rejects.toThrow();
     const id = `metrics-off-${Date.now()}`;
     expect(warden('run', '--repo', makeSampleRepo(), '--goal', 'Add slugify', '--id', id, '--script', DEMO_SCRIPT, '--detach').code).toBe(0);
-    await waitFor(() => (JSON.parse(warden('gates', id, '--json').stdout || 'null') ? true : undefined), 60_000, 'the merge gate');
+    await waitFor(() => (JSON.parse(warden('gates', id, '--json').stdout || 'null') ? true : undefined), 120_000, 'the merge gate');
     expect(receiver.spans).toEqual([]);
     warden('reject', id, '--reason', 'done');
   } finally {

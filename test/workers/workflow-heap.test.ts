@@ -3,8 +3,6 @@ import { Worker as Thread } from 'node:worker_threads';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { TEST_CONFIG, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
-jest.setTimeout(120_000);
-
 /**
  * worker.workflowHeapMb bounds the V8 heap of the isolates the worker starts after it — its
  * workflow thread — and intents still run on it. The main thread keeps its own limit.
@@ -28,7 +26,7 @@ test('a thread started after the worker has a heap near workflowHeapMb; the main
 
 test('an intent runs to its merge gate and merges on the bounded worker', async () => {
   const { handle } = await startSampleIntent(world(), 'heap');
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
 });

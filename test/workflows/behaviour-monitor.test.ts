@@ -4,6 +4,7 @@ import { LadderStore } from '../../src/ledger/ladder-store';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
 import { demoScript, demoStages, startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
+import { untilIdle } from '../helpers/workflow-idle';
 
 /**
  * The behaviour monitor through real intents: it runs in the worker over every agent call, with
@@ -55,7 +56,7 @@ async function atGate(handle: WorkflowHandle, gate: string): Promise<IntentState
     const s = await handle.query(stateQuery);
     if (s.status === 'merged' || s.status === 'rejected' || s.status === 'failed') throw new Error(`intent ended (${s.status}: ${s.error ?? ''}) before the ${gate} gate`);
     return s.pendingGate?.gate === gate ? s : undefined;
-  }, 60_000, `the ${gate} gate`);
+  }, 120_000, `the ${gate} gate`);
 }
 
 // The worker reads the past runs at its first agent call: they are in the ledger before it.
@@ -71,8 +72,9 @@ test('a HIGH cost outlier on the first attempt of a new intent stops it for a pe
   const waiting = await atGate(handle, 'anomaly');
   expect(waiting.pendingGate?.prompt).toMatch(/cost \$0\.500000 is .* standard deviations from the baseline of \$0\.010000 over 10 runs/);
   expect(await anomalies(id)).toEqual([expect.objectContaining({ severity: 'high', metadata: expect.objectContaining({ kind: 'cost-outlier' }) })]);
-  // Full autonomy does not pass it: still waiting a moment later, and the gate says a person must decide.
-  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  // Full autonomy does not pass it: still waiting once the workflow has nothing left to do by
+  // itself, and the gate says a person must decide.
+  await untilIdle(handle);
   expect((await handle.query(stateQuery)).pendingGate?.gate).toBe('anomaly');
   const { rows } = await world().pool.query(`SELECT metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_REQUESTED'`, [id]);
   expect(rows[0].metadata).toMatchObject({ gate: 'anomaly', humanOnly: true });

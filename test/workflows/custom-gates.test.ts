@@ -28,7 +28,7 @@ async function atGate(handle: WorkflowHandle, gate: string, after = 0): Promise<
     const s = await handle.query(stateQuery);
     if (s.status === 'merged' || s.status === 'rejected' || s.status === 'failed') throw new Error(`intent ended (${s.status}) before the ${gate} gate`);
     return s.pendingGate?.gate === gate && s.decisions.length >= after ? s : undefined;
-  }, 60_000, `the ${gate} gate`);
+  }, 120_000, `the ${gate} gate`);
 }
 
 const decide = (handle: WorkflowHandle, decision: Record<string, unknown>) => handle.executeUpdate(decideUpdate, { args: [decision] });
@@ -51,7 +51,7 @@ test('a gate after review opens when the change touches its paths, only its appr
   await decide(handle, { gate: 'merge', decision: 'approve', by: 'ana' });
   expect((await handle.result()).status).toBe('merged');
   expect((await handle.query(stateQuery)).decisions.map((d) => d.gate)).toEqual(['api-change', 'merge']);
-}, 120_000);
+});
 
 test('a gate after impl that asks for changes sends impl back, then asks again; a rejection ends the intent', async () => {
   const { handle } = await start([{ id: 'style', after: 'impl', prompt: 'Does the change follow the house style?' }]);
@@ -61,7 +61,7 @@ test('a gate after impl that asks for changes sends impl back, then asks again; 
   expect(second.attempts.impl).toBe(first.attempts.impl! + 1);
   await decide(handle, { gate: 'style', decision: 'reject', by: 'ana', reason: 'still not' });
   expect(await handle.result()).toMatchObject({ status: 'rejected', reason: 'still not' });
-}, 120_000);
+});
 
 test('at L4 the ladder passes the merge gate of a LOW-risk intent but not a custom gate, unless that gate lets it', async () => {
   const { handle } = await start([{ id: 'human-check', after: 'review', prompt: 'A person looks.' }], 4);
@@ -74,4 +74,4 @@ test('at L4 the ladder passes the merge gate of a LOW-risk intent but not a cust
   expect((await trusted.handle.result()).status).toBe('merged');
   const decisions = (await trusted.handle.query(stateQuery)).decisions;
   expect(decisions.map((d) => `${d.gate}:${d.by}`)).toEqual(['ladder-check:warden-ladder-L4', 'merge:warden-ladder-L4']);
-}, 120_000);
+});

@@ -19,7 +19,7 @@ async function failures(id: string): Promise<string[]> {
 test('an LLD naming a phantom file goes back with the error; the fixed one goes on', async () => {
   const phantom = { output: '# Design\n\n## Files\n- lib/strngs.js: add slugify\n- src/app.js: call it\n\n## Tests\n- test/strings.test.js\n' };
   const { handle, repo, id } = await start({ lld: [phantom, demo.lld![0]!] });
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   const state = await handle.query(stateQuery);
   expect(state.attempts.lld).toBe(2);
   expect(await failures(id)).toEqual([

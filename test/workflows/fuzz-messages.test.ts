@@ -36,7 +36,7 @@ const decisionLike = fc.record(
 const payload = fc.oneof(fc.jsonValue(), decisionLike);
 
 async function waiting(handle: WorkflowHandle) {
-  return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+  return waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
 }
 
 /** temporal.api.enums.v1.WorkflowTaskFailedCause: the server force-closed the task. */

@@ -18,7 +18,7 @@ async function atGate(handle: WorkflowHandle, gate: string, after = 0): Promise<
   return waitFor(async () => {
     const s = await handle.query(stateQuery);
     return s.pendingGate?.gate === gate && s.decisions.length >= after ? s : undefined;
-  }, 60_000, `the ${gate} gate`);
+  }, 120_000, `the ${gate} gate`);
 }
 
 const decide = (handle: WorkflowHandle, decision: Record<string, unknown>) => handle.executeUpdate(decideUpdate, { args: [{ by: 'rita', ...decision }] });
@@ -43,7 +43,7 @@ test('request changes at the merge gate: impl and review run again with the comm
   expect((await handle.result()).status).toBe('merged');
   const { rows } = await world().pool.query("SELECT decision FROM gate_decisions WHERE intent_id = $1 AND gate = 'merge' ORDER BY decided_at", [id]);
   expect(rows.map((r: { decision: string }) => r.decision)).toEqual(['request-changes', 'approve']);
-}, 120_000);
+});
 
 test('edit then approve at the lld gate: the next stage reads the edited design, the ledger keeps both versions', async () => {
   const { handle, id, repo } = await startSampleIntent(world(), 'ga', { gates: { lld: { minRisk: 'LOW' } } });
@@ -61,7 +61,7 @@ test('edit then approve at the lld gate: the next stage reads the edited design,
   expect(edit!.metadata.originalSha256).not.toBe(edit!.metadata.editedSha256);
   await decide(handle, { gate: 'merge', decision: 'reject', reason: 'enough for the test' });
   expect((await handle.result()).status).toBe('rejected');
-}, 120_000);
+});
 
 test('request changes at the spec gate runs spec again with the comments; approve-with-edits is refused where there is no document', async () => {
   const { handle, id, repo } = await startSampleIntent(world(), 'ga', { gates: { spec: { minRisk: 'LOW' } } });
@@ -76,7 +76,7 @@ test('request changes at the spec gate runs spec again with the comments; approv
     reason: 'the merge gate has no document to edit: only the lld and spec gates take approve-with-edits',
   });
   await handle.cancel();
-}, 120_000);
+});
 
 test('conditions at the merge gate are checks: a free-text one is refused, a met one lets it merge', async () => {
   const { handle, id } = await startSampleIntent(world(), 'ga');
@@ -87,7 +87,7 @@ test('conditions at the merge gate are checks: a free-text one is refused, a met
   expect((await handle.result()).status).toBe('merged');
   const [checked] = await events(id, 'MERGE_CONDITIONS_CHECKED');
   expect(checked).toMatchObject({ severity: 'info', metadata: { results: [{ met: true }, { met: true }, { met: true }] } });
-}, 120_000);
+});
 
 test('an unmet merge condition blocks the merge: impl runs again with it, and the gate asks again', async () => {
   const { handle, id, repo, before } = await startSampleIntent(world(), 'ga');
@@ -101,7 +101,7 @@ test('an unmet merge condition blocks the merge: impl runs again with it, and th
   expect(git(repo, 'rev-parse', 'main')).toBe(before);
   await decide(handle, { gate: 'merge', decision: 'reject', reason: 'no changelog' });
   expect((await handle.result()).status).toBe('rejected');
-}, 120_000);
+});
 
 /** Commits `content` as `file` on main of `repo` (a person's push while the intent waited). */
 function pushToMain(repo: string, file: string, content: string): string {
@@ -127,7 +127,7 @@ describe('the base branch moved while the intent waited', () => {
     const [moved] = await events(id, 'BASE_MOVED');
     expect(moved).toMatchObject({ severity: 'info', reason: expect.stringMatching(/rebased onto it, tests passed .*; the change is the one approved: it merges$/) });
     expect((await handle.query(stateQuery)).decisions.filter((d) => d.gate === 'merge')).toHaveLength(1);
-  }, 120_000);
+  });
 
   test('a push next to the change: it rebases cleanly but is no longer the change approved, so the gate asks again', async () => {
     const { handle, id, repo } = await startSampleIntent(world(), 'gb');
@@ -141,7 +141,7 @@ describe('the base branch moved while the intent waited', () => {
     await decide(handle, { gate: 'merge', decision: 'approve' });
     expect((await handle.result()).status).toBe('merged');
     expect(git(repo, 'show', 'main:lib/strings.js')).toContain('// first letter only');
-  }, 120_000);
+  });
 
   test('a conflicting push: impl makes the change again on top of it, then review and the gate', async () => {
     const { handle, id, repo } = await startSampleIntent(world(), 'gb');
@@ -159,5 +159,5 @@ describe('the base branch moved while the intent waited', () => {
     expect(git(repo, 'show', `warden/${id}:docs/lineage/active/${id}/01-triage.md`)).toContain('Triage');
     await decide(handle, { gate: 'merge', decision: 'approve' });
     expect((await handle.result()).status).toBe('merged');
-  }, 120_000);
+  });
 });

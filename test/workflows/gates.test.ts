@@ -17,7 +17,7 @@ async function atGate(handle: WorkflowHandle, gate = 'merge'): Promise<IntentSta
   return waitFor(async () => {
     const s = await handle.query(stateQuery);
     return s.pendingGate?.gate === gate ? s : undefined;
-  }, 60_000, `the ${gate} gate`);
+  }, 120_000, `the ${gate} gate`);
 }
 
 test('only a listed approver decides; the agent never does; refusals are answered and recorded', async () => {
@@ -62,7 +62,8 @@ test('approve with conditions: the conditions reach the next stage prompt and th
 });
 
 test('defer extends the timeout once; a second defer is refused; then the timeout rejects', async () => {
-  const { handle, id } = await start({ limits: { gateTimeout: '3s' }, gates: { merge: { deferPeriod: '4s', escalateTo: 'team-lead' } } });
+  // Long enough that the defer below reaches the gate before it times out, however slow the machine.
+  const { handle, id } = await start({ limits: { gateTimeout: '20s' }, gates: { merge: { deferPeriod: '4s', escalateTo: 'team-lead' } } });
   const waiting = await atGate(handle);
   const first = new Date(waiting.pendingGate!.timeoutAt).getTime();
   expect(await handle.executeUpdate(decideUpdate, { args: [{ gate: 'merge', decision: 'defer', by: 'dave' }] })).toEqual({ accepted: true });
@@ -73,7 +74,7 @@ test('defer extends the timeout once; a second defer is refused; then the timeou
     reason: 'the merge gate was deferred once already',
   });
   const outcome = await handle.result();
-  expect(outcome).toMatchObject({ status: 'rejected', reason: 'no decision within 3s' });
+  expect(outcome).toMatchObject({ status: 'rejected', reason: 'no decision within 20s' });
   const { rows } = await world().pool.query("SELECT reason, metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_ESCALATED'", [id]);
   expect(rows[0].metadata).toMatchObject({ escalateTo: 'team-lead' });
 });
@@ -84,7 +85,7 @@ test('waitingGates lists every intent waiting at a gate, with its age and timeou
   const gates = await waitFor(async () => {
     const all = await waitingGates(world().client);
     return all.some((g) => g.intentId === id) ? all : undefined;
-  }, 20_000, 'the gate to be listed');
+  }, 120_000, 'the gate to be listed');
   expect(gates.find((g) => g.intentId === id)).toMatchObject({ gate: 'merge', ageMinutes: 0, prompt: expect.stringMatching(/^Merge warden\//) });
   await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'erin', reason: 'listed, thanks' });
   await handle.result();

@@ -66,7 +66,7 @@ async function costs(id: string): Promise<string[]> {
 test('a whole intent on two HTTP models: routed per stage, the LLD and the files in the impl prompt, usage priced', async () => {
   server.respond = answering();
   const { handle, repo, id } = await start();
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
   expect(git(repo, 'show', 'main:lib/strings.js')).toBe(GOOD_FILE.trimEnd()); // git() trims the output
@@ -117,7 +117,7 @@ test('impl edits outside the declared paths are refused before anything is writt
 test('a triage answer without its JSON gets one repair attempt with the validation error', async () => {
   server.respond = answering({ triage: (k) => ({ text: k === 1 ? 'Looks low risk to me.' : TRIAGE }) });
   const { handle } = await start();
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   const triage = server.requests.filter((r) => stageOf(r.prompt) === 'triage');
   expect(triage).toHaveLength(2);
   expect(triage[1]!.prompt).toMatch(/## Your previous answer\nLooks low risk to me\.[\s\S]*## Why it was refused\nno JSON object found/);

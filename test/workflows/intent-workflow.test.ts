@@ -32,7 +32,7 @@ async function waitForGate(intentId: string): Promise<IntentState> {
   return waitFor(async () => {
     const state = await intentHandle(world().client, intentId).query(stateQuery);
     return state.pendingGate ? state : undefined;
-  }, 60_000, `intent ${intentId} to reach the merge gate`);
+  }, 120_000, `intent ${intentId} to reach the merge gate`);
 }
 
 /** Worktree folders left on disk, and worktrees `repo`'s git still has on record (besides its own). */
@@ -150,7 +150,7 @@ test('invalid decide payloads are ignored and counted; a valid one still decides
   const state = await waitFor(async () => {
     const s = await handle.query(stateQuery);
     return s.rejectedSignals === 5 ? s : undefined;
-  }, 10_000, 'five ignored signals');
+  }, 120_000, 'five ignored signals');
   expect(state.pendingGate?.gate).toBe('merge');
   expect(state.decisions).toEqual([]);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });

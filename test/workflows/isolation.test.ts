@@ -173,5 +173,5 @@ async function settled(handle: WorkflowHandle): Promise<IntentState> {
   return waitFor(async () => {
     const state = await handle.query(stateQuery);
     return state.pendingGate || state.status !== 'running' ? state : undefined;
-  }, 60_000, 'the intent to reach a gate or end');
+  }, 120_000, 'the intent to reach a gate or end');
 }

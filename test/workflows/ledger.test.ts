@@ -54,7 +54,7 @@ function intentFor(repoPath: string, overrides: Partial<IntentInput> = {}): Inte
 }
 
 async function atGate(id: string): Promise<void> {
-  await waitFor(async () => ((await intentHandle(world().client, id).query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the gate');
+  await waitFor(async () => ((await intentHandle(world().client, id).query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the gate');
 }
 
 async function rows(sql: string, params: unknown[] = []): Promise<Record<string, unknown>[]> {
@@ -131,7 +131,7 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
   test('a merged intent leaves its whole story in the ledger, each row once, spend exact', async () => {
     const intent = intentFor(makeSampleRepo());
     const handle = await startIntent(world().client, intent, queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the gate');
+    await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the gate');
     await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'auditor' });
     await handle.result();
     expect(failAfterFirstAppend).toBe(false); // the retry-after-write fault fired
@@ -221,7 +221,8 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
 });
 
 test('refused decisions and a gate timeout are safety events; the timeout escalates then rejects', async () => {
-  const intent = intentFor(makeSampleRepo(), { limits: { gateTimeout: '3s' } });
+  // Long enough that the two decisions below reach the gate before it times out, however slow the machine.
+  const intent = intentFor(makeSampleRepo(), { limits: { gateTimeout: '15s' } });
   const handle = await startIntent(world().client, intent, world().taskQueue);
   await atGate(intent.id);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'x' });
@@ -292,13 +293,16 @@ test('with PostgreSQL down mid-run the intent waits, then finishes when it is ba
   await withOwnLedgerServer(async (own) => {
     const intent = slowLldIntent();
     const handle = await startIntent(world().client, intent, own.queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 60_000, 'lld to start');
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 120_000, 'lld to start');
     await own.server.stop();
-    // the intent cannot write its ledger rows now: it must wait, not fail and not skip them
+    // The intent cannot write its ledger rows now: it must wait, not fail and not skip them. The
+    // server stays away 5 s (at least: a busy machine only makes it longer), time enough for an
+    // intent that failed or went on without its rows to show it; what is checked then holds
+    // however far the intent got meanwhile.
     await new Promise((r) => setTimeout(r, 5000));
     const waiting = await handle.query(stateQuery);
     expect(waiting.status).toBe('running');
-    expect(waiting.stage).toBe('lld'); // lld is done, but the intent waits for its ledger rows
+    expect(waiting.stage).toBe('lld'); // lld cannot end without its ledger rows: the intent waits
     expect(waiting.pendingGate).toBeUndefined();
     await own.restart();
     await atGateOn(handle);
@@ -329,7 +333,7 @@ test('with PostgreSQL frozen mid-run (answering nothing, refusing nothing) the i
   await withOwnLedgerServer(async (own) => {
     const intent = slowLldIntent();
     const handle = await startIntent(world().client, intent, own.queue);
-    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 60_000, 'lld to start');
+    await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ? true : undefined), 120_000, 'lld to start');
     // SIGSTOP: connections are still accepted by the kernel, but nothing is ever answered.
     const frozen = serverProcesses(own.server.pid);
     for (const pid of frozen) process.kill(pid, 'SIGSTOP');
@@ -357,5 +361,5 @@ test('with PostgreSQL frozen mid-run (answering nothing, refusing nothing) the i
 });
 
 async function atGateOn(handle: ReturnType<typeof intentHandle>): Promise<void> {
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 90_000, 'the gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 180_000, 'the gate');
 }

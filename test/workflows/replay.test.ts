@@ -110,14 +110,14 @@ function intentInput(kind: string, overrides: Partial<IntentInput> = {}): Intent
 }
 
 async function atGate(handle: WorkflowHandle, gate: string): Promise<void> {
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 60_000, `the ${gate} gate`);
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 120_000, `the ${gate} gate`);
 }
 
 test('a merged intent, with a refused decide signal on the way, replays', async () => {
   const handle = await startIntent(world().client, intentInput('merged'), world().taskQueue);
   await atGate(handle, 'merge');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'tester' }); // refused, but in the history
-  await waitFor(async () => ((await handle.query(stateQuery)).rejectedSignals === 1 ? true : undefined), 30_000, 'the refusal');
+  await waitFor(async () => ((await handle.query(stateQuery)).rejectedSignals === 1 ? true : undefined), 120_000, 'the refusal');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
   await replayAndRecord(handle, 'intent-merged');

@@ -16,7 +16,7 @@ test('a ladder pass is auto-executed, a person at a gate is a manual interventio
   expect((await auto.handle.result()).status).toBe('merged');
 
   const byHand = await startSampleIntent(world(), 'hand');
-  await waitFor(async () => ((await byHand.handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await byHand.handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await byHand.handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'alice' });
   expect((await byHand.handle.result()).status).toBe('merged');
 

@@ -43,7 +43,7 @@ test('resume --from impl re-runs impl and later stages only, from the commit imp
   expect(stage).toBe('impl');
 
   const handle = intentHandle(world().client, id);
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
 
@@ -80,7 +80,7 @@ test('a running intent is not reset without --force', async () => {
     { id, goal: 'wait at the gate', repoPath: repo, agent: { kind: 'scripted', scriptPath: writeScript({ stages: demo.stages }) }, limits: { cooldown: '0s' } },
     world().taskQueue,
   );
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the merge gate');
   await expect(resumeIntent(world().client, 'default', id, { stage: 'review', reason: 'x', reapplySignals: false, force: false })).rejects.toThrow(/still running/);
   // Something the run left that git ignores: a rewind removes it too.
   const worktree = (await handle.query(stateQuery)).worktreePath!;
@@ -89,7 +89,7 @@ test('a running intent is not reset without --force', async () => {
   // with --force it resets: review runs again and the gate is asked again (the old decision is not re-applied)
   await resumeIntent(world().client, 'default', id, { stage: 'review', reason: 'again', reapplySignals: false, force: true });
   const current = intentHandle(world().client, id); // the run the reset started
-  await waitFor(async () => ((await current.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the merge gate again');
+  await waitFor(async () => ((await current.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the merge gate again');
   await current.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'tester', reason: 'done' });
   expect((await current.result()).status).toBe('rejected');
   expect(await stageCalls(id)).toEqual(['triage', 'lld', 'spec', 'impl', 'impl', 'review', 'review']);

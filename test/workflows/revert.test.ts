@@ -17,7 +17,7 @@ const world = useTestWorld('revert');
 
 async function mergedSample() {
   const started = await startSampleIntent(world(), 'rv');
-  await waitFor(async () => ((await started.handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+  await waitFor(async () => ((await started.handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await started.handle.executeUpdate(decideUpdate, { args: [{ gate: 'merge', decision: 'approve', by: 'ana' }] });
   const outcome = await started.handle.result();
   expect(outcome.status).toBe('merged');
@@ -34,7 +34,7 @@ test('a merged intent is reverted through the merge gate: the revert commit, its
   const waiting = await waitFor(async () => {
     const s = await handle.query(stateQuery);
     return s.pendingGate?.gate === 'merge' ? s : undefined;
-  }, 60_000, 'the revert at the merge gate');
+  }, 120_000, 'the revert at the merge gate');
   expect(waiting.pendingGate?.whyNotAutomatic).toBeDefined();
   // The sample repo's test already describes slugify: without it the tests fail, and the person is told so.
   expect(waiting.pendingGate!.prompt).toMatch(new RegExp(`^Revert intent ${id} \\(merged as [0-9a-f]{12}\\) on main\\? 1 file\\(s\\) change back; tests failed: exit 1 \\(1 failed, 1 passed\\)\\.$`));
@@ -46,7 +46,7 @@ test('a merged intent is reverted through the merge gate: the revert commit, its
   expect(git(repo, 'log', '--format=%s', `refs/warden/lineage/revert-${id}`)).toContain(`Revert "warden: merge intent ${id}"`);
   const { rows } = await world().pool.query("SELECT event_type FROM safety_events WHERE intent_id = $1 AND event_type IN ('TESTS_PASSED', 'TESTS_FAILED', 'GATE_DECIDED', 'INTENT_MERGED') ORDER BY timestamp", [input.id]);
   expect(rows.map((r: { event_type: string }) => r.event_type)).toEqual(['TESTS_FAILED', 'GATE_DECIDED', 'INTENT_MERGED']);
-}, 120_000);
+});
 
 test('later commits that changed the same lines make the revert fail, saying where; an intent that never merged is refused', async () => {
   const { id, repo } = await mergedSample();
@@ -62,4 +62,4 @@ test('later commits that changed the same lines make the revert fail, saying whe
   expect(git(repo, 'show', 'main:lib/strings.js')).toBe("'use strict';\nmodule.exports = {};");
 
   await expect(revertIntentInput(runtime(), TEST_CONFIG, 'never-ran', { embeddedServer: true })).rejects.toThrow('intent never-ran has not merged (the ledger has no merge of it): there is nothing to revert');
-}, 120_000);
+});

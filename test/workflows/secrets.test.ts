@@ -47,7 +47,7 @@ test('planted secrets printed by every stage, a failing attempt and the tests ar
     agent: { kind: 'command', command },
     testCommand: `${leak}; npm test --silent`,
   });
-  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 90_000, 'the merge gate');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 180_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   const result = await handle.result();
   expect(result.status).toBe('merged');

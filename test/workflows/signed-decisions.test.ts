@@ -41,7 +41,7 @@ async function atGate(handle: WorkflowHandle, gate = 'merge'): Promise<IntentSta
   return waitFor(async () => {
     const s = await handle.query(stateQuery);
     return s.pendingGate?.gate === gate ? s : undefined;
-  }, 60_000, `the ${gate} gate`);
+  }, 120_000, `the ${gate} gate`);
 }
 
 function signed(name: string, intentId: string, decision: Decision, gateOpenedAt: string, now?: Date): Decision {

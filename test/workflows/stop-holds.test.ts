@@ -5,10 +5,13 @@ import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { intentStatus } from '../../src/client/intent-status';
+import type { WardenActivities } from '../../src/activities';
 import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../../src/shared/messages';
 import type { IntentState } from '../../src/shared/state';
 import type { KillSwitchOptions } from '../../src/workers/interceptors/agent-safety';
-import { createTestWorld, demoScript, demoStages, git, startSampleIntent, waitFor, type TestWorld } from '../helpers/env';
+import { createTestWorld, git, startSampleIntent, waitFor, type TestWorld } from '../helpers/env';
+import { HeldAgentCalls } from '../helpers/held-agent-calls';
+import { untilIdle } from '../helpers/workflow-idle';
 
 /**
  * "Stopped means stopped", through real workflows: a pause holds every stage activity (tests,
@@ -32,9 +35,9 @@ function stopFilePath(): string {
   return path.join(mkdtempSync(path.join(tmpdir(), 'warden-stop-')), 'EMERGENCY_STOP');
 }
 
-/** Runs a worker on the world's task queue for the length of `fn`. */
-async function withWorker<T>(killSwitch: KillSwitchOptions, fn: () => Promise<T>): Promise<T> {
-  const worker: Worker = await world.worker({ killSwitch });
+/** Runs a worker on the world's task queue for the length of `fn`; `wrap` may replace activities. */
+async function withWorker<T>(killSwitch: KillSwitchOptions, fn: () => Promise<T>, wrap?: (activities: WardenActivities) => WardenActivities): Promise<T> {
+  const worker: Worker = await world.worker({ killSwitch, wrap });
   const running = worker.run();
   try {
     return await fn();
@@ -59,6 +62,14 @@ async function until(handle: Handle, test: (s: IntentState) => boolean, what: st
 async function scheduled(handle: Handle): Promise<string[]> {
   const history = await handle.fetchHistory();
   return history.events!.flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType!.name!] : []));
+}
+
+/** When each agent call (runAgentStage) was scheduled, in order: ms since the epoch, by Temporal's clock. */
+async function agentCallTimes(handle: Handle): Promise<number[]> {
+  const history = await handle.fetchHistory();
+  return history.events!.flatMap((e) =>
+    e.activityTaskScheduledEventAttributes?.activityType?.name === 'runAgentStage' ? [Number(e.eventTime!.seconds) * 1000 + Math.floor((e.eventTime!.nanos ?? 0) / 1e6)] : [],
+  );
 }
 
 /** The failure chain's types and messages (workflow → activity → application failure). */
@@ -96,8 +107,6 @@ function wardenApprove(id: string): Promise<{ code: number | null; stdout: strin
   });
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 describe('pause', () => {
   test('paused at the merge gate, then approved: nothing is archived or merged until resume; then it merges', async () => {
     await withWorker(enabled(), async () => {
@@ -114,7 +123,8 @@ describe('pause', () => {
 
       const held = await until(handle, (s) => s.stage === 'merge', 'the merge stage to be entered');
       expect(held.decisions.map((d) => d.decision)).toContain('approve');
-      await sleep(2_000); // without the hold, archive and merge take well under a second
+      // Without the hold, archive and merge would be scheduled before the workflow goes idle.
+      await untilIdle(handle);
       const still = await handle.query(stateQuery);
       expect(still.status).toBe('paused');
       expect(still.mergedCommit).toBeUndefined();
@@ -132,39 +142,54 @@ describe('pause', () => {
   });
 
   test('a pause while impl runs holds the test run until resume', async () => {
-    const stages = demoStages();
-    const slowImpl = demoScript({ impl: [{ ...stages.impl![0], delayMs: 2_000 }, ...stages.impl!.slice(1)] });
-    await withWorker(enabled(), async () => {
-      const { handle, id } = await startSampleIntent(world, 'pt', { agent: { kind: 'scripted', scriptPath: slowImpl } });
-      await until(handle, (s) => s.attempts.impl === 1, 'impl to start');
-      await handle.signal(pauseSignal, { by: 'operator' });
-      await waitFor(async () => ((await eventsOf(id, 'STAGE_COMPLETED')).length >= 4 ? true : undefined), 30_000, 'impl to finish');
-      await sleep(2_000);
-      expect(await scheduled(handle)).not.toContain('runTests');
-      expect((await handle.query(stateQuery)).tests).toEqual([]);
-      await handle.signal(resumeSignal, { by: 'operator' });
-      await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
-      expect((await scheduled(handle)).filter((t) => t === 'runTests')).toHaveLength(2); // impl fails once, then passes
-      await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'operator', reason: 'done' });
-      await handle.result();
-    });
+    const held = new HeldAgentCalls();
+    const releaseImpl = held.holdNext((input) => input.stage === 'impl' && input.attempt === 1);
+    await withWorker(
+      enabled(),
+      async () => {
+        const { handle, id } = await startSampleIntent(world, 'pt');
+        await until(handle, (s) => s.attempts.impl === 1, 'impl to start');
+        await handle.signal(pauseSignal, { by: 'operator' });
+        await until(handle, (s) => s.status === 'paused', 'paused');
+        releaseImpl();
+        await waitFor(async () => ((await eventsOf(id, 'STAGE_COMPLETED')).length >= 4 ? true : undefined), 120_000, 'impl to finish');
+        // Without the hold, the test run would be scheduled before the workflow goes idle.
+        await untilIdle(handle);
+        expect(await scheduled(handle)).not.toContain('runTests');
+        expect((await handle.query(stateQuery)).tests).toEqual([]);
+        await handle.signal(resumeSignal, { by: 'operator' });
+        await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
+        expect((await scheduled(handle)).filter((t) => t === 'runTests')).toHaveLength(2); // impl fails once, then passes
+        await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'operator', reason: 'done' });
+        await handle.result();
+      },
+      held.wrap,
+    );
   });
 
   test('a pause sent during the cooldown wait holds the next dispatch; the wait shows in the state', async () => {
+    // Far longer than impl attempt 1 and its test run take, even on a busy machine: the pause
+    // below always comes during the wait.
+    const COOLDOWN_MS = 30_000;
     await withWorker(enabled(), async () => {
-      // impl attempt 1 fails its tests; attempt 2 waits out the 6 s cooldown since attempt 1
-      const { handle, id } = await startSampleIntent(world, 'pc', { limits: { cooldown: '6s' } });
+      // impl attempt 1 fails its tests; attempt 2 waits out the cooldown since attempt 1
+      const { handle, id } = await startSampleIntent(world, 'pc', { limits: { cooldown: `${COOLDOWN_MS / 1000}s` } });
       const cooling = await until(handle, (s) => s.cooldown !== undefined, 'the cooldown wait');
       expect(cooling.cooldown!.stage).toBe('impl');
-      const until_ = Date.parse(cooling.cooldown!.until);
-      expect(until_).toBeGreaterThan(Date.now() - 1_000);
-      expect(until_).toBeLessThan(Date.now() + 7_000);
       // warden status reads the wait from the workflow's memo, not from the worker
       expect((await intentStatus(world.client, world.ledger, id)).cooldown).toEqual(cooling.cooldown);
 
       await handle.signal(pauseSignal, { by: 'operator', reason: 'during the cooldown' });
       await until(handle, (s) => s.status === 'paused', 'paused');
-      await sleep(Math.max(0, until_ - Date.now()) + 2_500); // the cooldown is over
+      // The wait counts from impl attempt 1's dispatch: after spec's, by the time impl's was scheduled.
+      const dispatched = await agentCallTimes(handle);
+      const waitStartedAt = Date.parse(cooling.cooldown!.until) - COOLDOWN_MS;
+      expect(waitStartedAt).toBeGreaterThan(dispatched[2]!);
+      expect(waitStartedAt).toBeLessThanOrEqual(dispatched[3]!);
+
+      // The cooldown ends while the intent is paused; whatever it does next by itself, it has done once idle.
+      await until(handle, (s) => s.cooldown === undefined, 'the cooldown to be over');
+      await untilIdle(handle);
       const held = await handle.query(stateQuery);
       expect(held.status).toBe('paused');
       expect(held.cooldown).toBeUndefined();
@@ -249,21 +274,28 @@ describe('kill switches on stage activities', () => {
   });
 
   test('an EMERGENCY_STOP file that appears while impl runs: the repo\'s tests are never run', async () => {
-    const stages = demoStages();
-    const slowImpl = demoScript({ impl: [{ ...stages.impl![0], delayMs: 3_000 }, ...stages.impl!.slice(1)] });
     const stopFile = stopFilePath();
-    await withWorker({ enabled: true, emergencyStopFile: stopFile }, async () => {
-      const { handle, repo, id, before } = await startSampleIntent(world, 'ef', { agent: { kind: 'scripted', scriptPath: slowImpl } });
-      // impl's agent call is past its own kill-switch check once it has been dispatched a moment ago
-      await waitFor(async () => ((await scheduled(handle)).filter((t) => t === 'runAgentStage').length === 4 ? true : undefined), 60_000, 'impl to be dispatched');
-      await sleep(1_000);
-      writeFileSync(stopFile, 'incident 7\n');
-      expect((await failureOf(handle)).join('\n')).toContain(`kill switch (EMERGENCY_STOP): the emergency stop file ${stopFile} exists; runTests was not started`);
-      expect(await scheduled(handle)).toEqual(['prepareWorktree', 'runAgentStage', 'runAgentStage', 'checkDocument', 'runAgentStage', 'checkDocument', 'runAgentStage', 'runTests']);
-      expect((await handle.query(stateQuery)).tests).toEqual([]);
-      expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'EMERGENCY_STOP', activityType: 'runTests' }) })]);
-      expect(git(repo, 'rev-parse', 'main')).toBe(before);
-      expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
+    // The file appears inside impl's agent call, past that call's own kill-switch check.
+    const stopDuringImpl = (activities: WardenActivities): WardenActivities => ({
+      ...activities,
+      async runAgentStage(input) {
+        const result = await activities.runAgentStage(input);
+        if (input.stage === 'impl') writeFileSync(stopFile, 'incident 7\n');
+        return result;
+      },
     });
+    await withWorker(
+      { enabled: true, emergencyStopFile: stopFile },
+      async () => {
+        const { handle, repo, id, before } = await startSampleIntent(world, 'ef');
+        expect((await failureOf(handle)).join('\n')).toContain(`kill switch (EMERGENCY_STOP): the emergency stop file ${stopFile} exists; runTests was not started`);
+        expect(await scheduled(handle)).toEqual(['prepareWorktree', 'runAgentStage', 'runAgentStage', 'checkDocument', 'runAgentStage', 'checkDocument', 'runAgentStage', 'runTests']);
+        expect((await handle.query(stateQuery)).tests).toEqual([]);
+        expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'EMERGENCY_STOP', activityType: 'runTests' }) })]);
+        expect(git(repo, 'rev-parse', 'main')).toBe(before);
+        expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
+      },
+      stopDuringImpl,
+    );
   });
 });

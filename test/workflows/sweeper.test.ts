@@ -24,7 +24,7 @@ async function terminatedMidImpl(prefix: string) {
   const command = answeringDesignStages(`if grep -q '^# Warden: impl'; then bash -c "exec -a ${prefix}-\\$((40+2)) sleep 300" & wait; else echo done; fi`);
   const tag = `${prefix}-42`;
   const started = await startSampleIntent(world(), 'sw', { agent: { kind: 'command', command } });
-  await waitFor(() => (processesWith(tag).length > 0 ? true : undefined), 60_000, 'the impl agent to start');
+  await waitFor(() => (processesWith(tag).length > 0 ? true : undefined), 120_000, 'the impl agent to start');
   expect(await started.handle.query(stateQuery)).toMatchObject({ stage: 'impl' });
   const cli = process.env.WARDEN_TEST_CLI_PATH!;
   execFileSync(cli, ['workflow', 'terminate', '--workflow-id', `intent-${started.id}`, '--reason', 'operator pulled the plug', '--address', temporalAddress()], { encoding: 'utf8' });
@@ -42,19 +42,20 @@ async function sweptRows(id: string): Promise<Array<{ reason: string; metadata: 
   return rows;
 }
 
-test('terminated mid-impl: the agent dies at once, the sweep workflow removes the worktree and says so in the ledger, once', async () => {
+test('terminated mid-impl: the agent dies, the sweep workflow removes the worktree and says so in the ledger, once', async () => {
   const tag = `warden-sweep-${process.pid}-${Date.now()}`;
   const { handle, repo, id } = await terminatedMidImpl(tag);
   const terminatedAt = Date.now();
-  // The activity learns of the termination on its next heartbeat and kills the agent.
-  await waitFor(() => (processesWith(`${tag}-42`).length === 0 ? true : undefined), 15_000, 'the agent to die');
-  expect(Date.now() - terminatedAt).toBeLessThan(15_000);
+  // Just closed (SWEEP_AFTER_CLOSE_MS is 10 s; this sweep runs within a second or two): its
+  // activity may still be stopping, so the sweep leaves it for now.
+  expect(await world().client.workflow.execute('sweepWorkflow', { taskQueue: world().taskQueue, workflowId: `sweep-early-${id}`, args: [] })).toMatchObject({ swept: 0 });
+  // The activity learns of the termination on its next heartbeat and kills the agent, which
+  // would sleep five minutes unkilled. A hang guard; how fast a stop is: bench/kill-latency.ts.
+  await waitFor(() => (processesWith(`${tag}-42`).length === 0 ? true : undefined), 120_000, 'the agent to die');
   expect(worktreesOf(id)).toHaveLength(1); // nothing ran the intent's cleanup
 
   const status = await intentStatus(world().client, world().ledger, id);
   expect(status).toMatchObject({ workflowStatus: 'TERMINATED', wardenStatus: 'terminated' });
-  // Just closed: its activity may still be stopping, so the sweep leaves it for now.
-  expect(await world().client.workflow.execute('sweepWorkflow', { taskQueue: world().taskQueue, workflowId: `sweep-early-${id}`, args: [] })).toMatchObject({ swept: 0 });
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, terminatedAt + SWEEP_AFTER_CLOSE_MS + 500 - Date.now())));
 
   const sweep = await world().client.workflow.execute('sweepWorkflow', { taskQueue: world().taskQueue, workflowId: `sweep-${id}`, args: [] });
@@ -81,10 +82,10 @@ test('a worker that starts sweeps at once; running intents are left alone', asyn
   const tag = `warden-sweep-start-${process.pid}-${Date.now()}`;
   const { id } = await terminatedMidImpl(tag);
   const running = await startSampleIntent(world(), 'swr', { limits: { gateTimeout: '10m' } });
-  await waitFor(async () => ((await running.handle.query(stateQuery)).pendingGate ? true : undefined), 60_000, 'the running intent to wait at a gate');
-  await waitFor(() => (processesWith(`${tag}-42`).length === 0 ? true : undefined), 15_000, 'the agent to die');
+  await waitFor(async () => ((await running.handle.query(stateQuery)).pendingGate ? true : undefined), 120_000, 'the running intent to wait at a gate');
+  await waitFor(() => (processesWith(`${tag}-42`).length === 0 ? true : undefined), 120_000, 'the agent to die');
   expect(worktreesOf(id)).toHaveLength(1);
-  await new Promise((resolve) => setTimeout(resolve, SWEEP_AFTER_CLOSE_MS + 500));
+  await new Promise((resolve) => setTimeout(resolve, SWEEP_AFTER_CLOSE_MS + 500)); // no longer just closed
 
   // A second worker on another task queue, over the same worktree folder: it sweeps as it starts.
   const worker = await createWardenWorker({
@@ -99,7 +100,7 @@ test('a worker that starts sweeps at once; running intents are left alone', asyn
     safety: TEST_CONFIG.worker,
   });
   try {
-    await worker.runUntil(waitFor(async () => ((await sweptRows(id)).length === 1 ? true : undefined), 30_000, 'the sweep at worker start'));
+    await worker.runUntil(waitFor(async () => ((await sweptRows(id)).length === 1 ? true : undefined), 120_000, 'the sweep at worker start'));
     expect(worktreesOf(id)).toEqual([]);
     expect(worktreesOf(running.id)).toHaveLength(1);
     expect(await sweptRows(running.id)).toEqual([]);

@@ -66,7 +66,7 @@ async function spawnWorker(env: NodeJS.ProcessEnv): Promise<SpawnedWorker> {
   await waitFor(() => {
     if (child.exitCode !== null) throw new Error(`worker ${child.pid} exited with ${child.exitCode}:\n${out}`);
     return out.includes('worker running against') ? true : undefined;
-  }, 60_000, `worker ${child.pid} to start`);
+  }, 120_000, `worker ${child.pid} to start`);
   return worker;
 }
 
@@ -167,7 +167,7 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     const handle = await startIntent(client, intent);
 
     // impl attempt 1 runs: find the worker that spawned its agent, and kill that worker hard.
-    const first = await waitFor(() => agentAt(workers.map((w) => w.pid)), 60_000, 'impl to start');
+    const first = await waitFor(() => agentAt(workers.map((w) => w.pid)), 120_000, 'impl to start');
     agentGroups.add(first.leader);
     const victim = workers.find((w) => w.pid === first.worker)!;
     const survivor = workers.find((w) => w.pid !== first.worker)!;
@@ -178,15 +178,16 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     log(`impl agent (group ${first.leader}, ${first.program}) ran under worker ${first.worker}; killed that worker with SIGKILL at ${since()}`);
     // Nobody is left to kill the dead worker's agent: inside bubblewrap --die-with-parent ends it;
     // a plain process group (sandbox none/process) lives on until its command ends by itself.
-    await waitFor(() => (groupAlive(first.leader) ? undefined : true), 15_000, 'the dead worker\'s agent group to end');
+    await waitFor(() => (groupAlive(first.leader) ? undefined : true), 120_000, 'the dead worker\'s agent group to end');
     log(`dead worker's agent group ${first.leader} gone ${after()}`);
 
-    // The survivor picks the activity up after the heartbeat timeout (10 s) and goes on.
-    const retry = await waitFor(() => agentAt([survivor.pid]), 40_000, 'impl to be retried on the other worker');
+    // The survivor picks the activity up after the heartbeat timeout (10 s) and goes on. (The
+    // waits in this file are hang guards: each condition holds within seconds, more when busy.)
+    const retry = await waitFor(() => agentAt([survivor.pid]), 120_000, 'impl to be retried on the other worker');
     agentGroups.add(retry.leader);
     log(`impl attempt 1 retried on worker ${survivor.pid} (group ${retry.leader}) ${after()}`);
 
-    await poll(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 60_000, 'the merge gate');
+    await poll(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
     log(`at the merge gate at ${since()}`);
     await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
     const outcome = await handle.result();
@@ -283,21 +284,21 @@ test('dev server restart mid-run: the server goes away during lld, comes back on
     );
     const { runId } = await handle.describe();
 
-    await waitFor(() => (lldStarts.length > 0 ? true : undefined), 60_000, 'lld to start');
+    await waitFor(() => (lldStarts.length > 0 ? true : undefined), 120_000, 'lld to start');
     await new Promise((r) => setTimeout(r, 1000));
     const firstPid = server.pid;
     const downAt = Date.now();
     await server.stop();
     log(`server stopped while lld ran, at ${since()}`);
     // lld finishes its 4 s while nobody listens: its completion has to wait for the server
-    await waitFor(() => (lldEnds.length > 0 ? true : undefined), 10_000, 'lld to finish');
+    await waitFor(() => (lldEnds.length > 0 ? true : undefined), 120_000, 'lld to finish');
     log(`lld returned in the worker with the server down, at ${since()}`);
     server = await startDevServer(options);
     servers.add(server);
     log(`server back (pid ${server.pid}) after ${((Date.now() - downAt) / 1000).toFixed(1)} s down, at ${since()}`);
     expect(server.pid).not.toBe(firstPid);
 
-    await poll(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 90_000, 'the merge gate');
+    await poll(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 180_000, 'the merge gate');
     log(`at the merge gate at ${since()}`);
     await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
     const outcome = await handle.result();
