@@ -1,11 +1,11 @@
 import path from 'node:path';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { runInstaller } from '../runtime/debian-packages';
+import { AGENT_CLIS } from '../shared/agent-profiles';
 import { findCliProgram } from './intent-input';
 
 /** The installer of the pinned agent CLIs, shipped with the package (`npm run tools:install` in a checkout). */
 const INSTALLER = path.resolve(__dirname, '../../scripts/install-agent-clis.sh');
-const AGENT_CLIS: readonly string[] = ['aider', 'codex', 'claude'];
 
 /**
  * On first use of `--agent aider|codex|claude`, installs that CLI's pinned version under the
@@ -15,7 +15,7 @@ const AGENT_CLIS: readonly string[] = ['aider', 'codex', 'claude'];
  */
 export async function installAgentCliOnFirstUse(flags: { agent?: string; cmd?: string; model?: string; goal?: string; repo?: string }, toolsDir: string, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const cli = flags.agent;
-  if (cli === undefined || !AGENT_CLIS.includes(cli) || flags.cmd || env.WARDEN_INSTALL === '0') return;
+  if (cli === undefined || !(AGENT_CLIS as readonly string[]).includes(cli) || flags.cmd || env.WARDEN_INSTALL === '0') return;
   // A run that will be refused for its flags installs nothing first.
   if (!flags.model?.trim() || !flags.goal?.trim() || !flags.repo) return;
   if (findCliProgram(cli as AgentCli, toolsDir)) return;

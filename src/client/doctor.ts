@@ -16,6 +16,7 @@ import { ensureTemporalCli, findTemporalCli } from '../runtime/temporal-cli';
 import { connectionOptions } from '../runtime/temporal';
 import { findExecutable } from '../shared/executables';
 import { PROVIDER_DEFAULTS } from '../gateway/upstream';
+import { AGENT_CLIS } from '../shared/agent-profiles';
 import { findCliProgram } from './intent-input';
 
 const execFileAsync = promisify(execFile);
@@ -47,7 +48,6 @@ const MIN_GIT: readonly [number, number] = [2, 38];
 /** Free space below which worktrees (a checkout each, with their tests' output) fail or warn. */
 const DISK_FAIL_BYTES = 512 * 1024 * 1024;
 const DISK_WARN_BYTES = 5 * 1024 * 1024 * 1024;
-const AGENT_CLIS = ['aider', 'codex', 'claude'] as const;
 const CONNECT_TIMEOUT_MS = 5_000;
 
 export interface DoctorOptions {

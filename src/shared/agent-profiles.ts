@@ -10,6 +10,9 @@ import { DurationSchema } from './schema-primitives';
 /** A profile's name: its automation-ladder scope and its identity in the ledger (default: its kind). */
 const AgentName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an agent name is 1-64 letters, digits, dots, dashes or underscores').optional();
 
+/** The agent CLIs Warden drives itself: it writes their command lines and installs them on first use. */
+export const AGENT_CLIS = ['aider', 'codex', 'claude'] as const;
+
 export const ScriptedAgentProfileSchema = z.object({
   kind: z.literal('scripted'),
   name: AgentName,
@@ -63,7 +66,7 @@ export const CommandAgentProfileSchema = z.object({
    * non-interactive flags, its model and gateway settings, a scratch home with what it needs,
    * telemetry and update checks off. Its documents are read from a file, its stdout kept as a log.
    */
-  cli: z.enum(['aider', 'codex', 'claude']).optional(),
+  cli: z.enum(AGENT_CLIS).optional(),
   /**
    * Where a document stage's answer is read: `stdout`, or `file` (the prompt names a file in the
    * worktree; stdout is kept as the log). Default: `file` for a `cli`, else `stdout`.
