@@ -5,6 +5,7 @@ import type { RuntimeConfig } from '../runtime/config';
 import { connectTemporalIfRunning } from '../runtime/temporal';
 import { UserError } from '../shared/errors';
 import { formatUsd } from '../shared/format';
+import { LADDER_DECIDER_PREFIX } from '../shared/ladder';
 import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
 import type { CooldownWait, IntentMemo, IntentOutcome, IntentState } from '../shared/state';
 import { failureMessage } from './follow';
@@ -193,7 +194,13 @@ export function renderIntentStatus(report: IntentStatusReport): string[] {
 }
 
 function decisionLine(d: LedgerDecision): string {
-  const who = d.timedOut ? 'its timeout' : `${d.by}${d.signed ? ' (signed)' : ''}`;
+  const who = d.timedOut ? 'its timeout' : `${d.by}${signedWord(d)}`;
   const conditions = d.conditions?.length ? ` (conditions: ${d.conditions.join('; ')})` : '';
   return `${d.gate} gate: ${d.decision} by ${who} at ${d.at}${d.reason ? ` — ${d.reason}` : ''}${conditions}`;
+}
+
+/** Whether a person's decision was signed; nothing for the automation ladder's or one the ledger does not know of. */
+function signedWord(d: LedgerDecision): string {
+  if (d.signed === undefined || d.by.startsWith(LADDER_DECIDER_PREFIX)) return '';
+  return d.signed ? ' (signed)' : ' (unsigned)';
 }

@@ -95,6 +95,8 @@ interface DecisionRow {
   readonly requested_at: Date;
   readonly decided_at: Date;
   readonly timed_out: boolean;
+  /** NULL for the ladder's and a timeout's decisions, and rows from before the column. */
+  readonly signed: boolean | null;
 }
 
 /** Rows in the order the ledger received them; those from before it numbered them first, by their clocks. */
@@ -104,7 +106,7 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
   const [events, decisionRows, costs] = await Promise.all([
     pool.query<EventRow>(`SELECT seq, event_type, "timestamp", stage, reason, metadata FROM safety_events WHERE intent_id = $1 AND event_type = ANY($2) ORDER BY ${LEDGER_ORDER}`, [intentId, READ_EVENTS]),
     pool.query<DecisionRow>(
-      `SELECT seq, gate, decision, decided_by, reason, conditions, requested_at, decided_at, timed_out FROM gate_decisions
+      `SELECT seq, gate, decision, decided_by, reason, conditions, requested_at, decided_at, timed_out, signed FROM gate_decisions
         WHERE intent_id = $1 ORDER BY seq NULLS FIRST, decided_at, recorded_at, id`,
       [intentId],
     ),
@@ -179,7 +181,7 @@ function ledgerDecision(row: DecisionRow, decided: readonly EventRow[]): LedgerD
     ...(row.conditions.length > 0 ? { conditions: row.conditions } : {}),
     at: row.decided_at.toISOString(),
     timedOut: row.timed_out,
-    ...(event ? { signed: event.metadata.signed === true } : {}),
+    ...(row.signed !== null ? { signed: row.signed } : event ? { signed: event.metadata.signed === true } : {}),
   };
 }
 

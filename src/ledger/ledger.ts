@@ -210,10 +210,10 @@ export class Ledger {
   async recordGateDecision(input: GateDecisionInput): Promise<boolean> {
     const g = GateDecisionRowSchema.parse(storable(input));
     const result = await this.pool.query(
-      `INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, reason, conditions, requested_at, decided_at, timed_out)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+      `INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, reason, conditions, requested_at, decided_at, timed_out, signed)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
        ON CONFLICT (id) DO NOTHING`,
-      [g.id, g.intentId, g.gate, g.decision, g.by, g.reason ?? null, JSON.stringify(g.conditions), g.requestedAt, g.decidedAt, g.timedOut],
+      [g.id, g.intentId, g.gate, g.decision, g.by, g.reason ?? null, JSON.stringify(g.conditions), g.requestedAt, g.decidedAt, g.timedOut, g.signed ?? null],
     );
     const inserted = result.rowCount === 1;
     if (inserted) this.observer?.gateDecision(g);
@@ -575,6 +575,7 @@ export class Ledger {
          UNION ALL
          SELECT seq, decided_at, 'gate', 2, 'GATE_DECISION', NULL,
                 gate || ' gate: ' || decision || ' by ' || decided_by
+                  || CASE WHEN signed THEN ' (signed)' WHEN NOT signed THEN ' (unsigned)' ELSE '' END
                   || CASE WHEN timed_out THEN ' (timed out)' ELSE '' END
                   || coalesce(': ' || reason, '')
                   || CASE WHEN jsonb_array_length(conditions) > 0

@@ -106,6 +106,8 @@ export const GateDecisionRowSchema = z.object({
   requestedAt: z.coerce.date(),
   decidedAt: z.coerce.date(),
   timedOut: z.boolean(),
+  /** A person's decision: whether it carried its approver's signature. Absent for the ladder's and a timeout's. */
+  signed: z.boolean().optional(),
 });
 export type GateDecisionInput = z.input<typeof GateDecisionRowSchema>;
 

@@ -86,6 +86,11 @@ function gateSummary(state: IntentState, reviewPackage: ReviewPackage | undefine
   };
 }
 
+/** How a person's decision is shown after its name: signed or not. Nothing for the ladder's and a timeout's. */
+function signedWord(signed: boolean | undefined): string {
+  return signed === undefined ? '' : signed ? ' (signed)' : ' (unsigned)';
+}
+
 /** Refused decisions the state keeps for `warden status` and the Web UI. */
 const SHOWN_REFUSALS = 5;
 
@@ -284,6 +289,7 @@ export class GateKeeper {
 
   private async close(decision: RecordedDecision, requestedAt: string): Promise<RecordedDecision> {
     const { ledger, state } = this.o;
+    const person = decision.signed !== undefined;
     ledger.gateDecision({
       gate: decision.gate,
       decision: decision.decision,
@@ -293,8 +299,9 @@ export class GateKeeper {
       requestedAt,
       decidedAt: decision.at,
       timedOut: decision.timedOut,
+      ...(person ? { signed: decision.signed } : {}),
     });
-    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate: ${decision.decision} by ${decision.by}${decision.reason ? ` (${decision.reason})` : ''}`, {
+    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate: ${decision.decision} by ${decision.by}${signedWord(decision.signed)}${decision.reason ? ` (${decision.reason})` : ''}`, {
       stage: state.stage,
       metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut, signed: decision.signed === true },
     });
@@ -350,6 +357,10 @@ export class GateKeeper {
       if (!this.unsignedTaken(decision.gate)) {
         return `unsigned decision refused: the ${decision.gate} gate takes only signed decisions (warden approver init ${decision.by}, then list its key under approvers in the config)`;
       }
+      // A name with a key is that key's, whatever the server and the config: without its signature anyone could use the name.
+      if (Object.hasOwn(intent.approvals.keys, decision.by)) {
+        return `unsigned decision refused: ${decision.by} has a key in this intent's approvers, so a decision in that name counts only when signed with it (warden approve ${intent.id} --by ${decision.by} on the machine with that key, or the web app's link)`;
+      }
       return undefined;
     }
     const key = intent.approvals.keys[decision.by];
@@ -378,8 +389,8 @@ export class GateKeeper {
     this.deadline += parseDuration(period);
     state.pendingGate = { ...state.pendingGate!, timeoutAt: new Date(this.deadline).toISOString() };
     state.decisions.push({ ...decided, at, timedOut: false, signed: proof !== undefined });
-    ledger.gateDecision({ gate: decision.gate, decision: 'defer', by: decision.by, reason: decision.reason, requestedAt: state.pendingGate.requestedAt, decidedAt: at, timedOut: false });
-    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate deferred by ${decision.by} until ${state.pendingGate.timeoutAt}`, {
+    ledger.gateDecision({ gate: decision.gate, decision: 'defer', by: decision.by, reason: decision.reason, requestedAt: state.pendingGate.requestedAt, decidedAt: at, timedOut: false, signed: proof !== undefined });
+    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate deferred by ${decision.by}${signedWord(proof !== undefined)} until ${state.pendingGate.timeoutAt}`, {
       stage: state.stage,
       metadata: { gate: decision.gate, decision: 'defer', by: decision.by, signed: proof !== undefined },
     });

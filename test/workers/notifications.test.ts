@@ -62,7 +62,7 @@ test('a gate, its decision and the merge reach a signed webhook and Slack, with 
   await waitFor(() => (kinds(receiver.on('/hook'), id).includes('intent.merged') ? true : undefined), 120_000, 'intent.merged');
   expect(kinds(receiver.on('/hook'), id).sort()).toEqual(['gate.decided', 'gate.opened', 'intent.merged']);
   const decided = receiver.on('/hook').find((r) => r.json.intentId === id && r.json.kind === 'gate.decided')!;
-  expect(decided.json.title).toBe(`Intent ${id}: the merge gate was decided: approve by alice`);
+  expect(decided.json.title).toBe(`Intent ${id}: the merge gate was decided: approve by alice (unsigned)`);
   // Each delivery once: the ids are all different.
   const ids = receiver.on('/hook').filter((r) => r.json.intentId === id).map((r) => r.json.deliveryId);
   expect(new Set(ids).size).toBe(ids.length);

@@ -3,7 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { initApproverKey, readApproverKey, signDecision } from '../../src/client/approver-keys';
+import { approvalsFrom } from '../../src/client/intent-input';
 import { sendDecision } from '../../src/client/intents';
+import { intentStatus, renderIntentStatus } from '../../src/client/intent-status';
 import type { Decision } from '../../src/shared/decisions';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, decideUpdate, stateQuery } from '../../src/shared/messages';
@@ -164,4 +166,38 @@ test('unsigned decisions count where the intent trusts them, never where its cod
     reason: expect.stringMatching(/with the worker's network, so only signed decisions count/),
   });
   await networked.handle.terminate('checked');
+});
+
+test('a keyed approver\'s name without the key counts nowhere: refused under embedded-server and always; a keyless approver\'s unsigned decision counts and says unsigned', async () => {
+  const approvers = { alice: { publicKey: alicePublic } };
+  const gates = { merge: { approvers: ['alice', 'bob'] } };
+  for (const accept of ['embedded-server', 'always'] as const) {
+    // What `warden run` puts in the intent from this config, on Warden's embedded server.
+    const approvals = approvalsFrom({ approvers, unsignedDecisions: { accept }, embeddedServer: true });
+    expect(approvals.unsignedGates).toContain('merge'); // unsigned decisions are trusted at this gate…
+    const { handle, id } = await start({ approvals, gates });
+    await atGate(handle);
+    // …but not in alice's name: `temporal workflow signal`, or the Web UI's HTTP API, sending it.
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'alice' });
+    expect(await handle.executeUpdate(decideUpdate, { args: [{ gate: 'merge', decision: 'approve', by: 'alice' }] })).toMatchObject({
+      accepted: false,
+      reason: expect.stringMatching(/^unsigned decision refused: alice has a key in this intent's approvers, so a decision in that name counts only when signed with it/),
+    });
+    const state = await handle.query(stateQuery);
+    expect(state.pendingGate?.gate).toBe('merge');
+    expect(state.decisions).toEqual([]);
+    const refused = await waitFor(async () => ((await refusals(id)).length === 2 ? refusals(id) : undefined), 60_000, 'the refusals in the ledger');
+    expect(refused).toEqual([expect.stringMatching(/^unsigned decision refused: alice has a key/), expect.stringMatching(/^unsigned decision refused: alice has a key/)]);
+
+    // Bob has no key: where unsigned decisions are trusted his counts, and is shown as unsigned.
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'bob' });
+    expect((await handle.result()).status).toBe('merged');
+    expect((await handle.query(stateQuery)).decisions).toEqual([expect.objectContaining({ by: 'bob', signed: false })]);
+    const { rows } = await world().pool.query("SELECT reason FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_DECIDED'", [id]);
+    expect(rows.map((r: { reason: string }) => r.reason)).toEqual(['merge gate: approve by bob (unsigned)']);
+    const status = renderIntentStatus(await intentStatus(world().client, world().ledger, id));
+    expect(status).toContainEqual(expect.stringMatching(/^ {2}decision: merge gate: approve by bob \(unsigned\) at /));
+    const audit = await world().ledger.timeline(id);
+    expect(audit.filter((e) => e.type === 'GATE_DECISION').map((e) => e.summary)).toEqual(['merge gate: approve by bob (unsigned)']);
+  }
 });

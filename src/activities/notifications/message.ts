@@ -74,7 +74,7 @@ export function buildNotification(event: OutboxEvent, kind: NotificationKind, op
       put('Then', str(m.policy));
       break;
     case 'gate.decided':
-      title = event.eventType === 'GATE_AUTO_PASSED' ? `${intent}: the ${gate} gate passed automatically` : `${intent}: the ${gate} gate was decided: ${str(m.decision)} by ${str(m.by)}`;
+      title = event.eventType === 'GATE_AUTO_PASSED' ? `${intent}: the ${gate} gate passed automatically` : `${intent}: the ${gate} gate was decided: ${str(m.decision)} by ${str(m.by)}${m.signed === false && m.timedOut !== true ? ' (unsigned)' : ''}`;
       put('Signed', typeof m.signed === 'boolean' ? (m.signed ? 'yes' : 'no') : undefined);
       put('Timed out', m.timedOut === true ? 'yes' : undefined);
       break;

@@ -122,11 +122,11 @@ export function gatePage(v: GateView): string {
   const head = `<h1>${esc(v.intentId)}: the ${esc(v.gate)} gate</h1><p><strong>Goal:</strong> ${esc(v.state.goal)}</p>`;
   const status = waiting
     ? `<p>${esc(pending.prompt)}</p><p class="muted">Waiting since ${esc(pending.requestedAt)}; times out at ${esc(pending.timeoutAt)}. Spend so far $${esc(v.state.spendUsd)}.</p>`
-    : `<p class="bad" role="status">This gate is not waiting for a decision${decided ? `: ${esc(decided.decision)} by ${esc(decided.by)} at ${esc(decided.at)}` : ''}. The intent is ${esc(v.state.status)}.</p>`;
+    : `<p class="bad" role="status">This gate is not waiting for a decision${decided ? `: ${esc(decided.decision)} by ${esc(decided.by)}${decided.signed === undefined ? '' : decided.signed ? ' (signed)' : ' (unsigned)'} at ${esc(decided.at)}` : ''}. The intent is ${esc(v.state.status)}.</p>`;
   let decide = '';
   if (waiting && v.as) {
     const fields = hiddenFields(v.hidden);
-    const signing = v.as.signed ? `signed with ${esc(v.as.approver)}'s key on this machine` : `unsigned: ${esc(v.as.approver)} has no key on this machine, so it counts only at gates that take unsigned decisions`;
+    const signing = v.as.signed ? `signed with ${esc(v.as.approver)}'s key on this machine` : `unsigned: ${esc(v.as.approver)} has no key on this machine, so it counts only at gates that take unsigned decisions, and only if ${esc(v.as.approver)} has no key in the config either`;
     decide = `<h2>Decide</h2>
 <p class="who" id="deciding-as">Deciding as <strong>${esc(v.as.approver)}</strong> (${v.as.via === 'link' ? `from a link made for ${esc(v.as.approver)}${v.as.asOperator ? ', this Warden’s operator, as no approver is named for the notification’s channel' : ''}${v.as.expiresAt ? `, valid until ${esc(v.as.expiresAt)}, once` : ''}` : 'this machine’s operator'}); ${signing}.</p>
 <form class="decide" method="post" action="${esc(v.action)}">${fields}<input type="hidden" name="decision" value="approve">
