@@ -20,8 +20,9 @@ import { recordNamedBy } from './worktree-records';
  * `temporal workflow terminate`) or timed out never runs that code. The sweeper finds the
  * worktrees of intents whose workflow is closed, removes them as the intent would have (the
  * lineage kept, the branch kept for a resume), empties the worktree trash, and writes one ledger
- * row per intent it cleaned. A worker sweeps when it starts; the `warden-sweep` schedule
- * sweeps every minute.
+ * row per intent it cleaned, after an INTENT_TERMINATED row for one that was terminated. A
+ * worker sweeps when it starts, and installs the `warden-sweep` schedule, which sweeps every
+ * 30 s (src/workers/sweep-schedule.ts).
  */
 
 /** What Temporal says of an intent's workflow. */
@@ -88,6 +89,19 @@ export async function sweepClosedIntents(deps: SweepDeps): Promise<SweepReport> 
     if (status === 'NOT_FOUND' || repoPath === undefined) {
       leftAlone.push(worktreePath);
       continue;
+    }
+    if (status === 'TERMINATED') {
+      // The intent's own code never saw its end: this row is its ending, before the cleanup's.
+      await deps.recordEvent({
+        id: deterministicUuid('intent-terminated', `${intentId}/${runId ?? worktreePath}`),
+        timestamp: closeTime ?? new Date(),
+        eventType: 'INTENT_TERMINATED',
+        severity: 'high',
+        intentId,
+        reason: `the intent's workflow was terminated from outside Warden${how ? ` (${how})` : ''}: nothing it was doing finished; its agent and tests were stopped`,
+        suggestion: `warden status ${intentId} says where it stopped; warden resume ${intentId} --from STAGE continues from its branch`,
+        metadata: { workflowStatus: status, ...(how ? { how } : {}), ...(runId ? { runId } : {}) },
+      });
     }
     const { lineageCopy } = await removeWorktree({ repoPath, intentId, worktreeRoot: deps.worktreeRoot, lineageRoot: deps.lineageRoot, deleteBranch: false });
     const branch = branchForIntent(intentId);

@@ -14,7 +14,8 @@ import { sumUsd } from '../shared/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { lineageRefFor, TASK_QUEUE } from '../shared/ids';
-import type { maintenanceWorkflow, sweepWorkflow } from '../workflows';
+import type { maintenanceWorkflow } from '../workflows';
+import { keepSweepSchedule, SWEEP_EVERY_MS, SWEEP_SCHEDULE_ID } from '../workers/sweep-schedule';
 import { findPrompts } from './prompt-files';
 import { connectTemporal, openLedger } from './session';
 
@@ -81,9 +82,6 @@ function checkUsd(text: string | undefined, flag: string): string | undefined {
   if (!/^\d{1,8}(\.\d{1,6})?$/.test(text)) throw new UserError(`${flag} takes a USD amount such as 25 or 12.50 (0 = no limit), not ${text}`);
   return text;
 }
-
-/** Id of the schedule that sweeps up after intents that ended without their cleanup. */
-export const SWEEP_SCHEDULE_ID = 'warden-sweep';
 
 /** Creates the schedule, or updates its spec and action when it exists; true when created. */
 async function upsertSchedule(client: Client, scheduleId: string, spec: ScheduleSpec, action: ScheduleOptionsStartWorkflowAction<Workflow>): Promise<boolean> {
@@ -230,7 +228,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
   const schedules = program.command('schedules').description('Temporal Schedules Warden relies on');
   schedules
     .command('install')
-    .description('Create or update the daily schedule that runs ledger cleanup and the health report, and the one that sweeps up after intents that ended without their cleanup (every minute)')
+    .description('Create or update the daily schedule that runs ledger cleanup and the health report, and the one that sweeps up after intents that ended without their cleanup (every 30 s; every worker installs that one as it starts)')
     .option('--retention <age>', 'ledger retention', '90d')
     .option('--at <HH:MM>', 'time of day (UTC)', '03:00')
     .option('--budget <usd>', "the day's budget the report compares spend with (default: worker.dayBudgetUsd of the worker that runs it; 0 = no limit)")
@@ -250,19 +248,15 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         };
         const spec = { calendars: [{ hour: Number(at[1]), minute: Number(at[2]), comment: 'daily ledger upkeep' }] };
         const created = await upsertSchedule(target.client, MAINTENANCE_SCHEDULE_ID, spec, action);
-        const sweepCreated = await upsertSchedule(target.client, SWEEP_SCHEDULE_ID, { intervals: [{ every: '1m' }] }, {
-          type: 'startWorkflow' as const,
-          workflowType: 'sweepWorkflow' as unknown as typeof sweepWorkflow,
-          taskQueue: TASK_QUEUE,
-          args: [] as [],
-        });
+        // Every worker installs this one too; here it is put right if someone changed it.
+        const sweep = await keepSweepSchedule(target.client, TASK_QUEUE);
         const summary = {
           scheduleId: MAINTENANCE_SCHEDULE_ID,
           created,
           at: flags.at,
           retentionDays,
           dayBudgetUsd: dayBudgetUsd ?? 'worker.dayBudgetUsd',
-          sweep: { scheduleId: SWEEP_SCHEDULE_ID, created: sweepCreated, every: '1m' },
+          sweep: { scheduleId: SWEEP_SCHEDULE_ID, created: sweep === 'created', every: `${SWEEP_EVERY_MS / 1000}s` },
         };
         if (flags.json) return io.printJson(summary);
         io.print(
@@ -270,7 +264,9 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
             `report budget ${dayBudgetUsd !== undefined ? `$${dayBudgetUsd}` : "the worker's worker.dayBudgetUsd"}; ` +
             "each report goes to the worker's log, to reports/<date>.md under its Warden home, and to the ledger (DAILY_HEALTH_REPORT)",
         );
-        io.print(`${sweepCreated ? 'created' : 'updated'} schedule ${SWEEP_SCHEDULE_ID}: every minute, cleans the worktrees of intents that were terminated or timed out (one INTENT_SWEPT ledger row each)`);
+        io.print(
+          `${sweep === 'created' ? 'created' : sweep === 'updated' ? 'updated' : 'kept'} schedule ${SWEEP_SCHEDULE_ID}: every ${SWEEP_EVERY_MS / 1000} s, records intents that were terminated (INTENT_TERMINATED) and cleans the worktrees of those and of timed-out ones (INTENT_SWEPT); every worker installs it too`,
+        );
       } finally {
         await target.close();
       }

@@ -72,7 +72,7 @@ export interface IntentEnding {
 }
 
 /** The events that end an intent: its own ending, or the sweep after a workflow that never ran its cleanup. */
-const ENDINGS = ['INTENT_MERGED', 'INTENT_REJECTED', 'INTENT_FAILED', 'INTENT_CANCELLED', 'INTENT_SWEPT'] as const satisfies readonly SafetyEventType[];
+const ENDINGS = ['INTENT_MERGED', 'INTENT_REJECTED', 'INTENT_FAILED', 'INTENT_CANCELLED', 'INTENT_TERMINATED', 'INTENT_SWEPT'] as const satisfies readonly SafetyEventType[];
 
 const READ_EVENTS: readonly SafetyEventType[] = ['INTENT_STARTED', 'STAGE_STARTED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_REQUESTED', 'GATE_DECIDED', 'DECISION_REFUSED', ...ENDINGS];
 

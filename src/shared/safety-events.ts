@@ -55,6 +55,8 @@ export const SAFETY_EVENT_TYPES = [
   'STOP_ESCALATED',
   // the sweeper cleaned what an intent that ended without its cleanup (terminated, timed out) left
   'INTENT_SWEPT',
+  // the sweeper found an intent whose workflow was terminated from outside (Web UI, temporal CLI)
+  'INTENT_TERMINATED',
   // limits and detectors (safety interceptors)
   'MAX_ITERATIONS_EXCEEDED',
   'STAGNATION_DETECTED',

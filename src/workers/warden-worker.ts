@@ -4,6 +4,7 @@ import { Client } from '@temporalio/client';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import { createSweepActivities, type IntentStatusReader } from '../activities/sweeper';
 import { temporalIntentStatus } from './intent-status-reader';
+import { keepSweepSchedule, sweepScheduleId } from './sweep-schedule';
 import { PAYLOAD_CONVERTER_PATH } from './payload-converter-path';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
@@ -81,6 +82,11 @@ export interface WardenWorkerOptions {
   readonly notifications?: Partial<Record<keyof typeof DISPATCH_DEFAULTS, number>>;
   /** Where a gate's notification links to (the web app's page for it). */
   readonly gateLink?: NotificationDeps['gateLink'];
+  /**
+   * Install the task queue's sweep schedule and keep it (default true): what terminated intents
+   * leave is then cleaned and recorded within a minute. Tests that sweep by hand turn it off.
+   */
+  readonly sweepSchedule?: boolean;
 }
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
@@ -115,8 +121,11 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   // Reservations of calls cut off by a crash are released once Temporal says their attempt is over.
   const reconcile = () => reconcileReservations(options.ledger, options.logger, attemptStillRunsOn(client));
   void reconcile();
-  // Worktrees of intents that ended without their cleanup (terminated, timed out) go now.
+  // Worktrees of intents that ended without their cleanup (terminated, timed out) go now, and
+  // from then on every half minute (the schedule).
   void sweepAtStart(options, intentStatus);
+  const keepSchedule = () => (options.sweepSchedule === false ? Promise.resolve() : keepTheSweepSchedule(client, options));
+  void keepSchedule();
   const workflowModules = [...(options.safetyInterceptors === false ? [] : WORKFLOW_INTERCEPTOR_MODULES), ...(options.tracing?.workflowModules ?? [])];
   const workflowBundle =
     options.workflowBundle && !options.tracing && options.safetyInterceptors !== false ? options.workflowBundle : await bundleWorkflowsApart(workflowModules);
@@ -176,7 +185,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const rounds = setInterval(() => {
     const state = worker.getState();
     if (state === 'STOPPED' || state === 'FAILED') clearInterval(rounds);
-    else if (state === 'RUNNING') void reconcile();
+    else if (state === 'RUNNING') {
+      void reconcile();
+      void keepSchedule(); // someone may have deleted or changed it
+    }
   }, RECONCILE_EVERY_MS);
   rounds.unref();
   return worker;
@@ -190,6 +202,17 @@ async function sweepAtStart(options: WardenWorkerOptions, intentStatus: IntentSt
     if (report.swept.length > 0) options.logger.warn({ swept: report.swept.map((s) => s.intentId) }, 'swept intents that ended without their cleanup');
   } catch (error) {
     options.logger.warn({ err: error }, 'the sweep at worker start failed; the warden-sweep schedule tries again');
+  }
+}
+
+/** Installs or checks the sweep schedule. Never throws: the next round tries again. */
+async function keepTheSweepSchedule(client: Client, options: WardenWorkerOptions): Promise<void> {
+  const taskQueue = options.taskQueue ?? TASK_QUEUE;
+  try {
+    const change = await keepSweepSchedule(client, taskQueue);
+    if (change !== 'kept') options.logger.info({ scheduleId: sweepScheduleId(taskQueue), change }, 'sweep schedule installed');
+  } catch (error) {
+    options.logger.warn({ err: error, scheduleId: sweepScheduleId(taskQueue) }, 'could not install the sweep schedule; the worker tries again in a minute');
   }
 }
 

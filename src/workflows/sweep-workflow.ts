@@ -4,7 +4,7 @@ import type { WardenActivities } from '../activities';
 const { sweepClosedIntents } = proxyActivities<WardenActivities>({ startToCloseTimeout: '5m', retry: { maximumAttempts: 3 } });
 
 /**
- * One sweep (the `warden-sweep` schedule starts it every minute): cleans what intents that ended
+ * One sweep (the `warden-sweep` schedule starts it every 30 s): cleans what intents that ended
  * without their cleanup left behind. See src/activities/sweeper.ts.
  */
 export async function sweepWorkflow(): Promise<{ readonly swept: number; readonly running: number; readonly leftAlone: number }> {

@@ -77,6 +77,8 @@ export interface WorkerOptions {
   readonly notify?: WardenWorkerOptions['notify'];
   readonly notifications?: WardenWorkerOptions['notifications'];
   readonly gateLink?: WardenWorkerOptions['gateLink'];
+  /** Install and keep the task queue's sweep schedule, as a real worker does (default off: most tests sweep by hand, or not at all). */
+  readonly sweepSchedule?: boolean;
 }
 
 /** The default profile, with no cooldown so tests do not wait a minute between impl attempts. */
@@ -133,6 +135,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         notify: options.notify,
         notifications: options.notifications,
         gateLink: options.gateLink,
+        sweepSchedule: options.sweepSchedule ?? false,
       });
     },
     async close() {

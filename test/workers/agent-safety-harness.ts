@@ -122,6 +122,7 @@ export async function withWorker<T>(
     logger: pino({ level: 'info' }, sink),
     redact: createRedactor(process.env),
     safety: options.safety ?? safety(),
+    sweepSchedule: false,
     // Never the repo's own .warden/EMERGENCY_STOP: tests must not depend on it.
     killSwitch: options.killSwitch ?? { enabled: true, emergencyStopFile: path.join(mkdtempSync(path.join(tmpdir(), 'warden-stop-')), 'EMERGENCY_STOP') },
     wrapActivities: (activities) => {

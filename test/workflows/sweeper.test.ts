@@ -98,6 +98,7 @@ test('a worker that starts sweeps at once; running intents are left alone', asyn
     logger: pino({ level: 'silent' }),
     redact: createRedactor(process.env),
     safety: TEST_CONFIG.worker,
+    sweepSchedule: false, // this test sweeps by hand
   });
   try {
     await worker.runUntil(waitFor(async () => ((await sweptRows(id)).length === 1 ? true : undefined), 120_000, 'the sweep at worker start'));
