@@ -16,6 +16,9 @@ export interface TemporalTlsSettings {
   readonly clientCert?: { readonly cert: PemSource; readonly key: PemSource };
 }
 
+/** Where the embedded Temporal server listens unless WARDEN_TEMPORAL_PORT says otherwise. */
+export const DEFAULT_EMBEDDED_TEMPORAL_PORT = 7233;
+
 /** Settings read from the environment, once, by an entry point (CLI or worker). */
 export interface RuntimeConfig {
   /**
@@ -25,6 +28,8 @@ export interface RuntimeConfig {
   readonly wardenHome: string;
   /** A Temporal cluster to use; undefined means the embedded dev server. */
   readonly temporalAddress?: string;
+  /** WARDEN_TEMPORAL_PORT: the embedded server's port (default 7233; its Web UI on this plus 1000), e.g. one per Warden home. */
+  readonly embeddedTemporalPort: number;
   readonly namespace: string;
   /** TLS to the cluster; undefined means a plain connection (even with an API key, when TEMPORAL_TLS=false). */
   readonly tls?: TemporalTlsSettings;
@@ -49,6 +54,7 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv, cwd: string = process.
   return {
     wardenHome,
     temporalAddress: env.TEMPORAL_ADDRESS || undefined,
+    embeddedTemporalPort: embeddedPortFrom(env),
     namespace: env.TEMPORAL_NAMESPACE || 'default',
     tls: temporalTlsFromEnv(env, cwd),
     apiKey,
@@ -59,6 +65,17 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv, cwd: string = process.
     databaseUrl: env.DATABASE_URL || undefined,
     postgresDataDir: path.join(wardenHome, 'postgres'),
   };
+}
+
+/** The embedded Temporal server's port: 7233 unless WARDEN_TEMPORAL_PORT says; the Web UI takes it plus 1000. */
+function embeddedPortFrom(env: NodeJS.ProcessEnv): number {
+  const text = env.WARDEN_TEMPORAL_PORT;
+  if (!text) return DEFAULT_EMBEDDED_TEMPORAL_PORT;
+  const port = Number(text);
+  if (!/^\d+$/.test(text) || port < 1024 || port > 64535) {
+    throw new UserError(`WARDEN_TEMPORAL_PORT must be a port from 1024 to 64535 (the Web UI takes it plus 1000), not "${text}"`);
+  }
+  return port;
 }
 
 function logFormatFrom(env: NodeJS.ProcessEnv): LogFormat {

@@ -6,13 +6,17 @@ import type { NativeConnection } from '@temporalio/worker';
 import { UserError } from '../shared/errors';
 import type { PemSource, RuntimeConfig } from './config';
 import { isTemporalReachable, startDevServer, type DevServer } from './dev-server';
+import { claimEmbeddedServer, refuseAnotherHomesServer } from './embedded-home';
 import { ensureTemporalCli } from './temporal-cli';
 
-/** The embedded server listens here, so a second Warden process finds the first one's server. */
-export const EMBEDDED_PORT = 7233;
-export const EMBEDDED_UI_PORT = 8233;
-const EMBEDDED_ADDRESS = `127.0.0.1:${EMBEDDED_PORT}`;
-const EMBEDDED_UI_URL = `http://127.0.0.1:${EMBEDDED_UI_PORT}`;
+/**
+ * The embedded server listens on a fixed port (WARDEN_TEMPORAL_PORT, default 7233), so a second
+ * Warden process of the same home finds the first one's server; its Web UI 1000 above.
+ */
+function embeddedAddress(config: Pick<RuntimeConfig, 'embeddedTemporalPort'>): { address: string; uiPort: number; uiUrl: string } {
+  const uiPort = config.embeddedTemporalPort + 1000;
+  return { address: `127.0.0.1:${config.embeddedTemporalPort}`, uiPort, uiUrl: `http://127.0.0.1:${uiPort}` };
+}
 
 /** A Temporal server Warden talks to, and how to stop it if Warden started it. */
 export interface TemporalTarget {
@@ -38,17 +42,18 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
   let embedded: DevServer | undefined;
   let uiUrl: string | undefined;
   if (!address) {
-    address = EMBEDDED_ADDRESS;
+    const local = embeddedAddress(config);
+    address = local.address;
     if (await isTemporalReachable(address)) {
-      uiUrl = EMBEDDED_UI_URL;
+      uiUrl = local.uiUrl;
     } else {
       const cliPath = await ensureTemporalCli({ wardenHome: config.wardenHome, env: process.env, log });
       log(`starting the embedded Temporal server (${path.join(config.wardenHome, 'temporal.db')})`);
       embedded = await startDevServer({
         cliPath,
         dbFile: path.join(config.wardenHome, 'temporal.db'),
-        port: EMBEDDED_PORT,
-        uiPort: EMBEDDED_UI_PORT,
+        port: config.embeddedTemporalPort,
+        uiPort: local.uiPort,
         namespace: config.namespace,
         logFile: path.join(config.wardenHome, 'temporal.log'),
         log,
@@ -56,7 +61,24 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
       uiUrl = embedded.uiUrl;
     }
   }
-  return connectTo(config, address, { uiUrl, embedded, interceptors });
+  const target = await connectTo(config, address, { uiUrl, embedded, interceptors });
+  if (!config.temporalAddress) await ownEmbeddedServer(config, target, embedded !== undefined);
+  return target;
+}
+
+/**
+ * The embedded server is one home's: the home that started it claims it, and another home's
+ * process that finds it refuses (see embedded-home.ts). A server on a TEMPORAL_ADDRESS is
+ * the operator's to share.
+ */
+async function ownEmbeddedServer(config: RuntimeConfig, target: TemporalTarget, startedHere: boolean): Promise<void> {
+  try {
+    if (startedHere) await claimEmbeddedServer(target.client.connection, config.namespace, config.wardenHome);
+    else await refuseAnotherHomesServer(target.client.connection, config.namespace, config.wardenHome, config.embeddedTemporalPort);
+  } catch (error) {
+    await target.close();
+    throw error;
+  }
 }
 
 /**
@@ -66,8 +88,11 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
  */
 export async function connectTemporalIfRunning(config: RuntimeConfig): Promise<TemporalTarget | undefined> {
   if (config.temporalAddress) return connectTo(config, config.temporalAddress, {});
-  if (!(await isTemporalReachable(EMBEDDED_ADDRESS))) return undefined;
-  return connectTo(config, EMBEDDED_ADDRESS, { uiUrl: EMBEDDED_UI_URL });
+  const local = embeddedAddress(config);
+  if (!(await isTemporalReachable(local.address))) return undefined;
+  const target = await connectTo(config, local.address, { uiUrl: local.uiUrl });
+  await ownEmbeddedServer(config, target, false);
+  return target;
 }
 
 async function connectTo(
