@@ -430,7 +430,9 @@ export class GateKeeper {
         pending.humanOnly ? 'This gate always needs a person.' : `Not automatic: ${pending.whyNotAutomatic}.`,
         this.o.signedOnly || !this.unsignedTaken(gate)
           ? `This gate takes only signed decisions: \`warden approve ${intent.id}\` (or reject) as an approver with a key (warden approver init NAME). A signal sent from here is refused.`
-          : '',
+          : Object.keys(intent.approvals.keys).length > 0
+            ? `Approvers with a key (${Object.keys(intent.approvals.keys).join(', ')}) decide only with it: \`warden approve ${intent.id} --by NAME\` or the web app's link; a signal in their name is refused.`
+            : '',
         'Approve: send signal `decide` with `{"gate":"' + gate + '","decision":"approve","by":"<your name>"}`',
         'Reject: `{"gate":"' + gate + '","decision":"reject","by":"<your name>","reason":"<why>"}`',
         'With conditions: `{"gate":"' + gate + '","decision":"approve-with-conditions","by":"<your name>","conditions":["…"]}`' +
