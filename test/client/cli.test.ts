@@ -688,9 +688,16 @@ describe('bad input to the ledger commands gets one line and exit code 2', () =>
 });
 
 test('warden schedules install creates the daily maintenance schedule and the sweep, and updates them when run again', async () => {
+  // The workers of warden run install the sweep too: start from none.
+  {
+    const { Client, Connection } = await import('@temporalio/client');
+    const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS });
+    await new Client({ connection }).schedule.getHandle('warden-sweep').delete().catch(() => undefined);
+    await connection.close();
+  }
   const first = warden('schedules', 'install', '--retention', '30d', '--at', '04:30', '--json');
   expect(first.code).toBe(0);
-  expect(JSON.parse(first.stdout)).toMatchObject({ scheduleId: 'warden-maintenance', created: true, retentionDays: 30, sweep: { scheduleId: 'warden-sweep', created: true, every: '1m' } });
+  expect(JSON.parse(first.stdout)).toMatchObject({ scheduleId: 'warden-maintenance', created: true, retentionDays: 30, sweep: { scheduleId: 'warden-sweep', created: true, every: '30s' } });
   const second = warden('schedules', 'install', '--retention', '60d', '--json');
   expect(JSON.parse(second.stdout)).toMatchObject({ created: false, retentionDays: 60, sweep: { created: false } });
   const { Client, Connection } = await import('@temporalio/client');
@@ -704,7 +711,7 @@ test('warden schedules install creates the daily maintenance schedule and the sw
     const sweep = new Client({ connection }).schedule.getHandle('warden-sweep');
     const swept = await sweep.describe();
     expect(swept.action).toMatchObject({ type: 'startWorkflow', workflowType: 'sweepWorkflow', taskQueue: 'warden' });
-    expect(swept.spec.intervals).toMatchObject([{ every: 60_000 }]);
+    expect(swept.spec.intervals).toMatchObject([{ every: 30_000 }]);
     await sweep.delete();
   } finally {
     await connection.close();
