@@ -17,6 +17,9 @@ export interface IntentRow {
  * Lists intents through Temporal visibility (search attributes), newest first. The same query
  * works in the Web UI, e.g. `WorkflowType = 'intentWorkflow' AND WardenStatus = 'waiting'`.
  */
+/** Workflow endings the intent's own code never saw. */
+const ENDED_FROM_OUTSIDE = new Set(['TERMINATED', 'TIMED_OUT']);
+
 export async function listIntents(client: Client, options: { readonly status?: string; readonly limit: number }): Promise<IntentRow[]> {
   let query = "WorkflowType = 'intentWorkflow'";
   if (options.status) query += ` AND WardenStatus = '${options.status.replace(/'/g, '')}'`;
@@ -25,7 +28,8 @@ export async function listIntents(client: Client, options: { readonly status?: s
     const attr = (name: string) => wf.typedSearchAttributes.getAll().find((p) => p.key.name === name)?.value as string | undefined;
     rows.push({
       intentId: intentIdFromWorkflowId(wf.workflowId),
-      status: attr('WardenStatus') ?? wf.status.name.toLowerCase(),
+      // Terminated or timed out, the workflow never got to update its own word ("waiting", "running").
+      status: ENDED_FROM_OUTSIDE.has(wf.status.name) ? wf.status.name.toLowerCase() : (attr('WardenStatus') ?? wf.status.name.toLowerCase()),
       stage: attr('WardenStage'),
       gate: attr('WardenGate'),
       goal: (wf.memo?.goal as string | undefined) ?? undefined,

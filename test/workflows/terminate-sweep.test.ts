@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { intentStatus, renderIntentStatus } from '../../src/client/intent-status';
+import { listIntents } from '../../src/client/list-intents';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { stateQuery } from '../../src/shared/messages';
 import { keepSweepSchedule, sweepScheduleId } from '../../src/workers/sweep-schedule';
@@ -72,6 +73,9 @@ test('the worker installs the sweep schedule; an intent terminated at the merge 
     }
   }
   expect(processesWith(`${tag}-42`)).toEqual([]);
+  // warden list too: the workflow's last word was "waiting", but it was terminated.
+  const listed = await listIntents(world().client, { limit: 1000 });
+  expect(listed.find((row) => row.intentId === atGate.id)?.status).toBe('terminated');
   expect(await eventsOf(atGate.id, 'INTENT_TERMINATED')).toHaveLength(1); // once, however many sweeps ran
 });
 
