@@ -19,8 +19,9 @@ export async function claimEmbeddedServer(connection: ConnectionLike, namespace:
 
 /** The home the embedded server was started by, when it says (a server Warden did not start says nothing). */
 export async function embeddedServerHome(connection: ConnectionLike, namespace: string): Promise<string | undefined> {
-  const { namespaceInfo } = await connection.workflowService.describeNamespace({ namespace });
-  return namespaceInfo?.data?.[OWNER_HOME_KEY] || undefined;
+  // A namespace the server lacks says nothing: the command fails on it later, with its own error.
+  const described = await connection.workflowService.describeNamespace({ namespace }).catch(() => undefined);
+  return described?.namespaceInfo?.data?.[OWNER_HOME_KEY] || undefined;
 }
 
 /** Throws the one-line refusal when the embedded server at `port` belongs to another home than `home`. */

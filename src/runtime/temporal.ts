@@ -62,7 +62,7 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
     }
   }
   const target = await connectTo(config, address, { uiUrl, embedded, interceptors });
-  if (!config.temporalAddress) await ownEmbeddedServer(config, target, embedded !== undefined);
+  if (!config.temporalAddress) await ownEmbeddedServer(config, target, embedded !== undefined, log);
   return target;
 }
 
@@ -71,10 +71,16 @@ export async function connectTemporal(config: RuntimeConfig, log: (message: stri
  * process that finds it refuses (see embedded-home.ts). A server on a TEMPORAL_ADDRESS is
  * the operator's to share.
  */
-async function ownEmbeddedServer(config: RuntimeConfig, target: TemporalTarget, startedHere: boolean): Promise<void> {
+async function ownEmbeddedServer(config: RuntimeConfig, target: TemporalTarget, startedHere: boolean, log: (message: string) => void = () => undefined): Promise<void> {
+  if (startedHere) {
+    // Without the claim the server still works; only the check of other homes is lost.
+    await claimEmbeddedServer(target.client.connection, config.namespace, config.wardenHome).catch((error: Error) =>
+      log(`could not record this Warden home in the embedded Temporal server (${error.message}): other homes will not be told it is this one's`),
+    );
+    return;
+  }
   try {
-    if (startedHere) await claimEmbeddedServer(target.client.connection, config.namespace, config.wardenHome);
-    else await refuseAnotherHomesServer(target.client.connection, config.namespace, config.wardenHome, config.embeddedTemporalPort);
+    await refuseAnotherHomesServer(target.client.connection, config.namespace, config.wardenHome, config.embeddedTemporalPort);
   } catch (error) {
     await target.close();
     throw error;
