@@ -7,7 +7,7 @@ import type { IntentState } from '../shared/state';
 import { followIntent, type FollowResult } from './follow';
 import { catchInterrupts } from './interrupts';
 import { refuseTakenId, startIntent, validateIntent } from './intents';
-import { connectTemporal, hasLiveWorker, openLedger, startWorker, webUiLink, type RunningWorker } from './session';
+import { connectTemporal, hasLiveWorker, openOwnedLedger, startWorker, webUiLink, type RunningWorker } from './session';
 import { startTracing } from '../runtime/telemetry';
 import { serveAlongside } from './web/serve';
 import type { WebApp } from './web/server';
@@ -128,7 +128,7 @@ function howToGoOn(stopped: Omit<StoppedFollowing, 'next'>, where: { embedded: b
 /** `warden run` starts nothing while the global stop flag is set, and says why. */
 async function refuseWhileStopped(config: RuntimeConfig, print: (line: string) => void): Promise<void> {
   // The first to open the ledger: its first-use steps (installing and starting the embedded PostgreSQL) are shown.
-  const { ledger, database } = await openLedger(config, () => undefined, print);
+  const { ledger, database } = await openOwnedLedger(config, () => undefined, print);
   try {
     const stop = await ledger.globalStop();
     if (stop.stopped) {
