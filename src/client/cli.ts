@@ -19,7 +19,7 @@ import { UserError } from '../shared/errors';
 import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
 import { cascadeAtLeast, detectCascade } from '../safety/cascade-detector';
-import { intentFromFlags, type RunFlags } from './intent-input';
+import { intentFromFlags, refuseUnusableText, type RunFlags } from './intent-input';
 import { initApproverKey, publicKeyOf, readApproverKey } from './approver-keys';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 import { describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
@@ -178,6 +178,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         if (!flags.id) throw new UserError('--resume-from needs --id ID of the intent to resume');
         return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
       }
+      refuseUnusableText(flags);
       const safety = settings();
       await installAgentCliOnFirstUse(flags, path.join(config.wardenHome, 'tools'), print);
       const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools'), embeddedServer: config.temporalAddress === undefined });

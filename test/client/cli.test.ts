@@ -85,6 +85,11 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     ['a repo with no test command', ['--repo', repoWithoutTests(), '--goal', 'x', '--script', DEMO_SCRIPT], /no test command for .*: its main branch has no package\.json test script; give one with --test-cmd/],
     ['unknown base branch', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--base', 'nope'], /base branch nope does not exist/],
     ['bad intent id', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--id', 'has space'], /invalid intent: id: an intent id is/],
+    ['a glob that does not parse', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--paths', '['], /^warden: --paths "\[" is not a valid glob \(Missing closing: "\]"\)$/],
+    ['an absolute path glob', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--paths', 'src/**', '/etc/**'], /^warden: --paths "\/etc\/\*\*" is an absolute path: paths are relative to the repository root$/],
+    ['a path glob reaching out of the repository', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--paths', '../**'], /^warden: --paths "\.\.\/\*\*" reaches outside the repository \(\.\.\)$/],
+    ['a goal with a terminal escape sequence', ['--repo', repo, '--goal', 'make it \x1b[31mred', '--script', DEMO_SCRIPT], /^warden: --goal holds control characters \(\\x1b\); only newline and tab are allowed$/],
+    ['a goal with a carriage return', ['--repo', repo, '--goal', 'approved\rrejected', '--script', DEMO_SCRIPT], /^warden: --goal holds control characters \(\\r\)/],
     ['bad attempt cap', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--impl-attempts', 'zero'], /--impl-attempts must be a positive whole number/],
     ['unknown option', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--aprove'], /unknown option '--aprove' .*\(see warden run --help\)/],
     ['bad sandbox choice', ['--repo', repo, '--goal', 'x', '--cmd', 'true', '--sandbox', 'jail'], /argument 'jail' is invalid/],
@@ -101,6 +106,28 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     const result = warden('run', ...args);
     expect(result.code).toBe(2);
     expect(oneLine(result.stderr)).toMatch(message);
+    expect(result.stdout).not.toMatch(/started intent/);
+  });
+
+  test('a goal whose bytes are not UTF-8, as a shell passes them', () => {
+    // printf writes the byte 0xE9 (Latin-1 é) alone: Node decodes it as U+FFFD, which is refused rather than kept.
+    const script = `exec "$0" "$1" run --repo "$2" --goal "$(printf 'fix caf\\351 menu')" --script "$3"`;
+    const result = spawnSync('/bin/sh', ['-c', script, process.execPath, BIN, repo, DEMO_SCRIPT], { env, encoding: 'utf8', timeout: 120_000 });
+    expect(result.status).toBe(2);
+    expect(oneLine(result.stderr)).toBe('warden: --goal is not valid UTF-8 text');
+    expect(result.stdout).not.toMatch(/started intent/);
+  });
+
+  test.each([
+    ['run.paths', { run: { paths: ['src/**', '../**'] } }, /run\.paths\.1: "\.\.\/\*\*" reaches outside the repository \(\.\.\)/],
+    ['a custom gate\'s when.paths', { customGates: [{ id: 'infra', after: 'impl', prompt: 'Infra change?', when: { paths: ['/etc/**'] } }] }, /when\.paths\.0: "\/etc\/\*\*" is an absolute path/],
+  ])('a paths glob in the config file (%s) is refused the same way', (_name, content, message) => {
+    const config = path.join(mkdtempSync(path.join(tmpdir(), 'paths-config-')), 'warden.config.json');
+    writeFileSync(config, JSON.stringify(content));
+    const result = wardenWith({ WARDEN_CONFIG: config }, 'run', '--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT);
+    expect(result.code).toBe(2);
+    // A config file's problems: its name, then one line per problem, each at its line and column.
+    expect(result.stderr.trimEnd().split('\n')).toEqual([`warden: ${config} is invalid:`, expect.stringMatching(message)]);
     expect(result.stdout).not.toMatch(/started intent/);
   });
 
