@@ -508,6 +508,22 @@ test('warden audit lists a gate\'s request before its decision, though the decis
   ]);
 });
 
+describe('warden run --detach refuses what a worker would refuse: one line, exit 2, nothing started', () => {
+  test.each([
+    ['--sandbox process without the opt-in', ['--sandbox', 'process'], /^warden: the triage agent \(command\) would run at sandbox 'process', outside bubblewrap, .* It was not started: use sandbox 'auto' or 'bubblewrap', or accept that with --allow-unconfined-code/],
+    ['--sandbox none without the opt-in', ['--sandbox', 'none'], /^warden: the triage agent \(command\) would run at sandbox 'none', outside bubblewrap/],
+  ])('%s', async (_name, flags, message) => {
+    const id = `cli-detach-refused-${randomUUID().slice(0, 8)}`;
+    const result = warden('run', '--repo', makeSampleRepo(), '--goal', 'x', '--id', id, '--agent', 'command', '--cmd', 'true', ...flags, '--detach');
+    expect(result.code).toBe(2);
+    expect(oneLine(result.stderr)).toMatch(message);
+    expect(result.stdout).not.toMatch(/started intent/);
+    await withClient(async (client) => {
+      await expect(intentHandle(client, id).describe()).rejects.toMatchObject({ name: 'WorkflowNotFoundError' });
+    });
+  });
+});
+
 test('a Temporal server without Warden\'s search attributes: warden run names them and the command that registers them', async () => {
   const port = await findFreePort();
   const address = `127.0.0.1:${port}`;
