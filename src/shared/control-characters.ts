@@ -41,6 +41,15 @@ export function forTerminalLine(text: string): string {
   return text.replace(UNSAFE_ON_ONE_LINE, visible);
 }
 
+/**
+ * JSON text for a terminal: JSON.stringify escapes C0 controls itself, but leaves DEL, C1
+ * controls and the bidirectional ones as they are; those become `\\uXXXX` escapes, the same
+ * value to a JSON reader.
+ */
+export function jsonForTerminal(json: string): string {
+  return json.replace(/[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 function visible(character: string): string {
   const code = character.charCodeAt(0);
   if (character === '\n') return '\\n';

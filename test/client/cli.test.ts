@@ -17,6 +17,8 @@ import { Ledger } from '../../src/ledger/ledger';
 import type { SafetyEventType } from '../../src/shared/safety-events';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { decideSignal } from '../../src/shared/messages';
+import { workflowIdForIntent } from '../../src/shared/ids';
+import { WardenStage, WardenStatus } from '../../src/shared/search-attributes';
 import { Client, Connection } from '@temporalio/client';
 import { PRINT_HOST_GROUP } from '../helpers/processes';
 import { hiddenOf, post } from '../helpers/gate-forms';
@@ -506,6 +508,55 @@ test('warden audit lists a gate\'s request before its decision, though the decis
     `${at(500).toISOString()} safety   GATE_REQUESTED [review]: Merge?`,
     `${at(300).toISOString()} gate     GATE_DECISION: merge gate: approve by cli-tester`,
   ]);
+});
+
+test('text an intent or an agent wrote reaches the terminal with its escape sequences shown, never sent: list, status, audit', async () => {
+  // Such a goal is refused at warden run now; one that got in another way (an older Warden, a start by hand) is still shown safely.
+  const id = `cli-escape-${Date.now()}`;
+  const goal = 'make it \x1b[31mred\x1b]0;pwned\x07\r\u009b2J\nsecond line';
+  await withClient(async (client) => {
+    // On a task queue no worker polls: it stays as started.
+    await client.workflow.start('intentWorkflow', {
+      taskQueue: `nobody-${id}`,
+      workflowId: workflowIdForIntent(id),
+      args: [{ id, goal }],
+      memo: { goal },
+      typedSearchAttributes: [
+        { key: WardenStatus, value: 'running' },
+        { key: WardenStage, value: 'triage' },
+      ],
+    });
+  });
+  await migrate(database.pool);
+  const ledger = new Ledger(database.pool);
+  await ledger.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'INTENT_STARTED', severity: 'info', reason: goal, intentId: id });
+  await ledger.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'STAGE_STARTED', severity: 'info', reason: 'the agent said \x1b[2J\x1b[H all clear', intentId: id, stage: 'triage' });
+  /** Control characters other than the line ends the command itself writes. */
+  // eslint-disable-next-line no-control-regex -- looking for control characters
+  const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
+  try {
+    const list = await waitFor(() => {
+      const listed = warden('list', '--limit', '500');
+      return listed.stdout.includes(id) ? listed : undefined;
+    }, 60_000, 'the intent in warden list');
+    expect(list.stdout).not.toMatch(raw);
+    // one row, the goal's escapes and newline written out
+    expect(list.stdout.split('\n').find((line) => line.startsWith(id))).toMatch(/ make it \\x1b\[31mred\\x1b\]0;pwned\\x07\\r\\x9b2J\\nsecond line$/);
+    // JSON keeps the value, escaped as JSON
+    expect(warden('list', '--limit', '500', '--json').stdout).not.toMatch(raw);
+
+    const audit = warden('audit', id);
+    expect(audit.code).toBe(0);
+    expect(audit.stdout).not.toMatch(raw);
+    expect(audit.stdout).toContain('INTENT_STARTED: make it \\x1b[31mred');
+    expect(audit.stdout).toContain('the agent said \\x1b[2J\\x1b[H all clear');
+
+    const status = warden('status', id);
+    expect(status.code).toBe(0);
+    expect(status.stdout).not.toMatch(raw);
+  } finally {
+    await withClient((client) => intentHandle(client, id).terminate('test over'));
+  }
 });
 
 describe('warden run --detach refuses what a worker would refuse: one line, exit 2, nothing started', () => {
