@@ -11,8 +11,13 @@ import { UserError } from '../shared/errors';
  * worker.
  */
 export async function openLedger(config: RuntimeConfig, log: (message: string) => void): Promise<{ ledger: Ledger; database: LedgerDatabase }> {
+  return ledgerOn(await joinDatabase(config, { log }));
+}
+
+/** The ledger's database as openLedger opens it; `migrate: false` leaves the schema as it is (`warden db migrate`). */
+export async function joinDatabase(config: RuntimeConfig, options: { readonly log?: (message: string) => void; readonly migrate?: boolean }): Promise<LedgerDatabase> {
   try {
-    return ledgerOn(await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.postgresDataDir, log, startServer: false }));
+    return await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.postgresDataDir, ...options, startServer: false });
   } catch (error) {
     if (!(error instanceof EmbeddedServerDown)) throw error;
     throw new UserError(`${error.message}: start it with \`warden dev\` (or \`warden worker\`) in another terminal, or set DATABASE_URL; this command does not start one`, 1);

@@ -50,6 +50,9 @@ test.each([
   ['report', ['report']],
   ['notifications', ['notifications']],
   ['ladder', ['ladder']],
+  // not reads, but not the commands that own the server either
+  ['db migrate', ['db', 'migrate']],
+  ['unlock', ['unlock', '--reason', 'x']],
 ])('warden %s with the embedded PostgreSQL down: one line naming how to start it, a non-zero exit, no server started', async (_name, args) => {
   const result = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 120_000 });
   expect(result.status).toBe(1);
