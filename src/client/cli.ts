@@ -16,10 +16,11 @@ import { MERGE_CONDITION_FORMS } from '../shared/merge-conditions';
 import { existsSync, readFileSync } from 'node:fs';
 import { GATE_KINDS, isGateName } from '../shared/gates';
 import { UserError } from '../shared/errors';
+import { forTerminal, forTerminalLine, jsonForTerminal } from '../shared/control-characters';
 import { INTENT_STATUSES } from '../shared/state';
 import { pauseSignal, resumeSignal } from '../shared/messages';
 import { cascadeAtLeast, detectCascade } from '../safety/cascade-detector';
-import { intentFromFlags, type RunFlags } from './intent-input';
+import { intentFromFlags, refuseUnusableText, type RunFlags } from './intent-input';
 import { initApproverKey, publicKeyOf, readApproverKey } from './approver-keys';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 import { describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
@@ -44,18 +45,27 @@ import { approvalOutlook, readApprovalFacts } from './approval-outlook';
 
 /** Before a worker starts here: bubblewrap works (installed if missing, where we may), or the operator accepted its absence. */
 async function sandboxOrStop(allowUnconfined: boolean): Promise<void> {
-  await requireSandbox({ allowUnconfined, install: true, offerUnconfined: true, log: print, warn: (line) => process.stderr.write(`${line}\n`) });
+  await requireSandbox({ allowUnconfined, install: true, offerUnconfined: true, log: print, warn: (line) => process.stderr.write(`${forTerminal(line)}\n`) });
 }
 
 /** `warden check cascade`'s exit code when the text must not pass (0 allows, 2 blocks: the usual hook contract). */
 export const CASCADE_BLOCK_EXIT = 2;
 
+/**
+ * Every line a command prints goes out here, and every line of an error: what came from an
+ * intent, an agent or a repository (goals, answers, failure messages, file names) may hold
+ * escape sequences, which are shown, never sent to the terminal.
+ */
 function print(line: string): void {
-  process.stdout.write(`${line}\n`);
+  process.stdout.write(`${forTerminal(line)}\n`);
 }
 
 function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(`${jsonForTerminal(JSON.stringify(value, null, 2))}\n`);
+}
+
+function printError(message: string): void {
+  process.stderr.write(`warden: ${forTerminal(message)}\n`);
 }
 
 /** Builds the `warden` command tree. Exported so tests can run it in-process. */
@@ -178,6 +188,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         if (!flags.id) throw new UserError('--resume-from needs --id ID of the intent to resume');
         return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
       }
+      refuseUnusableText(flags);
       const safety = settings();
       await installAgentCliOnFirstUse(flags, path.join(config.wardenHome, 'tools'), print);
       const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools'), embeddedServer: config.temporalAddress === undefined });
@@ -243,7 +254,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         const rows = await listIntents(target.client, { status: flags.status, limit: Number(flags.limit) });
         if (flags.json) return printJson(rows);
         if (rows.length === 0) return print('no intents');
-        for (const r of rows) print(`${r.intentId.padEnd(36)} ${String(r.status).padEnd(10)} ${String(r.stage ?? '').padEnd(8)} ${r.goal ?? ''}`);
+        // One line per intent: a goal's newlines must not make rows of their own.
+        for (const r of rows) print(`${r.intentId.padEnd(36)} ${String(r.status).padEnd(10)} ${String(r.stage ?? '').padEnd(8)} ${forTerminalLine(r.goal ?? '')}`);
       } finally {
         await target.close();
       }
@@ -344,7 +356,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         const rows = await waitingGates(target.client);
         if (flags.json) return printJson(rows);
         if (rows.length === 0) return print('no gate is waiting');
-        for (const r of rows) print(`${r.intentId.padEnd(36)} ${r.gate.padEnd(13)} waiting ${r.ageMinutes} min, times out ${r.timeoutAt}  ${r.prompt}`);
+        for (const r of rows) print(`${r.intentId.padEnd(36)} ${r.gate.padEnd(13)} waiting ${r.ageMinutes} min, times out ${r.timeoutAt}  ${forTerminalLine(r.prompt)}`);
       } finally {
         await target.close();
       }
@@ -512,14 +524,14 @@ export async function main(argv: string[]): Promise<number> {
     const e = error as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0;
-      process.stderr.write(`warden: ${commanderMessage(e.message ?? e.code)} (see ${helpFor(program, argv)})\n`);
+      printError(`${commanderMessage(e.message ?? e.code)} (see ${helpFor(program, argv)})`);
       return 2;
     }
     if (error instanceof UserError) {
-      process.stderr.write(`warden: ${error.message}\n`);
+      printError(error.message);
       return error.exitCode;
     }
-    process.stderr.write(`warden: ${(error as Error).message ?? String(error)}\n`);
+    printError((error as Error).message ?? String(error));
     return 1;
   }
 }

@@ -14,6 +14,7 @@ import { reportResult } from './report';
 import { runIntent } from './run-intent';
 import { approvalsFrom } from './intent-input';
 import { createSampleRepo } from './sample-repo';
+import { forTerminal } from '../shared/control-characters';
 
 /** The scripted agent's answers for the sample repository, shipped with the package. */
 export const DEMO_AGENT_SCRIPT = path.resolve(__dirname, '../../examples/demo-agent.json');
@@ -59,14 +60,14 @@ export async function runDemo(config: RuntimeConfig, logger: Logger, print: (lin
 }
 
 if (require.main === module) {
-  const print = (line: string): void => void process.stdout.write(`${line}\n`);
+  const print = (line: string): void => void process.stdout.write(`${forTerminal(line)}\n`);
   const config = loadRuntimeConfig(process.env);
   const { logger } = createCommandLogger({ level: config.logLevel, format: config.logFormat, wardenHome: config.wardenHome });
   runDemo(config, logger, print).then(
     (code) => process.exit(code),
     (error: unknown) => {
       // A missing prerequisite is said as it is; anything else is a failure of the demo.
-      process.stderr.write(error instanceof UserError ? `${error.message}\n` : `warden demo failed: ${(error as Error).message ?? String(error)}\n`);
+      process.stderr.write(`${forTerminal(error instanceof UserError ? error.message : `warden demo failed: ${(error as Error).message ?? String(error)}`)}\n`);
       process.exit(error instanceof UserError ? error.exitCode : 1);
     },
   );

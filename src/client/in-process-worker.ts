@@ -16,7 +16,7 @@ import type { LadderLevel } from '../shared/ladder';
 import { createWardenMetrics } from '../workers/metrics';
 import { createWardenWorker, startWorkerGateway } from '../workers/warden-worker';
 import { startTracing, telemetryEnabled } from '../runtime/telemetry';
-import { openLedger } from './open-ledger';
+import { openOwnedLedger } from './open-ledger';
 
 /**
  * A Warden worker in this process (`warden dev`, `warden worker`, and `warden run` while it
@@ -68,7 +68,7 @@ function workerLinkSecret(logger: Logger): LinkSecret {
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
 export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
   quietSdkRuntime(warden.telemetry, logger);
-  const { ledger, database } = await openLedger(config, (m) => logger.info(m));
+  const { ledger, database } = await openOwnedLedger(config, (m) => logger.info(m));
   if (metricsServed) {
     ledger.observer = createWardenMetrics(Runtime.instance().metricMeter);
     logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');

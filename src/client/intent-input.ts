@@ -8,6 +8,8 @@ import { channelFromFlag, type NotifyChannel } from '../shared/notify-settings';
 import { UsdSchema } from '../shared/schema-primitives';
 import { UserError } from '../shared/errors';
 import { secretShapesIn } from '../shared/redact';
+import { textProblem } from '../shared/control-characters';
+import { globProblem } from '../shared/glob';
 import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
 import type { WardenConfig, WorkerSafetyConfig } from '../config/schema';
@@ -68,7 +70,7 @@ export type RunConfig = {
 
 export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig): IntentInput {
   const { limits } = config;
-  if (!flags.goal || !flags.goal.trim()) throw new UserError('--goal is required and must not be empty');
+  refuseUnusableText(flags);
   if (!flags.repo) throw new UserError('--repo is required');
   const repoPath = path.resolve(cwd, flags.repo);
   if (!existsSync(repoPath) || !statSync(repoPath).isDirectory()) throw new UserError(`repository not found: ${repoPath}`);
@@ -131,6 +133,23 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
       ...(flags.budget !== undefined ? { budgetUsd: flags.budget } : {}),
     }),
   };
+}
+
+/**
+ * The goal and the path globs as given, checked before anything else (before an agent CLI is
+ * installed, a sandbox probed or a server started): the goal is plain text (valid UTF-8, no
+ * control characters but newline and tab, which would reach terminals and prompts as they are),
+ * and each `--paths` glob is valid and stays inside the repository. The intent's schema checks
+ * the same again, in the client and in the worker.
+ */
+export function refuseUnusableText<F extends Pick<RunFlags, 'goal' | 'paths'>>(flags: F): asserts flags is F & { readonly goal: string } {
+  if (!flags.goal || !flags.goal.trim()) throw new UserError('--goal is required and must not be empty');
+  const goalProblem = textProblem(flags.goal);
+  if (goalProblem) throw new UserError(`--goal ${goalProblem}`);
+  for (const glob of flags.paths ?? []) {
+    const problem = textProblem(glob) ?? globProblem(glob);
+    if (problem) throw new UserError(`--paths ${JSON.stringify(glob)} ${problem}`);
+  }
 }
 
 /** The channels `--notify` names, each checked (see channelFromFlag). */

@@ -3,7 +3,6 @@ import { Option } from 'commander';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptionsStartWorkflowAction, type ScheduleSpec } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import type { WardenConfig } from '../config/schema';
-import { openDatabase } from '../ledger/database';
 import { booksDifferenceCents } from '../ledger/ledger';
 import { migrate } from '../ledger/migrate';
 import { NotificationOutbox } from '../ledger/notification-outbox';
@@ -18,6 +17,7 @@ import type { maintenanceWorkflow } from '../workflows';
 import { keepSweepSchedule, SWEEP_EVERY_MS, SWEEP_SCHEDULE_ID } from '../workers/sweep-schedule';
 import { findPrompts } from './prompt-files';
 import { connectTemporal, openLedger } from './session';
+import { joinDatabase } from './open-ledger';
 
 /** Id of the schedule that runs ledger retention and the daily report. */
 export const MAINTENANCE_SCHEDULE_ID = 'warden-maintenance';
@@ -205,7 +205,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .option('--json', 'print JSON')
     .action(async (flags: { json?: boolean }) => {
       // Opened without migrating, so that what this command applies is what it reports.
-      const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.postgresDataDir, migrate: false });
+      const database = await joinDatabase(config, { migrate: false });
       try {
         const applied = await migrate(database.pool);
         if (flags.json) return io.printJson({ database: database.url, applied });

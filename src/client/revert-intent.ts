@@ -5,7 +5,7 @@ import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
 import type { IntentInput } from '../shared/intent';
 import { approvalsFrom } from './intent-input';
-import { openLedger } from './session';
+import { openOwnedLedger } from './session';
 
 /**
  * The agent profile a revert intent names: none runs (the revert is mechanical), but every
@@ -24,7 +24,7 @@ export async function revertIntentInput(
   targetId: string,
   options: { readonly reason?: string; readonly testCmd?: string; readonly embeddedServer: boolean },
 ): Promise<IntentInput> {
-  const { ledger, database } = await openLedger(config, () => undefined);
+  const { ledger, database } = await openOwnedLedger(config, () => undefined);
   let merged: Awaited<ReturnType<typeof ledger.mergedIntent>>;
   try {
     merged = await ledger.mergedIntent(targetId);

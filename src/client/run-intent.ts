@@ -7,8 +7,10 @@ import type { IntentState } from '../shared/state';
 import { followIntent, type FollowResult } from './follow';
 import { catchInterrupts } from './interrupts';
 import { refuseTakenId, startIntent, validateIntent } from './intents';
-import { connectTemporal, hasLiveWorker, openLedger, startWorker, webUiLink, type RunningWorker } from './session';
+import { connectTemporal, hasLiveWorker, openOwnedLedger, startWorker, webUiLink, type RunningWorker } from './session';
 import { startTracing } from '../runtime/telemetry';
+import { refuseUnconfinableIntent } from '../runtime/sandbox-readiness';
+import { probeBubblewrap, type BubblewrapProbe } from '../activities/sandbox';
 import { serveAlongside } from './web/serve';
 import type { WebApp } from './web/server';
 import { decideCommands } from '../shared/decide-commands';
@@ -48,6 +50,9 @@ export type RunIntentResult =
  */
 export async function runIntent(input: IntentInput, options: RunIntentOptions): Promise<RunIntentResult> {
   const intent = validateIntent(input);
+  // What the worker's sandbox rules would refuse is refused now, detached or not: nothing starts.
+  const workerHere = !options.detach || options.config.temporalAddress === undefined;
+  await refuseUnconfinableIntent(intent, workerHere ? probeBubblewrap : bubblewrapOfWorkerElsewhere);
   const interrupts = catchInterrupts(options.print);
   const beforeStart = (): void => {
     if (interrupts.signal.aborted) throw new UserError('interrupted before the intent started: nothing was started', 130);
@@ -125,10 +130,18 @@ function howToGoOn(stopped: Omit<StoppedFollowing, 'next'>, where: { embedded: b
   return lines;
 }
 
+/**
+ * A detached intent on a remote Temporal server runs on a worker elsewhere: whether bubblewrap
+ * works there is that worker's to say (it refuses at the stage); this machine's says nothing.
+ */
+async function bubblewrapOfWorkerElsewhere(): Promise<BubblewrapProbe> {
+  return { available: true };
+}
+
 /** `warden run` starts nothing while the global stop flag is set, and says why. */
 async function refuseWhileStopped(config: RuntimeConfig, print: (line: string) => void): Promise<void> {
   // The first to open the ledger: its first-use steps (installing and starting the embedded PostgreSQL) are shown.
-  const { ledger, database } = await openLedger(config, () => undefined, print);
+  const { ledger, database } = await openOwnedLedger(config, () => undefined, print);
   try {
     const stop = await ledger.globalStop();
     if (stop.stopped) {

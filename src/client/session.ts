@@ -21,5 +21,5 @@ export function webUiLink(target: TemporalTarget, intentId: string): string | un
 }
 
 export { connectTemporal };
-export { openLedger } from './open-ledger';
+export { openLedger, openOwnedLedger } from './open-ledger';
 export { hasLiveWorker } from './worker-presence';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseDuration } from '../shared/duration';
-import { DurationSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
+import { DurationSchema, PathGlobSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
 import { ApproverNameSchema, ConfinementSchema, LineageSettingsSchema } from '../shared/intent';
 import { isPublicKey } from '../shared/decision-proof';
@@ -189,7 +189,7 @@ export const RunDefaultsSchema = z
     /** The branch intents start from and merge into (`--base`). */
     baseBranch: z.string().trim().min(1).optional(),
     /** Globs of the paths agents may change (`--paths`); absent means everything. */
-    paths: z.array(z.string().trim().min(1)).min(1).optional(),
+    paths: z.array(z.string().trim().pipe(PathGlobSchema)).min(1).optional(),
   })
   .strict();
 

@@ -41,6 +41,20 @@ interface OpenDatabaseOptions {
   readonly announce?: (message: string) => void;
   /** false: leave the schema as it is (`warden db migrate` applies and reports the migrations itself). Default true. */
   readonly migrate?: boolean;
+  /**
+   * false: join the embedded server only if it already runs, else throw {@link EmbeddedServerDown}.
+   * Commands that only read pass false: a server they started would outlive them or stop under
+   * the worker that starts next. Default true.
+   */
+  readonly startServer?: boolean;
+}
+
+/** The embedded PostgreSQL is not running, and the caller may not start it. */
+export class EmbeddedServerDown extends Error {
+  constructor(readonly dataDir: string) {
+    super(`the ledger's embedded PostgreSQL (data in ${dataDir}) is not running`);
+    this.name = 'EmbeddedServerDown';
+  }
 }
 
 /**
@@ -71,7 +85,8 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
     return { pool, url, embedded: false, close: () => (closed ??= pool.end()) };
   }
 
-  const server = await ensureEmbeddedServer(opts.dataDir, opts.port, log, opts.announce ?? log);
+  const server =
+    opts.startServer === false ? await joinRunningServer(opts.dataDir, log) : await ensureEmbeddedServer(opts.dataDir, opts.port, log, opts.announce ?? log);
   const serverUrl = withDatabase(server.url, LEDGER_DATABASE);
   let pool: pg.Pool | undefined;
   // Held open for the life of this LedgerDatabase, and opened again after a restart of the
@@ -132,6 +147,14 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<LedgerDat
     server: { pid: server.pid, port: server.port, dataDir: opts.dataDir, startedHere: server.startedHere },
     close: () => (closed ??= close()),
   };
+}
+
+/** The server another Warden process runs on `dataDir`, never a new one. */
+async function joinRunningServer(dataDir: string, log: (message: string) => void): Promise<Awaited<ReturnType<typeof ensureEmbeddedServer>>> {
+  const running = await findRunningServer(dataDir);
+  if (!running) throw new EmbeddedServerDown(dataDir);
+  log(`using the embedded PostgreSQL already running on port ${running.port} (pid ${running.pid}, data in ${dataDir})`);
+  return { ...running, startedHere: false };
 }
 
 async function createDatabaseIfMissing(client: pg.Client, name: string): Promise<void> {

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import { createRedactor, REDACTED, type Redactor } from '../shared/redact';
+import { forTerminalLine } from '../shared/control-characters';
 
 /**
  * Field names whose values never reach a log line, whatever they hold, at any depth and in any
@@ -85,10 +86,11 @@ export function createCommandLogger(options: { level: string; format: LogFormat;
     write: (json: string) => {
       const line = readableLine(json);
       if (line === undefined) return;
+      // Messages carry agents' and repositories' words: shown on one line, escapes made visible.
       // The file is named once: every line after the first would only repeat it.
       const where = file && !fileNamed ? ` (full records in ${file})` : '';
       fileNamed ||= where !== '';
-      stderr.write(`${line}${where}\n`);
+      stderr.write(`${forTerminalLine(line)}${where}\n`);
     },
   };
   const streams: pino.StreamEntry[] = [{ level: 'warn', stream: console }];

@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { probeBubblewrap, probeBubblewrapAfresh, UNCONFINED_OPT_IN, type BubblewrapProbe } from '../activities/sandbox';
+import { probeBubblewrap, probeBubblewrapAfresh, resolveSandboxLevel, UNCONFINED_OPT_IN, type BubblewrapProbe } from '../activities/sandbox';
+import { agentForStage, agentIdOf } from '../shared/agent-routing';
 import { findExecutable } from '../shared/executables';
 import { UserError } from '../shared/errors';
+import type { Intent } from '../shared/intent';
+import { AGENT_STAGES } from '../shared/stages';
 import { aptInstall, whyNotInstall } from './debian-packages';
 
 /**
@@ -116,4 +119,29 @@ export async function requireSandbox(options: {
     ? ` Or, to run agent-written code with process limits only (it can then reach everything your user can), pass ${UNCONFINED_OPT_IN}.`
     : '';
   throw new UserError(`${readiness.problem}, so nothing was started.\n\n${readiness.fix}${without}`, 1);
+}
+
+/**
+ * Refuses, before the intent starts, what a worker's sandbox rules would refuse once it runs:
+ * each stage's command agent at its profile's sandbox level, and the repo's tests at impl's,
+ * asked of the same resolveSandboxLevel the worker asks (a level below bubblewrap without the
+ * opt-in; bubblewrap required but not usable). `probe` is bubblewrap where the worker runs: this
+ * machine's when the worker is here; for a worker elsewhere, its own check answers for it.
+ */
+export async function refuseUnconfinableIntent(intent: Pick<Intent, 'agent' | 'stageAgents' | 'riskHint' | 'confinement'>, probe: () => Promise<BubblewrapProbe>): Promise<void> {
+  const allowUnconfined = intent.confinement.allowUnconfinedCode;
+  const impl = agentForStage(intent, 'impl');
+  const runs = [
+    ...AGENT_STAGES.map((stage) => ({ profile: agentForStage(intent, stage), what: (name: string) => `the ${stage} agent (${name})` })).flatMap(({ profile, what }) =>
+      profile.kind === 'command' ? [{ setting: profile.sandbox, what: what(agentIdOf(profile)) }] : [],
+    ),
+    { setting: impl.kind === 'command' ? impl.sandbox : ('auto' as const), what: "the repo's tests" },
+  ];
+  for (const run of runs) {
+    try {
+      await resolveSandboxLevel({ setting: run.setting, risk: intent.riskHint, allowUnconfined, what: run.what, probe });
+    } catch (error) {
+      throw new UserError((error as Error).message);
+    }
+  }
 }

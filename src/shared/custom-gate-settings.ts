@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CUSTOM_GATE_ID, GATE_KINDS } from './gates';
-import { DurationSchema, RiskClassSchema } from './schema-primitives';
+import { DurationSchema, PathGlobSchema, RiskClassSchema } from './schema-primitives';
 
 /** A custom gate as the config writes it (see custom-gates.ts for what each field does). */
 export const CustomGateSchema = z
@@ -15,7 +15,7 @@ export const CustomGateSchema = z
       .object({
         minRisk: RiskClassSchema.exclude(['PROHIBITED']).optional(),
         environment: z.string().trim().min(1).max(60).optional(),
-        paths: z.array(z.string().min(1).max(500)).min(1).max(50).optional(),
+        paths: z.array(PathGlobSchema).min(1).max(50).optional(),
         findingCategory: z.string().trim().min(1).max(60).optional(),
       })
       .strict()

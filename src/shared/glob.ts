@@ -48,6 +48,26 @@ export function pathAllowed(patterns: readonly string[], filePath: string): bool
 }
 
 /**
+ * Why `pattern` cannot be one of an intent's path globs (undefined when it can): it must name
+ * paths inside the repository, relative to its root, and compile. picomatch reads an unclosed
+ * `[` or `{` as literal text by default, so a typo would match nothing and fail the intent only
+ * at its first stage; here it is refused.
+ */
+export function globProblem(pattern: string): string | undefined {
+  const body = pattern.startsWith('!') ? pattern.slice(1) : pattern;
+  if (body.trim() === '') return 'is empty';
+  const normalized = body.replace(/\\/g, '/');
+  if (normalized.startsWith('/') || /^[A-Za-z]:\//.test(normalized) || normalized.startsWith('~')) return 'is an absolute path: paths are relative to the repository root';
+  if (normalized.split('/').includes('..')) return 'reaches outside the repository (..)';
+  try {
+    for (const p of picomatchPatterns(body)) picomatch.makeRe(p, { ...OPTIONS, strictBrackets: true });
+  } catch (error) {
+    return `is not a valid glob (${(error as Error).message.replace(/\s*-\s*use .*$/, '')})`;
+  }
+  return undefined;
+}
+
+/**
  * Compiled with `makeRe`, not `picomatch()`: its matcher also accepts a path equal to the pattern
  * text, so `src/*.ts` would allow a file literally named `src/*.ts`.
  */

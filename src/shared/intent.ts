@@ -3,7 +3,7 @@ import { AgentProfileSchema } from './agent-profiles';
 import { GatesConfigSchema } from './gate-settings';
 import { DEFAULT_INTENT_LIMITS, IntentLimitsConfigSchema, LimitsOverridesSchema, mergeLimits } from './limit-settings';
 import type { RiskClass } from './risk';
-import { describeIssues, DurationSchema, GateKindSchema, RiskClassSchema } from './schema-primitives';
+import { describeIssues, DurationSchema, GateKindSchema, PathGlobSchema, PlainTextSchema, RiskClassSchema } from './schema-primitives';
 import { GATE_KINDS } from './gates';
 import { isPublicKey } from './decision-proof';
 import { NotifyChannelsSchema } from './notify-settings';
@@ -100,12 +100,12 @@ export const IntentSchema = z.object({
       'an intent id is 1-64 letters, digits, dots, dashes or underscores, starting with a letter or digit',
     )
     .refine((id) => !id.includes('..') && !id.endsWith('.lock'), 'an intent id must be a valid git branch name'),
-  goal: z.string().trim().min(1, 'the goal must not be empty').max(4000),
+  goal: PlainTextSchema.pipe(z.string().trim().min(1, 'the goal must not be empty').max(4000)),
   /** Absolute path of the target git repository. */
   repoPath: z.string().startsWith('/', 'the repository path must be absolute'),
   baseBranch: z.string().min(1).max(250).default('main'),
   /** Globs (relative to the repo root) the agent may change. */
-  paths: z.array(z.string().min(1).max(500)).min(1).max(200).default(['**']),
+  paths: z.array(PathGlobSchema).min(1).max(200).default(['**']),
   riskHint: RiskClassSchema.optional(),
   /** The agent of every stage that `stageAgents` does not name. */
   agent: AgentProfileSchema,

@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { textProblem } from './control-characters';
 import { DURATION_PATTERN, parseDuration } from './duration';
+import { globProblem } from './glob';
 import { GATE_KINDS } from './gates';
 import { RISK_CLASSES } from './risk';
 
@@ -22,6 +24,26 @@ export const PositiveDurationSchema = DurationSchema.refine((d) => !DurationSche
 export const UsdSchema = z.string().regex(/^\d{1,8}(\.\d{1,6})?$/, 'a USD amount such as "5" or "12.50"');
 
 export const GateKindSchema = z.enum(GATE_KINDS);
+
+/**
+ * A glob of repository paths (`src/**`, `!docs/**`): relative to the repository root, inside it,
+ * and valid glob syntax. Every paths list an intent or the config holds is made of these, so the
+ * client refuses a bad one before anything starts and the worker's own check agrees.
+ */
+export const PathGlobSchema = z
+  .string()
+  .min(1)
+  .max(500)
+  .superRefine((glob, ctx) => {
+    const problem = textProblem(glob) ?? globProblem(glob);
+    if (problem) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(glob)} ${problem}` });
+  });
+
+/** Text a person gave (a goal): valid UTF-8, no control characters but newline and tab. */
+export const PlainTextSchema = z.string().superRefine((text, ctx) => {
+  const problem = textProblem(text);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
 
 /** Turns zod issues into one readable line: `field: problem; field: problem`. */
 export function describeIssues(error: z.ZodError): string {

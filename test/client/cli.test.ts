@@ -17,6 +17,8 @@ import { Ledger } from '../../src/ledger/ledger';
 import type { SafetyEventType } from '../../src/shared/safety-events';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { decideSignal } from '../../src/shared/messages';
+import { workflowIdForIntent } from '../../src/shared/ids';
+import { WardenStage, WardenStatus } from '../../src/shared/search-attributes';
 import { Client, Connection } from '@temporalio/client';
 import { PRINT_HOST_GROUP } from '../helpers/processes';
 import { hiddenOf, post } from '../helpers/gate-forms';
@@ -85,6 +87,11 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     ['a repo with no test command', ['--repo', repoWithoutTests(), '--goal', 'x', '--script', DEMO_SCRIPT], /no test command for .*: its main branch has no package\.json test script; give one with --test-cmd/],
     ['unknown base branch', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--base', 'nope'], /base branch nope does not exist/],
     ['bad intent id', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--id', 'has space'], /invalid intent: id: an intent id is/],
+    ['a glob that does not parse', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--paths', '['], /^warden: --paths "\[" is not a valid glob \(Missing closing: "\]"\)$/],
+    ['an absolute path glob', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--paths', 'src/**', '/etc/**'], /^warden: --paths "\/etc\/\*\*" is an absolute path: paths are relative to the repository root$/],
+    ['a path glob reaching out of the repository', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--paths', '../**'], /^warden: --paths "\.\.\/\*\*" reaches outside the repository \(\.\.\)$/],
+    ['a goal with a terminal escape sequence', ['--repo', repo, '--goal', 'make it \x1b[31mred', '--script', DEMO_SCRIPT], /^warden: --goal holds control characters \(\\x1b\); only newline and tab are allowed$/],
+    ['a goal with a carriage return', ['--repo', repo, '--goal', 'approved\rrejected', '--script', DEMO_SCRIPT], /^warden: --goal holds control characters \(\\r\)/],
     ['bad attempt cap', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--impl-attempts', 'zero'], /--impl-attempts must be a positive whole number/],
     ['unknown option', ['--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT, '--aprove'], /unknown option '--aprove' .*\(see warden run --help\)/],
     ['bad sandbox choice', ['--repo', repo, '--goal', 'x', '--cmd', 'true', '--sandbox', 'jail'], /argument 'jail' is invalid/],
@@ -101,6 +108,28 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     const result = warden('run', ...args);
     expect(result.code).toBe(2);
     expect(oneLine(result.stderr)).toMatch(message);
+    expect(result.stdout).not.toMatch(/started intent/);
+  });
+
+  test('a goal whose bytes are not UTF-8, as a shell passes them', () => {
+    // printf writes the byte 0xE9 (Latin-1 é) alone: Node decodes it as U+FFFD, which is refused rather than kept.
+    const script = `exec "$0" "$1" run --repo "$2" --goal "$(printf 'fix caf\\351 menu')" --script "$3"`;
+    const result = spawnSync('/bin/sh', ['-c', script, process.execPath, BIN, repo, DEMO_SCRIPT], { env, encoding: 'utf8', timeout: 120_000 });
+    expect(result.status).toBe(2);
+    expect(oneLine(result.stderr)).toBe('warden: --goal is not valid UTF-8 text');
+    expect(result.stdout).not.toMatch(/started intent/);
+  });
+
+  test.each([
+    ['run.paths', { run: { paths: ['src/**', '../**'] } }, /run\.paths\.1: "\.\.\/\*\*" reaches outside the repository \(\.\.\)/],
+    ['a custom gate\'s when.paths', { customGates: [{ id: 'infra', after: 'impl', prompt: 'Infra change?', when: { paths: ['/etc/**'] } }] }, /when\.paths\.0: "\/etc\/\*\*" is an absolute path/],
+  ])('a paths glob in the config file (%s) is refused the same way', (_name, content, message) => {
+    const config = path.join(mkdtempSync(path.join(tmpdir(), 'paths-config-')), 'warden.config.json');
+    writeFileSync(config, JSON.stringify(content));
+    const result = wardenWith({ WARDEN_CONFIG: config }, 'run', '--repo', repo, '--goal', 'x', '--script', DEMO_SCRIPT);
+    expect(result.code).toBe(2);
+    // A config file's problems: its name, then one line per problem, each at its line and column.
+    expect(result.stderr.trimEnd().split('\n')).toEqual([`warden: ${config} is invalid:`, expect.stringMatching(message)]);
     expect(result.stdout).not.toMatch(/started intent/);
   });
 
@@ -479,6 +508,71 @@ test('warden audit lists a gate\'s request before its decision, though the decis
     `${at(500).toISOString()} safety   GATE_REQUESTED [review]: Merge?`,
     `${at(300).toISOString()} gate     GATE_DECISION: merge gate: approve by cli-tester`,
   ]);
+});
+
+test('text an intent or an agent wrote reaches the terminal with its escape sequences shown, never sent: list, status, audit', async () => {
+  // Such a goal is refused at warden run now; one that got in another way (an older Warden, a start by hand) is still shown safely.
+  const id = `cli-escape-${Date.now()}`;
+  const goal = 'make it \x1b[31mred\x1b]0;pwned\x07\r\u009b2J\nsecond line';
+  await withClient(async (client) => {
+    // On a task queue no worker polls: it stays as started.
+    await client.workflow.start('intentWorkflow', {
+      taskQueue: `nobody-${id}`,
+      workflowId: workflowIdForIntent(id),
+      args: [{ id, goal }],
+      memo: { goal },
+      typedSearchAttributes: [
+        { key: WardenStatus, value: 'running' },
+        { key: WardenStage, value: 'triage' },
+      ],
+    });
+  });
+  await migrate(database.pool);
+  const ledger = new Ledger(database.pool);
+  await ledger.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'INTENT_STARTED', severity: 'info', reason: goal, intentId: id });
+  await ledger.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'STAGE_STARTED', severity: 'info', reason: 'the agent said \x1b[2J\x1b[H all clear', intentId: id, stage: 'triage' });
+  /** Control characters other than the line ends the command itself writes. */
+  // eslint-disable-next-line no-control-regex -- looking for control characters
+  const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
+  try {
+    const list = await waitFor(() => {
+      const listed = warden('list', '--limit', '500');
+      return listed.stdout.includes(id) ? listed : undefined;
+    }, 60_000, 'the intent in warden list');
+    expect(list.stdout).not.toMatch(raw);
+    // one row, the goal's escapes and newline written out
+    expect(list.stdout.split('\n').find((line) => line.startsWith(id))).toMatch(/ make it \\x1b\[31mred\\x1b\]0;pwned\\x07\\r\\x9b2J\\nsecond line$/);
+    // JSON keeps the value, escaped as JSON
+    expect(warden('list', '--limit', '500', '--json').stdout).not.toMatch(raw);
+
+    const audit = warden('audit', id);
+    expect(audit.code).toBe(0);
+    expect(audit.stdout).not.toMatch(raw);
+    expect(audit.stdout).toContain('INTENT_STARTED: make it \\x1b[31mred');
+    expect(audit.stdout).toContain('the agent said \\x1b[2J\\x1b[H all clear');
+
+    const status = warden('status', id);
+    expect(status.code).toBe(0);
+    expect(status.stdout).not.toMatch(raw);
+  } finally {
+    await withClient((client) => intentHandle(client, id).terminate('test over'));
+  }
+});
+
+describe('warden run --detach refuses what a worker would refuse: one line, exit 2, nothing started', () => {
+  test.each([
+    ['--sandbox process without the opt-in', ['--sandbox', 'process'], /^warden: the triage agent \(command\) would run at sandbox 'process', outside bubblewrap, .* It was not started: use sandbox 'auto' or 'bubblewrap', or accept that with --allow-unconfined-code/],
+    ['--sandbox none without the opt-in', ['--sandbox', 'none'], /^warden: the triage agent \(command\) would run at sandbox 'none', outside bubblewrap/],
+  ])('%s', async (_name, flags, message) => {
+    const id = `cli-detach-refused-${randomUUID().slice(0, 8)}`;
+    const result = warden('run', '--repo', makeSampleRepo(), '--goal', 'x', '--id', id, '--agent', 'command', '--cmd', 'true', ...flags, '--detach');
+    expect(result.code).toBe(2);
+    expect(oneLine(result.stderr)).toMatch(message);
+    expect(result.stdout).not.toMatch(/started intent/);
+    await withClient(async (client) => {
+      await expect(intentHandle(client, id).describe()).rejects.toMatchObject({ name: 'WorkflowNotFoundError' });
+    });
+  });
 });
 
 test('a Temporal server without Warden\'s search attributes: warden run names them and the command that registers them', async () => {

@@ -8,6 +8,8 @@ import { resolveConfig } from '../../src/config/load';
 import { UserError } from '../../src/shared/errors';
 import { IntentSchema } from '../../src/shared/intent';
 import { secretShapesIn } from '../../src/shared/redact';
+import { textProblem } from '../../src/shared/control-characters';
+import { globProblem } from '../../src/shared/glob';
 import { makeSampleRepo } from '../helpers/env';
 import { PLANTED } from '../helpers/planted-secrets';
 
@@ -22,6 +24,9 @@ const text = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 300 }),
   fc.constantFrom('', ' ', '..', '/', '-', '--', '$(rm -rf /)', 'a'.repeat(10_000)),
   fc.constantFrom(...PLANTED.map(([, secret]) => secret)).chain((secret) => fc.string({ maxLength: 20 }).map((prefix) => `${prefix} ${secret}`)),
+  // Terminal escapes, bytes that were not UTF-8, and globs that are not the repository's.
+  fc.constantFrom('\x1b[31mred', 'title\x1b]0;pwned\x07', '\u009b2J', 'a\rb', 'caf\ufffd', '\ud800', 'rtl \u202e', '[', '{a,b', '/etc/**', '../**', 'src/../..', '!/abs'),
+  fc.tuple(fc.string({ maxLength: 10 }), fc.integer({ min: 0, max: 0x9f }), fc.string({ maxLength: 10 })).map(([a, code, b]) => `${a}${String.fromCharCode(code)}${b}`),
 );
 
 /** One line, said plainly: no stack trace, no "[object Object]". */
@@ -74,6 +79,9 @@ test(`${RUNS} intent texts of any shape: a valid intent or one UserError, and no
         return;
       }
       expect(secretShapesIn(goal)).toEqual([]); // a goal holding a secret never passes
+      // nor one that is not plain text, nor a glob that is not valid or leaves the repository
+      expect(textProblem(goal)).toBeUndefined();
+      for (const glob of input.paths ?? []) expect(textProblem(glob) ?? globProblem(glob)).toBeUndefined();
       // What passed the CLI's checks is what the workflow's own check accepts, or a schema error said plainly.
       const parsed = IntentSchema.safeParse(input);
       if (!parsed.success) expect(parsed.error.issues.length).toBeGreaterThan(0);

@@ -89,6 +89,12 @@ describe('the terminal a person reads', () => {
     ]);
   });
 
+  test("an agent's words in a warning reach the terminal with their escape sequences shown, on one line", () => {
+    const { logger, terminal } = commandLogger();
+    logger.warn({ intentId: 'fix-it', error: 'agent said \x1b[2J\x1b]0;pwned\x07 done\rOK' }, 'stage failed');
+    expect(terminal).toEqual([expect.stringMatching(/^warning: stage failed \(fix-it\): agent said \\x1b\[2J\\x1b\]0;pwned\\x07 done\\rOK \(full records in .*\)\n$/)]);
+  });
+
   test('json: every record is a JSON line on stdout, none on the terminal', () => {
     const { logger, file } = createCommandLogger({ level: 'info', format: 'json', wardenHome: '/nonexistent' });
     expect(file).toBeUndefined();

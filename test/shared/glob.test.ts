@@ -1,4 +1,4 @@
-import { isTestFile, matchGlob, pathAllowed } from '../../src/shared/glob';
+import { globProblem, isTestFile, matchGlob, pathAllowed } from '../../src/shared/glob';
 
 describe('matchGlob', () => {
   const cases: [string, string, boolean][] = [
@@ -94,5 +94,24 @@ describe('isTestFile', () => {
     ['src/contest/a.ts', false],
   ])('%s → %s', (file, expected) => {
     expect(isTestFile(file)).toBe(expected);
+  });
+});
+
+describe('globProblem: what an intent may declare as its paths', () => {
+  test.each(['**', 'src/**', './src', '!docs/**', 'app/(auth)/page.tsx', 'app/[id]/page.tsx', '**/*.{ts,js}', '[!a]*', 'a..b/c'])('%s is accepted', (glob) => {
+    expect(globProblem(glob)).toBeUndefined();
+  });
+  test.each([
+    ['[', /^is not a valid glob \(Missing closing: "\]"\)$/],
+    ['src/{a,b', /^is not a valid glob \(Missing closing: "\}"\)$/],
+    ['/etc/**', /^is an absolute path/],
+    ['!/etc/passwd', /^is an absolute path/],
+    ['~/.ssh/**', /^is an absolute path/],
+    ['../**', /^reaches outside the repository/],
+    ['src/../../x', /^reaches outside the repository/],
+    ['src\\..\\..\\x', /^reaches outside the repository/],
+    ['!', /^is empty$/],
+  ])('%s is refused', (glob, problem) => {
+    expect(globProblem(glob)).toMatch(problem);
   });
 });

@@ -71,3 +71,18 @@ test("a Slack message fits Slack's limits however long the event's text, and esc
   expect(blocks.at(-1)).toMatchObject({ type: 'actions', elements: [{ url: 'http://localhost:7431/g' }] });
   expect(JSON.stringify(message).length).toBeLessThan(40_000);
 });
+
+test("a notification's text shows the escape sequences a goal or an agent's answer held, never sends them", () => {
+  const hostile: OutboxEvent = {
+    ...gateOpened,
+    reason: 'Merge?\x1b[2J\x1b]0;pwned\x07 \u009b31m',
+    suggestion: 'run \x1b[8mhidden',
+    metadata: { ...gateOpened.metadata, tests: { passed: false, summary: '\x1b[32m12 passed' } },
+  };
+  const n = buildNotification(hostile, 'gate.opened', plain);
+  expect(n.text).toBe('Merge?\\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m');
+  expect(n.suggestion).toBe('run \\x1b[8mhidden');
+  expect(n.fields.Tests).toBe('failed (\\x1b[32m12 passed)');
+  // eslint-disable-next-line no-control-regex -- looking for control characters
+  expect(JSON.stringify(slackMessage(n))).not.toMatch(/\\u001b|\x1b|\u009b/);
+});

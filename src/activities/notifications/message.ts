@@ -3,6 +3,7 @@ import type { OutboxEvent } from '../../ledger/notification-outbox';
 import { decideCommands } from '../../shared/decide-commands';
 import type { GateLink, LinkKind } from '../../shared/decision-links';
 import type { NotificationKind } from '../../shared/notifications';
+import { forTerminal } from '../../shared/control-characters';
 
 /**
  * What a notification says, built from its ledger event: a title a person can act on, the
@@ -43,12 +44,14 @@ function str(value: unknown): string | undefined {
 
 /** The notification of `event`; `redact` runs over every text that leaves the worker. */
 export function buildNotification(event: OutboxEvent, kind: NotificationKind, options: { readonly redact: (text: string) => string; readonly link?: GateLink }): Notification {
+  // Reasons and fields carry goals and agents' words: redacted, and their escape sequences made visible for whoever prints them.
+  const clean = (text: string): string => forTerminal(options.redact(text));
   const m = event.metadata;
   const gate = str(m.gate);
   const intent = event.intentId ? `Intent ${event.intentId}` : 'Warden';
   const fields: Record<string, string> = {};
   const put = (label: string, value: string | undefined) => {
-    if (value !== undefined) fields[label] = clip(options.redact(value), 300);
+    if (value !== undefined) fields[label] = clip(clean(value), 300);
   };
   let title: string;
   switch (kind) {
@@ -111,11 +114,11 @@ export function buildNotification(event: OutboxEvent, kind: NotificationKind, op
     severity: event.severity,
     ...(event.intentId ? { intentId: event.intentId } : {}),
     ...(gate ? { gate } : {}),
-    title: clip(options.redact(title), 200),
-    text: clip(options.redact(event.reason), MAX_TEXT),
+    title: clip(clean(title), 200),
+    text: clip(clean(event.reason), MAX_TEXT),
     fields,
-    ...(event.suggestion ? { suggestion: clip(options.redact(event.suggestion), 500) } : {}),
-    ...(options.link ? { link: options.link.url, linkKind: options.link.kind, linkNote: clip(options.redact(linkNote(options.link, event.intentId ?? '', gate ?? '')), 500) } : {}),
+    ...(event.suggestion ? { suggestion: clip(clean(event.suggestion), 500) } : {}),
+    ...(options.link ? { link: options.link.url, linkKind: options.link.kind, linkNote: clip(clean(linkNote(options.link, event.intentId ?? '', gate ?? '')), 500) } : {}),
   };
 }
 

@@ -5,7 +5,7 @@ import type { RuntimeConfig } from '../../runtime/config';
 import { linkSecretOrWhyNot } from '../../runtime/link-secret';
 import { approverKeysDir } from '../../shared/approver-keys-dir';
 import { UserError } from '../../shared/errors';
-import { openLedger } from '../session';
+import { openOwnedLedger } from '../session';
 import { connectTemporal } from '../../runtime/temporal';
 import { startWebApp, type WebApp } from './server';
 
@@ -44,7 +44,7 @@ async function webAppOn(
   options: { readonly host?: string; readonly port?: number; readonly operator: string; readonly logger: Logger; readonly print: (line: string) => void },
 ): Promise<WebApp> {
   const serve = ServeSchema.parse({ ...warden.serve, ...(options.host ? { host: options.host } : {}), ...(options.port !== undefined ? { port: options.port } : {}) });
-  const { ledger, database } = await openLedger(config, options.print);
+  const { ledger, database } = await openOwnedLedger(config, options.print);
   const linkSecret = linkSecretOrWhyNot();
   // Still served: the operator's session decides, and view links show their gates.
   if (linkSecret.missing) options.print(`note: links in notifications cannot decide here, only show their gate: ${linkSecret.missing}`);

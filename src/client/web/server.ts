@@ -21,7 +21,7 @@ import type { IntentState } from '../../shared/state';
 import { readApproverKey } from '../approver-keys';
 import { queryState, sendDecision } from '../intents';
 import { waitingGates } from '../list-intents';
-import { gatePage, inboxPage, messagePage, type DecidingAs, type ViewOnly } from './pages';
+import { esc, gatePage, inboxPage, messagePage, type DecidingAs, type ViewOnly } from './pages';
 
 export interface WebAppOptions {
   readonly client: Client;
@@ -180,7 +180,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       editableText: editableTextOf(state),
       mergeChecks: MERGE_CHECK_GATES.includes(gate),
     });
-    send(res, 200, used ? page.replace('<h1>', `<p class="bad" role="status">This link decided already (${used.decision} at ${used.usedAt}).</p><h1>`) : page);
+    send(res, 200, used ? page.replace('<h1>', `<p class="bad" role="status">This link decided already (${esc(used.decision)} at ${esc(used.usedAt)}).</p><h1>`) : page);
   }
 
   async function decide(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string): Promise<void> {
