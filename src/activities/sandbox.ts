@@ -28,6 +28,7 @@ import { runProcess } from './process';
 import { findExecutable } from '../shared/executables';
 import { processLifetime } from './lifetime';
 import { approverKeysDir } from '../shared/approver-keys-dir';
+import { networkSetupWorks, SETUP_CAPABILITIES, tripwires, watched, withNetworkSetup } from './sandbox-watch';
 
 /** How a command actually runs. */
 export type SandboxLevel = 'none' | 'process' | 'bubblewrap';
@@ -105,6 +106,11 @@ export interface SandboxSpec {
   readonly readOnlyPaths?: readonly string[];
   /** The bwrap executable; default: `bwrap` on PATH. */
   readonly bwrapPath?: string;
+  /**
+   * Watch what the command tries (bubblewrap without the host's network; see sandbox-watch.ts):
+   * the run must then be given runProcess's `report` pipe, where the watcher writes.
+   */
+  readonly watch?: boolean;
 }
 
 export interface SandboxedCommand {
@@ -189,7 +195,12 @@ export function sandboxCommand(spec: SandboxSpec): SandboxedCommand {
     case 'bubblewrap': {
       const shell = ['/bin/sh', ...limitedShell(spec.command)];
       const inner = spec.gatewaySocket && !spec.network ? behindForwarder(process.execPath, spec.gatewaySocket, shell) : shell;
-      return { file: spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap', args: [...bubblewrapArgs(spec), '--', ...inner] };
+      const file = spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap';
+      if (!isWatched(spec)) return { file, args: [...bubblewrapArgs(spec), '--', ...inner] };
+      const watcher = watched(process.execPath, { tripwires: tripwires(), skip: [realpathSync(spec.worktreePath)], home: SANDBOX_HOME }, inner);
+      // The capabilities go to the setup shell only, which drops them all before the watcher starts.
+      const setup = networkSetupWorks(file, baseArgs(false));
+      return { file, args: [...bubblewrapArgs(spec), ...(setup ? SETUP_CAPABILITIES : []), '--', ...(setup ? withNetworkSetup(watcher) : watcher)] };
     }
   }
 }
@@ -286,6 +297,8 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
   const readOnly = [spec.gitCommonDir, spec.gitDir, path.join(worktree, '.git'), ...(spec.readOnlyPaths ?? [])];
   // The gateway's socket (its folder: a socket is connected to by path) and the forwarder's node.
   if (spec.gatewaySocket && !spec.network) readOnly.push(path.dirname(spec.gatewaySocket), process.execPath);
+  // The watcher's node.
+  if (isWatched(spec)) readOnly.push(process.execPath);
   // With the network shared, DNS must keep working where resolv.conf lives under /run.
   if (spec.network) readOnly.push('/etc/resolv.conf');
   for (const entry of readOnly) {
@@ -312,6 +325,11 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
   else args.push('--dir', SANDBOX_HOME);
   args.push('--chdir', worktree);
   return args;
+}
+
+/** Whether the run is watched: asked for, in bubblewrap, on the sandbox's own network. */
+function isWatched(spec: SandboxSpec): boolean {
+  return spec.watch === true && spec.level === 'bubblewrap' && !spec.network;
 }
 
 /** `/bin/sh` arguments that set the `process` limits, then exec `/bin/sh -c command`. */
