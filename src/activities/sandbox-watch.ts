@@ -20,6 +20,7 @@
 import { spawnSync } from 'node:child_process';
 import { SANDBOX_GATEWAY_PORT } from '../gateway/sandbox-route';
 import { findExecutable } from '../shared/executables';
+import type { AttemptReport, SandboxAttempt } from '../shared/sandbox-attempts';
 
 /** A port watched inside the sandbox, and what an agent connecting to it was after. */
 export interface Tripwire {
@@ -200,16 +201,11 @@ export function withNetworkSetup(inner: readonly string[]): string[] {
   return ['/bin/sh', '-c', SETUP_SHELL, 'warden-net-setup', programs.ip, programs.setpriv, ...inner];
 }
 
-/** One thing the sandbox saw the command try. */
-export type SandboxAttempt =
-  | { readonly kind: 'connect'; readonly port: number; readonly target: string; readonly address?: string }
-  | { readonly kind: 'scratch-write'; readonly path: string };
-
 /** Most attempts kept of one run (the rest are counted): a connection loop must not flood the ledger. */
 export const MAX_ATTEMPTS_KEPT = 50;
 
 /** The watcher's report (fd 3) as attempts; lines that are not its JSON are ignored. */
-export function parseWatchReport(text: string): { attempts: SandboxAttempt[]; more: number } {
+export function parseWatchReport(text: string): AttemptReport {
   const attempts: SandboxAttempt[] = [];
   let more = 0;
   for (const line of text.split('\n')) {
@@ -235,10 +231,4 @@ function attemptOf(entry: unknown): SandboxAttempt | undefined {
   }
   if (e.kind === 'scratch-write' && typeof e.path === 'string') return { kind: 'scratch-write', path: e.path.slice(0, 300) };
   return undefined;
-}
-
-/** An attempt in words, for the ledger row and the gate. */
-export function describeAttempt(attempt: SandboxAttempt): string {
-  if (attempt.kind === 'connect') return `connected to port ${attempt.port} (${attempt.target})${attempt.address ? ` at ${attempt.address.replace(/^::ffff:/, '')}` : ''}: refused`;
-  return `wrote ${attempt.path} in the sandbox's scratch space (kept from nothing, but a sign of intent)`;
 }

@@ -1,3 +1,4 @@
+import { recordAttempts } from './sandbox-evidence';
 import { setHandler, workflowInfo } from '@temporalio/workflow';
 import { criticalSecurityFindings, UNANSWERED_REVIEW, UNANSWERED_TRIAGE, type ReviewAssessment, type TriageAssessment } from '../shared/assessments';
 import { activeLineageDir, intentIdFromWorkflowId } from '../shared/ids';
@@ -97,6 +98,7 @@ async function revertPipeline(run: IntentRun, target: { readonly intentId: strin
   run.head = reverted.commit;
   const tests = await activities.tests.runTests({ intent, attempt: 1 });
   if (tests.commit) run.head = tests.commit;
+  recordAttempts(run, 'impl', "the repo's tests after the revert", tests.attempts);
   state.tests.push({ attempt: 1, passed: tests.passed, summary: tests.summary });
   ledger.event(tests.passed ? 'TESTS_PASSED' : 'TESTS_FAILED', tests.passed ? 'info' : 'medium', `the revert of ${target.intentId}: tests ${tests.summary}`, { stage: 'impl', metadata: { revertOf: target.intentId, files: reverted.files } });
   await requireApproval(run, 'merge', `Revert intent ${target.intentId} (merged as ${target.mergedCommit.slice(0, 12)}) on ${intent.baseBranch}? ${reverted.files} file(s) change back; tests ${tests.summary}.`);
