@@ -13,7 +13,10 @@
  *   and the repository's git dirs read-only again, a private `/tmp` (with an empty HOME in it),
  *   `/run` hidden (the sockets of PostgreSQL, Docker, D-Bus, ssh-agent live there), new
  *   user, pid, ipc, uts, cgroup and network namespaces (the network is shared only when the
- *   profile allows it), no capabilities, and death with its parent.
+ *   profile allows it), no capabilities, and death with its parent. On the sandbox's own network
+ *   a run may be watched (`watch`, sandbox-watch.ts): tripwires on the ports an agent would reach
+ *   for and a look at its scratch space; a setup shell then holds CAP_NET_ADMIN and CAP_SETPCAP
+ *   in the sandbox's namespaces until it drops every capability, before anything else starts.
  *
  * Which level a run gets is `resolveSandboxLevel`'s decision: the profile's setting, raised to
  * `bubblewrap` for HIGH risk, and refused for PROHIBITED.
