@@ -200,7 +200,9 @@ export function sandboxCommand(spec: SandboxSpec): SandboxedCommand {
       const inner = spec.gatewaySocket && !spec.network ? behindForwarder(process.execPath, spec.gatewaySocket, shell) : shell;
       const file = spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap';
       if (!isWatched(spec)) return { file, args: [...bubblewrapArgs(spec), '--', ...inner] };
-      const watcher = watched(process.execPath, { tripwires: tripwires(), skip: [realpathSync(spec.worktreePath)], home: SANDBOX_HOME }, inner);
+      // Not scratch: the worktree (its diff is judged), and what is bound read-only (a scratch HOME seen there again, say).
+      const skip = [spec.worktreePath, ...(spec.readOnlyPaths ?? [])].filter((p) => existsSync(p)).map((p) => realpathSync(p));
+      const watcher = watched(process.execPath, { tripwires: tripwires(), skip, home: SANDBOX_HOME }, inner);
       // The capabilities go to the setup shell only, which drops them all before the watcher starts.
       const setup = networkSetupWorks(file, baseArgs(false));
       return { file, args: [...bubblewrapArgs(spec), ...(setup ? SETUP_CAPABILITIES : []), '--', ...(setup ? withNetworkSetup(watcher) : watcher)] };
