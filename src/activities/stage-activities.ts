@@ -64,7 +64,7 @@ export interface ActivityDeps {
 export type RebaseOutcome =
   | { readonly moved: false }
   | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly conflicts: readonly string[]; readonly detail: string }
-  | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly same: boolean; readonly tests: { readonly passed: boolean; readonly summary: string; readonly tail: string } };
+  | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly same: boolean; readonly tests: { readonly passed: boolean; readonly summary: string; readonly tail: string; readonly attempts?: AttemptReport } };
 
 /** A diff's content without what moves when the base moves under it (hunk positions, blob ids). */
 function changeFingerprint(diff: string): string {
@@ -75,6 +75,8 @@ function changeFingerprint(diff: string): string {
 /** What the checks of the merge conditions found, one result per condition. */
 export interface MergeConditionReport {
   readonly met: boolean;
+  /** What the sandbox saw the `run:` commands try, when anything. */
+  readonly attempts?: AttemptReport;
   readonly results: ReadonlyArray<{ readonly condition: string; readonly met: boolean; readonly detail: string }>;
 }
 
@@ -358,9 +360,9 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const same = changeFingerprint(await git(worktreePath, ['diff', '--no-color', baseRef, head, '--', '.', ':(exclude)docs/lineage'])) === approvedChange;
         const command = intent.testCommand ?? detectTestCommand(worktreePath);
         if (!command) return { moved: true, baseHead, head, same, tests: { passed: true, summary: 'no test command: nothing to run', tail: '' } };
-        const { outcome, output, passed } = await runConfined({ intent, worktreePath, head, command, slot: 999, who: 'the test run after the rebase' });
+        const { outcome, output, passed, attempts } = await runConfined({ intent, worktreePath, head, command, slot: 999, who: 'the test run after the rebase' });
         const summary = describeTestRun(outcome.exitCode, outcome.termination, readTestCounts(output));
-        return { moved: true, baseHead, head, same, tests: { passed, summary, tail: output.slice(-FEEDBACK_TAIL_CHARS) } };
+        return { moved: true, baseHead, head, same, tests: { passed, summary, tail: output.slice(-FEEDBACK_TAIL_CHARS), ...(attempts ? { attempts } : {}) } };
       });
     },
 
@@ -374,6 +376,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const { worktreePath, head } = await worktree(intent);
         const files = await changesAgainstBase(worktreePath, intent.baseBranch);
         const results: Array<MergeConditionReport['results'][number]> = [];
+        const seen: AttemptReport = { attempts: [], more: 0 };
         for (const [index, text] of conditions.entries()) {
           const condition = parseMergeCondition(text);
           if (!condition) {
@@ -387,12 +390,13 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             const outside = files.filter((f) => !pathAllowed(condition.globs, f.path)).map((f) => f.path);
             results.push({ condition: text, met: outside.length === 0, detail: outside.length === 0 ? 'every changed file matches' : `outside: ${outside.slice(0, 10).join(', ')}` });
           } else if (condition.kind === 'run') {
-            const { outcome, output, passed: met } = await runConfined({ intent, worktreePath, head, command: condition.command, slot: 1000 + index, who: `the merge condition "${condition.command}"` });
+            const { outcome, output, passed: met, attempts } = await runConfined({ intent, worktreePath, head, command: condition.command, slot: 1000 + index, who: `the merge condition "${condition.command}"` });
+            if (attempts) Object.assign(seen, { attempts: [...seen.attempts, ...attempts.attempts], more: seen.more + attempts.more });
             const tail = output.slice(-1500);
             results.push({ condition: text, met, detail: met ? 'passed' : `${outcome.termination === 'exited' ? `exit ${outcome.exitCode}` : outcome.termination}: ${tail}` });
           }
         }
-        return { met: results.every((r) => r.met), results };
+        return { met: results.every((r) => r.met), results, ...(seen.attempts.length > 0 ? { attempts: seen } : {}) };
       });
     },
 
