@@ -22,6 +22,7 @@ const UNIT = [
   'test/ledger/{backends,embedded-binaries}.test.ts',
   'test/runtime/{config,logger,sandbox-readiness}.test.ts',
   'test/workers/workflow-bundle.test.ts',
+  'test/workflows/auto-pass.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);
 
 module.exports = {

@@ -39,6 +39,11 @@ export interface RunProcessOptions {
   readonly heartbeat?: () => void;
   /** Default 1000. */
   readonly heartbeatEveryMs?: number;
+  /**
+   * Give the child a fourth pipe (file descriptor 3) and return what it wrote there as `report`:
+   * the sandbox watcher's channel (see sandbox-watch.ts), apart from the command's own output.
+   */
+  readonly report?: boolean;
 }
 
 /** Why the process ended: on its own, or killed by us for the given reason. */
@@ -54,7 +59,12 @@ export interface ProcessOutcome {
   readonly stdout: string;
   readonly stderr: string;
   readonly durationMs: number;
+  /** What was written to file descriptor 3 (with `report`), up to MAX_REPORT_BYTES. */
+  readonly report?: string;
 }
+
+/** Most of a report kept: the watcher writes a short line per attempt. */
+const MAX_REPORT_BYTES = 256 * 1024;
 
 /**
  * Sends `signal` (default SIGTERM) to every process in the group led by `pid`.
@@ -198,7 +208,7 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
         env: opts.env,
         // Its own process group, so one kill reaches everything it starts.
         detached: true,
-        stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+        stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...(opts.report ? (['pipe'] as const) : [])],
       });
     } catch (err) {
       reject(spawnError(opts, err));
@@ -209,6 +219,9 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
 
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
+    const reportPipe = opts.report ? (child.stdio[3] as NodeJS.ReadableStream & { destroy(): void } | null) : null;
+    const report: Buffer[] = [];
+    let reported = 0;
     let captured = 0;
     let termination: ProcessTermination | undefined;
     let settled = false;
@@ -242,6 +255,7 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
           child.stdout?.destroy();
           child.stderr?.destroy();
           child.stdin?.destroy();
+          reportPipe?.destroy();
         }, PIPE_GRACE_MS);
       }, KILL_GRACE_MS);
     };
@@ -302,6 +316,13 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
     // Read errors are rare and leave us nothing to do but wait for close.
     child.stdout?.on('error', () => undefined);
     child.stderr?.on('error', () => undefined);
+    // The report is kept apart and bounded on its own: it counts against no output cap.
+    reportPipe?.on('data', (chunk: Buffer) => {
+      const room = MAX_REPORT_BYTES - reported;
+      if (room > 0) report.push(chunk.subarray(0, room));
+      reported += chunk.length;
+    });
+    reportPipe?.on('error', () => undefined);
 
     if (child.stdin) {
       // EPIPE / ECONNRESET when the child exits without reading its input: its exit tells the story.
@@ -338,6 +359,7 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
             stdout: Buffer.concat(stdout).toString('utf8'),
             stderr: Buffer.concat(stderr).toString('utf8'),
             durationMs: Math.round(performance.now() - started),
+            ...(opts.report ? { report: Buffer.concat(report).toString('utf8') } : {}),
           }),
         ),
       );

@@ -16,6 +16,8 @@ export interface ReviewPackageFacts {
   readonly tests: ReviewPackage['tests'];
   readonly spendUsd: string;
   readonly ladderLevel: number;
+  /** What agent-written code was seen trying in its sandbox, when anything. */
+  readonly attempts?: ReviewPackage['attempts'];
 }
 
 /** Longest plan excerpt in the package. */
@@ -45,6 +47,7 @@ export function createReviewPackageActivities(deps: { readonly worktreeRoot: str
         diffSummary: files.slice(0, MAX_DIFF_FILES),
         moreFiles: Math.max(0, files.length - MAX_DIFF_FILES),
         tests: facts.tests,
+        ...(facts.attempts ? { attempts: facts.attempts } : {}),
         ...(facts.review
           ? { review: { verdict: facts.review.verdict, findings: facts.review.findings.slice(0, 20), scores: facts.review.scores, summary: facts.review.summary.slice(0, 500) } }
           : {}),

@@ -13,7 +13,10 @@
  *   and the repository's git dirs read-only again, a private `/tmp` (with an empty HOME in it),
  *   `/run` hidden (the sockets of PostgreSQL, Docker, D-Bus, ssh-agent live there), new
  *   user, pid, ipc, uts, cgroup and network namespaces (the network is shared only when the
- *   profile allows it), no capabilities, and death with its parent.
+ *   profile allows it), no capabilities, and death with its parent. On the sandbox's own network
+ *   a run may be watched (`watch`, sandbox-watch.ts): tripwires on the ports an agent would reach
+ *   for and a look at its scratch space; a setup shell then holds CAP_NET_ADMIN and CAP_SETPCAP
+ *   in the sandbox's namespaces until it drops every capability, before anything else starts.
  *
  * Which level a run gets is `resolveSandboxLevel`'s decision: the profile's setting, raised to
  * `bubblewrap` for HIGH risk, and refused for PROHIBITED.
@@ -28,6 +31,7 @@ import { runProcess } from './process';
 import { findExecutable } from '../shared/executables';
 import { processLifetime } from './lifetime';
 import { approverKeysDir } from '../shared/approver-keys-dir';
+import { networkSetupWorks, SETUP_CAPABILITIES, tripwires, watched, withNetworkSetup } from './sandbox-watch';
 
 /** How a command actually runs. */
 export type SandboxLevel = 'none' | 'process' | 'bubblewrap';
@@ -105,6 +109,11 @@ export interface SandboxSpec {
   readonly readOnlyPaths?: readonly string[];
   /** The bwrap executable; default: `bwrap` on PATH. */
   readonly bwrapPath?: string;
+  /**
+   * Watch what the command tries (bubblewrap without the host's network; see sandbox-watch.ts):
+   * the run must then be given runProcess's `report` pipe, where the watcher writes.
+   */
+  readonly watch?: boolean;
 }
 
 export interface SandboxedCommand {
@@ -189,7 +198,14 @@ export function sandboxCommand(spec: SandboxSpec): SandboxedCommand {
     case 'bubblewrap': {
       const shell = ['/bin/sh', ...limitedShell(spec.command)];
       const inner = spec.gatewaySocket && !spec.network ? behindForwarder(process.execPath, spec.gatewaySocket, shell) : shell;
-      return { file: spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap', args: [...bubblewrapArgs(spec), '--', ...inner] };
+      const file = spec.bwrapPath ?? findExecutable('bwrap') ?? 'bwrap';
+      if (!isWatched(spec)) return { file, args: [...bubblewrapArgs(spec), '--', ...inner] };
+      // Not scratch: the worktree (its diff is judged), and what is bound read-only (a scratch HOME seen there again, say).
+      const skip = [spec.worktreePath, ...(spec.readOnlyPaths ?? [])].filter((p) => existsSync(p)).map((p) => realpathSync(p));
+      const watcher = watched(process.execPath, { tripwires: tripwires(), skip, home: SANDBOX_HOME }, inner);
+      // The capabilities go to the setup shell only, which drops them all before the watcher starts.
+      const setup = networkSetupWorks(file, baseArgs(false));
+      return { file, args: [...bubblewrapArgs(spec), ...(setup ? SETUP_CAPABILITIES : []), '--', ...(setup ? withNetworkSetup(watcher) : watcher)] };
     }
   }
 }
@@ -286,6 +302,8 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
   const readOnly = [spec.gitCommonDir, spec.gitDir, path.join(worktree, '.git'), ...(spec.readOnlyPaths ?? [])];
   // The gateway's socket (its folder: a socket is connected to by path) and the forwarder's node.
   if (spec.gatewaySocket && !spec.network) readOnly.push(path.dirname(spec.gatewaySocket), process.execPath);
+  // The watcher's node.
+  if (isWatched(spec)) readOnly.push(process.execPath);
   // With the network shared, DNS must keep working where resolv.conf lives under /run.
   if (spec.network) readOnly.push('/etc/resolv.conf');
   for (const entry of readOnly) {
@@ -312,6 +330,11 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
   else args.push('--dir', SANDBOX_HOME);
   args.push('--chdir', worktree);
   return args;
+}
+
+/** Whether the run is watched: asked for, in bubblewrap, on the sandbox's own network. */
+function isWatched(spec: SandboxSpec): boolean {
+  return spec.watch === true && spec.level === 'bubblewrap' && !spec.network;
 }
 
 /** `/bin/sh` arguments that set the `process` limits, then exec `/bin/sh -c command`. */

@@ -24,6 +24,8 @@ import { recordLineageRef } from './lineage-ref';
 import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
 import { agentEnvironment, runProcess, type RunProcessOptions } from './process';
 import { gitDirsOf, probeBubblewrap, resolveSandboxLevel, sandboxCommand, sandboxEnvironment } from './sandbox';
+import { parseWatchReport } from './sandbox-watch';
+import { redactionsIn, type AttemptReport } from '../shared/sandbox-attempts';
 import { AGENT_SESSION_VARIABLE } from '../shared/decisions';
 import { buildPrompt } from './prompts';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
@@ -62,7 +64,7 @@ export interface ActivityDeps {
 export type RebaseOutcome =
   | { readonly moved: false }
   | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly conflicts: readonly string[]; readonly detail: string }
-  | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly same: boolean; readonly tests: { readonly passed: boolean; readonly summary: string; readonly tail: string } };
+  | { readonly moved: true; readonly baseHead: string; readonly head: string; readonly same: boolean; readonly tests: { readonly passed: boolean; readonly summary: string; readonly tail: string; readonly attempts?: AttemptReport } };
 
 /** A diff's content without what moves when the base moves under it (hunk positions, blob ids). */
 function changeFingerprint(diff: string): string {
@@ -73,6 +75,8 @@ function changeFingerprint(diff: string): string {
 /** What the checks of the merge conditions found, one result per condition. */
 export interface MergeConditionReport {
   readonly met: boolean;
+  /** What the sandbox saw the `run:` commands try, when anything. */
+  readonly attempts?: AttemptReport;
   readonly results: ReadonlyArray<{ readonly condition: string; readonly met: boolean; readonly detail: string }>;
 }
 
@@ -122,6 +126,8 @@ export interface StageResult {
   readonly triage?: TriageAssessment;
   /** Review only: verdict, findings and judge scores. */
   readonly review?: ReviewAssessment;
+  /** What the agent's sandbox saw it try, when anything (the workflow records each and tells the merge gate). */
+  readonly attempts?: AttemptReport;
 }
 
 /** What the mechanical gates found after an impl attempt. */
@@ -134,6 +140,8 @@ export interface ImplementationCheck {
 }
 
 export interface TestRunResult {
+  /** What the tests' sandbox saw them try, when anything (the workflow records each and tells the merge gate). */
+  readonly attempts?: AttemptReport;
   readonly attempt: number;
   readonly passed: boolean;
   readonly ran: boolean;
@@ -174,7 +182,9 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(r.intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
     await refuseEscapes(r.intent, r.worktreePath, r.head, repoSnapshot, r.who);
     const output = deps.redact(`$ ${r.command}\n${outcome.stdout}${outcome.stderr}`);
-    return { outcome, output, passed: outcome.termination === 'exited' && outcome.exitCode === 0 };
+    const watched = parseWatchReport(outcome.report ?? '');
+    const attempts = watched.attempts.length > 0 ? watched : undefined;
+    return { outcome, output, passed: outcome.termination === 'exited' && outcome.exitCode === 0, attempts };
   };
 
   return {
@@ -245,13 +255,15 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const latencyMs = Date.now() - started;
         await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
         const output = deps.redact(result.output);
+        const log = result.log === undefined ? undefined : deps.redact(result.log);
+        const attempts = withOutputRedactions(result.attempts, redactionsIn(result.output, output) + (log === undefined ? 0 : redactionsIn(result.log!, log)));
         const model = result.model ?? profile.kind;
         // Every paid call of the attempt, each priced as it was made (an unknown model was refused before).
         const costUsd = meter.totalUsd();
         const usage = meter.totalUsage();
         const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
         // A CLI's printout is its log, not its answer: kept beside the answer.
-        if (result.log !== undefined) await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.log.txt'), deps.redact(result.log));
+        if (log !== undefined) await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.log.txt'), log);
         const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
         activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
         const cascade = detectCascade(output, { goal: intent.goal, paths: intent.paths });
@@ -271,6 +283,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           },
           ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
           ...(stage === 'review' ? { review: readReviewAssessment(output) } : {}),
+          ...(attempts ? { attempts } : {}),
         };
       });
     },
@@ -289,7 +302,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
         }
         // Tests are agent-written code: what they wrote is judged like what the agent wrote.
-        const { outcome, output, passed } = await runConfined({ intent, worktreePath, head, command, slot: attempt, who: 'the test run' });
+        const { outcome, output, passed, attempts } = await runConfined({ intent, worktreePath, head, command, slot: attempt, who: 'the test run' });
         const counts = readTestCounts(output);
         const kind = classifyTestRun({ exitCode: outcome.exitCode, termination: outcome.termination, output });
         const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
@@ -308,6 +321,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           failingTests: readFailingTests(output),
           logPath,
           tail: output.slice(-FEEDBACK_TAIL_CHARS),
+          ...(attempts ? { attempts } : {}),
         };
       });
     },
@@ -346,9 +360,9 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const same = changeFingerprint(await git(worktreePath, ['diff', '--no-color', baseRef, head, '--', '.', ':(exclude)docs/lineage'])) === approvedChange;
         const command = intent.testCommand ?? detectTestCommand(worktreePath);
         if (!command) return { moved: true, baseHead, head, same, tests: { passed: true, summary: 'no test command: nothing to run', tail: '' } };
-        const { outcome, output, passed } = await runConfined({ intent, worktreePath, head, command, slot: 999, who: 'the test run after the rebase' });
+        const { outcome, output, passed, attempts } = await runConfined({ intent, worktreePath, head, command, slot: 999, who: 'the test run after the rebase' });
         const summary = describeTestRun(outcome.exitCode, outcome.termination, readTestCounts(output));
-        return { moved: true, baseHead, head, same, tests: { passed, summary, tail: output.slice(-FEEDBACK_TAIL_CHARS) } };
+        return { moved: true, baseHead, head, same, tests: { passed, summary, tail: output.slice(-FEEDBACK_TAIL_CHARS), ...(attempts ? { attempts } : {}) } };
       });
     },
 
@@ -362,6 +376,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const { worktreePath, head } = await worktree(intent);
         const files = await changesAgainstBase(worktreePath, intent.baseBranch);
         const results: Array<MergeConditionReport['results'][number]> = [];
+        const seen: AttemptReport = { attempts: [], more: 0 };
         for (const [index, text] of conditions.entries()) {
           const condition = parseMergeCondition(text);
           if (!condition) {
@@ -375,12 +390,13 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             const outside = files.filter((f) => !pathAllowed(condition.globs, f.path)).map((f) => f.path);
             results.push({ condition: text, met: outside.length === 0, detail: outside.length === 0 ? 'every changed file matches' : `outside: ${outside.slice(0, 10).join(', ')}` });
           } else if (condition.kind === 'run') {
-            const { outcome, output, passed: met } = await runConfined({ intent, worktreePath, head, command: condition.command, slot: 1000 + index, who: `the merge condition "${condition.command}"` });
+            const { outcome, output, passed: met, attempts } = await runConfined({ intent, worktreePath, head, command: condition.command, slot: 1000 + index, who: `the merge condition "${condition.command}"` });
+            if (attempts) Object.assign(seen, { attempts: [...seen.attempts, ...attempts.attempts], more: seen.more + attempts.more });
             const tail = output.slice(-1500);
             results.push({ condition: text, met, detail: met ? 'passed' : `${outcome.termination === 'exited' ? `exit ${outcome.exitCode}` : outcome.termination}: ${tail}` });
           }
         }
-        return { met: results.every((r) => r.met), results };
+        return { met: results.every((r) => r.met), results, ...(seen.attempts.length > 0 ? { attempts: seen } : {}) };
       });
     },
 
@@ -510,6 +526,12 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
   };
 }
 
+/** The sandbox's report with the secrets cut from what the agent printed, when there were any. */
+function withOutputRedactions(report: AttemptReport | undefined, count: number): AttemptReport | undefined {
+  if (count === 0) return report;
+  return { attempts: [...(report?.attempts ?? []), { kind: 'output-redacted', count }], more: report?.more ?? 0 };
+}
+
 /** Where an archived lineage can be read: a folder, and the lineage ref when it went into one. */
 export interface ArchivedLineage {
   readonly lineagePath?: string;
@@ -528,7 +550,7 @@ function changeMessage(intent: Intent): string {
  * intent's `confinement.testNetwork` says `host`, with the agent's cleaned environment and the
  * agent-session marker (a decision sent from a test is the agent's own).
  */
-async function confinedTestRun(intent: Intent, worktreePath: string, command: string, attempt: number): Promise<Pick<RunProcessOptions, 'command' | 'exec' | 'cwd' | 'env'>> {
+async function confinedTestRun(intent: Intent, worktreePath: string, command: string, attempt: number): Promise<Pick<RunProcessOptions, 'command' | 'exec' | 'cwd' | 'env' | 'report'>> {
   const impl = agentForStage(intent, 'impl');
   const { level, bwrapPath } = await resolveSandboxLevel({
     setting: impl.kind === 'command' ? impl.sandbox : 'auto',
@@ -544,13 +566,15 @@ async function confinedTestRun(intent: Intent, worktreePath: string, command: st
     ...(level === 'bubblewrap' ? gitDirsOf(worktreePath) : {}),
     network: intent.confinement.testNetwork === 'host',
     command,
+    watch: true,
   });
   const env: NodeJS.ProcessEnv = {
     ...sandboxEnvironment(level, agentEnvironment(process.env)),
     CI: 'true',
     [AGENT_SESSION_VARIABLE]: `${intent.id}/tests/${attempt}`,
   };
-  return { command, exec, cwd: worktreePath, env };
+  // What the tests try is watched as what the agent tries (bubblewrap on its own network).
+  return { command, exec, cwd: worktreePath, env, report: level === 'bubblewrap' && intent.confinement.testNetwork !== 'host' };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { WorkflowFailedError, type Client } from '@temporalio/client';
-import type { IntentEnding, IntentRecord, LedgerDecision, LedgerRefusal, RecordedTests } from '../ledger/intent-record';
+import type { IntentEnding, IntentRecord, LedgerDecision, LedgerRefusal, RecordedAttempt, RecordedTests } from '../ledger/intent-record';
 import type { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
 import { connectTemporalIfRunning } from '../runtime/temporal';
@@ -44,6 +44,8 @@ export interface IntentStatusReport {
   readonly tests: readonly RecordedTests[];
   readonly decisions: readonly LedgerDecision[];
   readonly refusedDecisions: readonly LedgerRefusal[];
+  /** What its agent-written code tried that the sandbox stopped or kept to itself. */
+  readonly sandboxAttempts: readonly RecordedAttempt[];
   readonly mergedCommit?: string;
   /** Where its lineage was kept, as the intent recorded it when it ended. */
   readonly lineagePath?: string;
@@ -56,6 +58,9 @@ export interface IntentStatusReport {
 
 /** Workflow endings the intent's own code never saw. */
 const ENDED_FROM_OUTSIDE = new Set(['TERMINATED', 'TIMED_OUT']);
+
+/** Sandbox attempts shown one by one; `warden audit` lists them all. */
+const SHOWN_ATTEMPTS = 20;
 
 /** Refused decisions shown one by one; `warden audit` lists them all. */
 const SHOWN_REFUSALS = 5;
@@ -81,7 +86,7 @@ export async function readIntentStatus(config: RuntimeConfig, intentId: string):
 export async function intentStatus(client: Client | undefined, ledger: Ledger, intentId: string, withoutServer?: string): Promise<IntentStatusReport> {
   const [server, record] = await Promise.all([client ? serverRecord(client, intentId) : undefined, ledger.intentRecord(intentId)]);
   if (!server && !record.started) throw new UserError(`no intent with id ${intentId}${withoutServer ? ` in the ledger (${withoutServer})` : ''}`);
-  const recorded = { spendUsd: record.spendUsd, attempts: record.attempts, tests: record.tests, decisions: record.decisions, refusedDecisions: record.refusedDecisions };
+  const recorded = { spendUsd: record.spendUsd, attempts: record.attempts, tests: record.tests, decisions: record.decisions, refusedDecisions: record.refusedDecisions, sandboxAttempts: record.sandboxAttempts };
   if (!server) {
     const ending = record.ending;
     return {
@@ -182,6 +187,9 @@ export function renderIntentStatus(report: IntentStatusReport): string[] {
   if (report.cooldown) lines.push(`  cooling down: ${report.cooldown.stage} runs again at ${report.cooldown.until}`);
   if (report.paused) lines.push(`  paused by ${report.paused.by} at ${report.paused.at}${report.paused.reason ? `: ${report.paused.reason}` : ''}`);
   for (const t of report.tests) lines.push(`  tests: ${t.summary}`);
+  for (const a of report.sandboxAttempts.slice(0, SHOWN_ATTEMPTS)) lines.push(`  tried: ${a.at}${a.stage ? ` [${a.stage}]` : ''} ${a.reason}`);
+  if (report.sandboxAttempts.length > SHOWN_ATTEMPTS) lines.push(`  tried in all: ${report.sandboxAttempts.length} (warden audit lists each)`);
+  if (report.sandboxAttempts.length > 0) lines.push("  the sandbox's evidence makes the merge gate a person's and lowers the agent's ladder level");
   for (const d of report.decisions) lines.push(`  decision: ${decisionLine(d)}`);
   for (const r of report.refusedDecisions.slice(-SHOWN_REFUSALS)) lines.push(`  refused: ${r.at}${r.gate ? ` ${r.gate} gate` : ''}${r.by ? `, from "${r.by}"` : ''}: ${r.reason}`);
   if (report.refusedDecisions.length > SHOWN_REFUSALS) lines.push(`  refused decisions in all: ${report.refusedDecisions.length} (warden audit lists each)`);

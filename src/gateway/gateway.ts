@@ -39,6 +39,7 @@ import { agentModelConfig, LocalRateLimits, OwedTokenLimits } from '../safety/ra
 import { parseDuration } from '../shared/duration';
 import { FailureType } from '../shared/errors';
 import type { Redactor } from '../shared/redact';
+import { redactionsIn } from '../shared/sandbox-attempts';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
 import type { CircuitStateChange } from '../safety/circuit-state';
 import { DEFAULT_CALL_PATTERN_CONFIG, observeCall, type CallFinding, type CallObservation, type CallPatternConfig } from './call-patterns';
@@ -428,6 +429,7 @@ export class ModelGateway {
         return { status: statusOf('halted'), outcome: 'refused', refusal: 'screened: CRITICAL cascade', ...paid, estimated: !answer.usage, seen: {} };
       }
       const out = this.options.redact ? this.options.redact(answerText) : answerText;
+      lease.redactions += redactionsIn(answerText, out);
       res.writeHead(200, { 'content-type': response.headers.get('content-type') ?? 'application/json' });
       res.end(out);
       return { status: 200, outcome: 'answered', ...paid, estimated: !answer.usage, seen: { answer: wholeAnswerShape(dialect, answerText, answer.usage?.inputTokens) } };
@@ -502,7 +504,12 @@ export class ModelGateway {
     const stop = (kind: RefusalKind, message: string): void => {
       if (!res.destroyed) res.end(errorEvent(dialect, kind, message));
     };
-    const redact = this.options.redact ?? ((text: string) => text);
+    const redactor = this.options.redact ?? ((text: string) => text);
+    const redact = (text: string): string => {
+      const out = redactor(text);
+      lease.redactions += redactionsIn(text, out);
+      return out;
+    };
     try {
       for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
         // The events of one upstream chunk go out together, redacted together.
@@ -684,3 +691,4 @@ async function readBody(req: IncomingMessage, maxBytes: number): Promise<string>
   }
   return Buffer.concat(chunks).toString('utf8');
 }
+

@@ -52,6 +52,8 @@ export class Lease {
   callPatterns: CallPatternState = emptyCallPatterns();
   /** Requests that came after the lease halted. */
   callsAfterHalt = 0;
+  /** Secrets cut from the model's answers on their way to the agent (counted, never kept). */
+  redactions = 0;
 
   constructor(
     readonly spec: LeaseSpec,

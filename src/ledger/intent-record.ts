@@ -21,6 +21,8 @@ export interface IntentRecord {
   readonly tests: readonly RecordedTests[];
   readonly decisions: readonly LedgerDecision[];
   readonly refusedDecisions: readonly LedgerRefusal[];
+  /** What its agent-written code was seen trying in the sandbox (ESCAPE_ATTEMPTED, ANSWER_REDACTED), oldest first. */
+  readonly sandboxAttempts: readonly RecordedAttempt[];
   /** The gate it was last asked at, when no decision has closed it and the intent has not ended since. */
   readonly openGate?: { readonly gate: string; readonly requestedAt: string; readonly prompt: string };
   /** How it ended, when the ledger says so and no stage has started since (a resume). */
@@ -56,6 +58,13 @@ export interface LedgerRefusal {
   readonly reason: string;
 }
 
+/** One ESCAPE_ATTEMPTED or ANSWER_REDACTED row. */
+export interface RecordedAttempt {
+  readonly at: string;
+  readonly stage?: string;
+  readonly reason: string;
+}
+
 export interface IntentEnding {
   readonly type: (typeof ENDINGS)[number];
   readonly at: Date;
@@ -74,7 +83,7 @@ export interface IntentEnding {
 /** The events that end an intent: its own ending, or the sweep after a workflow that never ran its cleanup. */
 const ENDINGS = ['INTENT_MERGED', 'INTENT_REJECTED', 'INTENT_FAILED', 'INTENT_CANCELLED', 'INTENT_TERMINATED', 'INTENT_SWEPT'] as const satisfies readonly SafetyEventType[];
 
-const READ_EVENTS: readonly SafetyEventType[] = ['INTENT_STARTED', 'STAGE_STARTED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_REQUESTED', 'GATE_DECIDED', 'DECISION_REFUSED', ...ENDINGS];
+const READ_EVENTS: readonly SafetyEventType[] = ['INTENT_STARTED', 'STAGE_STARTED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_REQUESTED', 'GATE_DECIDED', 'DECISION_REFUSED', 'ESCAPE_ATTEMPTED', 'ANSWER_REDACTED', ...ENDINGS];
 
 interface EventRow {
   readonly seq: string | null;
@@ -119,6 +128,7 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
   let stage: string | undefined;
   const tests: RecordedTests[] = [];
   const refusedDecisions: LedgerRefusal[] = [];
+  const sandboxAttempts: RecordedAttempt[] = [];
   let request: EventRow | undefined;
   let ending: IntentEnding | undefined;
   for (const event of events.rows) {
@@ -145,6 +155,10 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
         break;
       case 'GATE_DECIDED':
         break;
+      case 'ESCAPE_ATTEMPTED':
+      case 'ANSWER_REDACTED':
+        sandboxAttempts.push({ at: event.timestamp.toISOString(), ...(event.stage ? { stage: event.stage } : {}), reason: event.reason });
+        break;
       default:
         ending = intentEnding(event);
         request = undefined;
@@ -159,6 +173,7 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
     tests,
     decisions,
     refusedDecisions,
+    sandboxAttempts,
     ...(request && !closedBy(request, decisionRows.rows) ? { openGate: { gate: String(request.metadata.gate), requestedAt: String(request.metadata.requestedAt), prompt: request.reason } } : {}),
     ...(ending ? { ending } : {}),
   };

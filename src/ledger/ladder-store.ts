@@ -75,7 +75,7 @@ export class LadderStore {
       const after = await this.insert(client, { id: input.id, scope: input.scope, level, pinned: before.pinned, metrics, metadata: { intentId: input.intentId, run: input.run } });
       if (level !== before.level) {
         const up = level > before.level;
-        const why = input.run.humanApproved === false ? 'was rejected by a person' : repo !== undefined ? `is the ${FAILURES_BEFORE_DROP}rd failed intent in a row on ${repo}` : 'failed';
+        const why = input.run.humanApproved === false ? 'was rejected by a person' : (input.run.escapeAttempts ?? 0) > 0 ? `tried ${input.run.escapeAttempts} thing(s) its sandbox stopped (ESCAPE_ATTEMPTED)` : repo !== undefined ? `is the ${FAILURES_BEFORE_DROP}rd failed intent in a row on ${repo}` : 'failed';
         await this.levelEvent(client, {
           scope: input.scope,
           intentId: input.intentId,

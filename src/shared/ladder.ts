@@ -80,6 +80,8 @@ export interface LadderRun {
   readonly missedCriticalBugs?: number;
   /** The repository the intent ran on: failures are counted in a row per repository. */
   readonly repo?: string;
+  /** What its code was seen trying in the sandbox (ESCAPE_ATTEMPTED, ANSWER_REDACTED rows): any drops the level. */
+  readonly escapeAttempts?: number;
 }
 
 export function applyRun(metrics: LadderMetrics, run: LadderRun): LadderMetrics {
@@ -126,13 +128,13 @@ export function failingRepo(metrics: LadderMetrics, run: LadderRun): string | un
 
 /**
  * The level after a run (`metrics` already count it): one step down when a person rejected it,
- * or when it is the `FAILURES_BEFORE_DROP`th failure in a row on its repository (a run without a
+ * when its code was seen trying what the sandbox stopped (escape attempts, whatever the outcome), or when it is the `FAILURES_BEFORE_DROP`th failure in a row on its repository (a run without a
  * repository drops at once); else one step up when the next level's requirements hold and
  * level-up is allowed. A pinned level never moves.
  */
 export function nextLevel(current: LadderLevel, metrics: LadderMetrics, run: LadderRun, options: { allowLevelUp: boolean; pinned: boolean }): LadderLevel {
   if (options.pinned) return current;
-  const drop = run.humanApproved === false || (!run.success && (run.repo === undefined || failingRepo(metrics, run) !== undefined));
+  const drop = run.humanApproved === false || (run.escapeAttempts ?? 0) > 0 || (!run.success && (run.repo === undefined || failingRepo(metrics, run) !== undefined));
   if (drop) return Math.max(0, current - 1) as LadderLevel;
   if (!run.success) return current;
   if (!options.allowLevelUp || current === 4) return current;

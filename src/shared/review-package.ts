@@ -24,6 +24,11 @@ export interface ReviewPackage {
   readonly moreFiles: number;
   readonly tests: ReadonlyArray<{ readonly attempt: number; readonly passed: boolean; readonly summary: string }>;
   readonly review?: { readonly verdict: 'APPROVE' | 'BLOCK'; readonly findings: readonly Finding[]; readonly scores?: JudgeScores; readonly summary: string };
+  /**
+   * What agent-written code tried that its sandbox stopped or kept to itself (ESCAPE_ATTEMPTED,
+   * ANSWER_REDACTED rows): the first of them in words, and how many in all.
+   */
+  readonly attempts?: { readonly listed: readonly string[]; readonly total: number };
   /** The intent's ledger events, oldest first (the last MAX_TRACE of them). */
   readonly ledgerTrace: readonly string[];
 }
@@ -54,6 +59,10 @@ export function renderReviewPackage(p: ReviewPackage): string {
     '',
     `**Tests:** ${p.tests.map((t) => `attempt ${t.attempt}: ${t.passed ? 'passed' : 'failed'} (${t.summary})`).join('; ') || 'not run'}`,
   ];
+  if (p.attempts && p.attempts.total > 0) {
+    lines.push('', `**Tried in its sandbox (${p.attempts.total}; this gate is a person's):**`, ...p.attempts.listed.map((a) => `- ${a}`));
+    if (p.attempts.total > p.attempts.listed.length) lines.push(`- … and ${p.attempts.total - p.attempts.listed.length} more (warden audit lists each)`);
+  }
   if (p.review) {
     lines.push('', `**Review:** ${p.review.verdict}${p.review.summary ? ` — ${p.review.summary}` : ''}`);
     for (const f of p.review.findings) lines.push(`- [${f.severity}/${f.category}] ${f.message}${f.path ? ` (${f.path})` : ''}`);

@@ -64,6 +64,11 @@ export const SAFETY_EVENT_TYPES = [
   'BUDGET_RESERVATION_DENIED',
   'CASCADE_DETECTED',
   'SANDBOX_ESCAPE_ATTEMPTED',
+  // what agent-written code tried that its sandbox stopped or kept to itself (a connection to a
+  // watched port, a write to an rc file or credential path in its scratch space), and secrets the
+  // gateway cut from the model's answers: evidence, never the payload (src/shared/sandbox-attempts.ts)
+  'ESCAPE_ATTEMPTED',
+  'ANSWER_REDACTED',
   // the model gateway: a call refused at the wire; an agent given the host's network
   'MODEL_CALL_REFUSED',
   'HOST_NETWORK_GRANTED',

@@ -11,6 +11,8 @@ export interface AutoPassEvidence {
   readonly hostNetwork: boolean;
   /** Agent-written code may run outside bubblewrap, or the tests with the worker's network (`intent.confinement`). */
   readonly unconfinedCode: boolean;
+  /** What agent-written code was seen trying in its sandbox (connections, scratch writes, redacted answers). */
+  readonly attemptCount: number;
 }
 
 /**
@@ -30,6 +32,7 @@ export function autoPassRefusals(gate: GateName, evidence: AutoPassEvidence): st
   if (gate === 'merge') {
     if (evidence.hostNetwork) refusals.push("an agent ran with the worker's whole network (network: host)");
     if (evidence.unconfinedCode) refusals.push('agent-written code was allowed to run unconfined (confinement)');
+    if (evidence.attemptCount > 0) refusals.push(`the sandbox saw agent-written code try ${evidence.attemptCount} thing(s) it stopped or kept to itself (ESCAPE_ATTEMPTED, ANSWER_REDACTED)`);
     if (!review) refusals.push('no review');
     else {
       if (review.verdict !== 'APPROVE') refusals.push(`review verdict ${review.verdict}`);

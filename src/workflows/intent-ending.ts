@@ -136,6 +136,8 @@ function ladderRun(run: IntentRun): LadderRun {
     ...(human.length > 0 ? { humanApproved: !rejected } : {}),
     // Review said APPROVE and a person still turned the change down.
     falsePositive: run.review?.verdict === 'APPROVE' && mergeByHuman?.decision === 'reject',
+    // What its code tried in the sandbox lowers its standing, whatever the people decided.
+    ...(run.attemptCount > 0 ? { escapeAttempts: run.attemptCount } : {}),
     // Missed critical bugs show up after the merge: a person reports them (warden ladder missed-bug).
   };
 }

@@ -43,6 +43,10 @@ export class IntentRun {
   readonly hostNetwork: boolean;
   /** Agent-written code may run unconfined (`intent.confinement`): the merge gate is a person's. */
   readonly unconfinedCode: boolean;
+  /** What agent-written code was seen trying in its sandbox (sandbox-evidence.ts): any makes the merge gate a person's. */
+  attemptCount = 0;
+  /** The first of them, in words, for the merge gate. */
+  readonly attemptsSeen: string[] = [];
   /** The intent branch's head as this run knows it: where the next stage starts (and a resume from it). */
   head?: string;
   /** Conditions set at the gates before merge: checked (checkMergeConditions) before every merge attempt. */
@@ -97,7 +101,8 @@ export class IntentRun {
       reviewPackage: async () => {
         const { triage, review, state, ladderLevel } = this;
         if (state.attempts.impl === undefined || !triage) return undefined;
-        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel } });
+        const attempts = this.attemptCount > 0 ? { attempts: { listed: [...this.attemptsSeen], total: this.attemptCount } } : {};
+        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts } });
       },
       onWaiting: (gate) => setStatus(this.state, 'waiting', gate),
       onDecided: (decision) => {

@@ -9,6 +9,7 @@ import { checkChangeSize } from './blast-radius';
 import { enterStage } from './intent-status';
 import type { IntentRun } from './run-context';
 import { enforceCompletenessCap, testOutcome } from './stage-limits';
+import { recordAttempts } from './sandbox-evidence';
 
 /**
  * Running the agent stages: one agent call with its bookkeeping (`runStage`), the design stages
@@ -46,6 +47,7 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
     costSnapshot: { intentUsd: state.spendUsd },
     metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null, cascade: result.safety.cascade.level },
   });
+  recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
   await ledger.flush();
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
@@ -105,6 +107,7 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
       metadata: { attempt, ran: tests.ran, passed: tests.passedCount ?? null, failed: tests.failedCount ?? null, logPath: tests.logPath ?? null },
       ...(tests.passed ? {} : { suggestion: 'the next impl attempt, if the limits allow one, is given the end of the test output' }),
     });
+    recordAttempts(run, 'impl', `the repo's tests after impl attempt ${attempt}`, tests.attempts);
     guard.recordTests(testOutcome(tests));
     if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
     await checkChangeSize(run, predicted);

@@ -211,12 +211,16 @@ describe('the model gateway forwards and meters', () => {
     const whole = await (await post('/v1/chat/completions', l.key, chat())).text();
     expect(whole).not.toContain(UPSTREAM_KEY);
     expect(whole).toContain('[redacted]');
+    // Counted on the lease (never kept): the attempt's ANSWER_REDACTED row says how many.
+    expect(l.redactions).toBeGreaterThanOrEqual(1);
+    const afterWhole = l.redactions;
     // A streamed answer is redacted event by event: a secret inside one event goes.
     upstream.respond = () => ({ text: `${UPSTREAM_KEY}`.padEnd(32, ' '), usage: { input: 10, output: 10 } });
     const streamed = await (await post('/v1/responses', l.key, { model: 'gpt-test', input: 'x', stream: true })).text();
     // response.completed repeats the whole text in one event.
     expect(streamed).not.toContain(UPSTREAM_KEY);
     expect(streamed).toContain('[redacted]');
+    expect(l.redactions).toBeGreaterThan(afterWhole);
   });
 });
 

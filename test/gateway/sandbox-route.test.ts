@@ -38,8 +38,10 @@ const fs = require('node:fs');
 const tryConnect = (host, port) => new Promise((resolve) => {
   const socket = net.connect({ host, port });
   const timer = setTimeout(() => { socket.destroy(); resolve('timeout'); }, 3000);
-  socket.on('connect', () => { clearTimeout(timer); socket.destroy(); resolve('connected'); });
+  // A tripwire of the sandbox's watcher takes the connection and resets it: only one that stays open reached something.
+  socket.on('connect', () => { clearTimeout(timer); setTimeout(() => { socket.destroy(); resolve('connected'); }, 1000); });
   socket.on('error', (e) => { clearTimeout(timer); resolve(e.code || e.message); });
+  socket.on('close', () => resolve('closed'));
 });
 (async () => {
   const results = { reached: {} };
@@ -133,6 +135,9 @@ describeWith('bubblewrap', 'a sandboxed agent with network gateway', () => {
     const probe = JSON.parse(readFileSync(path.join(worktree, 'probe.json'), 'utf8')) as { reached: Record<string, string>; status: number; body: string; baseUrl: string; keys: string[] };
 
     for (const [name] of targets) expect([name, probe.reached[name]]).not.toEqual([name, 'connected']);
+    // Temporal's port is watched: the attempt is reported, with its port.
+    expect(probe.reached.temporal).toBe('ECONNRESET');
+    expect(result.attempts?.attempts).toContainEqual(expect.objectContaining({ kind: 'connect', port: hostPort(process.env.TEMPORAL_ADDRESS!)[1] }));
     expect(probe.status).toBe(200);
     expect(probe.body).toContain('hello');
     expect(probe.baseUrl).toBe('http://127.0.0.1:47100/v1');

@@ -207,6 +207,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       // Stamped before the request it answers; the ledger still received it after.
       await ledger.recordGateDecision(gateDecision({ intentId, gate: 'cascade', decision: 'approve', by: 'alice', requestedAt: t(4), decidedAt: t(3) }));
       await event('GATE_DECIDED', 6, { metadata: { gate: 'cascade', decision: 'approve', by: 'alice', signed: true } });
+      await event('ESCAPE_ATTEMPTED', 6, { stage: 'impl', reason: 'the impl agent (attempt 2): connected to port 7233 (Temporal frontend): refused', metadata: { kind: 'connect', port: 7233 } });
       await event('INTENT_FAILED', 7, { stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', metadata: { lineagePath: '/home/w/lineage/x', mergedCommit: null } });
 
       const record = await ledger.intentRecord(intentId);
@@ -222,6 +223,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
           { at: t(5).toISOString(), gate: 'cascade', by: 'mallory', reason: 'unsigned decision refused' },
           { at: t(5).toISOString(), reason: 'not a decision' },
         ],
+        sandboxAttempts: [{ at: t(6).toISOString(), stage: 'impl', reason: 'the impl agent (attempt 2): connected to port 7233 (Temporal frontend): refused' }],
         ending: { type: 'INTENT_FAILED', at: t(7), stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', lineagePath: '/home/w/lineage/x' },
       });
     });
@@ -243,7 +245,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       await event('STAGE_STARTED', 4, { stage: 'spec', metadata: { attempt: 1 } });
       expect(await ledger.intentRecord(intentId)).toMatchObject({ stage: 'spec', attempts: { spec: 1 } });
       expect((await ledger.intentRecord(intentId)).ending).toBeUndefined();
-      expect(await ledger.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [] });
+      expect(await ledger.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [], sandboxAttempts: [] });
     });
   });
 

@@ -54,6 +54,14 @@ describe('level changes', () => {
     expect(nextLevel(0, runs(10), { success: true }, { allowLevelUp: false, pinned: false })).toBe(0);
     expect(nextLevel(2, runs(300), { success: false }, { allowLevelUp: true, pinned: true })).toBe(2);
   });
+
+  test('a run whose code the sandbox saw trying things drops a level, even merged and approved; never below L0, never a pinned level', () => {
+    expect(nextLevel(3, runs(300), { success: true, humanApproved: true, escapeAttempts: 1 }, options)).toBe(2);
+    expect(nextLevel(0, runs(300), { success: true, escapeAttempts: 4 }, options)).toBe(0);
+    expect(nextLevel(3, runs(300), { success: true, escapeAttempts: 4 }, { allowLevelUp: true, pinned: true })).toBe(3);
+    expect(nextLevel(1, runs(50), { success: true, escapeAttempts: 0 }, options)).toBe(2);
+    expect(nextLevel(1, runs(50), { success: true, escapeAttempts: 2 }, options)).toBe(0);
+  });
 });
 
 describe('auto-pass policy', () => {

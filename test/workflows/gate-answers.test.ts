@@ -89,6 +89,16 @@ test('conditions at the merge gate are checks: a free-text one is refused, a met
   expect(checked).toMatchObject({ severity: 'info', metadata: { results: [{ met: true }, { met: true }, { met: true }] } });
 });
 
+test('a merge condition whose command reaches for the control plane is a row; a person approved, so it merges', async () => {
+  const { handle, id } = await startSampleIntent(world(), 'ga');
+  await atGate(handle, 'merge');
+  const reach = `run: node -e "require('net').connect(7233, '127.0.0.1').on('error', () => {})"`;
+  expect(await decide(handle, { gate: 'merge', decision: 'approve-with-conditions', conditions: [reach] })).toEqual({ accepted: true });
+  expect((await handle.result()).status).toBe('merged');
+  const escapes = await events(id, 'ESCAPE_ATTEMPTED');
+  expect(escapes).toEqual([expect.objectContaining({ severity: 'high', reason: expect.stringMatching(/^the merge conditions: connected to port 7233/), metadata: expect.objectContaining({ kind: 'connect', port: 7233 }) })]);
+});
+
 test('an unmet merge condition blocks the merge: impl runs again with it, and the gate asks again', async () => {
   const { handle, id, repo, before } = await startSampleIntent(world(), 'ga');
   const first = await atGate(handle, 'merge');

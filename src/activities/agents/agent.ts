@@ -1,6 +1,7 @@
 import type { RiskClass } from '../../shared/intent';
 import type { AgentStage } from '../../shared/stages';
 import type { RecordEvent } from '../../gateway/attempt-scope';
+import type { AttemptReport } from '../../shared/sandbox-attempts';
 import type { SpendMeter } from '../../gateway/spend-meter';
 import type { Usage } from '../../gateway/usage';
 
@@ -53,6 +54,8 @@ export interface AgentResult {
   readonly model?: string;
   /** What the agent printed while it worked, when that is not its answer (a CLI's log): kept in the lineage. */
   readonly log?: string;
+  /** What its sandbox saw it try (connections, scratch writes, redacted answers), when anything. */
+  readonly attempts?: AttemptReport;
 }
 
 /** Every stage talks to its agent through this interface. */

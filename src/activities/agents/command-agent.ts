@@ -27,6 +27,8 @@ import {
   type SandboxLevel,
 } from '../sandbox';
 import type { Agent, AgentRequest, AgentResult } from './agent';
+import { parseWatchReport } from '../sandbox-watch';
+import { attemptEventType, describeAttempt, type AttemptReport } from '../../shared/sandbox-attempts';
 
 export interface CommandAgentDeps {
   /** Whether bubblewrap works on this worker; default: the cached `probeBubblewrap`. */
@@ -177,7 +179,9 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           // A CLI installed where the sandbox hides things (a tools folder under /tmp) is bound in.
           readOnlyPaths: [...(scratch === undefined ? [] : [scratch]), ...(profile.cli && level === 'bubblewrap' ? programMounts(profile.command) : [])],
           ...(homeDir && level === 'bubblewrap' ? { homeDir } : {}),
+          watch: true,
         });
+        const watchedRun = level === 'bubblewrap' && network !== 'host';
         const env: NodeJS.ProcessEnv = {
           ...sandboxEnvironment(level, agentEnvironment(process.env)),
           // The marker tells `warden approve` & co. that they run inside an agent: the agent's
@@ -200,6 +204,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
               // A lease that halts stops the agent (after a grace, or at once if it keeps calling).
               signal: lease ? AbortSignal.any([request.signal, lease.stopSignal]) : request.signal,
               heartbeat: request.heartbeat,
+              report: watchedRun,
             });
           } catch (err) {
             // E2BIG (a prompt over the kernel's 128 KiB argument limit) will not fix itself.
@@ -229,7 +234,16 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
             report: { kind: 'unmetered', reason: 'a command agent outside the gateway reports no token usage' },
           }));
         }
-        let result = toResult(outcome, profile, level);
+        const attempts = attemptsOf(outcome, lease?.redactions ?? 0);
+        let result: AgentResult;
+        try {
+          result = toResult(outcome, profile, level);
+        } catch (error) {
+          // A failed attempt's evidence is not lost with its result: recorded here, from the activity.
+          await recordFailedAttempts(request, attempts);
+          throw error;
+        }
+        if (attempts) result = { ...result, attempts };
         if (answerFile) result = { ...result, output: await takeAnswer(request.worktreePath, answerFile, request.stage), log: result.output };
         if (lease) result = { ...result, usage: request.meter.totalUsage(), model: profile.upstream?.model };
         return result;
@@ -238,6 +252,20 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
       }
     },
   };
+}
+
+/** What the sandbox's watcher reported, with the gateway's redactions; undefined when nothing. */
+function attemptsOf(outcome: ProcessOutcome, redactions: number): AttemptReport | undefined {
+  const watched = parseWatchReport(outcome.report ?? '');
+  const attempts = [...watched.attempts, ...(redactions > 0 ? [{ kind: 'answer-redacted' as const, count: redactions }] : [])];
+  return attempts.length > 0 ? { attempts, more: watched.more } : undefined;
+}
+
+async function recordFailedAttempts(request: AgentRequest, report: AttemptReport | undefined): Promise<void> {
+  if (!report || !request.event) return;
+  for (const [index, attempt] of report.attempts.entries()) {
+    await request.event(attemptEventType(attempt), 'high', `the ${request.stage} agent (attempt ${request.attempt}, which failed) ${describeAttempt(attempt)}`, { key: `attempt-${index}`, metadata: { ...attempt } });
+  }
 }
 
 function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile, level: SandboxLevel): AgentResult {

@@ -87,6 +87,7 @@ function packageSummaryHtml(p: ReviewPackage): string {
 ${p.review ? `<tr><th>Review</th><td>${esc(p.review.verdict)}${p.review.summary ? ` — ${esc(p.review.summary)}` : ''}${findings ? `<ul>${findings}</ul>` : ''}</td></tr>` : ''}
 <tr><th>Branch</th><td>${esc(p.branch)} → ${esc(p.baseBranch)}${p.environment ? ` (${esc(p.environment)})` : ''}</td></tr>
 <tr><th>Agent</th><td>${esc(p.agent)} at L${p.ladderLevel}</td></tr>
+${p.attempts && p.attempts.total > 0 ? `<tr><th>Tried in its sandbox</th><td>${p.attempts.total} (this gate is a person's)<ul>${p.attempts.listed.map((a) => `<li>${esc(a)}</li>`).join('')}</ul>${p.attempts.total > p.attempts.listed.length ? `… and ${p.attempts.total - p.attempts.listed.length} more (warden audit lists each)` : ''}</td></tr>` : ''}
 </table>
 <h2>Files changed</h2><table>${files}</table>${p.moreFiles > 0 ? `<p>… and ${p.moreFiles} more file(s)</p>` : ''}`;
 }
