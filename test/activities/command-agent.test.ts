@@ -342,6 +342,11 @@ describe("a CLI's tools follow its sandbox", () => {
     expect(seen.prompt).not.toContain('## The tests');
     expect(seen.events.map((e) => e.type)).toEqual(['CLI_TOOLS_NARROWED']);
   });
+
+  it("refuses cliTools: 'edits' for Codex, which has no edits-only mode that works", () => {
+    const codex = CommandAgentProfileSchema.parse({ kind: 'command', cli: 'codex', command: 'codex', cliTools: 'edits', upstream: { kind: 'openai', model: 'gpt-5', apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'] } });
+    expect(() => createCommandAgent(codex)).toThrow(/cliTools 'edits' cannot be had with codex/);
+  });
 });
 
 describe('parseDuration', () => {

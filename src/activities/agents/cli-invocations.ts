@@ -16,10 +16,20 @@ export type AgentCli = NonNullable<CommandAgentProfile['cli']>;
 export type CliMode = 'full' | 'edits';
 
 /**
+ * The CLIs that have an edits-only mode. Codex has none that works: its own sandbox
+ * (`workspace-write`) runs every tool, apply_patch included, through bubblewrap and a helper of
+ * its own, and without them (0.169.0, tried here) it cannot write even the worktree. So Codex
+ * always runs with full access, which outside bubblewrap is what the operator's opt-in to
+ * unconfined code (`confinement.allowUnconfinedCode`, recorded) accepts.
+ */
+export const EDITS_ONLY_CLIS: ReadonlySet<AgentCli> = new Set(['aider', 'claude']);
+
+/**
  * The mode a CLI runs in: `full` only where the sandbox is bubblewrap and the profile did not
  * narrow it (`cliTools: 'edits'`); a profile can narrow a CLI, never widen it outside bubblewrap.
  */
-export function cliModeFor(level: 'none' | 'process' | 'bubblewrap', cliTools: CommandAgentProfile['cliTools']): CliMode {
+export function cliModeFor(cli: AgentCli, level: 'none' | 'process' | 'bubblewrap', cliTools: CommandAgentProfile['cliTools']): CliMode {
+  if (!EDITS_ONLY_CLIS.has(cli)) return 'full';
   return level === 'bubblewrap' && cliTools !== 'edits' ? 'full' : 'edits';
 }
 
@@ -170,8 +180,8 @@ function aider(ctx: CliContext): CliInvocation {
 /** Codex reads its provider from `$CODEX_HOME/config.toml`; every optional feature that phones out is off. */
 function codex(ctx: CliContext): CliInvocation {
   const toml = (value: string) => JSON.stringify(value);
-  // Outside bubblewrap Codex's own sandbox keeps its commands to the worktree and off the network.
-  const sandboxMode = ctx.mode === 'full' ? 'danger-full-access' : 'workspace-write';
+  // Always full access: Codex has no edits-only mode that works (see EDITS_ONLY_CLIS).
+  const sandboxMode = 'danger-full-access';
   const config = [
     `model = ${toml(ctx.upstream.model)}`,
     'model_provider = "warden"',

@@ -14,7 +14,7 @@ import { AGENT_SESSION_VARIABLE } from '../../shared/decisions';
 import { git } from '../git';
 import { agentEnvironment, runProcess, type ProcessOutcome } from '../process';
 import { pathAllowed } from '../../shared/glob';
-import { cliInvocation, cliModeFor, shellQuote, type CliMode } from './cli-invocations';
+import { cliInvocation, cliModeFor, EDITS_ONLY_CLIS, shellQuote, type CliMode } from './cli-invocations';
 import { testsSection } from '../prompts';
 import {
   gitDirsOf,
@@ -73,6 +73,9 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
   } catch (err) {
     throw invalidProfile(`agent timeout: ${(err as Error).message}`);
   }
+  if (profile.cli && profile.cliTools === 'edits' && !EDITS_ONLY_CLIS.has(profile.cli)) {
+    throw invalidProfile(`cliTools 'edits' cannot be had with ${profile.cli}: it has no edits-only mode that works (see docs/agents.md); use aider or claude, or leave cliTools out`);
+  }
   if (
     !profile.cli &&
     profile.promptVia === 'arg' &&
@@ -114,7 +117,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
         });
       }
       const answerFile = answerMode === 'file' && request.stage !== 'impl' ? ANSWER_FILE : undefined;
-      const cliMode = profile.cli ? cliModeFor(level, profile.cliTools) : undefined;
+      const cliMode = profile.cli ? cliModeFor(profile.cli, level, profile.cliTools) : undefined;
       if (profile.cli && cliMode === 'edits') {
         const why = level === 'bubblewrap' ? "its profile narrows it (cliTools: 'edits')" : `it runs at sandbox '${level}', outside bubblewrap, where nothing would confine its commands`;
         await request.event?.('CLI_TOOLS_NARROWED', 'low', `the ${request.stage} agent (${profileName}) runs ${profile.cli} with edits only, no commands (no tests, builds or git): ${why}`, {
