@@ -207,3 +207,32 @@ describeWith('claude', 'Claude Code in bubblewrap runs the tests itself', () => 
     expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toBe(GOOD_FILE);
   }, 300_000);
 });
+
+/** What aider hands back to the model after its own test run failed: the tests' output (node's runner says how many failed). */
+const showsFailingTests = (request: RecordedRequest): boolean => /# fail [1-9]|ℹ fail [1-9]|not ok \d/.test(request.lastUserText);
+
+describeWith('aider', 'aider in bubblewrap runs the tests itself', () => {
+  it('runs the tests after its edit, hands the failure to the model, and merges its fix on the first impl attempt', async () => {
+    server.requests.length = 0;
+    const bad = scriptFileEdit({ cli: 'aider', path: 'lib/strings.js', content: BAD_FILE, finalText: 'slugify added.' });
+    const good = scriptFileEdit({ cli: 'aider', path: 'lib/strings.js', content: GOOD_FILE, finalText: 'Lower-cased first; the tests pass now.' });
+    server.respond = stagesFor('aider', (request, index) => (showsFailingTests(request) ? good(request, index) : bad(request, index)));
+    const repo = makeSampleRepo();
+    const id = `cli-aider-tests-${Date.now()}`;
+    const handle = await startIntent(
+      world().client,
+      { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: cliAgentProfile('aider', 'openai', MODELS.aider.model, server.url), limits: { cooldown: '0s' } },
+      world().taskQueue,
+    );
+    const state = await waitFor(async () => {
+      const s = await handle.query(stateQuery);
+      return s.pendingGate !== undefined || ['failed', 'rejected', 'cancelled', 'merged'].includes(s.status) ? s : undefined;
+    }, Number(process.env.WARDEN_TEST_CLI_WAIT_MS ?? 240_000), 'aider at the merge gate');
+    expect([state.pendingGate?.gate, state.error, state.attempts.impl]).toEqual(['merge', undefined, 1]);
+    // The model was shown aider's own failing test run, within the first impl attempt.
+    expect(server.requests.some((r) => stageOfRequest(r) === 'impl' && showsFailingTests(r))).toBe(true);
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+    expect((await handle.result()).status).toBe('merged');
+    expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toBe(GOOD_FILE);
+  }, 300_000);
+});
