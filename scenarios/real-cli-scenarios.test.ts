@@ -34,6 +34,7 @@ import { addFilePatch, cliAgentProfile, scriptFileEdit, STAGE_DOCUMENTS, working
 import { demoStages, git, startSampleIntent, TEST_CONFIG, useTestWorld, waitFor } from '../test/helpers/env';
 import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../test/helpers/model-server';
 import { describeWith } from '../test/setup/prerequisites';
+import { processesWith } from '../test/helpers/processes';
 
 type Respond = ModelServer['respond'];
 
@@ -348,6 +349,27 @@ describeWith('claude', 'a misbehaving Claude Code with its whole toolset is stop
     expect(await decide(r, 'merge', 'approve')).toBe('merged');
     expect(git(r.repo, 'diff', '--name-only', 'main^1', 'main')).toBe('lib/strings.js');
     record('reaches past the sandbox', r, 'bubblewrap (no network but the gateway, read-only outside the worktree)', 'Temporal, PostgreSQL, web app: connection refused; repo checkout: not there; git config, hooks: read-only; merged with only its edit', true);
+  });
+});
+
+describeWith('claude', "a command Claude Code runs counts against the agent's time", () => {
+  test("a command that would outlive the agent's timeout is killed with it", async () => {
+    const marker = `warden-outlives-${Date.now()}`;
+    const stall: Respond = (request) => {
+      if (request.dialect !== 'messages' || !request.toolNames.includes('Bash')) return { text: 'ok' };
+      if (request.toolResultCount === 0) return { toolCalls: [{ name: 'Bash', input: { command: `sh -c 'sleep 3600; : ${marker}'`, description: 'Wait for the build' } }] };
+      return { text: 'done waiting.' };
+    };
+    const r = await run(stages({ impl: stall }, undefined, 'claude'), { agent: { ...cliAgentProfile('claude', 'anthropic', CLAUDE_MODEL, server.url), timeout: '20s' }, limits: { attempts: { impl: 1 } } } as Partial<IntentInput>, 'claude');
+    // The command ran, in the sandbox...
+    await waitFor(async () => (processesWith(marker).length > 0 ? true : undefined), 240_000, 'the stalling command running');
+    const { state, failure } = await settled(r);
+    // ...and ended with the agent: the attempt timed out, and nothing of it is left running.
+    expect(state.status).toBe('failed');
+    expect(failure).toMatch(/timed out/);
+    expect(processesWith(marker)).toEqual([]);
+    nothingMerged(r);
+    record("command outlives the agent's timeout", r, "the agent's timeout (the sandbox dies with every process in it)", 'killed at the 20 s timeout with the CLI; nothing left running', false);
   });
 });
 
