@@ -51,3 +51,13 @@ export function buildPrompt(input: {
   if (input.feedback) parts.push(`## Result of the previous attempt\n${input.feedback}`);
   return parts.join('\n\n') + '\n';
 }
+
+/**
+ * The part of an impl prompt that tells an agent able to run commands how to run the tests
+ * (`run-tests.md`, with the repository's test command in it); `cli-runs` is for a CLI that runs
+ * them after each edit on its own (aider), which the text then says instead.
+ */
+export function testsSection(command: string, how: 'agent-runs' | 'cli-runs'): string {
+  const text = readFileSync(path.join(PROMPTS_DIR, how === 'agent-runs' ? 'run-tests.md' : 'tests-run-for-you.md'), 'utf8').trim();
+  return `## The tests\n${text.split('{testCommand}').join(`\`${command}\``)}\n`;
+}

@@ -114,6 +114,11 @@ export interface SandboxSpec {
    * the run must then be given runProcess's `report` pipe, where the watcher writes.
    */
   readonly watch?: boolean;
+  /**
+   * Run as a user other than root inside the sandbox's user namespace (bubblewrap only), for a
+   * CLI that refuses its widest mode as root. Outside the namespace it is still the worker's user.
+   */
+  readonly nonRoot?: boolean;
 }
 
 export interface SandboxedCommand {
@@ -329,12 +334,27 @@ function bubblewrapArgs(spec: SandboxSpec): string[] {
   if (spec.homeDir) args.push('--bind', realpathSync(spec.homeDir), SANDBOX_HOME);
   else args.push('--dir', SANDBOX_HOME);
   args.push('--chdir', worktree);
+  if (spec.nonRoot) args.push(...nonRootArgs());
   return args;
 }
 
 /** Whether the run is watched: asked for, in bubblewrap, on the sandbox's own network. */
 function isWatched(spec: SandboxSpec): boolean {
   return spec.watch === true && spec.level === 'bubblewrap' && !spec.network;
+}
+
+/** The uid and gid a `nonRoot` run has inside the namespace when the worker is root. */
+export const SANDBOX_USER_ID = 1000;
+
+/**
+ * `--uid`/`--gid` that map the worker's user to SANDBOX_USER_ID inside the user namespace; what
+ * the worker owns (the worktree, the scratch home) is then the command's own there, so it stays
+ * writable. A worker that is not root keeps its own uid, which is not root already.
+ */
+function nonRootArgs(): string[] {
+  if (process.getuid?.() !== 0) return [];
+  const id = String(SANDBOX_USER_ID);
+  return ['--uid', id, '--gid', id];
 }
 
 /** `/bin/sh` arguments that set the `process` limits, then exec `/bin/sh -c command`. */

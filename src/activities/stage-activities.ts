@@ -250,6 +250,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             event: scope?.event,
             forbiddenModels: modelsForbiddenAt(intent, stage),
             recordPrompt,
+            testCommand: stage === 'impl' ? (intent.testCommand ?? detectTestCommand(worktreePath)) : undefined,
           }),
         );
         const latencyMs = Date.now() - started;

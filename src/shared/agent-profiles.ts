@@ -68,6 +68,13 @@ export const CommandAgentProfileSchema = z.object({
    */
   cli: z.enum(AGENT_CLIS).optional(),
   /**
+   * What a `cli` may do. `auto`: its widest non-interactive mode inside bubblewrap (commands
+   * included: tests, builds, git, grep; the sandbox is what holds them) and edits only elsewhere.
+   * `edits`: edits only, wherever it runs. A profile can narrow a CLI this way, never widen it.
+   * Default: `auto`.
+   */
+  cliTools: z.enum(['auto', 'edits']).optional(),
+  /**
    * Where a document stage's answer is read: `stdout`, or `file` (the prompt names a file in the
    * worktree; stdout is kept as the log). Default: `file` for a `cli`, else `stdout`.
    */

@@ -72,6 +72,8 @@ export const SAFETY_EVENT_TYPES = [
   // the model gateway: a call refused at the wire; an agent given the host's network
   'MODEL_CALL_REFUSED',
   'HOST_NETWORK_GRANTED',
+  // an agent CLI ran with edits only (outside bubblewrap, or narrowed by its profile): it ran no commands
+  'CLI_TOOLS_NARROWED',
   // the operator let agent-written code run outside bubblewrap, or the tests reach the network
   'UNCONFINED_CODE_ALLOWED',
   'ROLLBACK',

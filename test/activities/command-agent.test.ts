@@ -1,5 +1,5 @@
 import { SpendMeter } from '../../src/gateway/spend-meter';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
@@ -281,6 +281,71 @@ describe('the prompt an agent says it sent', () => {
     const failure = await applicationFailureOf(createCommandAgent(profile({ command: 'cat', sandbox: 'none' })).run(request({ recordPrompt: async (sent) => void recorded.push(sent) })));
     expect(failure.type).toBe(FailureType.SandboxUnavailable);
     expect(recorded).toEqual([]);
+  });
+});
+
+describe("a CLI's tools follow its sandbox", () => {
+  let tools: string;
+  beforeEach(() => {
+    tools = mkdtempSync(path.join(os.tmpdir(), 'warden-agent-cli-'));
+  });
+  afterEach(() => {
+    rmSync(tools, { recursive: true, force: true });
+  });
+
+  /**
+   * A stand-in `claude` that writes, into the worktree (the one place it may write in every
+   * sandbox), the prompt it got (`-p PROMPT`), its uid and its other arguments.
+   */
+  function standInClaude(): string {
+    // In a bin/ folder, as an installed CLI is: the sandbox binds the folder above it in.
+    mkdirSync(path.join(tools, 'bin'));
+    const file = path.join(tools, 'bin', 'claude');
+    writeFileSync(file, '#!/bin/sh\nprintf %s "$2" > seen-prompt.txt; id -u > seen-uid.txt; shift 2; printf "%s " "$@" > seen-args.txt\n', { mode: 0o755 });
+    return file;
+  }
+
+  const claudeProfile = (fields: Partial<CommandAgentProfile>): CommandAgentProfile =>
+    CommandAgentProfileSchema.parse({ kind: 'command', cli: 'claude', command: standInClaude(), upstream: { kind: 'anthropic', model: 'claude-sonnet-4-5', apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'] }, network: 'host', ...fields });
+
+  /** Runs the impl agent with `npm test --silent` as the repository's test command; what the stand-in saw, and the events recorded. */
+  async function runImpl(agentProfile: CommandAgentProfile, allowUnconfinedCode = false): Promise<{ args: string; uid: number; prompt: string; events: Array<{ type: string; metadata: unknown }> }> {
+    const events: Array<{ type: string; metadata: unknown }> = [];
+    const event: NonNullable<AgentRequest['event']> = async (type, _severity, _reason, details) => {
+      events.push({ type, metadata: details?.metadata });
+      return type;
+    };
+    await createCommandAgent(agentProfile).run(request({ allowUnconfinedCode, event, testCommand: 'npm test --silent' }));
+    const seen = (what: string): string => readFileSync(path.join(worktree, `seen-${what}.txt`), 'utf8');
+    return { args: seen('args'), uid: Number(seen('uid')), prompt: seen('prompt'), events: events.filter((e) => e.type !== 'HOST_NETWORK_GRANTED') };
+  }
+
+  it('inside bubblewrap: Claude Code gets every tool without asking, runs as a user other than root, and is told how to run the tests', async () => {
+    const seen = await runImpl(claudeProfile({ sandbox: 'bubblewrap' }));
+    expect(seen.args).toContain('--permission-mode bypassPermissions');
+    expect(seen.uid).not.toBe(0);
+    expect(seen.prompt).toContain('## The tests');
+    expect(seen.prompt).toContain('`npm test --silent`');
+    expect(seen.events).toEqual([]);
+  });
+
+  it('outside bubblewrap: Claude Code edits only, is not told to run anything, and the ledger says so', async () => {
+    const seen = await runImpl(claudeProfile({ sandbox: 'process' }), true);
+    expect(seen.args).toContain('--permission-mode acceptEdits');
+    expect(seen.prompt).not.toContain('## The tests');
+    expect(seen.events).toEqual([{ type: 'CLI_TOOLS_NARROWED', metadata: { agent: 'command', cli: 'claude', mode: 'edits', sandbox: 'process' } }]);
+  });
+
+  it("a profile narrows it inside bubblewrap too (cliTools: 'edits')", async () => {
+    const seen = await runImpl(claudeProfile({ sandbox: 'bubblewrap', cliTools: 'edits' }));
+    expect(seen.args).toContain('--permission-mode acceptEdits');
+    expect(seen.prompt).not.toContain('## The tests');
+    expect(seen.events.map((e) => e.type)).toEqual(['CLI_TOOLS_NARROWED']);
+  });
+
+  it("refuses cliTools: 'edits' for Codex, which has no edits-only mode that works", () => {
+    const codex = CommandAgentProfileSchema.parse({ kind: 'command', cli: 'codex', command: 'codex', cliTools: 'edits', upstream: { kind: 'openai', model: 'gpt-5', apiKeyEnv: ['WARDEN_TEST_UPSTREAM_KEY'] } });
+    expect(() => createCommandAgent(codex)).toThrow(/cliTools 'edits' cannot be had with codex/);
   });
 });
 

@@ -21,6 +21,7 @@ import { SAMPLE_LLD } from '../../src/client/sample-repo';
 import { cliAgentProfile, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../helpers/cli-scripts';
 import { demoStages, git, makeSampleRepo, TEST_CONFIG, useTestWorld, waitFor } from '../helpers/env';
 import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../helpers/model-server';
+import { workingDirectoryOf } from '../helpers/cli-scripts';
 import { describeWith } from '../setup/prerequisites';
 
 /** Per CLI: the API it speaks and the model it is told to use. */
@@ -61,8 +62,8 @@ function stageOfRequest(request: RecordedRequest): string {
   return /# Warden: ([a-z]+)/.exec(JSON.stringify(request.body))?.[1] ?? '';
 }
 
-/** Each stage's conversation: the document written to the answer file, or impl's edit of lib/strings.js. */
-function stagesFor(cli: AgentCli): ModelServer['respond'] {
+/** Each stage's conversation: the document written to the answer file, or impl's edit of lib/strings.js (or `impl`). */
+function stagesFor(cli: AgentCli, impl?: ModelServer['respond']): ModelServer['respond'] {
   const scripts = new Map<string, ModelServer['respond']>();
   return (request, index): Reply => {
     const stage = stageOfRequest(request);
@@ -70,7 +71,7 @@ function stagesFor(cli: AgentCli): ModelServer['respond'] {
     if (!script) {
       script =
         stage === 'impl'
-          ? scriptFileEdit({ cli, path: 'lib/strings.js', content: GOOD_FILE, finalText: 'slugify added.' })
+          ? impl ?? scriptFileEdit({ cli, path: 'lib/strings.js', content: GOOD_FILE, finalText: 'slugify added.' })
           : scriptFileEdit({ cli, path: 'WARDEN-ANSWER.md', content: STAGE_DOCUMENTS[stage as Exclude<AgentStage, 'impl'>] ?? 'ok\n', finalText: `The ${stage} answer is in WARDEN-ANSWER.md.` });
       scripts.set(stage, script);
     }
@@ -141,3 +142,97 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
     }, 300_000);
   });
 }
+
+/** The first impl attempt's slugify: it forgets to lower-case, so the slugify test fails. */
+const BAD_FILE = String((demoStages().impl![0]!.edits as Array<{ content: string }>)[0]!.content);
+
+/**
+ * impl as a model that checks its own work with Claude Code's Bash tool: it writes a slugify that
+ * fails the tests, runs the test command its prompt names, reads the failure, writes the fix
+ * and runs them again. Each step is chosen by how many tool results the conversation holds.
+ */
+function fixesWhatTheTestsShow(): ModelServer['respond'] {
+  return (request) => {
+    if (request.dialect !== 'messages' || !request.toolNames.includes('Bash')) return { text: 'ok' };
+    const file = path.posix.join(workingDirectoryOf(request) ?? '.', 'lib/strings.js');
+    const testCommand = /run them with `([^`]+)`/.exec(JSON.stringify(request.body))?.[1];
+    if (testCommand === undefined) return { text: 'The prompt names no test command, so I ran nothing.' };
+    const runTests = { name: 'Bash', input: { command: testCommand, description: 'Run the tests' } };
+    switch (request.toolResultCount) {
+      case 0:
+        return { toolCalls: [{ name: 'Read', input: { file_path: file } }] };
+      case 1:
+        return { toolCalls: [{ name: 'Write', input: { file_path: file, content: BAD_FILE } }] };
+      case 2:
+        return { toolCalls: [runTests] };
+      case 3:
+        return { text: 'The slug keeps capitals; lower-casing first.', toolCalls: [{ name: 'Write', input: { file_path: file, content: GOOD_FILE } }] };
+      case 4:
+        return { toolCalls: [runTests] };
+      default:
+        return { text: 'slugify added to lib/strings.js; the tests pass.' };
+    }
+  };
+}
+
+describeWith('claude', 'Claude Code in bubblewrap runs the tests itself', () => {
+  it("runs the repository's tests at impl, fixes what fails and merges on the first impl attempt", async () => {
+    server.requests.length = 0;
+    server.respond = stagesFor('claude', fixesWhatTheTestsShow());
+    const repo = makeSampleRepo();
+    const id = `cli-claude-tests-${Date.now()}`;
+    const handle = await startIntent(
+      world().client,
+      { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: cliAgentProfile('claude', 'anthropic', MODELS.claude.model, server.url), limits: { cooldown: '0s' } },
+      world().taskQueue,
+    );
+    const state = await waitFor(async () => {
+      const s = await handle.query(stateQuery);
+      return s.pendingGate !== undefined || ['failed', 'rejected', 'cancelled', 'merged'].includes(s.status) ? s : undefined;
+    }, Number(process.env.WARDEN_TEST_CLI_WAIT_MS ?? 240_000), 'claude at the merge gate');
+    expect([state.pendingGate?.gate, state.error, state.attempts.impl]).toEqual(['merge', undefined, 1]);
+
+    // What the model was shown: the failing run, then the passing one, each from the tool itself (no approval asked).
+    const impl = server.requests.filter((r) => stageOfRequest(r) === 'impl' && r.toolNames.includes('Bash'));
+    const results = impl.reduce((longest, r) => (r.toolResults.length > longest.length ? r.toolResults : longest), [] as RecordedRequest['toolResults']);
+    expect(results).toHaveLength(5);
+    const [firstRun, secondRun] = [results[2]!, results[4]!];
+    expect(firstRun.text).toMatch(/fail 1/);
+    expect(firstRun.text).toMatch(/hello-wide-world/);
+    expect(secondRun.text).toMatch(/fail 0/);
+    for (const result of results) expect(result.text).not.toMatch(/approval|permission/i);
+
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+    expect((await handle.result()).status).toBe('merged');
+    expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toBe(GOOD_FILE);
+  }, 300_000);
+});
+
+/** What aider hands back to the model after its own test run failed: the tests' output (node's runner says how many failed). */
+const showsFailingTests = (request: RecordedRequest): boolean => /# fail [1-9]|ℹ fail [1-9]|not ok \d/.test(request.lastUserText);
+
+describeWith('aider', 'aider in bubblewrap runs the tests itself', () => {
+  it('runs the tests after its edit, hands the failure to the model, and merges its fix on the first impl attempt', async () => {
+    server.requests.length = 0;
+    const bad = scriptFileEdit({ cli: 'aider', path: 'lib/strings.js', content: BAD_FILE, finalText: 'slugify added.' });
+    const good = scriptFileEdit({ cli: 'aider', path: 'lib/strings.js', content: GOOD_FILE, finalText: 'Lower-cased first; the tests pass now.' });
+    server.respond = stagesFor('aider', (request, index) => (showsFailingTests(request) ? good(request, index) : bad(request, index)));
+    const repo = makeSampleRepo();
+    const id = `cli-aider-tests-${Date.now()}`;
+    const handle = await startIntent(
+      world().client,
+      { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: cliAgentProfile('aider', 'openai', MODELS.aider.model, server.url), limits: { cooldown: '0s' } },
+      world().taskQueue,
+    );
+    const state = await waitFor(async () => {
+      const s = await handle.query(stateQuery);
+      return s.pendingGate !== undefined || ['failed', 'rejected', 'cancelled', 'merged'].includes(s.status) ? s : undefined;
+    }, Number(process.env.WARDEN_TEST_CLI_WAIT_MS ?? 240_000), 'aider at the merge gate');
+    expect([state.pendingGate?.gate, state.error, state.attempts.impl]).toEqual(['merge', undefined, 1]);
+    // The model was shown aider's own failing test run, within the first impl attempt.
+    expect(server.requests.some((r) => stageOfRequest(r) === 'impl' && showsFailingTests(r))).toBe(true);
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+    expect((await handle.result()).status).toBe('merged');
+    expect(readFileSync(path.join(repo, 'lib/strings.js'), 'utf8')).toBe(GOOD_FILE);
+  }, 300_000);
+});

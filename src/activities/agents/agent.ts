@@ -43,6 +43,8 @@ export interface AgentRequest {
    * attempt's prompt. An agent that stops before handing anything on does not call it.
    */
   readonly recordPrompt?: (sent: string) => Promise<void>;
+  /** The repository's test command (the intent's, or the one found in the repo), for an agent that may run it. */
+  readonly testCommand?: string;
 }
 
 export interface AgentResult {

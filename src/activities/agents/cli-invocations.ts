@@ -8,6 +8,31 @@ import type { CommandAgentProfile, HttpAgentProfile } from '../../shared/agent-p
 
 export type AgentCli = NonNullable<CommandAgentProfile['cli']>;
 
+/**
+ * What a CLI may do in one run. `full`: its widest non-interactive mode, commands included
+ * (tests, builds, git, grep), without asking; only inside bubblewrap, which confines what the
+ * commands do. `edits`: it edits files and runs nothing; everywhere else (see `cliModeFor`).
+ */
+export type CliMode = 'full' | 'edits';
+
+/**
+ * The CLIs that have an edits-only mode. Codex has none that works: its own sandbox
+ * (`workspace-write`) runs every tool, apply_patch included, through bubblewrap and a helper of
+ * its own, and without them (0.169.0, tried here) it cannot write even the worktree. So Codex
+ * always runs with full access, which outside bubblewrap is what the operator's opt-in to
+ * unconfined code (`confinement.allowUnconfinedCode`, recorded) accepts.
+ */
+export const EDITS_ONLY_CLIS: ReadonlySet<AgentCli> = new Set(['aider', 'claude']);
+
+/**
+ * The mode a CLI runs in: `full` only where the sandbox is bubblewrap and the profile did not
+ * narrow it (`cliTools: 'edits'`); a profile can narrow a CLI, never widen it outside bubblewrap.
+ */
+export function cliModeFor(cli: AgentCli, level: 'none' | 'process' | 'bubblewrap', cliTools: CommandAgentProfile['cliTools']): CliMode {
+  if (!EDITS_ONLY_CLIS.has(cli)) return 'full';
+  return level === 'bubblewrap' && cliTools !== 'edits' ? 'full' : 'edits';
+}
+
 export interface CliContext {
   /** The program: a path or a name on PATH (the profile's `command`). */
   readonly program: string;
@@ -23,6 +48,10 @@ export interface CliContext {
   readonly files: readonly string[];
   /** The CLI is to create one new file at the worktree's root (a document stage's answer). */
   readonly newFile?: boolean;
+  /** What it may do (see `CliMode`). */
+  readonly mode: CliMode;
+  /** The repository's test command, for a CLI that runs the tests itself in `full` mode (aider); none at a document stage. */
+  readonly testCommand?: string;
 }
 
 export interface CliInvocation {
@@ -31,6 +60,8 @@ export interface CliInvocation {
   readonly env: Readonly<Record<string, string>>;
   /** Written into the scratch home before the run, by path relative to it. */
   readonly homeFiles: Readonly<Record<string, string>>;
+  /** The CLI refuses this mode as root: inside the sandbox it runs as another user (see SandboxSpec.nonRoot). */
+  readonly nonRoot?: boolean;
 }
 
 /** Commits and files a CLI makes are attributed to this identity, never to the user's. */
@@ -113,6 +144,10 @@ function aider(ctx: CliContext): CliInvocation {
     '--no-auto-commits',
     '--no-dirty-commits',
     '--no-auto-lint',
+    // aider only suggests shell commands (it runs them only on a person's explicit yes, which never comes).
+    '--no-suggest-shell-commands',
+    // Its way to run commands: the tests after each edit, their failures handed back to the model.
+    ...(ctx.mode === 'full' && ctx.testCommand && !ctx.newFile ? ['--test-cmd', ctx.testCommand, '--auto-test'] : []),
     '--no-check-update',
     '--analytics-disable',
     '--no-show-model-warnings',
@@ -145,11 +180,13 @@ function aider(ctx: CliContext): CliInvocation {
 /** Codex reads its provider from `$CODEX_HOME/config.toml`; every optional feature that phones out is off. */
 function codex(ctx: CliContext): CliInvocation {
   const toml = (value: string) => JSON.stringify(value);
+  // Always full access: Codex has no edits-only mode that works (see EDITS_ONLY_CLIS).
+  const sandboxMode = 'danger-full-access';
   const config = [
     `model = ${toml(ctx.upstream.model)}`,
     'model_provider = "warden"',
     'approval_policy = "never"',
-    'sandbox_mode = "danger-full-access"',
+    `sandbox_mode = ${toml(sandboxMode)}`,
     'check_for_update_on_startup = false',
     '',
     '[model_providers.warden]',
@@ -176,7 +213,7 @@ function codex(ctx: CliContext): CliInvocation {
     'in_app_updates = false',
     '',
   ].join('\n');
-  const command = `${readPrompt(ctx.promptFile)} && ${shellQuote(ctx.program)} exec --strict-config --ephemeral --skip-git-repo-check -s danger-full-access ${PROMPT_ARGUMENT} </dev/null`;
+  const command = `${readPrompt(ctx.promptFile)} && ${shellQuote(ctx.program)} exec --strict-config --ephemeral --skip-git-repo-check -s ${sandboxMode} ${PROMPT_ARGUMENT} </dev/null`;
   return {
     command,
     env: { ...COMMON_ENV, CODEX_HOME: `${ctx.home}/.codex` },
@@ -184,9 +221,14 @@ function codex(ctx: CliContext): CliInvocation {
   };
 }
 
-/** Claude Code: print mode, edits accepted without asking, no traffic but the model's. */
+/**
+ * Claude Code: print mode, no traffic but the model's. `full`: every tool without asking
+ * (`bypassPermissions`), which it refuses to root, so it runs as another user inside the
+ * sandbox's user namespace. `edits`: edits accepted without asking; every command is refused.
+ */
 function claude(ctx: CliContext): CliInvocation {
-  const command = `${readPrompt(ctx.promptFile)} && ${shellQuote(ctx.program)} -p ${PROMPT_ARGUMENT} --model ${shellQuote(ctx.upstream.model)} --permission-mode acceptEdits --output-format text </dev/null`;
+  const permissions = ctx.mode === 'full' ? 'bypassPermissions' : 'acceptEdits';
+  const command = `${readPrompt(ctx.promptFile)} && ${shellQuote(ctx.program)} -p ${PROMPT_ARGUMENT} --model ${shellQuote(ctx.upstream.model)} --permission-mode ${permissions} --output-format text </dev/null`;
   return {
     command,
     env: {
@@ -197,5 +239,6 @@ function claude(ctx: CliContext): CliInvocation {
       DISABLE_ERROR_REPORTING: '1',
     },
     homeFiles: { '.gitconfig': GITCONFIG },
+    ...(ctx.mode === 'full' ? { nonRoot: true } : {}),
   };
 }

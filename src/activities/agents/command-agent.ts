@@ -14,7 +14,8 @@ import { AGENT_SESSION_VARIABLE } from '../../shared/decisions';
 import { git } from '../git';
 import { agentEnvironment, runProcess, type ProcessOutcome } from '../process';
 import { pathAllowed } from '../../shared/glob';
-import { cliInvocation, shellQuote } from './cli-invocations';
+import { cliInvocation, cliModeFor, EDITS_ONLY_CLIS, shellQuote, type CliMode } from './cli-invocations';
+import { testsSection } from '../prompts';
 import {
   gitDirsOf,
   probeBubblewrap,
@@ -74,6 +75,9 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
   } catch (err) {
     throw invalidProfile(`agent timeout: ${(err as Error).message}`);
   }
+  if (profile.cli && profile.cliTools === 'edits' && !EDITS_ONLY_CLIS.has(profile.cli)) {
+    throw invalidProfile(`cliTools 'edits' cannot be had with ${profile.cli}: it has no edits-only mode that works (see docs/agents.md); use aider or claude, or leave cliTools out`);
+  }
   if (
     !profile.cli &&
     profile.promptVia === 'arg' &&
@@ -115,8 +119,20 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
         });
       }
       const answerFile = answerMode === 'file' && request.stage !== 'impl' ? ANSWER_FILE : undefined;
+      const cliMode = profile.cli ? cliModeFor(profile.cli, level, profile.cliTools) : undefined;
+      if (profile.cli && cliMode === 'edits') {
+        const why = level === 'bubblewrap' ? "its profile narrows it (cliTools: 'edits')" : `it runs at sandbox '${level}', outside bubblewrap, where nothing would confine its commands`;
+        await request.event?.('CLI_TOOLS_NARROWED', 'low', `the ${request.stage} agent (${profileName}) runs ${profile.cli} with edits only, no commands (no tests, builds or git): ${why}`, {
+          ...(level === 'bubblewrap' ? {} : { suggestion: 'Run it where bubblewrap works (sandbox auto or bubblewrap) to give it its whole toolset.' }),
+          metadata: { agent: profileName, cli: profile.cli, mode: cliMode, sandbox: level },
+        });
+      }
+      // An impl agent that can run the tests is told how: the repository's own test command.
+      const testsFor = request.stage === 'impl' && request.testCommand ? testsHow(profile, cliMode) : undefined;
       // What the command gets (on stdin, as an argument or in the prompt file), and so what the lineage keeps.
-      const prompt = answerFile ? `${request.prompt}\n${answerInstruction(answerFile)}` : request.prompt;
+      let prompt = request.prompt;
+      if (testsFor && request.testCommand) prompt = `${prompt}\n${testsSection(request.testCommand, testsFor)}`;
+      if (answerFile) prompt = `${prompt}\n${answerInstruction(answerFile)}`;
       await request.recordPrompt?.(prompt);
       const lease =
         network === 'gateway' && gateway && profile.upstream
@@ -138,6 +154,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
         let command = profile.command;
         let cliEnv: Readonly<Record<string, string>> = {};
         let homeDir: string | undefined;
+        let nonRoot = false;
         if (profile.cli && scratch && profile.upstream) {
           const promptFile = path.join(scratch, 'prompt.md');
           await writeFile(promptFile, prompt, { mode: 0o600 });
@@ -150,6 +167,8 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
             promptFile,
             files: profile.cli === 'aider' ? await filesForAider(request, answerFile) : [],
             newFile: answerFile !== undefined,
+            mode: cliMode ?? 'edits',
+            testCommand: request.stage === 'impl' ? request.testCommand : undefined,
           });
           for (const [name, content] of Object.entries(invocation.homeFiles)) {
             await mkdir(path.dirname(path.join(homeDir, name)), { recursive: true });
@@ -157,6 +176,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           }
           command = invocation.command;
           cliEnv = invocation.env;
+          nonRoot = invocation.nonRoot === true;
         } else if (viaArg) {
           if (scratch !== undefined) {
             const promptFile = path.join(scratch, 'prompt.md');
@@ -180,6 +200,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
           readOnlyPaths: [...(scratch === undefined ? [] : [scratch]), ...(profile.cli && level === 'bubblewrap' ? programMounts(profile.command) : [])],
           ...(homeDir && level === 'bubblewrap' ? { homeDir } : {}),
           watch: true,
+          ...(nonRoot && level === 'bubblewrap' ? { nonRoot } : {}),
         });
         const watchedRun = level === 'bubblewrap' && network !== 'host';
         const env: NodeJS.ProcessEnv = {
@@ -266,6 +287,17 @@ async function recordFailedAttempts(request: AgentRequest, report: AttemptReport
   for (const [index, attempt] of report.attempts.entries()) {
     await request.event(attemptEventType(attempt), 'high', `the ${request.stage} agent (attempt ${request.attempt}, which failed) ${describeAttempt(attempt)}`, { key: `attempt-${index}`, metadata: { ...attempt } });
   }
+}
+
+/**
+ * Whether an impl agent is told how to run the tests, and how: a CLI in `full` mode runs them
+ * itself (aider: after each edit, on its own), one with edits only cannot; an agent of your own
+ * may run commands wherever it runs.
+ */
+function testsHow(profile: CommandAgentProfile, mode: CliMode | undefined): 'agent-runs' | 'cli-runs' | undefined {
+  if (!profile.cli) return 'agent-runs';
+  if (mode !== 'full') return undefined;
+  return profile.cli === 'aider' ? 'cli-runs' : 'agent-runs';
 }
 
 function toResult(outcome: ProcessOutcome, profile: CommandAgentProfile, level: SandboxLevel): AgentResult {
