@@ -10,6 +10,7 @@ const ANOMALY_EVENT_TYPES = [
   'CASCADE_DETECTED',
   'STAGNATION_DETECTED',
   'SANDBOX_ESCAPE_ATTEMPTED',
+  'SECRET_IN_CHANGE',
   'MODE_VIOLATION',
 ] as const satisfies readonly SafetyEventType[];
 

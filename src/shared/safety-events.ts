@@ -62,6 +62,9 @@ export const SAFETY_EVENT_TYPES = [
   'BUDGET_RESERVATION_DENIED',
   'CASCADE_DETECTED',
   'SANDBOX_ESCAPE_ATTEMPTED',
+  // the secret scan of a change: a credential held back (never committed), or let in where a person allowed it
+  'SECRET_IN_CHANGE',
+  'SECRET_ALLOWED',
   // the model gateway: a call refused at the wire; an agent given the host's network
   'MODEL_CALL_REFUSED',
   'HOST_NETWORK_GRANTED',
