@@ -10,11 +10,16 @@
  * Not workflow code (the rules run in the activity); what it returns is in secret-findings.ts.
  */
 import { lintSource } from '@secretlint/core';
+import { secretLintProfiler } from '@secretlint/profiler';
 import { rules as recommendedRules } from '@secretlint/secretlint-rule-preset-recommend';
 import type { SecretLintCoreConfig } from '@secretlint/types';
 import { matchGlob } from '../shared/glob';
 import type { SecretAllowance } from '../shared/intent';
 import type { AllowedSecret, SecretFinding, SecretScan } from '../shared/secret-findings';
+
+// secretlint's profiler keeps a performance mark of every rule run for ever, and measures each one
+// by name among all of them: a worker would scan slower with every change, and grow. Off.
+secretLintProfiler.mark = () => undefined;
 
 /** Files larger than this are not scanned (a generated bundle, a data file); say so where it matters. */
 export const MAX_SECRET_SCAN_BYTES = 1024 * 1024;

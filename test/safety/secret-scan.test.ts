@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { applyAllowances, scanTextForSecrets } from '../../src/safety/secret-scan';
 import { describeSecretFinding, secretRepairPrompt } from '../../src/shared/secret-findings';
 import {
@@ -69,4 +70,10 @@ test('among a few hundred changed files, the one secret planted is found at its 
   const files = Array.from({ length: 300 }, (_, i) => [`src/f${i}.ts`, i === 217 ? `${filler}\nconst id = '${FAKE_AWS_KEY_ID}';\n` : filler] as const);
   const findings = (await Promise.all(files.map(([p, text]) => scanTextForSecrets(p, text)))).flat();
   expect(findings).toEqual([{ path: 'src/f217.ts', line: 151, rule: 'aws/AWSAccessKeyID' }]);
+});
+
+test('scans leave no performance marks behind: a long-lived worker does not slow down or grow with every change', async () => {
+  // secretlint's profiler marks every rule run and keeps them; the scan turns it off.
+  for (let i = 0; i < 20; i++) await scanTextForSecrets(`src/f${i}.ts`, `export const x${i} = ${i};\n`);
+  expect(performance.getEntriesByType('mark').filter((m) => m.name.includes('>'))).toEqual([]);
 });
