@@ -30,3 +30,28 @@ export const FAKE_SLACK_TOKEN = join('xoxb-', '1234567890123', '-1234567890123',
 export function stringsWithCredentials(): string {
   return [`module.exports = { slugify: (s) => s.toLowerCase() };`, `const awsKeyId = '${FAKE_AWS_KEY_ID}';`, 'const pem = `', FAKE_PRIVATE_KEY_BLOCK + '`;', ''].join('\n');
 }
+
+/** `n` characters drawn in turn from `alphabet`: a filler of the right shape. */
+const run = (alphabet: string, n: number): string => Array.from({ length: n }, (_, i) => alphabet[(i * 7 + 3) % alphabet.length]).join('');
+const ALNUM = 'aB3dE5gH7jK9mN1pQ2rS4tU6vW8xY0z';
+const HEX = '0a1b2c3d4e5f6789';
+
+/** One fake credential of each format the rules and the redactor both know: its name, the text, and its secret part. */
+export const FAKE_TOKENS: ReadonlyArray<readonly [string, string, string?]> = [
+  ['AWS access key id', FAKE_AWS_KEY_ID],
+  ['GitHub token', FAKE_GITHUB_TOKEN],
+  ['Slack token', FAKE_SLACK_TOKEN],
+  ['npm token', join('npm_', run(ALNUM, 36))],
+  ['Groq key', join('gsk_', run(ALNUM, 52))],
+  ['Hugging Face token', join('hf_', run('abcdefghijKLMNOPQRSTuvwxyz', 34))],
+  ['Linear key', join('lin_api_', run(ALNUM, 40))],
+  ['Notion token', join('ntn_', run('0123456789', 11), run(ALNUM, 35))],
+  ['SendGrid key', join('SG.', run(ALNUM, 22), '.', run(ALNUM, 43))],
+  ['Shopify token', join('shpat_', run(HEX, 32))],
+  ['Grafana token', join('glsa_', run(ALNUM, 32), '_', run(HEX, 8))],
+  ['Vault token', join('hvs.', run(ALNUM, 95))],
+  ['Databricks token', join('dapi', run(HEX, 32))],
+  ['Docker token', join('dckr_pat_', run(ALNUM, 27))],
+  ['Figma token', join('figd_', run(ALNUM, 40))],
+  ['MongoDB password', join('mongodb://app:', run(ALNUM, 16), '@db.internal:27017/app'), run(ALNUM, 16)],
+];
