@@ -279,8 +279,8 @@ export async function scanChangedFilesForStubs(input: {
  * The secret scan of one step's change (see secret-scan.ts), before it is committed: every file
  * added or changed in the worktree since `baseCommit` (committed in the step or not, untracked
  * included, Warden's lineage too: the agent can write there), and each version of a file in a
- * commit the step made itself, so a secret committed and then deleted is found as well. Files
- * over {@link MAX_SECRET_SCAN_BYTES}, links and binary files are not scanned.
+ * commit the step made itself, so a secret committed and then deleted is found as well (the last
+ * 50 of them). Files over {@link MAX_SECRET_SCAN_BYTES} and links are not scanned.
  *
  * Findings a person allowed (`allowances`) stay. Any other finding holds the change back: the
  * step's own commits are undone (its files kept), and each file with a finding is put back as it

@@ -21,8 +21,8 @@ import type { AllowedSecret, SecretFinding, SecretScan } from '../shared/secret-
 // by name among all of them: a worker would scan slower with every change, and grow. Off.
 secretLintProfiler.mark = () => undefined;
 
-/** Files larger than this are not scanned (a generated bundle, a data file); say so where it matters. */
-export const MAX_SECRET_SCAN_BYTES = 1024 * 1024;
+/** Files larger than this are not scanned (a data set, a build); docs/trust.md says so. */
+export const MAX_SECRET_SCAN_BYTES = 16 * 1024 * 1024;
 
 const RULE_PREFIX = '@secretlint/secretlint-rule-';
 
@@ -40,9 +40,11 @@ const CONFIG: SecretLintCoreConfig = {
     .map((rule) => ({ id: rule.meta.id, rule, ...(RULE_OPTIONS[rule.meta.id] ? { options: RULE_OPTIONS[rule.meta.id] } : {}) })),
 };
 
-/** The secrets in one file's text, one finding per line and rule. Binary content is not scanned. */
+/**
+ * The secrets in one file's text, one finding per line and rule. Binary content is scanned as
+ * text too: a NUL byte in front of a key must not hide it.
+ */
 export async function scanTextForSecrets(filePath: string, content: string): Promise<SecretFinding[]> {
-  if (content.includes('\0')) return [];
   const result = await lintSource({
     source: { filePath, content, ext: extensionOf(filePath), contentType: 'text' },
     options: { config: CONFIG, maskSecrets: true, noPhysicFilePath: true },

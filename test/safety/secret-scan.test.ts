@@ -42,7 +42,7 @@ test('a disable comment written beside the secret hides nothing', async () => {
   expect(await scanTextForSecrets('lib/a.js', text)).toEqual([{ path: 'lib/a.js', line: 2, rule: 'aws/AWSAccessKeyID' }]);
 });
 
-test('ordinary code, placeholders and binary content are not findings', async () => {
+test('ordinary code and placeholders are not findings', async () => {
   const code = [
     'export function slugify(s: string): string {',
     "  return s.toLowerCase().replace(/[^a-z0-9]+/g, '-');",
@@ -52,7 +52,7 @@ test('ordinary code, placeholders and binary content are not findings', async ()
     "const token = '<your token here>';",
   ].join('\n');
   expect(await scanTextForSecrets('src/slug.ts', code)).toEqual([]);
-  expect(await scanTextForSecrets('img/logo.png', `\0PNG${FAKE_AWS_KEY_ID}`)).toEqual([]);
+
 });
 
 test('a person may allow findings by path glob, with the reason kept', async () => {
@@ -86,4 +86,8 @@ test.each(TOKENS)('a %s is found by the rules, and the redactor scrubs it too', 
   // A lineage file is redacted text: a shape the rules know and the redactor did not would send impl back for Warden's own writing.
   expect((await scanTextForSecrets('config/app.txt', `token: "${token}"\n`)).length).toBeGreaterThan(0);
   expect(createRedactor({})(`token: "${token}"`)).not.toContain(secret.slice(-12));
+});
+
+test('a NUL byte in front of a key does not hide it', async () => {
+  expect(await scanTextForSecrets('img/logo.png', `\0PNG\n${FAKE_AWS_KEY_ID}\n`)).toEqual([{ path: 'img/logo.png', line: 2, rule: 'aws/AWSAccessKeyID' }]);
 });
