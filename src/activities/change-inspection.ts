@@ -317,15 +317,15 @@ export async function holdBackSecrets(input: {
   const head = (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
   const ownCommits = head && head !== input.baseCommit;
   if (ownCommits) {
-    const log = await gitIn(loc, ['log', '--format=@%H', '--name-only', '--no-renames', '--diff-filter=AMT', '-n', '50', `${input.baseCommit}..${head}`]);
-    let commit = '';
-    for (const line of log.stdout.split('\n')) {
-      if (line.startsWith('@')) commit = line.slice(1);
-      else if (line.trim() && commit) {
-        await scan(line, async () => {
-          const size = await gitIn(loc, ['cat-file', '-s', `${commit}:${line}`]);
+    const commits = (await gitIn(loc, ['rev-list', '-n', '50', `${input.baseCommit}..${head}`])).stdout.split('\n').filter(Boolean);
+    for (const commit of commits) {
+      // -z: file names as they are, whatever characters they hold
+      const files = await gitIn(loc, ['diff-tree', '-r', '-z', '--root', '--no-commit-id', '--name-only', '--no-renames', '--diff-filter=AMT', commit]);
+      for (const file of files.stdout.split('\0').filter(Boolean)) {
+        await scan(file, async () => {
+          const size = await gitIn(loc, ['cat-file', '-s', `${commit}:${file}`]);
           if (size.code !== 0 || Number(size.stdout.trim()) > MAX_SECRET_SCAN_BYTES) return undefined;
-          const shown = await gitIn(loc, ['show', `${commit}:${line}`]);
+          const shown = await gitIn(loc, ['cat-file', 'blob', `${commit}:${file}`]);
           return shown.code === 0 ? shown.stdout : undefined;
         });
       }

@@ -412,15 +412,16 @@ describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
 
   test('a secret the step committed itself, even one deleted again, is held back and its commits undone', async () => {
     const s = await setup('secrets-committed');
-    write(s.worktree, 'lib/token.js', `module.exports = '${FAKE_AWS_KEY_ID}';\n`);
+    // A name git would quote in a listing: it is read as it is.
+    write(s.worktree, 'lib/my "token".js', `module.exports = '${FAKE_AWS_KEY_ID}';\n`);
     git(s.worktree, 'add', '-A');
     git(s.worktree, 'commit', '-qm', 'agent: add the key');
-    git(s.worktree, 'rm', '-q', 'lib/token.js');
+    git(s.worktree, 'rm', '-q', 'lib/my "token".js');
     write(s.worktree, 'lib/clean.js', 'module.exports = 2;\n');
     git(s.worktree, 'add', '-A');
     git(s.worktree, 'commit', '-qm', 'agent: remove it again');
     const scan = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [] });
-    expect(scan.held).toEqual([{ path: 'lib/token.js', line: 1, rule: 'aws/AWSAccessKeyID' }]);
+    expect(scan.held).toEqual([{ path: 'lib/my "token".js', line: 1, rule: 'aws/AWSAccessKeyID' }]);
     expect(git(s.worktree, 'rev-parse', 'HEAD')).toBe(s.base);
     expect(git(s.worktree, 'log', '--all', '--format=%s')).not.toContain('agent: add the key');
     expect(readFileSync(path.join(s.worktree, 'lib/clean.js'), 'utf8')).toBe('module.exports = 2;\n');
