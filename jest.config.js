@@ -5,7 +5,16 @@
  * and Debian's PostgreSQL, with bubblewrap and Chromium where the tests need them.
  * `npm test` runs both.
  */
-const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
+/**
+ * TypeScript, and the ES modules among the dependencies (secretlint's packages): Node loads those
+ * with require() itself, jest's module loader only once they are compiled to CommonJS.
+ */
+const ESM_PACKAGES = ['@secretlint'];
+const transform = {
+  '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }],
+  [`/node_modules/(?:${ESM_PACKAGES.join('|')})/.+\\.js$`]: ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
+};
+const transformIgnorePatterns = [`/node_modules/(?!(?:${ESM_PACKAGES.join('|')})/)`];
 
 /**
  * The unit tier: every test file here starts no server and needs no global setup. A new test file
@@ -15,7 +24,7 @@ const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
 const UNIT = [
   'test/shared/**/*.test.ts',
   'test/config/**/*.test.ts',
-  'test/safety/{cascade-detector,circuit-breaker,document-checks,error-rate,limits,money,pricing,stub-detector,token-bucket}.test.ts',
+  'test/safety/{secret-scan,cascade-detector,circuit-breaker,document-checks,error-rate,limits,money,pricing,stub-detector,token-bucket}.test.ts',
   'test/activities/{change-inspection,edit-blocks,launcher,global-stop-watch,lineage-ref,model-http,one-at-a-time,test-results,test-tamper,trash,worktree,worktree-records}.test.ts',
   'test/gateway/{call-patterns,call-shape,gateway,gateway-call-patterns,spend-meter,upstream}.test.ts',
   'test/client/{approval-outlook,check-stubs,command-program,config-commands,docs-commands,gate-prompt,init,web-pages}.test.ts',
@@ -37,6 +46,7 @@ module.exports = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform,
+      transformIgnorePatterns,
       roots: ['<rootDir>/test'],
       testMatch: UNIT,
       setupFilesAfterEnv: ['<rootDir>/test/setup/per-file.ts'],
@@ -45,6 +55,7 @@ module.exports = {
       displayName: 'integration',
       testEnvironment: 'node',
       transform,
+      transformIgnorePatterns,
       roots: ['<rootDir>/test', '<rootDir>/scenarios'],
       testMatch: ['<rootDir>/{test,scenarios}/**/*.test.ts', ...UNIT.map((glob) => `!${glob}`)],
       setupFilesAfterEnv: ['<rootDir>/test/setup/per-file.ts'],

@@ -2,7 +2,8 @@
  * What the change inspection after an agent attempt costs on a repository of a few thousand
  * files: the snapshot of the target repo's working tree taken before the attempt
  * (takeRepoSnapshot) and the inspection after it (inspectChanges: what changed, whether it stays
- * in the declared paths, whether anything was written outside the worktree). Side by side, in
+ * in the declared paths, whether anything was written outside the worktree), and the secret scan
+ * of the changed files before they are committed (holdBackSecrets). Side by side, in
  * alternating rounds so the machine's load hits both alike, the floor any such check pays:
  * `git status` in the worktree and in the repo.
  *
@@ -18,7 +19,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { inspectChanges, takeRepoSnapshot } from '../src/activities/change-inspection';
+import { holdBackSecrets, inspectChanges, takeRepoSnapshot } from '../src/activities/change-inspection';
 import { ensureWorktree } from '../src/activities/worktree';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { out, runBenchmark } from './console';
@@ -75,15 +76,24 @@ async function main(): Promise<number> {
     out(`a repository of ${30 * perFolder} files; per round ${CHANGED} changed or added in the declared folder and 1 written outside the worktree`);
 
     const inspection: number[] = [];
+    const secretScan: number[] = [];
     const status: number[] = [];
+    // Changed files as code is: a few hundred lines of ordinary source each.
+    const source = (round: number, f: number): string =>
+      Array.from({ length: 200 }, (_, i) => `export const value${i} = compute(${round}, ${f}, 'item-${i}'); // line ${i}`).join('\n') + '\n';
     for (let round = 0; round < ROUNDS; round++) {
       let started = performance.now();
       const snapshot = await takeRepoSnapshot(repo);
-      for (let f = 0; f < CHANGED; f++) write(worktree, `data/d1/f${f}.txt`, `changed in round ${round}\n`);
+      for (let f = 0; f < CHANGED; f++) write(worktree, `data/d1/f${f}.txt`, source(round, f));
       write(repo, 'data/d7/f7.txt', `outside, round ${round}\n`);
       const report = await inspectChanges({ worktreePath: worktree, repoPath: repo, baseCommit: base, declaredPaths: ['data/d1/**'], repoSnapshot: snapshot });
       inspection.push(performance.now() - started);
       if (report.changedPaths !== CHANGED || report.violations.length !== 1) throw new Error(`unexpected report: ${report.changedPaths} changed, ${report.violations.length} violation(s)`);
+
+      started = performance.now();
+      const scan = await holdBackSecrets({ worktreePath: worktree, repoPath: repo, baseCommit: base, allowances: [] });
+      secretScan.push(performance.now() - started);
+      if (scan.held.length !== 0) throw new Error(`unexpected secrets: ${scan.held.length}`);
 
       started = performance.now();
       git(worktree, 'status', '--porcelain');
@@ -95,14 +105,16 @@ async function main(): Promise<number> {
       git(repo, 'checkout', '-q', '--', '.');
     }
 
-    const results = { inspection: timing(inspection), gitStatus: timing(status) };
+    const results = { inspection: timing(inspection), secretScan: timing(secretScan), gitStatus: timing(status) };
     const ratio = Math.round((results.inspection.meanMs / results.gitStatus.meanMs) * 10) / 10;
+    const scanRatio = Math.round((results.secretScan.meanMs / results.gitStatus.meanMs) * 10) / 10;
     out('');
     out(`${'per round'.padEnd(34)}${'mean ms'.padStart(10)}${'best ms'.padStart(10)}`);
     out(`${'snapshot + inspection'.padEnd(34)}${results.inspection.meanMs.toFixed(1).padStart(10)}${results.inspection.bestMs.toFixed(1).padStart(10)}`);
+    out(`${`secret scan of ${CHANGED} changed files`.padEnd(34)}${results.secretScan.meanMs.toFixed(1).padStart(10)}${results.secretScan.bestMs.toFixed(1).padStart(10)}`);
     out(`${'git status, worktree and repo'.padEnd(34)}${results.gitStatus.meanMs.toFixed(1).padStart(10)}${results.gitStatus.bestMs.toFixed(1).padStart(10)}`);
-    out(`inspection / git status (mean): ${ratio}×`);
-    const summary = { bench: 'change-inspection', ...(flags.smoke ? { smoke: true } : {}), files: 30 * perFolder, changed: CHANGED, rounds: ROUNDS, ...results, ratios: { inspectionOverGitStatus: ratio } };
+    out(`inspection / git status (mean): ${ratio}×; secret scan / git status (mean): ${scanRatio}×`);
+    const summary = { bench: 'change-inspection', ...(flags.smoke ? { smoke: true } : {}), files: 30 * perFolder, changed: CHANGED, rounds: ROUNDS, ...results, ratios: { inspectionOverGitStatus: ratio, secretScanOverGitStatus: scanRatio } };
     out(JSON.stringify(summary));
     // A smoke run's figures are no figures: the last real ones stay.
     if (!flags.smoke) await writeResult('change-inspection', { ...summary, at: new Date().toISOString(), node: process.version });

@@ -18,8 +18,9 @@
  *   target repo's own working tree (tracked or untracked, not ignored) created, deleted or
  *   changed.
  *
- * Also here, because it needs the same view of the changes: {@link scanChangedFilesForStubs},
- * the anti-stub scan of the files the intent changed.
+ * Also here, because they need the same view of the changes: {@link scanChangedFilesForStubs},
+ * the anti-stub scan of the files the intent changed, and {@link holdBackSecrets}, the secret
+ * scan of a step's change before it is committed.
  *
  * Not workflow code (git, file system). Git runs with an explicit `--git-dir`/`--work-tree`
  * found from the repository's worktree registry, so a tampered `.git` file cannot redirect the
@@ -41,6 +42,9 @@ import type { StubFinding } from '../safety/stub-detector';
 import { gitRaw, type GitResult } from './git';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
+import { applyAllowances, MAX_SECRET_SCAN_BYTES, scanTextForSecrets } from '../safety/secret-scan';
+import type { SecretFinding, SecretScan } from '../shared/secret-findings';
+import type { SecretAllowance } from '../shared/intent';
 
 export type ViolationKind = 'outside-declared-paths' | 'symlink-escape' | 'git-dir-changed' | 'outside-worktree-write';
 
@@ -269,6 +273,74 @@ export async function scanChangedFilesForStubs(input: {
     findings.push(...detectNewStubs({ path: change.path, before: shown?.code === 0 ? shown.stdout : undefined, after }));
   }
   return findings;
+}
+
+/**
+ * The secret scan of one step's change (see secret-scan.ts), before it is committed: every file
+ * added or changed in the worktree since `baseCommit` (committed in the step or not, untracked
+ * included, Warden's lineage too: the agent can write there), and each version of a file in a
+ * commit the step made itself, so a secret committed and then deleted is found as well (the last
+ * 50 of them). Files over {@link MAX_SECRET_SCAN_BYTES} and links are not scanned.
+ *
+ * Findings a person allowed (`allowances`) stay. Any other finding holds the change back: the
+ * step's own commits are undone (its files kept), and each file with a finding is put back as it
+ * was at `baseCommit` (removed if it is new), so none of it can be committed. Returns both kinds.
+ */
+export async function holdBackSecrets(input: {
+  readonly worktreePath: string;
+  readonly repoPath: string;
+  readonly baseCommit: string;
+  readonly allowances: readonly SecretAllowance[];
+}): Promise<SecretScan> {
+  const loc = await locateWorktree(input.repoPath, input.worktreePath);
+  const findings: SecretFinding[] = [];
+  const scanned = new Set<string>();
+  const scan = async (file: string, read: () => Promise<string | undefined>): Promise<void> => {
+    const content = await read();
+    if (content === undefined) return;
+    for (const f of await scanTextForSecrets(file, content)) {
+      const key = `${f.path}:${f.line}:${f.rule}`;
+      if (!scanned.has(key)) findings.push(f);
+      scanned.add(key);
+    }
+  };
+  const inWorktree = new Set<string>();
+  for (const change of await listChanges(loc, input.baseCommit)) {
+    if (change.status === 'deleted' || change.path.endsWith('/')) continue;
+    inWorktree.add(change.path);
+    await scan(change.path, async () => {
+      const info = await lstat(path.join(loc.worktree, change.path)).catch(() => undefined);
+      if (!info?.isFile() || info.size > MAX_SECRET_SCAN_BYTES) return undefined;
+      return readFile(path.join(loc.worktree, change.path), 'utf8');
+    });
+  }
+  const head = (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
+  const ownCommits = head && head !== input.baseCommit;
+  if (ownCommits) {
+    const commits = (await gitIn(loc, ['rev-list', '-n', '50', `${input.baseCommit}..${head}`])).stdout.split('\n').filter(Boolean);
+    for (const commit of commits) {
+      // -z: file names as they are, whatever characters they hold
+      const files = await gitIn(loc, ['diff-tree', '-r', '-z', '--root', '--no-commit-id', '--name-only', '--no-renames', '--diff-filter=AMT', commit]);
+      for (const file of files.stdout.split('\0').filter(Boolean)) {
+        await scan(file, async () => {
+          const size = await gitIn(loc, ['cat-file', '-s', `${commit}:${file}`]);
+          if (size.code !== 0 || Number(size.stdout.trim()) > MAX_SECRET_SCAN_BYTES) return undefined;
+          const shown = await gitIn(loc, ['cat-file', 'blob', `${commit}:${file}`]);
+          return shown.code === 0 ? shown.stdout : undefined;
+        });
+      }
+    }
+  }
+  const outcome = applyAllowances(findings, input.allowances);
+  if (outcome.held.length === 0) return outcome;
+  if (ownCommits) await gitOrThrow(loc, ['reset', '-q', input.baseCommit]);
+  for (const file of new Set(outcome.held.map((f) => f.path))) {
+    if (!inWorktree.has(file)) continue; // only in a commit of the step, which is gone now
+    const before = await gitIn(loc, ['cat-file', '-e', `${input.baseCommit}:${file}`]);
+    if (before.code === 0) await gitOrThrow(loc, ['checkout', input.baseCommit, '--', file]);
+    else await rm(path.join(loc.worktree, file), { force: true });
+  }
+  return outcome;
 }
 
 /**

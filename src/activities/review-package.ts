@@ -4,7 +4,7 @@ import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
 import { activeLineageDir } from '../shared/ids';
 import { agentIdOf } from '../shared/agent-routing';
 import type { Intent } from '../shared/intent';
-import { MAX_DIFF_FILES, MAX_TRACE, type ReviewPackage } from '../shared/review-package';
+import { MAX_DIFF_FILES, MAX_SECRET_LINES, MAX_TRACE, type ReviewPackage } from '../shared/review-package';
 import type { Ledger } from '../ledger/ledger';
 import { changesAgainstBase } from './git';
 import { ensureWorktree } from './worktree';
@@ -32,6 +32,8 @@ export function createReviewPackageActivities(deps: { readonly worktreeRoot: str
       const added = files.reduce((n, f) => n + f.added, 0);
       const deleted = files.reduce((n, f) => n + f.deleted, 0);
       const trace = await deps.ledger.timeline(intent.id);
+      const secretRows = (type: string) => trace.filter((e) => e.type === type).slice(-MAX_SECRET_LINES).map((e) => e.summary.slice(0, 300));
+      const secrets = { held: secretRows('SECRET_IN_CHANGE'), allowed: secretRows('SECRET_ALLOWED') };
       return {
         intentId: intent.id,
         goal: intent.goal,
@@ -51,6 +53,7 @@ export function createReviewPackageActivities(deps: { readonly worktreeRoot: str
         ...(facts.review
           ? { review: { verdict: facts.review.verdict, findings: facts.review.findings.slice(0, 20), scores: facts.review.scores, summary: facts.review.summary.slice(0, 500) } }
           : {}),
+        ...(secrets.held.length + secrets.allowed.length > 0 ? { secrets } : {}),
         ledgerTrace: trace.slice(-MAX_TRACE).map((e) => `${e.at.toISOString()} ${e.type}${e.stage ? ` [${e.stage}]` : ''}: ${e.summary.slice(0, 160)}${e.usd ? ` ($${e.usd})` : ''}`),
       };
     },

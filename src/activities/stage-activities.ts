@@ -8,7 +8,7 @@ import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
 import { agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
-import type { Intent } from '../shared/intent';
+import type { Intent, SecretAllowance } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import type { AnomalyNotice } from '../safety/behaviour-watch';
@@ -29,7 +29,8 @@ import { redactionsIn, type AttemptReport } from '../shared/sandbox-attempts';
 import { AGENT_SESSION_VARIABLE } from '../shared/decisions';
 import { buildPrompt } from './prompts';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
-import { inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
+import { holdBackSecrets, inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
+import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
@@ -128,6 +129,8 @@ export interface StageResult {
   readonly review?: ReviewAssessment;
   /** What the agent's sandbox saw it try, when anything (the workflow records each and tells the merge gate). */
   readonly attempts?: AttemptReport;
+  /** What the secret scan found in the agent's change, when it found anything (see holdBackSecrets). */
+  readonly secrets?: SecretScan;
 }
 
 /** What the mechanical gates found after an impl attempt. */
@@ -158,6 +161,8 @@ export interface TestRunResult {
   /** What kind of result it was (collection error, failures, timeout), and what to do about it. */
   readonly kind: TestRunClass;
   readonly instruction: string;
+  /** What the secret scan found in what the tests wrote, when it found anything. */
+  readonly secrets?: SecretScan;
 }
 
 const TEST_OUTPUT_CAP = 4 * 1024 * 1024;
@@ -181,10 +186,11 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     const repoSnapshot = await takeRepoSnapshot(r.intent.repoPath, { worktree: r.worktreePath });
     const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(r.intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
     await refuseEscapes(r.intent, r.worktreePath, r.head, repoSnapshot, r.who);
+    const secrets = await holdBackSecrets({ worktreePath: r.worktreePath, repoPath: r.intent.repoPath, baseCommit: r.head, allowances: allowancesOf(r.intent) });
     const output = deps.redact(`$ ${r.command}\n${outcome.stdout}${outcome.stderr}`);
     const watched = parseWatchReport(outcome.report ?? '');
     const attempts = watched.attempts.length > 0 ? watched : undefined;
-    return { outcome, output, passed: outcome.termination === 'exited' && outcome.exitCode === 0, attempts };
+    return { outcome, output, passed: outcome.termination === 'exited' && outcome.exitCode === 0, attempts, secrets };
   };
 
   return {
@@ -255,6 +261,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         );
         const latencyMs = Date.now() - started;
         await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
+        // Before anything is committed: a secret in the change is put back, never committed.
+        const secrets = await holdBackSecrets({ worktreePath, repoPath: intent.repoPath, baseCommit, allowances: allowancesOf(intent) });
         const output = deps.redact(result.output);
         const log = result.log === undefined ? undefined : deps.redact(result.log);
         const attempts = withOutputRedactions(result.attempts, redactionsIn(result.output, output) + (log === undefined ? 0 : redactionsIn(result.log!, log)));
@@ -285,6 +293,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
           ...(stage === 'review' ? { review: readReviewAssessment(output) } : {}),
           ...(attempts ? { attempts } : {}),
+          ...(foundAny(secrets) ? { secrets } : {}),
         };
       });
     },
@@ -303,7 +312,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           return { attempt, passed: true, ran: false, kind: 'passed', instruction: '', summary: 'no test command: nothing to run', tail: '', failingTests: [] };
         }
         // Tests are agent-written code: what they wrote is judged like what the agent wrote.
-        const { outcome, output, passed, attempts } = await runConfined({ intent, worktreePath, head, command, slot: attempt, who: 'the test run' });
+        const { outcome, output, passed, attempts, secrets } = await runConfined({ intent, worktreePath, head, command, slot: attempt, who: 'the test run' });
         const counts = readTestCounts(output);
         const kind = classifyTestRun({ exitCode: outcome.exitCode, termination: outcome.termination, output });
         const summary = describeTestRun(outcome.exitCode, outcome.termination, counts);
@@ -323,6 +332,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           logPath,
           tail: output.slice(-FEEDBACK_TAIL_CHARS),
           ...(attempts ? { attempts } : {}),
+          ...(foundAny(secrets) ? { secrets } : {}),
         };
       });
     },
@@ -601,6 +611,15 @@ async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: s
     threshold: 0,
   };
   throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${details.reason}`, nonRetryable: true, details: [details] });
+}
+
+/** The paths where the person who started the intent allowed secrets (none for an intent started before there were any). */
+function allowancesOf(intent: Intent): readonly SecretAllowance[] {
+  return (intent as { readonly secrets?: Intent['secrets'] }).secrets?.allow ?? [];
+}
+
+function foundAny(scan: SecretScan): boolean {
+  return scan.held.length > 0 || scan.allowed.length > 0;
 }
 
 /**

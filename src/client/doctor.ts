@@ -41,8 +41,8 @@ export interface DoctorReport {
   readonly checks: readonly Check[];
 }
 
-/** Node's oldest supported major version (package.json's engines). */
-const MIN_NODE_MAJOR = 20;
+/** Node's oldest supported version (package.json's engines): 20.19 loads ES modules with require() (the secret scan's rules are some). */
+const MIN_NODE: readonly [number, number] = [20, 19];
 /** git 2.38: merging into a base branch that is not checked out uses `git merge-tree --write-tree`. */
 const MIN_GIT: readonly [number, number] = [2, 38];
 /** Free space below which worktrees (a checkout each, with their tests' output) fail or warn. */
@@ -89,10 +89,10 @@ function checkConfig(file: string | undefined, checks: Check[]): WardenConfig | 
 }
 
 function checkNode(): Check {
-  const major = Number(process.versions.node.split('.')[0]);
-  return major >= MIN_NODE_MAJOR
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  return major > MIN_NODE[0] || (major === MIN_NODE[0] && minor >= MIN_NODE[1])
     ? { name: 'node', status: 'ok', detail: `v${process.versions.node}` }
-    : { name: 'node', status: 'fail', detail: `v${process.versions.node}`, fix: `install Node.js ${MIN_NODE_MAJOR} or later` };
+    : { name: 'node', status: 'fail', detail: `v${process.versions.node}`, fix: `install Node.js ${MIN_NODE.join('.')} or later` };
 }
 
 async function checkGit(env: NodeJS.ProcessEnv): Promise<Check> {

@@ -63,7 +63,7 @@ export type RunConfig = {
   readonly toolsDir?: string;
   /** The prices every model the intent names must have (the worker in `warden run` meters by them). */
   readonly worker: Pick<WorkerSafetyConfig, 'pricing'>;
-} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
+} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -123,6 +123,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     gates: config.gates ?? {},
     confinement,
     ...(config.lineage ? { lineage: config.lineage } : {}),
+    ...(config.secrets ? { secrets: config.secrets } : {}),
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     customGates: config.customGates ?? [],

@@ -74,6 +74,7 @@ export function checkConfig(file: unknown): { readonly ok: true; readonly config
     telemetry: { ...base.telemetry, ...overrides.telemetry },
     ...(overrides.confinement ?? base.confinement ? { confinement: { ...base.confinement, ...overrides.confinement } } : {}),
     ...(overrides.lineage ?? base.lineage ? { lineage: { ...base.lineage, ...overrides.lineage } } : {}),
+    ...(overrides.secrets ?? base.secrets ? { secrets: { allow: overrides.secrets?.allow ?? base.secrets?.allow ?? [] } } : {}),
     ...(overrides.approvers ?? base.approvers ? { approvers: { ...base.approvers, ...overrides.approvers } } : {}),
     ...(overrides.unsignedDecisions ?? base.unsignedDecisions ? { unsignedDecisions: { ...base.unsignedDecisions, ...overrides.unsignedDecisions } } : {}),
     ...(overrides.customGates ?? base.customGates ? { customGates: overrides.customGates ?? base.customGates } : {}),

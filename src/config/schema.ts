@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PathGlobSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
-import { ApproverNameSchema, ConfinementSchema, LineageSettingsSchema } from '../shared/intent';
+import { ApproverNameSchema, ConfinementSchema, LineageSettingsSchema, SecretSettingsSchema } from '../shared/intent';
 import { isPublicKey } from '../shared/decision-proof';
 import { GateKindSchema } from '../shared/schema-primitives';
 import { NotifyChannelsSchema } from '../shared/notify-settings';
@@ -216,6 +216,8 @@ export const WardenConfigSchema = z.object({
   confinement: ConfinementSchema.partial().optional(),
   /** Where a merged intent's lineage is kept: `ref` (default) or `tree` (see LineageSettingsSchema); intents carry it. */
   lineage: LineageSettingsSchema.optional(),
+  /** Paths where a person lets secrets into a change, each with a reason (see SecretSettingsSchema); intents carry it. */
+  secrets: SecretSettingsSchema.optional(),
   approvers: ApproversSchema.optional(),
   unsignedDecisions: UnsignedDecisionsSchema.optional(),
   /** Channels every intent notifies (intents carry them); the worker uses them for events of no intent. */
@@ -258,6 +260,7 @@ export const ConfigFileSchema = z
     telemetry: TelemetrySchema.optional(),
     confinement: ConfinementSchema.partial().optional(),
     lineage: LineageSettingsSchema.partial().optional(),
+    secrets: SecretSettingsSchema.partial().strict().optional(),
     approvers: ApproversSchema.optional(),
     unsignedDecisions: UnsignedDecisionsSchema.optional(),
     notify: NotifyChannelsSchema.optional(),

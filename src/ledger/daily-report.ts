@@ -11,6 +11,7 @@ const ANOMALY_EVENT_TYPES = [
   'STAGNATION_DETECTED',
   'SANDBOX_ESCAPE_ATTEMPTED',
   'ESCAPE_ATTEMPTED',
+  'SECRET_IN_CHANGE',
   'MODE_VIOLATION',
 ] as const satisfies readonly SafetyEventType[];
 

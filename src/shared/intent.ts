@@ -69,6 +69,24 @@ export type Confinement = z.infer<typeof ConfinementSchema>;
 export const LineageSettingsSchema = z.object({ location: z.enum(['ref', 'tree']).default('ref') }).strict();
 export type LineageSettings = z.infer<typeof LineageSettingsSchema>;
 
+/**
+ * Paths where a person lets the secret scan's findings through (test fixtures of a scanner, say),
+ * with the reason they give. It lives in the person's config, never in the worktree (which the
+ * agent can write); each finding it lets through is a SECRET_ALLOWED row.
+ */
+export const SecretAllowanceSchema = z
+  .object({
+    /** Globs, relative to the repository's root, as in `paths`. */
+    paths: z.array(z.string().trim().min(1).max(500)).min(1).max(50),
+    reason: z.string().trim().min(1, 'say why secrets may be written there').max(500),
+  })
+  .strict();
+export type SecretAllowance = z.infer<typeof SecretAllowanceSchema>;
+
+/** The secret scan's settings (the config's `secrets`); intents carry them. */
+export const SecretSettingsSchema = z.object({ allow: z.array(SecretAllowanceSchema).max(50).default([]) }).strict();
+export type SecretSettings = z.infer<typeof SecretSettingsSchema>;
+
 /** An approver's name: what `by` says and the config's `approvers` key. */
 export const ApproverNameSchema = z.string().trim().min(1).max(100);
 
@@ -131,6 +149,8 @@ export const IntentSchema = z.object({
   confinement: ConfinementSchema.default({ allowUnconfinedCode: false, testNetwork: 'none' }),
   /** Where its lineage is kept once it merges (the config's `lineage`). */
   lineage: LineageSettingsSchema.default({ location: 'ref' }),
+  /** Paths where a person allowed secrets in the change (the config's `secrets.allow`). */
+  secrets: SecretSettingsSchema.default({ allow: [] }),
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),
   /** Where this intent's gates, escalations, budget warnings and ending are told (the config's channels and `--notify`). */
   notify: NotifyChannelsSchema.default([]),

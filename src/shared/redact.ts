@@ -38,6 +38,20 @@ export const SECRET_SHAPES: readonly SecretShape[] = [
   { name: 'Google API key', pattern: /\bAIza[0-9A-Za-z_-]{35}/g, keep: '' },
   { name: 'Stripe key', pattern: /\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}/g, keep: '' },
   { name: 'npm token', pattern: /\bnpm_[A-Za-z0-9]{36}\b/g, keep: '' },
+  // Shapes the secret scan's rules know too (src/safety/secret-scan.ts), so a lineage file never holds one.
+  { name: 'Groq key', pattern: /\bgsk_[A-Za-z0-9]{52}\b/g, keep: '' },
+  { name: 'Hugging Face token', pattern: /\bhf_[A-Za-z]{34}\b/g, keep: '' },
+  { name: 'Linear key', pattern: /\blin_api_[A-Za-z0-9_]{32,128}/g, keep: '' },
+  { name: 'Notion token', pattern: /\bntn_[0-9]{11}[A-Za-z0-9]{35}\b/g, keep: '' },
+  { name: 'SendGrid key', pattern: /\bSG\.[\w-]{16,128}\.[\w-]{16,128}/g, keep: '' },
+  { name: 'Shopify token', pattern: /\bshp(?:at|ss|ca|pa)_[A-Za-z0-9]{32,64}\b/g, keep: '' },
+  { name: 'Grafana token', pattern: /\b(?:glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})/g, keep: '' },
+  { name: '1Password token', pattern: /\bops_ey[A-Za-z0-9+/=]{100,1280}/g, keep: '' },
+  { name: 'Vault token', pattern: /\bhv[sbr]\.[A-Za-z0-9_-]{90,300}/g, keep: '' },
+  { name: 'Vercel token', pattern: /\bvc[pikar]_[A-Za-z0-9]{20,60}\b/g, keep: '' },
+  { name: 'Databricks token', pattern: /\bdapi[A-Fa-f0-9]{32}(?:-[0-9])?\b/g, keep: '' },
+  { name: 'Docker token', pattern: /\bdckr_pat_[A-Za-z0-9_-]{27}/g, keep: '' },
+  { name: 'Figma token', pattern: /\bfigd_[A-Za-z0-9_-]{40,200}/g, keep: '' },
   { name: 'JSON web token', pattern: /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, keep: '' },
   // An Authorization header line: everything after the name (Digest and others carry several parts).
   { name: 'authorization header', pattern: /^([ \t]*(?:proxy-)?authorization:[ \t]*)\S[^\r\n]*/gim, keep: '$1' },
@@ -49,7 +63,7 @@ export const SECRET_SHAPES: readonly SecretShape[] = [
     keep: '$1$2',
   },
   { name: 'bearer token', pattern: /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{12,}/gi, keep: '' }, // Authorization values quoted without their header
-  { name: 'database password', pattern: /\bpostgres(?:ql)?:\/\/[^:\s/]+:[^@\s]+@/g, keep: '' },
+  { name: 'database password', pattern: /\b(?:postgres(?:ql)?|mongodb(?:\+srv)?|(?:jdbc:)?mysqlx?):\/\/[^:\s/]+:[^@\s]+@/g, keep: '' },
   // NAME=value lines of secret-named variables (an environment dump), even of variables we do not have.
   { name: 'secret variable', pattern: /\b([A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?!\[redacted\])[^\s"'\\]{8,}/g, keep: '$1=' },
 ];

@@ -31,10 +31,17 @@ export interface ReviewPackage {
   readonly attempts?: { readonly listed: readonly string[]; readonly total: number };
   /** The intent's ledger events, oldest first (the last MAX_TRACE of them). */
   readonly ledgerTrace: readonly string[];
+  /**
+   * What the secret scan found in the intent's changes, from the ledger (never a value): each
+   * credential held back from an attempt (SECRET_IN_CHANGE) and each one let in by a person's
+   * allowance (SECRET_ALLOWED). The last MAX_SECRET_LINES of each; absent when there were none.
+   */
+  readonly secrets?: { readonly held: readonly string[]; readonly allowed: readonly string[] };
 }
 
 export const MAX_DIFF_FILES = 30;
 export const MAX_TRACE = 40;
+export const MAX_SECRET_LINES = 20;
 
 /** What a design gate (lld, spec) shows beside its document, as Markdown. */
 export function renderDocumentFacts(d: { readonly checks: string; readonly attempts: number; readonly predicted?: { readonly files: number; readonly lines: number } }): string {
@@ -70,6 +77,11 @@ export function renderReviewPackage(p: ReviewPackage): string {
       const s = p.review.scores;
       lines.push(`Judge scores: alignment ${s.strategicAlignment}, autonomy ${s.autonomyAppropriateness}, quality ${s.outputQuality}, efficiency ${s.resourceEfficiency}, learning ${s.learningApplication}`);
     }
+  }
+  if (p.secrets) {
+    lines.push('', `**Secrets:** ${p.secrets.held.length} held back from the change (never committed), ${p.secrets.allowed.length} let in by the config's secrets.allow`);
+    for (const s of p.secrets.held) lines.push(`- held back: ${s}`);
+    for (const s of p.secrets.allowed) lines.push(`- ALLOWED: ${s}`);
   }
   lines.push('', '**Ledger trace:**', ...p.ledgerTrace.map((t) => `- ${t}`));
   return lines.join('\n');

@@ -69,6 +69,9 @@ export const SAFETY_EVENT_TYPES = [
   // gateway cut from the model's answers: evidence, never the payload (src/shared/sandbox-attempts.ts)
   'ESCAPE_ATTEMPTED',
   'ANSWER_REDACTED',
+  // the secret scan of a change: a credential held back (never committed), or let in where a person allowed it
+  'SECRET_IN_CHANGE',
+  'SECRET_ALLOWED',
   // the model gateway: a call refused at the wire; an agent given the host's network
   'MODEL_CALL_REFUSED',
   'HOST_NETWORK_GRANTED',

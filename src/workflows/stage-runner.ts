@@ -10,6 +10,7 @@ import { enterStage } from './intent-status';
 import type { IntentRun } from './run-context';
 import { enforceCompletenessCap, testOutcome } from './stage-limits';
 import { recordAttempts } from './sandbox-evidence';
+import { describeSecretFinding, secretRepairPrompt, type SecretScan } from '../shared/secret-findings';
 
 /**
  * Running the agent stages: one agent call with its bookkeeping (`runStage`), the design stages
@@ -48,6 +49,7 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
     metadata: { attempt, artifactPath: result.artifactPath, commit: result.commit ?? null, cascade: result.safety.cascade.level },
   });
   recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
+  recordSecretScan(run, stage, `${stage} attempt ${attempt}`, 'the agent', result.secrets);
   await ledger.flush();
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
@@ -96,7 +98,12 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
   let feedback = changes;
   let refusals = 0;
   for (;;) {
-    await runStage(run, 'impl', feedback);
+    const result = await runStage(run, 'impl', feedback);
+    // A secret in the change goes back at once: what is left of the change is not worth testing.
+    if (result.secrets && result.secrets.held.length > 0) {
+      feedback = secretRepairPrompt(result.secrets.held, 'you');
+      continue;
+    }
     // Numbered across the intent: a second round after a person asked for changes goes on counting.
     const attempt = state.attempts.impl!;
     const tests = await run.activities.tests.runTests({ intent, attempt });
@@ -110,6 +117,8 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
     recordAttempts(run, 'impl', `the repo's tests after impl attempt ${attempt}`, tests.attempts);
     guard.recordTests(testOutcome(tests));
     if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
+    recordSecretScan(run, 'impl', `impl attempt ${attempt}`, 'the tests', tests.secrets);
+    const testSecrets = tests.secrets?.held ?? [];
     await checkChangeSize(run, predicted);
     // Passing tests are not enough: no stubs, and the tests themselves left as they were.
     const checks = await run.activities.git.checkImplementation({ intent });
@@ -123,13 +132,41 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
       });
       enforceCompletenessCap(refusals, cap);
     }
-    if (tests.passed && checks.ok) return;
+    if (tests.passed && checks.ok && testSecrets.length === 0) return;
     feedback = [
       tests.instruction,
       `Tests ${tests.summary}. End of their output:\n${tests.tail}`,
       checks.ok ? '' : `The mechanical checks refused this attempt:\n${checks.feedback}`,
+      testSecrets.length > 0 ? secretRepairPrompt(testSecrets, 'the tests') : '',
     ]
       .filter(Boolean)
       .join('\n\n');
   }
+}
+
+/** Most rows one scan writes of each kind; the rest are counted in the last one. */
+const MAX_SECRET_ROWS = 20;
+
+/**
+ * The secret scan's findings as ledger rows (never their values): SECRET_IN_CHANGE for each
+ * finding held back from the change, SECRET_ALLOWED for each one a person's allowance let in.
+ */
+function recordSecretScan(run: IntentRun, stage: AgentStage, when: string, who: string, scan: SecretScan | undefined): void {
+  if (!scan) return;
+  const { ledger } = run;
+  const rows = <T>(items: readonly T[], write: (item: T, more: string) => void) =>
+    items.slice(0, MAX_SECRET_ROWS).forEach((item, i) => write(item, i === MAX_SECRET_ROWS - 1 && items.length > MAX_SECRET_ROWS ? ` (and ${items.length - MAX_SECRET_ROWS} more)` : ''));
+  rows(scan.held, (f, more) =>
+    ledger.event('SECRET_IN_CHANGE', 'high', `${when}: ${who} wrote a secret at ${describeSecretFinding(f)}; the file was put back and nothing of it committed${more}`, {
+      stage,
+      suggestion: stage === 'impl' ? 'impl runs again, told the file, line and rule' : 'the stage goes on without that file',
+      metadata: { path: f.path, line: f.line, rule: f.rule, by: who },
+    }),
+  );
+  rows(scan.allowed, (f, more) =>
+    ledger.event('SECRET_ALLOWED', 'medium', `${when}: ${who} wrote a secret at ${describeSecretFinding(f)}, let in by the config's secrets.allow: ${f.reason}${more}`, {
+      stage,
+      metadata: { path: f.path, line: f.line, rule: f.rule, reason: f.reason, by: who },
+    }),
+  );
 }

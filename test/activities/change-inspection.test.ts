@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
+  holdBackSecrets,
   inspectChanges,
   listChangedPaths,
   revertChanges,
@@ -13,6 +14,7 @@ import {
 } from '../../src/activities/change-inspection';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
+import { FAKE_AWS_KEY_ID, FAKE_PRIVATE_KEY_BLOCK, stringsWithCredentials } from '../helpers/fake-credentials';
 
 const ID = ['-c', 'user.name=Agent', '-c', 'user.email=agent@localhost', '-c', 'commit.gpgsign=false'];
 function git(cwd: string, ...args: string[]): string {
@@ -386,5 +388,57 @@ describe('scanChangedFilesForStubs', () => {
     git(repo, 'commit', '-qm', 'someone else');
     const findings = await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo });
     expect(findings.map((f) => `${f.path}:${f.line} ${f.kind}`)).toEqual(['lib/legacy.js:3 empty-body', 'lib/rate.py:2 not-implemented']);
+  });
+});
+
+describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
+  test('a secret in a changed file and one in a new file are held back: the files are put back, the rest of the change stays', async () => {
+    const s = await setup('secrets-held');
+    const before = readFileSync(path.join(s.worktree, 'lib/strings.js'), 'utf8');
+    write(s.worktree, 'lib/strings.js', stringsWithCredentials());
+    write(s.worktree, 'keys/deploy.pem', FAKE_PRIVATE_KEY_BLOCK);
+    write(s.worktree, 'lib/clean.js', 'module.exports = 1;\n');
+    const scan = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [] });
+    expect(scan.allowed).toEqual([]);
+    expect(scan.held).toEqual([
+      { path: 'keys/deploy.pem', line: 1, rule: 'privatekey/PrivateKey' },
+      { path: 'lib/strings.js', line: 2, rule: 'aws/AWSAccessKeyID' },
+      { path: 'lib/strings.js', line: 4, rule: 'privatekey/PrivateKey' },
+    ]);
+    expect(readFileSync(path.join(s.worktree, 'lib/strings.js'), 'utf8')).toBe(before);
+    expect(existsSync(path.join(s.worktree, 'keys/deploy.pem'))).toBe(false);
+    expect(readFileSync(path.join(s.worktree, 'lib/clean.js'), 'utf8')).toBe('module.exports = 1;\n');
+  });
+
+  test('a secret the step committed itself, even one deleted again, is held back and its commits undone', async () => {
+    const s = await setup('secrets-committed');
+    // A name git would quote in a listing: it is read as it is.
+    write(s.worktree, 'lib/my "token".js', `module.exports = '${FAKE_AWS_KEY_ID}';\n`);
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'agent: add the key');
+    git(s.worktree, 'rm', '-q', 'lib/my "token".js');
+    write(s.worktree, 'lib/clean.js', 'module.exports = 2;\n');
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'agent: remove it again');
+    const scan = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [] });
+    expect(scan.held).toEqual([{ path: 'lib/my "token".js', line: 1, rule: 'aws/AWSAccessKeyID' }]);
+    expect(git(s.worktree, 'rev-parse', 'HEAD')).toBe(s.base);
+    expect(git(s.worktree, 'log', '--all', '--format=%s')).not.toContain('agent: add the key');
+    expect(readFileSync(path.join(s.worktree, 'lib/clean.js'), 'utf8')).toBe('module.exports = 2;\n');
+  });
+
+  test('an allowed path keeps its file, and says which allowance let it in', async () => {
+    const s = await setup('secrets-allowed');
+    write(s.worktree, 'test/fixtures/deploy.pem', FAKE_PRIVATE_KEY_BLOCK);
+    const scan = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [{ paths: ['test/fixtures/**'], reason: 'parser fixtures' }] });
+    expect(scan).toEqual({ held: [], allowed: [{ path: 'test/fixtures/deploy.pem', line: 1, rule: 'privatekey/PrivateKey', reason: 'parser fixtures' }] });
+    expect(existsSync(path.join(s.worktree, 'test/fixtures/deploy.pem'))).toBe(true);
+  });
+
+  test('a change without secrets is left alone', async () => {
+    const s = await setup('secrets-none');
+    write(s.worktree, 'lib/strings.js', 'module.exports = { slugify: (s) => s };\n');
+    expect(await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [] })).toEqual({ held: [], allowed: [] });
+    expect(readFileSync(path.join(s.worktree, 'lib/strings.js'), 'utf8')).toContain('slugify');
   });
 });

@@ -85,6 +85,7 @@ function packageSummaryHtml(p: ReviewPackage): string {
 <tr><th>Spend</th><td>$${esc(p.actual.spendUsd)}</td></tr>
 <tr><th>Tests</th><td>${p.tests.map((t) => `attempt ${t.attempt}: ${t.passed ? 'passed' : 'failed'} (${esc(t.summary)})`).join('<br>') || 'not run'}</td></tr>
 ${p.review ? `<tr><th>Review</th><td>${esc(p.review.verdict)}${p.review.summary ? ` — ${esc(p.review.summary)}` : ''}${findings ? `<ul>${findings}</ul>` : ''}</td></tr>` : ''}
+${p.secrets ? `<tr><th>Secrets</th><td>${p.secrets.held.length} held back from the change (never committed), ${p.secrets.allowed.length} let in by the config's secrets.allow<ul>${[...p.secrets.held.map((s) => `<li>held back: ${esc(s)}</li>`), ...p.secrets.allowed.map((s) => `<li>ALLOWED: ${esc(s)}</li>`)].join('')}</ul></td></tr>` : ''}
 <tr><th>Branch</th><td>${esc(p.branch)} → ${esc(p.baseBranch)}${p.environment ? ` (${esc(p.environment)})` : ''}</td></tr>
 <tr><th>Agent</th><td>${esc(p.agent)} at L${p.ladderLevel}</td></tr>
 ${p.attempts && p.attempts.total > 0 ? `<tr><th>Tried in its sandbox</th><td>${p.attempts.total} (this gate is a person's)<ul>${p.attempts.listed.map((a) => `<li>${esc(a)}</li>`).join('')}</ul>${p.attempts.total > p.attempts.listed.length ? `… and ${p.attempts.total - p.attempts.listed.length} more (warden audit lists each)` : ''}</td></tr>` : ''}
