@@ -39,7 +39,7 @@ import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { workflowIdForIntent } from '../src/shared/ids';
 import { stateQuery } from '../src/shared/messages';
 import { findFreePort } from '../src/shared/ports';
-import { endProgress, out, progress, runBenchmark, secs, sleep } from './console';
+import { endProgress, out, progress, runBenchmark, secs, sized, sleep } from './console';
 
 const REPO_ROOT = path.resolve(__dirname, '..');
 const BIN = path.join(REPO_ROOT, 'bin', 'warden.js');
@@ -49,17 +49,20 @@ const WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND = 17;
 
 const { values: flags } = parseArgs({
   options: {
-    intents: { type: 'string', default: '20' },
+    intents: { type: 'string' },
+    smoke: { type: 'boolean', default: false },
     seed: { type: 'string' },
     timeout: { type: 'string', default: '1200' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
-  out('usage: npm run chaos:local [-- --intents N (20)] [--seed N (random)] [--timeout SECONDS (1200)]');
+  out('usage: npm run chaos:local [-- --intents N (20; 2 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (1200)]');
   process.exit(0);
 }
-const N = Number(flags.intents);
+const N = sized(flags.intents, flags.smoke, 20, 2);
+/** The chaos's pauses: a tenth as long in a smoke run, which shows the run works, not that Warden holds. */
+const paced = (ms: number): number => Math.round(flags.smoke ? ms / 10 : ms);
 const SEED = flags.seed !== undefined ? Number(flags.seed) : randomBytes(4).readUInt32BE(0);
 const TIMEOUT_MS = Number(flags.timeout) * 1000;
 if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
@@ -119,13 +122,22 @@ async function main(): Promise<number> {
   let server: DevServer = await startServer();
   // This script starts the embedded PostgreSQL, so it owns it and may stop and start it.
   const database = await openDatabase({ dataDir: path.join(home, 'postgres'), port: 0 });
-  const ledger = new Ledger(database.pool);
   const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_CONFIG: config, WARDEN_APPROVER_KEYS: keys, TEMPORAL_ADDRESS: server.address, WARDEN_LOG_LEVEL: 'warn', USER: 'approver' };
   delete env.DATABASE_URL;
   const workerLog = path.join(tmp, 'worker.log');
+  // Like a service manager: a worker that exits by itself (it cannot reach a server that is being
+  // restarted, say) is started again a second later. A SIGKILL from the chaos is restarted by the chaos.
+  let stopping = false;
   const startWorker = (): ChildProcess => {
     const child = spawn(process.execPath, [BIN, 'worker'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     child.stderr?.on('data', (d: Buffer) => writeFileSync(workerLog, d, { flag: 'a' }));
+    child.once('exit', (code) => {
+      if (stopping || code === null || child !== worker) return;
+      note(`the worker exited (${code}) by itself: started again`);
+      setTimeout(() => {
+        if (!stopping && child === worker) worker = startWorker();
+      }, 1_000);
+    });
     return child;
   };
   let worker = startWorker();
@@ -178,34 +190,42 @@ async function main(): Promise<number> {
     async function makeChaos(): Promise<void> {
       const killWorker = async (during: 'agent' | 'tests' | 'any') => {
         const tag = during === 'any' ? 'chaos-' : `chaos-${during}-42`;
-        const deadline = Date.now() + 120_000;
-        while (processesWith(tag) === 0 && Date.now() < deadline) await sleep(200);
+        const deadline = Date.now() + paced(120_000);
+        while (processesWith(tag) === 0 && Date.now() < deadline) await sleep(paced(200));
         const running = { agents: processesWith('chaos-agent-42'), tests: processesWith('chaos-tests-42') };
         worker.kill('SIGKILL');
         await new Promise((resolve) => worker.once('close', resolve));
         note(`SIGKILL to the worker (${running.agents} agent and ${running.tests} test processes running)`);
-        await sleep(2_000);
-        note(`2 s later: ${processesWith('chaos-agent-42') + processesWith('chaos-tests-42')} of their processes alive; worker started again`);
+        await sleep(paced(2_000));
+        note(`${paced(2_000) / 1000} s later: ${processesWith('chaos-agent-42') + processesWith('chaos-tests-42')} of their processes alive; worker started again`);
         worker = startWorker();
       };
-      await sleep(5_000 + random() * 10_000);
+      await sleep(paced(5_000 + random() * 10_000));
       await killWorker('agent');
-      await sleep(10_000 + random() * 10_000);
+      await sleep(paced(10_000 + random() * 10_000));
       await killWorker('tests');
-      await sleep(10_000 + random() * 10_000);
+      await sleep(paced(10_000 + random() * 10_000));
       await server.stop();
       note('Temporal server stopped');
-      await sleep(3_000);
+      await sleep(paced(3_000));
       server = await startServer();
       note('Temporal server started again');
-      await sleep(10_000 + random() * 10_000);
+      await sleep(paced(10_000 + random() * 10_000));
       const pg = database.server!;
       process.kill(pg.pid, 'SIGINT');
-      note(`PostgreSQL stopped (pid ${pg.pid}) for 30 s`);
-      await sleep(30_000);
-      await startEmbeddedPostgres({ dataDir: path.join(home, 'postgres'), port: pg.port });
-      note('PostgreSQL started again');
-      await sleep(5_000 + random() * 10_000);
+      note(`PostgreSQL stopped (pid ${pg.pid}) for ${paced(30_000) / 1000} s`);
+      await sleep(paced(30_000));
+      // The worker owns the embedded server too, and may have started it again first (on a port
+      // of its choosing, so the data folder's lock is what tells).
+      const restarted = await startEmbeddedPostgres({ dataDir: path.join(home, 'postgres'), port: pg.port }).then(
+        () => 'PostgreSQL started again',
+        (error: unknown) => {
+          if (String(error).includes('"postmaster.pid" already exists')) return 'PostgreSQL was started again by the worker';
+          throw error;
+        },
+      );
+      note(restarted);
+      await sleep(paced(5_000 + random() * 10_000));
       await killWorker('any');
     }
 
@@ -277,12 +297,16 @@ async function main(): Promise<number> {
       : 0;
     // Reservations of killed attempts are released within a minute of their attempt ending.
     const deadline = Date.now() + 150_000;
+    // Read where the home's server is now: the worker may have started it again on another port.
+    const now = await openDatabase({ dataDir: path.join(home, 'postgres'), port: 0, migrate: false });
+    const ledger = new Ledger(now.pool);
     let books = await ledger.books();
     while (books.some((b) => b.openReservations > 0) && Date.now() < deadline) {
       progress(`waiting for ${books.reduce((s, b) => s + b.openReservations, 0)} open reservation(s) to be reconciled`);
       await sleep(5_000);
       books = await ledger.books();
     }
+    await now.close();
     endProgress();
     const differenceCents = booksDifferenceCents(books);
     const openReservations = books.reduce((sum, b) => sum + b.openReservations, 0);
@@ -324,6 +348,7 @@ async function main(): Promise<number> {
     const clean = outcomes.running === 0 && wedged === 0 && processesLeft === 0 && worktreesLeft === 0 && differenceCents === 0 && duplicateMerges === 0;
     return clean ? 0 : 1;
   } finally {
+    stopping = true;
     worker.kill('SIGTERM');
     await new Promise((resolve) => (worker.exitCode !== null || worker.signalCode !== null ? resolve(undefined) : worker.once('close', resolve)));
     await connection.close().catch(() => undefined);

@@ -45,3 +45,11 @@ export function runBenchmark(name: string, main: () => Promise<number>): void {
     },
   );
 }
+
+/**
+ * A size flag's value: the one given, else the smoke size under `--smoke` (enough to show the
+ * benchmark runs end to end, in seconds), else the full size.
+ */
+export function sized(given: string | undefined, smoke: boolean | undefined, full: number, small: number): number {
+  return Number(given ?? (smoke ? small : full));
+}

@@ -4,7 +4,7 @@
  * relayed event by event while it is screened and redacted, settled. That must cost the agent
  * next to nothing: at most 2 ms more at p50 and 10 ms more at p99 than the call made straight.
  *
- *   npx tsx bench/gateway-latency.ts [--calls 2000] [--warmup 200] [--prompt-bytes 8000] [--answer-chars 1000] [--event-chars 16]
+ *   npx tsx bench/gateway-latency.ts [--calls 2000] [--warmup 200] [--smoke] [--prompt-bytes 8000] [--answer-chars 1000] [--event-chars 16]
  *   npm run bench:gateway
  *
  * The upstream is a scripted model on loopback (below) that answers at once, so what is measured
@@ -38,20 +38,21 @@ import { SpendMeter, type BudgetBook, type OpenCall } from '../src/gateway/spend
 import type { PricingTable } from '../src/safety/pricing';
 import { addUsd, compareUsd, ZERO_USD } from '../src/shared/money';
 import { createRedactor } from '../src/shared/redact';
-import { out, percentile, runBenchmark } from './console';
+import { out, percentile, runBenchmark, sized } from './console';
 import { writeResult } from './harness';
 
 const { values: flags } = parseArgs({
   options: {
-    calls: { type: 'string', default: '2000' },
-    warmup: { type: 'string', default: '200' },
+    calls: { type: 'string' },
+    warmup: { type: 'string' },
+    smoke: { type: 'boolean', default: false },
     'prompt-bytes': { type: 'string', default: '8000' },
     'answer-chars': { type: 'string', default: '1000' },
     'event-chars': { type: 'string', default: '16' },
   },
 });
-const CALLS = Number(flags.calls);
-const WARMUP = Number(flags.warmup);
+const CALLS = sized(flags.calls, flags.smoke, 2000, 100);
+const WARMUP = sized(flags.warmup, flags.smoke, 200, 10);
 const PROMPT_BYTES = Number(flags['prompt-bytes']);
 const ANSWER_CHARS = Number(flags['answer-chars']);
 const EVENT_CHARS = Number(flags['event-chars']);

@@ -4,7 +4,7 @@
  * workflow cache; jest's workers in the test suite). Both ways run side by side in one process,
  * alternating in rounds, so the machine's load hits both alike.
  *
- *   npx tsx bench/git-launch.ts [--calls 200] [--memory-mb 700]
+ *   npx tsx bench/git-launch.ts [--calls 200] [--memory-mb 700] [--smoke]
  *   npm run bench:git-launch
  *
  * Prints the wall time per call and the worker's CPU per call for each way, their ratio, and a
@@ -13,12 +13,12 @@
 import { execFile } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { launch, stopLauncher } from '../src/activities/launcher';
-import { out, percentile, runBenchmark } from './console';
+import { out, percentile, runBenchmark, sized } from './console';
 import { writeResult } from './harness';
 
-const { values: flags } = parseArgs({ options: { calls: { type: 'string', default: '200' }, 'memory-mb': { type: 'string', default: '700' } } });
-const CALLS = Number(flags.calls);
-const MEMORY_MB = Number(flags['memory-mb']);
+const { values: flags } = parseArgs({ options: { calls: { type: 'string' }, 'memory-mb': { type: 'string' }, smoke: { type: 'boolean', default: false } } });
+const CALLS = sized(flags.calls, flags.smoke, 200, 10);
+const MEMORY_MB = sized(flags['memory-mb'], flags.smoke, 700, 50);
 if (!Number.isInteger(CALLS) || CALLS < 10 || !Number.isInteger(MEMORY_MB) || MEMORY_MB < 0) {
   out('--calls takes a whole number ≥ 10, --memory-mb one ≥ 0');
   process.exit(2);

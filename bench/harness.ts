@@ -113,12 +113,16 @@ export function benchWorker(
   });
 }
 
-/** Writes a benchmark's result to bench/results/<name>.json and says where. */
-export async function writeResult(name: string, result: unknown): Promise<void> {
+/**
+ * Writes a benchmark's result to bench/results/<name>.json, says where, and prints its figures
+ * (the result itself unless given) as one JSON line: the last line, for scripts and the smoke test.
+ */
+export async function writeResult(name: string, result: unknown, figures: unknown = result): Promise<void> {
   await mkdir(RESULTS_DIR, { recursive: true });
   const file = path.join(RESULTS_DIR, `${name}.json`);
   await writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
   out(`results: ${path.relative(process.cwd(), file)}`);
+  out(JSON.stringify(figures));
 }
 
 /** Runs `worker` while `fn` runs. */

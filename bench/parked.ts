@@ -6,7 +6,7 @@
  * warden.config.json that lifts the rate limits); its RSS is read from /proc while intents park
  * and after they have.
  *
- *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N] [--heap MB]
+ *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N] [--heap MB] [--smoke]
  *   npm run bench:parked
  *
  * Everything is its own and torn down at the end. Results: bench/results/parked.json, the
@@ -21,16 +21,16 @@ import { parseArgs } from 'node:util';
 import { startIntent } from '../src/client/intents';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { TASK_QUEUE } from '../src/shared/ids';
-import { endProgress, mapLimit, out, progress, runBenchmark, secs, sleep, t } from './console';
+import { endProgress, mapLimit, out, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { REPO_ROOT, RESULTS_DIR, startBench, unthrottledConfig, unthrottledConfigFile, writeResult } from './harness';
 
-const { values: flags } = parseArgs({ options: { intents: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, cache: { type: 'string' }, heap: { type: 'string' } } });
+const { values: flags } = parseArgs({ options: { intents: { type: 'string' }, concurrency: { type: 'string' }, cache: { type: 'string' }, heap: { type: 'string' }, smoke: { type: 'boolean', default: false } } });
 /** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the config's. */
 const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
 /** `--heap MB`: the workflow thread's heap limit (config worker.workflowHeapMb); default: the config's. */
 const HEAP = flags.heap === undefined ? undefined : Number(flags.heap);
-const N = Number(flags.intents);
-const C = Number(flags.concurrency);
+const N = sized(flags.intents, flags.smoke, 1000, 3);
+const C = sized(flags.concurrency, flags.smoke, 16, 3);
 if (
   !Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1 ||
   (CACHE !== undefined && (!Number.isInteger(CACHE) || CACHE < 0)) ||

@@ -14,7 +14,9 @@
  * Warden, once the review package is on the pending gate), and gate-resume latency, from the
  * approve call to the merge stage's code starting.
  *
- *   npm run bench:peer -- [--pipelines 200] [--concurrency 1,8]
+ *   npm run bench:peer -- [--pipelines 200] [--concurrency 1,8] [--warmup 20] [--smoke]
+ *
+ * `--smoke`: 3 pipelines per level, no warm-up; checks that the benchmark runs, not its figures.
  *
  * LangGraph is a dependency of this benchmark only: bench/peer/package.json, installed into
  * bench/peer/node_modules on the first run. Results: bench/results/peer.json.
@@ -27,6 +29,7 @@ import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
 import { startIntent } from '../src/client/intents';
 import { LadderStore } from '../src/ledger/ladder-store';
+import { workflowIdForIntent } from '../src/shared/ids';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
 import { noopStageActivities } from './core/noop-activities';
@@ -36,13 +39,14 @@ import type { CreatePeerPipeline } from './peer-types';
 
 const { values: flags } = parseArgs({
   options: {
-    pipelines: { type: 'string', default: '200' },
+    pipelines: { type: 'string' },
     concurrency: { type: 'string', default: '1,8' },
-    warmup: { type: 'string', default: '20' },
+    warmup: { type: 'string' },
+    smoke: { type: 'boolean', default: false },
   },
 });
-const N = Number(flags.pipelines);
-const WARMUP = Number(flags.warmup);
+const N = Number(flags.pipelines ?? (flags.smoke ? 3 : 200));
+const WARMUP = Number(flags.warmup ?? (flags.smoke ? 0 : 20));
 const LEVELS = flags.concurrency.split(',').map(Number);
 if (!Number.isInteger(N) || N < 1 || !Number.isInteger(WARMUP) || WARMUP < 0 || LEVELS.some((c) => !Number.isInteger(c) || c < 1)) {
   out('--pipelines takes a whole number ≥ 1, --warmup one ≥ 0, --concurrency a comma-separated list of them (e.g. 1,8)');
@@ -101,7 +105,19 @@ class Rendezvous<T> {
   }
 }
 
-async function wardenRuns(s: Bench): Promise<Run[]> {
+/** What one Warden intent costs the server: its history's events and workflow tasks. */
+interface IntentShape {
+  readonly historyEvents: number;
+  readonly workflowTasks: number;
+}
+
+async function intentShape(s: Bench, workflowId: string): Promise<IntentShape> {
+  const events = (await s.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const completed = events.filter((e) => e.workflowTaskCompletedEventAttributes).length;
+  return { historyEvents: events.length, workflowTasks: completed };
+}
+
+async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape }> {
   const atGate = new Rendezvous<void>();
   const mergeAt = new Rendezvous<number>();
   const worker = await benchWorker(s, 'core', {
@@ -129,7 +145,8 @@ async function wardenRuns(s: Bench): Promise<Run[]> {
     if (outcome.status !== 'merged') throw new Error(`${id} ended ${outcome.status}`);
     return latency;
   };
-  return withWorker(worker, () => runLevels('Warden core (intentWorkflow, safety on, no-op stages)', pipeline));
+  const runs = await withWorker(worker, () => runLevels('Warden core (intentWorkflow, safety on, no-op stages)', pipeline));
+  return { runs, shape: await intentShape(s, workflowIdForIntent(`core-${WARMUP}`)) };
 }
 
 async function peerRuns(s: Bench, createPeerPipeline: CreatePeerPipeline, durability: 'async' | 'sync'): Promise<Run[]> {
@@ -193,7 +210,7 @@ async function main(): Promise<number> {
   const createPeerPipeline = loadPeer();
   const s = await startBench('peer');
   try {
-    const warden = await wardenRuns(s);
+    const { runs: warden, shape } = await wardenRuns(s);
     const peer = await peerRuns(s, createPeerPipeline, 'async');
     const peerSync = await peerRuns(s, createPeerPipeline, 'sync');
     const floor = await bareRuns(s);
@@ -214,7 +231,19 @@ async function main(): Promise<number> {
     for (const r of ratios) {
       out(`concurrency ${r.concurrency}: throughput Warden / peer (its default durability) ${r.throughput.toFixed(2)}× (target ≥ 1.0), median gate resume Warden / peer ${r.gateMedian.toFixed(2)}× (target ≤ 1.0)`);
     }
-    await writeResult('peer', { pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios });
+    out(`one Warden intent: ${shape.workflowTasks} workflow tasks, ${shape.historyEvents} history events`);
+    const perLevel = (runs: Run[]) => Object.fromEntries(runs.map((r) => [`c${r.concurrency}`, Number(r.perSecond.toFixed(3))]));
+    const first = warden[0]!;
+    await writeResult('peer', { pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios, shape }, {
+      warden: perLevel(warden),
+      bare: perLevel(floor),
+      langgraph: perLevel(peer),
+      langgraphSync: perLevel(peerSync),
+      gateMedianMs: Number(first.gate.medianMs.toFixed(1)),
+      gateP99Ms: Number(first.gate.p99Ms.toFixed(1)),
+      workflowTasksPerIntent: shape.workflowTasks,
+      historyEventsPerIntent: shape.historyEvents,
+    });
     return 0;
   } finally {
     await s.close();

@@ -9,7 +9,7 @@
  * - gate latency: G intents (default 100) wait at the merge gate; the bench approves each and
  *   reads, from the workflow history, the time from the signal to the next activity's start.
  *
- *   npx tsx bench/pipeline.ts [--intents 200] [--gates 100] [--concurrency 8]
+ *   npx tsx bench/pipeline.ts [--intents 200] [--gates 100] [--concurrency 8] [--smoke]
  *   npm run bench:pipeline -- --intents 50
  *
  * Everything is its own (an in-memory dev server, an embedded PostgreSQL in a temp folder, the
@@ -24,19 +24,20 @@ import { createSampleRepo } from '../src/client/sample-repo';
 import { LadderStore } from '../src/ledger/ladder-store';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
-import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
+import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { benchWorker, runToMerge, startBench, withWorker, writeResult, type Bench } from './harness';
 
 const { values: flags } = parseArgs({
   options: {
-    intents: { type: 'string', default: '200' },
-    gates: { type: 'string', default: '100' },
-    concurrency: { type: 'string', default: '8' },
+    intents: { type: 'string' },
+    gates: { type: 'string' },
+    concurrency: { type: 'string' },
+    smoke: { type: 'boolean', default: false },
   },
 });
-const N = Number(flags.intents);
-const G = Number(flags.gates);
-const C = Number(flags.concurrency);
+const N = sized(flags.intents, flags.smoke, 200, 2);
+const G = sized(flags.gates, flags.smoke, 100, 2);
+const C = sized(flags.concurrency, flags.smoke, 8, 2);
 for (const [name, value] of [['--intents', N], ['--gates', G], ['--concurrency', C]] as const) {
   if (!Number.isInteger(value) || value < 1) {
     out(`${name} takes a whole number ≥ 1`);
@@ -167,7 +168,12 @@ async function main(): Promise<number> {
     out(`throughput, safety on / off: ${result.throughputOnVsOff.toFixed(3)} (target ≥ 0.95)`);
     out(`median time per intent, safety on / bare: ${result.timeOnVsBare.toFixed(1)}× (target ≤ 1.5×; the pipeline does real git work and runs the repo's tests twice, the bare one nothing)`);
     out(`gate latency (approve signal → next activity started): median ${gates.medianMs} ms, p99 ${gates.p99Ms} ms over ${gates.samples} gates`);
-    await writeResult('pipeline', result);
+    await writeResult('pipeline', result, {
+      safetyOnOff: Number(result.throughputOnVsOff.toFixed(3)),
+      perSecond: { safetyOn: Number(on.perSecond.toFixed(3)), safetyOff: Number(off.perSecond.toFixed(3)), bare: Number(floor.perSecond.toFixed(3)) },
+      gateMedianMs: gates.medianMs,
+      gateP99Ms: gates.p99Ms,
+    });
     return 0;
   } finally {
     await s.close();

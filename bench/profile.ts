@@ -4,7 +4,7 @@
  * from each intent's history, the time per activity type (queued = scheduled → started, run =
  * started → closed) and per workflow task, as medians and totals over all intents.
  *
- *   npx tsx bench/profile.ts [--intents 16] [--concurrency 8]
+ *   npx tsx bench/profile.ts [--intents 16] [--concurrency 8] [--smoke]
  *
  * Local activities leave no scheduled/started events, only a marker; their time is inside the
  * workflow task that ran them ("workflow task run"). Results: bench/results/profile.json.
@@ -15,14 +15,14 @@ import { parseArgs } from 'node:util';
 import type { temporal } from '@temporalio/proto';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { LadderStore } from '../src/ledger/ladder-store';
-import { mapLimit, out, percentile, progress, endProgress, runBenchmark, secs, t } from './console';
+import { mapLimit, out, percentile, progress, endProgress, runBenchmark, secs, sized, t } from './console';
 import { benchWorker, runToMerge, startBench, withWorker, writeResult } from './harness';
 
 const { values: flags } = parseArgs({
-  options: { intents: { type: 'string', default: '16' }, concurrency: { type: 'string', default: '8' } },
+  options: { intents: { type: 'string' }, concurrency: { type: 'string' }, smoke: { type: 'boolean', default: false } },
 });
-const N = Number(flags.intents);
-const C = Number(flags.concurrency);
+const N = sized(flags.intents, flags.smoke, 16, 2);
+const C = sized(flags.concurrency, flags.smoke, 8, 2);
 for (const [name, value] of [['--intents', N], ['--concurrency', C]] as const) {
   if (!Number.isInteger(value) || value < 1) {
     out(`${name} takes a whole number ≥ 1`);

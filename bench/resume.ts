@@ -3,7 +3,7 @@
  * by pause/resume signals); `warden resume --from impl` (a reset to just before impl) → how long
  * until the new run's impl activity has started, measured on the client clock, for R runs.
  *
- *   npx tsx bench/resume.ts [--runs 5] [--events 1000]
+ *   npx tsx bench/resume.ts [--runs 5] [--events 1000] [--smoke]
  *   npm run bench:resume
  *
  * Everything is its own and torn down at the end. Results: bench/results/resume.json.
@@ -15,12 +15,12 @@ import { startIntent } from '../src/client/intents';
 import { resumeIntent } from '../src/client/resume';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { pauseSignal, resumeSignal, stateQuery } from '../src/shared/messages';
-import { endProgress, out, percentile, progress, runBenchmark, sleep, t } from './console';
+import { endProgress, out, percentile, progress, runBenchmark, sized, sleep, t } from './console';
 import { benchWorker, startBench, withWorker, writeResult } from './harness';
 
-const { values: flags } = parseArgs({ options: { runs: { type: 'string', default: '5' }, events: { type: 'string', default: '1000' } } });
-const RUNS = Number(flags.runs);
-const EVENTS = Number(flags.events);
+const { values: flags } = parseArgs({ options: { runs: { type: 'string' }, events: { type: 'string' }, smoke: { type: 'boolean', default: false } } });
+const RUNS = sized(flags.runs, flags.smoke, 5, 1);
+const EVENTS = sized(flags.events, flags.smoke, 1000, 100);
 if (!Number.isInteger(RUNS) || RUNS < 1 || !Number.isInteger(EVENTS) || EVENTS < 1) {
   out('--runs and --events take whole numbers ≥ 1');
   process.exit(2);

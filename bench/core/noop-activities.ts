@@ -1,4 +1,6 @@
+import { ApplicationFailure } from '@temporalio/activity';
 import type { WardenActivities } from '../../src/activities';
+import { createStageActivities } from '../../src/activities/stage-activities';
 import { branchForIntent } from '../../src/shared/ids';
 import type { AgentStage } from '../../src/shared/stages';
 
@@ -11,6 +13,23 @@ export interface CoreObserver {
   reviewPackageBuilt(intentId: string): void;
   /** The merge stage's first activity began. */
   mergeStarted(intentId: string): void;
+}
+
+/**
+ * Every activity that works on the intent's repository. Building them opens nothing (each is a
+ * closure over its dependencies), so their names can be read without a worker.
+ */
+const REPOSITORY_ACTIVITIES = Object.keys(createStageActivities(undefined as never, undefined as never));
+
+/**
+ * A repository activity the benchmark has no stand-in for fails the intent at once, naming itself:
+ * a new stage activity then stops the benchmark with a clear line instead of retrying against a
+ * repository that does not exist and hanging.
+ */
+function withoutStandIn(name: string) {
+  return async (): Promise<never> => {
+    throw ApplicationFailure.nonRetryable(`${name} works on the repository and bench/core/noop-activities.ts has no stand-in for it`, 'BenchStandInMissing');
+  };
 }
 
 const NO_SAFETY_FINDINGS = { cascade: { level: 'NONE', score: 0, patterns: [] } } as const;
@@ -33,8 +52,7 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
     // Distinct per stage and attempt: the same output twice is what the loop detector looks for.
     safety: { ...NO_SAFETY_FINDINGS, outputHash: `${intentId}:${stage}:${attempt}`, latencyMs: 0 },
   });
-  return {
-    ...real,
+  const standIns: Partial<WardenActivities> = {
     async prepareWorktree({ intent }) {
       return { worktreePath: `/nonexistent/${intent.id}`, branch: branchForIntent(intent.id), head: 'noop' };
     },
@@ -92,5 +110,16 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
     async cleanupIntent() {
       return {};
     },
+    async rebaseOntoBase() {
+      return { moved: false };
+    },
+    async checkMergeConditions() {
+      return { met: true, results: [] };
+    },
+    async changedFilesMatching() {
+      return [];
+    },
   };
+  const missing = Object.fromEntries(REPOSITORY_ACTIVITIES.filter((name) => !(name in standIns)).map((name) => [name, withoutStandIn(name)]));
+  return { ...real, ...missing, ...standIns } as WardenActivities;
 }
