@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import type { RuntimeConfig } from '../runtime/config';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
-import { connectTemporal, openLedger } from './session';
+import { connectTemporal, openLedger, openOwnedLedger } from './session';
 import { STOP_WAIT_MS, stopAll, stopIntent, type StopOutcome } from './stop-intents';
 
 interface Io {
@@ -27,7 +27,9 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
       if (flags.all && !flags.reason) throw new UserError('--all needs --reason TEXT');
       const waitMs = waitOf(flags.wait);
       const target = await connectTemporal(config, () => undefined);
-      const { ledger, database } = await openLedger(config, () => undefined);
+      // The kill switch must not wait on the ledger: with the embedded PostgreSQL down it is started
+      // (and stopped again after), so the stop and the global flag are recorded.
+      const { ledger, database } = await openOwnedLedger(config, () => undefined);
       const options = {
         by: flags.by ?? io.defaultUser(),
         reason: flags.reason ?? 'stopped from the CLI',
