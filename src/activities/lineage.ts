@@ -34,6 +34,11 @@ export async function readPriorArtifacts(worktreePath: string, intentId: string,
   return Promise.all(names.map(async (name) => ({ name, content: await readFile(path.join(dir, name), 'utf8') })));
 }
 
+/** One artifact of the intent's active lineage, by file name (a design document under review). */
+export async function readLineageArtifact(worktreePath: string, intentId: string, name: string): Promise<PriorArtifact> {
+  return { name, content: await readFile(path.join(worktreePath, activeLineageDir(intentId), name), 'utf8') };
+}
+
 /** Moves lineage from active/ to done/ (idempotent); returns the done folder, relative. */
 export async function archiveLineageFolder(worktreePath: string, intentId: string): Promise<string> {
   const active = path.join(worktreePath, activeLineageDir(intentId));

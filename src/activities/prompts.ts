@@ -12,9 +12,9 @@ export interface PriorArtifact {
 /** Folder of the per-stage task texts (`triage.md` … `review.md`): edit them to change what agents are asked. */
 export const PROMPTS_DIR = path.join(__dirname, 'prompts');
 
-const tasks = new Map<AgentStage, string>();
-/** The task text of `stage`, read once from PROMPTS_DIR. */
-export function stageTask(stage: AgentStage): string {
+const tasks = new Map<string, string>();
+/** The task text of `stage` (or of `design-review`, the review of an lld or spec), read once from PROMPTS_DIR. */
+export function stageTask(stage: AgentStage | 'design-review'): string {
   let task = tasks.get(stage);
   if (task === undefined) {
     task = readFileSync(path.join(PROMPTS_DIR, `${stage}.md`), 'utf8').trim();
@@ -34,13 +34,15 @@ export function buildPrompt(input: {
   readonly priorArtifacts: readonly PriorArtifact[];
   readonly feedback?: string;
   readonly conditions?: readonly string[];
+  /** The prompt asks to review the document this attempt of `stage` wrote (design-review.md). */
+  readonly designReview?: boolean;
 }): string {
   const { intent, stage, attempt } = input;
   const parts = [
-    `# Warden: ${stage} (attempt ${attempt})`,
+    input.designReview ? `# Warden: design review of ${stage} (attempt ${attempt})` : `# Warden: ${stage} (attempt ${attempt})`,
     `## Goal\n${intent.goal}`,
     `## Declared paths (the only files you may change)\n${intent.paths.map((p) => `- ${p}`).join('\n')}`,
-    `## Task\n${stageTask(stage)}`,
+    `## Task\n${stageTask(input.designReview ? 'design-review' : stage)}`,
   ];
   for (const artifact of input.priorArtifacts) {
     parts.push(`## Earlier artifact: ${artifact.name}\n${artifact.content.slice(0, MAX_ARTIFACT_CHARS)}`);

@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
-import { agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
+import { agentForCall, agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
 import type { Intent, SecretAllowance } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
@@ -19,7 +19,7 @@ import { createAgent, SpendMeter } from './agents';
 import { activityLogger } from './log-context';
 import { detectTestCommand } from './test-command';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
-import { archiveLineageFolder, artifactName, copyLineageFolder, readPriorArtifacts, writeLineageFile } from './lineage';
+import { archiveLineageFolder, artifactName, copyLineageFolder, readLineageArtifact, readPriorArtifacts, writeLineageFile } from './lineage';
 import { recordLineageRef } from './lineage-ref';
 import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
 import { agentEnvironment, runProcess, type RunProcessOptions } from './process';
@@ -39,8 +39,8 @@ import { MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-cond
 import { matchGlob, pathAllowed } from '../shared/glob';
 import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
 import { ensureWorktree, mergeIntoBase, removeWorktree, worktreePathFor, type WorktreeRef } from './worktree';
-import { readReviewAssessment, readTriageAssessment } from '../shared/assessment-parsing';
-import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
+import { readDesignReviewAssessment, readReviewAssessment, readTriageAssessment } from '../shared/assessment-parsing';
+import type { DesignReviewAssessment, ReviewAssessment, TriageAssessment } from '../shared/assessments';
 
 /** What the worker injects into activities. */
 export interface ActivityDeps {
@@ -99,6 +99,11 @@ export interface StageInput extends IntentRef {
   readonly startCommit?: string;
   /** Conditions an approver attached to the gate before this stage; they go into the prompt. */
   readonly conditions?: readonly string[];
+  /**
+   * The call reviews the document attempt `attempt` of `stage` (lld, spec) wrote: it runs on the
+   * `review` route's agent, may not call the author's model, and answers a verdict with findings.
+   */
+  readonly designReview?: boolean;
 }
 
 /** What the safety layers need to know about one agent answer, computed where the answer is. */
@@ -127,6 +132,8 @@ export interface StageResult {
   readonly triage?: TriageAssessment;
   /** Review only: verdict, findings and judge scores. */
   readonly review?: ReviewAssessment;
+  /** A design review only: the reviewer's verdict and findings on the document. */
+  readonly designReview?: DesignReviewAssessment;
   /** What the agent's sandbox saw it try, when anything (the workflow records each and tells the merge gate). */
   readonly attempts?: AttemptReport;
   /** What the secret scan found in the agent's change, when it found anything (see holdBackSecrets). */
@@ -208,8 +215,9 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       // Heartbeat for the whole attempt, git work included: a busy worker must not look dead.
       return whileHeartbeating(async () => {
         const { intent, stage, attempt } = input;
+        const designReview = input.designReview === true;
         const scope = currentAttemptScope();
-        const profile = agentForStage(intent, stage);
+        const profile = agentForCall(intent, input);
         // The worker interceptor's meter reserves against the budgets; without it, calls are only priced.
         const meter = scope?.meter ?? new SpendMeter({ pricing: deps.pricing, declaredCapUsd: input.maxCallUsd });
         // This worker's prices may not be those `warden run` checked: refused before anything starts.
@@ -224,16 +232,14 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const baseCommit = input.startCommit ?? head;
         // The target repo's own working tree, to catch an agent that writes outside its worktree.
         const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
-        const prompt = buildPrompt({
-          intent,
-          stage,
-          attempt,
-          priorArtifacts: await readPriorArtifacts(worktreePath, intent.id, stage),
-          feedback: input.feedback,
-          conditions: input.conditions,
-        });
+        const priorArtifacts = await readPriorArtifacts(worktreePath, intent.id, stage);
+        // The reviewer reads the document under review after what it was written from.
+        if (designReview) priorArtifacts.push(await readLineageArtifact(worktreePath, intent.id, artifactName(stage, attempt)));
+        const prompt = buildPrompt({ intent, stage, attempt, priorArtifacts, feedback: input.feedback, conditions: input.conditions, designReview });
+        // A design review's files sit beside the document's: 02-lld.review.md, 02-lld.review.prompt.md.
+        const suffix = designReview ? '.review' : '';
         // The agent says what it sent: the prompt plus what the agent adds (where its answer goes, files it is shown).
-        const promptName = artifactName(stage, attempt, '.prompt.md');
+        const promptName = artifactName(stage, attempt, `${suffix}.prompt.md`);
         const promptPath = path.join(activeLineageDir(intent.id), promptName);
         const recordPrompt = async (sent: string): Promise<void> => void (await writeLineageFile(worktreePath, intent.id, promptName, deps.redact(sent)));
         const started = Date.now();
@@ -243,6 +249,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             intentId: intent.id,
             stage,
             attempt,
+            ...(designReview ? { designReview } : {}),
             prompt,
             worktreePath,
             signal,
@@ -254,7 +261,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             goal: intent.goal,
             meter,
             event: scope?.event,
-            forbiddenModels: modelsForbiddenAt(intent, stage),
+            forbiddenModels: modelsForbiddenAt(intent, stage, designReview),
             recordPrompt,
             testCommand: stage === 'impl' ? (intent.testCommand ?? detectTestCommand(worktreePath)) : undefined,
           }),
@@ -270,10 +277,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         // Every paid call of the attempt, each priced as it was made (an unknown model was refused before).
         const costUsd = meter.totalUsd();
         const usage = meter.totalUsage();
-        const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt), output);
+        const artifactPath = await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, `${suffix}.md`), output);
         // A CLI's printout is its log, not its answer: kept beside the answer.
-        if (log !== undefined) await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, '.log.txt'), log);
-        const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} attempt ${attempt}`);
+        if (log !== undefined) await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, `${suffix}.log.txt`), log);
+        const commit = await commitAll(worktreePath, `warden(${intent.id}): ${designReview ? `design review of ${stage}` : stage} attempt ${attempt}`);
         activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
         const cascade = detectCascade(output, { goal: intent.goal, paths: intent.paths });
         return {
@@ -292,6 +299,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           },
           ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
           ...(stage === 'review' ? { review: readReviewAssessment(output) } : {}),
+          ...(designReview ? { designReview: readDesignReviewAssessment(output) } : {}),
           ...(attempts ? { attempts } : {}),
           ...(foundAny(secrets) ? { secrets } : {}),
         };

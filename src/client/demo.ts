@@ -35,6 +35,8 @@ export async function runDemo(config: RuntimeConfig, logger: Logger, print: (lin
       baseBranch: 'main',
       paths: ['lib/**'],
       agent: { kind: 'scripted', scriptPath: DEMO_AGENT_SCRIPT },
+      // The design and the spec are reviewed before their gates, as a config's `review.design` asks.
+      reviewPolicy: { design: true },
       // The scripted agent answers at once: no need for the default 60 s between impl attempts.
       limits: { cooldown: '0s' },
       // Who may decide, as `warden run` would say for this server (unsigned decisions count on the embedded one).

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { UserError } from '../shared/errors';
 import type { z } from 'zod';
 import { mergeGateSettings } from '../shared/gate-settings';
+import { designReviewViolation } from '../shared/agent-routing';
 import { PROFILE_DEFAULTS } from './profiles';
 import { mergeLimits } from '../shared/limit-settings';
 import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, type ConfigFile, type ConfigProblem, type WardenConfig } from './schema';
@@ -99,6 +100,8 @@ export function checkConfig(file: unknown): { readonly ok: true; readonly config
   for (const [stage, name] of Object.entries(result.data.routing)) {
     if (name !== undefined && !result.data.agents[name]) problems.push({ path: ['routing', stage], message: `names agent "${name}", which is not in agents` });
   }
+  const designReview = problems.length === 0 ? routedDesignReviewViolation(result.data) : undefined;
+  if (designReview) problems.push({ path: ['review', 'design'], message: designReview });
   return problems.length > 0 ? { ok: false, problems } : { ok: true, config: result.data };
 }
 
@@ -188,4 +191,22 @@ function loadTypeScriptHook(file: string): void {
   } catch {
     throw new UserError(`${file} is TypeScript, which needs tsx beside it (npm install --save-dev tsx); or write the config as warden.config.json`);
   }
+}
+
+/**
+ * With `review.design` on and routing naming the agents: why the `review` route may not review
+ * the lld or spec (its model writes them, or the policy forbids it), else undefined. The same
+ * rule is checked again by every intent as it starts.
+ */
+function routedDesignReviewViolation(config: WardenConfig): string | undefined {
+  const { routing, agents, review } = config;
+  if (!review.design || !routing.default) return undefined;
+  const profile = (stage: 'lld' | 'spec' | 'review') => agents[routing[stage] ?? routing.default!]!;
+  const intent = {
+    agent: agents[routing.default]!,
+    stageAgents: { lld: profile('lld'), spec: profile('spec'), review: profile('review') },
+    reviewPolicy: { requireDifferentFamily: review.requireDifferentFamily, forbiddenReviewers: review.forbiddenReviewers, design: true },
+  };
+  const violation = designReviewViolation(intent);
+  return violation ? `${violation}, or turn review.design off` : undefined;
 }

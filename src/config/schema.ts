@@ -210,7 +210,12 @@ export const WardenConfigSchema = z.object({
   /** Which named profile runs which stage; `default` runs the rest. */
   routing: RoutingSchema,
   /** Cross-model review rules, carried by every intent. */
-  review: z.object({ requireDifferentFamily: z.boolean(), forbiddenReviewers: z.array(z.string().trim().min(1)) }),
+  review: z.object({
+    requireDifferentFamily: z.boolean(),
+    forbiddenReviewers: z.array(z.string().trim().min(1)),
+    /** The lld and spec are reviewed by the `review` route's model before their gates (never the author's model). */
+    design: z.boolean().optional(),
+  }),
   telemetry: TelemetrySchema,
   /** What agent-written code may do beyond bubblewrap (see ConfinementSchema); intents carry it. */
   confinement: ConfinementSchema.partial().optional(),
@@ -256,7 +261,7 @@ export const ConfigFileSchema = z
     // Checked here, not only once merged, so that editors complete profiles from the JSON Schema.
     agents: z.record(AgentKeySchema, AgentProfileSchema).optional(),
     routing: RoutingSchema.optional(),
-    review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional() }).strict().optional(),
+    review: z.object({ requireDifferentFamily: z.boolean().optional(), forbiddenReviewers: z.array(z.string().trim().min(1)).optional(), design: z.boolean().optional() }).strict().optional(),
     telemetry: TelemetrySchema.optional(),
     confinement: ConfinementSchema.partial().optional(),
     lineage: LineageSettingsSchema.partial().optional(),

@@ -15,6 +15,14 @@ export function agentForStage(intent: Pick<Intent, 'agent' | 'stageAgents'>, sta
   return intent.stageAgents[stage] ?? intent.agent;
 }
 
+/**
+ * The profile one agent call runs on: its stage's, except the review of a design document
+ * (lld, spec), which runs on the reviewer routed to `review`.
+ */
+export function agentForCall(intent: Pick<Intent, 'agent' | 'stageAgents'>, call: { readonly stage: AgentStage; readonly designReview?: boolean }): AgentProfile {
+  return agentForStage(intent, call.designReview ? 'review' : call.stage);
+}
+
 /** Whether the profile calls a model over HTTP, so each call's maximum cost is known before it is made. */
 export function callsModelOverHttp(profile: AgentProfile): boolean {
   return profile.kind === 'anthropic' || profile.kind === 'openai';
@@ -49,9 +57,15 @@ export function modelOf(profile: AgentProfile | IntentInput['agent']): string | 
 
 /**
  * Models a stage may not call, enforced at the gateway: review may not use a forbidden reviewer,
- * nor the model that built the change when the policy asks for another family.
+ * nor the model that built the change when the policy asks for another family; a design review
+ * neither a forbidden reviewer nor the model that wrote the document.
  */
-export function modelsForbiddenAt(intent: Pick<Intent, 'agent' | 'stageAgents' | 'reviewPolicy'>, stage: AgentStage): string[] {
+export function modelsForbiddenAt(intent: Pick<Intent, 'agent' | 'stageAgents' | 'reviewPolicy'>, stage: AgentStage, designReview = false): string[] {
+  // A design document's reviewer may never answer as the model that wrote it.
+  if (designReview) {
+    const author = modelOf(agentForStage(intent, stage));
+    return [...intent.reviewPolicy.forbiddenReviewers, ...(author ? [author] : [])];
+  }
   if (stage !== 'review') return [];
   const forbidden = [...intent.reviewPolicy.forbiddenReviewers];
   const builder = modelOf(agentForStage(intent, 'impl'));
@@ -67,4 +81,24 @@ export function networkOf(profile: Pick<CommandAgentProfile, 'network' | 'upstre
 /** Whether the profile's model calls go through the worker's model gateway (HTTP agents, and command agents on `network: 'gateway'`). */
 export function callsThroughGateway(profile: AgentProfile): boolean {
   return callsModelOverHttp(profile) || (profile.kind === 'command' && networkOf(profile) === 'gateway');
+}
+
+/** Why the design reviewer may not review the lld or spec, or undefined when it may. */
+export function designReviewViolation(intent: Pick<Intent, 'agent' | 'stageAgents' | 'reviewPolicy'>): string | undefined {
+  const reviewer = agentForStage(intent, 'review');
+  const reviewerModel = modelOf(reviewer) ?? modelFamily(reviewer);
+  if (intent.reviewPolicy.forbiddenReviewers.some((m) => m === reviewerModel || reviewerModel.startsWith(`${m}-`))) {
+    return `${reviewerModel} is never allowed to review (reviewPolicy.forbiddenReviewers)`;
+  }
+  for (const stage of ['lld', 'spec'] as const) {
+    const author = agentForStage(intent, stage);
+    const authorModel = modelOf(author);
+    if (authorModel !== undefined && authorModel === modelOf(reviewer)) {
+      return `the design review of ${stage} would run on ${authorModel}, the model that writes it (route review to another model)`;
+    }
+    if (intent.reviewPolicy.requireDifferentFamily && modelFamily(author) === modelFamily(reviewer)) {
+      return `the design review of ${stage} would run on ${modelFamily(reviewer)} (${agentIdOf(reviewer)}), the family that writes it; the policy asks for another`;
+    }
+  }
+  return undefined;
 }

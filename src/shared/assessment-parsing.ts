@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ReviewAssessment, TriageAssessment } from './assessments';
+import type { DesignReviewAssessment, ReviewAssessment, TriageAssessment } from './assessments';
 import type { RiskClass } from './risk';
 import { describeIssues, RiskClassSchema } from './schema-primitives';
 
@@ -40,6 +40,12 @@ export const ReviewAnswerSchema = z.object({
   verdict: z.enum(['APPROVE', 'BLOCK']),
   findings: z.array(FindingSchema).max(100).default([]),
   scores: JudgeScoresSchema.optional(),
+  summary: z.string().max(4000).default(''),
+});
+
+export const DesignReviewAnswerSchema = z.object({
+  verdict: z.enum(['APPROVE', 'REQUEST_CHANGES', 'BLOCK']),
+  findings: z.array(FindingSchema).max(100).default([]),
   summary: z.string().max(4000).default(''),
 });
 
@@ -94,4 +100,16 @@ export function readReviewAssessment(output: string): ReviewAssessment {
   if (data) return { ...data, structured: true };
   const verdict = /^\W*APPROVE\b/i.test(output.trim()) ? 'APPROVE' : 'BLOCK';
   return { verdict, findings: [], summary: output.trim().split('\n')[0]?.slice(0, 200) ?? '', structured: false, ...(problems ? { problems } : {}) };
+}
+
+/**
+ * The design reviewer's assessment. Without a valid block: the verdict its answer starts with
+ * (APPROVE, REQUEST_CHANGES or BLOCK), else REQUEST_CHANGES: an answer nobody can read goes to
+ * the person at the gate, and does not send the author's document back.
+ */
+export function readDesignReviewAssessment(output: string): DesignReviewAssessment {
+  const { data, problems } = validBlock(DesignReviewAnswerSchema, output);
+  if (data) return { ...data, structured: true };
+  const first = /^\W*(APPROVE|REQUEST_CHANGES|BLOCK)\b/i.exec(output.trim())?.[1]?.toUpperCase() as DesignReviewAssessment['verdict'] | undefined;
+  return { verdict: first ?? 'REQUEST_CHANGES', findings: [], summary: output.trim().split('\n')[0]?.slice(0, 200) ?? '', structured: false, ...(problems ? { problems } : {}) };
 }

@@ -43,6 +43,33 @@ export interface ReviewAssessment {
   readonly problems?: string;
 }
 
+/**
+ * The design reviewer's answer on an lld or spec: APPROVE lets the document go to its gate,
+ * REQUEST_CHANGES goes to the gate with the findings for the person to weigh, BLOCK sends the
+ * document back to its author.
+ */
+export interface DesignReviewAssessment {
+  readonly verdict: 'APPROVE' | 'REQUEST_CHANGES' | 'BLOCK';
+  readonly findings: readonly Finding[];
+  readonly summary: string;
+  readonly structured: boolean;
+  readonly problems?: string;
+}
+
+/** What a design gate shows of the reviewer's answer: who reviewed, the verdict, the first findings. */
+export interface DesignReviewSummary {
+  readonly verdict: DesignReviewAssessment['verdict'];
+  readonly reviewer: string;
+  readonly model: string;
+  readonly summary: string;
+  readonly findings: readonly Finding[];
+  /** All the findings, when more than the ones listed. */
+  readonly total: number;
+}
+
+/** A design review without an answer: the person at the gate weighs the document without one. */
+export const UNANSWERED_DESIGN_REVIEW: DesignReviewAssessment = { verdict: 'REQUEST_CHANGES', findings: [], summary: 'the reviewer gave no answer', structured: false };
+
 /** Triage's assessment of an empty answer: MEDIUM risk with no confidence, so nothing passes on it. */
 export const UNANSWERED_TRIAGE: TriageAssessment = { risk: 'MEDIUM', confidence: 0, affectedPaths: [], rationale: '', structured: false };
 

@@ -137,8 +137,10 @@ export const IntentSchema = z.object({
     .object({
       requireDifferentFamily: z.boolean().default(false),
       forbiddenReviewers: z.array(z.string().trim().min(1)).default([]),
+      /** The lld and spec go to the `review` stage's agent before their gates; its model may not be the author's. */
+      design: z.boolean().default(false),
     })
-    .default({ requireDifferentFamily: false, forbiddenReviewers: [] }),
+    .default({ requireDifferentFamily: false, forbiddenReviewers: [], design: false }),
   /** Shell command that runs the repo's tests; exit code 0 means they pass. */
   testCommand: z.string().trim().min(1).max(4000).optional(),
   limits: LimitsSchema,

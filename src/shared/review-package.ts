@@ -1,4 +1,4 @@
-import type { Finding, JudgeScores } from './assessments';
+import type { DesignReviewSummary, Finding, JudgeScores } from './assessments';
 import type { RiskClass } from './risk';
 
 /**
@@ -44,9 +44,18 @@ export const MAX_TRACE = 40;
 export const MAX_SECRET_LINES = 20;
 
 /** What a design gate (lld, spec) shows beside its document, as Markdown. */
-export function renderDocumentFacts(d: { readonly checks: string; readonly attempts: number; readonly predicted?: { readonly files: number; readonly lines: number } }): string {
+export function renderDocumentFacts(d: { readonly checks: string; readonly attempts: number; readonly predicted?: { readonly files: number; readonly lines: number }; readonly review?: DesignReviewSummary }): string {
   const predicted = d.predicted ? `files ${d.predicted.files}, lines ${d.predicted.lines}` : 'none given';
-  return `**Checks:** ${d.checks} (attempt ${d.attempts})\n\n**Predicted size (triage):** ${predicted}`;
+  const facts = `**Checks:** ${d.checks} (attempt ${d.attempts})\n\n**Predicted size (triage):** ${predicted}`;
+  return d.review ? `${facts}\n\n${renderDesignReview(d.review)}` : facts;
+}
+
+/** The design reviewer's verdict and findings, as Markdown. */
+export function renderDesignReview(r: DesignReviewSummary): string {
+  const lines = [`**Design review:** ${r.verdict} by ${r.reviewer} (${r.model})${r.summary ? ` — ${r.summary}` : ''}`];
+  for (const f of r.findings) lines.push(`- [${f.severity}/${f.category}] ${f.message}${f.path ? ` (${f.path})` : ''}`);
+  if (r.total > r.findings.length) lines.push(`- … and ${r.total - r.findings.length} more (in the review's file in the lineage)`);
+  return lines.join('\n');
 }
 
 /** The package as Markdown, for the CLI prompt and the Web UI's current details. */

@@ -32,6 +32,8 @@ export const SAFETY_EVENT_TYPES = [
   'DECISION_REFUSED',
   'OVERRIDE',
   'GATE_AUTO_PASSED',
+  // another model reviewed a design document (lld, spec) before its gate: its verdict and findings
+  'DESIGN_REVIEWED',
   // a person approved their own edit of a design document (the ledger keeps both versions)
   'DOCUMENT_EDITED',
   // the conditions set at the gates before merge, checked on the branch (met, or the merge is blocked)

@@ -32,6 +32,8 @@ export const ScriptAttemptSchema = z.object({
 export const AgentScriptSchema = z.object({
   model: z.string().default('scripted'),
   stages: z.partialRecord(z.enum(AGENT_STAGES), z.array(ScriptAttemptSchema).min(1)),
+  /** The answers to the review of a design document, per document, attempt by attempt like `stages`. */
+  designReview: z.partialRecord(z.enum(['lld', 'spec']), z.array(ScriptAttemptSchema).min(1)).optional(),
 });
 export type AgentScript = z.infer<typeof AgentScriptSchema>;
 export type ScriptAttempt = z.infer<typeof ScriptAttemptSchema>;

@@ -1,3 +1,4 @@
+import type { DesignReviewSummary } from './assessments';
 import type { RecordedDecision } from './decisions';
 import type { GateName } from './gates';
 import type { ReviewPackage } from './review-package';
@@ -22,8 +23,8 @@ export interface PendingGate {
   readonly changes?: boolean;
   /** The document `approve-with-edits` replaces (its path in the worktree), at the lld and spec gates. */
   readonly editable?: string;
-  /** The lld and spec gates: what the document passed, after how many attempts, and triage's predicted size. */
-  readonly document?: { readonly checks: string; readonly attempts: number; readonly predicted?: { readonly files: number; readonly lines: number } };
+  /** The lld and spec gates: what the document passed, after how many attempts, triage's predicted size, and the design reviewer's verdict. */
+  readonly document?: { readonly checks: string; readonly attempts: number; readonly predicted?: { readonly files: number; readonly lines: number }; readonly review?: DesignReviewSummary };
   /** Gates after impl carry the review package. */
   readonly package?: ReviewPackage;
 }

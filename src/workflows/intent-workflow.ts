@@ -11,11 +11,11 @@ import { checkedIntent, refuseForeignWorkflowId } from './intent-input';
 import { endEarly, finishIntent, type Ending, type MutableOutcome } from './intent-ending';
 import { enterStage, relocateArtifacts, setStatus, startingState } from './intent-status';
 import { handlePauseSignals, withinPauseLimit } from './pause-signals';
-import { assessRisk, checkReviewPolicy } from './risk-review';
+import { assessRisk, checkDesignReviewPolicy, checkReviewPolicy } from './risk-review';
 import { IntentRun } from './run-context';
 import { withinStageLimit, withinTotalLimit } from './stage-limits';
 import { customGatesAfter } from './custom-gate-runner';
-import { changesRequested, runDesignStage, runImplStage, runStage } from './stage-runner';
+import { changesRequested, runImplStage, runReviewedDesignStage, runStage } from './stage-runner';
 import type { RecordedDecision } from '../shared/decisions';
 import type { GateName } from '../shared/gates';
 import { recordAttempts } from './sandbox-evidence';
@@ -56,6 +56,8 @@ export async function intentWorkflow(input: unknown): Promise<IntentOutcome> {
 
 /** The pipeline's shape: each step either moves the intent on or throws (a rejection, a halt, a stop). */
 async function pipeline(run: IntentRun): Promise<MutableOutcome> {
+  // A design reviewer that may not review fails the intent before anything runs.
+  checkDesignReviewPolicy(run.intent);
   await prepare(run);
   if (run.intent.revertOf) return revertPipeline(run, run.intent.revertOf);
   const triage = await triageStage(run);
@@ -174,15 +176,15 @@ const DESIGN_GATE_PROMPTS = {
 } as const;
 
 /**
- * lld or spec, then its gate when it is on and triage's risk reaches its `minRisk` (default
- * HIGH). The person may approve, edit the document and approve their version (the next stage
+ * lld or spec (reviewed by another model when `reviewPolicy.design` is on), then its gate when
+ * it is on and triage's risk reaches its `minRisk` (default HIGH); the gate shows the review. The person may approve, edit the document and approve their version (the next stage
  * gets it; the ledger keeps both), ask for changes (the stage runs again with their comments,
  * within its attempts), or reject.
  */
 async function designStage(run: IntentRun, stage: 'lld' | 'spec', triage: TriageAssessment): Promise<void> {
   let changes: string | undefined;
   for (;;) {
-    const artifactPath = await withinStageLimit(run, stage, () => runDesignStage(run, stage, changes));
+    const artifactPath = await withinStageLimit(run, stage, () => runReviewedDesignStage(run, stage, changes));
     const sentBack = (await designGate(run, stage, triage, artifactPath)) ?? (await customGatesAfter(run, stage));
     if (!sentBack) return;
     changes = changesRequested(sentBack);
@@ -192,7 +194,8 @@ async function designStage(run: IntentRun, stage: 'lld' | 'spec', triage: Triage
 /** The lld or spec gate, when it is on for this risk: the decision when it asks for changes; undefined once approved (an edit applied). */
 async function designGate(run: IntentRun, stage: 'lld' | 'spec', triage: TriageAssessment, artifactPath: string): Promise<RecordedDecision | undefined> {
   if (!run.gates.enabled(stage) || !riskAtLeast(triage.risk, run.gates.settings(stage).minRisk ?? 'HIGH')) return undefined;
-  const document = { checks: DESIGN_CHECKS[stage], attempts: run.state.attempts[stage] ?? 1, ...(triage.predicted ? { predicted: triage.predicted } : {}) };
+  const review = run.designReviews[stage];
+  const document = { checks: DESIGN_CHECKS[stage], attempts: run.state.attempts[stage] ?? 1, ...(triage.predicted ? { predicted: triage.predicted } : {}), ...(review ? { review } : {}) };
   const decision = await run.gates.decide(stage, `${DESIGN_GATE_PROMPTS[stage]} (${artifactPath})`, { changes: true, editable: artifactPath, document });
   const sentBack = unlessApproved(decision);
   if (sentBack) return sentBack;

@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/workflow';
-import { agentForStage, modelFamily } from '../shared/agent-routing';
+import { agentForStage, designReviewViolation, modelFamily } from '../shared/agent-routing';
 import { confidenceRefusal, type TriageAssessment } from '../shared/assessments';
 import { FailureType } from '../shared/errors';
 import type { Intent } from '../shared/intent';
@@ -58,6 +58,18 @@ export function checkReviewPolicy(intent: Intent): void {
   } else if (policy.requireDifferentFamily && modelFamily(reviewer) === modelFamily(builder)) {
     violation = `review would run on ${modelFamily(reviewer)}, the family that built the change; the policy asks for another`;
   }
+  if (!violation) return;
+  throw ApplicationFailure.create({ type: FailureType.ReviewPolicyViolation, message: `REVIEW_POLICY_VIOLATION: ${violation}`, nonRetryable: true });
+}
+
+/**
+ * Cross-model design review: the reviewer (the `review` route) may not be a forbidden reviewer,
+ * nor the model that writes the lld or spec, nor, under `requireDifferentFamily`, its family.
+ * Checked before anything runs: a violation fails the intent at once (REVIEW_POLICY_VIOLATION).
+ */
+export function checkDesignReviewPolicy(intent: Intent): void {
+  if (!intent.reviewPolicy.design) return;
+  const violation = designReviewViolation(intent);
   if (!violation) return;
   throw ApplicationFailure.create({ type: FailureType.ReviewPolicyViolation, message: `REVIEW_POLICY_VIOLATION: ${violation}`, nonRetryable: true });
 }

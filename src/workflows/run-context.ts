@@ -2,7 +2,7 @@ import { MERGE_CHECK_GATES } from '../shared/merge-conditions';
 import { setHandler } from '@temporalio/workflow';
 import type { ChangeSize } from '../safety/limits';
 import { agentIdOf, networkOf } from '../shared/agent-routing';
-import type { ReviewAssessment, TriageAssessment } from '../shared/assessments';
+import type { DesignReviewSummary, ReviewAssessment, TriageAssessment } from '../shared/assessments';
 import type { Intent } from '../shared/intent';
 import type { LadderLevel } from '../shared/ladder';
 import { stateQuery } from '../shared/messages';
@@ -37,6 +37,8 @@ export class IntentRun {
   ladderLevel: LadderLevel = 0;
   triage?: TriageAssessment;
   review?: ReviewAssessment;
+  /** The design reviewer's last answer on each document, for its gate. */
+  readonly designReviews: Partial<Record<'lld' | 'spec', DesignReviewSummary>> = {};
   /** A stage tried to widen the task: the ladder passes no gate on its own after that. */
   cascadeHigh = false;
   /** An agent of the intent has the worker's whole network (`network: 'host'`): the merge gate is a person's. */

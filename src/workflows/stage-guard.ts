@@ -3,7 +3,7 @@ import type { StageInput } from '../activities';
 import type { IntentLimitsConfig } from '../shared/limit-settings';
 import { checkBudget, checkCooldown, checkIterations, checkStagnation, type TestOutcome } from '../safety/limits';
 import { addUsd, compareUsd, ZERO_USD } from '../shared/money';
-import { agentForStage, callsModelOverHttp } from '../shared/agent-routing';
+import { agentForCall, callsModelOverHttp } from '../shared/agent-routing';
 import { parseDuration } from '../shared/duration';
 import { activityKind } from '../shared/activity-kinds';
 import type { CooldownWait } from '../shared/state';
@@ -72,7 +72,7 @@ export class StageGuard {
     // The worker reserves an HTTP model call's real maximum (prompt, price, max_tokens). A command
     // or a script cannot be bounded: its declared cap is all anyone knows, so it is checked here,
     // before the call waits on anything (a rate limit) only to be refused.
-    const boundedByWorker = callsModelOverHttp(agentForStage(input.intent, input.stage));
+    const boundedByWorker = callsModelOverHttp(agentForCall(input.intent, input));
     const nextCallMaxUsd = boundedByWorker ? ZERO_USD : input.maxCallUsd;
     const budget = checkBudget({ spentUsd: this.spentUsd, nextCallMaxUsd, limitUsd: this.budgetLimit(), warnAt: this.limits.budgetWarnAt });
     if (budget.verdict === 'trip') throw haltFailure('COST_BUDGET_EXCEEDED', budget);

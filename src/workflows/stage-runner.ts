@@ -2,7 +2,8 @@ import type { StageResult } from '../activities';
 import type { RecordedDecision } from '../shared/decisions';
 import type { ChangeSize } from '../safety/limits';
 import { addUsd } from '../shared/money';
-import { agentForStage, agentIdOf } from '../shared/agent-routing';
+import { agentForCall, agentForStage, agentIdOf } from '../shared/agent-routing';
+import { UNANSWERED_DESIGN_REVIEW, type DesignReviewSummary } from '../shared/assessments';
 import type { AgentStage } from '../shared/stages';
 import { holdForAnomalies, requireApproval } from './approvals';
 import { checkChangeSize } from './blast-radius';
@@ -85,6 +86,74 @@ export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec', chan
     });
     feedback = `The ${stage === 'lld' ? 'design' : 'test specification'} was refused by the mechanical checks. Fix each of these and answer with the whole document again:\n${check.errors.map((e) => `- ${e}`).join('\n')}`;
   }
+}
+
+/** Most findings a design gate lists (the rest are counted; the review's file has them all). */
+const MAX_GATE_FINDINGS = 10;
+
+/**
+ * lld or spec, reviewed: the document passes its mechanical checks (runDesignStage), then, when
+ * `reviewPolicy.design` is on, the `review` route's agent reviews it. A BLOCK sends it back to
+ * its author with the findings (the stage guard bounds the attempts); APPROVE and
+ * REQUEST_CHANGES go on to the gate, which shows the verdict and findings.
+ */
+export async function runReviewedDesignStage(run: IntentRun, stage: 'lld' | 'spec', changes?: string): Promise<string> {
+  let feedback = changes;
+  for (;;) {
+    const artifactPath = await runDesignStage(run, stage, feedback);
+    if (!run.intent.reviewPolicy.design) return artifactPath;
+    const review = await reviewDesign(run, stage);
+    if (review.verdict !== 'BLOCK') return artifactPath;
+    feedback = [
+      `The design reviewer (${review.reviewer}, ${review.model}) blocked this ${stage === 'lld' ? 'design' : 'test specification'}: ${review.summary || 'no summary given'}`,
+      'Address each finding and answer with the whole document again:',
+      ...review.findings.map((f) => `- [${f.severity}/${f.category}] ${f.message}${f.path ? ` (${f.path})` : ''}`),
+    ].join('\n');
+  }
+}
+
+/**
+ * One design review: the reviewer's call on the document the last attempt of `stage` wrote,
+ * dispatched through the stage guard and the worker's safety layers like any agent call (its
+ * budget, its cost rows), then DESIGN_REVIEWED in the ledger with the verdict and findings.
+ */
+async function reviewDesign(run: IntentRun, stage: 'lld' | 'spec'): Promise<DesignReviewSummary> {
+  const { intent, state, ledger, guard } = run;
+  const attempt = state.attempts[stage]!;
+  await ledger.flush();
+  const result = await run.activities.agents.runAgentStage({ intent, stage, attempt, designReview: true, maxCallUsd: intent.limits.maxCallUsd, startCommit: run.head });
+  if (result.commit) run.head = result.commit;
+  state.spendUsd = addUsd(state.spendUsd, result.costUsd);
+  const nearBudget = guard.recordSpend(result.costUsd, stage);
+  state.artifacts[result.artifactPath.split('/').pop()!] = result.artifactPath;
+  const assessment = result.designReview ?? UNANSWERED_DESIGN_REVIEW;
+  const reviewer = agentIdOf(agentForCall(intent, { stage, designReview: true }));
+  const summary: DesignReviewSummary = {
+    verdict: assessment.verdict,
+    reviewer,
+    model: result.model,
+    summary: assessment.summary.slice(0, 500),
+    findings: assessment.findings.slice(0, MAX_GATE_FINDINGS).map((f) => ({ ...f, message: f.message.slice(0, 500) })),
+    total: assessment.findings.length,
+  };
+  run.designReviews[stage] = summary;
+  const listed = summary.findings.map((f) => `- [${f.severity}/${f.category}] ${f.message}`);
+  ledger.event('DESIGN_REVIEWED', assessment.verdict === 'BLOCK' ? 'medium' : assessment.verdict === 'REQUEST_CHANGES' ? 'low' : 'info', [`${stage} attempt ${attempt} reviewed by ${reviewer} (${result.model}): ${assessment.verdict}${assessment.summary ? ` — ${assessment.summary}` : ''}${assessment.structured ? '' : ' (no valid structured answer)'}`, ...listed].join('\n').slice(0, 4000), {
+    stage,
+    agentId: reviewer,
+    modelId: result.model,
+    costSnapshot: { intentUsd: state.spendUsd },
+    metadata: { attempt, verdict: assessment.verdict, findings: summary.findings, total: summary.total, structured: assessment.structured, artifactPath: result.artifactPath, costUsd: result.costUsd },
+    ...(assessment.verdict === 'BLOCK' ? { suggestion: `the ${stage} agent writes the document again, told the findings` } : {}),
+  });
+  recordAttempts(run, stage, `the design reviewer of ${stage} (attempt ${attempt})`, result.attempts);
+  recordSecretScan(run, stage, `the design review of ${stage} attempt ${attempt}`, 'the reviewer', result.secrets);
+  await ledger.flush();
+  await holdForAnomalies(run, stage, result);
+  if (nearBudget && run.gates.enabled('cost-overrun')) {
+    await requireApproval(run, 'cost-overrun', `Spend is $${state.spendUsd} of the $${intent.limits.budgetUsd} budget (${Math.round(intent.limits.budgetWarnAt * 100)}% reached). Continue?`);
+  }
+  return summary;
 }
 
 /**

@@ -22,6 +22,15 @@ test('a key written into a profile is refused, as is routing to a profile that d
   expect(() => resolveConfig({ agents: { local }, routing: { default: 'planner' } })).toThrow(/routing\.default: names agent "planner", which is not in agents/);
 });
 
+test('review.design: a design reviewer routed to the model that writes the LLD or spec is refused at load; another one passes', () => {
+  expect(() => resolveConfig({ agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, review: { design: true } })).toThrow(
+    /review\.design: the design review of lld would run on claude-sonnet-4-5, the model that writes it \(route review to another model\), or turn review\.design off/,
+  );
+  expect(() => resolveConfig({ agents: { planner: cloud, local }, routing: { default: 'local', lld: 'planner', review: 'local' }, review: { design: true } })).toThrow(/the design review of spec would run on llama-3\.1-8b/);
+  const config = resolveConfig({ agents: { planner: cloud, local }, routing: { default: 'planner', review: 'local' }, review: { design: true }, worker });
+  expect(config.review).toEqual({ requireDifferentFamily: false, forbiddenReviewers: [], design: true });
+});
+
 describe('warden run picks the agents', () => {
   const repo = makeSampleRepo();
   const flags = { repo, goal: 'Add slugify' };

@@ -1,4 +1,4 @@
-import { readReviewAssessment, readTriageAssessment } from '../../src/shared/assessment-parsing';
+import { readDesignReviewAssessment, readReviewAssessment, readTriageAssessment } from '../../src/shared/assessment-parsing';
 import { confidenceRefusal, criticalSecurityFindings, judgeRefusal, UNANSWERED_REVIEW, UNANSWERED_TRIAGE } from '../../src/shared/assessments';
 
 const fenced = (value: unknown): string => `Some words first.\n\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
@@ -32,6 +32,19 @@ describe('review assessment', () => {
   test('without a block only a leading APPROVE approves', () => {
     expect(readReviewAssessment('APPROVE\n\nlooks right')).toMatchObject({ verdict: 'APPROVE', structured: false, findings: [] });
     expect(readReviewAssessment('I would not APPROVE this')).toMatchObject({ verdict: 'BLOCK', structured: false });
+  });
+});
+
+describe('design review assessment', () => {
+  test('a valid block gives the verdict and findings', () => {
+    const a = readDesignReviewAssessment('BLOCK\n```json\n{"verdict": "BLOCK", "summary": "no tests", "findings": [{"severity": "high", "category": "tests", "message": "nothing tests slugify"}]}\n```');
+    expect(a).toEqual({ verdict: 'BLOCK', summary: 'no tests', findings: [{ severity: 'high', category: 'tests', message: 'nothing tests slugify' }], structured: true });
+  });
+  test('without a block: the verdict the answer starts with, else REQUEST_CHANGES (the person decides, the author is not sent back)', () => {
+    expect(readDesignReviewAssessment('request_changes: the spec misses a case').verdict).toBe('REQUEST_CHANGES');
+    expect(readDesignReviewAssessment('BLOCK — wrong files').verdict).toBe('BLOCK');
+    expect(readDesignReviewAssessment('ok')).toMatchObject({ verdict: 'REQUEST_CHANGES', structured: false });
+    expect(readDesignReviewAssessment('```json\n{"verdict": "MAYBE"}\n```')).toMatchObject({ verdict: 'REQUEST_CHANGES', structured: false, problems: expect.stringMatching(/verdict/) });
   });
 });
 

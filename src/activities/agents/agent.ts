@@ -13,6 +13,8 @@ export interface AgentRequest {
   readonly stage: AgentStage;
   /** 1-based attempt of this stage (impl loops; other stages usually have one). */
   readonly attempt: number;
+  /** The call reviews the document this attempt of `stage` (lld, spec) wrote, instead of writing it. */
+  readonly designReview?: boolean;
   readonly prompt: string;
   /** The agent's working directory: the intent's worktree. It may change files here. */
   readonly worktreePath: string;

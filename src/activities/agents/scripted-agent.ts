@@ -46,7 +46,8 @@ export function resolveInside(root: string, relative: string): string {
 }
 
 /**
- * Replays a script (see docs/agents.md, "The scripted agent"): attempt N of a stage plays entry N-1, or the
+ * Replays a script (see docs/agents.md, "The scripted agent"): attempt N of a stage (or of a design
+ * review, from `designReview`) plays entry N-1, or the
  * last entry once the list is used up. Deterministic, so a retried activity does the same thing.
  *
  * Each attempt is one paid call of the meter. A script stands in for an agent whose cost is known
@@ -58,7 +59,7 @@ export function createScriptedAgent(scriptPath: string): Agent {
     async run(request: AgentRequest): Promise<AgentResult> {
       const script = loadAgentScript(scriptPath);
       await request.recordPrompt?.(request.prompt);
-      const attempts = script.stages[request.stage];
+      const attempts = request.designReview ? script.designReview?.[request.stage as 'lld' | 'spec'] : script.stages[request.stage];
       const step: ScriptAttempt = attempts
         ? attempts[Math.min(request.attempt, attempts.length) - 1]!
         : { output: 'ok', edits: [], usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, delayMs: 0 };

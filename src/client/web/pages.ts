@@ -93,9 +93,13 @@ ${p.attempts && p.attempts.total > 0 ? `<tr><th>Tried in its sandbox</th><td>${p
 <h2>Files changed</h2><table>${files}</table>${p.moreFiles > 0 ? `<p>… and ${p.moreFiles} more file(s)</p>` : ''}`;
 }
 
-/** A design gate's facts: what its document passed, and triage's predicted size. */
+/** A design gate's facts: what its document passed, triage's predicted size, and the design reviewer's verdict and findings. */
 function documentFactsHtml(d: NonNullable<IntentState['pendingGate']>['document'] & object): string {
-  return `<h2>The document</h2><table><tr><th>Checks</th><td>${esc(d.checks)} (attempt ${d.attempts})</td></tr><tr><th>Predicted size</th><td>${d.predicted ? `files ${d.predicted.files}, lines ${d.predicted.lines}` : 'none given'}</td></tr></table>`;
+  const r = d.review;
+  const review = r
+    ? `<tr><th>Design review</th><td>${esc(r.verdict)} by ${esc(r.reviewer)} (${esc(r.model)})${r.summary ? ` — ${esc(r.summary)}` : ''}<ul>${r.findings.map((f) => `<li>[${esc(f.severity)}/${esc(f.category)}] ${esc(f.message)}${f.path ? ` (${esc(f.path)})` : ''}</li>`).join('')}</ul>${r.total > r.findings.length ? `… and ${r.total - r.findings.length} more` : ''}</td></tr>`
+    : '';
+  return `<h2>The document</h2><table><tr><th>Checks</th><td>${esc(d.checks)} (attempt ${d.attempts})</td></tr><tr><th>Predicted size</th><td>${d.predicted ? `files ${d.predicted.files}, lines ${d.predicted.lines}` : 'none given'}</td></tr>${review}</table>`;
 }
 
 /** What backs the figures, read after deciding if at all: the plan and the ledger trace. */

@@ -6,7 +6,7 @@ import type { WorkerSafetyConfig } from '../../config/schema';
 import type { Ledger } from '../../ledger/ledger';
 import type { SharedLimits } from '../../ledger/shared-limits';
 import type { ActivityOutcome } from '../../ledger/types';
-import { agentForStage, callsThroughGateway } from '../../shared/agent-routing';
+import { agentForCall, callsThroughGateway } from '../../shared/agent-routing';
 import { ActivityAudit, type RunFacts } from './activity-audit';
 import { agentEndpoint } from './agent-endpoint';
 import { describeCall, type CallRef } from './call-ref';
@@ -137,7 +137,7 @@ class AgentSafety {
     facts: RunFacts,
   ): Promise<StageResult> {
     const stageInput = input.args[0] as StageInput;
-    const profile = agentForStage(stageInput.intent, stageInput.stage);
+    const profile = agentForCall(stageInput.intent, stageInput);
     const agent = await agentEndpoint(profile);
     facts.agent = agent;
     const call: AgentCall = {
