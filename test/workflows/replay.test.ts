@@ -43,6 +43,7 @@ interface RecordedEvent {
   workflowExecutionCompletedEventAttributes?: { result?: Payloads };
   workflowExecutionSignaledEventAttributes?: { signalName: string; input?: Payloads };
   workflowTaskFailedEventAttributes?: { cause?: string };
+  activityTaskScheduledEventAttributes?: { activityType?: { name: string }; input?: Payloads };
   markerRecordedEventAttributes?: { markerName: string };
 }
 
@@ -113,8 +114,10 @@ async function atGate(handle: WorkflowHandle, gate: string): Promise<void> {
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === gate ? true : undefined), 120_000, `the ${gate} gate`);
 }
 
-test('a merged intent, with a refused decide signal on the way, replays', async () => {
-  const handle = await startIntent(world().client, intentInput('merged'), world().taskQueue);
+test('a merged intent, its design reviewed and a refused decide signal on the way, replays', async () => {
+  const designReview = { lld: [{ output: 'APPROVE\n```json\n{"verdict": "APPROVE", "findings": []}\n```\n' }], spec: [{ output: 'REQUEST_CHANGES\n```json\n{"verdict": "REQUEST_CHANGES", "findings": []}\n```\n' }] };
+  const agent = { kind: 'scripted' as const, scriptPath: writeScript({ stages: demoStages(), designReview }) };
+  const handle = await startIntent(world().client, intentInput('merged', { agent, reviewPolicy: { design: true } }), world().taskQueue);
   await atGate(handle, 'merge');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'maybe', by: 'tester' }); // refused, but in the history
   await waitFor(async () => ((await handle.query(stateQuery)).rejectedSignals === 1 ? true : undefined), 120_000, 'the refusal');
@@ -193,10 +196,13 @@ describe('the recorded histories', () => {
       .map(loadFixture);
   });
 
-  test('cover every kind of run: a merge, a gate timeout, a rejection, a kill, a rewind, the maintenance and the notification workflows', () => {
+  test('cover every kind of run: a merge (its design reviewed), a gate timeout, a rejection, a kill, a rewind, the maintenance and the notification workflows', () => {
     // a merge, with an invalid decide signal that the workflow refused on the way
     const merged = intents().filter((f) => resultOf(f)?.status === 'merged');
     expect(merged.some((f) => f.events.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'decide' && (decode(e.workflowExecutionSignaledEventAttributes.input) as { decision?: string }).decision === 'maybe'))).toBe(true);
+    // the design reviewed by another agent call before its gates
+    const designReviewed = (f: Fixture) => f.events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runAgentStage' && (decode(e.activityTaskScheduledEventAttributes.input) as { designReview?: boolean } | undefined)?.designReview === true);
+    expect(merged.some(designReviewed)).toBe(true);
     // a gate that ended by its timeout policy: its timer fired and no one decided
     const timedOut = intents().filter((f) => has(f, 'TIMER_FIRED') && resultOf(f)?.status === 'rejected' && /^no decision within /.test(String(resultOf(f)?.reason)));
     expect(timedOut.length).toBeGreaterThan(0);
