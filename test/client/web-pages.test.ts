@@ -69,3 +69,11 @@ test('a view-only gate page, the inbox and message pages escape theirs', () => {
   expectEscaped(inboxPage([{ intentId: HOSTILE, gate: HOSTILE, prompt: HOSTILE, ageMinutes: 1, timeoutAt: HOSTILE, page: HOSTILE } as never]));
   expectEscaped(messagePage(HOSTILE, HOSTILE, false, HOSTILE));
 });
+
+test("a design gate's page shows the design reviewer's verdict and findings, escaped", () => {
+  const review = { verdict: 'BLOCK', reviewer: HOSTILE, model: 'gpt-4.1', summary: HOSTILE, findings: [{ severity: 'high', category: 'tests', message: HOSTILE, path: HOSTILE }], total: 3 };
+  const lld = { ...state, pendingGate: { gate: 'lld', prompt: 'Approve?', requestedAt: 'now', timeoutAt: 'later', document: { checks: 'passed', attempts: 2, review } } } as unknown as IntentState;
+  const html = gatePage({ intentId: 'i', gate: 'lld', state: lld, hidden: {}, action: '/x', documents: [], mergeChecks: false });
+  expectEscaped(html);
+  expect(html).toContain(`<tr><th>Design review</th><td>BLOCK by ${ESCAPED} (gpt-4.1) — ${ESCAPED}<ul><li>[high/tests] ${ESCAPED} (${ESCAPED})</li></ul>… and 2 more</td></tr>`);
+});
