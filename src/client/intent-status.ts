@@ -1,5 +1,5 @@
 import { WorkflowFailedError, type Client } from '@temporalio/client';
-import type { IntentEnding, IntentRecord, LedgerDecision, LedgerRefusal, RecordedAttempt, RecordedTests } from '../ledger/intent-record';
+import type { IntentEnding, IntentRecord, LedgerDecision, LedgerRefusal, RecordedAttempt, RecordedDesignReview, RecordedTests } from '../ledger/intent-record';
 import type { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
 import { connectTemporalIfRunning } from '../runtime/temporal';
@@ -46,6 +46,8 @@ export interface IntentStatusReport {
   readonly refusedDecisions: readonly LedgerRefusal[];
   /** What its agent-written code tried that the sandbox stopped or kept to itself. */
   readonly sandboxAttempts: readonly RecordedAttempt[];
+  /** Each review of the lld and spec by another model, oldest first. */
+  readonly designReviews: readonly RecordedDesignReview[];
   readonly mergedCommit?: string;
   /** Where its lineage was kept, as the intent recorded it when it ended. */
   readonly lineagePath?: string;
@@ -86,7 +88,7 @@ export async function readIntentStatus(config: RuntimeConfig, intentId: string):
 export async function intentStatus(client: Client | undefined, ledger: Ledger, intentId: string, withoutServer?: string): Promise<IntentStatusReport> {
   const [server, record] = await Promise.all([client ? serverRecord(client, intentId) : undefined, ledger.intentRecord(intentId)]);
   if (!server && !record.started) throw new UserError(`no intent with id ${intentId}${withoutServer ? ` in the ledger (${withoutServer})` : ''}`);
-  const recorded = { spendUsd: record.spendUsd, attempts: record.attempts, tests: record.tests, decisions: record.decisions, refusedDecisions: record.refusedDecisions, sandboxAttempts: record.sandboxAttempts };
+  const recorded = { spendUsd: record.spendUsd, attempts: record.attempts, tests: record.tests, decisions: record.decisions, refusedDecisions: record.refusedDecisions, sandboxAttempts: record.sandboxAttempts, designReviews: record.designReviews };
   if (!server) {
     const ending = record.ending;
     return {
@@ -186,6 +188,7 @@ export function renderIntentStatus(report: IntentStatusReport): string[] {
   if (report.waitingAt) lines.push(`  waiting at the ${report.waitingAt.gate} gate${report.waitingAt.since ? ` since ${report.waitingAt.since}` : ''}`);
   if (report.cooldown) lines.push(`  cooling down: ${report.cooldown.stage} runs again at ${report.cooldown.until}`);
   if (report.paused) lines.push(`  paused by ${report.paused.by} at ${report.paused.at}${report.paused.reason ? `: ${report.paused.reason}` : ''}`);
+  for (const r of report.designReviews) lines.push(`  design review: ${r.summary}`);
   for (const t of report.tests) lines.push(`  tests: ${t.summary}`);
   for (const a of report.sandboxAttempts.slice(0, SHOWN_ATTEMPTS)) lines.push(`  tried: ${a.at}${a.stage ? ` [${a.stage}]` : ''} ${a.reason}`);
   if (report.sandboxAttempts.length > SHOWN_ATTEMPTS) lines.push(`  tried in all: ${report.sandboxAttempts.length} (warden audit lists each)`);

@@ -23,6 +23,8 @@ export interface IntentRecord {
   readonly refusedDecisions: readonly LedgerRefusal[];
   /** What its agent-written code was seen trying in the sandbox (ESCAPE_ATTEMPTED, ANSWER_REDACTED), oldest first. */
   readonly sandboxAttempts: readonly RecordedAttempt[];
+  /** Each review of its lld and spec by another model (DESIGN_REVIEWED), oldest first. */
+  readonly designReviews: readonly RecordedDesignReview[];
   /** The gate it was last asked at, when no decision has closed it and the intent has not ended since. */
   readonly openGate?: { readonly gate: string; readonly requestedAt: string; readonly prompt: string };
   /** How it ended, when the ledger says so and no stage has started since (a resume). */
@@ -59,6 +61,13 @@ export interface LedgerRefusal {
 }
 
 /** One ESCAPE_ATTEMPTED or ANSWER_REDACTED row. */
+export interface RecordedDesignReview {
+  readonly stage?: string;
+  readonly verdict: string;
+  /** The DESIGN_REVIEWED row's first line, e.g. `lld attempt 1 reviewed by gpt (gpt-4.1): BLOCK — …`. */
+  readonly summary: string;
+}
+
 export interface RecordedAttempt {
   readonly at: string;
   readonly stage?: string;
@@ -83,7 +92,7 @@ export interface IntentEnding {
 /** The events that end an intent: its own ending, or the sweep after a workflow that never ran its cleanup. */
 const ENDINGS = ['INTENT_MERGED', 'INTENT_REJECTED', 'INTENT_FAILED', 'INTENT_CANCELLED', 'INTENT_TERMINATED', 'INTENT_SWEPT'] as const satisfies readonly SafetyEventType[];
 
-const READ_EVENTS: readonly SafetyEventType[] = ['INTENT_STARTED', 'STAGE_STARTED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_REQUESTED', 'GATE_DECIDED', 'DECISION_REFUSED', 'ESCAPE_ATTEMPTED', 'ANSWER_REDACTED', ...ENDINGS];
+const READ_EVENTS: readonly SafetyEventType[] = ['INTENT_STARTED', 'STAGE_STARTED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_REQUESTED', 'GATE_DECIDED', 'DECISION_REFUSED', 'ESCAPE_ATTEMPTED', 'ANSWER_REDACTED', 'DESIGN_REVIEWED', ...ENDINGS];
 
 interface EventRow {
   readonly seq: string | null;
@@ -129,6 +138,7 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
   const tests: RecordedTests[] = [];
   const refusedDecisions: LedgerRefusal[] = [];
   const sandboxAttempts: RecordedAttempt[] = [];
+  const designReviews: RecordedDesignReview[] = [];
   let request: EventRow | undefined;
   let ending: IntentEnding | undefined;
   for (const event of events.rows) {
@@ -155,6 +165,9 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
         break;
       case 'GATE_DECIDED':
         break;
+      case 'DESIGN_REVIEWED':
+        designReviews.push({ ...(event.stage ? { stage: event.stage } : {}), verdict: String(metadata.verdict), summary: event.reason.split('\n')[0]! });
+        break;
       case 'ESCAPE_ATTEMPTED':
       case 'ANSWER_REDACTED':
         sandboxAttempts.push({ at: event.timestamp.toISOString(), ...(event.stage ? { stage: event.stage } : {}), reason: event.reason });
@@ -174,6 +187,7 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
     decisions,
     refusedDecisions,
     sandboxAttempts,
+    designReviews,
     ...(request && !closedBy(request, decisionRows.rows) ? { openGate: { gate: String(request.metadata.gate), requestedAt: String(request.metadata.requestedAt), prompt: request.reason } } : {}),
     ...(ending ? { ending } : {}),
   };

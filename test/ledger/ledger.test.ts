@@ -207,6 +207,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       // Stamped before the request it answers; the ledger still received it after.
       await ledger.recordGateDecision(gateDecision({ intentId, gate: 'cascade', decision: 'approve', by: 'alice', requestedAt: t(4), decidedAt: t(3) }));
       await event('GATE_DECIDED', 6, { metadata: { gate: 'cascade', decision: 'approve', by: 'alice', signed: true } });
+      await event('DESIGN_REVIEWED', 1, { stage: 'lld', reason: 'lld attempt 1 reviewed by gpt (gpt-4.1): BLOCK — no tests\n- [high/tests] nothing tests it', metadata: { verdict: 'BLOCK', attempt: 1 } });
       await event('ESCAPE_ATTEMPTED', 6, { stage: 'impl', reason: 'the impl agent (attempt 2): connected to port 7233 (Temporal frontend): refused', metadata: { kind: 'connect', port: 7233 } });
       await event('INTENT_FAILED', 7, { stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', metadata: { lineagePath: '/home/w/lineage/x', mergedCommit: null } });
 
@@ -224,6 +225,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
           { at: t(5).toISOString(), reason: 'not a decision' },
         ],
         sandboxAttempts: [{ at: t(6).toISOString(), stage: 'impl', reason: 'the impl agent (attempt 2): connected to port 7233 (Temporal frontend): refused' }],
+        designReviews: [{ stage: 'lld', verdict: 'BLOCK', summary: 'lld attempt 1 reviewed by gpt (gpt-4.1): BLOCK — no tests' }],
         ending: { type: 'INTENT_FAILED', at: t(7), stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', lineagePath: '/home/w/lineage/x' },
       });
     });
@@ -245,7 +247,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       await event('STAGE_STARTED', 4, { stage: 'spec', metadata: { attempt: 1 } });
       expect(await ledger.intentRecord(intentId)).toMatchObject({ stage: 'spec', attempts: { spec: 1 } });
       expect((await ledger.intentRecord(intentId)).ending).toBeUndefined();
-      expect(await ledger.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [], sandboxAttempts: [] });
+      expect(await ledger.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [], sandboxAttempts: [], designReviews: [] });
     });
   });
 

@@ -1,5 +1,6 @@
 import { startIntent } from '../../src/client/intents';
 import { renderPendingGate } from '../../src/client/gate-prompt';
+import { intentStatus, renderIntentStatus } from '../../src/client/intent-status';
 import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
@@ -135,6 +136,13 @@ test('a BLOCK sends the LLD back with the findings; the second passes, and the g
   ]);
   const costs = await world().pool.query('SELECT stage, model_id, usd::text AS usd FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
   expect(costs.rows.filter((r: { model_id: string; stage: string }) => r.model_id === 'gpt-4.1' && r.stage !== 'impl' && r.stage !== 'review')).toHaveLength(3);
+  // warden status lists each review, from the ledger.
+  const status = renderIntentStatus(await intentStatus(world().client, world().ledger, id));
+  expect(status.filter((l) => l.startsWith('  design review: '))).toEqual([
+    '  design review: lld attempt 1 reviewed by openai (gpt-4.1): BLOCK — the design leaves out empty strings',
+    '  design review: lld attempt 2 reviewed by openai (gpt-4.1): APPROVE — the design reaches the goal',
+    '  design review: spec attempt 1 reviewed by openai (gpt-4.1): REQUEST_CHANGES — one case is untested',
+  ]);
   // The reviews are in the lineage beside their documents.
   expect(git(repo, 'show', `refs/warden/lineage/${id}:02-lld.review.md`)).toContain('"verdict":"BLOCK"');
   expect(git(repo, 'show', `refs/warden/lineage/${id}:02-lld-attempt-2.review.md`)).toContain('"verdict":"APPROVE"');
