@@ -148,6 +148,18 @@ test('a BLOCK sends the LLD back with the findings; the second passes, and the g
   expect(git(repo, 'show', `refs/warden/lineage/${id}:02-lld-attempt-2.review.md`)).toContain('"verdict":"APPROVE"');
 });
 
+test("a reviewer that blocks every LLD stops the intent at the lld's attempt cap, before the spec", async () => {
+  server.respond = answering({ lld: () => BLOCK, spec: () => APPROVE });
+  const { handle, id } = await start({ limits: { attempts: { lld: 2 } } });
+  await expect(handle.result()).rejects.toThrow();
+  const state = await handle.query(stateQuery);
+  expect(state.error).toMatch(/MAX_ITERATIONS_EXCEEDED/);
+  expect(state.attempts).toEqual({ triage: 1, lld: 3 }); // the third was refused by the cap
+  expect(server.requests.map((r) => /^# Warden: ([a-z ]+ of lld|[a-z]+)/.exec(r.prompt)?.[1])).toEqual(['triage', 'lld', 'design review of lld', 'lld', 'design review of lld']);
+  const { rows } = await world().pool.query("SELECT metadata->>'verdict' AS verdict FROM safety_events WHERE intent_id = $1 AND event_type = 'DESIGN_REVIEWED'", [id]);
+  expect(rows.map((r: { verdict: string }) => r.verdict)).toEqual(['BLOCK', 'BLOCK']);
+});
+
 test('a design reviewer on the model that writes the documents is refused before anything runs', async () => {
   server.respond = answering({ lld: () => APPROVE, spec: () => APPROVE });
   const { handle } = await start({ stageAgents: { impl: gpt() } });
