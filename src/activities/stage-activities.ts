@@ -520,14 +520,15 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
      * `lineage.location: ref` the lineage goes into the lineage ref first; either way it is then
      * moved to the worker's lineage folder.
      */
-    async cleanupIntent(input: IntentRef & { readonly deleteBranch: boolean }): Promise<{ readonly lineageCopy?: string; readonly lineageRef?: string }> {
+    async cleanupIntent(input: IntentRef & { readonly deleteBranch: boolean; readonly keepForResume?: boolean }): Promise<{ readonly lineageCopy?: string; readonly lineageRef?: string }> {
       const { intent } = input;
       const lineageRef =
         intent.lineage.location === 'ref'
           ? await recordLineageRef(intent.repoPath, intent.id, path.join(worktreePathFor(deps.worktreeRoot, intent.repoPath, intent.id), activeLineageDir(intent.id)))
           : undefined;
       // Before the branch may go: what a later `warden resume` continues from, kept for the retention.
-      await keepForResume(intent.repoPath, intent.id, parseDuration(keepForResumeOf(intent)), new Date());
+      // (A merged intent has nothing to resume; a workflow from before the flag keeps its commits.)
+      if (input.keepForResume ?? true) await keepForResume(intent.repoPath, intent.id, parseDuration(keepForResumeOf(intent)), new Date());
       await dropExpiredResumeRefs(intent.repoPath, new Date());
       const removed = await removeWorktree({
         repoPath: intent.repoPath,
