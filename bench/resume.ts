@@ -55,7 +55,7 @@ async function main(): Promise<number> {
           progress(`run ${run + 1}/${RUNS}: history at ${length} events`);
         }
         const started = t();
-        const { runId } = await resumeIntent(b.client, b.server.namespace, id, { stage: 'impl', reason: 'bench', reapplySignals: false, force: true });
+        const { runId } = await resumeIntent(b.client, b.server.namespace, id, { stage: 'impl', reason: 'bench', reapplySignals: false, force: true, by: 'bench', ledger: b.ledger });
         const resumed = b.client.workflow.getHandle(`intent-${id}`, runId);
         for (;;) {
           const events = (await resumed.fetchHistory()).events ?? [];

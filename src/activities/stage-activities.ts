@@ -8,7 +8,7 @@ import { parseDuration } from '../shared/duration';
 import type { Redactor } from '../shared/redact';
 import { agentForCall, agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
-import type { Intent, SecretAllowance } from '../shared/intent';
+import { DEFAULT_KEEP_FOR_RESUME, type Intent, type SecretAllowance } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import type { AnomalyNotice } from '../safety/behaviour-watch';
@@ -21,6 +21,7 @@ import { detectTestCommand } from './test-command';
 import { changesAgainstBase, commitAll, git, gitRaw } from './git';
 import { archiveLineageFolder, artifactName, copyLineageFolder, readLineageArtifact, readPriorArtifacts, writeLineageFile } from './lineage';
 import { recordLineageRef } from './lineage-ref';
+import { dropExpiredResumeRefs, keepForResume, resumableFrom } from './resume-ref';
 import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
 import { agentEnvironment, runProcess, type RunProcessOptions } from './process';
 import { gitDirsOf, probeBubblewrap, resolveSandboxLevel, sandboxCommand, sandboxEnvironment } from './sandbox';
@@ -34,7 +35,7 @@ import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
-import { activeLineageDir, branchForIntent, lineageRefFor } from '../shared/ids';
+import { activeLineageDir, branchForIntent, lineageRefFor, resumeRefFor } from '../shared/ids';
 import { MERGE_CONDITION_FORMS, parseMergeCondition } from '../shared/merge-conditions';
 import { matchGlob, pathAllowed } from '../shared/glob';
 import type { HaltDetails, KillSwitchDetails } from '../shared/halt';
@@ -224,7 +225,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         meter.refuseUnpriced(modelOf(profile));
         const { worktreePath, head } = await worktree(intent);
         if (input.startCommit && head !== input.startCommit) {
-          const dropped = await rewindTo(worktreePath, input.startCommit);
+          const dropped = await rewindTo(intent, worktreePath, input.startCommit);
           await scope?.event?.('ROLLBACK', 'medium', `the worktree was reset from ${head.slice(0, 12)} to ${input.startCommit.slice(0, 12)} before ${stage} attempt ${attempt} (a resume): ${dropped.length} untracked or ignored path(s) removed with it`, {
             metadata: { from: head, to: input.startCommit, removed: dropped.slice(0, 50) },
           });
@@ -527,12 +528,16 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
      * `lineage.location: ref` the lineage goes into the lineage ref first; either way it is then
      * moved to the worker's lineage folder.
      */
-    async cleanupIntent(input: IntentRef & { readonly deleteBranch: boolean }): Promise<{ readonly lineageCopy?: string; readonly lineageRef?: string }> {
+    async cleanupIntent(input: IntentRef & { readonly deleteBranch: boolean; readonly keepForResume?: boolean }): Promise<{ readonly lineageCopy?: string; readonly lineageRef?: string }> {
       const { intent } = input;
       const lineageRef =
         intent.lineage.location === 'ref'
           ? await recordLineageRef(intent.repoPath, intent.id, path.join(worktreePathFor(deps.worktreeRoot, intent.repoPath, intent.id), activeLineageDir(intent.id)))
           : undefined;
+      // Before the branch may go: what a later `warden resume` continues from, kept for the retention.
+      // (A merged intent has nothing to resume; a workflow from before the flag keeps its commits.)
+      if (input.keepForResume ?? true) await keepForResume(intent.repoPath, intent.id, parseDuration(keepForResumeOf(intent)), new Date());
+      await dropExpiredResumeRefs(intent.repoPath, new Date());
       const removed = await removeWorktree({
         repoPath: intent.repoPath,
         intentId: intent.id,
@@ -626,6 +631,11 @@ function allowancesOf(intent: Intent): readonly SecretAllowance[] {
   return (intent as { readonly secrets?: Intent['secrets'] }).secrets?.allow ?? [];
 }
 
+/** How long the intent's commits are kept for a resume (an intent started before there was a setting: the default). */
+function keepForResumeOf(intent: Intent): string {
+  return (intent.lineage as { readonly keepForResume?: string } | undefined)?.keepForResume ?? DEFAULT_KEEP_FOR_RESUME;
+}
+
 function foundAny(scan: SecretScan): boolean {
   return scan.held.length > 0 || scan.allowed.length > 0;
 }
@@ -635,12 +645,13 @@ function foundAny(scan: SecretScan): boolean {
  * Ignored files go too (build output, caches, anything the run that was reset left behind that
  * git does not track): the stage starts from the commit and nothing else. Returns what was removed.
  */
-async function rewindTo(worktreePath: string, commit: string): Promise<string[]> {
+async function rewindTo(intent: Intent, worktreePath: string, commit: string): Promise<string[]> {
   const ancestor = await gitRaw(worktreePath, ['merge-base', '--is-ancestor', commit, 'HEAD']);
-  if (ancestor.code !== 0) {
+  // An ended intent's branch may be gone (made anew from the base) or moved: its commits are kept under its resume ref.
+  if (ancestor.code !== 0 && !(await resumableFrom(intent.repoPath, intent.id, commit))) {
     throw ApplicationFailure.create({
       type: FailureType.GitFailed,
-      message: `cannot rewind ${worktreePath} to ${commit}: it is not an ancestor of the intent branch`,
+      message: `cannot rewind ${worktreePath} to ${commit}: it is neither on the intent branch nor kept under ${resumeRefFor(intent.id)} (dropped after its retention, lineage.keepForResume?)`,
       nonRetryable: true,
     });
   }

@@ -9,7 +9,10 @@ import { redactDeep, type Redactor } from '../shared/redact';
 import { deterministicUuid } from '../ledger/event-id';
 import type { SafetyEventInput } from '../ledger/types';
 import { branchForIntent } from '../shared/ids';
+import { parseDuration } from '../shared/duration';
+import { DEFAULT_KEEP_FOR_RESUME } from '../shared/intent';
 import { refExists } from './git';
+import { dropExpiredResumeRefs, keepForResume } from './resume-ref';
 import { sweepTrash, trashOf } from './trash';
 import { removeWorktree } from './worktree';
 import { recordNamedBy } from './worktree-records';
@@ -20,7 +23,8 @@ import { recordNamedBy } from './worktree-records';
  * `temporal workflow terminate`) or timed out never runs that code. The sweeper finds the
  * worktrees of intents whose workflow is closed, removes them as the intent would have (the
  * lineage kept, the branch kept for a resume), empties the worktree trash, and writes one ledger
- * row per intent it cleaned, after an INTENT_TERMINATED row for one that was terminated. A
+ * row per intent it cleaned, after an INTENT_TERMINATED row for one that was terminated. It also
+ * drops the resume refs (src/activities/resume-ref.ts) whose retention has passed. A
  * worker sweeps when it starts, and installs the `warden-sweep` schedule, which sweeps every
  * 30 s (src/workers/sweep-schedule.ts).
  */
@@ -51,6 +55,8 @@ export interface SweepDeps {
   readonly lineageRoot: string;
   readonly statusOf: IntentStatusReader;
   readonly recordEvent: (event: SafetyEventInput) => Promise<unknown>;
+  /** Repositories intents worked in (the ledger's): their resume refs past their date are dropped. */
+  readonly repositories?: () => Promise<readonly string[]>;
   readonly logger: Logger;
   /** Default {@link SWEEP_AFTER_CLOSE_MS}. */
   readonly afterCloseMs?: number;
@@ -70,6 +76,8 @@ export interface SweepReport {
   readonly running: number;
   /** Worktrees whose intent this namespace does not know, or whose repository is gone: left alone, named. */
   readonly leftAlone: readonly string[];
+  /** Resume refs dropped because their retention (lineage.keepForResume) had passed. */
+  readonly droppedResumeRefs: readonly { readonly intentId: string; readonly repoPath: string }[];
 }
 
 /** Cleans what closed intents left in `worktreeRoot`. Each intent is cleaned once: a second sweep finds nothing of it. */
@@ -103,6 +111,8 @@ export async function sweepClosedIntents(deps: SweepDeps): Promise<SweepReport> 
         metadata: { workflowStatus: status, ...(how ? { how } : {}), ...(runId ? { runId } : {}) },
       });
     }
+    // Its own cleanup would have kept its commits for a resume: the default retention, the intent's setting being out of reach here.
+    await keepForResume(repoPath, intentId, parseDuration(DEFAULT_KEEP_FOR_RESUME), new Date((deps.now ?? Date.now)()));
     const { lineageCopy } = await removeWorktree({ repoPath, intentId, worktreeRoot: deps.worktreeRoot, lineageRoot: deps.lineageRoot, deleteBranch: false });
     const branch = branchForIntent(intentId);
     const branchLeft = await refExists(repoPath, `refs/heads/${branch}`);
@@ -121,7 +131,22 @@ export async function sweepClosedIntents(deps: SweepDeps): Promise<SweepReport> 
     swept.push({ intentId, repoPath, status, ...(lineageCopy ? { lineageCopy } : {}) });
   }
   await sweepTrash(trashOf(deps.worktreeRoot));
-  return { swept, running, leftAlone };
+  const droppedResumeRefs = await dropExpired(deps, swept.map((s) => s.repoPath));
+  return { swept, running, leftAlone, droppedResumeRefs };
+}
+
+/** Drops the resume refs past their date in every repository the ledger knows (and those just swept). */
+async function dropExpired(deps: SweepDeps, sweptRepos: readonly string[]): Promise<{ intentId: string; repoPath: string }[]> {
+  const repos = new Set([...sweptRepos, ...((await deps.repositories?.()) ?? [])]);
+  const dropped: { intentId: string; repoPath: string }[] = [];
+  for (const repoPath of repos) {
+    if (!existsSync(path.join(repoPath, '.git'))) continue;
+    for (const intentId of await dropExpiredResumeRefs(repoPath, new Date((deps.now ?? Date.now)()))) {
+      deps.logger.info({ intentId, repoPath }, 'dropped the resume ref of an intent: its retention (lineage.keepForResume) had passed');
+      dropped.push({ intentId, repoPath });
+    }
+  }
+  return dropped;
 }
 
 /** Every intent worktree under the root: `<root>/<repo folder>/<intent id>`, the trash left out. */
@@ -154,7 +179,7 @@ export function createSweepActivities(deps: {
   readonly lineageRoot: string;
   readonly logger: Logger;
   readonly redact: Redactor;
-  readonly ledger: Pick<Ledger, 'recordSafetyEvent'>;
+  readonly ledger: Pick<Ledger, 'recordSafetyEvent' | 'intentRepositories'>;
   readonly intentStatus?: IntentStatusReader;
 }) {
   return {
@@ -169,6 +194,7 @@ export function createSweepActivities(deps: {
         statusOf,
         // A termination reason is free text: it is scrubbed like everything else that reaches the ledger.
         recordEvent: (event) => deps.ledger.recordSafetyEvent(redactDeep(event, deps.redact)),
+        repositories: () => deps.ledger.intentRepositories(),
         logger: deps.logger,
       });
     },

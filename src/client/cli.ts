@@ -186,7 +186,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (flags: RunFlags & { detach?: boolean; approve?: boolean; by?: string; json?: boolean; resumeFrom?: string }) => {
       if (flags.resumeFrom !== undefined) {
         if (!flags.id) throw new UserError('--resume-from needs --id ID of the intent to resume');
-        return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom }));
+        return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom, by: flags.by ?? approver() }));
       }
       refuseUnusableText(flags);
       const safety = settings();
@@ -365,7 +365,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLadderCommands(program, config, settings, approver, { print, printJson });
   addLedgerCommands(program, config, { print, printJson }, settings);
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
-  addResumeCommand(program, config, print);
+  addResumeCommand(program, config, { print, defaultUser: approver });
   addInitCommand(program, print);
   addConfigCommands(program, { print, printJson }, () => program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);
 

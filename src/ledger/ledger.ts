@@ -539,6 +539,14 @@ export class Ledger {
     return rows[0]?.repo ?? undefined;
   }
 
+  /** Every repository an intent started in (from INTENT_STARTED): where the sweeper looks for resume refs past their date. */
+  async intentRepositories(): Promise<string[]> {
+    const { rows } = await this.pool.query<{ repo: string }>(
+      `SELECT DISTINCT metadata->>'repoPath' AS repo FROM safety_events WHERE event_type = 'INTENT_STARTED' AND metadata->>'repoPath' IS NOT NULL`,
+    );
+    return rows.map((row) => row.repo);
+  }
+
   /**
    * A merged intent as the ledger knows it: where it worked (INTENT_STARTED) and the commit its
    * merge made (INTENT_MERGED); undefined when it never merged.

@@ -36,3 +36,14 @@ export function doneLineageDir(intentId: string): string {
 export function lineageRefFor(intentId: string): string {
   return `refs/warden/lineage/${intentId}`;
 }
+
+/**
+ * The ref of Warden's own that keeps an ended intent's commits for a resume (see
+ * src/activities/resume-ref.ts): the branch may be deleted (a rejection) or moved; this stays.
+ */
+export function resumeRefFor(intentId: string): string {
+  return `refs/warden/resume/${intentId}`;
+}
+
+/** Where every resume ref lives. */
+export const RESUME_REF_PREFIX = 'refs/warden/resume/';

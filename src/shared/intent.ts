@@ -60,13 +60,22 @@ export const ConfinementSchema = z
   .strict();
 export type Confinement = z.infer<typeof ConfinementSchema>;
 
+/** How long an ended intent's commits are kept for `warden resume` unless `lineage.keepForResume` says. */
+export const DEFAULT_KEEP_FOR_RESUME = '30d';
+
 /**
  * Where the lineage of a merged intent (prompts, logs, documents) is kept. `ref` (default): in
  * the repository under `refs/warden/lineage/<id>`, outside every branch, and in the worker's
  * lineage folder; the base branch gets only the change. `tree`: in the base branch as well, under
  * `docs/lineage/done/<id>/`, merged with the intent branch's whole history.
  */
-export const LineageSettingsSchema = z.object({ location: z.enum(['ref', 'tree']).default('ref') }).strict();
+export const LineageSettingsSchema = z
+  .object({
+    location: z.enum(['ref', 'tree']).default('ref'),
+    /** How long an ended intent's commits stay under refs/warden/resume/<id> for `warden resume`. */
+    keepForResume: DurationSchema.default(DEFAULT_KEEP_FOR_RESUME),
+  })
+  .strict();
 export type LineageSettings = z.infer<typeof LineageSettingsSchema>;
 
 /**
@@ -150,7 +159,7 @@ export const IntentSchema = z.object({
   environment: z.string().trim().min(1).max(60).optional(),
   confinement: ConfinementSchema.default({ allowUnconfinedCode: false, testNetwork: 'none' }),
   /** Where its lineage is kept once it merges (the config's `lineage`). */
-  lineage: LineageSettingsSchema.default({ location: 'ref' }),
+  lineage: LineageSettingsSchema.default({ location: 'ref', keepForResume: DEFAULT_KEEP_FOR_RESUME }),
   /** Paths where a person allowed secrets in the change (the config's `secrets.allow`). */
   secrets: SecretSettingsSchema.default({ allow: [] }),
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),

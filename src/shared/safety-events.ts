@@ -82,6 +82,8 @@ export const SAFETY_EVENT_TYPES = [
   // the operator let agent-written code run outside bubblewrap, or the tests reach the network
   'UNCONFINED_CODE_ALLOWED',
   'ROLLBACK',
+  // `warden resume`: an ended or running intent's workflow was reset to a stage, with what the reset undid
+  'INTENT_RESUMED',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',
 ] as const;

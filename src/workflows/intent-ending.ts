@@ -89,13 +89,14 @@ export async function endEarly(run: IntentRun, caught: unknown, ending: Ending):
 
 /**
  * Runs however the intent ended, cancellation included: removes the worktree (the branch is kept
- * for a failed or stopped intent: its commits are what a resume continues from), writes the
+ * for a failed or stopped intent, and the commits of any that did not merge are kept under its
+ * resume ref: they are what a resume continues from), writes the
  * ending event, and counts the run on the agent's ladder unless a person stopped it.
  */
 export async function finishIntent(run: IntentRun, ending: Ending): Promise<void> {
   const { intent, state, ledger } = run;
   const { outcome } = ending;
-  const { lineageCopy, lineageRef } = await CancellationScope.nonCancellable(() => run.activities.cleanup.cleanupIntent({ intent, deleteBranch: outcome !== undefined }));
+  const { lineageCopy, lineageRef } = await CancellationScope.nonCancellable(() => run.activities.cleanup.cleanupIntent({ intent, deleteBranch: outcome !== undefined, keepForResume: state.status !== 'merged' }));
   if (!state.lineagePath && lineageCopy) {
     state.lineagePath = lineageCopy;
     relocateArtifacts(state, activeLineageDir(intent.id), lineageCopy);

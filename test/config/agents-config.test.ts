@@ -87,12 +87,17 @@ describe('lineage', () => {
   const flags = { repo, goal: 'Add slugify', agent: 'command', cmd: 'true' };
 
   test("a merged intent's lineage goes to its ref unless the config keeps it in the tree; a bad value is one clear line", () => {
-    expect(IntentSchema.parse(intentFromFlags(flags, process.cwd(), resolveConfig({}))).lineage).toEqual({ location: 'ref' });
+    expect(IntentSchema.parse(intentFromFlags(flags, process.cwd(), resolveConfig({}))).lineage).toEqual({ location: 'ref', keepForResume: '30d' });
     const config = resolveConfig({ lineage: { location: 'tree' } });
-    expect(config.lineage).toEqual({ location: 'tree' });
-    expect(intentFromFlags(flags, process.cwd(), config).lineage).toEqual({ location: 'tree' });
+    expect(config.lineage).toEqual({ location: 'tree', keepForResume: '30d' });
+    expect(intentFromFlags(flags, process.cwd(), config).lineage).toEqual({ location: 'tree', keepForResume: '30d' });
     expect(() => resolveConfig({ lineage: { location: 'branch' } })).toThrow(/lineage\.location/);
     expect(() => resolveConfig({ lineage: { inTree: true } })).toThrow(/lineage: Unrecognized key: "inTree"/);
+  });
+
+  test('how long an ended intent is kept for a resume comes from lineage.keepForResume (30d unless it says)', () => {
+    expect(intentFromFlags(flags, process.cwd(), resolveConfig({ lineage: { keepForResume: '2h' } })).lineage).toEqual({ location: 'ref', keepForResume: '2h' });
+    expect(() => resolveConfig({ lineage: { keepForResume: 'a month' } })).toThrow(/lineage\.keepForResume/);
   });
 });
 

@@ -85,8 +85,10 @@ test('failing, refusing and hanging channels never delay the intent; each ends a
   const outbox = new NotificationOutbox(world().pool);
   await waitFor(() => (receiver.on('/hangs').some((r) => r.json.intentId === id) ? true : undefined), 120_000, 'the hanging endpoint to hold a request');
 
-  await waitFor(() => (kinds(receiver.on('/ok'), id).includes('intent.rejected') ? true : undefined), 120_000, 'intent.rejected at /ok');
-  expect(kinds(receiver.on('/ok'), id).sort()).toEqual(['gate.escalated', 'gate.timeout-near', 'intent.rejected']);
+  // Each kind is delivered on its own, so on a busy machine they may arrive in any order.
+  const wanted = ['gate.escalated', 'gate.timeout-near', 'intent.rejected'];
+  await waitFor(() => (wanted.every((kind) => kinds(receiver.on('/ok'), id).includes(kind)) ? true : undefined), 120_000, 'the three kinds at /ok');
+  expect(kinds(receiver.on('/ok'), id).sort()).toEqual(wanted);
 
   // gate.opened, gate.timeout-near, gate.escalated, gate.decided and intent.rejected, to each bad channel.
   const letters = await waitFor(async () => {

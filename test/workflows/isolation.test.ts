@@ -144,7 +144,9 @@ describeWith('bubblewrap', "the repo's tests are agent-written code", () => {
     const [host, port] = (process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233').split(':');
     const tag = `warden-probe-${process.pid}-${Date.now()}`;
     const script = [
-      `if bash -c 'exec 3<>/dev/tcp/${host}/${port}' 2>/dev/null; then echo frontend reached; else echo frontend denied; fi > lib/probe-result.txt`,
+      // Reached means a server answered: Temporal's answers HTTP/2's preface with a frame. The
+      // sandbox's tripwire on that port takes the connection and resets it, answering nothing.
+      `if [ "$(bash -c 'exec 3<>/dev/tcp/${host}/${port} && printf "PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" >&3 && timeout 5 head -c 1 <&3' 2>/dev/null | wc -c)" -eq 1 ]; then echo frontend reached; else echo frontend denied; fi > lib/probe-result.txt`,
       `env | grep -c '^TEMPORAL_\\|^DATABASE_URL\\|^PG' >> lib/probe-result.txt || true`,
       'echo "home=$HOME session=${WARDEN_AGENT_SESSION:+set}" >> lib/probe-result.txt',
       // A detached helper that would go on signalling after the run: it must die with it.
@@ -155,6 +157,13 @@ describeWith('bubblewrap', "the repo's tests are agent-written code", () => {
     const { handle, repo, id } = await start(agent, makeSampleRepo(), extra);
     expect((await settled(handle)).pendingGate).toBeDefined(); // past the tests, at a gate
     expect(git(repo, 'show', `warden/${id}:lib/probe-result.txt`).trim().split('\n')).toEqual(['frontend denied', '0', 'home=/tmp/home session=set']);
+    // The try is evidence: a row with the frontend's port (written when the gate's ledger rows are).
+    const portsTried = async (): Promise<number[] | undefined> => {
+      const { rows } = await world().pool.query("SELECT metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'ESCAPE_ATTEMPTED'", [id]);
+      const ports = rows.map((row: { metadata: { port?: number } | null }) => row.metadata?.port ?? 0);
+      return ports.length > 0 ? ports : undefined;
+    };
+    expect(await waitFor(portsTried, 120_000, 'an ESCAPE_ATTEMPTED row')).toContain(Number(port));
     expect(processesWith(tag).length).toBe(0);
     await handle.terminate('test over');
   });

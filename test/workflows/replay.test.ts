@@ -158,7 +158,7 @@ test('an intent rewound to impl by resume, then merged, replays', async () => {
   const first = await startIntent(world().client, input, world().taskQueue);
   await expect(first.result()).rejects.toThrow(); // the two-strike rule stops it
   writeFileSync(scriptPath, JSON.stringify({ stages: { ...stages, impl: [goodImpl!] } }));
-  expect((await resumeIntent(world().client, 'default', input.id, { stage: 'impl', reason: 'agent fixed', reapplySignals: false, force: false })).stage).toBe('impl');
+  expect((await resumeIntent(world().client, 'default', input.id, { stage: 'impl', reason: 'agent fixed', reapplySignals: false, force: false, by: 'tester', ledger: world().ledger })).stage).toBe('impl');
   const handle = intentHandle(world().client, input.id);
   await atGate(handle, 'merge');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });

@@ -64,6 +64,8 @@ test('terminated mid-impl: the agent dies, the sweep workflow removes the worktr
   expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
   // The branch is kept (a resume continues from it) and, with its worktree gone, can be deleted.
   expect(git(repo, 'branch', '--list', `warden/${id}`)).toContain(`warden/${id}`);
+  // and its commits are kept under the resume ref, whatever becomes of the branch
+  expect(git(repo, 'rev-parse', `refs/warden/resume/${id}^1`)).toBe(git(repo, 'rev-parse', `warden/${id}`));
   const [row, ...more] = await sweptRows(id);
   expect(more).toEqual([]);
   expect(row!.reason).toMatch(/^the intent was terminated \(terminated by .+: operator pulled the plug\) without its own cleanup: its worktree was removed, its lineage kept at .+, its branch warden\/.+ kept$/);

@@ -1,0 +1,85 @@
+import { RESUME_REF_PREFIX, branchForIntent, resumeRefFor } from '../shared/ids';
+import { git, gitRaw, refExists } from './git';
+
+/*
+ * What an ended intent keeps for `warden resume`: its branch may be deleted (a rejection deletes
+ * it) or later moved, so as it ends its commits are kept under refs/warden/resume/<id>, a ref
+ * of Warden's own. The ref points at a small commit of Warden's: its first parent is the branch
+ * head as the intent ended, its second the ref's earlier commit (an earlier ending of the same
+ * intent), and its message says until when it is kept. Past that date the sweeper drops it.
+ */
+
+const KEPT_UNTIL = 'Kept-Until: ';
+
+/** The resume ref of an intent and until when it is kept, or undefined when the repository has none. */
+export interface ResumeRef {
+  readonly ref: string;
+  readonly keptUntil: Date;
+}
+
+/**
+ * Keeps the head of the intent branch under the intent's resume ref for `keepMs` from `now`.
+ * Does nothing when there is no branch (the ref, if any, stays as it was). A retry with the same
+ * branch head only moves the date.
+ */
+export async function keepForResume(repoPath: string, intentId: string, keepMs: number, now: Date): Promise<ResumeRef | undefined> {
+  const branch = `refs/heads/${branchForIntent(intentId)}`;
+  if (!(await refExists(repoPath, branch))) return undefined;
+  const ref = resumeRefFor(intentId);
+  const head = await git(repoPath, ['rev-parse', branch]);
+  const earlier = (await refExists(repoPath, ref)) ? await git(repoPath, ['rev-parse', ref]) : undefined;
+  // The earlier commit keeps the earlier run's commits, unless it kept this very head.
+  const earlierParents = earlier ? (await git(repoPath, ['log', '-1', '--format=%P', earlier])).split(' ').filter(Boolean) : [];
+  const keepEarlier = earlier !== undefined && earlierParents[0] !== head;
+  const parents = [head, ...(keepEarlier ? [earlier] : earlierParents.slice(1))];
+  const keptUntil = new Date(now.getTime() + keepMs);
+  const message = `warden(${intentId}): kept for resume\n\nThe first parent is the intent branch as the intent ended: warden resume ${intentId} continues from it.\n\n${KEPT_UNTIL}${keptUntil.toISOString()}\n`;
+  const tree = await git(repoPath, ['rev-parse', `${head}^{tree}`]);
+  const commit = await git(repoPath, ['commit-tree', tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
+  await git(repoPath, ['update-ref', '-m', `warden: kept ${intentId} for resume`, ref, commit, earlier ?? '']);
+  return { ref, keptUntil };
+}
+
+/** The intent's resume ref and its date, or undefined when there is none. */
+export async function readResumeRef(repoPath: string, intentId: string): Promise<ResumeRef | undefined> {
+  const ref = resumeRefFor(intentId);
+  const shown = await gitRaw(repoPath, ['log', '-1', '--format=%B', `${ref}^{commit}`]);
+  if (shown.code !== 0) return undefined;
+  return { ref, keptUntil: keptUntilOf(shown.stdout) };
+}
+
+/**
+ * True when `commit` can be resumed from: it is on the intent branch or among the commits the
+ * resume ref keeps. A commit reachable from neither (the ref dropped, or never made) is gone
+ * for a resume, even while git has not yet collected it.
+ */
+export async function resumableFrom(repoPath: string, intentId: string, commit: string): Promise<boolean> {
+  for (const tip of [`refs/heads/${branchForIntent(intentId)}`, resumeRefFor(intentId)]) {
+    if (!(await refExists(repoPath, tip))) continue;
+    if ((await gitRaw(repoPath, ['merge-base', '--is-ancestor', commit, tip])).code === 0) return true;
+  }
+  return false;
+}
+
+/** Deletes the resume refs of `repoPath` whose date has passed; returns the intents whose ref went. */
+export async function dropExpiredResumeRefs(repoPath: string, now: Date): Promise<string[]> {
+  const listed = await gitRaw(repoPath, ['for-each-ref', '--format=%(refname)%00%(contents)%00', RESUME_REF_PREFIX]);
+  if (listed.code !== 0) return [];
+  const fields = listed.stdout.split('\0');
+  const dropped: string[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const ref = fields[i]!.trim();
+    if (!ref.startsWith(RESUME_REF_PREFIX)) continue;
+    if (keptUntilOf(fields[i + 1]!).getTime() > now.getTime()) continue;
+    await git(repoPath, ['update-ref', '-d', ref]);
+    dropped.push(ref.slice(RESUME_REF_PREFIX.length));
+  }
+  return dropped;
+}
+
+/** The date in a resume commit's message; a message without one counts as expired. */
+function keptUntilOf(message: string): Date {
+  const line = message.split('\n').find((l) => l.startsWith(KEPT_UNTIL));
+  const date = line ? new Date(line.slice(KEPT_UNTIL.length).trim()) : new Date(0);
+  return Number.isNaN(date.getTime()) ? new Date(0) : date;
+}

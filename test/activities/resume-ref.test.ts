@@ -1,0 +1,64 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { git, gitRaw } from '../../src/activities/git';
+import { dropExpiredResumeRefs, keepForResume, readResumeRef, resumableFrom } from '../../src/activities/resume-ref';
+import { createSampleRepo } from '../../src/client/sample-repo';
+
+let tmp: string;
+let repo: string;
+const HOUR = 3_600_000;
+const now = new Date('2026-01-01T00:00:00Z');
+
+beforeEach(async () => {
+  tmp = await mkdtemp(path.join(os.tmpdir(), 'warden-resume-ref-'));
+  repo = createSampleRepo(path.join(tmp, 'repo'));
+});
+afterEach(async () => {
+  await rm(tmp, { recursive: true, force: true });
+});
+
+/** A commit on the intent branch `warden/<id>` (made from main the first time). */
+async function commitOnBranch(id: string, message: string): Promise<string> {
+  const branch = `refs/heads/warden/${id}`;
+  const parent = (await gitRaw(repo, ['rev-parse', '--verify', '--quiet', branch])).stdout.trim() || (await git(repo, ['rev-parse', 'main']));
+  const commit = await git(repo, ['commit-tree', `${parent}^{tree}`, '-p', parent, '-m', message]);
+  await git(repo, ['update-ref', branch, commit]);
+  return commit;
+}
+
+test("an ended intent's commits stay resumable after its branch is deleted, until the ref is dropped past its date", async () => {
+  const first = await commitOnBranch('a', 'spec');
+  const head = await commitOnBranch('a', 'impl');
+  expect(await keepForResume(repo, 'a', 2 * HOUR, now)).toEqual({ ref: 'refs/warden/resume/a', keptUntil: new Date(now.getTime() + 2 * HOUR) });
+  await git(repo, ['update-ref', '-d', 'refs/heads/warden/a']); // a rejection deletes the branch
+  expect(await git(repo, ['rev-parse', 'refs/warden/resume/a^1'])).toBe(head);
+  expect(await resumableFrom(repo, 'a', first)).toBe(true);
+  expect(await resumableFrom(repo, 'a', await git(repo, ['rev-parse', 'main']))).toBe(true);
+
+  // another intent's ref, kept longer, stays; this one goes once its date has passed, not before
+  await commitOnBranch('b', 'spec');
+  await keepForResume(repo, 'b', 10 * HOUR, now);
+  expect(await dropExpiredResumeRefs(repo, new Date(now.getTime() + HOUR))).toEqual([]);
+  expect(await dropExpiredResumeRefs(repo, new Date(now.getTime() + 3 * HOUR))).toEqual(['a']);
+  expect(await readResumeRef(repo, 'a')).toBeUndefined();
+  expect(await resumableFrom(repo, 'a', first)).toBe(false);
+  expect((await readResumeRef(repo, 'b'))?.keptUntil).toEqual(new Date(now.getTime() + 10 * HOUR));
+});
+
+test('a second ending keeps the first ending\'s commits too; no branch, no new ref', async () => {
+  expect(await keepForResume(repo, 'c', HOUR, now)).toBeUndefined();
+  const firstRun = await commitOnBranch('c', 'impl attempt 1');
+  await keepForResume(repo, 'c', HOUR, now);
+  // a resume moved the branch back and the run made other commits
+  await git(repo, ['update-ref', 'refs/heads/warden/c', await git(repo, ['rev-parse', 'main'])]);
+  const secondRun = await commitOnBranch('c', 'impl attempt 1 again');
+  await keepForResume(repo, 'c', 2 * HOUR, now);
+  expect(await resumableFrom(repo, 'c', firstRun)).toBe(true);
+  expect(await resumableFrom(repo, 'c', secondRun)).toBe(true);
+  // the same head kept again only moves the date: no chain of commits grows
+  const before = await git(repo, ['rev-parse', 'refs/warden/resume/c^2']);
+  await keepForResume(repo, 'c', 3 * HOUR, now);
+  expect(await git(repo, ['rev-parse', 'refs/warden/resume/c^2'])).toBe(before);
+  expect((await readResumeRef(repo, 'c'))?.keptUntil).toEqual(new Date(now.getTime() + 3 * HOUR));
+});
