@@ -31,17 +31,32 @@ interface PullRequestWatch {
   /** A webhook said something happened: read now. */
   nudged: boolean;
   round: number;
+  /** What happened since the pull request was last told: gates that opened, layers that fired. */
+  untold: string[];
 }
+
+/** Rows told on the pull request besides those of medium severity and above. */
+const TOLD_ALWAYS: readonly string[] = ['GATE_REQUESTED', 'GATE_DECIDED'];
+/** Lines of one comment. */
+const MAX_TOLD = 20;
 
 const watches = new WeakMap<IntentRun, PullRequestWatch>();
 
 function watchOf(run: IntentRun): PullRequestWatch {
   let watch = watches.get(run);
   if (!watch) {
-    const made: PullRequestWatch = { seen: new Set(), nudged: false, round: 0 };
+    const made: PullRequestWatch = { seen: new Set(), nudged: false, round: 0, untold: [] };
     setHandler(forgeEventSignal, () => {
       made.nudged = true;
     });
+    // Once the pull request exists, what the safety layers and the gates do is said there too.
+    run.ledger.observer = (type, severity, reason) => {
+      if (!run.state.pullRequest || type.startsWith('PULL_REQUEST_') || type.startsWith('FORGE_')) return;
+      // The merge gate is the pull request itself: its opening and decision are said there in their own words.
+      if (TOLD_ALWAYS.includes(type) && run.state.pendingGate?.gate === 'merge') return;
+      if (!TOLD_ALWAYS.includes(type) && severity !== 'medium' && severity !== 'high' && severity !== 'critical') return;
+      made.untold.push(`- ${type} (${severity}): ${reason.split('\n')[0]!.slice(0, 300)}`);
+    };
     watches.set(run, made);
     watch = made;
   }
@@ -99,6 +114,7 @@ async function publish(run: IntentRun, watch: PullRequestWatch): Promise<{ numbe
     metadata: { number: published.number, url: published.url, headSha: published.headSha, round: watch.round, pushed: published.pushed },
   });
   await ledger.flush();
+  await tellUntold(run, watch);
   if (!published.opened) {
     await comment(run, published.number, published.pushed ? `Warden: new commit ${published.headSha.slice(0, 12)} after the changes asked for; the merge gate is open again.` : 'Warden: the merge gate is open again.');
   }
@@ -133,6 +149,7 @@ async function watchWhile<T>(run: IntentRun, watch: PullRequestWatch, number: nu
       if (done || !run.state.pendingGate) continue;
       const news = await read(run, watch, number);
       if (!done) handleNews(run, watch, news);
+      await tellUntold(run, watch);
     }
     // Once the gate is decided the watcher has nothing to say: it never settles the race below.
     return new Promise<never>(() => undefined);
@@ -310,12 +327,23 @@ export async function mergeThroughForge(run: IntentRun): Promise<string> {
 export async function closePullRequestAtEnd(run: IntentRun, reason: string): Promise<void> {
   const pr = run.state.pullRequest;
   if (!pr || run.state.status === 'merged') return;
+  const untold = watches.get(run)?.untold.splice(0, MAX_TOLD) ?? [];
+  if (untold.length > 0) reason = `${reason}\n\nWhat happened before:\n${untold.join('\n')}`;
   try {
     const { closed } = await CancellationScope.nonCancellable(() => run.activities.forge.closePullRequest({ intent: run.intent, number: pr.number, reason: `Warden: the intent ended ${run.state.status}: ${reason}` }));
     if (closed) run.ledger.event('PULL_REQUEST_CLOSED', 'info', `closed pull request #${pr.number}: the intent ended ${run.state.status} (${reason.slice(0, 300)})`, { stage: run.state.stage, metadata: { number: pr.number, url: pr.url } });
   } catch (error) {
     run.ledger.event('FORGE_FAILED', 'medium', `could not close pull request #${pr.number} (${pr.url}): ${failureMessage(error)}`, { stage: run.state.stage, suggestion: 'close it on the forge by hand' });
   }
+}
+
+/** Says on the pull request what happened since it was last told, in one comment. */
+async function tellUntold(run: IntentRun, watch: PullRequestWatch): Promise<void> {
+  const pr = run.state.pullRequest;
+  if (!pr || watch.untold.length === 0) return;
+  const lines = watch.untold.splice(0);
+  const more = lines.length > MAX_TOLD ? `\n… and ${lines.length - MAX_TOLD} more (warden audit ${run.intent.id})` : '';
+  await comment(run, pr.number, `Warden, since the last word here:\n${lines.slice(0, MAX_TOLD).join('\n')}${more}`);
 }
 
 async function comment(run: IntentRun, number: number, body: string): Promise<void> {
