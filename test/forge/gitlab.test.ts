@@ -211,7 +211,7 @@ describe('GitLabClient', () => {
     await expect(client.merge(12, { method: 'squash', headSha: HEAD, ...MESSAGE })).resolves.toEqual({ mergeCommit: SQUASH });
   });
 
-  it('rebases first, then merges the rebased head', async () => {
+  it('rebases first, waits for the rebase, then merges the rebased head', async () => {
     const client = await clientFor('merge-rebase');
     await expect(client.merge(12, { method: 'rebase', headSha: HEAD, ...MESSAGE })).resolves.toEqual({ mergeCommit: REBASED });
   });
