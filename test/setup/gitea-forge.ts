@@ -60,13 +60,13 @@ async function isExecutable(file: string): Promise<boolean> {
   }
 }
 
-/** The Go toolchain, or a clear error saying how to get one. */
-export function findGo(env: NodeJS.ProcessEnv = process.env): string {
-  const go = findExecutable('go', env.PATH) ?? (existsSync(GO_FALLBACK) ? GO_FALLBACK : undefined);
+/** The Go toolchain on PATH or at `fallback`, or a clear error saying how to get one. */
+export function findGo(env: NodeJS.ProcessEnv = process.env, fallback: string = GO_FALLBACK): string {
+  const go = findExecutable('go', env.PATH) ?? (existsSync(fallback) ? fallback : undefined);
   if (!go) {
     throw new Error(
       `building Gitea ${GITEA_VERSION} for the forge tests needs the Go toolchain (go 1.25 or later, with gcc for SQLite), ` +
-        `and no \`go\` is on PATH or at ${GO_FALLBACK}; install Go from https://go.dev/dl/ and run \`npx tsx test/setup/gitea-forge.ts --build\``,
+        `and no \`go\` is on PATH or at ${fallback}; install Go from https://go.dev/dl/ and run \`npx tsx test/setup/gitea-forge.ts --build\``,
     );
   }
   return go;
@@ -75,6 +75,8 @@ export function findGo(env: NodeJS.ProcessEnv = process.env): string {
 export interface EnsureGiteaOptions {
   readonly toolsDir?: string;
   readonly env?: NodeJS.ProcessEnv;
+  /** The Go toolchain to build with; found with {@link findGo} when left out. */
+  readonly go?: string;
   readonly log?: (message: string) => void;
 }
 
@@ -95,7 +97,7 @@ export async function ensureGitea(options: EnsureGiteaOptions = {}): Promise<str
         if (await isExecutable(install.binary)) return install.binary;
         await rm(install.failure, { force: true });
         try {
-          await build(install, env, log);
+          await build(install, options.go ?? findGo(env), env, log);
         } catch (error) {
           await writeFile(install.failure, `${errorText(error)}\n`).catch(() => undefined);
           throw error;
@@ -160,8 +162,7 @@ async function waitForLockRelease(lock: string): Promise<void> {
 }
 
 /** Builds into a scratch folder beside the install and moves the binary into place when whole. */
-async function build(install: GiteaInstall, env: NodeJS.ProcessEnv, log: (message: string) => void): Promise<void> {
-  const go = findGo(env);
+async function build(install: GiteaInstall, go: string, env: NodeJS.ProcessEnv, log: (message: string) => void): Promise<void> {
   const started = Date.now();
   const elapsed = (): string => `${Math.round((Date.now() - started) / 1000)} s`;
   const scratch = await mkdtemp(`${install.dir}.building-`);
