@@ -1,0 +1,223 @@
+/**
+ * The Gitea the forge tests run against: built once from the Go module proxy into the Warden
+ * home's tools folder (`<tools>/gitea-<version>/gitea`), as the Temporal CLI and the embedded
+ * PostgreSQL are installed there. A build takes minutes on two cores, so .ci/run starts it in the
+ * background right after `npm ci` and the forge tests wait for it:
+ *
+ *   npx tsx test/setup/gitea-forge.ts --build    builds when missing, prints the binary's path
+ *
+ * A lock file beside the install keeps two processes from building at once: the second waits
+ * for the first, and fails with the first one's error when that build failed. The binary is
+ * built with the `bindata` tag, so it carries its templates and locales and needs no source tree.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { access, constants, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { findExecutable } from '../../src/shared/executables';
+import { wardenHomeOf } from '../../src/shared/warden-home';
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * The release that builds from the module proxy as it is: later ones moved to a module path
+ * and dependencies the proxy does not serve.
+ */
+export const GITEA_VERSION = '1.26.0';
+const GITEA_MODULE = 'code.gitea.io/gitea';
+const BUILD_TAGS = 'bindata sqlite sqlite_unlock_notify';
+/** The packages whose generated files embed the assets (go generate -tags bindata). */
+const BINDATA_PACKAGES = ['modules/options', 'modules/templates', 'modules/public', 'modules/migration'];
+/** Where the Go toolchain lives on the machines Warden is tested on, when it is not on PATH. */
+const GO_FALLBACK = '/usr/local/go/bin/go';
+/** How often a waiting process looks at the lock again. */
+const LOCK_POLL_MS = 2000;
+
+export interface GiteaInstall {
+  /** The folder the binary is installed in. */
+  readonly dir: string;
+  readonly binary: string;
+  /** Held while a process builds; holds that process's pid. */
+  readonly lock: string;
+  /** Written by a build that failed, for the processes waiting on it. */
+  readonly failure: string;
+}
+
+/** Where Gitea is (or will be) installed under the tools folder. */
+export function giteaInstall(toolsDir: string = path.join(wardenHomeOf(), 'tools')): GiteaInstall {
+  const dir = path.join(path.resolve(toolsDir), `gitea-${GITEA_VERSION}`);
+  return { dir, binary: path.join(dir, 'gitea'), lock: `${dir}.lock`, failure: `${dir}.failed` };
+}
+
+async function isExecutable(file: string): Promise<boolean> {
+  try {
+    if (!(await stat(file)).isFile()) return false;
+    await access(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The Go toolchain on PATH or at `fallback`, or a clear error saying how to get one. */
+export function findGo(env: NodeJS.ProcessEnv = process.env, fallback: string = GO_FALLBACK): string {
+  const go = findExecutable('go', env.PATH) ?? (existsSync(fallback) ? fallback : undefined);
+  if (!go) {
+    throw new Error(
+      `building Gitea ${GITEA_VERSION} for the forge tests needs the Go toolchain (go 1.25 or later, with gcc for SQLite), ` +
+        `and no \`go\` is on PATH or at ${fallback}; install Go from https://go.dev/dl/ and run \`npx tsx test/setup/gitea-forge.ts --build\``,
+    );
+  }
+  return go;
+}
+
+export interface EnsureGiteaOptions {
+  readonly toolsDir?: string;
+  readonly env?: NodeJS.ProcessEnv;
+  /** The Go toolchain to build with; found with {@link findGo} when left out. */
+  readonly go?: string;
+  readonly log?: (message: string) => void;
+}
+
+/**
+ * The Gitea binary's absolute path: there already, built by another process this one waited
+ * for, or built now. Throws when the build fails (or the build waited for failed).
+ */
+export async function ensureGitea(options: EnsureGiteaOptions = {}): Promise<string> {
+  const install = giteaInstall(options.toolsDir);
+  const log = options.log ?? (() => undefined);
+  const env = options.env ?? process.env;
+  for (;;) {
+    if (await isExecutable(install.binary)) return install.binary;
+    await mkdir(path.dirname(install.dir), { recursive: true });
+    if (await takeLock(install.lock)) {
+      try {
+        // Another process may have finished between our look and our lock.
+        if (await isExecutable(install.binary)) return install.binary;
+        await rm(install.failure, { force: true });
+        try {
+          await build(install, options.go ?? findGo(env), env, log);
+        } catch (error) {
+          await writeFile(install.failure, `${errorText(error)}\n`).catch(() => undefined);
+          throw error;
+        }
+        return install.binary;
+      } finally {
+        await rm(install.lock, { force: true });
+      }
+    }
+    log(`waiting for the Gitea build that another process (${await lockHolder(install.lock)}) is running; its lock is ${install.lock}`);
+    await waitForLockRelease(install.lock);
+    if (await isExecutable(install.binary)) return install.binary;
+    const failure = await readFile(install.failure, 'utf8').catch(() => '');
+    if (failure) throw new Error(`the Gitea build this process waited for failed: ${failure.trim()}`);
+    // The holder died without a word: try again, and build here if nobody else does.
+  }
+}
+
+/** Creates the lock with our pid; takes over a lock whose holder is gone. */
+async function takeLock(lock: string): Promise<boolean> {
+  try {
+    await writeFile(lock, `${process.pid}\n`, { flag: 'wx' });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  const holder = await lockHolder(lock);
+  if (holder !== undefined && isAlive(holder)) return false;
+  // A stale lock (its process died): remove it and race for a fresh one.
+  await rm(lock, { force: true });
+  try {
+    await writeFile(lock, `${process.pid}\n`, { flag: 'wx' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function lockHolder(lock: string): Promise<number | undefined> {
+  const text = await readFile(lock, 'utf8').catch(() => '');
+  const pid = Number.parseInt(text.trim(), 10);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Until the lock is gone, or its holder died without removing it. */
+async function waitForLockRelease(lock: string): Promise<void> {
+  for (;;) {
+    if (!existsSync(lock)) return;
+    const holder = await lockHolder(lock);
+    if (holder !== undefined && !isAlive(holder)) return;
+    await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+  }
+}
+
+/** Builds into a scratch folder beside the install and moves the binary into place when whole. */
+async function build(install: GiteaInstall, go: string, env: NodeJS.ProcessEnv, log: (message: string) => void): Promise<void> {
+  const started = Date.now();
+  const elapsed = (): string => `${Math.round((Date.now() - started) / 1000)} s`;
+  const scratch = await mkdtemp(`${install.dir}.building-`);
+  const goEnv = { ...env, CGO_ENABLED: '1' };
+  // Lowest priority: the build shares the machine with the test run.
+  const run = async (args: readonly string[], cwd: string): Promise<string> => {
+    const { stdout } = await execFileAsync('nice', ['-n', '19', go, ...args], { cwd, env: goEnv, maxBuffer: 64 * 1024 * 1024 });
+    return stdout;
+  };
+  try {
+    log(`building Gitea ${GITEA_VERSION} from the Go module proxy into ${install.dir} (${go}; several minutes on two cores)`);
+    const downloaded = JSON.parse(await run(['mod', 'download', '-json', `${GITEA_MODULE}@v${GITEA_VERSION}`], scratch)) as { Dir?: string; Error?: string };
+    if (!downloaded.Dir) throw new Error(`go mod download ${GITEA_MODULE}@v${GITEA_VERSION} gave no source folder${downloaded.Error ? `: ${downloaded.Error}` : ''}`);
+    // The module cache is read-only: build in a writable copy.
+    const source = path.join(scratch, 'src');
+    await execFileAsync('cp', ['-r', downloaded.Dir, source]);
+    await execFileAsync('chmod', ['-R', 'u+w', source]);
+    log(`[${elapsed()}] source copied; downloading its dependencies`);
+    await run(['mod', 'download'], source);
+    log(`[${elapsed()}] dependencies downloaded; embedding templates, locales and assets (bindata)`);
+    for (const pkg of BINDATA_PACKAGES) await run(['generate', '-tags', 'bindata', './...'], path.join(source, pkg));
+    log(`[${elapsed()}] compiling (the longest step)`);
+    const output = path.join(scratch, 'gitea');
+    await run(['build', '-tags', BUILD_TAGS, '-ldflags', `-s -w -X main.Version=${GITEA_VERSION} -X 'main.Tags=${BUILD_TAGS}'`, '-o', output, '.'], source);
+    const { stdout: version } = await execFileAsync(output, ['--version'], { env: { ...env, GITEA_WORK_DIR: scratch } });
+    await mkdir(install.dir, { recursive: true });
+    await rename(output, install.binary);
+    log(`[${elapsed()}] built: ${version.trim()} at ${install.binary}`);
+  } catch (error) {
+    log(`[${elapsed()}] the Gitea build failed: ${errorText(error)}`);
+    throw new Error(`building Gitea ${GITEA_VERSION} failed: ${errorText(error)}`);
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+/** One line: a failed command's message with the tail of its stderr. */
+function errorText(error: unknown): string {
+  const message = (error instanceof Error ? error.message : String(error)).trim().split('\n')[0] ?? '';
+  const stderr = error && typeof error === 'object' && 'stderr' in error ? String((error as { stderr: unknown }).stderr ?? '').trim() : '';
+  return stderr ? `${message}: ${stderr.split('\n').slice(-5).join(' | ')}` : message;
+}
+
+async function main(): Promise<void> {
+  if (!process.argv.includes('--build')) {
+    process.stderr.write('usage: npx tsx test/setup/gitea-forge.ts --build\n');
+    process.exit(2);
+  }
+  const binary = await ensureGitea({ log: (message) => process.stderr.write(`[gitea] ${message}\n`) });
+  process.stdout.write(`${binary}\n`);
+}
+
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`[gitea] ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  });
+}
