@@ -21,18 +21,7 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
   /** Where a gate's notification links to (default: no link). */
   readonly gateLink?: NotificationDeps['gateLink'];
   /** The forge adapters (src/forge) and the environment that holds their tokens. */
-  readonly forge?: ForgeActivityDeps;
-};
-
-/** Until the forge adapters are wired in: every forge call says so. */
-const NO_FORGE: ForgeActivityDeps = {
-  env: {},
-  forgeClient: () => {
-    throw new Error('this worker has no forge adapters');
-  },
-  repositoryOf: () => {
-    throw new Error('this worker has no forge adapters');
-  },
+  readonly forge: ForgeActivityDeps;
 };
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
@@ -45,7 +34,7 @@ export function createActivities(deps: WardenActivityDeps) {
     ...createReviewPackageActivities(deps),
     ...createDocumentEditActivities(deps),
     ...createSweepActivities(deps),
-    ...createForgeActivities(deps.forge ?? NO_FORGE),
+    ...createForgeActivities(deps.forge),
     ...createNotificationActivities({ outbox: new NotificationOutbox(deps.ledger.pool), env: process.env, gateLink: deps.gateLink, ledger: deps.ledger, redact: deps.redact, fetch: deps.fetch }),
   });
 }
