@@ -13,9 +13,12 @@ export function intentIdFromWorkflowId(workflowId: string): string {
   return workflowId.startsWith('intent-') ? workflowId.slice('intent-'.length) : workflowId;
 }
 
+/** What every intent's branch name starts with. */
+export const INTENT_BRANCH_PREFIX = 'warden/';
+
 /** The branch an intent's agent works on. Merge touches only this branch and the base branch. */
 export function branchForIntent(intentId: string): string {
-  return `warden/${intentId}`;
+  return `${INTENT_BRANCH_PREFIX}${intentId}`;
 }
 
 /** Lineage folder (inside the worktree) while the intent runs. */

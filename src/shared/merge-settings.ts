@@ -25,6 +25,11 @@ export const ForgeSettingsSchema = z
     reviewers: z.record(z.string().trim().min(1).max(100), ApproverName).default({}),
     /** A mapped reviewer's comment starting with this sends the work back to impl with the rest of the comment. */
     changesCommand: z.string().trim().min(1).max(60).default('/warden changes'),
+    /** Where `warden serve` reads the secret the forge signs its webhook deliveries with (POST /forge/webhook). */
+    webhookSecretEnv: z
+      .string()
+      .regex(/^WARDEN_[A-Z0-9_]+$/, 'the secret lives in a WARDEN_* variable, which agents and tests never inherit')
+      .default('WARDEN_FORGE_WEBHOOK_SECRET'),
     /** How often the pull request is read while Warden waits on it (a webhook wakes it sooner). */
     pollEvery: PositiveDurationSchema.default('30s'),
     /** Labels the pull request carries besides its risk (`risk:LOW` …). */

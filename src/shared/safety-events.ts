@@ -96,6 +96,8 @@ export const SAFETY_EVENT_TYPES = [
   'PULL_REQUEST_MERGED',
   'PULL_REQUEST_CLOSED',
   'FORGE_FAILED',
+  // a delivery to the web app's forge webhook whose signature (or token) did not hold
+  'FORGE_WEBHOOK_REFUSED',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',
 ] as const;

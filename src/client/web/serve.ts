@@ -50,7 +50,8 @@ async function webAppOn(
   if (linkSecret.missing) options.print(`note: links in notifications cannot decide here, only show their gate: ${linkSecret.missing}`);
   let app: WebApp;
   try {
-    app = await startWebApp({ client, ledger, linkSecret, operator: options.operator, keysDir: approverKeysDir(), host: serve.host, port: serve.port, logger: options.logger });
+    const forgeWebhookSecret = warden.merge?.forge ? process.env[warden.merge.forge.webhookSecretEnv] : undefined;
+    app = await startWebApp({ client, ledger, linkSecret, operator: options.operator, keysDir: approverKeysDir(), host: serve.host, port: serve.port, logger: options.logger, ...(forgeWebhookSecret ? { forgeWebhookSecret } : {}) });
   } catch (error) {
     await database.close();
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new UserError(`port ${serve.port} on ${serve.host} is in use: stop what listens there, or pass --port (0 takes a free one)`);

@@ -20,6 +20,10 @@ import type { GateName } from '../../shared/gates';
 import type { IntentState } from '../../shared/state';
 import { readApproverKey } from '../approver-keys';
 import { queryState, sendDecision } from '../intents';
+import { readWebhookDelivery } from '../../forge/webhook';
+import { intentsWithPullRequest } from '../../ledger/pull-request-lookup';
+import { forgeEventSignal } from '../../shared/messages';
+import { INTENT_BRANCH_PREFIX, workflowIdForIntent } from '../../shared/ids';
 import { waitingGates } from '../list-intents';
 import { esc, gatePage, inboxPage, messagePage, type DecidingAs, type ViewOnly } from './pages';
 
@@ -35,6 +39,8 @@ export interface WebAppOptions {
   readonly host: string;
   readonly port: number;
   readonly logger: Logger;
+  /** The secret the forge signs its webhook deliveries with (`merge.forge.webhookSecretEnv`); without it `/forge/webhook` takes none. */
+  readonly forgeWebhookSecret?: string;
 }
 
 export interface WebApp {
@@ -94,19 +100,19 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   }
 
   /** A refused link or decision as a ledger row, at most REFUSALS_RECORDED_PER_MINUTE a minute. */
-  async function recordRefusal(reason: string, context: { intentId?: string; gate?: string; claims?: LinkClaims }): Promise<void> {
+  async function recordRefusal(reason: string, context: { intentId?: string; gate?: string; claims?: LinkClaims }, eventType: 'DECISION_LINK_REFUSED' | 'FORGE_WEBHOOK_REFUSED' = 'DECISION_LINK_REFUSED'): Promise<void> {
     const minute = Math.floor(Date.now() / 60_000);
     if (refusals.minute !== minute) Object.assign(refusals, { minute, count: 0 });
     if (++refusals.count <= REFUSALS_RECORDED_PER_MINUTE) {
       await o.ledger
         .recordSafetyEvent({
-          id: deterministicUuid('DECISION_LINK_REFUSED', randomBytes(8).toString('hex')),
+          id: deterministicUuid(eventType, randomBytes(8).toString('hex')),
           timestamp: new Date(),
-          eventType: 'DECISION_LINK_REFUSED',
+          eventType,
           severity: 'medium',
           reason,
           ...(context.intentId ? { intentId: context.intentId.slice(0, 64) } : {}),
-          suggestion: 'open the newest notification of the gate, or decide with warden approve / reject',
+          suggestion: eventType === 'FORGE_WEBHOOK_REFUSED' ? "check that the forge's webhook secret is the one this web app has (merge.forge.webhookSecretEnv)" : 'open the newest notification of the gate, or decide with warden approve / reject',
           metadata: { gate: context.gate?.slice(0, 40), approver: context.claims?.approver, expiresAt: context.claims?.expiresAt },
         })
         .catch((error: unknown) => o.logger.warn({ err: error }, 'could not record a refused decision link'));
@@ -227,6 +233,38 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     send(res, 200, messagePage('Decided', `The ${gate} gate of ${intentId} is ${what} by ${granted.as.approver}.`, true, back));
   }
 
+  /**
+   * A webhook delivery from the team's forge: checked by its signature (or GitLab's token), then
+   * every intent whose pull request it is about is woken to read it (signal forgeEvent). The
+   * delivery decides nothing itself: the workflow reads the reviews from the forge's API.
+   */
+  async function forgeWebhook(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const secret = o.forgeWebhookSecret;
+    if (!secret) throw new HttpError(404, 'Not found', 'This web app takes no forge webhooks: set the secret named by merge.forge.webhookSecretEnv where it runs.');
+    const body = await rawBodyOf(req);
+    const reading = readWebhookDelivery({ headers: req.headers, body }, secret);
+    if (!reading.accepted) {
+      await recordRefusal(`a forge webhook delivery was refused: ${reading.reason}`, {}, 'FORGE_WEBHOOK_REFUSED');
+      return send(res, 401, `refused: ${reading.reason}`, 'text/plain');
+    }
+    const intents = new Set<string>();
+    if (reading.headBranch?.startsWith(INTENT_BRANCH_PREFIX)) intents.add(reading.headBranch.slice(INTENT_BRANCH_PREFIX.length));
+    for (const id of await intentsWithPullRequest(o.ledger.pool, { ...(reading.pullRequest !== undefined ? { number: reading.pullRequest } : {}), ...(reading.headSha ? { headSha: reading.headSha } : {}) })) intents.add(id);
+    let woken = 0;
+    for (const id of intents) {
+      // An intent that has ended, or a branch that only looks like one of ours, has nothing to wake.
+      const sent = await o.client.workflow
+        .getHandle(workflowIdForIntent(id))
+        .signal(forgeEventSignal, { event: reading.event, ...(reading.action ? { action: reading.action } : {}) })
+        .then(
+          () => true,
+          () => false,
+        );
+      if (sent) woken += 1;
+    }
+    send(res, 202, `woke ${woken} intent(s)`, 'text/plain');
+  }
+
   async function inbox(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     if (!hasSession(req)) throw new HttpError(401, 'Sign in first', 'Open the address warden serve printed (it carries the key of this session).');
     const gates = await waitingGates(o.client);
@@ -250,6 +288,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
         if (req.method === 'GET') return showGate(req, res, parts[1]!, parts[2]!, url.searchParams.get(LINK_PARAMETERS.decide) ?? undefined, url.searchParams.get(LINK_PARAMETERS.view) ?? undefined);
         if (req.method === 'POST') return decide(req, res, parts[1]!, parts[2]!);
       }
+      if (url.pathname === '/forge/webhook' && req.method === 'POST') return forgeWebhook(req, res);
       if (url.pathname === '/healthz') return send(res, 200, 'ok', 'text/plain');
       throw new HttpError(404, 'Not found', 'There is no such page.');
     };
@@ -294,6 +333,11 @@ function redirect(res: http.ServerResponse, to: string): void {
 }
 
 async function bodyOf(req: http.IncomingMessage): Promise<string> {
+  return (await rawBodyOf(req)).toString('utf8');
+}
+
+/** The body's bytes as sent: a webhook's signature is over them. */
+async function rawBodyOf(req: http.IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -301,7 +345,7 @@ async function bodyOf(req: http.IncomingMessage): Promise<string> {
     if (size > MAX_BODY) throw new HttpError(413, 'Too large', 'The form is larger than a decision can be.');
     chunks.push(chunk as Buffer);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
 
 /** The intent's latest LLD and spec, when its worktree is on this machine. */
