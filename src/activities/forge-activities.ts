@@ -132,16 +132,26 @@ export function createForgeActivities(deps: ForgeActivityDeps) {
       });
     },
 
-    /** Merges through the forge with the method, only while its head is the approved commit. Idempotent. */
-    async mergePullRequest({ intent, number, headSha, method }: { readonly intent: Intent; readonly number: number; readonly headSha: string; readonly method: MergeMethod }): Promise<{ readonly mergeCommit: string }> {
+    /**
+     * Merges through the forge with the method, only while its head is the approved commit.
+     * Idempotent. The forge may refuse for now (it is still working out whether the change
+     * merges, or its own rules are not met yet): that is `notYet`, for the workflow to wait on.
+     */
+    async mergePullRequest({ intent, number, headSha, method }: { readonly intent: Intent; readonly number: number; readonly headSha: string; readonly method: MergeMethod }): Promise<{ readonly mergeCommit: string } | { readonly notYet: string }> {
       return forgeCall(async () => {
         const { client, settings, token } = await access(intent);
         const view = await client.pullRequest(number);
         const subject = intent.goal.split('\n')[0]!.trim().slice(0, 72);
-        const { mergeCommit } =
-          view.state === 'merged' && view.mergeCommit
-            ? { mergeCommit: view.mergeCommit }
-            : await client.merge(number, { method, headSha, title: `warden(${intent.id}): ${subject}`, message: `${intent.goal}\n\nMerged by Warden after the merge gate and the forge's checks.` });
+        let mergeCommit: string;
+        try {
+          mergeCommit =
+            view.state === 'merged' && view.mergeCommit
+              ? view.mergeCommit
+              : (await client.merge(number, { method, headSha, title: `warden(${intent.id}): ${subject}`, message: `${intent.goal}\n\nMerged by Warden after the merge gate and the forge's checks.` })).mergeCommit;
+        } catch (error) {
+          if (error instanceof ForgeError && error.kind === 'not-mergeable') return { notYet: error.message };
+          throw error;
+        }
         // The remote-tracking branch shows the merge; the local base branch is the person's to pull.
         await gitRaw(intent.repoPath, ['-c', 'credential.helper=', ...authConfigArgs(), 'fetch', '-q', settings.remote, `+refs/heads/${intent.baseBranch}:refs/remotes/${settings.remote}/${intent.baseBranch}`], { env: authEnv(token, await loginOf(client)) });
         return { mergeCommit };

@@ -314,7 +314,32 @@ function changesAskedMeanwhile(run: IntentRun, watch: PullRequestWatch, news: Pu
 export async function mergeThroughForge(run: IntentRun): Promise<string> {
   const { intent, ledger, state } = run;
   const pr = state.pullRequest!;
-  const { mergeCommit } = await forgeStep(`merge pull request #${pr.number}`, () => run.activities.forge.mergePullRequest({ intent, number: pr.number, headSha: pr.headSha, method: intent.merge.method }));
+  const watch = watchOf(run);
+  const timeout = run.gates.settings('merge').timeout ?? intent.limits.gateTimeout;
+  const deadline = Date.now() + parseDuration(timeout);
+  let refusal: string | undefined;
+  let mergeCommit: string | undefined;
+  // The forge may refuse for a while (still checking the change, or a rule of its own not met yet): wait within the gate's timeout.
+  while (mergeCommit === undefined) {
+    const answer = await forgeStep(`merge pull request #${pr.number}`, () => run.activities.forge.mergePullRequest({ intent, number: pr.number, headSha: pr.headSha, method: intent.merge.method }));
+    if ('mergeCommit' in answer) {
+      mergeCommit = answer.mergeCommit;
+      break;
+    }
+    if (refusal === undefined) {
+      ledger.event('FORGE_CHECKS_WAITING', 'info', `the forge does not merge pull request #${pr.number} yet (${answer.notYet.slice(0, 300)}); Warden tries again for at most ${timeout}`, { stage: 'merge', metadata: { number: pr.number } });
+      await ledger.flush();
+    }
+    refusal = answer.notYet;
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      ledger.event('GATE_ESCALATED', 'high', `the forge did not merge pull request #${pr.number} within ${timeout}: ${refusal.slice(0, 300)}`, { stage: 'merge', metadata: { gate: 'merge', number: pr.number }, suggestion: "see the pull request's page for what the forge still asks for" });
+      await ledger.flush();
+      throw new GateRejected('merge', `the forge did not merge pull request #${pr.number} within ${timeout}: ${refusal.slice(0, 300)}`);
+    }
+    await condition(() => watch.nudged, Math.min(parseDuration(forgeOf(run).pollEvery), remaining));
+    watch.nudged = false;
+  }
   ledger.event('PULL_REQUEST_MERGED', 'info', `pull request #${pr.number} merged through the forge (${intent.merge.method}) as ${mergeCommit.slice(0, 12)}: ${pr.url}`, {
     stage: 'merge',
     metadata: { number: pr.number, url: pr.url, headSha: pr.headSha, mergeCommit, method: intent.merge.method },

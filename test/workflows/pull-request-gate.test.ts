@@ -1,0 +1,232 @@
+import { execFileSync } from 'node:child_process';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { answeringDesignStages } from '../../src/client/sample-repo';
+import { decideSignal, stateQuery } from '../../src/shared/messages';
+import type { IntentInput } from '../../src/shared/intent';
+import type { IntentState } from '../../src/shared/state';
+import { startIntent } from '../../src/client/intents';
+import { demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { GITEA_REQUIRED_CHECK, useGitea } from '../helpers/gitea';
+
+/**
+ * The merge gate as a pull request on a real Gitea: the intent pushes its change (without its
+ * lineage) and opens a pull request whose description is the review package; a review by someone
+ * the config does not map to an approver counts for nothing; a mapped reviewer's "request
+ * changes" sends impl back and the new commit appears on the pull request; their approval passes
+ * the gate, a required check held pending blocks the merge until it passes, and the merge goes
+ * through the forge. The ledger and the pull request tell the same story. Then what goes wrong:
+ * a token the forge refuses, a branch Warden may not push to, a pull request closed by hand.
+ */
+
+const world = useTestWorld('pull-request-gate');
+const forge = useGitea();
+const TOKEN_ENV = 'WARDEN_FORGE_TOKEN_PR_TEST';
+
+const b64 = (text: string): string => Buffer.from(text).toString('base64');
+/** The demo's right lib/strings.js. */
+const right = String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content);
+const ROUND_TWO_LINE = '// reviewed on the forge\n';
+
+/** impl writes the right file, and adds a line once its prompt says changes were asked for. */
+const agent = answeringDesignStages(
+  `p=$(cat); case "$p" in "# Warden: impl"*) case "$p" in *"asked for changes"*) printf %s ${b64(right + ROUND_TWO_LINE)} | base64 -d > lib/strings.js ;; *) printf %s ${b64(right)} | base64 -d > lib/strings.js ;; esac; echo done ;; *) echo done ;; esac`,
+);
+
+interface ForgeRepo {
+  readonly local: string;
+  readonly api: string;
+}
+
+let made = 0;
+/**
+ * A repository on the forge holding the sample repository's main, with the reviewer (write) and
+ * the bystander (read) as collaborators and main protected by a required check and an approval
+ * (`protectWarden`: Warden's branches are protected against pushes too).
+ */
+async function forgeRepo(options: { protectWarden?: boolean } = {}): Promise<ForgeRepo> {
+  made += 1;
+  const name = `demo${made}`;
+  const f = forge();
+  await f.api('POST', '/user/repos', { body: { name, default_branch: 'main' } });
+  const api = `/repos/${f.author.login}/${name}`;
+  const local = makeSampleRepo();
+  execFileSync('git', ['push', '-q', f.cloneUrl().replace(/\/[^/]+\.git$/, `/${name}.git`), 'main'], { cwd: local });
+  // The remote Warden pushes to carries no credential: the worker's token is added on the way.
+  git(local, 'remote', 'add', 'origin', `${f.webUrl}/${f.author.login}/${name}.git`);
+  await f.api('PUT', `${api}/collaborators/${f.reviewer.login}`, { body: { permission: 'write' } });
+  await f.api('PUT', `${api}/collaborators/${f.bystander.login}`, { body: { permission: 'read' } });
+  await f.api('POST', `${api}/branch_protections`, {
+    body: { rule_name: 'main', enable_status_check: true, status_check_contexts: [GITEA_REQUIRED_CHECK], required_approvals: 1, enable_approvals_whitelist: true, approvals_whitelist_username: [f.reviewer.login] },
+  });
+  if (options.protectWarden) await f.api('POST', `${api}/branch_protections`, { body: { rule_name: 'warden/*', enable_push: false } });
+  return { local, api };
+}
+
+function start(repo: ForgeRepo, prefix: string, overrides: Partial<IntentInput> = {}): Promise<WorkflowHandle> {
+  const id = `${prefix}-${Date.now()}`;
+  return startIntent(
+    world().client,
+    {
+      id,
+      goal: 'Add slugify',
+      repoPath: repo.local,
+      paths: ['lib/**'],
+      agent: { kind: 'command', command: agent },
+      limits: { cooldown: '0s' },
+      merge: { via: 'pull-request', method: 'merge', forge: { kind: 'gitea', tokenEnv: TOKEN_ENV, reviewers: { [forge().reviewer.login]: 'alice' }, pollEvery: '1s' } },
+      ...overrides,
+    },
+    world().taskQueue,
+  );
+}
+
+async function rows(id: string, type: string): Promise<Array<{ reason: string; metadata: Record<string, unknown> }>> {
+  const { rows: found } = await world().pool.query('SELECT reason, metadata FROM safety_events WHERE intent_id = $1 AND event_type = $2 ORDER BY seq', [id, type]);
+  return found as Array<{ reason: string; metadata: Record<string, unknown> }>;
+}
+
+const rowsAppear = (id: string, type: string, count = 1) => waitFor(async () => ((await rows(id, type)).length >= count ? rows(id, type) : undefined), 180_000, `${count} ${type} row(s) of ${id}`);
+
+/** The state once the merge gate waits on the pull request (opened or updated `after` decisions). */
+async function atPullRequestGate(handle: WorkflowHandle, after = 0): Promise<IntentState & { pullRequest: NonNullable<IntentState['pullRequest']> }> {
+  return waitFor(async () => {
+    const state = await handle.query(stateQuery);
+    return state.pendingGate?.gate === 'merge' && state.pullRequest && state.decisions.length >= after ? (state as IntentState & { pullRequest: NonNullable<IntentState['pullRequest']> }) : undefined;
+  }, 180_000, 'the merge gate on the pull request');
+}
+
+interface GiteaPull {
+  number: number;
+  state: string;
+  merged: boolean;
+  merge_commit_sha: string | null;
+  body: string;
+  head: { ref: string; sha: string };
+  labels: Array<{ name: string }>;
+}
+
+beforeAll(() => {
+  process.env[TOKEN_ENV] = forge().author.token;
+});
+afterAll(() => {
+  delete process.env[TOKEN_ENV];
+});
+
+test('a pull request on a real Gitea: a bystander counts for nothing, the mapped reviewer sends it back and then approves, a pending check holds the merge, the forge merges', async () => {
+  const f = forge();
+  const repo = await forgeRepo();
+  const localMain = git(repo.local, 'rev-parse', 'main');
+  const handle = await start(repo, 'pr');
+  const id = handle.workflowId.replace(/^intent-/, '');
+  const first = await atPullRequestGate(handle);
+  const { number } = first.pullRequest;
+
+  // Opened with the review package, labelled, from warden/<id>, the change without its lineage.
+  const pull = await f.api<GiteaPull>('GET', `${repo.api}/pulls/${number}`);
+  expect(pull.head.ref).toBe(`warden/${id}`);
+  expect(pull.head.sha).toBe(first.pullRequest.headSha);
+  expect(pull.body).toContain('**Goal:** Add slugify');
+  expect(pull.body).toContain('Predicted vs actual');
+  expect(pull.body).toContain(`refs/warden/lineage/${id}`);
+  expect(pull.labels.map((l) => l.name)).toEqual(expect.arrayContaining(['warden', `risk:${first.risk?.class}`]));
+  const files = await f.api<Array<{ filename: string }>>('GET', `${repo.api}/pulls/${number}/files`);
+  expect(files.map((file) => file.filename)).toEqual(['lib/strings.js']);
+  expect((await rows(id, 'PULL_REQUEST_OPENED'))[0]!.metadata).toMatchObject({ number, headSha: first.pullRequest.headSha });
+
+  // A read-only bystander's approval is recorded and counts for nothing.
+  await f.api('POST', `${repo.api}/pulls/${number}/reviews`, { body: { event: 'APPROVED', body: 'looks fine to me', commit_id: pull.head.sha }, user: f.bystander });
+  const [ignored] = await rowsAppear(id, 'FORGE_REVIEW_IGNORED');
+  expect(ignored!.reason).toContain(`approved review by ${f.bystander.login}`);
+  expect((await handle.query(stateQuery)).pendingGate?.gate).toBe('merge');
+
+  // The mapped reviewer asks for changes: impl runs again with their text, and a new commit lands on the pull request.
+  await f.api('POST', `${repo.api}/pulls/${number}/reviews`, { body: { event: 'REQUEST_CHANGES', body: 'Mark it as reviewed, please.', commit_id: pull.head.sha }, user: f.reviewer });
+  const second = await atPullRequestGate(handle, first.decisions.length + 1);
+  const sentBack = second.decisions.find((d) => d.decision === 'request-changes')!;
+  expect(sentBack).toMatchObject({ gate: 'merge', by: 'alice', reason: 'Mark it as reviewed, please.' });
+  expect(sentBack.via).toContain(`by ${f.reviewer.login} on the forge`);
+  expect(second.attempts.impl).toBe(first.attempts.impl! + 1);
+  expect(second.pullRequest.number).toBe(number);
+  expect(second.pullRequest.headSha).not.toBe(first.pullRequest.headSha);
+  const commits = await f.api<Array<{ sha: string }>>('GET', `${repo.api}/pulls/${number}/commits`);
+  expect(commits.map((c) => c.sha)).toContain(second.pullRequest.headSha);
+  expect(commits.length).toBe(2);
+  expect((await rows(id, 'PULL_REQUEST_UPDATED')).at(-1)!.metadata).toMatchObject({ number, headSha: second.pullRequest.headSha, pushed: true });
+
+  // The required check is pending when the reviewer approves: the gate passes, the merge waits.
+  await f.api('POST', `${repo.api}/statuses/${second.pullRequest.headSha}`, { body: { state: 'pending', context: GITEA_REQUIRED_CHECK, description: 'running' } });
+  await f.api('POST', `${repo.api}/pulls/${number}/reviews`, { body: { event: 'APPROVED', body: 'Thanks.', commit_id: second.pullRequest.headSha }, user: f.reviewer });
+  await rowsAppear(id, 'FORGE_CHECKS_WAITING');
+  expect((await f.api<GiteaPull>('GET', `${repo.api}/pulls/${number}`)).state).toBe('open');
+  expect((await handle.query(stateQuery)).status).not.toBe('merged');
+
+  await f.api('POST', `${repo.api}/statuses/${second.pullRequest.headSha}`, { body: { state: 'success', context: GITEA_REQUIRED_CHECK, description: 'passed' } });
+  const outcome = await handle.result();
+  expect(outcome.status).toBe('merged');
+  const merged = await f.api<GiteaPull>('GET', `${repo.api}/pulls/${number}`);
+  expect(merged.merged).toBe(true);
+  expect(outcome.mergedCommit).toBe(merged.merge_commit_sha);
+  expect(outcome.pullRequestUrl).toBe(second.pullRequest.url);
+  // The forge's main has the change; the local main is the person's to pull, and its remote-tracking branch shows the merge.
+  const onForge = await f.api<{ content: string }>('GET', `${repo.api}/contents/lib/strings.js?ref=main`);
+  expect(Buffer.from(onForge.content, 'base64').toString('utf8')).toBe(right + ROUND_TWO_LINE);
+  expect(git(repo.local, 'rev-parse', 'main')).toBe(localMain);
+  expect(git(repo.local, 'rev-parse', 'refs/remotes/origin/main')).toBe(merged.merge_commit_sha);
+
+  // The ledger and the pull request tell the same story.
+  const { rows: decisions } = await world().pool.query("SELECT decision, decided_by AS by FROM gate_decisions WHERE intent_id = $1 AND gate = 'merge' ORDER BY decided_at", [id]);
+  expect(decisions).toEqual([
+    { decision: 'request-changes', by: 'alice' },
+    { decision: 'approve', by: 'alice' },
+  ]);
+  const reviews = await f.api<Array<{ user: { login: string }; state: string }>>('GET', `${repo.api}/pulls/${number}/reviews`);
+  expect(reviews.map((r) => [r.user.login, r.state])).toEqual([
+    [f.bystander.login, 'APPROVED'],
+    [f.reviewer.login, 'REQUEST_CHANGES'],
+    [f.reviewer.login, 'APPROVED'],
+  ]);
+  expect((await rows(id, 'FORGE_REVIEW_COUNTED')).map((r) => r.metadata.decision)).toEqual(['request-changes', 'approve']);
+  const [mergedRow] = await rows(id, 'PULL_REQUEST_MERGED');
+  expect(mergedRow!.metadata).toMatchObject({ number, mergeCommit: merged.merge_commit_sha, headSha: second.pullRequest.headSha, method: 'merge' });
+  expect((await rows(id, 'FORGE_CHECKS_PASSED')).length).toBe(1);
+  const comments = await f.api<Array<{ body: string }>>('GET', `${repo.api}/issues/${number}/comments`);
+  expect(comments.some((c) => c.body.includes(`new commit ${second.pullRequest.headSha.slice(0, 12)}`))).toBe(true);
+});
+
+test("a decision made in Warden shows on the pull request, and a pull request closed by hand ends the intent rejected", async () => {
+  const f = forge();
+  const repo = await forgeRepo();
+  const handle = await start(repo, 'prclosed');
+  const id = handle.workflowId.replace(/^intent-/, '');
+  const { pullRequest } = await atPullRequestGate(handle);
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'request-changes', by: 'rita', reason: 'One more line.' });
+  await atPullRequestGate(handle, 1);
+  const comments = await f.api<Array<{ body: string }>>('GET', `${repo.api}/issues/${pullRequest.number}/comments`);
+  expect(comments.some((c) => c.body.includes('**request-changes** by rita (unsigned)'))).toBe(true);
+
+  await f.api('PATCH', `${repo.api}/pulls/${pullRequest.number}`, { body: { state: 'closed' } });
+  const outcome = await handle.result();
+  expect(outcome.status).toBe('rejected');
+  expect(outcome.reason).toContain(`pull request #${pullRequest.number} was closed`);
+  const [closed] = await rows(id, 'PULL_REQUEST_CLOSED');
+  expect(closed!.reason).toContain('while Warden waited');
+});
+
+test('a token the forge refuses and a branch Warden may not push to each fail the intent with a FORGE_FAILED row, and nothing merges', async () => {
+  const repo = await forgeRepo();
+  process.env.WARDEN_FORGE_TOKEN_PR_WRONG = '0'.repeat(40);
+  const wrong = await start(repo, 'prtoken', {
+    merge: { via: 'pull-request', method: 'merge', forge: { kind: 'gitea', tokenEnv: 'WARDEN_FORGE_TOKEN_PR_WRONG', reviewers: {}, pollEvery: '1s' } },
+  });
+  const error = await wrong.result().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect(String((error as WorkflowFailedError).cause?.message)).toMatch(/FORGE_FAILED: could not push the change and open its pull request: forge \(unauthorized\)/);
+  const [failed] = await rows(wrong.workflowId.replace(/^intent-/, ''), 'FORGE_FAILED');
+  expect(failed!.reason).not.toContain('0'.repeat(40));
+
+  const guarded = await forgeRepo({ protectWarden: true });
+  const refused = await start(guarded, 'prprotected');
+  const pushError = await refused.result().catch((e: unknown) => e);
+  expect(String((pushError as WorkflowFailedError).cause?.message)).toMatch(/FORGE_FAILED: could not push the change .*forge \(forbidden\)/);
+  expect(await forge().api<unknown[]>('GET', `${guarded.api}/pulls?state=all`)).toEqual([]);
+});
