@@ -8,6 +8,7 @@ import { createStageActivities, type ActivityDeps } from './stage-activities';
 import { createSweepActivities, type IntentStatusReader } from './sweeper';
 import { NotificationOutbox } from '../ledger/notification-outbox';
 import { createNotificationActivities, type NotificationDeps } from './notifications/delivery';
+import { createForgeActivities, type ForgeActivityDeps } from './forge-activities';
 
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
 export type { LedgerBatch, LedgerRow } from './ledger-activities';
@@ -19,6 +20,8 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
   readonly intentStatus?: IntentStatusReader;
   /** Where a gate's notification links to (default: no link). */
   readonly gateLink?: NotificationDeps['gateLink'];
+  /** The forge adapters (src/forge) and the environment that holds their tokens. */
+  readonly forge: ForgeActivityDeps;
 };
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
@@ -31,6 +34,7 @@ export function createActivities(deps: WardenActivityDeps) {
     ...createReviewPackageActivities(deps),
     ...createDocumentEditActivities(deps),
     ...createSweepActivities(deps),
+    ...createForgeActivities(deps.forge),
     ...createNotificationActivities({ outbox: new NotificationOutbox(deps.ledger.pool), env: process.env, gateLink: deps.gateLink, ledger: deps.ledger, redact: deps.redact, fetch: deps.fetch }),
   });
 }

@@ -288,13 +288,18 @@ async function changeWithoutLineage(input: {
 }): Promise<string> {
   const { repoPath, branchHead } = input;
   const forkPoint = await git(repoPath, ['merge-base', input.baseRef, branchHead]);
-  const tree = await withTemporaryIndex(async (index) => {
-    await git(repoPath, ['read-tree', branchHead], index);
-    await git(repoPath, ['rm', '-r', '-q', '-f', '--cached', '--ignore-unmatch', '--', activeLineageDir(input.intentId), doneLineageDir(input.intentId)], index);
-    return git(repoPath, ['write-tree'], index);
-  });
+  const tree = await treeWithoutLineage(repoPath, branchHead, input.intentId);
   const date = await git(repoPath, ['log', '-1', '--format=%cd', '--date=raw', branchHead]);
   return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
+}
+
+/** The tree of `commit` less the intent's lineage folders: the change as it reaches the base. */
+export async function treeWithoutLineage(repoPath: string, commit: string, intentId: string): Promise<string> {
+  return withTemporaryIndex(async (index) => {
+    await git(repoPath, ['read-tree', commit], index);
+    await git(repoPath, ['rm', '-r', '-q', '-f', '--cached', '--ignore-unmatch', '--', activeLineageDir(intentId), doneLineageDir(intentId)], index);
+    return git(repoPath, ['write-tree'], index);
+  });
 }
 
 function mergeConflict(base: string, branch: string, detail: string): ApplicationFailure {

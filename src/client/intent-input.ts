@@ -1,3 +1,4 @@
+import type { MergeSettings } from '../shared/merge-settings';
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -49,6 +50,8 @@ export interface RunFlags {
   readonly notify?: readonly string[];
   /** `--budget USD`: this intent's budget (the config's `limits.budgetUsd` otherwise). */
   readonly budget?: string;
+  /** `--merge-via local|pull-request`: how this intent's change reaches the base (the config's `merge.via` otherwise). */
+  readonly mergeVia?: string;
 }
 
 /**
@@ -63,7 +66,7 @@ export type RunConfig = {
   readonly toolsDir?: string;
   /** The prices every model the intent names must have (the worker in `warden run` meters by them). */
   readonly worker: Pick<WorkerSafetyConfig, 'pricing'>;
-} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run'>> & {
+} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -124,6 +127,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     confinement,
     ...(config.lineage ? { lineage: config.lineage } : {}),
     ...(config.secrets ? { secrets: config.secrets } : {}),
+    ...mergeSettingsFor(flags, config),
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     customGates: config.customGates ?? [],
@@ -358,4 +362,20 @@ export function generateIntentId(goal: string): string {
     .slice(0, 32)
     .replace(/-+$/, '');
   return `${slug || 'intent'}-${randomBytes(3).toString('hex')}`;
+}
+
+/**
+ * The config's `merge`, with `--merge-via` over its `via`. A pull request needs the config's
+ * `merge.forge` (which forge, which token variable, who reviews) and a remote to push to.
+ */
+function mergeSettingsFor(flags: RunFlags, config: RunConfig): { merge?: MergeSettings } {
+  if (flags.mergeVia !== undefined && flags.mergeVia !== 'local' && flags.mergeVia !== 'pull-request') {
+    throw new UserError(`--merge-via must be local or pull-request, not ${flags.mergeVia}`);
+  }
+  const via = (flags.mergeVia as MergeSettings['via'] | undefined) ?? config.merge?.via;
+  if (via === undefined) return {};
+  if (via === 'pull-request' && !config.merge?.forge) {
+    throw new UserError('--merge-via pull-request needs the forge in the config: merge.forge with its kind (gitea, github or gitlab), tokenEnv and reviewers (docs/forge.md)');
+  }
+  return { merge: { ...(config.merge ?? { method: 'merge' }), via } };
 }

@@ -1,5 +1,5 @@
 import { WorkflowFailedError, type Client } from '@temporalio/client';
-import type { IntentEnding, IntentRecord, LedgerDecision, LedgerRefusal, RecordedAttempt, RecordedDesignReview, RecordedTests } from '../ledger/intent-record';
+import type { IntentEnding, IntentRecord, LedgerDecision, LedgerRefusal, RecordedAttempt, RecordedDesignReview, RecordedPullRequest, RecordedTests } from '../ledger/intent-record';
 import type { Ledger } from '../ledger/ledger';
 import type { RuntimeConfig } from '../runtime/config';
 import { connectTemporalIfRunning } from '../runtime/temporal';
@@ -49,6 +49,8 @@ export interface IntentStatusReport {
   /** Each review of the lld and spec by another model, oldest first. */
   readonly designReviews: readonly RecordedDesignReview[];
   readonly mergedCommit?: string;
+  /** Its pull request on the team's forge, where it merges through one. */
+  readonly pullRequest?: RecordedPullRequest;
   /** Where its lineage was kept, as the intent recorded it when it ended. */
   readonly lineagePath?: string;
   /** The repository's ref that holds the lineage, when one was written. */
@@ -88,7 +90,7 @@ export async function readIntentStatus(config: RuntimeConfig, intentId: string):
 export async function intentStatus(client: Client | undefined, ledger: Ledger, intentId: string, withoutServer?: string): Promise<IntentStatusReport> {
   const [server, record] = await Promise.all([client ? serverRecord(client, intentId) : undefined, ledger.intentRecord(intentId)]);
   if (!server && !record.started) throw new UserError(`no intent with id ${intentId}${withoutServer ? ` in the ledger (${withoutServer})` : ''}`);
-  const recorded = { spendUsd: record.spendUsd, attempts: record.attempts, tests: record.tests, decisions: record.decisions, refusedDecisions: record.refusedDecisions, sandboxAttempts: record.sandboxAttempts, designReviews: record.designReviews };
+  const recorded = { spendUsd: record.spendUsd, attempts: record.attempts, tests: record.tests, decisions: record.decisions, refusedDecisions: record.refusedDecisions, sandboxAttempts: record.sandboxAttempts, designReviews: record.designReviews, ...(record.pullRequest ? { pullRequest: record.pullRequest } : {}) };
   if (!server) {
     const ending = record.ending;
     return {
@@ -183,6 +185,7 @@ export function renderIntentStatus(report: IntentStatusReport): string[] {
   if (report.failure) lines.push(`  why: ${report.failure}`);
   if (outcome?.status === 'rejected') lines.push(`  why: ${outcome.reason ?? 'no reason given'}`);
   if (report.mergedCommit) lines.push(`  merged commit: ${report.mergedCommit}`);
+  if (report.pullRequest) lines.push(`  pull request (${report.pullRequest.state}): ${report.pullRequest.url} — ${report.pullRequest.last}`);
   const attempts = Object.keys(report.attempts).length > 0 ? `attempts ${JSON.stringify(report.attempts)}, ` : '';
   lines.push(`  ${attempts}spend ${formatUsd(report.spendUsd)}`);
   if (report.waitingAt) lines.push(`  waiting at the ${report.waitingAt.gate} gate${report.waitingAt.since ? ` since ${report.waitingAt.since}` : ''}`);

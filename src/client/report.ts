@@ -25,7 +25,7 @@ export function reportResult(result: RunIntentResult, printJson: ((value: unknow
       const { outcome } = result;
       if (outcome.status === 'merged') {
         if (!printJson) {
-          print(`merged ${outcome.mergedCommit} (spend ${formatUsd(outcome.spendUsd)})`);
+          print(`merged ${outcome.mergedCommit}${outcome.pullRequestUrl ? ` through ${outcome.pullRequestUrl}` : ''} (spend ${formatUsd(outcome.spendUsd)})`);
           if (outcome.lineagePath) print(`lineage: ${outcome.lineagePath}`);
           if (outcome.lineageRef) print(`lineage ref: ${outcome.lineageRef} (git show ${outcome.lineageRef}:FILE in the repository)`);
         }

@@ -83,6 +83,7 @@ export function checkConfig(file: unknown): { readonly ok: true; readonly config
     ...(overrides.notify ?? base.notify ? { notify: overrides.notify ?? base.notify } : {}),
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
     ...(overrides.run ?? base.run ? { run: { ...base.run, ...overrides.run } } : {}),
+    ...(overrides.merge ?? base.merge ? { merge: overrides.merge ?? base.merge } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);
   const problems = [...(result.success ? [] : issueProblems(result.error)), ...consistencyProblems(merged)];

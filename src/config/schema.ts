@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MergeSettingsSchema } from '../shared/merge-settings';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PathGlobSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
@@ -231,6 +232,8 @@ export const WardenConfigSchema = z.object({
   /** Gates of your own, carried by every intent (see src/shared/custom-gates.ts). */
   customGates: CustomGatesSchema.optional(),
   run: RunDefaultsSchema.optional(),
+  /** How approved changes reach the base branch: merged locally, or as a pull request on the team's forge (see MergeSettingsSchema); intents carry it. */
+  merge: MergeSettingsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -272,6 +275,7 @@ export const ConfigFileSchema = z
     serve: ServeSchema.partial().strict().optional(),
     customGates: CustomGatesSchema.optional(),
     run: RunDefaultsSchema.optional(),
+    merge: MergeSettingsSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

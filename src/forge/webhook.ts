@@ -1,3 +1,4 @@
+import { readGitLabWebhook } from './gitlab-webhook';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { ForgeKind } from '../shared/forge';
 
@@ -36,11 +37,15 @@ export type WebhookReading = AcceptedDelivery | RefusedDelivery;
 const SIGNATURE_HEADER = 'x-hub-signature-256';
 
 /**
- * What the receiver calls for every delivery: routes it to its forge's check by its headers.
- * GitLab's (`X-Gitlab-Event`, checked by its token) is refused until its check is wired in here.
+ * What the receiver calls for every delivery: routes it to its forge's check by its headers
+ * (GitLab's `X-Gitlab-Event` is checked by its token, Gitea's and GitHub's by their signature).
  */
 export function readWebhookDelivery(delivery: WebhookDelivery, secret: string): WebhookReading {
-  if (header(delivery.headers, 'x-gitlab-event') !== undefined) return refuse('a GitLab delivery, and GitLab deliveries are not read yet');
+  if (header(delivery.headers, 'x-gitlab-event') !== undefined) {
+    const gitlab = readGitLabWebhook(delivery.headers, delivery.body, secret);
+    if ('refused' in gitlab) return refuse(gitlab.refused);
+    return { accepted: true, forge: 'gitlab', event: gitlab.event, ...(gitlab.pullRequest !== undefined ? { pullRequest: gitlab.pullRequest } : {}), ...(gitlab.headBranch ? { headBranch: gitlab.headBranch } : {}) };
+  }
   return readSignedDelivery(delivery, secret);
 }
 const SIGNATURE_PREFIX = 'sha256=';

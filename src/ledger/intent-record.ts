@@ -25,10 +25,19 @@ export interface IntentRecord {
   readonly sandboxAttempts: readonly RecordedAttempt[];
   /** Each review of its lld and spec by another model (DESIGN_REVIEWED), oldest first. */
   readonly designReviews: readonly RecordedDesignReview[];
+  /** Its pull request on the team's forge (`merge.via: pull-request`), as last opened, updated, merged or closed. */
+  readonly pullRequest?: RecordedPullRequest;
   /** The gate it was last asked at, when no decision has closed it and the intent has not ended since. */
   readonly openGate?: { readonly gate: string; readonly requestedAt: string; readonly prompt: string };
   /** How it ended, when the ledger says so and no stage has started since (a resume). */
   readonly ending?: IntentEnding;
+}
+
+export interface RecordedPullRequest {
+  readonly url: string;
+  readonly state: 'open' | 'merged' | 'closed';
+  /** The latest PULL_REQUEST_* row's reason. */
+  readonly last: string;
 }
 
 export interface RecordedTests {
@@ -92,7 +101,7 @@ export interface IntentEnding {
 /** The events that end an intent: its own ending, or the sweep after a workflow that never ran its cleanup. */
 const ENDINGS = ['INTENT_MERGED', 'INTENT_REJECTED', 'INTENT_FAILED', 'INTENT_CANCELLED', 'INTENT_TERMINATED', 'INTENT_SWEPT'] as const satisfies readonly SafetyEventType[];
 
-const READ_EVENTS: readonly SafetyEventType[] = ['INTENT_STARTED', 'STAGE_STARTED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_REQUESTED', 'GATE_DECIDED', 'DECISION_REFUSED', 'ESCAPE_ATTEMPTED', 'ANSWER_REDACTED', 'DESIGN_REVIEWED', ...ENDINGS];
+const READ_EVENTS: readonly SafetyEventType[] = ['INTENT_STARTED', 'STAGE_STARTED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_REQUESTED', 'GATE_DECIDED', 'DECISION_REFUSED', 'ESCAPE_ATTEMPTED', 'ANSWER_REDACTED', 'DESIGN_REVIEWED', 'PULL_REQUEST_OPENED', 'PULL_REQUEST_UPDATED', 'PULL_REQUEST_MERGED', 'PULL_REQUEST_CLOSED', ...ENDINGS];
 
 interface EventRow {
   readonly seq: string | null;
@@ -140,6 +149,7 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
   const sandboxAttempts: RecordedAttempt[] = [];
   const designReviews: RecordedDesignReview[] = [];
   let request: EventRow | undefined;
+  let pullRequest: RecordedPullRequest | undefined;
   let ending: IntentEnding | undefined;
   for (const event of events.rows) {
     const { metadata } = event;
@@ -168,6 +178,15 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
       case 'DESIGN_REVIEWED':
         designReviews.push({ ...(event.stage ? { stage: event.stage } : {}), verdict: String(metadata.verdict), summary: event.reason.split('\n')[0]! });
         break;
+      case 'PULL_REQUEST_OPENED':
+      case 'PULL_REQUEST_UPDATED':
+      case 'PULL_REQUEST_MERGED':
+      case 'PULL_REQUEST_CLOSED': {
+        const url = typeof metadata.url === 'string' ? metadata.url : pullRequest?.url;
+        const state = event.event_type === 'PULL_REQUEST_MERGED' ? 'merged' : event.event_type === 'PULL_REQUEST_CLOSED' ? 'closed' : 'open';
+        if (url) pullRequest = { url, state, last: event.reason.split('\n')[0]! };
+        break;
+      }
       case 'ESCAPE_ATTEMPTED':
       case 'ANSWER_REDACTED':
         sandboxAttempts.push({ at: event.timestamp.toISOString(), ...(event.stage ? { stage: event.stage } : {}), reason: event.reason });
@@ -188,6 +207,7 @@ export async function readIntentRecord(pool: pg.Pool, intentId: string): Promise
     refusedDecisions,
     sandboxAttempts,
     designReviews,
+    ...(pullRequest ? { pullRequest } : {}),
     ...(request && !closedBy(request, decisionRows.rows) ? { openGate: { gate: String(request.metadata.gate), requestedAt: String(request.metadata.requestedAt), prompt: request.reason } } : {}),
     ...(ending ? { ending } : {}),
   };

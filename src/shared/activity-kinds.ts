@@ -45,6 +45,14 @@ const ACTIVITY_KINDS = {
   rebaseOntoBase: 'stage',
   archiveLineage: 'stage',
   mergeIntent: 'stage',
+  // the pull request: reading it, commenting and closing it are bookkeeping (a paused or stopped
+  // intent still tells its pull request); pushing and merging are stage work
+  readPullRequest: 'bookkeeping',
+  checkPullRequest: 'bookkeeping',
+  commentOnPullRequest: 'bookkeeping',
+  closePullRequest: 'bookkeeping',
+  publishPullRequest: 'stage',
+  mergePullRequest: 'stage',
 } as const satisfies Record<string, ActivityKind>;
 
 type KindedActivity = keyof typeof ACTIVITY_KINDS;

@@ -153,4 +153,9 @@ export interface RecordedDecision extends Decision {
   readonly timedOut: boolean;
   /** True when the decision carried a valid signature of its approver. */
   readonly signed?: boolean;
+  /**
+   * Where a decision read from the team's forge was made (a review or comment by a reviewer the
+   * config maps to this approver, with its address): the forge authenticated its author.
+   */
+  readonly via?: string;
 }

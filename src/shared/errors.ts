@@ -40,6 +40,8 @@ export const FailureType = {
   ModeViolation: 'MODE_VIOLATION',
   /** Review would run on the same model family as impl, or on a model never allowed to review. */
   ReviewPolicyViolation: 'REVIEW_POLICY_VIOLATION',
+  /** The forge refused or failed a call (details: its ForgeError kind); retryable only where a retry may help. */
+  ForgeFailed: 'FORGE_FAILED',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 

@@ -32,6 +32,7 @@ export const FAILURE_SUGGESTIONS: Readonly<Record<FailureType, string>> = {
   [FailureType.CredentialsExhausted]: 'Every API key of the profile was refused: renew the key or its quota (in the environment, never in the config), then `warden resume ID`.',
   [FailureType.InvalidStructuredOutput]: 'The model\'s answer did not have the form the stage asks for, twice: use a stronger model for this stage (`routing`), then `warden resume ID`.',
   [FailureType.ModeViolation]: 'Development mode refuses paid cloud models: use a local model, or set `"mode": "production"` in the config if paid calls are meant.',
+  [FailureType.ForgeFailed]: 'The forge refused or failed a call: check the worker\'s token (its variable is `merge.forge.tokenEnv`, its scopes with `warden doctor`), the remote and the branch protection, then `warden resume ID`.',
   [FailureType.ReviewPolicyViolation]: 'Route review to another model family than impl (`routing.review`), or change `review` in the config deliberately.',
 };
 

@@ -8,6 +8,7 @@ import { GATE_KINDS } from './gates';
 import { isPublicKey } from './decision-proof';
 import { NotifyChannelsSchema } from './notify-settings';
 import { CustomGatesSchema } from './custom-gate-settings';
+import { LOCAL_MERGE, MergeSettingsSchema } from './merge-settings';
 
 /*
  * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
@@ -160,6 +161,8 @@ export const IntentSchema = z.object({
   confinement: ConfinementSchema.default({ allowUnconfinedCode: false, testNetwork: 'none' }),
   /** Where its lineage is kept once it merges (the config's `lineage`). */
   lineage: LineageSettingsSchema.default({ location: 'ref', keepForResume: DEFAULT_KEEP_FOR_RESUME }),
+  /** How the approved change reaches the base branch (the config's `merge`): locally, or as a pull request on the forge. */
+  merge: MergeSettingsSchema.default(LOCAL_MERGE),
   /** Paths where a person allowed secrets in the change (the config's `secrets.allow`). */
   secrets: SecretSettingsSchema.default({ allow: [] }),
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),

@@ -26,6 +26,12 @@ export interface PauseRequest {
 }
 
 /** Hold the intent before its next stage (the running one finishes). A `PauseRequest`, checked on receipt. */
+/**
+ * Something happened on an intent's pull request (a webhook delivery the worker verified): the
+ * workflow reads the pull request now rather than at its next poll. It carries no decision.
+ */
+export const forgeEventSignal = defineSignal<[unknown]>('forgeEvent');
+
 export const pauseSignal = defineSignal<[unknown]>('pause');
 
 /** Let a paused intent go on. A `PauseRequest`, checked on receipt. */

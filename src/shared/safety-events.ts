@@ -84,6 +84,18 @@ export const SAFETY_EVENT_TYPES = [
   'ROLLBACK',
   // `warden resume`: an ended or running intent's workflow was reset to a stage, with what the reset undid
   'INTENT_RESUMED',
+  // the merge gate as a pull request on the team's forge: opened and kept current, reviews that
+  // counted or did not, the forge's checks, the merge through the forge, a close, and a forge that failed
+  'PULL_REQUEST_OPENED',
+  'PULL_REQUEST_UPDATED',
+  'FORGE_REVIEW_COUNTED',
+  'FORGE_REVIEW_IGNORED',
+  'FORGE_CHECKS_WAITING',
+  'FORGE_CHECKS_FAILED',
+  'FORGE_CHECKS_PASSED',
+  'PULL_REQUEST_MERGED',
+  'PULL_REQUEST_CLOSED',
+  'FORGE_FAILED',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',
 ] as const;

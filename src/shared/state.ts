@@ -70,6 +70,8 @@ export interface IntentState {
   worktreePath?: string;
   tests: TestSummary[];
   mergedCommit?: string;
+  /** The intent's pull request on the team's forge (`merge.via: pull-request`), once opened. */
+  pullRequest?: { readonly number: number; readonly url: string; readonly headSha: string };
   /** The folder that holds the lineage once the intent has ended (the repository's done/ folder, or the worker's copy). */
   lineagePath?: string;
   /** The ref of the intent's repository that holds the lineage (`lineage.location: ref`): `git show REF:FILE`. */
@@ -106,6 +108,8 @@ export interface IntentOutcome {
   readonly intentId: string;
   readonly status: Extract<IntentStatus, 'merged' | 'rejected'>;
   readonly mergedCommit?: string;
+  /** Where it merged through the forge (`merge.via: pull-request`). */
+  readonly pullRequestUrl?: string;
   readonly lineagePath?: string;
   /** See IntentState.lineageRef. */
   readonly lineageRef?: string;

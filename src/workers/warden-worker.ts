@@ -1,3 +1,5 @@
+import { forgeClient } from '../forge';
+import { forgeRepositoryFromRemote } from '../forge/remote';
 import path from 'node:path';
 import v8 from 'node:v8';
 import { Client } from '@temporalio/client';
@@ -113,6 +115,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     gateway,
     intentStatus,
     gateLink: options.gateLink,
+    // The forge's tokens are read from this worker's environment when a pull request needs them.
+    forge: { env: process.env, forgeClient, repositoryOf: (remoteUrl, settings) => forgeRepositoryFromRemote(remoteUrl, { kind: settings.kind, ...(settings.url ? { webUrl: settings.url } : {}) }) },
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));

@@ -13,6 +13,8 @@ export interface AutoPassEvidence {
   readonly unconfinedCode: boolean;
   /** What agent-written code was seen trying in its sandbox (connections, scratch writes, redacted answers). */
   readonly attemptCount: number;
+  /** The merge goes through a pull request on the team's forge: its reviews decide, not the ladder. */
+  readonly viaPullRequest?: boolean;
 }
 
 /**
@@ -30,6 +32,7 @@ export function autoPassRefusals(gate: GateName, evidence: AutoPassEvidence): st
   }
   if (evidence.cascadeHigh) refusals.push('a stage tried to widen the task (cascade HIGH)');
   if (gate === 'merge') {
+    if (evidence.viaPullRequest) refusals.push("the merge goes through a pull request: the forge's reviewers decide");
     if (evidence.hostNetwork) refusals.push("an agent ran with the worker's whole network (network: host)");
     if (evidence.unconfinedCode) refusals.push('agent-written code was allowed to run unconfined (confinement)');
     if (evidence.attemptCount > 0) refusals.push(`the sandbox saw agent-written code try ${evidence.attemptCount} thing(s) it stopped or kept to itself (ESCAPE_ATTEMPTED, ANSWER_REDACTED)`);

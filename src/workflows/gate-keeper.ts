@@ -86,8 +86,9 @@ function gateSummary(state: IntentState, reviewPackage: ReviewPackage | undefine
   };
 }
 
-/** How a person's decision is shown after its name: signed or not. Nothing for the ladder's and a timeout's. */
-function signedWord(signed: boolean | undefined): string {
+/** How a person's decision is shown after its name: signed or not, or where on the forge. Nothing for the ladder's and a timeout's. */
+function signedWord(signed: boolean | undefined, via?: string): string {
+  if (via) return ` (${via})`;
   return signed === undefined ? '' : signed ? ' (signed)' : ' (unsigned)';
 }
 
@@ -301,9 +302,9 @@ export class GateKeeper {
       timedOut: decision.timedOut,
       ...(person ? { signed: decision.signed } : {}),
     });
-    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate: ${decision.decision} by ${decision.by}${signedWord(decision.signed)}${decision.reason ? ` (${decision.reason})` : ''}`, {
+    ledger.event('GATE_DECIDED', 'info', `${decision.gate} gate: ${decision.decision} by ${decision.by}${signedWord(decision.signed, decision.via)}${decision.reason ? ` (${decision.reason})` : ''}`, {
       stage: state.stage,
-      metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut, signed: decision.signed === true },
+      metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut, signed: decision.signed === true, ...(decision.via ? { via: decision.via } : {}) },
     });
     await ledger.flush();
     state.decisions.push(decision);
@@ -313,8 +314,30 @@ export class GateKeeper {
     return decision;
   }
 
-  /** Why a parsed decision may not decide now, or undefined when it may. */
-  private mayDecide(decision: Decision): string | undefined {
+  /**
+   * A decision read from the team's forge: a review or comment by a reviewer the config maps to
+   * an approver. The forge authenticated its author, so no signature is asked; everything else a
+   * decision must pass still holds. Returns why it was refused, or undefined when it counted.
+   */
+  offerFromForge(decision: Decision, via: string): string | undefined {
+    const refusal = this.mayDecide(decision, { proven: true });
+    if (refusal) {
+      this.refuse(`${refusal} (${via})`, decision);
+      return refusal;
+    }
+    this.decision = { ...decision, at: new Date().toISOString(), timedOut: false, signed: false, via };
+    return undefined;
+  }
+
+  /** The pending gate ends with `decision` whoever sent nothing: the pull request was closed on the forge. */
+  endFromForge(reason: string, via: string): void {
+    const pending = this.o.state.pendingGate;
+    if (!pending || this.decision) return;
+    this.decision = { gate: pending.gate, decision: 'reject', by: 'forge', reason, at: new Date().toISOString(), timedOut: false, via };
+  }
+
+  /** Why a parsed decision may not decide now, or undefined when it may. `proven`: its author is known some other way (the forge). */
+  private mayDecide(decision: Decision, { proven = false } = {}): string | undefined {
     const pending = this.o.state.pendingGate;
     if (pending?.gate !== decision.gate || this.decision) return `decision for the ${decision.gate} gate, which is not pending`;
     // The agent never approves its own work: not under its own name, not from its own process.
@@ -323,7 +346,7 @@ export class GateKeeper {
     if (by === 'agent' || this.o.agentNames.some((name) => name.toLowerCase() === by)) return `${decision.by} is the agent: it may not decide its own gate`;
     const approvers = this.settings(decision.gate).approvers;
     if (approvers && !approvers.includes(decision.by)) return `${decision.by} may not decide the ${decision.gate} gate (approvers: ${approvers.join(', ')})`;
-    const unproven = this.proofRefusal(decision, pending.requestedAt);
+    const unproven = proven ? undefined : this.proofRefusal(decision, pending.requestedAt);
     if (unproven) return unproven;
     if (decision.decision === 'defer' && this.deferred.has(decision.gate)) return `the ${decision.gate} gate was deferred once already`;
     if (MERGE_CHECK_GATES.includes(decision.gate)) {

@@ -22,6 +22,8 @@ export interface IntentActivities {
   readonly agents: WardenActivities;
   /** Test runs: bounded by the test timeout, heartbeating, waited for when cancelled. */
   readonly tests: WardenActivities;
+  /** Calls to the team's forge: a few tries where a retry may help (unreachable, 5xx), then the intent hears of it. */
+  readonly forge: WardenActivities;
 }
 
 /** The activity proxies of an intent with these limits. */
@@ -44,6 +46,10 @@ export function intentActivities(limits: IntentLimitsConfig): IntentActivities {
       // Five tries, backing off to a minute: an open circuit or an empty token bucket asks for a
       // later retry (nextRetryDelay) and should not cost the intent its stage.
       retry: { maximumAttempts: 5, initialInterval: '2s', maximumInterval: '1m', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
+    }),
+    forge: proxyActivities<WardenActivities>({
+      startToCloseTimeout: '1m',
+      retry: { maximumAttempts: 4, initialInterval: '2s', maximumInterval: '20s', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
     }),
     tests: proxyActivities<WardenActivities>({
       startToCloseTimeout: parseDuration(limits.testTimeout) + 60_000,

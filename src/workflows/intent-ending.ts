@@ -8,6 +8,7 @@ import type { IntentOutcome } from '../shared/state';
 import { GateRejected } from './approvals';
 import { relocateArtifacts, setStatus } from './intent-status';
 import type { IntentRun } from './run-context';
+import { closePullRequestAtEnd } from './pull-request-gate';
 
 /**
  * How an intent ends, whichever way: the outcome of a rejection, the ledger rows of a failure,
@@ -96,6 +97,8 @@ export async function endEarly(run: IntentRun, caught: unknown, ending: Ending):
 export async function finishIntent(run: IntentRun, ending: Ending): Promise<void> {
   const { intent, state, ledger } = run;
   const { outcome } = ending;
+  // A pull request of an intent that did not merge is closed with the reason, before anything else goes.
+  await closePullRequestAtEnd(run, state.error ?? outcome?.reason ?? state.status);
   const { lineageCopy, lineageRef } = await CancellationScope.nonCancellable(() => run.activities.cleanup.cleanupIntent({ intent, deleteBranch: outcome !== undefined, keepForResume: state.status !== 'merged' }));
   if (!state.lineagePath && lineageCopy) {
     state.lineagePath = lineageCopy;

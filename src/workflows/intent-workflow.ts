@@ -19,6 +19,7 @@ import { changesRequested, runImplStage, runReviewedDesignStage, runStage } from
 import type { RecordedDecision } from '../shared/decisions';
 import type { GateName } from '../shared/gates';
 import { recordAttempts } from './sandbox-evidence';
+import { forgeChecksUnmet, mergeThroughForge, mergesViaPullRequest, pullRequestMergeGate } from './pull-request-gate';
 
 /**
  * One intent, end to end: triage → lld → spec → impl (edit ⇄ test) → review → merge gate → merge.
@@ -80,7 +81,10 @@ async function pipeline(run: IntentRun): Promise<MutableOutcome> {
     }
     const decision = await gatesBeforeMerge(run, review);
     const seenBefore = run.attemptCount;
-    const sendBack = decision.decision === 'request-changes' ? changesRequested(decision) : ((await unmetMergeConditions(run)) ?? (await baseMovedUnderneath(run)));
+    const sendBack =
+      decision.decision === 'request-changes'
+        ? changesRequested(decision)
+        : ((await unmetMergeConditions(run)) ?? (mergesViaPullRequest(run) ? await forgeChecksUnmet(run) : await baseMovedUnderneath(run)));
     // The ladder passed the merge, and then the sandbox saw the checks try something: a person decides after all.
     if (sendBack === undefined && run.attemptCount > seenBefore && decision.by.startsWith(LADDER_DECIDER_PREFIX)) continue;
     if (sendBack === undefined) break;
@@ -253,12 +257,12 @@ async function gatesBeforeMerge(run: IntentRun, review: ReviewAssessment): Promi
   const asks: Array<[GateName, string]> = [];
   if (security.length > 0) asks.push(['security', `Review reported ${security.length} critical security finding(s): ${security.map((f) => f.message).join(' | ').slice(0, 500)}`]);
   if (intent.environment === 'production') asks.push(['production', `This change targets production. Sign off on merging ${state.branch}?`]);
-  asks.push(['merge', `Merge ${state.branch} into ${intent.baseBranch}?${review.verdict === 'BLOCK' ? ' Review says BLOCK.' : ''}`]);
+  asks.push(['merge', `Merge ${state.branch} into ${intent.baseBranch}${mergesViaPullRequest(run) ? ' through its pull request' : ''}?${review.verdict === 'BLOCK' ? ' Review says BLOCK.' : ''}`]);
   const custom = await customGatesAfter(run, 'review');
   if (custom) return custom;
   let decision: RecordedDecision | undefined;
   for (const [gate, prompt] of asks) {
-    decision = await run.gates.decide(gate, prompt, { changes: true });
+    decision = gate === 'merge' && mergesViaPullRequest(run) ? await pullRequestMergeGate(run, prompt) : await run.gates.decide(gate, prompt, { changes: true });
     if (unlessApproved(decision)) return decision;
   }
   return decision!;
@@ -269,7 +273,8 @@ async function merge(run: IntentRun): Promise<MutableOutcome> {
   const { intent, state, activities } = run;
   if (state.stage !== 'merge') enterStage(state, run.ledger, 'merge');
   const { lineagePath, lineageRef } = await activities.git.archiveLineage({ intent });
-  const { mergedCommit } = await activities.git.mergeIntent({ intent });
+  const viaPullRequest = mergesViaPullRequest(run);
+  const { mergedCommit } = viaPullRequest ? { mergedCommit: await mergeThroughForge(run) } : await activities.git.mergeIntent({ intent });
   state.mergedCommit = mergedCommit;
   if (lineagePath) {
     state.lineagePath = lineagePath;
@@ -278,5 +283,5 @@ async function merge(run: IntentRun): Promise<MutableOutcome> {
   if (lineageRef) state.lineageRef = lineageRef;
   state.stage = 'done';
   setStatus(state, 'merged');
-  return { intentId: intent.id, status: 'merged', mergedCommit, ...(lineagePath ? { lineagePath } : {}), ...(lineageRef ? { lineageRef } : {}), spendUsd: state.spendUsd };
+  return { intentId: intent.id, status: 'merged', mergedCommit, ...(viaPullRequest && state.pullRequest ? { pullRequestUrl: state.pullRequest.url } : {}), ...(lineagePath ? { lineagePath } : {}), ...(lineageRef ? { lineageRef } : {}), spendUsd: state.spendUsd };
 }

@@ -23,6 +23,8 @@ export type LedgerRoute = 'local' | 'task-queue';
  */
 export class LedgerRecorder {
   private queue: LedgerRow[] = [];
+  /** Told of every event as it is recorded (e.g. to say it on the intent's pull request). */
+  observer?: (eventType: SafetyEventType, severity: Severity, reason: string) => void;
 
   constructor(
     private readonly intentId: string,
@@ -32,6 +34,7 @@ export class LedgerRecorder {
   event(eventType: SafetyEventType, severity: Severity, reason: string, details: EventDetails = {}): void {
     const safetyEvent: SafetyEventInput = { id: uuid4(), timestamp: new Date(), eventType, severity, reason, intentId: this.intentId, ...details };
     this.queue.push({ safetyEvent });
+    this.observer?.(eventType, severity, reason);
   }
 
   gateDecision(details: GateDetails): void {

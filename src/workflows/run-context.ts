@@ -55,6 +55,10 @@ export class IntentRun {
   readonly mergeConditions: string[] = [];
   /** Conditions of the last approve-with-conditions, for the next stage's prompt. */
   pendingConditions?: string[];
+  /** The merge goes through a pull request on the team's forge (`merge.via: pull-request`). */
+  get viaPullRequest(): boolean {
+    return this.intent.merge?.via === 'pull-request';
+  }
   /** The largest change a person let through at the blast-radius gate. */
   approvedSize?: ChangeSize;
 

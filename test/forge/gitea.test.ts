@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ForgeError, type ForgeErrorKind } from '../../src/forge/forge-client';
 import { GiteaClient } from '../../src/forge/gitea';
+import { GitHubClient } from '../../src/forge/github';
 import { forgeClient } from '../../src/forge';
 import { readWebhookDelivery } from '../../src/forge/webhook';
 import { MERGE_METHODS, type MergeMethod } from '../../src/shared/forge';
@@ -248,7 +249,7 @@ describe('GiteaClient on a real Gitea', () => {
   it('is what forgeClient makes for a Gitea repository', async () => {
     const made = forgeClient(forge().repository, forge().author.token);
     expect(made).toBeInstanceOf(GiteaClient);
-    expect(() => forgeClient({ kind: 'github', webUrl: 'https://github.com', path: 'o/r' }, 't')).toThrow(/github forge adapter is not built yet/);
+    expect(forgeClient({ kind: 'github', webUrl: 'https://github.com', path: 'o/r' }, 't')).toBeInstanceOf(GitHubClient);
   });
 });
 
