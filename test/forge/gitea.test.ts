@@ -2,8 +2,13 @@
  * The Gitea adapter against a real Gitea (test/helpers/gitea.ts): every ForgeClient method, the
  * errors it maps, and a real webhook delivery checked by its signature.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { ForgeError, type ForgeErrorKind } from '../../src/forge/forge-client';
 import { GiteaClient } from '../../src/forge/gitea';
+import { GitHubClient } from '../../src/forge/github';
 import { forgeClient } from '../../src/forge';
 import { readWebhookDelivery } from '../../src/forge/webhook';
 import { MERGE_METHODS, type MergeMethod } from '../../src/shared/forge';
@@ -222,10 +227,29 @@ describe('GiteaClient on a real Gitea', () => {
     expect(error.transient).toBe(true);
   });
 
+  it('takes a push over http with a user\'s token, and the pushed branch is found by its pull request', async () => {
+    const clone = mkdtempSync(path.join(tmpdir(), 'warden-gitea-clone-'));
+    try {
+      const git = (...args: string[]): string => execFileSync('git', ['-C', clone, ...args], { encoding: 'utf8', env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
+      execFileSync('git', ['clone', '--quiet', forge().cloneUrl(), clone], { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
+      git('checkout', '--quiet', '-b', 'warden/pushed');
+      writeFileSync(path.join(clone, 'pushed.txt'), 'pushed with git\n');
+      git('add', 'pushed.txt');
+      git('-c', 'user.name=Warden', '-c', 'user.email=warden@example.com', 'commit', '--quiet', '-m', 'Pushed over http');
+      git('push', '--quiet', 'origin', 'warden/pushed');
+      const head = git('rev-parse', 'HEAD').trim();
+      const pr = await client.openPullRequest({ head: 'warden/pushed', base: GITEA_BASE_BRANCH, title: 'Pushed', body: '', labels: [] });
+      expect(pr.headSha).toBe(head);
+      await expect(client.findOpenPullRequest('warden/pushed', GITEA_BASE_BRANCH)).resolves.toMatchObject({ number: pr.number, headSha: head });
+    } finally {
+      rmSync(clone, { recursive: true, force: true });
+    }
+  });
+
   it('is what forgeClient makes for a Gitea repository', async () => {
     const made = forgeClient(forge().repository, forge().author.token);
     expect(made).toBeInstanceOf(GiteaClient);
-    expect(() => forgeClient({ kind: 'github', webUrl: 'https://github.com', path: 'o/r' }, 't')).toThrow(/github forge adapter is not built yet/);
+    expect(forgeClient({ kind: 'github', webUrl: 'https://github.com', path: 'o/r' }, 't')).toBeInstanceOf(GitHubClient);
   });
 });
 

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { readSignedDelivery, readWebhookDelivery, signBody } from '../../src/forge/webhook';
 
 const SECRET = 'hook-secret';
@@ -49,8 +51,10 @@ describe('readSignedDelivery', () => {
 });
 
 describe('readWebhookDelivery', () => {
-  it('leaves GitLab deliveries to their own check', () => {
-    expect(readWebhookDelivery({ headers: { 'X-Gitlab-Event': 'Merge Request Hook', 'X-Gitlab-Token': SECRET }, body: '{}' }, SECRET)).toMatchObject({ accepted: false, reason: expect.stringMatching(/GitLab/) });
+  it('routes GitLab deliveries to their token check, not the signature check', () => {
+    const body = readFileSync(path.join(__dirname, '..', 'fixtures', 'forge', 'gitlab', 'hooks', 'merge-request.json'), 'utf8');
+    expect(readWebhookDelivery({ headers: { 'X-Gitlab-Event': 'Merge Request Hook', 'X-Gitlab-Token': SECRET }, body }, SECRET)).toMatchObject({ accepted: true, forge: 'gitlab', event: 'merge_request', pullRequest: 12 });
+    expect(readWebhookDelivery({ headers: { 'X-Gitlab-Event': 'Merge Request Hook', 'X-Gitlab-Token': 'wrong', 'X-Hub-Signature-256': signBody(body, SECRET) }, body }, SECRET)).toMatchObject({ accepted: false });
   });
 
   it('checks Gitea and GitHub deliveries by their signature', () => {
