@@ -18,6 +18,7 @@ import { findExecutable } from '../shared/executables';
 import { PROVIDER_DEFAULTS } from '../gateway/upstream';
 import { AGENT_CLIS } from '../shared/agent-profiles';
 import { findCliProgram } from './intent-input';
+import { checkForge } from './forge-check';
 
 const execFileAsync = promisify(execFile);
 
@@ -58,6 +59,8 @@ export interface DoctorOptions {
   readonly fix: boolean;
   readonly log: (line: string) => void;
   readonly env?: NodeJS.ProcessEnv;
+  /** The repository whose remote the forge check reads (default: the current folder). */
+  readonly cwd?: string;
 }
 
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
@@ -74,6 +77,8 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   checks.push(...(await checkAgentClis(path.join(config.wardenHome, 'tools'))));
   checks.push(checkProviderKeys(env));
   checks.push(checkWebApp(settings, env));
+  const forge = await checkForge(settings?.merge, { env, repoPath: options.cwd ?? process.cwd() });
+  if (forge) checks.push({ name: 'forge', ...forge });
   return { ok: checks.every((c) => c.status !== 'fail'), checks };
 }
 

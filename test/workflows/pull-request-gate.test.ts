@@ -7,6 +7,8 @@ import type { IntentState } from '../../src/shared/state';
 import { startIntent } from '../../src/client/intents';
 import { demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
 import { GITEA_REQUIRED_CHECK, useGitea } from '../helpers/gitea';
+import pino from 'pino';
+import { startWebApp, type WebApp } from '../../src/client/web/server';
 
 /**
  * The merge gate as a pull request on a real Gitea: the intent pushes its change (without its
@@ -212,7 +214,7 @@ test("a decision made in Warden shows on the pull request, and a pull request cl
   expect(closed!.reason).toContain('while Warden waited');
 });
 
-test('a token the forge refuses and a branch Warden may not push to each fail the intent with a FORGE_FAILED row, and nothing merges', async () => {
+test('a token the forge refuses, one without the scopes, and a branch Warden may not push to each fail the intent with a FORGE_FAILED row, and nothing merges', async () => {
   const repo = await forgeRepo();
   process.env.WARDEN_FORGE_TOKEN_PR_WRONG = '0'.repeat(40);
   const wrong = await start(repo, 'prtoken', {
@@ -224,9 +226,46 @@ test('a token the forge refuses and a branch Warden may not push to each fail th
   const [failed] = await rows(wrong.workflowId.replace(/^intent-/, ''), 'FORGE_FAILED');
   expect(failed!.reason).not.toContain('0'.repeat(40));
 
+  // A token the forge accepts but that may only read: the push is refused.
+  process.env.WARDEN_FORGE_TOKEN_PR_READ = await forge().createToken(forge().author, ['read:user', 'read:repository', 'read:issue']);
+  const readOnly = await start(repo, 'prscope', {
+    merge: { via: 'pull-request', method: 'merge', forge: { kind: 'gitea', tokenEnv: 'WARDEN_FORGE_TOKEN_PR_READ', reviewers: {}, pollEvery: '1s' } },
+  });
+  const scopeError = await readOnly.result().catch((e: unknown) => e);
+  expect(String((scopeError as WorkflowFailedError).cause?.message)).toMatch(/FORGE_FAILED: could not push the change and open its pull request: forge \((forbidden|unauthorized)\)/);
+  expect((await rows(readOnly.workflowId.replace(/^intent-/, ''), 'FORGE_FAILED')).length).toBe(1);
+
   const guarded = await forgeRepo({ protectWarden: true });
   const refused = await start(guarded, 'prprotected');
   const pushError = await refused.result().catch((e: unknown) => e);
   expect(String((pushError as WorkflowFailedError).cause?.message)).toMatch(/FORGE_FAILED: could not push the change .*forge \(forbidden\)/);
   expect(await forge().api<unknown[]>('GET', `${guarded.api}/pulls?state=all`)).toEqual([]);
+});
+
+test("with a poll far away, the forge's signed webhook delivery to warden serve wakes the intent; a delivery with a wrong signature is refused and recorded", async () => {
+  const f = forge();
+  const secret = 'forge-webhook-secret-for-the-test';
+  const app: WebApp = await startWebApp({ client: world().client, ledger: world().ledger, linkSecret: { missing: 'not needed here' }, operator: 'olga', keysDir: '/nonexistent', host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), forgeWebhookSecret: secret });
+  try {
+    const repo = await forgeRepo();
+    await f.api('POST', `${repo.api}/hooks`, { body: { type: 'gitea', active: true, events: ['pull_request', 'pull_request_review', 'status'], config: { url: `${app.url}/forge/webhook`, content_type: 'json', secret } } });
+    const handle = await start(repo, 'prhook', {
+      merge: { via: 'pull-request', method: 'squash', forge: { kind: 'gitea', tokenEnv: TOKEN_ENV, reviewers: { [f.reviewer.login]: 'alice' }, pollEvery: '1h' } },
+    });
+    const id = handle.workflowId.replace(/^intent-/, '');
+    const { pullRequest } = await atPullRequestGate(handle);
+    await f.api('POST', `${repo.api}/statuses/${pullRequest.headSha}`, { body: { state: 'success', context: GITEA_REQUIRED_CHECK } });
+    await f.api('POST', `${repo.api}/pulls/${pullRequest.number}/reviews`, { body: { event: 'APPROVED', body: 'ok', commit_id: pullRequest.headSha }, user: f.reviewer });
+    // Only the webhook can wake it before an hour has passed.
+    const outcome = await handle.result();
+    expect(outcome.status).toBe('merged');
+    expect((await rows(id, 'PULL_REQUEST_MERGED'))[0]!.metadata).toMatchObject({ method: 'squash' });
+
+    const forged = await fetch(`${app.url}/forge/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-gitea-event': 'pull_request', 'x-hub-signature-256': `sha256=${'0'.repeat(64)}` }, body: JSON.stringify({ number: pullRequest.number }) });
+    expect(forged.status).toBe(401);
+    const { rows: refused } = await world().pool.query("SELECT reason FROM safety_events WHERE event_type = 'FORGE_WEBHOOK_REFUSED' ORDER BY seq DESC LIMIT 1");
+    expect(refused[0]?.reason).toContain('a forge webhook delivery was refused');
+  } finally {
+    await app.close();
+  }
 });
