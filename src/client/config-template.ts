@@ -1,6 +1,7 @@
 import { PROFILE_DEFAULTS } from '../config/profiles';
 import { PROFILES, type ProfileName } from '../config/schema';
 import type { Found } from './repo-detection';
+import type { ForgeKind } from '../shared/forge';
 
 /** What a new config file is written from. */
 export interface NewConfig {
@@ -11,6 +12,8 @@ export interface NewConfig {
   readonly baseBranch?: Found;
   /** The name the approvers example uses. */
   readonly approver: string;
+  /** The forge origin is on, when it has one; `use` writes the pull-request merge out rather than commented. */
+  readonly forge?: { readonly kind?: ForgeKind; readonly because: string; readonly use: boolean };
 }
 
 const json = (value: unknown): string => JSON.stringify(value);
@@ -81,6 +84,7 @@ export function newConfigText(settings: NewConfig): string {
     `    // "merge": { "approvers": [${json(settings.approver)}] },`,
     '  },',
     '',
+    ...forgeLines(settings),
     '  // Who does the work: `warden run --agent …` names an agent for one intent; a profile here,',
     '  // routed to every stage, names it for all.',
     ...(profile.mode === 'development'
@@ -93,4 +97,26 @@ export function newConfigText(settings: NewConfig): string {
     '}',
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The merge through a pull request on the team's forge: written out when asked for (`warden init
+ * --forge KIND`), else as commented-out lines when origin is on a forge.
+ */
+function forgeLines(settings: NewConfig): string[] {
+  const { forge, approver } = settings;
+  if (!forge) return [];
+  const kind = forge.kind ?? 'gitea';
+  const prefix = forge.use ? '' : '// ';
+  return [
+    `  // The merge gate as a pull request on your forge (${forge.because}): its reviewers decide, its`,
+    "  // required checks gate the merge. The worker's token is in WARDEN_FORGE_TOKEN; map each",
+    "  // reviewer's forge login to a Warden approver. `warden doctor` checks the token (docs/forge.md).",
+    `  ${prefix}"merge": {`,
+    `  ${prefix}  "via": "pull-request",`,
+    `  ${prefix}  "method": "merge",`,
+    `  ${prefix}  "forge": { "kind": ${json(kind)}, "reviewers": { ${json(`${approver}-on-the-forge`)}: ${json(approver)} } },`,
+    `  ${prefix}},`,
+    '',
+  ];
 }

@@ -8,7 +8,8 @@ import { PROFILES, type ProfileName } from '../config/schema';
 import { UserError } from '../shared/errors';
 import { newConfigText } from './config-template';
 import { gitOut } from './git-output';
-import { findBaseBranch, findTestCommand, type Found } from './repo-detection';
+import { findBaseBranch, findForge, findTestCommand, type Found } from './repo-detection';
+import { FORGE_KINDS, type ForgeKind } from '../shared/forge';
 
 /** The file `warden init` writes: the first name the loader looks for. */
 export const INIT_CONFIG_FILE = CONFIG_FILE_NAMES[0];
@@ -28,6 +29,8 @@ export const STATE_SCHEMA = ['.warden', CONFIG_SCHEMA_FILE] as const;
 export interface InitOptions {
   readonly force?: boolean;
   readonly profile?: ProfileName;
+  /** Merge through pull requests on this kind of forge (`--forge`). */
+  readonly forge?: ForgeKind;
 }
 
 /** What `warden init` did. */
@@ -43,6 +46,8 @@ export interface InitReport {
   readonly gitignore: 'created' | 'added' | 'present';
   readonly testCommand?: Found;
   readonly baseBranch?: Found;
+  /** The forge origin is on, and whether the config merges through its pull requests. */
+  readonly forge?: { readonly kind?: ForgeKind; readonly because: string; readonly use: boolean };
   /** Other config files that the new one now comes before (warden.config.ts). */
   readonly shadowed: readonly string[];
 }
@@ -67,7 +72,10 @@ export function initRepository(dir: string, options: InitOptions = {}): InitRepo
   const schemaRef = `./${(schemaFile ? STATE_SCHEMA : INSTALLED_SCHEMA).join('/')}`;
   const testCommand = findTestCommand(repo);
   const baseBranch = findBaseBranch(repo);
-  const text = newConfigText({ schemaRef, profile: options.profile ?? 'default', testCommand, baseBranch, approver: process.env.USER || userInfo().username });
+  const found = findForge(repo);
+  if (options.forge && !found) throw new UserError(`--forge ${options.forge}: ${repo} has no remote origin to push pull requests to (git remote add origin URL first)`);
+  const forge = options.forge ? { kind: options.forge, because: found!.because, use: true } : found ? { ...(found.kind ? { kind: found.kind } : {}), because: found.because, use: false } : undefined;
+  const text = newConfigText({ schemaRef, profile: options.profile ?? 'default', testCommand, baseBranch, approver: process.env.USER || userInfo().username, ...(forge ? { forge } : {}) });
   writeFileSync(configFile, text, { flag: options.force ? 'w' : 'wx' });
   if (schemaFile) {
     mkdirSync(path.dirname(schemaFile), { recursive: true });
@@ -82,6 +90,7 @@ export function initRepository(dir: string, options: InitOptions = {}): InitRepo
     gitignore: ignoreState(repo),
     ...(testCommand ? { testCommand } : {}),
     ...(baseBranch ? { baseBranch } : {}),
+    ...(forge ? { forge } : {}),
     shadowed: existing.filter((file) => file !== configFile),
   };
 }
@@ -111,6 +120,13 @@ export function describeInit(report: InitReport, cwd: string): string[] {
       : '  tests: no test command found: set run.testCommand in it (or give warden run --test-cmd)',
   );
   lines.push(report.baseBranch ? `  base branch: ${report.baseBranch.value} (${report.baseBranch.because})` : '  base branch: none found: set run.baseBranch in it (else warden run takes the branch checked out)');
+  if (report.forge) {
+    lines.push(
+      report.forge.use
+        ? `  merge: through pull requests on ${report.forge.kind} (${report.forge.because}); map the reviewers in merge.forge.reviewers, put the token in WARDEN_FORGE_TOKEN`
+        : `  merge: local; ${report.forge.because}: to merge through its pull requests, uncomment merge in the config (or warden init --force --forge ${report.forge.kind ?? 'KIND'})`,
+    );
+  }
   lines.push(
     report.schemaFile
       ? `  $schema: ${report.schemaRef}, written now: Warden is not installed in this repository's node_modules (warden config schema prints it again)`
@@ -127,7 +143,7 @@ export function describeInit(report: InitReport, cwd: string): string[] {
   lines.push('next:');
   // Warden reads the config in the folder it runs in.
   if (path.resolve(cwd) !== path.resolve(report.repo)) lines.push(`  cd ${report.repo}`);
-  lines.push('  warden doctor                       check that this machine can run intents');
+  lines.push(`  warden doctor                       check that this machine can run intents${report.forge?.use ? ", and the forge's token" : ''}`);
   lines.push('  warden run --repo . --goal "..."    start an intent in this repository');
   return lines;
 }
@@ -145,8 +161,9 @@ export function addInitCommand(program: Command, print: (line: string) => void):
     .option('--repo <path>', 'the repository (default: the one this folder is in)')
     .addOption(new Option('--profile <name>', 'the profile the config starts from').choices([...PROFILES]).default('default'))
     .option('--force', 'replace an existing config file (without it, warden init refuses one: exit 2)')
-    .action((flags: { repo?: string; profile: ProfileName; force?: boolean }) => {
-      const report = initRepository(path.resolve(flags.repo ?? '.'), { force: flags.force, profile: flags.profile });
+    .addOption(new Option('--forge <kind>', "merge through pull requests on origin's forge of this kind (without it, the merge section is written commented out when origin is on a forge)").choices([...FORGE_KINDS]))
+    .action((flags: { repo?: string; profile: ProfileName; force?: boolean; forge?: ForgeKind }) => {
+      const report = initRepository(path.resolve(flags.repo ?? '.'), { force: flags.force, profile: flags.profile, ...(flags.forge ? { forge: flags.forge } : {}) });
       for (const line of describeInit(report, process.cwd())) print(line);
     });
 }

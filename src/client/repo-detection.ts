@@ -1,3 +1,4 @@
+import type { ForgeKind } from '../shared/forge';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { testCommandOfPackageJson } from '../activities/test-command';
@@ -50,4 +51,20 @@ export function findBaseBranch(dir: string): Found | undefined {
   const remote = gitOut(dir, ['symbolic-ref', '--quiet', '--short', 'refs/remotes/origin/HEAD']);
   if (remote?.startsWith('origin/')) return { value: remote.slice('origin/'.length), because: "origin's HEAD" };
   return undefined;
+}
+
+/** The forges whose kind a remote's host alone tells. */
+const HOSTED_FORGES: Readonly<Record<string, ForgeKind>> = { 'github.com': 'github', 'gitlab.com': 'gitlab' };
+
+/**
+ * The forge the repository's `origin` is on, as far as its address tells: `value` is its kind
+ * where the host says (github.com, gitlab.com), else empty. Undefined without an origin.
+ */
+export function findForge(dir: string): (Found & { readonly kind?: ForgeKind }) | undefined {
+  const url = gitOut(dir, ['remote', 'get-url', 'origin']);
+  if (!url) return undefined;
+  // The host of https://host/…, ssh://user@host/… or user@host:…; a token in the address is never repeated.
+  const host = /^[a-z+]+:\/\/(?:[^@/]*@)?([^/:]+)/i.exec(url)?.[1] ?? /^[^@/]+@([^:/]+):/.exec(url)?.[1];
+  const kind = host ? HOSTED_FORGES[host.toLowerCase()] : undefined;
+  return { value: kind ?? '', because: `origin is on ${host ?? 'an address warden cannot read'}`, ...(kind ? { kind } : {}) };
 }

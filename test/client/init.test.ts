@@ -158,3 +158,35 @@ describe('what init finds in a repository', () => {
     expect(findBaseBranch(origin)).toBeUndefined();
   });
 });
+
+describe('warden init and the forge origin is on', () => {
+  it('with origin on github.com, writes the pull-request merge commented out, and says how to turn it on', () => {
+    const dir = repo({ 'package.json': PACKAGE_JSON });
+    git(dir, 'remote', 'add', 'origin', 'https://github.com/acme/app.git');
+    const result = warden(dir, 'init');
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).toContain('merge: local; origin is on github.com: to merge through its pull requests, uncomment merge in the config (or warden init --force --forge github)');
+    const text = readFileSync(path.join(dir, 'warden.config.json'), 'utf8');
+    expect(text).toContain('  //   "forge": { "kind": "github", "reviewers": { "init-tester-on-the-forge": "init-tester" } },');
+    const loaded = loadConfig(path.join(dir, 'warden.config.json'));
+    expect(loaded.config.merge).toBeUndefined();
+  });
+
+  it('with --forge, writes it out: the config merges through pull requests on that forge', () => {
+    const dir = repo({ 'package.json': PACKAGE_JSON });
+    git(dir, 'remote', 'add', 'origin', 'http://127.0.0.1:3000/acme/app.git');
+    const result = warden(dir, 'init', '--forge', 'gitea');
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).toContain('merge: through pull requests on gitea (origin is on 127.0.0.1)');
+    expect(result.stdout).toContain("warden doctor                       check that this machine can run intents, and the forge's token");
+    const { config } = loadConfig(path.join(dir, 'warden.config.json'));
+    expect(config.merge).toMatchObject({ via: 'pull-request', method: 'merge', forge: { kind: 'gitea', reviewers: { 'init-tester-on-the-forge': 'init-tester' }, tokenEnv: 'WARDEN_FORGE_TOKEN' } });
+  });
+
+  it('refuses --forge where there is no origin, and an unknown kind', () => {
+    const dir = repo({ 'package.json': PACKAGE_JSON });
+    expect(warden(dir, 'init', '--forge', 'gitea')).toMatchObject({ code: 2, stderr: expect.stringContaining('has no remote origin to push pull requests to') });
+    expect(warden(dir, 'init', '--forge', 'bitbucket')).toMatchObject({ code: 2, stderr: expect.stringContaining("argument 'bitbucket' is invalid") });
+    expect(existsSync(path.join(dir, 'warden.config.json'))).toBe(false);
+  });
+});
