@@ -214,6 +214,29 @@ test("a decision made in Warden shows on the pull request, and a pull request cl
   expect(closed!.reason).toContain('while Warden waited');
 });
 
+test('an intent rejected in Warden closes its pull request with the reason', async () => {
+  const f = forge();
+  const repo = await forgeRepo();
+  const handle = await start(repo, 'prreject');
+  const { pullRequest } = await atPullRequestGate(handle);
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'rita', reason: 'not this way' });
+  expect((await handle.result()).status).toBe('rejected');
+  expect((await f.api<GiteaPull>('GET', `${repo.api}/pulls/${pullRequest.number}`)).state).toBe('closed');
+  const comments = await f.api<Array<{ body: string }>>('GET', `${repo.api}/issues/${pullRequest.number}/comments`);
+  expect(comments.at(-1)!.body).toContain('Warden: the intent ended rejected');
+  expect(comments.at(-1)!.body).toContain('not this way');
+});
+
+test('a remote nobody answers at fails the intent after a few tries with a FORGE_FAILED row', async () => {
+  const repo = await forgeRepo();
+  git(repo.local, 'remote', 'set-url', 'origin', 'http://127.0.0.1:9/nobody/here.git');
+  const handle = await start(repo, 'prgone');
+  const error = await handle.result().catch((e: unknown) => e);
+  expect(String((error as WorkflowFailedError).cause?.message)).toMatch(/FORGE_FAILED: could not push the change and open its pull request: forge \(unreachable\)/);
+  const [failed] = await rows(handle.workflowId.replace(/^intent-/, ''), 'FORGE_FAILED');
+  expect(failed!.reason).toContain('could not push the change');
+});
+
 test('a token the forge refuses, one without the scopes, and a branch Warden may not push to each fail the intent with a FORGE_FAILED row, and nothing merges', async () => {
   const repo = await forgeRepo();
   process.env.WARDEN_FORGE_TOKEN_PR_WRONG = '0'.repeat(40);
