@@ -15,9 +15,9 @@ import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
 import type { WardenConfig, WorkerSafetyConfig } from '../config/schema';
 import { assertPriced, type PricingTable } from '../safety/pricing';
-import { modelOf } from '../shared/agent-routing';
+import { designReviewViolation, modelOf } from '../shared/agent-routing';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
-import { CommandAgentProfileSchema, DEFAULT_UNSIGNED_GATES, type AgentProfile, type IntentInput } from '../shared/intent';
+import { CommandAgentProfileSchema, DEFAULT_UNSIGNED_GATES, type AgentProfile, type Intent, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
 import { gitOut } from './git-output';
@@ -113,14 +113,15 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
   if (implAttempts !== undefined && (!Number.isInteger(implAttempts) || implAttempts < 1)) {
     throw new UserError(`--impl-attempts must be a positive whole number, not ${flags.implAttempts}`);
   }
+  const agents = agentsFor(flags, cwd, topLevel, config);
   return {
     id: flags.id ?? generateIntentId(flags.goal),
     goal: flags.goal,
     repoPath: topLevel,
     baseBranch,
     paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : config.run?.paths ? [...config.run.paths] : undefined,
-    ...agentsFor(flags, cwd, topLevel, config),
-    ...(config.review ? { reviewPolicy: config.review } : {}),
+    ...agents,
+    ...reviewPolicyFor(config.review, agents),
     testCommand,
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
@@ -378,4 +379,20 @@ function mergeSettingsFor(flags: RunFlags, config: RunConfig): { merge?: MergeSe
     throw new UserError('--merge-via pull-request needs the forge in the config: merge.forge with its kind (gitea, github or gitlab), tokenEnv and reviewers (docs/forge.md)');
   }
   return { merge: { ...(config.merge ?? { method: 'merge' }), via } };
+}
+
+/**
+ * The config's review policy. Where it does not say whether the design is reviewed, it is, when
+ * the intent's routing can: the `review` route runs on a model that writes neither the lld nor the
+ * spec, and may review. Otherwise (one model everywhere, scripted agents) it is not, rather than
+ * failing the intent.
+ */
+function reviewPolicyFor(review: RunConfig['review'], agents: Pick<IntentInput, 'agent' | 'stageAgents'>): Pick<IntentInput, 'reviewPolicy'> {
+  if (review?.design !== undefined) return { reviewPolicy: review };
+  const policy = { requireDifferentFamily: review?.requireDifferentFamily ?? false, forbiddenReviewers: review?.forbiddenReviewers ?? [], design: true };
+  const reviewer = agents.stageAgents?.review ?? agents.agent;
+  // The profiles here come from the parsed config or flags: the intent's parsed shape, as the check takes it.
+  const routed = { agent: agents.agent, stageAgents: agents.stageAgents ?? {}, reviewPolicy: policy } as Pick<Intent, 'agent' | 'stageAgents' | 'reviewPolicy'>;
+  const canReview = modelOf(reviewer) !== undefined && designReviewViolation(routed) === undefined;
+  return canReview ? { reviewPolicy: policy } : review ? { reviewPolicy: review } : {};
 }
