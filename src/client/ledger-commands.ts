@@ -6,7 +6,10 @@ import type { WardenConfig } from '../config/schema';
 import { booksDifferenceCents } from '../ledger/ledger';
 import { migrate } from '../ledger/migrate';
 import { NotificationOutbox } from '../ledger/notification-outbox';
+import { breakerHistory } from '../ledger/breaker-history';
+import { gateStatistics } from '../ledger/gate-statistics';
 import { formatReport } from '../ledger/report-text';
+import { formatBreakerHistory, formatGateStatistics } from '../ledger/statistics-text';
 import type { CostGrouping, TimelineEntry } from '../ledger/types';
 import type { RuntimeConfig } from '../runtime/config';
 import { sumUsd } from '../shared/money';
@@ -67,6 +70,23 @@ export function parseSince(text: string, now: Date = new Date()): Date {
     return new Date(now.getTime() - parseDuration(text));
   } catch {
     return since();
+  }
+}
+
+/**
+ * The end of a period: `2026-11-01` takes in that whole day (UTC), a duration ends that long ago.
+ * Exclusive, like every period end the ledger's queries take.
+ */
+export function parseUntil(text: string, now: Date = new Date()): Date {
+  if (/^\d{4}-\d{2}-\d{2}$/.test(text)) {
+    const day = calendarDay(text);
+    if (!day) throw new UserError(`--until takes a date (YYYY-MM-DD) or a duration such as 7d, not ${text}`);
+    return new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000);
+  }
+  try {
+    return new Date(now.getTime() - parseDuration(text));
+  } catch {
+    throw new UserError(`--until takes a date (YYYY-MM-DD) or a duration such as 7d, not ${text}`);
   }
 }
 
@@ -186,11 +206,28 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
 
   program
     .command('report')
-    .description('The daily health report: each safety layer, and GREEN / YELLOW / RED with the rule that decided it')
+    .description('The daily health report: each safety layer, and GREEN / YELLOW / RED with the rule that decided it; or, with --gates / --breakers, gate statistics and breaker history over a period')
     .option('--date <date>', 'YYYY-MM-DD (default: today, UTC)')
     .option('--budget <usd>', "the day's budget to compare spend with (default: the config's worker.dayBudgetUsd; 0 = no limit)")
+    .option('--gates', 'gate statistics instead: opened, decided, timed out, escalated; approval, rejection and request-changes rates; time to decision (median, p90); per gate kind, approver and day')
+    .option('--breakers', 'breaker history instead: every circuit state change per endpoint with its reason, and rate-limit refusals per agent and model')
+    .option('--since <when>', 'with --gates / --breakers: from this date (YYYY-MM-DD) or this long ago (7d); default: the oldest row')
+    .option('--until <when>', 'with --gates / --breakers: up to the end of this date (YYYY-MM-DD) or until this long ago (1d); default: now')
     .option('--json', 'print JSON')
-    .action(async (flags: { date?: string; budget?: string; json?: boolean }) => {
+    .action(async (flags: { date?: string; budget?: string; gates?: boolean; breakers?: boolean; since?: string; until?: string; json?: boolean }) => {
+      if (flags.gates || flags.breakers) {
+        if (flags.date !== undefined || flags.budget !== undefined) throw new UserError('--date and --budget are for the daily report; give --since / --until with --gates or --breakers');
+        const period = { ...(flags.since !== undefined && { since: parseSince(flags.since) }), ...(flags.until !== undefined && { until: parseUntil(flags.until) }) };
+        if (period.since && period.until && period.since >= period.until) throw new UserError(`--since (${period.since.toISOString()}) must come before --until (${period.until.toISOString()})`);
+        const [gates, breakers] = await withLedger((ledger) =>
+          Promise.all([flags.gates ? gateStatistics(ledger.pool, period) : undefined, flags.breakers ? breakerHistory(ledger.pool, period) : undefined]),
+        );
+        if (flags.json) return io.printJson({ ...(gates && { gates }), ...(breakers && { breakers }) });
+        const lines = [...(gates ? formatGateStatistics(gates) : []), ...(gates && breakers ? [''] : []), ...(breakers ? formatBreakerHistory(breakers) : [])];
+        for (const line of lines) io.print(line);
+        return;
+      }
+      if (flags.since !== undefined || flags.until !== undefined) throw new UserError('--since and --until go with --gates or --breakers; the daily report takes --date');
       const date = checkDate(flags.date);
       // The same budget the worker enforces, unless asked about another.
       const dayBudgetUsd = checkUsd(flags.budget, '--budget') ?? settings().worker.dayBudgetUsd;

@@ -732,6 +732,25 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(free.stdout).toMatch(/- Budget remaining: unlimited/);
   expect(free.stdout).toMatch(/### Overall Health: GREEN/);
 
+  // Gate statistics and breaker history over a period: the intent's merge gate, approved by cli-tester.
+  const stats = JSON.parse(warden('report', '--gates', '--breakers', '--since', '1d', '--json').stdout) as {
+    gates: { since: string; until: null; byApprover: Array<{ approver: string; decided: number; approved: number }> };
+    breakers: { changes: unknown[]; rateLimits: unknown[] };
+  };
+  expect(stats.gates.until).toBeNull();
+  expect(stats.gates.byApprover.find((a) => a.approver === 'cli-tester')).toMatchObject({ decided: expect.any(Number), approved: expect.any(Number) });
+  expect(stats.gates.byApprover.find((a) => a.approver === 'cli-tester')!.approved).toBeGreaterThanOrEqual(1);
+  expect(stats.breakers).toEqual({ since: stats.gates.since, until: null, changes: expect.any(Array), rateLimits: expect.any(Array) });
+  const statsText = warden('report', '--gates', '--since', '1d').stdout;
+  expect(statsText).toMatch(/^## Gate statistics from \S+ to now$/m);
+  expect(statsText).toMatch(/^cli-tester +-? +\d+ +\d+\.\d%/m);
+  expect(warden('report', '--breakers', '--until', new Date().toISOString().slice(0, 10)).stdout).toMatch(/^### Rate-limit refusals$/m);
+  // A period goes with --gates / --breakers, and the daily report's flags do not.
+  for (const args of [['--since', '1d'], ['--gates', '--date', '2026-01-01'], ['--gates', '--until', 'soon'], ['--breakers', '--since', '1d', '--until', '2d']]) {
+    const refused = warden('report', ...args);
+    expect([refused.code, refused.stderr.trimEnd().split('\n')]).toEqual([2, [expect.stringMatching(/^warden: --(since|date|until)/)]]);
+  }
+
   const cleanup = warden('db', 'cleanup', '--retention', '90d', '--json');
   expect(cleanup.code).toBe(0);
   expect(JSON.parse(cleanup.stdout)).toMatchObject({ retentionDays: 90, deleted: { safety_events: 0, cost_events: 0 } });
