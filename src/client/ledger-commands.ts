@@ -12,12 +12,14 @@ import { formatReport } from '../ledger/report-text';
 import { formatBreakerHistory, formatGateStatistics } from '../ledger/statistics-text';
 import type { CostGrouping, TimelineEntry } from '../ledger/types';
 import type { RuntimeConfig } from '../runtime/config';
+import { connectTemporalIfRunning } from '../runtime/temporal';
 import { sumUsd } from '../shared/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { lineageRefFor, TASK_QUEUE } from '../shared/ids';
 import type { maintenanceWorkflow } from '../workflows';
 import { keepSweepSchedule, SWEEP_EVERY_MS, SWEEP_SCHEDULE_ID } from '../workers/sweep-schedule';
+import { timelineWithHistory, type TimelineWithHistory } from './history-timeline';
 import { findPrompts } from './prompt-files';
 import { connectTemporal, openLedger } from './session';
 import { joinDatabase } from './open-ledger';
@@ -133,9 +135,11 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .option('--json', 'print JSON')
     .option('--prompts', 'print the exact prompt of every attempt instead (from the intent\'s lineage)')
     .option('--books', "check the books instead: each intent's spend in the budget tables against cost_events, to the cent (every intent when no id is given; exit 1 if any differ)")
-    .action(async (id: string | undefined, flags: { activities?: boolean; json?: boolean; prompts?: boolean; books?: boolean }) => {
+    .option('--with-history', "each row beside the workflow history event it ties to (run, event id), activity runs included; needs the Temporal server")
+    .action(async (id: string | undefined, flags: { activities?: boolean; json?: boolean; prompts?: boolean; books?: boolean; withHistory?: boolean }) => {
       if (flags.books) return auditBooks(id, flags.json === true);
       if (id === undefined) throw new UserError('give the intent id to audit, or --books to check the books of every intent');
+      if (flags.withHistory) return auditWithHistory(id, flags.json === true);
       if (flags.prompts) {
         const repoPath = await withLedger((ledger) => ledger.intentRepoPath(id));
         if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
@@ -153,6 +157,22 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       io.print(formatSpendTotal(timeline));
       if (record.ending?.lineagePath) io.print(`lineage: ${record.ending.lineagePath}`);
     });
+
+  /** The intent's rows beside the history events they tie to: the history first, then the row. */
+  async function auditWithHistory(intentId: string, json: boolean): Promise<void> {
+    const target = await connectTemporalIfRunning(config);
+    if (!target) throw new UserError("the Temporal server is not running: start it with `warden dev` (or set TEMPORAL_ADDRESS); --with-history reads the intent's workflow history from it", 1);
+    try {
+      const entries = await withLedger((ledger) => timelineWithHistory(target.client, ledger.pool, intentId));
+      if (entries.length === 0) throw new UserError(`the ledger has nothing for intent ${intentId}`);
+      if (json) return io.printJson(entries);
+      for (const entry of entries) io.print(formatHistoryTie(entry));
+      const untied = entries.filter((entry) => !entry.history).length;
+      io.print(`${entries.length - untied} of ${entries.length} rows tied to the workflow history${untied ? `; ${untied} not (see docs/operations.md, "The ledger beside the workflow history")` : ''}`);
+    } finally {
+      await target.close();
+    }
+  }
 
   /** Budget tables against cost_events, per intent: a difference is a call counted in one and not the other. */
   async function auditBooks(intentId: string | undefined, json: boolean): Promise<void> {
@@ -308,6 +328,13 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         await target.close();
       }
     });
+}
+
+/** `run 1a2b3c4d #37 ActivityTaskScheduled  | 2026-… safety STAGE_STARTED [impl]: …`, or a dash where the row is not tied. */
+export function formatHistoryTie(entry: TimelineWithHistory): string {
+  const history = entry.history ? `run ${entry.history.runId.slice(0, 8)} #${entry.history.eventId} ${entry.history.eventType}` : '-';
+  const stage = entry.stage ? ` [${entry.stage}]` : '';
+  return `${history.padEnd(44)} | ${entry.at.toISOString()} ${entry.kind.padEnd(8)} ${entry.type}${stage}: ${entry.summary}`;
 }
 
 export function formatTimelineEntry(entry: TimelineEntry): string {
