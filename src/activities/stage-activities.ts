@@ -622,6 +622,10 @@ async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: s
     suggestion: `the change was reverted; look at ${who === 'the agent' ? 'the agent' : `${who} (agent-written code)`} and the declared paths before resuming`,
     current: report.violations.length + report.omittedViolations,
     threshold: 0,
+    rollback: {
+      reason: `${who}'s change was reverted: the worktree reset to ${baseCommit.slice(0, 12)} and cleaned${undone.length ? `; ${undone.join('; ')}` : ''}`,
+      metadata: { to: baseCommit, reverted: report.violations.map((v) => ({ kind: v.kind, path: v.path })), omitted: report.omittedViolations, restored, notRestored },
+    },
   };
   throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${details.reason}`, nonRetryable: true, details: [details] });
 }

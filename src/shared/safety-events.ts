@@ -6,6 +6,8 @@
 export const SAFETY_EVENT_TYPES = [
   // the safety decisions proper
   'CIRCUIT_TRIPPED',
+  // an open circuit's cool-down is over: calls go through as probes
+  'CIRCUIT_HALF_OPEN',
   'CIRCUIT_RESET',
   'RATE_LIMIT_BLOCK',
   'COST_WARNING',
