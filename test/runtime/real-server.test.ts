@@ -16,6 +16,7 @@ import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
 import pg from 'pg';
 import { fileTail } from '../../src/runtime/dev-server';
+import { isAlive } from '../../src/shared/build-lock';
 import { stateQuery, decideSignal } from '../../src/shared/messages';
 import {
   choosePorts,
@@ -91,7 +92,12 @@ test('a demo intent merges on the real server on PostgreSQL, across a server res
     await setUpTemporalDatabases(install, db, log);
     const ports = await choosePorts(0);
     await writePrivateFile(configFile, await renderServerConfig(ports, db));
-    const start = (): Promise<TemporalServerProcess> => startTemporalServer({ install, configFile, frontendPort: ports.frontend, logFile, log });
+    const start = async (): Promise<TemporalServerProcess> => {
+      const started = await startTemporalServer({ install, configFile, frontendPort: ports.frontend, logFile, log });
+      // The server is detached (cluster:up leaves it running): a run cut short must not leave it behind.
+      process.once('exit', () => (isAlive(started.pid) ? process.kill(started.pid, 'SIGKILL') : undefined));
+      return started;
+    };
     server = await start();
     await prepareNamespace(server.address, 'default', log);
 
