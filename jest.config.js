@@ -32,6 +32,7 @@ const UNIT = [
   'test/runtime/{config,logger,sandbox-readiness}.test.ts',
   'test/workers/workflow-bundle.test.ts',
   'test/workflows/auto-pass.test.ts',
+  'test/compose.test.ts',
   'test/forge/{github,gitlab,gitlab-webhook,gitea-build,remote,webhook}.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);
 
