@@ -144,6 +144,16 @@ test('a demo intent merges on the real server on PostgreSQL, across a server res
     });
     expect(stored.runs).toEqual([runBytes.toString('hex')]);
     expect(stored.nodes).toBeGreaterThan(0);
+
+    // Sharing the ledger's PostgreSQL: the server's role owns its two databases, not the ledger.
+    const asServer = new URL(world.databaseUrl);
+    asServer.username = db.user;
+    asServer.password = db.password;
+    const ledgerRead = await admin(asServer.toString(), (client) => client.query('SELECT count(*) FROM safety_events')).then(
+      () => 'read',
+      (error: unknown) => (error as { code?: string }).code,
+    );
+    expect(ledgerRead).toBe('42501'); // insufficient_privilege
     passed = true;
   } finally {
     if (!passed) log(`the server's log (kept) is ${logFile}; its tail:\n${await fileTail(logFile)}`);
