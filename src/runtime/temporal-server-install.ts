@@ -130,7 +130,7 @@ async function build(install: TemporalServerInstall, go: string, env: NodeJS.Pro
   let built = false;
   try {
     await mkdir(bin, { recursive: true });
-    log(`building the Temporal server ${TEMPORAL_SERVER_VERSION} from the Go module proxy into ${install.dir} (${go}; about 4 minutes on two cores, 3 GB of caches in ${caches} while it runs)`);
+    log(`building the Temporal server ${TEMPORAL_SERVER_VERSION} from the Go module proxy into ${install.dir} (${go}; about 4 minutes on two idle cores, more on a busy machine, with 3.5 GB of caches in ${caches} while it runs)`);
     await run(['install', `${SERVER_MODULE}/cmd/server@v${TEMPORAL_SERVER_VERSION}`]);
     log(`[${elapsed()}] server built; building the SQL schema tool`);
     await run(['install', `${SERVER_MODULE}/cmd/tools/sql@v${TEMPORAL_SERVER_VERSION}`]);

@@ -63,9 +63,10 @@ async function admin<T>(url: string, fn: (client: pg.Client) => Promise<T>): Pro
 
 let install: TemporalServerInstall;
 
+// A hang guard, not a bound: a build on a busy two-core machine took 13 minutes.
 beforeAll(async () => {
   install = await ensureTemporalServer({ log: (message) => process.stderr.write(`[temporal-server] ${message}\n`) });
-});
+}, 45 * 60_000);
 
 test('a demo intent merges on the real server on PostgreSQL, across a server restart at its merge gate', async () => {
   const adminUrl = process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL;
