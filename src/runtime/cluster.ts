@@ -15,7 +15,9 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
+import { handOverServer } from '../ledger/embedded-owner';
 import { findRunningServer, ensureEmbeddedServer } from '../ledger/embedded-server';
+import { processStartTicks } from '../shared/process-identity';
 import { isAlive } from '../shared/build-lock';
 import { isPortFree } from '../shared/ports';
 import { loadRuntimeConfig } from './config';
@@ -100,13 +102,13 @@ function parseArgs(argv: readonly string[]): { command: 'up' | 'down'; port?: nu
 }
 
 /** The admin URL of the PostgreSQL the server's databases live in, and whether `up` started it. */
-async function postgresFor(databaseUrl: string | undefined, dataDir: string): Promise<{ adminUrl: string; startedDataDir?: string }> {
+async function postgresFor(databaseUrl: string | undefined, dataDir: string): Promise<{ adminUrl: string; embeddedDataDir?: string; startedDataDir?: string }> {
   if (databaseUrl) {
     say('using the PostgreSQL in DATABASE_URL (its user must be allowed to create roles and databases)');
     return { adminUrl: databaseUrl };
   }
   const server = await ensureEmbeddedServer(dataDir, undefined, say);
-  return { adminUrl: server.url, startedDataDir: server.startedHere ? dataDir : undefined };
+  return { adminUrl: server.url, embeddedDataDir: dataDir, startedDataDir: server.startedHere ? dataDir : undefined };
 }
 
 async function up(port: number | undefined): Promise<void> {
@@ -114,11 +116,18 @@ async function up(port: number | undefined): Promise<void> {
   const files = clusterPaths(config.wardenHome);
   const install = await ensureTemporalServer({ log: say });
   const previous = await readState(files.state);
-  const { adminUrl, startedDataDir } = await postgresFor(config.databaseUrl, config.postgresDataDir);
+  const { adminUrl, embeddedDataDir, startedDataDir } = await postgresFor(config.databaseUrl, config.postgresDataDir);
+  // The embedded PostgreSQL is the ledger's too: the Warden process that started it would stop it
+  // as its ledger closes, so the Temporal server becomes its owner while it runs.
+  const holdPostgres = async (serverPid: number): Promise<void> => {
+    const startTicks = processStartTicks(serverPid);
+    if (embeddedDataDir && startTicks !== undefined) await handOverServer(embeddedDataDir, { pid: serverPid, startTicks }, 'temporal-server');
+  };
   const address = (ports: ClusterPorts): string => `127.0.0.1:${ports.frontend}`;
 
   if (previous && isAlive(previous.pid) && (await isTemporalReachable(address(previous.ports)))) {
     say(`the Temporal server is already running (pid ${previous.pid})`);
+    await holdPostgres(previous.pid);
     await prepareNamespace(address(previous.ports), config.namespace, say);
     report(address(previous.ports), config.namespace, files);
     return;
@@ -143,6 +152,7 @@ async function up(port: number | undefined): Promise<void> {
   const server = await startTemporalServer({ install, configFile: files.config, frontendPort: ports.frontend, logFile: files.log, log: say });
   const state: ClusterState = { pid: server.pid, ports, namespace: config.namespace, startedPostgresDataDir: startedDataDir ?? previous?.startedPostgresDataDir };
   await writeFile(files.state, `${JSON.stringify(state, null, 2)}\n`);
+  await holdPostgres(server.pid);
   await prepareNamespace(server.address, config.namespace, say);
   report(server.address, config.namespace, files);
 }
