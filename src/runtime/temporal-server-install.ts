@@ -27,6 +27,8 @@ export const TEMPORAL_SERVER_VERSION = '1.32.2';
 const SERVER_MODULE = 'go.temporal.io/server';
 /** Where the Go toolchain lives on the machines Warden is tested on, when it is not on PATH. */
 const GO_FALLBACK = '/usr/local/go/bin/go';
+/** How often a running build says it still runs. */
+const HEARTBEAT_MS = 30_000;
 /** Set to 1 to keep the Go module and build caches after a build. */
 export const KEEP_GO_CACHE_ENV = 'WARDEN_KEEP_GO_CACHE';
 
@@ -128,6 +130,8 @@ async function build(install: TemporalServerInstall, go: string, env: NodeJS.Pro
   const run = (args: readonly string[]): Promise<{ stdout: string }> =>
     execFileAsync('nice', ['-n', '19', go, ...args], { cwd: path.dirname(install.dir), env: goEnv, maxBuffer: 64 * 1024 * 1024 });
   let built = false;
+  // The compile step is silent for minutes: say now and then that it still runs.
+  const heartbeat = setInterval(() => log(`[${elapsed()}] still building`), HEARTBEAT_MS);
   try {
     await mkdir(bin, { recursive: true });
     log(`building the Temporal server ${TEMPORAL_SERVER_VERSION} from the Go module proxy into ${install.dir} (${go}; about 4 minutes on two idle cores, more on a busy machine, with 3.5 GB of caches in ${caches} while it runs)`);
@@ -151,6 +155,7 @@ async function build(install: TemporalServerInstall, go: string, env: NodeJS.Pro
     log(`[${elapsed()}] the Temporal server build failed: ${errorText(error)}`);
     throw new Error(`building the Temporal server ${TEMPORAL_SERVER_VERSION} failed: ${errorText(error)}`);
   } finally {
+    clearInterval(heartbeat);
     await rm(scratch, { recursive: true, force: true });
     if (env[KEEP_GO_CACHE_ENV] === '1') {
       log(`keeping the Go caches in ${caches} (${KEEP_GO_CACHE_ENV}=1)`);
