@@ -29,9 +29,10 @@ const UNIT = [
   'test/gateway/{call-patterns,call-shape,gateway,gateway-call-patterns,spend-meter,upstream}.test.ts',
   'test/client/{approval-outlook,check-stubs,command-program,config-commands,docs-commands,gate-prompt,init,web-pages}.test.ts',
   'test/ledger/{backends,embedded-binaries}.test.ts',
-  'test/runtime/{config,logger,sandbox-readiness}.test.ts',
+  'test/runtime/{config,logger,sandbox-readiness,temporal-server-install}.test.ts',
   'test/workers/workflow-bundle.test.ts',
   'test/workflows/auto-pass.test.ts',
+  'test/compose.test.ts',
   'test/forge/{github,gitlab,gitlab-webhook,gitea-build,remote,webhook}.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);
 
