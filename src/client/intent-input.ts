@@ -16,7 +16,7 @@ import type { WardenConfig, WorkerSafetyConfig } from '../config/schema';
 import { assertPriced, type PricingTable } from '../safety/pricing';
 import { modelOf } from '../shared/agent-routing';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
-import { aboveUsd, approvalsFrom as approvalsOfConfig } from '../config/intent-completion';
+import { aboveUsd, approvalsFrom } from '../config/intent-completion';
 import { CommandAgentProfileSchema, type AgentProfile, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
@@ -186,8 +186,8 @@ function refuseSecrets(fields: Readonly<Record<string, string | undefined>>): vo
   }
 }
 
-/** The approvers' keys, and the gates where an unsigned decision counts: as the worker completes an intent (see intent-completion.ts). */
-export const approvalsFrom: (config: Pick<RunConfig, 'approvers' | 'unsignedDecisions' | 'embeddedServer'>) => NonNullable<IntentInput['approvals']> = approvalsOfConfig;
+// The approvers' keys and the gates where an unsigned decision counts, as the worker completes an intent.
+export { approvalsFrom } from '../config/intent-completion';
 
 /**
  * The intent's agents: `--agent`/`--cmd`/`--script` for every stage; else `--agent-profile NAME`
