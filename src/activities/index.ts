@@ -1,6 +1,7 @@
 import { withActivityKinds } from '../shared/activity-kinds';
 import { GlobalStopWatch } from './global-stop-watch';
 import { createIntentCheckActivities } from './intent-check';
+import type { IntentRules } from '../config/intent-completion';
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
 import { createReviewPackageActivities } from './review-package';
 import { createDocumentEditActivities } from './document-edits';
@@ -19,13 +20,15 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
   readonly intentStatus?: IntentStatusReader;
   /** Where a gate's notification links to (default: no link). */
   readonly gateLink?: NotificationDeps['gateLink'];
+  /** The worker's config, which every intent is completed from before it runs (see intent-completion.ts). */
+  readonly intentRules?: IntentRules;
 };
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
   const globalStop = new GlobalStopWatch(() => deps.ledger.globalStop());
   return withActivityKinds({
-    ...createIntentCheckActivities(),
+    ...createIntentCheckActivities({ ledger: deps.ledger, intentRules: deps.intentRules }),
     ...createStageActivities(deps, globalStop),
     ...createLedgerActivities(deps),
     ...createReviewPackageActivities(deps),

@@ -15,6 +15,8 @@ export const SAFETY_EVENT_TYPES = [
   'ESCALATION_DENIED',
   // intent lifecycle
   'INTENT_STARTED',
+  // a start the worker's config forbids, or no intent at all: nothing ran
+  'INTENT_REFUSED',
   'STAGE_STARTED',
   'STAGE_COMPLETED',
   'STAGE_FAILED',
