@@ -13,6 +13,7 @@ import { createNotificationActivities, type NotificationDeps } from './notificat
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
 export type { LedgerBatch, LedgerRow } from './ledger-activities';
 export type { WorktreeRef } from './worktree';
+export type { TestPlanCheck } from './test-plan-check';
 
 /** Everything activities need, injected by the worker. */
 export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {

@@ -27,6 +27,8 @@ export const SAFETY_EVENT_TYPES = [
   // an impl attempt's test run
   'TESTS_PASSED',
   'TESTS_FAILED',
+  // the spec's test plan against the tests impl wrote and ran (kept, or impl goes back)
+  'TEST_PLAN_CHECKED',
   // gates and humans
   'GATE_REQUESTED',
   'GATE_DECIDED',
