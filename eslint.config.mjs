@@ -17,13 +17,14 @@ const builtinMessage = 'Workflow code must stay deterministic: no Node built-ins
  *   config      the config file, its profiles and their loader
  *   ledger      the PostgreSQL ledger
  *   gateway     the model gateway: every model call of every agent, metered, limited and screened
+ *   forge       a team's forge (Gitea, GitHub, GitLab): pull requests, reviews, checks, webhooks
  *   activities  everything an intent does outside its workflow (agents, git, tests)
  *   workflows   deterministic workflow code (activities, ledger and config as types only, below)
  *   runtime     process plumbing for the entry points: env config, logger, Temporal, telemetry
  *   workers     the worker and its interceptors
  *   client      the CLI and the programs a person runs
  */
-const LAYERS = ['shared', 'safety', 'config', 'ledger', 'gateway', 'activities', 'workflows', 'runtime', 'workers', 'client'];
+const LAYERS = ['shared', 'safety', 'config', 'ledger', 'gateway', 'forge', 'activities', 'workflows', 'runtime', 'workers', 'client'];
 const layerZones = LAYERS.slice(0, -1).map((layer, index) => ({
   target: `./src/${layer}`,
   from: LAYERS.slice(index + 1).map((above) => `./src/${above}`),

@@ -472,3 +472,25 @@ function conversationOf(
   }
   return { toolNames, customToolNames, toolCallCount, toolResultCount: toolResults.length, toolResults, system, lastUserText };
 }
+
+/**
+ * A model server for a whole test file: started before its tests (with `WARDEN_TEST_MODEL_KEY`
+ * set, the key the tests' profiles name), its request log emptied before each, closed after.
+ */
+export function useModelServer(): () => ModelServer {
+  let server: ModelServer | undefined;
+  beforeAll(async () => {
+    server = await startModelServer();
+    process.env.WARDEN_TEST_MODEL_KEY = 'sk-test-model-key-0123456789';
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  beforeEach(() => {
+    if (server) server.requests.length = 0;
+  });
+  return () => {
+    if (!server) throw new Error('the model server is used before its beforeAll ran');
+    return server;
+  };
+}

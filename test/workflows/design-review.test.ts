@@ -7,7 +7,7 @@ import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { readFileSync } from 'node:fs';
 import { DEMO_AGENT_SCRIPT } from '../../src/client/demo';
 import { demoStages, git, makeSampleRepo, startSampleIntent, useTestWorld, waitFor, writeScript } from '../helpers/env';
-import { stageOf, startModelServer, type ModelServer, type Reply } from '../helpers/model-server';
+import { stageOf, useModelServer, type ModelServer, type Reply } from '../helpers/model-server';
 
 /**
  * Cross-model design review, through real workflows: the lld and spec, written on one model
@@ -16,17 +16,7 @@ import { stageOf, startModelServer, type ModelServer, type Reply } from '../help
  */
 
 const world = useTestWorld('design-review');
-let server: ModelServer;
-beforeAll(async () => {
-  server = await startModelServer();
-  process.env.WARDEN_TEST_MODEL_KEY = 'sk-test-model-key-0123456789';
-});
-afterAll(async () => {
-  await server?.close();
-});
-beforeEach(() => {
-  server.requests.length = 0;
-});
+const server = useModelServer();
 
 const json = (value: unknown): string => `\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
 const TRIAGE = `Adds slugify.${json({ risk: 'LOW', confidence: 0.9, affectedPaths: ['lib/strings.js'], rationale: 'one pure function', predicted: { files: 1, lines: 12 } })}`;
@@ -49,8 +39,8 @@ function answering(reviews: { lld: (n: number) => string; spec: (n: number) => s
   };
 }
 
-const claude = () => ({ kind: 'anthropic' as const, model: 'claude-sonnet-4-5', baseUrl: server.url, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] });
-const gpt = () => ({ kind: 'openai' as const, model: 'gpt-4.1', baseUrl: `${server.url}/v1`, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] });
+const claude = () => ({ kind: 'anthropic' as const, model: 'claude-sonnet-4-5', baseUrl: server().url, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] });
+const gpt = () => ({ kind: 'openai' as const, model: 'gpt-4.1', baseUrl: `${server().url}/v1`, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] });
 
 let n = 0;
 async function start(extra: Partial<IntentInput> = {}) {
@@ -80,7 +70,7 @@ async function gate(handle: Awaited<ReturnType<typeof start>>['handle'], name: s
 }
 
 test('a BLOCK sends the LLD back with the findings; the second passes, and the gates show the reviews', async () => {
-  server.respond = answering({ lld: (i) => (i === 1 ? BLOCK : APPROVE), spec: () => REQUEST_CHANGES });
+  server().respond = answering({ lld: (i) => (i === 1 ? BLOCK : APPROVE), spec: () => REQUEST_CHANGES });
   const { handle, repo, id } = await start({ gates: { lld: { minRisk: 'LOW' }, spec: { minRisk: 'LOW' } } });
 
   const lldGate = await gate(handle, 'lld');
@@ -95,11 +85,11 @@ test('a BLOCK sends the LLD back with the findings; the second passes, and the g
   expect(lldGate.document?.attempts).toBe(2);
   expect(renderPendingGate(id, lldGate)).toContain('Design review: APPROVE by openai (gpt-4.1) — the design reaches the goal\n- [low/tests] name the empty-string case in the tests');
   // The second LLD was told what the reviewer found.
-  const second = server.requests.find((r) => r.prompt.startsWith('# Warden: lld (attempt 2)'));
+  const second = server().requests.find((r) => r.prompt.startsWith('# Warden: lld (attempt 2)'));
   expect(second?.prompt).toContain('The design reviewer (openai, gpt-4.1) blocked this design: the design leaves out empty strings');
   expect(second?.prompt).toContain('- [high/correctness] say what slugify returns for an empty string (lib/strings.js)');
   // The reviewer read the document it reviewed, and went to its own model.
-  const firstReview = server.requests.find((r) => r.prompt.startsWith('# Warden: design review of lld (attempt 1)'));
+  const firstReview = server().requests.find((r) => r.prompt.startsWith('# Warden: design review of lld (attempt 1)'));
   expect(firstReview?.path).toBe('/v1/chat/completions');
   expect(firstReview?.prompt).toContain('## Earlier artifact: 02-lld.md');
   await handle.signal(decideSignal, { gate: 'lld', decision: 'approve', by: 'tester' });
@@ -149,25 +139,25 @@ test('a BLOCK sends the LLD back with the findings; the second passes, and the g
 });
 
 test("a reviewer that blocks every LLD stops the intent at the lld's attempt cap, before the spec", async () => {
-  server.respond = answering({ lld: () => BLOCK, spec: () => APPROVE });
+  server().respond = answering({ lld: () => BLOCK, spec: () => APPROVE });
   const { handle, id } = await start({ limits: { attempts: { lld: 2 } } });
   await expect(handle.result()).rejects.toThrow();
   const state = await handle.query(stateQuery);
   expect(state.error).toMatch(/MAX_ITERATIONS_EXCEEDED/);
   expect(state.attempts).toEqual({ triage: 1, lld: 3 }); // the third was refused by the cap
-  expect(server.requests.map((r) => /^# Warden: ([a-z ]+ of lld|[a-z]+)/.exec(r.prompt)?.[1])).toEqual(['triage', 'lld', 'design review of lld', 'lld', 'design review of lld']);
+  expect(server().requests.map((r) => /^# Warden: ([a-z ]+ of lld|[a-z]+)/.exec(r.prompt)?.[1])).toEqual(['triage', 'lld', 'design review of lld', 'lld', 'design review of lld']);
   const { rows } = await world().pool.query("SELECT metadata->>'verdict' AS verdict FROM safety_events WHERE intent_id = $1 AND event_type = 'DESIGN_REVIEWED'", [id]);
   expect(rows.map((r: { verdict: string }) => r.verdict)).toEqual(['BLOCK', 'BLOCK']);
 });
 
 test('a design reviewer on the model that writes the documents is refused before anything runs', async () => {
-  server.respond = answering({ lld: () => APPROVE, spec: () => APPROVE });
+  server().respond = answering({ lld: () => APPROVE, spec: () => APPROVE });
   const { handle } = await start({ stageAgents: { impl: gpt() } });
   await expect(handle.result()).rejects.toThrow();
   expect((await handle.query(stateQuery)).error).toBe(
     'REVIEW_POLICY_VIOLATION: the design review of lld would run on claude-sonnet-4-5, the model that writes it (route review to another model)',
   );
-  expect(server.requests).toHaveLength(0);
+  expect(server().requests).toHaveLength(0);
 });
 
 test("the demo's scripted agent answers the design reviews, as `npm start` asks for them: its intent merges", async () => {

@@ -6,7 +6,7 @@ import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { AGENT_STAGES } from '../../src/shared/stages';
 import { demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
-import { stageOf, startModelServer, type ModelServer, type Reply } from '../helpers/model-server';
+import { stageOf, useModelServer, type ModelServer, type Reply } from '../helpers/model-server';
 
 /**
  * Intents on HTTP model agents, end to end through real workflows: triage, LLD, spec and review
@@ -14,17 +14,7 @@ import { stageOf, startModelServer, type ModelServer, type Reply } from '../help
  */
 
 const world = useTestWorld('http-agents');
-let server: ModelServer;
-beforeAll(async () => {
-  server = await startModelServer();
-  process.env.WARDEN_TEST_MODEL_KEY = 'sk-test-model-key-0123456789';
-});
-afterAll(async () => {
-  await server?.close();
-});
-beforeEach(() => {
-  server.requests.length = 0;
-});
+const server = useModelServer();
 
 const json = (value: unknown): string => `\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
 const TRIAGE = `Adds slugify to lib/strings.js.${json({ risk: 'LOW', confidence: 0.9, affectedPaths: ['lib/strings.js'], rationale: 'one pure function', predicted: { files: 1, lines: 12 } })}`;
@@ -48,8 +38,8 @@ async function start(extra: Partial<IntentInput> = {}) {
   n += 1;
   const repo = makeSampleRepo();
   const id = `h${n}-${Date.now()}`;
-  const claude = { kind: 'anthropic' as const, model: 'claude-sonnet-4-5', baseUrl: server.url, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] };
-  const gpt = { kind: 'openai' as const, model: 'gpt-4.1', baseUrl: `${server.url}/v1`, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] };
+  const claude = { kind: 'anthropic' as const, model: 'claude-sonnet-4-5', baseUrl: server().url, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] };
+  const gpt = { kind: 'openai' as const, model: 'gpt-4.1', baseUrl: `${server().url}/v1`, apiKeyEnv: ['WARDEN_TEST_MODEL_KEY'] };
   const handle = await startIntent(
     world().client,
     { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: claude, stageAgents: { impl: gpt }, ...extra, limits: { cooldown: '0s', ...extra.limits } },
@@ -64,27 +54,27 @@ async function costs(id: string): Promise<string[]> {
 }
 
 test('a whole intent on two HTTP models: routed per stage, the LLD and the files in the impl prompt, usage priced', async () => {
-  server.respond = answering();
+  server().respond = answering();
   const { handle, repo, id } = await start();
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
   expect(git(repo, 'show', 'main:lib/strings.js')).toBe(GOOD_FILE.trimEnd()); // git() trims the output
 
-  expect(server.requests.map((r) => `${stageOf(r.prompt)}→${r.path}`)).toEqual([
+  expect(server().requests.map((r) => `${stageOf(r.prompt)}→${r.path}`)).toEqual([
     'triage→/v1/messages',
     'lld→/v1/messages',
     'spec→/v1/messages',
     'impl→/v1/chat/completions',
     'review→/v1/messages',
   ]);
-  expect(server.requests[0]!.headers['x-api-key']).toBe('sk-test-model-key-0123456789');
-  const impl = server.requests[3]!.prompt;
+  expect(server().requests[0]!.headers['x-api-key']).toBe('sk-test-model-key-0123456789');
+  const impl = server().requests[3]!.prompt;
   expect(impl).toContain('## Earlier artifact: 02-lld.md');
   expect(impl).toContain('### lib/strings.js');
   expect(impl).toContain('<<<<<<< SEARCH');
   // The lineage keeps each prompt as the model received it: impl's with the files and the edit format the agent added.
-  server.requests.forEach((request, i) => {
+  server().requests.forEach((request, i) => {
     const recorded = execFileSync('git', ['show', `refs/warden/lineage/${id}:${artifactName(AGENT_STAGES[i]!, 1, '.prompt.md')}`], { cwd: repo, encoding: 'utf8' });
     expect(recorded).toBe(request.prompt);
   });
@@ -105,7 +95,7 @@ test('a whole intent on two HTTP models: routed per stage, the LLD and the files
 });
 
 test('impl edits outside the declared paths are refused before anything is written', async () => {
-  server.respond = answering({ impl: () => ({ text: `${IMPL}\n\`\`\`file:package.json\n{"scripts": {"test": "true"}}\n\`\`\`\n` }) });
+  server().respond = answering({ impl: () => ({ text: `${IMPL}\n\`\`\`file:package.json\n{"scripts": {"test": "true"}}\n\`\`\`\n` }) });
   const { handle, repo, id } = await start();
   await expect(handle.result()).rejects.toThrow();
   const state = await handle.query(stateQuery);
@@ -115,10 +105,10 @@ test('impl edits outside the declared paths are refused before anything is writt
 });
 
 test('a triage answer without its JSON gets one repair attempt with the validation error', async () => {
-  server.respond = answering({ triage: (k) => ({ text: k === 1 ? 'Looks low risk to me.' : TRIAGE }) });
+  server().respond = answering({ triage: (k) => ({ text: k === 1 ? 'Looks low risk to me.' : TRIAGE }) });
   const { handle } = await start();
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
-  const triage = server.requests.filter((r) => stageOf(r.prompt) === 'triage');
+  const triage = server().requests.filter((r) => stageOf(r.prompt) === 'triage');
   expect(triage).toHaveLength(2);
   expect(triage[1]!.prompt).toMatch(/## Your previous answer\nLooks low risk to me\.[\s\S]*## Why it was refused\nno JSON object found/);
   expect((await handle.query(stateQuery)).risk).toEqual({ class: 'LOW', confidence: 0.9, structured: true });
@@ -127,22 +117,22 @@ test('a triage answer without its JSON gets one repair attempt with the validati
 });
 
 test('a review that stays invalid after the repair fails the stage, its raw answer kept', async () => {
-  server.respond = answering({ review: () => ({ text: `Fine.${json({ verdict: 'MAYBE' })}` }) });
+  server().respond = answering({ review: () => ({ text: `Fine.${json({ verdict: 'MAYBE' })}` }) });
   const { handle } = await start();
   await expect(handle.result()).rejects.toThrow();
   const state = await handle.query(stateQuery);
   expect(state.error).toMatch(/the review answer did not validate after one repair attempt \(verdict: .*\); the raw answer is in docs\/lineage\/active\/.*\/05-review\.invalid\.md/);
-  expect(server.requests.filter((r) => stageOf(r.prompt) === 'review')).toHaveLength(2);
+  expect(server().requests.filter((r) => stageOf(r.prompt) === 'review')).toHaveLength(2);
 });
 
 test('cross-model review: the same family for impl and review stops the intent before review', async () => {
-  server.respond = answering();
+  server().respond = answering();
   const { handle } = await start({ stageAgents: {}, reviewPolicy: { requireDifferentFamily: true } });
   await expect(handle.result()).rejects.toThrow();
   expect((await handle.query(stateQuery)).error).toBe('REVIEW_POLICY_VIOLATION: review would run on anthropic/claude, the family that built the change; the policy asks for another');
-  expect(server.requests.map((r) => stageOf(r.prompt))).not.toContain('review');
+  expect(server().requests.map((r) => stageOf(r.prompt))).not.toContain('review');
 
-  server.requests.length = 0;
+  server().requests.length = 0;
   const forbidden = await start({ reviewPolicy: { forbiddenReviewers: ['claude-sonnet-4-5'] } });
   await expect(forbidden.handle.result()).rejects.toThrow();
   expect((await forbidden.handle.query(stateQuery)).error).toMatch(/claude-sonnet-4-5 is never allowed to review/);
