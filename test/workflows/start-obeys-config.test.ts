@@ -82,6 +82,19 @@ test('a start asking for more than the config allows is refused before it touche
   expect(git(repo, 'branch', '--list', `warden/${id}`)).toBe('');
 });
 
+test("startIntent sends what its caller left out as left out: the worker fills it from the config, not the schema's defaults", async () => {
+  const repo = makeSampleRepo();
+  const id = `client-${Date.now()}`;
+  // No limits, gates or approvals: the schema's default budget (5) is above this config's (3).
+  const handle = await startIntent(world().client, { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: demoScript() } }, world().taskQueue);
+  await atMergeGate(handle);
+  const intent = await recordedIntent(handle);
+  expect(intent.limits).toEqual(config.limits);
+  expect(intent.gates.merge?.approvers).toEqual(['alice']);
+  await handle.executeUpdate(decideUpdate, { args: [{ gate: 'merge', decision: 'reject', by: 'alice', reason: 'seen enough' }] });
+  expect((await handle.result()).status).toBe('rejected');
+});
+
 test("warden run's intent runs exactly as it was started", async () => {
   const repo = makeSampleRepo();
   const input = intentFromFlags({ repo, goal: 'Add slugify', script: demoScript(), paths: ['lib/**'], budget: '2' }, process.cwd(), { ...config, embeddedServer: false });
