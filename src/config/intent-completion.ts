@@ -176,6 +176,7 @@ function completedReviewPolicy(given: unknown, config: WardenConfig['review'], p
   if (typeof given !== 'object' || given === null) return given;
   const policy = { ...config, ...(given as Partial<WardenConfig['review']>) };
   if (config.requireDifferentFamily && policy.requireDifferentFamily !== true) problems.push('reviewPolicy.requireDifferentFamily false drops the config\'s cross-model review');
+  if (config.design === true && policy.design !== true) problems.push('reviewPolicy.design false drops the config\'s review of the lld and spec');
   const forbidden = Array.isArray(policy.forbiddenReviewers) ? policy.forbiddenReviewers : [];
   const dropped = config.forbiddenReviewers.filter((model) => !forbidden.includes(model));
   if (dropped.length > 0) problems.push(`reviewPolicy.forbiddenReviewers leaves out the config's ${dropped.join(', ')}`);

@@ -37,7 +37,8 @@ test('what a raw start leaves out comes from the config', () => {
   const intent = IntentSchema.parse(completion.input);
   expect(intent.limits).toEqual(config.limits);
   expect(intent.gates).toEqual(config.gates);
-  expect(intent.reviewPolicy).toEqual(config.review);
+  // The config leaves review.design out: off, as the intent says it.
+  expect(intent.reviewPolicy).toEqual({ ...config.review, design: false });
   expect(intent.secrets).toEqual(config.secrets);
   expect(intent.approvals).toEqual({ keys: { alice: key }, unsignedGates: ['merge'] });
   expect(intent.notify).toEqual(config.notify);
@@ -90,6 +91,17 @@ test('a start looser than the config is refused, naming each field; a stricter o
   const strict = completeIntent({ ...base, limits: { budgetUsd: '1' }, secrets: { allow: [] }, gates: { spec: { enabled: true } }, approvals: { unsignedGates: [] }, notify: [{ kind: 'slack', urlEnv: 'TEAM_HOOK' }, { kind: 'webhook', urlEnv: 'MINE' }] }, rules);
   expect(strict.problems).toEqual([]);
   expect(IntentSchema.parse(strict.input)).toMatchObject({ limits: { budgetUsd: '1' }, secrets: { allow: [] }, gates: { spec: { enabled: true } }, approvals: { unsignedGates: [] }, notify: [{ kind: 'slack', urlEnv: 'TEAM_HOOK' }, { kind: 'webhook', urlEnv: 'MINE' }] });
+});
+
+test("a config's design review is kept: left out it is on, switched off it is refused", () => {
+  const designed: IntentRules = { config: resolveConfig({ review: { design: true } }), embeddedServer: false };
+  const base = { id: 'raw-4', goal: 'x', repoPath: repo, agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT } };
+  expect(IntentSchema.parse(completeIntent(base, designed).input).reviewPolicy.design).toBe(true);
+  // A policy that names other rules only keeps the config's design review.
+  const other = completeIntent({ ...base, reviewPolicy: { forbiddenReviewers: ['gpt-4o-mini'] } }, designed);
+  expect(other.problems).toEqual([]);
+  expect(IntentSchema.parse(other.input).reviewPolicy.design).toBe(true);
+  expect(completeIntent({ ...base, reviewPolicy: { design: false } }, designed).problems).toEqual(["reviewPolicy.design false drops the config's review of the lld and spec"]);
 });
 
 test('warden run refuses a --budget or --impl-attempts above the config before anything starts', () => {
