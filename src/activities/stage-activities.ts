@@ -33,6 +33,7 @@ import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTes
 import { holdBackSecrets, inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
+import { checkTestPlanIn, type TestPlanCheck } from './test-plan-check';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
 import { activeLineageDir, branchForIntent, lineageRefFor, resumeRefFor } from '../shared/ids';
@@ -437,7 +438,15 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
     },
 
-    /** Files and lines the intent branch changed against the base branch (lineage excluded). */
+    /**
+     * After impl's tests pass: the spec's test plan against what impl wrote and what the run
+     * printed (see test-plan-check.ts). A broken promise sends impl back. Reads only.
+     */
+    async checkTestPlan({ intent, testLogPath }: IntentRef & { readonly testLogPath?: string }): Promise<TestPlanCheck> {
+      const { worktreePath } = await worktree(intent);
+      return checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath });
+    },
+
     /**
      * `warden revert`: reverts the merge commit of another intent on this intent's branch (with
      * its first parent as the mainline). Later commits on the base that changed the same lines

@@ -89,6 +89,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     safety: warden.worker,
     mode: warden.mode,
     notify: warden.notify,
+    // Every intent this worker runs obeys its config, however it was started.
+    intentRules: { config: warden, embeddedServer: Boolean(target.embedded) },
     // A channel with no approver decides as the operator, as `warden approve` without --by does.
     gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), operator: defaultApprover(warden.operator), linkSecret: workerLinkSecret(logger), views: new GateViewLinks(ledger.pool) }),
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },

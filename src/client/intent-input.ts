@@ -17,7 +17,8 @@ import type { WardenConfig, WorkerSafetyConfig } from '../config/schema';
 import { assertPriced, type PricingTable } from '../safety/pricing';
 import { designReviewViolation, modelOf } from '../shared/agent-routing';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
-import { CommandAgentProfileSchema, DEFAULT_UNSIGNED_GATES, type AgentProfile, type Intent, type IntentInput } from '../shared/intent';
+import { aboveUsd, approvalsFrom } from '../config/intent-completion';
+import { CommandAgentProfileSchema, type AgentProfile, type Intent, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
 import { gitOut } from './git-output';
@@ -113,6 +114,13 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
   if (implAttempts !== undefined && (!Number.isInteger(implAttempts) || implAttempts < 1)) {
     throw new UserError(`--impl-attempts must be a positive whole number, not ${flags.implAttempts}`);
   }
+  // The worker refuses a start above its config's limits (intent-completion.ts): say so before anything starts.
+  if (flags.budget !== undefined && aboveUsd(flags.budget, limits.budgetUsd)) {
+    throw new UserError(`--budget ${flags.budget} is above the config's limits.budgetUsd ${limits.budgetUsd}: a start may lower the budget, never raise it (raise limits.budgetUsd in the config)`);
+  }
+  if (implAttempts !== undefined && implAttempts > limits.attempts.impl) {
+    throw new UserError(`--impl-attempts ${implAttempts} is above the config's limits.attempts.impl ${limits.attempts.impl}: a start may lower it, never raise it`);
+  }
   const agents = agentsFor(flags, cwd, topLevel, config);
   return {
     id: flags.id ?? generateIntentId(flags.goal),
@@ -183,14 +191,8 @@ function refuseSecrets(fields: Readonly<Record<string, string | undefined>>): vo
   }
 }
 
-/** The approvers' keys, and the gates where an unsigned decision counts (see UnsignedDecisionsSchema). */
-export function approvalsFrom(config: Pick<RunConfig, 'approvers' | 'unsignedDecisions' | 'embeddedServer'>): NonNullable<IntentInput['approvals']> {
-  const keys = Object.fromEntries(Object.entries(config.approvers ?? {}).map(([name, { publicKey }]) => [name, publicKey]));
-  const accept = config.unsignedDecisions?.accept ?? 'embedded-server';
-  const trusted = accept === 'always' || (accept === 'embedded-server' && config.embeddedServer === true);
-  const gates = (config.unsignedDecisions?.gates ?? DEFAULT_UNSIGNED_GATES).filter((gate) => gate !== 'production');
-  return { keys, unsignedGates: trusted ? gates : [] };
-}
+// The approvers' keys and the gates where an unsigned decision counts, as the worker completes an intent.
+export { approvalsFrom } from '../config/intent-completion';
 
 /**
  * The intent's agents: `--agent`/`--cmd`/`--script` for every stage; else `--agent-profile NAME`

@@ -17,6 +17,8 @@ export const SAFETY_EVENT_TYPES = [
   'ESCALATION_DENIED',
   // intent lifecycle
   'INTENT_STARTED',
+  // a start the worker's config forbids, or no intent at all: nothing ran
+  'INTENT_REFUSED',
   'STAGE_STARTED',
   'STAGE_COMPLETED',
   'STAGE_FAILED',
@@ -27,6 +29,8 @@ export const SAFETY_EVENT_TYPES = [
   // an impl attempt's test run
   'TESTS_PASSED',
   'TESTS_FAILED',
+  // the spec's test plan against the tests impl wrote and ran (kept, or impl goes back)
+  'TEST_PLAN_CHECKED',
   // gates and humans
   'GATE_REQUESTED',
   'GATE_DECIDED',

@@ -13,6 +13,7 @@ import { createActivities, type WardenActivities } from '../activities';
 import { ModelGateway } from '../gateway/gateway';
 import { sweepTrash, trashOf } from '../activities/trash';
 import type { WorkerSafetyConfig } from '../config/schema';
+import type { IntentRules } from '../config/intent-completion';
 import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import { SharedLimitStore, type SharedLimits } from '../ledger/shared-limits';
@@ -78,6 +79,12 @@ export interface WardenWorkerOptions {
    * Default: enabled, with the emergency stop file at `<cwd>/.warden/EMERGENCY_STOP`.
    */
   readonly killSwitch?: KillSwitchOptions;
+  /**
+   * The config every intent is completed from and checked against before it runs, however it was
+   * started (see intent-completion.ts). Warden's own workers always have it; without it (tests
+   * and benchmarks of other things) an intent is only checked against the schema.
+   */
+  readonly intentRules?: IntentRules;
   /** The config's `notify` channels: for events of no intent (intents carry their own). */
   readonly notify?: readonly NotifyChannel[];
   /** How the notification dispatcher polls and retries (defaults: DISPATCH_DEFAULTS). */
@@ -117,6 +124,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     gateLink: options.gateLink,
     // The forge's tokens are read from this worker's environment when a pull request needs them.
     forge: { env: process.env, forgeClient, repositoryOf: (remoteUrl, settings) => forgeRepositoryFromRemote(remoteUrl, { kind: settings.kind, ...(settings.url ? { webUrl: settings.url } : {}) }) },
+    intentRules: options.intentRules,
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));

@@ -3,6 +3,7 @@ import { setHandler } from '@temporalio/workflow';
 import type { ChangeSize } from '../safety/limits';
 import { agentIdOf, networkOf } from '../shared/agent-routing';
 import type { DesignReviewSummary, ReviewAssessment, TriageAssessment } from '../shared/assessments';
+import type { ReviewPackage } from '../shared/review-package';
 import type { Intent } from '../shared/intent';
 import type { LadderLevel } from '../shared/ladder';
 import { stateQuery } from '../shared/messages';
@@ -61,6 +62,8 @@ export class IntentRun {
   }
   /** The largest change a person let through at the blast-radius gate. */
   approvedSize?: ChangeSize;
+  /** The spec's planned tests as the last check after impl found them, for the review package. */
+  testPlan?: ReviewPackage['testPlan'];
 
   constructor(readonly intent: Intent) {
     this.state = startingState(intent.id, intent.goal);
@@ -108,7 +111,8 @@ export class IntentRun {
         const { triage, review, state, ladderLevel } = this;
         if (state.attempts.impl === undefined || !triage) return undefined;
         const attempts = this.attemptCount > 0 ? { attempts: { listed: [...this.attemptsSeen], total: this.attemptCount } } : {};
-        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts } });
+        const testPlan = this.testPlan ? { testPlan: this.testPlan } : {};
+        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts, ...testPlan } });
       },
       onWaiting: (gate) => setStatus(this.state, 'waiting', gate),
       onDecided: (decision) => {

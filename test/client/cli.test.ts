@@ -276,9 +276,9 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
     const shown = JSON.parse(warden('gates', id, '--json').stdout) as { gate: string; package?: { goal: string; diffSummary: Array<{ path: string }>; review?: { verdict: string } } } | null;
     return shown?.package ? shown : undefined;
   }, 120_000, 'the review package');
-  expect(pending).toMatchObject({ gate: 'merge', package: { goal: 'Add slugify', diffSummary: [{ path: 'lib/strings.js' }], review: { verdict: 'APPROVE' } } });
+  expect(pending).toMatchObject({ gate: 'merge', package: { goal: 'Add slugify', diffSummary: [{ path: 'lib/strings.js' }, { path: 'lib/strings.test.js' }], review: { verdict: 'APPROVE' } } });
   const text = warden('gates', id);
-  expect(text.stdout).toMatch(/Predicted vs actual: files 1 → 1/);
+  expect(text.stdout).toMatch(/Predicted vs actual: files 2 → 2/);
   expect(text.stdout).toMatch(/Ledger trace:/);
 
   // a decision sent from inside an agent's process is refused (and recorded), whoever it claims to be

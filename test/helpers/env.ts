@@ -77,6 +77,8 @@ export interface WorkerOptions {
   readonly notify?: WardenWorkerOptions['notify'];
   readonly notifications?: WardenWorkerOptions['notifications'];
   readonly gateLink?: WardenWorkerOptions['gateLink'];
+  /** The config intents are completed from (default none: only the schema is checked). */
+  readonly intentRules?: WardenWorkerOptions['intentRules'];
   /** Install and keep the task queue's sweep schedule, as a real worker does (default off: most tests sweep by hand, or not at all). */
   readonly sweepSchedule?: boolean;
 }
@@ -136,6 +138,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         notifications: options.notifications,
         gateLink: options.gateLink,
         sweepSchedule: options.sweepSchedule ?? false,
+        intentRules: options.intentRules,
       });
     },
     async close() {
