@@ -30,7 +30,7 @@ const UNIT = [
   'test/client/{approval-outlook,check-stubs,command-program,config-commands,docs-commands,gate-prompt,init,web-pages}.test.ts',
   'test/ledger/{backends,embedded-binaries}.test.ts',
   'test/runtime/{config,logger,sandbox-readiness}.test.ts',
-  'test/workers/workflow-bundle.test.ts',
+  'test/workers/{metrics,workflow-bundle}.test.ts',
   'test/workflows/auto-pass.test.ts',
   'test/forge/{github,gitlab,gitlab-webhook,gitea-build,remote,webhook}.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);

@@ -14,6 +14,7 @@ import type { TemporalTarget } from '../runtime/temporal';
 import { createRedactor } from '../shared/redact';
 import type { LadderLevel } from '../shared/ladder';
 import { createWardenMetrics } from '../workers/metrics';
+import { startLedgerProbe, type LedgerProbe } from '../workers/ledger-probe';
 import { createWardenWorker, startWorkerGateway } from '../workers/warden-worker';
 import { startTracing, telemetryEnabled } from '../runtime/telemetry';
 import { openOwnedLedger } from './open-ledger';
@@ -69,8 +70,11 @@ function workerLinkSecret(logger: Logger): LinkSecret {
 export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
   quietSdkRuntime(warden.telemetry, logger);
   const { ledger, database } = await openOwnedLedger(config, (m) => logger.info(m));
+  let probe: LedgerProbe | undefined;
   if (metricsServed) {
-    ledger.observer = createWardenMetrics(Runtime.instance().metricMeter);
+    const metrics = createWardenMetrics(Runtime.instance().metricMeter);
+    ledger.observer = metrics;
+    probe = startLedgerProbe({ pool: ledger.pool, report: (up) => metrics.ledgerReachable(up) });
     logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');
   }
   const tracing = startTracing(warden.telemetry.otlpEndpoint, 'warden-worker');
@@ -102,6 +106,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
+      probe?.stop();
       await gateway.close();
       await tracing?.shutdown();
       await database.close();
