@@ -31,6 +31,7 @@ const UNIT = [
   'test/ledger/{backends,embedded-binaries}.test.ts',
   'test/runtime/{config,logger,sandbox-readiness}.test.ts',
   'test/workers/{metrics,workflow-bundle}.test.ts',
+  'test/prometheus/metric-names.test.ts',
   'test/workflows/auto-pass.test.ts',
   'test/forge/{github,gitlab,gitlab-webhook,gitea-build,remote,webhook}.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);

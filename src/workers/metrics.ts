@@ -48,7 +48,8 @@ export function createWardenMetrics(meter: MetricMeter, now: () => number = Date
   // Gauges the alerting rules (deploy/prometheus/warden-alerts.yml) read: a state, not a count.
   const breakerOpen = meter.createGauge('warden_breaker_open', 'int', '', '1 while a circuit breaker is open (tripped and not yet reset), by breaker');
   const budgetWarnings = meter.createCounter('warden_budget_warnings', '', 'budgets that reached a share of their limit (80, 90 per cent), by budget and share');
-  const stageOldest = meter.createGauge('warden_stage_oldest_started_seconds', 'float', 's', 'when the longest-running intent in each stage entered it (unix seconds; 0 when none is in it)');
+  const stageOldest = meter.createGauge('warden_stage_oldest_started_seconds', 'float', '', 'when the longest-running intent in each stage entered it (unix seconds; 0 when none is in it)');
+  const overdue = meter.createGauge('warden_gates_overdue', 'int', '', 'gates still waiting past their notice (GATE_TIMEOUT_NEAR) or their timeout (GATE_ESCALATED), as this worker saw them');
   const ledgerUp = meter.createGauge('warden_ledger_up', 'int', '', "1 when the worker's latest ledger probe was answered, 0 when it was not");
   const inStage = new Map<string, { stage: string; since: number }>();
   const stagesSeen = new Set<string>();
@@ -67,6 +68,17 @@ export function createWardenMetrics(meter: MetricMeter, now: () => number = Date
     } else return;
     publishStages();
   };
+  // `intent/gate` of each gate past its notice and not yet decided.
+  const overdueGates = new Set<string>();
+  const trackOverdue = (event: Parameters<LedgerObserver['safetyEvent']>[0]): void => {
+    const gate = event.metadata?.gate;
+    if ((event.eventType === 'GATE_TIMEOUT_NEAR' || event.eventType === 'GATE_ESCALATED') && event.intentId && typeof gate === 'string') {
+      overdueGates.add(`${event.intentId}/${gate}`);
+    } else if (event.intentId && ENDINGS[event.eventType]) {
+      for (const key of overdueGates) if (key.startsWith(`${event.intentId}/`)) overdueGates.delete(key);
+    } else return;
+    overdue.set(overdueGates.size);
+  };
   return {
     ledgerReachable(up) {
       ledgerUp.set(up ? 1 : 0);
@@ -81,6 +93,7 @@ export function createWardenMetrics(meter: MetricMeter, now: () => number = Date
         budgetWarnings.add(1, { budget: String(event.metadata?.budget ?? 'unknown'), share: String(share) });
       }
       trackStage(event);
+      trackOverdue(event);
       if (event.eventType === 'INTENT_STARTED') {
         started.add(1);
         running?.add(1);
@@ -93,6 +106,8 @@ export function createWardenMetrics(meter: MetricMeter, now: () => number = Date
       if (event.eventType === 'GATE_REQUESTED') waiting?.add(1);
     },
     gateDecision(decision) {
+      // Any decision, a deferral too, ends this wait (a deferral starts a new one with a new notice).
+      if (overdueGates.delete(`${decision.intentId}/${decision.gate}`)) overdue.set(overdueGates.size);
       decisions.add(1, { gate: decision.gate, decision: decision.decision });
       // An auto-passed gate was never requested from a person, so it was never waiting.
       if (decision.decision !== 'defer' && !decision.by.startsWith('warden-ladder')) waiting?.add(-1);

@@ -1,38 +1,13 @@
-import type { MetricMeter, MetricTags } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
 import type { SafetyEventInput } from '../../src/ledger/types';
 import { createWardenMetrics } from '../../src/workers/metrics';
+import { recordingMeter } from '../helpers/recording-meter';
 
 /**
  * The gauges and counters the alerting rules read, as the worker's ledger observer sets them.
- * The meter here keeps the latest value of each series; test/workers/prometheus-alerts.test.ts
- * reads the same metrics from a real worker through a real Prometheus.
+ * test/prometheus/alerts-fire.test.ts reads the same metrics from a real worker through a real
+ * Prometheus.
  */
-function recordingMeter(): { meter: MetricMeter; value(name: string, tags?: MetricTags): number | undefined } {
-  const series = new Map<string, number>();
-  const key = (name: string, tags: MetricTags = {}): string => `${name}${JSON.stringify(Object.entries(tags).sort())}`;
-  const metric = (name: string, kind: string) => ({
-    name,
-    kind,
-    valueType: 'int' as const,
-    unit: '',
-    description: '',
-    add: (value: number, tags?: MetricTags) => series.set(key(name, tags), (series.get(key(name, tags)) ?? 0) + value),
-    set: (value: number, tags?: MetricTags) => series.set(key(name, tags), value),
-    record: (value: number, tags?: MetricTags) => series.set(key(name, tags), value),
-    withTags: () => {
-      throw new Error('not used');
-    },
-  });
-  const meter = {
-    createCounter: (name: string) => metric(name, 'counter'),
-    createUpDownCounter: (name: string) => metric(name, 'up_down_counter'),
-    createGauge: (name: string) => metric(name, 'gauge'),
-    createHistogram: (name: string) => metric(name, 'histogram'),
-    withTags: () => meter,
-  } as unknown as MetricMeter;
-  return { meter, value: (name, tags) => series.get(key(name, tags)) };
-}
 
 const event = (eventType: SafetyEventInput['eventType'], fields: Partial<SafetyEventInput> = {}): SafetyEventInput => ({
   id: randomUUID(),
@@ -90,4 +65,18 @@ test('the ledger probe sets warden_ledger_up', () => {
   expect(value('warden_ledger_up')).toBe(1);
   metrics.ledgerReachable(false);
   expect(value('warden_ledger_up')).toBe(0);
+});
+
+test('a gate is overdue from its notice (or its timeout) until it is decided or its intent ends', () => {
+  const { meter, value } = recordingMeter();
+  const metrics = createWardenMetrics(meter);
+  const decision = { id: randomUUID(), intentId: 'one', gate: 'merge', decision: 'approve' as const, by: 'alice', requestedAt: new Date(), decidedAt: new Date(), timedOut: false };
+  metrics.safetyEvent(event('GATE_TIMEOUT_NEAR', { intentId: 'one', metadata: { gate: 'merge' } }));
+  metrics.safetyEvent(event('GATE_ESCALATED', { intentId: 'one', metadata: { gate: 'merge' } }));
+  metrics.safetyEvent(event('GATE_ESCALATED', { intentId: 'two', metadata: { gate: 'spec' } }));
+  expect(value('warden_gates_overdue')).toBe(2);
+  metrics.gateDecision(decision);
+  expect(value('warden_gates_overdue')).toBe(1);
+  metrics.safetyEvent(event('INTENT_REJECTED', { intentId: 'two' }));
+  expect(value('warden_gates_overdue')).toBe(0);
 });
