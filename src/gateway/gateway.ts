@@ -86,6 +86,8 @@ export interface GatewayOptions {
    * it is cannot be known); the ledger's `recordSafetyEvent`. Without it such refusals are only logged.
    */
   readonly recordEvent?: (event: SafetyEventInput) => Promise<unknown>;
+  /** Told each move of an endpoint's circuit this gateway makes (the worker's metrics). */
+  readonly onCircuitChange?: (change: CircuitStateChange) => void;
   readonly fetch?: typeof fetch;
   /**
    * Where the rate buckets and the endpoints' circuits are shared with every other worker (the
@@ -144,7 +146,10 @@ export class ModelGateway {
   ) {
     const circuitOptions = {
       ...circuitOptionsOf(options.limits.circuitBreaker),
-      onStateChange: (change: CircuitStateChange) => options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`),
+      onStateChange: (change: CircuitStateChange) => {
+        options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`);
+        options.onCircuitChange?.(change);
+      },
     };
     const rateConfig = agentModelConfig(options.limits.rateLimits);
     const { shared } = options;

@@ -1,6 +1,7 @@
 import type { MetricMeter } from '@temporalio/common';
 import type { LedgerObserver } from '../ledger/ledger';
 import { toMicros } from '../shared/money';
+import type { CircuitStateChange } from '../safety/circuit-breaker';
 
 /**
  * Warden's own metrics, created on the SDK runtime's meter so they are served by the same
@@ -10,6 +11,8 @@ import { toMicros } from '../shared/money';
 export interface WardenMetrics extends LedgerObserver {
   /** The outcome of the worker's latest ledger probe (src/workers/ledger-probe.ts). */
   ledgerReachable(up: boolean): void;
+  /** A move of an endpoint's circuit in this worker's model gateway (which records no CIRCUIT_TRIPPED of its own). */
+  circuitChanged(change: Pick<CircuitStateChange, 'endpoint' | 'to'>): void;
 }
 
 /** Safety events that are trips of a breaker, limit or detector (the rest are lifecycle). */
@@ -82,6 +85,10 @@ export function createWardenMetrics(meter: MetricMeter, now: () => number = Date
   return {
     ledgerReachable(up) {
       ledgerUp.set(up ? 1 : 0);
+    },
+    circuitChanged(change) {
+      // HALF_OPEN still refuses all but its probes: open until it is CLOSED again.
+      breakerOpen.set(change.to === 'CLOSED' ? 0 : 1, { breaker: change.endpoint });
     },
     safetyEvent(event) {
       if (TRIPS.has(event.eventType)) trips.add(1, { event_type: event.eventType });

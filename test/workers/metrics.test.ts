@@ -80,3 +80,14 @@ test('a gate is overdue from its notice (or its timeout) until it is decided or 
   metrics.safetyEvent(event('INTENT_REJECTED', { intentId: 'two' }));
   expect(value('warden_gates_overdue')).toBe(0);
 });
+
+test("the model gateway's circuit moves set warden_breaker_open too: open until CLOSED again", () => {
+  const { meter, value } = recordingMeter();
+  const metrics = createWardenMetrics(meter);
+  metrics.circuitChanged({ endpoint: 'openai http://m/v1 gpt', to: 'OPEN' });
+  expect(value('warden_breaker_open', { breaker: 'openai http://m/v1 gpt' })).toBe(1);
+  metrics.circuitChanged({ endpoint: 'openai http://m/v1 gpt', to: 'HALF_OPEN' });
+  expect(value('warden_breaker_open', { breaker: 'openai http://m/v1 gpt' })).toBe(1);
+  metrics.circuitChanged({ endpoint: 'openai http://m/v1 gpt', to: 'CLOSED' });
+  expect(value('warden_breaker_open', { breaker: 'openai http://m/v1 gpt' })).toBe(0);
+});
