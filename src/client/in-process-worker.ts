@@ -13,7 +13,8 @@ import { pinoSdkLogger } from '../runtime/sdk-logger';
 import type { TemporalTarget } from '../runtime/temporal';
 import { createRedactor } from '../shared/redact';
 import type { LadderLevel } from '../shared/ladder';
-import { createWardenMetrics } from '../workers/metrics';
+import { createWardenMetrics, type WardenMetrics } from '../workers/metrics';
+import { startLedgerProbe, type LedgerProbe } from '../workers/ledger-probe';
 import { createWardenWorker, startWorkerGateway } from '../workers/warden-worker';
 import { startTracing, telemetryEnabled } from '../runtime/telemetry';
 import { openOwnedLedger } from './open-ledger';
@@ -69,13 +70,18 @@ function workerLinkSecret(logger: Logger): LinkSecret {
 export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
   quietSdkRuntime(warden.telemetry, logger);
   const { ledger, database } = await openOwnedLedger(config, (m) => logger.info(m));
+  let probe: LedgerProbe | undefined;
+  let metrics: WardenMetrics | undefined;
   if (metricsServed) {
-    ledger.observer = createWardenMetrics(Runtime.instance().metricMeter);
+    metrics = createWardenMetrics(Runtime.instance().metricMeter);
+    ledger.observer = metrics;
+    const served = metrics;
+    probe = startLedgerProbe({ pool: ledger.pool, report: (up) => served.ledgerReachable(up) });
     logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');
   }
   const tracing = startTracing(warden.telemetry.otlpEndpoint, 'warden-worker');
   const redact = createRedactor(process.env);
-  const gateway = await startWorkerGateway({ safety: warden.worker, logger, redact, ledger });
+  const gateway = await startWorkerGateway({ safety: warden.worker, logger, redact, ledger }, { onCircuitChange: (change) => metrics?.circuitChanged(change) });
   const worker = await createWardenWorker({
     tracing: tracing?.worker,
     connection: await target.nativeConnection(),
@@ -104,6 +110,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
+      probe?.stop();
       await gateway.close();
       await tracing?.shutdown();
       await database.close();

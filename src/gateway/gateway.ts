@@ -88,6 +88,8 @@ export interface GatewayOptions {
    * it is cannot be known); the ledger's `recordSafetyEvent`. Without it such refusals are only logged.
    */
   readonly recordEvent?: (event: SafetyEventInput) => Promise<unknown>;
+  /** Told each move of an endpoint's circuit this gateway makes (the worker's metrics). */
+  readonly onCircuitChange?: (change: CircuitStateChange) => void;
   readonly fetch?: typeof fetch;
   /**
    * Where the rate buckets and the endpoints' circuits are shared with every other worker (the
@@ -151,6 +153,7 @@ export class ModelGateway {
       onStateChange: (change: CircuitStateChange) => {
         options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`);
         this.circuitChanges.getStore()?.push(change);
+        options.onCircuitChange?.(change);
       },
     };
     const rateConfig = agentModelConfig(options.limits.rateLimits);

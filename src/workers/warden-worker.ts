@@ -10,7 +10,7 @@ import { keepSweepSchedule, sweepScheduleId } from './sweep-schedule';
 import { PAYLOAD_CONVERTER_PATH } from './payload-converter-path';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
-import { ModelGateway } from '../gateway/gateway';
+import { ModelGateway, type GatewayOptions } from '../gateway/gateway';
 import { sweepTrash, trashOf } from '../activities/trash';
 import type { WorkerSafetyConfig } from '../config/schema';
 import type { IntentRules } from '../config/intent-completion';
@@ -240,7 +240,7 @@ function sharedLimitsOf(options: Pick<WardenWorkerOptions, 'ledger' | 'taskQueue
 /** A model gateway with the worker's limits (shared with the other workers), secrets redaction and ledger. */
 export function startWorkerGateway(
   options: Pick<WardenWorkerOptions, 'safety' | 'logger' | 'redact' | 'ledger' | 'fetch' | 'taskQueue'>,
-  extra: { readonly detached?: boolean } = {},
+  extra: { readonly detached?: boolean; readonly onCircuitChange?: GatewayOptions['onCircuitChange'] } = {},
 ): Promise<ModelGateway> {
   return ModelGateway.start({
     shared: sharedLimitsOf(options),
@@ -251,6 +251,7 @@ export function startWorkerGateway(
     recordEvent: (event) => options.ledger.recordSafetyEvent(event),
     fetch: options.fetch,
     detached: extra.detached,
+    onCircuitChange: extra.onCircuitChange,
   });
 }
 
