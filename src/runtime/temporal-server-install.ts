@@ -14,11 +14,11 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { access, constants, cp, mkdir, rename, rm, stat } from 'node:fs/promises';
+import { cp, mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { buildOnce } from '../shared/build-lock';
-import { findExecutable } from '../shared/executables';
+import { findGo, GO_FALLBACK, isExecutableFile } from './go-toolchain';
 import { wardenHomeOf } from '../shared/warden-home';
 
 const execFileAsync = promisify(execFile);
@@ -26,7 +26,6 @@ const execFileAsync = promisify(execFile);
 export const TEMPORAL_SERVER_VERSION = '1.32.2';
 const SERVER_MODULE = 'go.temporal.io/server';
 /** Where the Go toolchain lives on the machines Warden is tested on, when it is not on PATH. */
-const GO_FALLBACK = '/usr/local/go/bin/go';
 /** How often a running build says it still runs. */
 const HEARTBEAT_MS = 30_000;
 /** Set to 1 to keep the Go module and build caches after a build. */
@@ -52,32 +51,22 @@ export function temporalServerInstall(toolsDir: string = path.join(wardenHomeOf(
   };
 }
 
-async function isExecutable(file: string): Promise<boolean> {
-  try {
-    if (!(await stat(file)).isFile()) return false;
-    await access(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** True when both binaries and the schema are in place. */
 export async function isTemporalServerInstalled(install: TemporalServerInstall): Promise<boolean> {
-  return (await isExecutable(install.server)) && (await isExecutable(install.sqlTool)) && existsSync(path.join(install.postgresSchema, 'temporal', 'versioned'));
+  return (await isExecutableFile(install.server)) && (await isExecutableFile(install.sqlTool)) && existsSync(path.join(install.postgresSchema, 'temporal', 'versioned'));
 }
 
 /** The Go toolchain on PATH or at the usual place, or a clear error saying how to get one. */
 export function findGoForTemporal(env: NodeJS.ProcessEnv = process.env, fallback: string = GO_FALLBACK): string {
-  const go = findExecutable('go', env.PATH) ?? (existsSync(fallback) ? fallback : undefined);
-  if (!go) {
-    throw new Error(
-      `building the Temporal server ${TEMPORAL_SERVER_VERSION} needs the Go toolchain (any go 1.21 or later: it fetches the newer one ` +
-        `the server needs through the module proxy), and no \`go\` is on PATH or at ${fallback}; install Go from https://go.dev/dl/ ` +
-        'and run `npx tsx src/runtime/temporal-server-install.ts`',
-    );
-  }
-  return go;
+  return findGo(
+    {
+      what: `building the Temporal server ${TEMPORAL_SERVER_VERSION}`,
+      which: 'any go 1.21 or later: it fetches the newer one the server needs through the module proxy',
+      command: 'npx tsx src/runtime/temporal-server-install.ts',
+    },
+    env,
+    fallback,
+  );
 }
 
 export interface EnsureTemporalServerOptions {

@@ -12,11 +12,10 @@
  */
 import { buildOnce } from '../../src/shared/build-lock';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { access, constants, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { findExecutable } from '../../src/shared/executables';
+import { findGo as findGoToolchain, GO_FALLBACK, isExecutableFile } from '../../src/runtime/go-toolchain';
 import { wardenHomeOf } from '../../src/shared/warden-home';
 
 const execFileAsync = promisify(execFile);
@@ -31,7 +30,6 @@ const BUILD_TAGS = 'bindata sqlite sqlite_unlock_notify';
 /** The packages whose generated files embed the assets (go generate -tags bindata). */
 const BINDATA_PACKAGES = ['modules/options', 'modules/templates', 'modules/public', 'modules/migration'];
 /** Where the Go toolchain lives on the machines Warden is tested on, when it is not on PATH. */
-const GO_FALLBACK = '/usr/local/go/bin/go';
 /** How often a waiting process looks at the lock again. */
 
 export interface GiteaInstall {
@@ -50,26 +48,13 @@ export function giteaInstall(toolsDir: string = path.join(wardenHomeOf(), 'tools
   return { dir, binary: path.join(dir, 'gitea'), lock: `${dir}.lock`, failure: `${dir}.failed` };
 }
 
-async function isExecutable(file: string): Promise<boolean> {
-  try {
-    if (!(await stat(file)).isFile()) return false;
-    await access(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The Go toolchain on PATH or at `fallback`, or a clear error saying how to get one. */
 export function findGo(env: NodeJS.ProcessEnv = process.env, fallback: string = GO_FALLBACK): string {
-  const go = findExecutable('go', env.PATH) ?? (existsSync(fallback) ? fallback : undefined);
-  if (!go) {
-    throw new Error(
-      `building Gitea ${GITEA_VERSION} for the forge tests needs the Go toolchain (go 1.25 or later, with gcc for SQLite), ` +
-        `and no \`go\` is on PATH or at ${fallback}; install Go from https://go.dev/dl/ and run \`npx tsx test/setup/gitea-forge.ts --build\``,
-    );
-  }
-  return go;
+  return findGoToolchain(
+    { what: `building Gitea ${GITEA_VERSION} for the forge tests`, which: 'go 1.25 or later, with gcc for SQLite', command: 'npx tsx test/setup/gitea-forge.ts --build' },
+    env,
+    fallback,
+  );
 }
 
 export interface EnsureGiteaOptions {
@@ -89,7 +74,7 @@ export async function ensureGitea(options: EnsureGiteaOptions = {}): Promise<str
   const log = options.log ?? (() => undefined);
   const env = options.env ?? process.env;
   await mkdir(path.dirname(install.dir), { recursive: true });
-  await buildOnce(install, 'Gitea', () => isExecutable(install.binary), () => build(install, options.go ?? findGo(env), env, log), log);
+  await buildOnce(install, 'Gitea', () => isExecutableFile(install.binary), () => build(install, options.go ?? findGo(env), env, log), log);
   return install.binary;
 }
 
