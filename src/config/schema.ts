@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MergeSettingsSchema } from '../shared/merge-settings';
+import { PlacementSettingsSchema } from '../shared/placement';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PathGlobSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
@@ -234,6 +235,8 @@ export const WardenConfigSchema = z.object({
   run: RunDefaultsSchema.optional(),
   /** How approved changes reach the base branch: merged locally, or as a pull request on the team's forge (see MergeSettingsSchema); intents carry it. */
   merge: MergeSettingsSchema.optional(),
+  /** Several worker hosts with no shared disk: the remote every host works from, and when an intent leaves a host that is gone (see PlacementSettingsSchema); intents carry it. */
+  placement: PlacementSettingsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -276,6 +279,7 @@ export const ConfigFileSchema = z
     customGates: CustomGatesSchema.optional(),
     run: RunDefaultsSchema.optional(),
     merge: MergeSettingsSchema.optional(),
+    placement: PlacementSettingsSchema.partial().strict().optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -68,6 +68,8 @@ export interface IntentState {
   artifacts: Record<string, string>;
   branch: string;
   worktreePath?: string;
+  /** The worker host whose disk holds the worktree (its stages run there). */
+  host?: string;
   tests: TestSummary[];
   mergedCommit?: string;
   /** The intent's pull request on the team's forge (`merge.via: pull-request`), once opened. */

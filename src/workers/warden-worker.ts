@@ -3,7 +3,7 @@ import { forgeRepositoryFromRemote } from '../forge/remote';
 import path from 'node:path';
 import v8 from 'node:v8';
 import { Client } from '@temporalio/client';
-import { Worker, type NativeConnection } from '@temporalio/worker';
+import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createSweepActivities, type IntentStatusReader } from '../activities/sweeper';
 import { temporalIntentStatus } from './intent-status-reader';
 import { keepSweepSchedule, sweepScheduleId } from './sweep-schedule';
@@ -18,7 +18,9 @@ import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import { SharedLimitStore, type SharedLimits } from '../ledger/shared-limits';
 import type { Tracing } from '../runtime/telemetry';
-import { TASK_QUEUE } from '../shared/ids';
+import { hostQueueFor, TASK_QUEUE } from '../shared/ids';
+import { defaultHostName, WardenWorker } from './host-worker';
+import { hostPlacementInterceptor } from './interceptors/host-placement';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
@@ -43,6 +45,11 @@ export interface WardenWorkerOptions {
   readonly connection: NativeConnection;
   readonly namespace?: string;
   readonly taskQueue?: string;
+  /**
+   * This worker's host: its stages of an intent run on `<taskQueue>@<host>` once its worktree is
+   * here (see host-worker.ts). Default: the machine's name and a hash of `worktreeRoot`.
+   */
+  readonly host?: string;
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
   /** Where scheduled daily reports are written; default `reports` beside `lineageRoot` (`<Warden home>/reports`). */
@@ -99,7 +106,7 @@ export interface WardenWorkerOptions {
 }
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
-export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
+export async function createWardenWorker(options: WardenWorkerOptions): Promise<WardenWorker> {
   // The cascade model is needed by the first answer: ready before the worker polls, not trained
   // inside that answer, where seconds of CPU would hold up heartbeats.
   await readyCascadeModel(options.logger);
@@ -107,7 +114,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const sharedLimits = sharedLimitsOf(options);
   const client = new Client({ connection: options.connection, namespace: options.namespace });
   const intentStatus = temporalIntentStatus(client);
+  const taskQueue = options.taskQueue ?? TASK_QUEUE;
+  const hostQueue = hostQueueFor(taskQueue, options.host ?? defaultHostName(options.worktreeRoot));
   const activities = createActivities({
+    hostQueue,
     worktreeRoot: options.worktreeRoot,
     lineageRoot: options.lineageRoot,
     logger: options.logger,
@@ -147,13 +157,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     // is about to start (the main thread's heap keeps its own limit).
     v8.setFlagsFromString(`--max-old-space-size=${options.safety.workflowHeapMb}`);
   }
-  const worker = await Worker.create({
+  const activityOptions = {
     connection: options.connection,
     namespace: options.namespace,
-    taskQueue: options.taskQueue ?? TASK_QUEUE,
-    workflowBundle,
     dataConverter: { payloadConverterPath: PAYLOAD_CONVERTER_PATH },
-    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
     interceptors: {
       activity: [
@@ -172,20 +179,30 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
               stageKillSwitchInterceptor({ ledger: options.ledger, logger: options.logger, killSwitch }),
             ]),
         ...(options.tracing?.activity ?? []),
+        // Innermost: an activity refused above never clones or pushes.
+        hostPlacementInterceptor({ clonesRoot: path.join(path.dirname(options.lineageRoot), 'clones'), worktreeRoot: options.worktreeRoot }),
       ],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
-    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     // (The global stop does not wait for it: see GlobalStopWatch.)
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
+  } satisfies Partial<WorkerOptions>;
+  const shared = await Worker.create({
+    ...activityOptions,
+    taskQueue,
+    workflowBundle,
+    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
+    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
   });
+  // The stages of intents whose worktree is on this host: activities only.
+  const worker = new WardenWorker(shared, await Worker.create({ ...activityOptions, taskQueue: hostQueue }), hostQueue);
   // Every notifiable ledger event becomes a delivery workflow, whichever worker recorded it.
   const dispatcher = new NotificationDispatcher({
     client,
     outbox: new NotificationOutbox(options.ledger.pool),
-    taskQueue: options.taskQueue ?? TASK_QUEUE,
+    taskQueue,
     logger: options.logger,
     channels: options.notify ?? [],
     ...options.notifications,

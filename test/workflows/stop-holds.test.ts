@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import { intentStatus } from '../../src/client/intent-status';
 import type { WardenActivities } from '../../src/activities';
 import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../../src/shared/messages';
@@ -37,7 +37,7 @@ function stopFilePath(): string {
 
 /** Runs a worker on the world's task queue for the length of `fn`; `wrap` may replace activities. */
 async function withWorker<T>(killSwitch: KillSwitchOptions, fn: () => Promise<T>, wrap?: (activities: WardenActivities) => WardenActivities): Promise<T> {
-  const worker: Worker = await world.worker({ killSwitch, wrap });
+  const worker: WardenWorker = await world.worker({ killSwitch, wrap });
   const running = worker.run();
   try {
     return await fn();
