@@ -12,7 +12,7 @@ import { autoPassRefusals } from './auto-pass';
 import { GateKeeper } from './gate-keeper';
 import { intentActivities, type IntentActivities } from './intent-activities';
 import { HOST_KINDS, HostRouting, type HostKind } from './host-routing';
-import { hostOfQueue } from '../shared/ids';
+import { hostOfQueue, workBranchFor } from '../shared/ids';
 import { setStatus, showInMemo, startingState } from './intent-status';
 import { LedgerRecorder } from './ledger-recorder';
 import { StageGuard, installStageGuard } from './stage-guard';
@@ -139,6 +139,7 @@ export class IntentRun {
     this.hosts.placeOn(prepared.hostQueue);
     this.state.worktreePath = prepared.worktreePath;
     if (prepared.hostQueue) this.state.host = hostOfQueue(prepared.hostQueue);
+    if (this.intent.placement) this.state.pushedWork = { remoteUrl: this.intent.placement.remoteUrl, branch: workBranchFor(this.intent.id) };
     this.head = prepared.head;
   }
 

@@ -1,7 +1,8 @@
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIntent } from '../../src/client/intents';
+import { changeReaderFor } from '../../src/client/web/change-reader';
 import { hostQueueFor, workflowIdForIntent, workBranchFor } from '../../src/shared/ids';
 import { decideUpdate, stateQuery } from '../../src/shared/messages';
 import type { WardenWorker } from '../../src/workers/host-worker';
@@ -66,6 +67,17 @@ test('an intent whose host is gone moves to another host and merges there, from 
   const pushed = git(remote, 'rev-parse', `refs/heads/${workBranchFor(id)}`);
   const [cloneA] = readdirSync(path.join(a.dir, 'clones'));
   expect(git(path.join(a.dir, 'clones', cloneA!), 'rev-parse', `refs/heads/warden/${id}`)).toBe(pushed);
+
+  // A web app on another machine reads the change from the pushed work branch: the same diff and documents.
+  const elsewhere = { ...waiting, worktreePath: path.join(tmpdir(), 'not-on-this-machine') };
+  const pushedChange = await changeReaderFor(elsewhere, mkdtempSync(path.join(tmpdir(), 'warden-serve-')));
+  const localChange = await changeReaderFor(waiting, mkdtempSync(path.join(tmpdir(), 'warden-serve-')));
+  expect(waiting.pushedWork).toEqual({ remoteUrl: remote, branch: workBranchFor(id) });
+  const pushedDiff = await pushedChange!.diff('main');
+  expect(pushedDiff).toContain('slugify');
+  expect(pushedDiff).toBe(await localChange!.diff('main'));
+  const lld = Object.entries(waiting.artifacts).find(([name]) => name.includes('lld'))![1];
+  expect(await pushedChange!.read(lld)).toBe(readFileSync(path.join(waiting.worktreePath!, lld), 'utf8'));
 
   // host-a goes, with its disk; host-b comes.
   a.worker.shutdown();
