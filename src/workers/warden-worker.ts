@@ -176,6 +176,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
     ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
+    ...(options.safety.slots ? { tuner: { tunerOptions: { targetCpuUsage: options.safety.slots.targetCpu, targetMemoryUsage: options.safety.slots.targetMemory } } } : {}),
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     // (The global stop does not wait for it: see GlobalStopWatch.)
     maxHeartbeatThrottleInterval: '1s',
