@@ -41,6 +41,7 @@ import {
 } from '../src/runtime/temporal-cluster';
 import { ensureTemporalServer, isTemporalServerInstalled, temporalServerInstall, TEMPORAL_SERVER_VERSION } from '../src/runtime/temporal-server-install';
 import { isAlive } from '../src/shared/build-lock';
+import { workflowIdForIntent } from '../src/shared/ids';
 import { WORKER_READY_LINE } from './core/worker-process';
 import { startCpuWindow, type CpuWindow } from './cpu';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, t } from './console';
@@ -89,8 +90,25 @@ interface Run {
   readonly cpu: { readonly server: number; readonly workers: number; readonly postgres: number; readonly client: number; readonly machineBusyShare: number; readonly elapsedSeconds: number };
   /** CPU seconds by process tree as /proc counted them (each worker apart: both of two must work). */
   readonly cpuByProcess: Record<string, number>;
-  /** Connections open on PostgreSQL at the end of the run, by database. */
+  /** Connections open on PostgreSQL at the end of the run, by database, and the server's max_connections. */
   readonly postgresConnections: Record<string, number>;
+  /** What one intent asks of the server: its history's events, and the tasks the task queue carried for it. */
+  readonly shape: IntentShape;
+}
+
+interface IntentShape {
+  readonly historyEvents: number;
+  readonly workflowTasks: number;
+  readonly activityTasks: number;
+}
+
+async function intentShape(target: Target, intentId: string): Promise<IntentShape> {
+  const events = (await target.client.workflow.getHandle(workflowIdForIntent(intentId)).fetchHistory()).events ?? [];
+  return {
+    historyEvents: events.length,
+    workflowTasks: events.filter((e) => e.workflowTaskScheduledEventAttributes).length,
+    activityTasks: events.filter((e) => e.activityTaskScheduledEventAttributes).length,
+  };
 }
 
 /** Starts `count` worker processes on `queue`; resolves once each says it polls. */
@@ -143,7 +161,8 @@ async function connectionsByDatabase(adminUrl: string): Promise<Record<string, n
   await client.connect();
   try {
     const rows = await client.query<{ datname: string; n: number }>("SELECT datname, count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY datname ORDER BY datname");
-    return Object.fromEntries(rows.rows.map((row) => [row.datname, row.n]));
+    const limit = await client.query<{ max_connections: string }>('SHOW max_connections');
+    return { ...Object.fromEntries(rows.rows.map((row) => [row.datname, row.n])), max_connections: Number(limit.rows[0]!.max_connections) };
   } finally {
     await client.end();
   }
@@ -202,6 +221,7 @@ async function measure(b: Bench, pgInfo: Postgres, target: Target, workers: numb
     const wallMs = t() - started;
     const cpu = window.end();
     const connections = await connectionsByDatabase(pgInfo.adminUrl);
+    const shape = await intentShape(target, `${queue}-0`);
     endProgress();
     const sorted = [...latencies].sort((a, b) => a - b);
     return {
@@ -215,6 +235,7 @@ async function measure(b: Bench, pgInfo: Postgres, target: Target, workers: numb
       cpu: cpuOf(cpu, target),
       cpuByProcess: Object.fromEntries(Object.entries(cpu.cpuSeconds).map(([label, value]) => [label, fixed(value, 2)])),
       postgresConnections: connections,
+      shape,
     };
   } finally {
     await stopWorkers(children);
@@ -284,11 +305,11 @@ function printTable(runs: readonly Run[]): void {
   }
   out('(CPU columns: cores in use on average over the measured intents, from /proc; machine busy counts every process, other users\' too)');
   out('');
-  out('| system | CPU ms per intent: server | workers | PostgreSQL | PostgreSQL connections at the end |');
-  out('|---|---|---|---|---|');
+  out('| system | CPU ms per intent: server | workers | PostgreSQL | one intent: workflow tasks, activity tasks, history events | PostgreSQL connections at the end |');
+  out('|---|---|---|---|---|---|');
   for (const r of runs) {
     const per = (seconds: number): string => ((seconds * 1000) / r.intents).toFixed(0);
-    out(`| ${r.system} | ${per(r.cpu.server)} | ${per(r.cpu.workers)} | ${per(r.cpu.postgres)} | ${Object.entries(r.postgresConnections).map(([db, n]) => `${db} ${n}`).join(', ')} |`);
+    out(`| ${r.system} | ${per(r.cpu.server)} | ${per(r.cpu.workers)} | ${per(r.cpu.postgres)} | ${r.shape.workflowTasks}, ${r.shape.activityTasks}, ${r.shape.historyEvents} | ${Object.entries(r.postgresConnections).map(([db, n]) => `${db} ${n}`).join(', ')} |`);
   }
 }
 
