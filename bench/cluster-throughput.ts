@@ -12,7 +12,10 @@
  * of an intent's time from start to result, and the CPU the server, the workers, PostgreSQL and
  * this process (the client) used meanwhile, from /proc.
  *
- *   npm run bench:cluster -- [--intents 40] [--concurrency 8] [--warmup 8] [--smoke]
+ *   npm run bench:cluster -- [--intents 40] [--concurrency 8] [--warmup 8] [--slots 0.8,0.8] [--smoke]
+ *
+ * `--slots CPU,MEMORY` adds a fourth set-up: the real server with 1 worker process whose
+ * `worker.slots` (the resource-based slot tuner) has those targets.
  *
  * `--smoke`: 4 intents, concurrency 2, no warm-up; where the real server is not built yet its two
  * columns are skipped, saying so (a build takes minutes: `npx tsx src/runtime/temporal-server-install.ts`).
@@ -52,6 +55,7 @@ const { values: flags } = parseArgs({
     intents: { type: 'string' },
     concurrency: { type: 'string' },
     warmup: { type: 'string' },
+    slots: { type: 'string' },
     smoke: { type: 'boolean', default: false },
   },
 });
@@ -63,6 +67,11 @@ for (const [name, value, least] of [['--intents', N, 1], ['--concurrency', C, 1]
     out(`${name} takes a whole number ≥ ${least}`);
     process.exit(2);
   }
+}
+const SLOTS = flags.slots === undefined ? undefined : flags.slots.split(',').map(Number);
+if (SLOTS && (SLOTS.length !== 2 || SLOTS.some((share) => !(share > 0 && share <= 1)))) {
+  out('--slots takes the CPU and memory targets of worker.slots, each above 0 and at most 1 (e.g. 0.8,0.8)');
+  process.exit(2);
 }
 
 const AGENT = 'bench-cluster';
@@ -112,7 +121,7 @@ async function intentShape(target: Target, intentId: string): Promise<IntentShap
 }
 
 /** Starts `count` worker processes on `queue`; resolves once each says it polls. */
-async function startWorkers(b: Bench, target: Target, queue: string, count: number, databaseUrl: string): Promise<ChildProcess[]> {
+async function startWorkers(b: Bench, target: Target, queue: string, count: number, databaseUrl: string, slots?: readonly number[]): Promise<ChildProcess[]> {
   const tsx = path.join(REPO_ROOT, 'node_modules', '.bin', 'tsx');
   const env = {
     ...process.env,
@@ -121,6 +130,7 @@ async function startWorkers(b: Bench, target: Target, queue: string, count: numb
     BENCH_TASK_QUEUE: queue,
     BENCH_DATABASE_URL: databaseUrl,
     BENCH_DIR: path.join(b.tmp, queue),
+    ...(slots ? { BENCH_SLOTS: JSON.stringify({ targetCpu: slots[0], targetMemory: slots[1] }) } : {}),
   };
   return Promise.all(
     Array.from({ length: count }, async () => {
@@ -188,11 +198,11 @@ interface Postgres {
 }
 
 /** `workers` worker processes on `target`: a warm-up, then N intents C at a time, with the CPU each part used. */
-async function measure(b: Bench, pgInfo: Postgres, target: Target, workers: number, cpuRoots: () => Map<string, number>): Promise<Run> {
-  const system = `${target.name}, ${workers} worker${workers > 1 ? 's' : ''}`;
-  const queue = `cluster-${target.name.replace(/\W+/g, '-')}-${workers}w`;
+async function measure(b: Bench, pgInfo: Postgres, target: Target, workers: number, cpuRoots: () => Map<string, number>, slots?: readonly number[]): Promise<Run> {
+  const system = `${target.name}, ${workers} worker${workers > 1 ? 's' : ''}${slots ? `, slots ${slots.join('/')}` : ''}`;
+  const queue = `cluster-${target.name.replace(/\W+/g, '-')}-${workers}w${slots ? '-slots' : ''}`;
   progress(`${system}: starting ${workers} worker process${workers > 1 ? 'es' : ''}…`);
-  const children = await startWorkers(b, target, queue, workers, pgInfo.ledgerUrl);
+  const children = await startWorkers(b, target, queue, workers, pgInfo.ledgerUrl, slots);
   try {
     if (WARMUP > 0) {
       let warmed = 0;
@@ -333,6 +343,7 @@ async function main(): Promise<number> {
         const realRoots = roots({ 'real server': real.target.pid });
         runs.push(await measure(b, pgInfo, real.target, 1, realRoots));
         runs.push(await measure(b, pgInfo, real.target, 2, realRoots));
+        if (SLOTS) runs.push(await measure(b, pgInfo, real.target, 1, realRoots, SLOTS));
       } finally {
         await real.stop();
       }

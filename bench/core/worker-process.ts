@@ -4,6 +4,7 @@
  * in the environment:
  *
  *   BENCH_TEMPORAL_ADDRESS, BENCH_NAMESPACE, BENCH_TASK_QUEUE, BENCH_DATABASE_URL, BENCH_DIR
+ *   BENCH_SLOTS (optional): `worker.slots` as JSON, e.g. {"targetCpu":0.8,"targetMemory":0.8}
  *
  * It prints `worker ready` once polling, and shuts down on SIGTERM or SIGINT (exit 0).
  */
@@ -11,6 +12,7 @@ import path from 'node:path';
 import { NativeConnection } from '@temporalio/worker';
 import pino from 'pino';
 import { quietSdkRuntime } from '../../src/client/in-process-worker';
+import { WorkerSafetyConfigSchema } from '../../src/config/schema';
 import { openDatabase } from '../../src/ledger/database';
 import { Ledger } from '../../src/ledger/ledger';
 import { createRedactor } from '../../src/shared/redact';
@@ -43,7 +45,7 @@ async function main(): Promise<void> {
     ledger: new Ledger(database.pool),
     logger: pino({ level: 'silent' }),
     redact: createRedactor(process.env),
-    safety: unthrottledConfig().worker,
+    safety: { ...unthrottledConfig().worker, ...(process.env.BENCH_SLOTS ? { slots: WorkerSafetyConfigSchema.shape.slots.parse(JSON.parse(process.env.BENCH_SLOTS)) } : {}) },
     // Nothing in the benchmark observes the stages from outside: it waits for each intent's result.
     wrapActivities: (real) => noopStageActivities(real, { reviewPackageBuilt: () => undefined, mergeStarted: () => undefined }),
     killSwitch: { enabled: true, emergencyStopFile: path.join(dir, 'EMERGENCY_STOP') },
