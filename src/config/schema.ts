@@ -139,6 +139,13 @@ export const WorkerSafetyConfigSchema = z.object({
    * growing long after its cache was full. Keep it above what `maxCachedWorkflows` needs.
    */
   workflowHeapMb: z.number().int().min(64).optional(),
+  /**
+   * Hands out the worker's task slots by the machine's load instead of fixed counts (the SDK's
+   * resource-based tuner): no new task starts while CPU or memory is above its target, as shares
+   * of the machine (0.8 = 80 %). For a worker whose agent CLIs each take a core and gigabytes;
+   * without it the SDK's fixed slots (100 activities, 40 workflow tasks) apply.
+   */
+  slots: z.object({ targetCpu: z.number().gt(0).max(1), targetMemory: z.number().gt(0).max(1) }).strict().optional(),
 });
 export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
 

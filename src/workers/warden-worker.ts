@@ -184,6 +184,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
       ],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
+    // Both workers of the host measure the same machine: each holds back when it is above its targets.
+    ...(options.safety.slots ? { tuner: { tunerOptions: { targetCpuUsage: options.safety.slots.targetCpu, targetMemoryUsage: options.safety.slots.targetMemory } } } : {}),
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     // (The global stop does not wait for it: see GlobalStopWatch.)
     maxHeartbeatThrottleInterval: '1s',
