@@ -32,18 +32,8 @@ import pg from 'pg';
 import { startIntent } from '../src/client/intents';
 import { findRunningServer } from '../src/ledger/embedded-server';
 import { LadderStore } from '../src/ledger/ladder-store';
-import {
-  choosePorts,
-  prepareNamespace,
-  renderServerConfig,
-  setUpTemporalDatabases,
-  startTemporalServer,
-  stopProcess,
-  TEMPORAL_DATABASES,
-  writePrivateFile,
-} from '../src/runtime/temporal-cluster';
+import { startPrivateCluster, stopProcess, TEMPORAL_DATABASES } from '../src/runtime/temporal-cluster';
 import { ensureTemporalServer, isTemporalServerInstalled, temporalServerInstall, TEMPORAL_SERVER_VERSION } from '../src/runtime/temporal-server-install';
-import { isAlive } from '../src/shared/build-lock';
 import { workflowIdForIntent } from '../src/shared/ids';
 import { WORKER_READY_LINE } from './core/worker-process';
 import { startCpuWindow, type CpuWindow } from './cpu';
@@ -273,14 +263,7 @@ async function startRealServer(b: Bench, pgInfo: Postgres): Promise<{ target: Ta
   }
   progress(`starting the real Temporal server ${TEMPORAL_SERVER_VERSION} on PostgreSQL…`);
   const db = { adminUrl: pgInfo.adminUrl, user: 'temporal', password: randomBytes(12).toString('hex'), ...TEMPORAL_DATABASES };
-  await setUpTemporalDatabases(install, db, say);
-  const ports = await choosePorts(0);
-  const configFile = path.join(b.tmp, 'temporal-server.yaml');
-  await writePrivateFile(configFile, await renderServerConfig(ports, db));
-  const server = await startTemporalServer({ install, configFile, frontendPort: ports.frontend, logFile: path.join(b.tmp, 'temporal-server.log'), log: say });
-  // The server is started detached: a benchmark cut short must not leave it behind.
-  process.once('exit', () => (isAlive(server.pid) ? process.kill(server.pid, 'SIGKILL') : undefined));
-  await prepareNamespace(server.address, 'default', say);
+  const { server } = await startPrivateCluster({ install, db, dir: b.tmp, log: say });
   const connection = await Connection.connect({ address: server.address });
   endProgress();
   return {

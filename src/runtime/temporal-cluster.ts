@@ -321,3 +321,48 @@ export async function writePrivateFile(file: string, text: string): Promise<void
   await writeFile(file, text, { mode: 0o600 });
   await chmod(file, 0o600);
 }
+
+/** A real server of a test's or a benchmark's own (see `startPrivateCluster`). */
+export interface PrivateCluster {
+  /** The server as last started. */
+  readonly server: TemporalServerProcess;
+  /** Starts it again (after `stopServer`), on the same ports and data. */
+  startServer(): Promise<TemporalServerProcess>;
+  stopServer(): Promise<void>;
+}
+
+/**
+ * A real server for a test or a benchmark: `db` set up with the schema tool, the config rendered
+ * into `dir` on free ports, the server started and the namespace registered. It is started
+ * detached, like `cluster:up`'s, so it is killed when this process exits: a run cut short leaves
+ * no server behind.
+ */
+export async function startPrivateCluster(opts: {
+  readonly install: TemporalServerInstall;
+  readonly db: TemporalDatabaseSettings;
+  readonly dir: string;
+  readonly namespace?: string;
+  readonly log: (message: string) => void;
+}): Promise<PrivateCluster> {
+  await setUpTemporalDatabases(opts.install, opts.db, opts.log);
+  const ports = await choosePorts(0);
+  const configFile = path.join(opts.dir, 'temporal-server.yaml');
+  await writePrivateFile(configFile, await renderServerConfig(ports, opts.db));
+  let server: TemporalServerProcess;
+  const startServer = async (): Promise<TemporalServerProcess> => {
+    server = await startTemporalServer({ install: opts.install, configFile, frontendPort: ports.frontend, logFile: path.join(opts.dir, 'temporal-server.log'), log: opts.log });
+    const started = server;
+    process.once('exit', () => (isAlive(started.pid) ? process.kill(started.pid, 'SIGKILL') : undefined));
+    // Idempotent: after a restart it only checks that the namespace and its attributes are there.
+    await prepareNamespace(server.address, opts.namespace ?? 'default', opts.log);
+    return server;
+  };
+  await startServer();
+  return {
+    get server() {
+      return server;
+    },
+    startServer,
+    stopServer: () => stopProcess(server.pid, opts.log),
+  };
+}

@@ -16,16 +16,11 @@ import path from 'node:path';
 import type { WardenWorker } from '../../src/workers/host-worker';
 import pg from 'pg';
 import { fileTail } from '../../src/runtime/dev-server';
-import { isAlive } from '../../src/shared/build-lock';
 import { stateQuery, decideSignal } from '../../src/shared/messages';
 import {
-  choosePorts,
-  prepareNamespace,
-  renderServerConfig,
   setUpTemporalDatabases,
-  startTemporalServer,
-  stopProcess,
-  writePrivateFile,
+  startPrivateCluster,
+  type PrivateCluster,
   type TemporalDatabaseSettings,
   type TemporalServerProcess,
 } from '../../src/runtime/temporal-cluster';
@@ -80,28 +75,18 @@ test('a demo intent merges on the real server on PostgreSQL, across a server res
     visibilityDatabase: `temporal_visibility_${suffix}`,
   };
   const dir = mkdtempSync(path.join(tmpdir(), 'warden-real-server-'));
-  const configFile = path.join(dir, 'temporal-server.yaml');
   const logFile = path.join(dir, 'temporal-server.log');
+  let cluster: PrivateCluster | undefined;
   let server: TemporalServerProcess | undefined;
   let world: TestWorld | undefined;
   let worker: WardenWorker | undefined;
   let running: Promise<void> | undefined;
   let passed = false;
   try {
+    // Set up beforehand too: a second cluster:up on set-up databases changes nothing and fails nothing.
     await setUpTemporalDatabases(install, db, log);
-    // Again: a second cluster:up on set-up databases changes nothing and fails nothing.
-    await setUpTemporalDatabases(install, db, log);
-    const ports = await choosePorts(0);
-    await writePrivateFile(configFile, await renderServerConfig(ports, db));
-    const start = async (): Promise<TemporalServerProcess> => {
-      const started = await startTemporalServer({ install, configFile, frontendPort: ports.frontend, logFile, log });
-      // The server is detached (cluster:up leaves it running): a run cut short must not leave it behind.
-      process.once('exit', () => (isAlive(started.pid) ? process.kill(started.pid, 'SIGKILL') : undefined));
-      return started;
-    };
-    server = await start();
-    await prepareNamespace(server.address, 'default', log);
-
+    cluster = await startPrivateCluster({ install, db, dir, log });
+    server = cluster.server;
     world = await createTestWorld('real-server', server.address);
     worker = await world.worker();
     running = worker.run();
@@ -111,12 +96,11 @@ test('a demo intent merges on the real server on PostgreSQL, across a server res
     await poll(atMergeGate, 'the merge gate');
 
     const firstPid = server.pid;
-    await stopProcess(server.pid, log);
+    await cluster.stopServer();
     log(`server (pid ${firstPid}) stopped with the intent at its merge gate`);
-    server = await start();
-    expect(server.pid).not.toBe(firstPid);
     // The namespace and its search attributes survived in PostgreSQL: preparing again is a no-op.
-    await prepareNamespace(server.address, 'default', log);
+    server = await cluster.startServer();
+    expect(server.pid).not.toBe(firstPid);
 
     await poll(atMergeGate, 'the merge gate after the restart');
     await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
@@ -161,7 +145,7 @@ test('a demo intent merges on the real server on PostgreSQL, across a server res
     if (worker && worker.getState() === 'RUNNING') worker.shutdown();
     await running;
     await world?.close();
-    if (server) await stopProcess(server.pid, log);
+    await cluster?.stopServer();
     await admin(adminUrl, async (client) => {
       for (const name of [db.database, db.visibilityDatabase]) await client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`);
       await client.query(`DROP ROLE IF EXISTS ${client.escapeIdentifier(db.user)}`);
