@@ -77,6 +77,18 @@ export const RoutingSchema = z
   .object({ default: z.string().optional(), triage: z.string().optional(), lld: z.string().optional(), spec: z.string().optional(), impl: z.string().optional(), review: z.string().optional() })
   .strict();
 
+/**
+ * A worker's deployment version. Temporal names a version `<name>.<buildId>`, so the name holds no
+ * dot; neither holds white space (they are typed on command lines).
+ */
+export const DeploymentSettingsSchema = z
+  .object({
+    name: z.string().regex(/^[^.\s]+$/, 'a deployment name has no dots or white space').max(200),
+    buildId: z.string().regex(/^\S+$/, 'a build id has no white space').max(200).optional(),
+  })
+  .strict();
+export type DeploymentSettings = z.infer<typeof DeploymentSettingsSchema>;
+
 /** Settings of the worker process: breakers, rate limits, prices, per-day and per-agent budgets. */
 export const WorkerSafetyConfigSchema = z.object({
   circuitBreaker: z.object({
@@ -138,6 +150,13 @@ export const WorkerSafetyConfigSchema = z.object({
    * growing long after its cache was full. Keep it above what `maxCachedWorkflows` needs.
    */
   workflowHeapMb: z.number().int().min(64).optional(),
+  /**
+   * Worker deployment versioning, off unless set: the worker serves its deployment's current
+   * version only, so workers of two versions can run side by side during an upgrade
+   * (src/workers/worker-deployment.ts). `buildId` defaults to the package version and a hash of
+   * the workflow code.
+   */
+  deployment: DeploymentSettingsSchema.optional(),
 });
 export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
 

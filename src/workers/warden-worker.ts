@@ -32,6 +32,7 @@ import { NotificationDispatcher } from './notification-dispatcher';
 import { NotificationOutbox } from '../ledger/notification-outbox';
 import type { NotifyChannel } from '../shared/notify-settings';
 import type { NotificationDeps } from '../activities/notifications/delivery';
+import { becomeCurrentIfNone, deploymentVersionOf, VERSIONING_BEHAVIOR } from './worker-deployment';
 
 /** Worker states past which its background rounds stop. */
 const WORKER_ENDING = new Set(['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED']);
@@ -147,7 +148,9 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     // is about to start (the main thread's heap keeps its own limit).
     v8.setFlagsFromString(`--max-old-space-size=${options.safety.workflowHeapMb}`);
   }
+  const deployment = options.safety.deployment ? deploymentVersionOf(options.safety.deployment, workflowBundle.code) : undefined;
   const worker = await Worker.create({
+    ...(deployment ? { workerDeploymentOptions: { useWorkerVersioning: true, version: deployment, defaultVersioningBehavior: VERSIONING_BEHAVIOR } } : {}),
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? TASK_QUEUE,
@@ -192,6 +195,16 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     running: () => !WORKER_ENDING.has(worker.getState()),
   });
   dispatcher.start();
+  if (deployment) {
+    options.logger.info({ deployment: deployment.deploymentName, buildId: deployment.buildId }, 'worker serves its deployment version (worker versioning on)');
+    void becomeCurrentIfNone(client.workflowService, options.namespace ?? 'default', deployment, {
+      identity: worker.options.identity,
+      running: () => !WORKER_ENDING.has(worker.getState()),
+      onError: (error) => options.logger.warn({ err: error, deployment: deployment.deploymentName }, 'could not read or set the deployment\'s current version; trying again'),
+    }).then((outcome) => {
+      if (outcome === 'made-current') options.logger.warn({ deployment: deployment.deploymentName, buildId: deployment.buildId }, 'the deployment had no current version: this worker\'s version is now current');
+    });
+  }
   // Again every minute while the worker lives: an attempt cut off just now is over only once
   // its heartbeat times out.
   const rounds = setInterval(() => {
