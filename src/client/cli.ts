@@ -37,6 +37,7 @@ import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
+import { addWorkerVersionCommands } from './worker-version-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
 import { addInitCommand } from './init';
@@ -366,6 +367,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLadderCommands(program, config, settings, approver, { print, printJson });
   addLedgerCommands(program, config, { print, printJson }, settings);
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
+  addWorkerVersionCommands(program, config, { print, printJson }, settings);
   addResumeCommand(program, config, { print, defaultUser: approver });
   addInitCommand(program, print);
   addConfigCommands(program, { print, printJson }, () => program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);

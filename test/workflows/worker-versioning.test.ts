@@ -1,0 +1,114 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { timelineWithHistory } from '../../src/client/history-timeline';
+import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { describeDeployment } from '../../src/workers/worker-deployment';
+import { createTestWorld, git, startSampleIntent, TEST_CONFIG, waitFor, type TestWorld } from '../helpers/env';
+
+/**
+ * An upgrade without stopping intents: an intent starts on the workers of version A and waits at
+ * its merge gate; workers of version B start beside them, B is made current, A's worker stops;
+ * the gate is approved and the intent merges on B. The history says which version ran each
+ * workflow task, and the audit timeline which version ran each row's task or activity.
+ */
+
+let world: TestWorld;
+beforeAll(async () => {
+  world = await createTestWorld('versioning');
+});
+afterAll(async () => {
+  await world?.close();
+});
+
+const BIN = path.resolve(__dirname, '../../bin/warden.js');
+
+/** `warden ARGS` for real, against this file's ledger and the test Temporal server (without blocking this process's workers). */
+function warden(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { ...process.env, WARDEN_HOME: mkdtempSync(path.join(tmpdir(), 'warden-versioning-home-')), WARDEN_LOG_LEVEL: 'warn', DATABASE_URL: world.databaseUrl };
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env, encoding: 'utf8' }, (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
+/** A worker of `buildId` in `deployment`, running; `stop` shuts it down and waits for it. */
+async function versionedWorker(deployment: string, buildId: string): Promise<{ worker: Worker; stop(): Promise<void> }> {
+  const worker = await world.worker({ safety: { ...TEST_CONFIG.worker, deployment: { name: deployment, buildId } } });
+  const running = worker.run();
+  return {
+    worker,
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+    },
+  };
+}
+
+test('an intent parked at a gate on version A moves to version B once B is current, and merges there after A stops', async () => {
+  const deployment = `warden-test-${process.pid}-${Date.now()}`;
+  const service = world.client.workflowService;
+  const a = await versionedWorker(deployment, 'A');
+  let b: Awaited<ReturnType<typeof versionedWorker>> | undefined;
+  try {
+    // The deployment's first version makes itself current: nobody promotes A.
+    await waitFor(async () => ((await describeDeployment(service, 'default', deployment))?.current === 'A' ? true : undefined), 120_000, 'A to become current');
+
+    const { handle, repo, id } = await startSampleIntent(world, 'ver');
+    await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
+
+    b = await versionedWorker(deployment, 'B');
+    await waitFor(async () => ((await describeDeployment(service, 'default', deployment))?.versions.some((v) => v.buildId === 'B') ? true : undefined), 120_000, 'B to poll');
+    // A started first and is current: B starting changes nothing until a person promotes it.
+    const listed = await warden('workers', '--deployment', deployment);
+    expect(listed).toMatchObject({ code: 0, stderr: '' });
+    expect(listed.stdout).toMatch(new RegExp(`^deployment ${deployment}: current A\n`));
+    expect(listed.stdout).toMatch(/\n {2}A +current +\d{4}-/);
+    expect(listed.stdout).toMatch(/\n {2}B +inactive +\d{4}-/);
+    const refused = await warden('workers', 'promote', 'C', '--deployment', deployment);
+    expect(refused).toMatchObject({ code: 2, stdout: '' });
+    expect(refused.stderr).toBe(`warden: deployment ${deployment} has no version C (its versions: ${(await describeDeployment(service, 'default', deployment))!.versions.map((v) => v.buildId).join(', ')}); start its workers first\n`);
+    const promoted = await warden('workers', 'promote', 'B', '--deployment', deployment);
+    expect(promoted).toMatchObject({ code: 0, stderr: '' });
+    expect(promoted.stdout).toMatch(new RegExp(`^B is now the current version of deployment ${deployment} \\(was A\\)\n`));
+    const routed = await describeDeployment(service, 'default', deployment);
+    expect(routed?.current).toBe('B');
+    expect(routed?.versions.find((v) => v.buildId === 'A')?.status).toMatch(/^(draining|drained)$/);
+    await a.stop();
+
+    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'alice' });
+    expect((await handle.result()).status).toBe('merged');
+    expect(git(repo, 'log', '-1', '--format=%s', 'main')).toContain(`merge intent ${id}`);
+
+    // Every workflow task until the decision ran on A, every one after it on B.
+    const events = (await handle.fetchHistory()).events ?? [];
+    const signalled = Number(events.find((e) => e.workflowExecutionSignaledEventAttributes)?.eventId);
+    const tasks = events.flatMap((e) => (e.workflowTaskCompletedEventAttributes ? [{ eventId: Number(e.eventId), buildId: e.workflowTaskCompletedEventAttributes.deploymentVersion?.buildId }] : []));
+    const before = tasks.filter((t) => t.eventId < signalled);
+    const after = tasks.filter((t) => t.eventId > signalled);
+    expect(before.length).toBeGreaterThan(5);
+    expect(after.length).toBeGreaterThan(0);
+    expect(new Set(before.map((t) => t.buildId))).toEqual(new Set(['A']));
+    expect(new Set(after.map((t) => t.buildId))).toEqual(new Set(['B']));
+
+    // The audit timeline: the stages before the gate ran on A; the merge and the ending on B.
+    const timeline = await timelineWithHistory(world.client, world.pool, id);
+    const versionOf = (type: string, stage?: string) => timeline.filter((entry) => entry.type === type && (stage === undefined || entry.stage === stage)).map((entry) => entry.history?.buildId);
+    expect(versionOf('STAGE_STARTED', 'impl').length).toBeGreaterThan(0);
+    expect(new Set(versionOf('STAGE_STARTED', 'impl'))).toEqual(new Set(['A']));
+    const activityRuns = timeline.filter((entry) => entry.history?.eventType === 'ActivityTaskScheduled');
+    expect(new Set(activityRuns.filter((entry) => entry.history!.eventId < signalled).map((entry) => entry.history?.buildId))).toEqual(new Set(['A']));
+    expect(new Set(activityRuns.filter((entry) => entry.history!.eventId > signalled).map((entry) => entry.history?.buildId))).toEqual(new Set(['B']));
+    expect(versionOf('GATE_DECIDED')).toEqual(['B']);
+    expect(versionOf('INTENT_MERGED')).toEqual(['B']);
+    // And as `warden audit --with-history` prints it.
+    const audit = await warden('audit', id, '--with-history');
+    expect(audit).toMatchObject({ code: 0, stderr: '' });
+    expect(audit.stdout).toMatch(/WorkflowTaskStarted on A +\| .* STAGE_STARTED \[impl\]/);
+    expect(audit.stdout).toMatch(/WorkflowTaskStarted on B +\| .* INTENT_MERGED/);
+  } finally {
+    await a.stop();
+    await b?.stop();
+  }
+});
