@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
 import { timelineWithHistory } from '../../src/client/history-timeline';
-import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { stateQuery } from '../../src/shared/messages';
 import { describeDeployment } from '../../src/workers/worker-deployment';
 import { createTestWorld, git, startSampleIntent, TEST_CONFIG, waitFor, type TestWorld } from '../helpers/env';
 
@@ -77,20 +77,25 @@ test('an intent parked at a gate on version A moves to version B once B is curre
     expect(routed?.versions.find((v) => v.buildId === 'A')?.status).toMatch(/^(draining|drained)$/);
     await a.stop();
 
-    await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'alice' });
+    // Through the CLI, which first checks that a worker polls the task queue: B's, a versioned one.
+    const approved = await warden('approve', id, '--by', 'alice');
+    expect(approved).toMatchObject({ code: 0, stderr: '' });
     expect((await handle.result()).status).toBe('merged');
     expect(git(repo, 'log', '-1', '--format=%s', 'main')).toContain(`merge intent ${id}`);
 
-    // Every workflow task until the decision ran on A, every one after it on B.
+    // Every workflow task until the intent parked ran on A; from the one that took the decision
+    // (the update is accepted in the task that ran it) to the end, every one ran on B.
     const events = (await handle.fetchHistory()).events ?? [];
-    const signalled = Number(events.find((e) => e.workflowExecutionSignaledEventAttributes)?.eventId);
+    const decided = Number(events.find((e) => e.workflowExecutionUpdateAcceptedEventAttributes ?? e.workflowExecutionSignaledEventAttributes)?.eventId);
+    expect(decided).toBeGreaterThan(0);
     const tasks = events.flatMap((e) => (e.workflowTaskCompletedEventAttributes ? [{ eventId: Number(e.eventId), buildId: e.workflowTaskCompletedEventAttributes.deploymentVersion?.buildId }] : []));
-    const before = tasks.filter((t) => t.eventId < signalled);
-    const after = tasks.filter((t) => t.eventId > signalled);
-    expect(before.length).toBeGreaterThan(5);
-    expect(after.length).toBeGreaterThan(0);
-    expect(new Set(before.map((t) => t.buildId))).toEqual(new Set(['A']));
-    expect(new Set(after.map((t) => t.buildId))).toEqual(new Set(['B']));
+    const switched = tasks.findIndex((t) => t.buildId !== 'A');
+    const onA = tasks.slice(0, switched);
+    const onB = tasks.slice(switched);
+    expect(onA.length).toBeGreaterThan(5);
+    expect(new Set(onB.map((t) => t.buildId))).toEqual(new Set(['B']));
+    expect(tasks.filter((t) => t.eventId < decided).at(-1)?.buildId).toBe('B');
+    const firstOnB = onB[0]!.eventId;
 
     // The audit timeline: the stages before the gate ran on A; the merge and the ending on B.
     const timeline = await timelineWithHistory(world.client, world.pool, id);
@@ -98,8 +103,8 @@ test('an intent parked at a gate on version A moves to version B once B is curre
     expect(versionOf('STAGE_STARTED', 'impl').length).toBeGreaterThan(0);
     expect(new Set(versionOf('STAGE_STARTED', 'impl'))).toEqual(new Set(['A']));
     const activityRuns = timeline.filter((entry) => entry.history?.eventType === 'ActivityTaskScheduled');
-    expect(new Set(activityRuns.filter((entry) => entry.history!.eventId < signalled).map((entry) => entry.history?.buildId))).toEqual(new Set(['A']));
-    expect(new Set(activityRuns.filter((entry) => entry.history!.eventId > signalled).map((entry) => entry.history?.buildId))).toEqual(new Set(['B']));
+    expect(new Set(activityRuns.filter((entry) => entry.history!.eventId < firstOnB).map((entry) => entry.history?.buildId))).toEqual(new Set(['A']));
+    expect(new Set(activityRuns.filter((entry) => entry.history!.eventId > firstOnB).map((entry) => entry.history?.buildId))).toEqual(new Set(['B']));
     expect(versionOf('GATE_DECIDED')).toEqual(['B']);
     expect(versionOf('INTENT_MERGED')).toEqual(['B']);
     // And as `warden audit --with-history` prints it.
