@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigFileError, formatPlacedProblem, loadConfig, resolveConfig } from '../../src/config/load';
@@ -41,4 +43,37 @@ test('the default build id is the package version and a hash of the workflow cod
   expect(deploymentVersionOf({ name: 'warden' }, 'workflow code')).toEqual(a);
   expect(deploymentVersionOf({ name: 'warden' }, 'changed workflow code').buildId).not.toBe(a.buildId);
   expect(deploymentVersionOf({ name: 'warden', buildId: 'release-7' }, 'workflow code').buildId).toBe('release-7');
+});
+
+const BIN = path.resolve(__dirname, '../../bin/warden.js');
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** `warden ARGS` in `cwd`, whose embedded Temporal server would be on `port`, with no other server named. */
+function warden(cwd: string, port: number, ...args: string[]) {
+  const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: mkdtempSync(path.join(tmpdir(), 'warden-deployment-home-')), WARDEN_TEMPORAL_PORT: String(port) };
+  delete env.WARDEN_CONFIG;
+  delete env.TEMPORAL_ADDRESS;
+  const result = spawnSync(process.execPath, [BIN, ...args], { cwd, env, encoding: 'utf8', timeout: 60_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+test('warden workers and promote say in one line that versioning is off, or that no server runs, and start none', async () => {
+  const port = await closedPort();
+  const plain = mkdtempSync(path.join(tmpdir(), 'warden-deployment-cwd-'));
+  const off = 'warden: worker versioning is off: set worker.deployment.name in the config (docs/configuration.md), or give --deployment NAME\n';
+  expect(warden(plain, port, 'workers')).toEqual({ code: 2, stdout: '', stderr: off });
+  expect(warden(plain, port, 'workers', 'promote', 'B')).toEqual({ code: 2, stdout: '', stderr: off });
+  const configured = mkdtempSync(path.join(tmpdir(), 'warden-deployment-cwd-'));
+  writeFileSync(path.join(configured, 'warden.config.json'), JSON.stringify({ worker: { deployment: { name: 'warden' } } }));
+  const down = 'warden: the Temporal server is not running: start it with `warden dev` (or set TEMPORAL_ADDRESS); the versions are those of the workers polling it\n';
+  expect(warden(configured, port, 'workers')).toEqual({ code: 1, stdout: '', stderr: down });
+  expect(warden(plain, port, 'workers', 'promote', 'B', '--deployment', 'warden')).toEqual({ code: 1, stdout: '', stderr: down });
 });
