@@ -141,7 +141,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
       const target = await connectTemporal(config, print);
       const worker = await startWorker(target, config, safety, logger);
-      print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
+      const version = worker.worker.options.workerDeploymentOptions?.version;
+      print(`worker running against ${target.address} (namespace ${target.namespace})${version ? `, as version ${version.buildId} of deployment ${version.deploymentName}` : ''}; Ctrl-C to stop`);
       await stopOnInterrupt(worker, target);
     });
 

@@ -10,6 +10,9 @@ import type { DeploymentSettings } from '../config/schema';
 /** gRPC status codes the deployment calls answer with. */
 const NOT_FOUND = 5;
 const FAILED_PRECONDITION = 9;
+/** How soon a starting worker looks again for its version on the server (it appears once the worker polls). */
+const LOOK_AGAIN_MS = 500;
+const LOOK_AGAIN_AFTER_ERRORS_MAX_MS = 60_000;
 
 /**
  * Worker Deployment Versioning: workers of two Warden versions side by side during an upgrade.
@@ -107,15 +110,16 @@ export async function makeCurrent(service: WorkflowService, namespace: string, n
  * deployment has a current version, the server gives its intents to unversioned workers only, and
  * a team that turns versioning on would see every intent wait. Later versions are made current by
  * a person (`warden workers promote`). Tries until the worker's version is known to the server
- * (it is once the worker polls) or `running()` turns false; never throws.
+ * (it is once the worker polls) or `running()` turns false, less often after each error (a
+ * server without deployments answers every look with one); never throws.
  */
 export async function becomeCurrentIfNone(
   service: WorkflowService,
   namespace: string,
   version: WorkerDeploymentVersion,
-  options: { readonly identity: string; readonly running: () => boolean; readonly wait?: (ms: number) => Promise<void>; readonly onError?: (error: unknown) => void },
+  options: { readonly identity: string; readonly running: () => boolean; readonly onError?: (error: unknown) => void },
 ): Promise<'made-current' | 'has-current' | 'stopped'> {
-  const wait = options.wait ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref()));
+  let pause = LOOK_AGAIN_MS;
   while (options.running()) {
     try {
       const deployment = await describeDeployment(service, namespace, version.deploymentName);
@@ -126,9 +130,12 @@ export async function becomeCurrentIfNone(
       }
     } catch (error) {
       // Another worker changed the deployment first (the conflict token): look again.
-      if (!(isGrpcServiceError(error) && error.code === FAILED_PRECONDITION)) options.onError?.(error);
+      if (!(isGrpcServiceError(error) && error.code === FAILED_PRECONDITION)) {
+        options.onError?.(error);
+        pause = Math.min(pause * 2, LOOK_AGAIN_AFTER_ERRORS_MAX_MS);
+      }
     }
-    await wait(500);
+    await new Promise<void>((resolve) => setTimeout(resolve, pause).unref());
   }
   return 'stopped';
 }

@@ -1,11 +1,14 @@
-import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
+import { startDevServer } from '../../src/runtime/dev-server';
 import { timelineWithHistory } from '../../src/client/history-timeline';
 import { stateQuery } from '../../src/shared/messages';
-import { describeDeployment } from '../../src/workers/worker-deployment';
+import { describeDeployment, deploymentVersionOf } from '../../src/workers/worker-deployment';
 import { createTestWorld, git, startSampleIntent, TEST_CONFIG, waitFor, type TestWorld } from '../helpers/env';
 
 /**
@@ -115,5 +118,40 @@ test('an intent parked at a gate on version A moves to version B once B is curre
   } finally {
     await a.stop();
     await b?.stop();
+  }
+});
+
+test('warden worker with only a deployment name polls as the package version and a hash of its workflow code, and makes that version current', async () => {
+  // A server of its own: this worker polls Warden's own task queue, which a deployment then owns.
+  const server = await startDevServer({ cliPath: process.env.WARDEN_TEST_CLI_PATH!, port: 0, uiPort: false });
+  const home = mkdtempSync(path.join(tmpdir(), 'warden-versioning-worker-'));
+  const config = path.join(home, 'warden.config.json');
+  writeFileSync(config, JSON.stringify({ worker: { deployment: { name: 'warden' } } }));
+  const env = { ...process.env, WARDEN_HOME: home, WARDEN_CONFIG: config, WARDEN_LOG_LEVEL: 'warn', TEMPORAL_ADDRESS: server.address, TEMPORAL_NAMESPACE: server.namespace, DATABASE_URL: world.databaseUrl };
+  const child = spawn(process.execPath, [BIN, 'worker'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const connection = await Connection.connect({ address: server.address });
+  try {
+    const stderr: string[] = [];
+    createInterface({ input: child.stderr }).on('line', (line) => stderr.push(line));
+    const running = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        if (line.startsWith('worker running against')) resolve(line);
+      });
+      child.once('exit', (code) => reject(new Error(`warden worker exited (${code}) before it ran: ${stderr.slice(-10).join('\n')}`)));
+    });
+    // The same workflow code as this file's bundle (Warden's interceptors, no tracing): the same id.
+    const { buildId } = deploymentVersionOf({ name: 'warden' }, world.bundle.code);
+    expect(buildId).toMatch(/^\d+\.\d+\.\d+-[0-9a-f]{12}$/);
+    expect(running).toBe(`worker running against ${server.address} (namespace ${server.namespace}), as version ${buildId} of deployment warden; Ctrl-C to stop`);
+    const current = await waitFor(async () => (await describeDeployment(connection.workflowService, server.namespace, 'warden'))?.current, 120_000, 'the first version to become current');
+    expect(current).toBe(buildId);
+  } finally {
+    await new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGINT');
+    });
+    await connection.close();
+    await server.stop();
   }
 });
