@@ -61,6 +61,8 @@ export interface ActivityDeps {
   readonly fetch?: typeof fetch;
   /** The worker's model gateway: command agents with `network: 'gateway'` reach their model only through it. */
   readonly gateway?: ModelGateway;
+  /** This host's own task queue: an intent's stages run there once it has made the intent's worktree. */
+  readonly hostQueue?: string;
 }
 
 /** What rebasing onto a moved base branch found (see rebaseOntoBase). */
@@ -81,6 +83,11 @@ export interface MergeConditionReport {
   /** What the sandbox saw the `run:` commands try, when anything. */
   readonly attempts?: AttemptReport;
   readonly results: ReadonlyArray<{ readonly condition: string; readonly met: boolean; readonly detail: string }>;
+}
+
+/** An intent's worktree, and the task queue of the host that holds it. */
+export interface PreparedWorktree extends WorktreeRef {
+  readonly hostQueue?: string;
 }
 
 export interface IntentRef {
@@ -203,9 +210,16 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
   };
 
   return {
-    /** Creates (or finds) the intent's worktree on `warden/<id>`. Idempotent. */
-    async prepareWorktree({ intent }: IntentRef): Promise<WorktreeRef> {
-      return worktree(intent);
+    /**
+     * Creates (or finds) the intent's worktree on `warden/<id>`, and says which host's queue its
+     * stages go to from then on. Idempotent. `resumeAt`: a host taking the intent over from
+     * another starts from the commit the last step left (fetched from the remote before this runs,
+     * see host-placement.ts); a worktree of an earlier stay on this host is reset to it.
+     */
+    async prepareWorktree({ intent, resumeAt }: IntentRef & { readonly resumeAt?: string }): Promise<PreparedWorktree> {
+      const ref = await worktree(intent);
+      if (resumeAt && ref.head !== resumeAt) await rewindTo(intent, ref.worktreePath, resumeAt);
+      return { ...ref, head: resumeAt ?? ref.head, ...(deps.hostQueue ? { hostQueue: deps.hostQueue } : {}) };
     },
 
     /**

@@ -136,13 +136,16 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   program
     .command('worker')
     .description('Run a worker against TEMPORAL_ADDRESS (or the embedded server), until Ctrl-C')
-    .action(async () => {
+    .option('--host <name>', "this worker's host: the stages of intents whose worktree it makes run on it (default: $WARDEN_HOST, else the machine's name and a hash of its work folder)")
+    .action(async (opts: { host?: string }) => {
+      const host = opts.host ?? process.env.WARDEN_HOST;
+      if (host !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(host)) throw new UserError(`--host must be 1-64 letters, digits, dots, dashes or underscores, not ${JSON.stringify(host)}`);
       const safety = settings();
       await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
       const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, safety, logger);
-      const version = worker.worker.options.workerDeploymentOptions?.version;
-      print(`worker running against ${target.address} (namespace ${target.namespace})${version ? `, as version ${version.buildId} of deployment ${version.deploymentName}` : ''}; Ctrl-C to stop`);
+      const worker = await startWorker(target, config, safety, logger, host);
+      const version = worker.worker.shared.options.workerDeploymentOptions?.version;
+      print(`worker running against ${target.address} (namespace ${target.namespace}) as host ${worker.host}${version ? `, version ${version.buildId} of deployment ${version.deploymentName}` : ''}; Ctrl-C to stop`);
       await stopOnInterrupt(worker, target);
     });
 

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../workers/host-worker';
 import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { serveUrl, type TelemetryConfig, type WardenConfig } from '../config/schema';
@@ -15,6 +15,7 @@ import { createRedactor } from '../shared/redact';
 import type { LadderLevel } from '../shared/ladder';
 import { createWardenMetrics, type WardenMetrics } from '../workers/metrics';
 import { startLedgerProbe, type LedgerProbe } from '../workers/ledger-probe';
+import { hostOfQueue } from '../shared/ids';
 import { createWardenWorker, startWorkerGateway } from '../workers/warden-worker';
 import { startTracing, telemetryEnabled } from '../runtime/telemetry';
 import { openOwnedLedger } from './open-ledger';
@@ -27,9 +28,11 @@ import { openOwnedLedger } from './open-ledger';
 
 /** A worker running in this process, and how to stop it. */
 export interface RunningWorker {
-  readonly worker: Worker;
+  readonly worker: WardenWorker;
   /** The identity it polls with (pollers of the task queue are listed by it). */
   readonly identity: string;
+  /** The host it is (its own task queue's name after the @). */
+  readonly host: string;
   stop(): Promise<void>;
 }
 
@@ -67,7 +70,7 @@ function workerLinkSecret(logger: Logger): LinkSecret {
 }
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
-export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger, host?: string): Promise<RunningWorker> {
   quietSdkRuntime(warden.telemetry, logger);
   const { ledger, database } = await openOwnedLedger(config, (m) => logger.info(m));
   let probe: LedgerProbe | undefined;
@@ -88,6 +91,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     namespace: target.namespace,
     worktreeRoot: config.worktreeRoot,
     lineageRoot: config.lineageRoot,
+    ...(host ? { host } : {}),
     ledger,
     logger,
     redact,
@@ -106,7 +110,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
   const running = worker.run();
   return {
     worker,
-    identity: worker.options.identity,
+    identity: worker.identity,
+    host: hostOfQueue(worker.hostQueue),
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;

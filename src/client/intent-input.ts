@@ -1,4 +1,5 @@
 import type { MergeSettings } from '../shared/merge-settings';
+import type { IntentPlacement } from '../shared/placement';
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -67,7 +68,7 @@ export type RunConfig = {
   readonly toolsDir?: string;
   /** The prices every model the intent names must have (the worker in `warden run` meters by them). */
   readonly worker: Pick<WorkerSafetyConfig, 'pricing'>;
-} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge'>> & {
+} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge' | 'placement'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -137,6 +138,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     ...(config.lineage ? { lineage: config.lineage } : {}),
     ...(config.secrets ? { secrets: config.secrets } : {}),
     ...mergeSettingsFor(flags, config),
+    ...placementFor(topLevel, config.placement),
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     customGates: config.customGates ?? [],
@@ -381,6 +383,20 @@ function mergeSettingsFor(flags: RunFlags, config: RunConfig): { merge?: MergeSe
     throw new UserError('--merge-via pull-request needs the forge in the config: merge.forge with its kind (gitea, github or gitlab), tokenEnv and reviewers (docs/forge.md)');
   }
   return { merge: { ...(config.merge ?? { method: 'merge' }), via } };
+}
+
+/**
+ * The config's `placement` (several worker hosts, no shared disk): the remote's URL as this
+ * repository has it, made absolute where it is a path, since no host has this checkout.
+ */
+function placementFor(repoPath: string, placement: RunConfig['placement']): { placement?: IntentPlacement } {
+  if (!placement) return {};
+  const url = gitOut(repoPath, ['remote', 'get-url', placement.remote]);
+  if (url === undefined) {
+    throw new UserError(`the config's placement works from the remote ${placement.remote}, which ${repoPath} does not have: every worker host clones it (git remote add ${placement.remote} URL)`);
+  }
+  const isPath = !/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(url) && !/^[^/]+@[^/]+:/.test(url);
+  return { placement: { remote: placement.remote, remoteUrl: isPath ? path.resolve(repoPath, url) : url, moveAfter: placement.moveAfter } };
 }
 
 /**

@@ -104,6 +104,8 @@ export const SAFETY_EVENT_TYPES = [
   'FORGE_FAILED',
   // a delivery to the web app's forge webhook whose signature (or token) did not hold
   'FORGE_WEBHOOK_REFUSED',
+  // the host that held an intent's worktree was gone for `placement.moveAfter`: another host took it over
+  'INTENT_MOVED',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',
 ] as const;

@@ -3,7 +3,7 @@ import { forgeRepositoryFromRemote } from '../forge/remote';
 import path from 'node:path';
 import v8 from 'node:v8';
 import { Client } from '@temporalio/client';
-import { Worker, type NativeConnection } from '@temporalio/worker';
+import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createSweepActivities, type IntentStatusReader } from '../activities/sweeper';
 import { temporalIntentStatus } from './intent-status-reader';
 import { keepSweepSchedule, sweepScheduleId } from './sweep-schedule';
@@ -18,7 +18,9 @@ import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import { SharedLimitStore, type SharedLimits } from '../ledger/shared-limits';
 import type { Tracing } from '../runtime/telemetry';
-import { TASK_QUEUE } from '../shared/ids';
+import { hostQueueFor, TASK_QUEUE } from '../shared/ids';
+import { defaultHostName, WardenWorker } from './host-worker';
+import { hostPlacementInterceptor } from './interceptors/host-placement';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
@@ -44,6 +46,11 @@ export interface WardenWorkerOptions {
   readonly connection: NativeConnection;
   readonly namespace?: string;
   readonly taskQueue?: string;
+  /**
+   * This worker's host: its stages of an intent run on `<taskQueue>@<host>` once its worktree is
+   * here (see host-worker.ts). Default: the machine's name and a hash of `worktreeRoot`.
+   */
+  readonly host?: string;
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
   /** Where scheduled daily reports are written; default `reports` beside `lineageRoot` (`<Warden home>/reports`). */
@@ -100,7 +107,7 @@ export interface WardenWorkerOptions {
 }
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
-export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
+export async function createWardenWorker(options: WardenWorkerOptions): Promise<WardenWorker> {
   // The cascade model is needed by the first answer: ready before the worker polls, not trained
   // inside that answer, where seconds of CPU would hold up heartbeats.
   await readyCascadeModel(options.logger);
@@ -108,7 +115,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const sharedLimits = sharedLimitsOf(options);
   const client = new Client({ connection: options.connection, namespace: options.namespace });
   const intentStatus = temporalIntentStatus(client);
+  const taskQueue = options.taskQueue ?? TASK_QUEUE;
+  const hostQueue = hostQueueFor(taskQueue, options.host ?? defaultHostName(options.worktreeRoot));
   const activities = createActivities({
+    hostQueue,
     worktreeRoot: options.worktreeRoot,
     lineageRoot: options.lineageRoot,
     logger: options.logger,
@@ -149,14 +159,13 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     v8.setFlagsFromString(`--max-old-space-size=${options.safety.workflowHeapMb}`);
   }
   const deployment = options.safety.deployment ? deploymentVersionOf(options.safety.deployment, workflowBundle.code) : undefined;
-  const worker = await Worker.create({
-    ...(deployment ? { workerDeploymentOptions: { useWorkerVersioning: true, version: deployment, defaultVersioningBehavior: VERSIONING_BEHAVIOR } } : {}),
+  const activityOptions = {
+    // Both workers of the host are one version: an intent on the current version runs its stages
+    // on that version's host workers too.
+    ...(deployment ? { workerDeploymentOptions: { useWorkerVersioning: true as const, version: deployment, defaultVersioningBehavior: VERSIONING_BEHAVIOR } } : {}),
     connection: options.connection,
     namespace: options.namespace,
-    taskQueue: options.taskQueue ?? TASK_QUEUE,
-    workflowBundle,
     dataConverter: { payloadConverterPath: PAYLOAD_CONVERTER_PATH },
-    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
     interceptors: {
       activity: [
@@ -175,20 +184,32 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
               stageKillSwitchInterceptor({ ledger: options.ledger, logger: options.logger, killSwitch }),
             ]),
         ...(options.tracing?.activity ?? []),
+        // Innermost: an activity refused above never clones or pushes.
+        hostPlacementInterceptor({ clonesRoot: path.join(path.dirname(options.lineageRoot), 'clones'), worktreeRoot: options.worktreeRoot }),
       ],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
-    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
+    // Both workers of the host measure the same machine: each holds back when it is above its targets.
+    ...(options.safety.slots ? { tuner: { tunerOptions: { targetCpuUsage: options.safety.slots.targetCpu, targetMemoryUsage: options.safety.slots.targetMemory } } } : {}),
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     // (The global stop does not wait for it: see GlobalStopWatch.)
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
+  } satisfies Partial<WorkerOptions>;
+  const shared = await Worker.create({
+    ...activityOptions,
+    taskQueue,
+    workflowBundle,
+    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
+    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
   });
+  // The stages of intents whose worktree is on this host: activities only.
+  const worker = new WardenWorker(shared, await Worker.create({ ...activityOptions, taskQueue: hostQueue }), hostQueue);
   // Every notifiable ledger event becomes a delivery workflow, whichever worker recorded it.
   const dispatcher = new NotificationDispatcher({
     client,
     outbox: new NotificationOutbox(options.ledger.pool),
-    taskQueue: options.taskQueue ?? TASK_QUEUE,
+    taskQueue,
     logger: options.logger,
     channels: options.notify ?? [],
     ...options.notifications,
@@ -198,7 +219,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   if (deployment) {
     options.logger.info({ deployment: deployment.deploymentName, buildId: deployment.buildId }, 'worker serves its deployment version (worker versioning on)');
     void becomeCurrentIfNone(client.workflowService, options.namespace ?? 'default', deployment, {
-      identity: worker.options.identity,
+      identity: worker.identity,
       running: () => !WORKER_ENDING.has(worker.getState()),
       onError: (error) => options.logger.warn({ err: error, deployment: deployment.deploymentName }, 'could not read or set the deployment\'s current version; trying again'),
     }).then((outcome) => {

@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import pg from 'pg';
 import { fileTail } from '../../src/runtime/dev-server';
 import { isAlive } from '../../src/shared/build-lock';
@@ -84,7 +84,7 @@ test('a demo intent merges on the real server on PostgreSQL, across a server res
   const logFile = path.join(dir, 'temporal-server.log');
   let server: TemporalServerProcess | undefined;
   let world: TestWorld | undefined;
-  let worker: Worker | undefined;
+  let worker: WardenWorker | undefined;
   let running: Promise<void> | undefined;
   let passed = false;
   try {

@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import type pg from 'pg';
 import pino from 'pino';
 import type { WardenActivities } from '../../src/activities';
@@ -84,7 +84,7 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
   /** Fails `appendToLedger` once right after its rows were written: the retry must add nothing. */
   let failAfterFirstAppend = true;
   let database: FreshDatabase;
-  let worker: Worker;
+  let worker: WardenWorker;
   let running: Promise<void>;
   const queue = `ledger-${backend}-${process.pid}-${Date.now()}`;
 

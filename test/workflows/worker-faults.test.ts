@@ -8,7 +8,7 @@ import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import type { WardenActivities } from '../../src/activities';
 import { startIntent } from '../../src/client/intents';
 import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
@@ -250,7 +250,7 @@ test('dev server restart mid-run: the server goes away during lld, comes back on
   let server = await startDevServer(options);
   servers.add(server);
   let world: TestWorld | undefined;
-  let worker: Worker | undefined;
+  let worker: WardenWorker | undefined;
   let running: Promise<void> | undefined;
   let workerError: unknown;
   try {

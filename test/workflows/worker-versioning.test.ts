@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Connection } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import { startDevServer } from '../../src/runtime/dev-server';
 import { timelineWithHistory } from '../../src/client/history-timeline';
 import { stateQuery } from '../../src/shared/messages';
@@ -37,7 +37,7 @@ function warden(...args: string[]): Promise<{ code: number; stdout: string; stde
 }
 
 /** A worker of `buildId` in `deployment`, running; `stop` shuts it down and waits for it. */
-async function versionedWorker(deployment: string, buildId: string): Promise<{ worker: Worker; stop(): Promise<void> }> {
+async function versionedWorker(deployment: string, buildId: string): Promise<{ worker: WardenWorker; stop(): Promise<void> }> {
   const worker = await world.worker({ safety: { ...TEST_CONFIG.worker, deployment: { name: deployment, buildId } } });
   const running = worker.run();
   return {
@@ -142,7 +142,7 @@ test('warden worker with only a deployment name polls as the package version and
     // The same workflow code as this file's bundle (Warden's interceptors, no tracing): the same id.
     const { buildId } = deploymentVersionOf({ name: 'warden' }, world.bundle.code);
     expect(buildId).toMatch(/^\d+\.\d+\.\d+-[0-9a-f]{12}$/);
-    expect(running).toBe(`worker running against ${server.address} (namespace ${server.namespace}), as version ${buildId} of deployment warden; Ctrl-C to stop`);
+    expect(running).toMatch(new RegExp(`^worker running against ${server.address} \\(namespace ${server.namespace}\\) as host \\S+, version ${buildId.replaceAll('.', '\\.')} of deployment warden; Ctrl-C to stop$`));
     const current = await waitFor(async () => (await describeDeployment(connection.workflowService, server.namespace, 'warden'))?.current, 120_000, 'the first version to become current');
     expect(current).toBe(buildId);
   } finally {
