@@ -9,7 +9,7 @@ import { startDevServer } from '../../src/runtime/dev-server';
 import { timelineWithHistory } from '../../src/client/history-timeline';
 import { stateQuery } from '../../src/shared/messages';
 import { describeDeployment, deploymentVersionOf } from '../../src/workers/worker-deployment';
-import { createTestWorld, git, startSampleIntent, TEST_CONFIG, waitFor, type TestWorld } from '../helpers/env';
+import { createTestWorld, git, startSampleIntent, temporalAddress, TEST_CONFIG, waitFor, type TestWorld } from '../helpers/env';
 
 /**
  * An upgrade without stopping intents: an intent starts on the workers of version A and waits at
@@ -69,6 +69,12 @@ test('an intent parked at a gate on version A moves to version B once B is curre
     expect(listed.stdout).toMatch(new RegExp(`^deployment ${deployment}: current A\n`));
     expect(listed.stdout).toMatch(/\n {2}A +current +\d{4}-/);
     expect(listed.stdout).toMatch(/\n {2}B +inactive +\d{4}-/);
+    // A ramp first, with the Temporal CLI as docs/operations.md shows it: `warden workers` shows it.
+    const ramp = ['worker', 'deployment', 'set-ramping-version', '--deployment-name', deployment, '--build-id', 'B', '--percentage', '10', '--yes', '--address', temporalAddress()];
+    await new Promise<void>((resolve, reject) => execFile(process.env.WARDEN_TEST_CLI_PATH!, ramp, (error) => (error ? reject(error) : resolve())));
+    const ramping = await warden('workers', '--deployment', deployment);
+    expect(ramping.stdout).toMatch(new RegExp(`^deployment ${deployment}: current A; ramping B \\(10%\\)\n`));
+    expect(ramping.stdout).toMatch(/\n {2}B +ramping +\d{4}-/);
     const refused = await warden('workers', 'promote', 'C', '--deployment', deployment);
     expect(refused).toMatchObject({ code: 2, stdout: '' });
     expect(refused.stderr).toBe(`warden: deployment ${deployment} has no version C (its versions: ${(await describeDeployment(service, 'default', deployment))!.versions.map((v) => v.buildId).join(', ')}); start its workers first\n`);
