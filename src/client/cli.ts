@@ -37,6 +37,7 @@ import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
 import { addStopCommands } from './stop-commands';
+import { addWorkerVersionCommands } from './worker-version-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
 import { addInitCommand } from './init';
@@ -143,7 +144,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
       const target = await connectTemporal(config, print);
       const worker = await startWorker(target, config, safety, logger, host);
-      print(`worker running against ${target.address} (namespace ${target.namespace}) as host ${worker.host}; Ctrl-C to stop`);
+      const version = worker.worker.shared.options.workerDeploymentOptions?.version;
+      print(`worker running against ${target.address} (namespace ${target.namespace}) as host ${worker.host}${version ? `, version ${version.buildId} of deployment ${version.deploymentName}` : ''}; Ctrl-C to stop`);
       await stopOnInterrupt(worker, target);
     });
 
@@ -369,6 +371,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLadderCommands(program, config, settings, approver, { print, printJson });
   addLedgerCommands(program, config, { print, printJson }, settings);
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
+  addWorkerVersionCommands(program, config, { print, printJson }, settings);
   addResumeCommand(program, config, { print, defaultUser: approver });
   addInitCommand(program, print);
   addConfigCommands(program, { print, printJson }, () => program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG);

@@ -14,6 +14,12 @@ export interface HistoryTie {
    * history's length at that point.
    */
   readonly eventType: 'ActivityTaskScheduled' | 'MarkerRecorded' | 'WorkflowTaskStarted';
+  /**
+   * The build id of the versioned worker that ran it (worker versioning on), as the server
+   * recorded it: a workflow task's completion names its deployment version; an activity's start
+   * names its worker's; a local activity ran in the workflow task that recorded its marker.
+   */
+  readonly buildId?: string;
 }
 
 export interface TimelineWithHistory extends TimelineSource {
@@ -29,6 +35,8 @@ export interface RunHistory {
   readonly activities: ReadonlyMap<string, { readonly eventId: number; readonly eventType: 'ActivityTaskScheduled' | 'MarkerRecorded' }>;
   /** Event ids of its WorkflowTaskStarted events. */
   readonly taskStarts: ReadonlySet<number>;
+  /** The tie event's id (activity scheduled, marker, task started) → the build id of the versioned worker that ran it. */
+  readonly buildIds?: ReadonlyMap<number, string>;
 }
 
 const RUN_GONE = "the run is not in the server's history any more (past its retention)";
@@ -47,12 +55,12 @@ export function tieToHistory(rows: readonly TimelineSource[], runs: readonly Run
       const scheduled = run?.activities.get(row.activityId);
       if (!run) return { ...row, history: null, untied: RUN_GONE };
       if (!scheduled) return { ...row, history: null, untied: `activity ${row.activityId} is not in run ${row.runId}'s history` };
-      return { ...row, history: { runId: row.runId, ...scheduled } };
+      return { ...row, history: { runId: row.runId, ...scheduled, ...buildIdOf(run, scheduled.eventId) } };
     }
     if (row.runId && row.historyLength !== null) {
       if (!run) return { ...row, history: null, untied: RUN_GONE };
       if (!run.taskStarts.has(row.historyLength)) return { ...row, history: null, untied: `event ${row.historyLength} of run ${row.runId} is not a workflow task's start` };
-      return { ...row, history: { runId: row.runId, eventId: row.historyLength, eventType: 'WorkflowTaskStarted' } };
+      return { ...row, history: { runId: row.runId, eventId: row.historyLength, eventType: 'WorkflowTaskStarted', ...buildIdOf(run, row.historyLength) } };
     }
     return { ...row, history: null, untied: OUTSIDE };
   });
@@ -62,6 +70,11 @@ export function tieToHistory(rows: readonly TimelineSource[], runs: readonly Run
     const event = tied.slice(index + 1).find((later) => later.type === 'GATE_DECIDED');
     return event?.history ? { ...entry, history: event.history, untied: undefined } : entry;
   });
+}
+
+function buildIdOf(run: RunHistory, eventId: number): { buildId?: string } {
+  const buildId = run.buildIds?.get(eventId);
+  return buildId ? { buildId } : {};
 }
 
 /** The intent's ledger rows beside its workflow's histories, every run the server still has. */
@@ -90,16 +103,37 @@ export async function timelineWithHistory(client: Client, pool: pg.Pool, intentI
 function runHistoryOf(runId: string, events: readonly temporal.api.history.v1.IHistoryEvent[]): RunHistory & { readonly startedAt: number } {
   const activities = new Map<string, { eventId: number; eventType: 'ActivityTaskScheduled' | 'MarkerRecorded' }>();
   const taskStarts = new Set<number>();
+  const buildIds = new Map<number, string>();
+  const taskBuildIds = new Map<number, string>(); // WorkflowTaskCompleted event id → its deployment version's build id
+  const scheduledByVersioned = new Set<number>(); // activities scheduled by a task of a versioned worker
   for (const event of events) {
     const eventId = Number(event.eventId);
-    const activityId = event.activityTaskScheduledEventAttributes?.activityId;
-    if (activityId) activities.set(activityId, { eventId, eventType: 'ActivityTaskScheduled' });
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled?.activityId) {
+      activities.set(scheduled.activityId, { eventId, eventType: 'ActivityTaskScheduled' });
+      if (taskBuildIds.has(Number(scheduled.workflowTaskCompletedEventId ?? 0))) scheduledByVersioned.add(eventId);
+    }
     const local = localActivityIdOf(event);
-    if (local) activities.set(local, { eventId, eventType: 'MarkerRecorded' });
+    if (local) {
+      activities.set(local, { eventId, eventType: 'MarkerRecorded' });
+      const ranIn = taskBuildIds.get(Number(event.markerRecordedEventAttributes?.workflowTaskCompletedEventId ?? 0));
+      if (ranIn) buildIds.set(eventId, ranIn);
+    }
     if (event.workflowTaskStartedEventAttributes) taskStarts.add(eventId);
+    const completed = event.workflowTaskCompletedEventAttributes;
+    const taskVersion = completed?.deploymentVersion?.buildId;
+    if (completed && taskVersion) {
+      taskBuildIds.set(eventId, taskVersion);
+      buildIds.set(Number(completed.startedEventId ?? 0), taskVersion);
+    }
+    // The activity's worker, from the start event the server writes when the attempt ends: its
+    // only per-activity stamp. Unversioned workers stamp the SDK's own build id, which is left out.
+    const started = event.activityTaskStartedEventAttributes;
+    const activityScheduled = Number(started?.scheduledEventId ?? 0);
+    if (started?.workerVersion?.buildId && scheduledByVersioned.has(activityScheduled)) buildIds.set(activityScheduled, started.workerVersion.buildId);
   }
   const first = events[0]?.eventTime;
-  return { runId, activities, taskStarts, startedAt: first ? millisOf(first) : 0 };
+  return { runId, activities, taskStarts, buildIds, startedAt: first ? millisOf(first) : 0 };
 }
 
 /** A local activity's id, from the marker the SDK records for it. */

@@ -330,9 +330,13 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     });
 }
 
-/** `run 1a2b3c4d #37 ActivityTaskScheduled  | 2026-… safety STAGE_STARTED [impl]: …`, or a dash where the row is not tied. */
+/**
+ * `run 1a2b3c4d #37 ActivityTaskScheduled  | 2026-… safety STAGE_STARTED [impl]: …`, or a dash
+ * where the row is not tied; `on <build id>` after the event where a versioned worker ran it.
+ */
 export function formatHistoryTie(entry: TimelineWithHistory): string {
-  const history = entry.history ? `run ${entry.history.runId.slice(0, 8)} #${entry.history.eventId} ${entry.history.eventType}` : '-';
+  const version = entry.history?.buildId ? ` on ${entry.history.buildId}` : '';
+  const history = entry.history ? `run ${entry.history.runId.slice(0, 8)} #${entry.history.eventId} ${entry.history.eventType}${version}` : '-';
   const stage = entry.stage ? ` [${entry.stage}]` : '';
   return `${history.padEnd(44)} | ${entry.at.toISOString()} ${entry.kind.padEnd(8)} ${entry.type}${stage}: ${entry.summary}`;
 }

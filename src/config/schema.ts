@@ -78,6 +78,18 @@ export const RoutingSchema = z
   .object({ default: z.string().optional(), triage: z.string().optional(), lld: z.string().optional(), spec: z.string().optional(), impl: z.string().optional(), review: z.string().optional() })
   .strict();
 
+/**
+ * A worker's deployment version. Temporal names a version `<name>.<buildId>`, so the name holds no
+ * dot; neither holds white space (they are typed on command lines).
+ */
+export const DeploymentSettingsSchema = z
+  .object({
+    name: z.string().regex(/^[^.\s]+$/, 'a deployment name has no dots or white space').max(200),
+    buildId: z.string().regex(/^\S+$/, 'a build id has no white space').max(200).optional(),
+  })
+  .strict();
+export type DeploymentSettings = z.infer<typeof DeploymentSettingsSchema>;
+
 /** Settings of the worker process: breakers, rate limits, prices, per-day and per-agent budgets. */
 export const WorkerSafetyConfigSchema = z.object({
   circuitBreaker: z.object({
@@ -146,6 +158,13 @@ export const WorkerSafetyConfigSchema = z.object({
    * without it the SDK's fixed slots (100 activities, 40 workflow tasks) apply.
    */
   slots: z.object({ targetCpu: z.number().gt(0).max(1), targetMemory: z.number().gt(0).max(1) }).strict().optional(),
+  /**
+   * Worker deployment versioning, off unless set: the worker serves its deployment's current
+   * version only, so workers of two versions can run side by side during an upgrade
+   * (src/workers/worker-deployment.ts). `buildId` defaults to the package version and a hash of
+   * the workflow code.
+   */
+  deployment: DeploymentSettingsSchema.optional(),
 });
 export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
 

@@ -34,6 +34,7 @@ import { NotificationDispatcher } from './notification-dispatcher';
 import { NotificationOutbox } from '../ledger/notification-outbox';
 import type { NotifyChannel } from '../shared/notify-settings';
 import type { NotificationDeps } from '../activities/notifications/delivery';
+import { becomeCurrentIfNone, deploymentVersionOf, VERSIONING_BEHAVIOR } from './worker-deployment';
 
 /** Worker states past which its background rounds stop. */
 const WORKER_ENDING = new Set(['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED']);
@@ -157,7 +158,11 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     // is about to start (the main thread's heap keeps its own limit).
     v8.setFlagsFromString(`--max-old-space-size=${options.safety.workflowHeapMb}`);
   }
+  const deployment = options.safety.deployment ? deploymentVersionOf(options.safety.deployment, workflowBundle.code) : undefined;
   const activityOptions = {
+    // Both workers of the host are one version: an intent on the current version runs its stages
+    // on that version's host workers too.
+    ...(deployment ? { workerDeploymentOptions: { useWorkerVersioning: true as const, version: deployment, defaultVersioningBehavior: VERSIONING_BEHAVIOR } } : {}),
     connection: options.connection,
     namespace: options.namespace,
     dataConverter: { payloadConverterPath: PAYLOAD_CONVERTER_PATH },
@@ -211,6 +216,16 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     running: () => !WORKER_ENDING.has(worker.getState()),
   });
   dispatcher.start();
+  if (deployment) {
+    options.logger.info({ deployment: deployment.deploymentName, buildId: deployment.buildId }, 'worker serves its deployment version (worker versioning on)');
+    void becomeCurrentIfNone(client.workflowService, options.namespace ?? 'default', deployment, {
+      identity: worker.identity,
+      running: () => !WORKER_ENDING.has(worker.getState()),
+      onError: (error) => options.logger.warn({ err: error, deployment: deployment.deploymentName }, 'could not read or set the deployment\'s current version; trying again'),
+    }).then((outcome) => {
+      if (outcome === 'made-current') options.logger.warn({ deployment: deployment.deploymentName, buildId: deployment.buildId }, 'the deployment had no current version: this worker\'s version is now current');
+    });
+  }
   // Again every minute while the worker lives: an attempt cut off just now is over only once
   // its heartbeat times out.
   const rounds = setInterval(() => {
