@@ -30,7 +30,7 @@ const UNIT = [
   'test/client/{approval-outlook,check-stubs,command-program,config-commands,docs-commands,gate-prompt,init,web-pages}.test.ts',
   'test/ledger/{backends,embedded-binaries}.test.ts',
   'test/runtime/{config,logger,sandbox-readiness,temporal-server-install}.test.ts',
-  'test/workers/{metrics,workflow-bundle,worker-deployment}.test.ts',
+  'test/workers/{metrics,workflow-bundle,worker-deployment,host-name}.test.ts',
   'test/prometheus/metric-names.test.ts',
   'test/workflows/auto-pass.test.ts',
   'test/compose.test.ts',

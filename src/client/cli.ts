@@ -10,6 +10,7 @@ import { createCommandLogger, createLogger, LOG_FORMATS, type LogFormat } from '
 import { requireSandbox } from '../runtime/sandbox-readiness';
 import { defaultApprover } from '../runtime/default-approver';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
+import { HOST_NAME } from '../shared/ids';
 import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
 import { DURATION_PATTERN, parseDuration } from '../shared/duration';
 import { MERGE_CONDITION_FORMS } from '../shared/merge-conditions';
@@ -136,10 +137,10 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   program
     .command('worker')
     .description('Run a worker against TEMPORAL_ADDRESS (or the embedded server), until Ctrl-C')
-    .option('--host <name>', "this worker's host: the stages of intents whose worktree it makes run on it (default: $WARDEN_HOST, else the machine's name and a hash of its work folder)")
+    .option('--host <name>', "this worker's host: the stages of intents whose worktree it makes run on it (default: $WARDEN_HOST, else the name made once and kept in the Warden home)")
     .action(async (opts: { host?: string }) => {
       const host = opts.host ?? process.env.WARDEN_HOST;
-      if (host !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(host)) throw new UserError(`--host must be 1-64 letters, digits, dots, dashes or underscores, not ${JSON.stringify(host)}`);
+      if (host !== undefined && !HOST_NAME.test(host)) throw new UserError(`--host must be 1-64 letters, digits, dots, dashes or underscores, not ${JSON.stringify(host)}`);
       const safety = settings();
       await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
       const target = await connectTemporal(config, print);

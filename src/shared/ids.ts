@@ -11,6 +11,9 @@ export function hostQueueFor(taskQueue: string, host: string): string {
   return `${taskQueue}@${host}`;
 }
 
+/** What a worker host's name may be: it is part of a task queue's name. */
+export const HOST_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
 /** The host's name in a host queue (`warden@host-1` → `host-1`). */
 export function hostOfQueue(queue: string): string {
   const at = queue.lastIndexOf('@');

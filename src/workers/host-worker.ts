@@ -1,16 +1,25 @@
-import { createHash } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { State, Worker } from '@temporalio/worker';
+import { HOST_NAME } from '../shared/ids';
 
 /**
- * A host's name when the worker is not given one (`warden worker --host`): the machine's name and
- * a hash of the worker's worktree folder, so two workers with their own disks on one machine are
- * two hosts, and a restarted worker is the host it was.
+ * A host's name when the worker is not given one (`warden worker --host`): made once, the
+ * machine's name and a random tag, and kept in `<home>/host-name`. A host is the disk that holds
+ * its worktrees: a worker restarted on it (in a container with another machine name, too) is the
+ * host it was, and two workers with homes of their own on one machine are two hosts.
  */
-export function defaultHostName(worktreeRoot: string): string {
-  const machine = os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 40) || 'host';
-  return `${machine}-${createHash('sha256').update(path.resolve(worktreeRoot)).digest('hex').slice(0, 8)}`;
+export function defaultHostName(home: string): string {
+  const file = path.join(home, 'host-name');
+  const kept = existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
+  if (HOST_NAME.test(kept)) return kept;
+  const machine = os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 40) || 'host';
+  const made = `${machine}-${randomBytes(4).toString('hex')}`;
+  mkdirSync(home, { recursive: true });
+  writeFileSync(file, `${made}\n`);
+  return made;
 }
 
 /**

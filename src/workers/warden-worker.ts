@@ -48,7 +48,7 @@ export interface WardenWorkerOptions {
   readonly taskQueue?: string;
   /**
    * This worker's host: its stages of an intent run on `<taskQueue>@<host>` once its worktree is
-   * here (see host-worker.ts). Default: the machine's name and a hash of `worktreeRoot`.
+   * here (see host-worker.ts). Default: the name kept in the Warden home (beside `lineageRoot`).
    */
   readonly host?: string;
   readonly worktreeRoot: string;
@@ -116,7 +116,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const client = new Client({ connection: options.connection, namespace: options.namespace });
   const intentStatus = temporalIntentStatus(client);
   const taskQueue = options.taskQueue ?? TASK_QUEUE;
-  const hostQueue = hostQueueFor(taskQueue, options.host ?? defaultHostName(options.worktreeRoot));
+  const hostQueue = hostQueueFor(taskQueue, options.host ?? defaultHostName(path.dirname(options.lineageRoot)));
   const activities = createActivities({
     hostQueue,
     worktreeRoot: options.worktreeRoot,
