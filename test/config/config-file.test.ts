@@ -104,3 +104,21 @@ test("warden run takes the config's run settings where its flags do not say, and
   const secret = resolveConfig({ run: { testCommand: 'API_TOKEN=abcdefgh12345678 npm test' } });
   expect(() => intentFromFlags(flags, repo, secret)).toThrow(/^the config's run\.testCommand holds what looks like a secret/);
 });
+
+test("warden run records the config's placement: the remote's URL, a path made absolute; a repository without that remote is refused", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warden-placement-'));
+  const repo = path.join(dir, 'checkout');
+  const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd: dir, stdio: 'ignore' });
+  git('init', '-q', '-b', 'main', repo);
+  git('-C', repo, 'commit', '-q', '--allow-empty', '-m', 'init');
+  const flags = { repo, goal: 'Add slugify', agent: 'command', cmd: 'true', testCmd: 'true' };
+  const config = resolveConfig({ placement: { moveAfter: '2m' } });
+  expect(config.placement).toEqual({ remote: 'origin', moveAfter: '2m' });
+  expect(() => intentFromFlags(flags, repo, config)).toThrow("the config's placement works from the remote origin, which");
+  git('-C', repo, 'remote', 'add', 'origin', '../origin.git');
+  expect(intentFromFlags(flags, repo, config).placement).toEqual({ remote: 'origin', remoteUrl: path.join(dir, 'origin.git'), moveAfter: '2m' });
+  git('-C', repo, 'remote', 'set-url', 'origin', 'git@forge.example:team/app.git');
+  expect(intentFromFlags(flags, repo, config).placement?.remoteUrl).toBe('git@forge.example:team/app.git');
+  expect(intentFromFlags(flags, repo, resolveConfig({})).placement).toBeUndefined();
+  expect(() => resolveConfig({ placement: { moveAfter: '0s' } })).toThrow(/placement\.moveAfter/);
+});
