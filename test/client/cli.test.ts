@@ -111,6 +111,13 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     expect(result.stdout).not.toMatch(/started intent/);
   });
 
+  test('a worker host name that could not name a task queue', () => {
+    const result = warden('worker', '--host', 'my laptop');
+    expect(result.code).toBe(2);
+    expect(oneLine(result.stderr)).toBe('warden: --host must be 1-64 letters, digits, dots, dashes or underscores, not "my laptop"');
+    expect(result.stdout).not.toMatch(/worker running/);
+  });
+
   test('a goal whose bytes are not UTF-8, as a shell passes them', () => {
     // printf writes the byte 0xE9 (Latin-1 é) alone: Node decodes it as U+FFFD, which is refused rather than kept.
     const script = `exec "$0" "$1" run --repo "$2" --goal "$(printf 'fix caf\\351 menu')" --script "$3"`;
