@@ -27,21 +27,28 @@ export function clonePathFor(clonesRoot: string, remoteUrl: string): string {
 /** Fetches and pushes of one clone's shared refs (the base branch) go one at a time: git locks refs. */
 const perClone = new OneAtATime();
 
-/** The clone of the intent's remote on this host, made the first time (whole, or not at all). */
+/**
+ * The clone of the intent's remote on this host, made the first time (whole, or not at all). It
+ * starts empty, with the remote under its name: the base branch and the intent's work are fetched
+ * as they are needed (fetchBase, fetchWork), so the clone never holds copies of other intents'
+ * work branches it would have to clean up.
+ */
 export async function ensureClone(clonesRoot: string, placement: IntentPlacement): Promise<string> {
   const clone = clonePathFor(clonesRoot, placement.remoteUrl);
   if (existsSync(path.join(clone, 'HEAD'))) return clone;
   return perClone.run(clone, async () => {
     if (existsSync(path.join(clone, 'HEAD'))) return clone;
     await mkdir(clonesRoot, { recursive: true });
-    // Cloned beside, then renamed: a crash mid-clone leaves no half clone where the next looks.
+    // Made beside, then renamed: a crash midway leaves no half clone where the next looks.
     const partial = `${clone}.partial-${randomBytes(4).toString('hex')}`;
-    const cloned = await gitRaw(clonesRoot, ['clone', '--quiet', '--bare', '--origin', placement.remote, placement.remoteUrl, partial]);
-    if (cloned.code !== 0) {
+    try {
+      await git(clonesRoot, ['init', '--quiet', '--bare', partial]);
+      await git(partial, ['remote', 'add', placement.remote, placement.remoteUrl]);
+      await rename(partial, clone);
+    } catch (error) {
       await rm(partial, { recursive: true, force: true });
-      throw unreachable(placement.remoteUrl, cloned.stderr);
+      throw error;
     }
-    await rename(partial, clone);
     return clone;
   });
 }
@@ -100,6 +107,8 @@ export async function pushMerge(clone: string, remoteUrl: string, baseBranch: st
  */
 export async function finishOnRemote(clone: string, remoteUrl: string, intentId: string, deleteWork: boolean): Promise<void> {
   await pushOwnRefs(clone, remoteUrl, intentId);
+  // What this host fetched of the intent's work when it took the intent over.
+  await gitRaw(clone, ['update-ref', '-d', `refs/warden/work/${intentId}`]);
   if (!deleteWork) return;
   const deleted = await gitRaw(clone, ['push', '--quiet', remoteUrl, `:refs/heads/${workBranchFor(intentId)}`]);
   if (deleted.code !== 0 && !/remote ref does not exist|unable to delete .*: remote ref does not exist/.test(deleted.stderr)) throw gitFailed(clone, ['push', remoteUrl, `:${workBranchFor(intentId)}`], deleted);

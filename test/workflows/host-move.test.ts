@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIntent } from '../../src/client/intents';
@@ -114,7 +114,11 @@ test('an intent whose host is gone moves to another host and merges there, from 
     expect(queues('rebaseOntoBase')).toEqual([hostQueueFor(world.taskQueue, 'host-a'), hostQueueFor(world.taskQueue, 'host-b')]);
     expect(queues('mergeIntent')).toEqual([hostQueueFor(world.taskQueue, 'host-b')]);
     expect(queues('prepareWorktree')).toEqual([world.taskQueue, world.taskQueue]);
-    expect(existsSync(path.join(b.dir, 'clones'))).toBe(true);
+    // Host-b's clone keeps no branch or fetched work of the intent: only its lineage ref, as the remote does.
+    const [cloneB] = readdirSync(path.join(b.dir, 'clones'));
+    const refsOfIntent = (repo: string) => git(repo, 'for-each-ref', '--format=%(refname)').split('\n').filter((ref) => ref.includes(id));
+    expect(refsOfIntent(path.join(b.dir, 'clones', cloneB!))).toEqual([`refs/warden/lineage/${id}`]);
+    expect(refsOfIntent(remote)).toEqual([`refs/warden/lineage/${id}`]);
   } finally {
     b.worker.shutdown();
     await b.running;
