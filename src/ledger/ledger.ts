@@ -39,6 +39,7 @@ import type { Severity } from '../shared/safety-events';
 import { dailyReport } from './daily-report';
 import { readIntentRecord, type IntentRecord } from './intent-record';
 import { inTransaction } from './transaction';
+import { recordRetentionCheckpoint } from './chain';
 import { fromMicros, normalizeUsd, toMicros } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
 
@@ -659,6 +660,8 @@ export class Ledger {
     const cutoff = new Date(now.getTime() - retentionDays * 86_400_000);
     return this.transaction(async (client) => {
       await client.query(`SET LOCAL warden.retention_cleanup = 'on'`);
+      // What leaves the hash chain is summarised in it first, so the chain still verifies.
+      await recordRetentionCheckpoint(client, cutoff, now);
       const deleted: Record<string, number> = {};
       const simple: Array<[table: string, column: string]> = [
         ['safety_events', '"timestamp"'],

@@ -100,6 +100,8 @@ export const SAFETY_EVENT_TYPES = [
   'FORGE_WEBHOOK_REFUSED',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',
+  // retention cut rows from the ledger's hash chain: which positions, how many, and the hash at each cut's end
+  'LEDGER_CHECKPOINT',
 ] as const;
 export type SafetyEventType = (typeof SAFETY_EVENT_TYPES)[number];
 
