@@ -2,6 +2,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
+import { chainHead } from '../ledger/chain';
 import { deterministicUuid } from '../ledger/event-id';
 import { formatReport } from '../ledger/report-text';
 import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
@@ -72,6 +73,11 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
         if (await written) inserted++;
       }
       return { inserted };
+    },
+
+    /** The head of the ledger's hash chain, and when it was read: what an anchor records. */
+    async readChainHead(): Promise<{ readonly pos: number; readonly hash: string; readonly at: string }> {
+      return { ...(await chainHead(deps.ledger.pool)), at: new Date().toISOString() };
     },
 
     /** Retention cleanup: the only path that deletes ledger rows. */

@@ -36,6 +36,7 @@ import { exitOnInterrupt, untilInterrupted } from './interrupts';
 import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
+import { addLedgerChainCommands } from './ledger-chain-commands';
 import { addStopCommands } from './stop-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
@@ -365,6 +366,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
 
   addLadderCommands(program, config, settings, approver, { print, printJson });
   addLedgerCommands(program, config, { print, printJson }, settings);
+  addLedgerChainCommands(program, config, { print, printJson });
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addResumeCommand(program, config, { print, defaultUser: approver });
   addInitCommand(program, print);

@@ -1,0 +1,149 @@
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { chainCuts, readChain, verifyStoredChain, type ChainBreak, type ChainVerdict } from '../ledger/chain';
+import { ANCHORS_FILE, buildManifest, exportRows, formatRows, MANIFEST_FILE, parseManifest, verifyExport, type ExportFormat } from '../ledger/chain-export';
+import type { RuntimeConfig } from '../runtime/config';
+import { UserError } from '../shared/errors';
+import { createRedactor } from '../shared/redact';
+import { gateDecisionsAgainstHistories, readAnchors, type HistoryDisagreement } from './ledger-evidence';
+import { parseSince } from './ledger-commands';
+import { connectTemporal, openLedger } from './session';
+
+interface Io {
+  readonly print: (line: string) => void;
+  readonly printJson: (value: unknown) => void;
+}
+
+/** `warden ledger verify` and `warden ledger export`: the ledger's hash chain as evidence (see src/ledger/chain.ts). */
+export function addLedgerChainCommands(program: Command, config: RuntimeConfig, io: Io): void {
+  const ledgerCommand = program.command('ledger').description("The ledger as evidence: check its hash chain, export it for an auditor");
+
+  ledgerCommand
+    .command('verify')
+    .description("Walk the ledger's hash chain and its anchors and name the first broken link, and hold gate decisions against the workflow histories (exit 1 if anything differs); with --file, check an export offline")
+    .option('--since <when>', 'from this date (YYYY-MM-DD) or this long ago (7d); default: the whole chain')
+    .option('--file <export>', 'check this export (its directory or its manifest.json) instead, without the database')
+    .option('--json', 'print JSON')
+    .action(async (flags: { since?: string; file?: string; json?: boolean }) => {
+      if (flags.file !== undefined) return verifyFile(flags.file, flags.json === true);
+      const since = flags.since ? parseSince(flags.since) : undefined;
+      const { ledger, database } = await openLedger(config, () => undefined);
+      try {
+        const target = await connectTemporal(config, () => undefined);
+        try {
+          const anchors = await readAnchors(target.client, since);
+          const verdict = await verifyStoredChain(ledger.pool, { ...(since && { since }), anchors });
+          const histories = await gateDecisionsAgainstHistories(target.client, ledger.pool, since);
+          const whole = verdict.whole && histories.disagreements.length === 0;
+          if (flags.json) io.printJson({ ...verdict, whole, anchors: anchors.length, historyChecked: histories.checked, disagreements: histories.disagreements });
+          else {
+            for (const line of chainLines(verdict)) io.print(line);
+            for (const line of historyLines(histories.checked, histories.disagreements)) io.print(line);
+          }
+          if (!whole) process.exitCode = 1;
+        } finally {
+          await target.close();
+        }
+      } finally {
+        await database.close();
+      }
+    });
+
+  ledgerCommand
+    .command('export')
+    .description("Write every chained ledger row from a date on with its hash, the chain's anchors and a manifest, for `warden ledger verify --file` (secrets redacted)")
+    .requiredOption('--since <when>', 'from this date (YYYY-MM-DD) or this long ago (7d)')
+    .option('--intent <id>', "only this intent's rows in full; the others stay in the chain as hashes without content")
+    .addOption(new Option('--format <format>', 'the events file').choices(['jsonl', 'csv']).default('jsonl'))
+    .option('--out <dir>', 'the directory to write (created; must be empty or new)', 'ledger-export')
+    .option('--json', 'print JSON')
+    .action(async (flags: { since: string; intent?: string; format: ExportFormat; out: string; json?: boolean }) => {
+      const since = parseSince(flags.since);
+      const out = path.resolve(flags.out);
+      await refuseNonEmpty(out);
+      const { ledger, database } = await openLedger(config, () => undefined);
+      try {
+        const target = await connectTemporal(config, () => undefined);
+        try {
+          const { links } = await readChain(ledger.pool, { since });
+          const rows = exportRows(links, { ...(flags.intent !== undefined && { intent: flags.intent }), redact: createRedactor(process.env) });
+          const first = rows[0]?.pos ?? Infinity;
+          const last = rows[rows.length - 1]?.pos ?? -Infinity;
+          const anchors = (await readAnchors(target.client)).filter((a) => a.pos >= first && a.pos <= last);
+          const cuts = (await chainCuts(ledger.pool)).filter((c) => c.last >= first - 1 && c.first <= last);
+          const eventsText = formatRows(rows, flags.format);
+          const anchorsText = `${JSON.stringify(anchors, null, 2)}\n`;
+          const manifest = buildManifest({ rows, since, ...(flags.intent !== undefined && { intent: flags.intent }), format: flags.format, eventsText, anchorsText, cuts });
+          await mkdir(out, { recursive: true });
+          await writeFile(path.join(out, manifest.eventsFile), eventsText);
+          await writeFile(path.join(out, ANCHORS_FILE), anchorsText);
+          await writeFile(path.join(out, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+          const summary = { dir: out, rows: rows.length, anchors: anchors.length, redacted: rows.filter((r) => r.redacted).length, manifest };
+          if (flags.json) return io.printJson(summary);
+          io.print(
+            `wrote ${rows.length} row(s) (positions ${manifest.start.pos + 1}-${manifest.head.pos}), ${anchors.length} anchor(s) and the manifest to ${out}; ` +
+              `${summary.redacted} row(s) had secrets redacted; check it with \`warden ledger verify --file ${flags.out}\``,
+          );
+        } finally {
+          await target.close();
+        }
+      } finally {
+        await database.close();
+      }
+    });
+
+  async function verifyFile(file: string, json: boolean): Promise<void> {
+    const dir = (await stat(file).catch(() => undefined))?.isDirectory() ? file : path.dirname(file);
+    const read = async (name: string): Promise<string> => {
+      try {
+        return await readFile(path.join(dir, name), 'utf8');
+      } catch {
+        throw new UserError(`${path.join(dir, name)} cannot be read: --file takes an export's directory or its ${MANIFEST_FILE}`);
+      }
+    };
+    let manifest;
+    try {
+      manifest = parseManifest(await read(MANIFEST_FILE));
+    } catch (error) {
+      if (error instanceof UserError) throw error;
+      throw new UserError(`${path.join(dir, MANIFEST_FILE)} is not a ledger export's manifest`);
+    }
+    const verdict = verifyExport({ manifest, eventsText: await read(manifest.eventsFile), anchorsText: await read(ANCHORS_FILE) });
+    if (json) io.printJson(verdict);
+    else {
+      for (const problem of verdict.fileProblems) io.print(problem);
+      for (const line of chainLines(verdict)) io.print(line);
+      if (verdict.contentUnchecked > 0) io.print(`${verdict.contentUnchecked} row(s) were checked by their digest only (redacted, or of other intents than the export's)`);
+    }
+    if (!verdict.whole) process.exitCode = 1;
+  }
+}
+
+function where(b: ChainBreak): string {
+  return b.table ? `${b.table} row ${b.id} (position ${b.pos}${b.at ? `, ${b.at}` : ''})` : `position ${b.pos}${b.at ? ` (${b.at})` : ''}`;
+}
+
+/** The chain's verdict in lines: the first broken link and rows outside the chain, or that it is whole. */
+export function chainLines(verdict: ChainVerdict): string[] {
+  const lines: string[] = [];
+  const span = verdict.rows > 0 ? `${verdict.rows} row(s), positions ${verdict.firstPos}-${verdict.lastPos}` : 'no rows';
+  if (verdict.broken) lines.push(`the chain is broken first at ${where(verdict.broken)}: ${verdict.broken.problem}`);
+  for (const row of verdict.unchained) lines.push(`${row.table} row ${row.id} (${row.at}): ${row.problem}`);
+  if (!verdict.broken && verdict.unchained.length === 0) lines.push(`the chain is whole: ${span}, head ${verdict.headHash?.slice(0, 12) ?? '-'}, ${verdict.anchorsChecked} anchor(s) agree`);
+  return lines;
+}
+
+function historyLines(checked: number, disagreements: readonly HistoryDisagreement[]): string[] {
+  if (disagreements.length === 0) return [`${checked} gate decision(s) agree with the workflow histories`];
+  return disagreements.map((d) => `intent ${d.intentId}, ${d.table} row ${d.id}: ${d.problem}`);
+}
+
+async function refuseNonEmpty(dir: string): Promise<void> {
+  const entries = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [];
+    throw new UserError(`--out ${dir} cannot be used: ${error.message}`);
+  });
+  if (entries.length > 0) throw new UserError(`--out ${dir} is not empty: give a new or empty directory`);
+}

@@ -1,0 +1,104 @@
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
+import type pg from 'pg';
+import type { Anchor } from '../ledger/chain';
+import { workflowIdForIntent } from '../shared/ids';
+import { ANCHOR_WORKFLOW_TYPE } from '../workers/anchor-schedule';
+import type { LedgerAnchor } from '../workflows/ledger-anchor-workflow';
+
+/*
+ * What the Temporal server keeps that the ledger's database owner does not control alone: the
+ * anchors (chain heads in the anchor workflows' results) and the decisions each intent's workflow
+ * received. `warden ledger verify` holds the ledger against both.
+ */
+
+/** Every anchor the server still keeps (from `since` on), oldest first. */
+export async function readAnchors(client: Client, since?: Date): Promise<Anchor[]> {
+  const query = `WorkflowType = '${ANCHOR_WORKFLOW_TYPE}' AND ExecutionStatus = 'Completed'${since ? ` AND StartTime >= '${since.toISOString()}'` : ''}`;
+  const anchors: Anchor[] = [];
+  for await (const run of client.workflow.list({ query })) {
+    const head = await client.workflow.getHandle<() => Promise<LedgerAnchor>>(run.workflowId, run.runId).result();
+    anchors.push({ pos: head.pos, hash: head.hash, at: head.at, workflowId: run.workflowId, runId: run.runId });
+  }
+  return anchors.sort((a, b) => a.pos - b.pos);
+}
+
+/** A gate decision as a workflow history received it (a `decide` signal or an accepted `decision` update). */
+interface ReceivedDecision {
+  readonly gate?: string;
+  readonly decision?: string;
+  readonly by?: string;
+  readonly reason?: string;
+  readonly runId: string;
+  readonly eventId: number;
+}
+
+/** Where the ledger and a workflow history disagree. */
+export interface HistoryDisagreement {
+  readonly intentId: string;
+  readonly table: string;
+  readonly id: string;
+  readonly problem: string;
+}
+
+/** The decisions every run of `workflowId` received, in history order. */
+async function receivedDecisions(client: Client, workflowId: string): Promise<ReceivedDecision[] | undefined> {
+  const received: ReceivedDecision[] = [];
+  let runs = 0;
+  for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` })) {
+    runs += 1;
+    const history = await client.workflow.getHandle(workflowId, run.runId).fetchHistory();
+    for (const event of history.events ?? []) received.push(...decisionsIn(event, run.runId));
+  }
+  return runs === 0 ? undefined : received;
+}
+
+function decisionsIn(event: temporal.api.history.v1.IHistoryEvent, runId: string): ReceivedDecision[] {
+  const eventId = Number(event.eventId ?? 0);
+  const signal = event.workflowExecutionSignaledEventAttributes;
+  const update = event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input;
+  const payload =
+    signal?.signalName === 'decide' ? signal.input?.payloads?.[0] : update?.name === 'decision' ? update.args?.payloads?.[0] : undefined;
+  if (!payload) return [];
+  try {
+    const body = defaultPayloadConverter.fromPayload<Record<string, unknown>>(payload);
+    const text = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim() : undefined);
+    return [{ gate: text(body.gate), decision: text(body.decision), by: text(body.by), reason: text(body.reason), runId, eventId }];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Each person's gate decision in the ledger (from `since` on) must be one its intent's workflow
+ * received: same gate, decision and approver (and reason, where the message gave one). A
+ * decision of the automation ladder or a timeout (signed NULL) came from no message and is not
+ * checked here; the chain covers it. Returns every disagreement, and how many rows were checked.
+ */
+export async function gateDecisionsAgainstHistories(client: Client, pool: pg.Pool, since?: Date): Promise<{ checked: number; disagreements: HistoryDisagreement[] }> {
+  const { rows } = await pool.query<{ id: string; intent_id: string; gate: string; decision: string; decided_by: string; reason: string | null }>(
+    `SELECT id::text, intent_id, gate, decision, decided_by, reason FROM gate_decisions
+      WHERE signed IS NOT NULL AND NOT timed_out AND ($1::timestamptz IS NULL OR decided_at >= $1) ORDER BY chain_pos`,
+    [since ?? null],
+  );
+  const byIntent = new Map<string, ReceivedDecision[] | undefined>();
+  const disagreements: HistoryDisagreement[] = [];
+  for (const row of rows) {
+    if (!byIntent.has(row.intent_id)) byIntent.set(row.intent_id, await receivedDecisions(client, workflowIdForIntent(row.intent_id)));
+    const received = byIntent.get(row.intent_id);
+    const says = `${row.decision} by ${row.decided_by} at ${row.gate}${row.reason ? `: ${row.reason}` : ''}`;
+    if (received === undefined) {
+      disagreements.push({ intentId: row.intent_id, table: 'gate_decisions', id: row.id, problem: `the ledger says ${says}, but the server keeps no history of the intent (past its retention, or never run)` });
+      continue;
+    }
+    const same = received.some((r) => r.gate === row.gate && r.decision === row.decision && r.by === row.decided_by && (r.reason === undefined || r.reason === '' || r.reason === (row.reason ?? '')));
+    if (same) continue;
+    const atGate = received.filter((r) => r.gate === row.gate);
+    const history = atGate.length
+      ? atGate.map((r) => `${r.decision} by ${r.by}${r.reason ? `: ${r.reason}` : ''} (run ${r.runId.slice(0, 8)}, event ${r.eventId})`).join('; ')
+      : 'no decision at that gate';
+    disagreements.push({ intentId: row.intent_id, table: 'gate_decisions', id: row.id, problem: `the ledger says ${says}; the workflow history has ${history}` });
+  }
+  return { checked: rows.length, disagreements };
+}

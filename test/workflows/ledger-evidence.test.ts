@@ -1,0 +1,116 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startIntent } from '../../src/client/intents';
+import { chainHead } from '../../src/ledger/chain';
+import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { ledgerAnchorWorkflow } from '../../src/workflows';
+import { FAKE_GITHUB_TOKEN } from '../helpers/fake-credentials';
+import { demoStages, makeSampleRepo, useTestWorld, waitFor, writeScript } from '../helpers/env';
+
+const world = useTestWorld('ledger-evidence');
+const BIN = path.resolve(__dirname, '../../bin/warden.js');
+
+/** `warden ARGS` for real, against this file's ledger and the test Temporal server. */
+function warden(...args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const home = mkdtempSync(path.join(tmpdir(), 'warden-evidence-home-'));
+  const env = { ...process.env, WARDEN_HOME: home, WARDEN_LOG_LEVEL: 'warn', DATABASE_URL: world().databaseUrl };
+  const result = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8', timeout: 120_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+const TRIGGERS = ['safety_events', 'gate_decisions', 'cost_events'];
+
+let intentId = '';
+let gateRow = { id: '', pos: 0 };
+
+beforeAll(async () => {
+  const demo = { stages: demoStages() };
+  const repo = makeSampleRepo();
+  intentId = `evidence-${Date.now()}`;
+  const handle = await startIntent(
+    world().client,
+    { id: intentId, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: { kind: 'scripted', scriptPath: writeScript({ stages: { ...demo.stages, impl: [demo.stages.impl![1]!] } }) }, limits: { cooldown: '0s' } },
+    world().taskQueue,
+  );
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'reject', by: 'bob', reason: 'not yet' });
+  expect((await handle.result()).status).toBe('rejected');
+  const { rows } = await world().pool.query(`SELECT id::text, chain_pos::int AS pos FROM gate_decisions WHERE intent_id = $1 AND gate = 'merge'`, [intentId]);
+  gateRow = rows[0];
+  // A row with a secret in it, as an agent's output might carry one.
+  await world().ledger.recordSafetyEvent({ id: '00000000-0000-4000-8000-00000000e001', timestamp: new Date(), eventType: 'ANOMALY_DETECTED', severity: 'high', intentId, reason: `leaked ${FAKE_GITHUB_TOKEN}` });
+});
+
+test("an anchor run records the chain's head in its history, and verify finds the ledger whole and in agreement", async () => {
+  const head = await chainHead(world().pool);
+  const anchor = await world().client.workflow.execute(ledgerAnchorWorkflow, { taskQueue: world().taskQueue, workflowId: `anchor-${Date.now()}` });
+  expect(anchor).toMatchObject({ pos: head.pos, hash: head.hash });
+
+  const verified = warden('ledger', 'verify');
+  expect(verified.stderr).toBe('');
+  expect(verified.stdout).toMatch(/^the chain is whole: \d+ row\(s\), positions 1-\d+, head [0-9a-f]{12}, 1 anchor\(s\) agree\n1 gate decision\(s\) agree with the workflow histories\n$/);
+  expect(verified.code).toBe(0);
+});
+
+test('an export verifies offline, redacts secrets, and fails after a one-byte change, naming the row', () => {
+  for (const format of ['jsonl', 'csv']) {
+    const out = path.join(mkdtempSync(path.join(tmpdir(), 'warden-export-')), 'export');
+    const exported = warden('ledger', 'export', '--since', '1d', '--format', format, '--out', out);
+    expect(exported.stderr).toBe('');
+    expect(exported.stdout).toMatch(/^wrote \d+ row\(s\) \(positions 1-\d+\), 1 anchor\(s\) and the manifest to .*; 1 row\(s\) had secrets redacted/);
+    const eventsFile = path.join(out, `events.${format}`);
+    const events = readFileSync(eventsFile, 'utf8');
+    expect(events).not.toContain(FAKE_GITHUB_TOKEN);
+
+    const offline = warden('ledger', 'verify', '--file', out);
+    expect(offline.stdout).toMatch(/the chain is whole: .*1 anchor\(s\) agree\n1 row\(s\) were checked by their digest only/);
+    expect(offline.code).toBe(0);
+
+    // One byte of the gate decision's content: "bob" becomes "cob".
+    const at = events.indexOf('bob');
+    expect(at).toBeGreaterThan(0);
+    writeFileSync(eventsFile, `${events.slice(0, at)}c${events.slice(at + 1)}`);
+    const changed = warden('ledger', 'verify', '--file', path.join(out, 'manifest.json'));
+    expect(changed.code).toBe(1);
+    expect(changed.stdout).toContain(`events.${format} does not have the sha256 the manifest records`);
+    expect(changed.stdout).toContain(`the chain is broken first at gate_decisions row ${gateRow.id} (position ${gateRow.pos}`);
+    expect(changed.stdout).toContain('its content does not hash to its recorded digest');
+  }
+});
+
+test('an export of one intent keeps the chain with the other rows as hashes only', () => {
+  const out = path.join(mkdtempSync(path.join(tmpdir(), 'warden-export-')), 'export');
+  expect(warden('ledger', 'export', '--since', '2020-01-01', '--intent', 'no-such-intent', '--out', out).code).toBe(0);
+  const rows = readFileSync(path.join(out, 'events.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { elided: boolean; content: string });
+  expect(rows.every((row) => row.elided && row.content === '')).toBe(true);
+  expect(warden('ledger', 'verify', '--file', out).code).toBe(0);
+});
+
+test('a gate decision rewritten in the database is named by the chain and by the workflow history', async () => {
+  const client = await world().pool.connect();
+  try {
+    await client.query(`BEGIN; ${TRIGGERS.map((t) => `ALTER TABLE ${t} DISABLE TRIGGER USER;`).join(' ')}`);
+    await client.query(`UPDATE gate_decisions SET decision = 'approve', decided_by = 'alice', reason = 'tampered' WHERE id = $1`, [gateRow.id]);
+    await client.query(`${TRIGGERS.map((t) => `ALTER TABLE ${t} ENABLE TRIGGER USER;`).join(' ')} COMMIT`);
+  } finally {
+    client.release();
+  }
+  const verified = warden('ledger', 'verify');
+  expect(verified.code).toBe(1);
+  const lines = verified.stdout.trim().split('\n');
+  expect(lines[0]).toMatch(new RegExp(`^the chain is broken first at gate_decisions row ${gateRow.id} \\(position ${gateRow.pos}, [^)]+\\): its hash [0-9a-f]{12} is not the hash of its content and link`));
+  expect(lines[1]).toMatch(
+    new RegExp(`^intent ${intentId}, gate_decisions row ${gateRow.id}: the ledger says approve by alice at merge: tampered; the workflow history has reject by bob: not yet \\(run [0-9a-f-]{8}, event \\d+\\)$`),
+  );
+});
+
+test('verify and export refuse bad input with one line', () => {
+  const noSince = warden('ledger', 'export', '--format', 'csv');
+  expect(noSince.code).not.toBe(0);
+  expect(noSince.stderr).toMatch(/--since/);
+  const noFile = warden('ledger', 'verify', '--file', path.join(tmpdir(), 'no-such-export'));
+  expect(noFile.code).toBe(2);
+  expect(noFile.stderr).toMatch(/^warden: .*cannot be read: --file takes an export's directory or its manifest.json\n$/);
+});
