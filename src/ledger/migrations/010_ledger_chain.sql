@@ -14,19 +14,20 @@ ALTER TABLE cost_events ADD COLUMN chain_pos bigint UNIQUE, ADD COLUMN chain_pre
 CREATE TABLE ledger_chain_head (
   one  boolean PRIMARY KEY DEFAULT true CHECK (one),
   pos  bigint  NOT NULL,
-  hash text    NOT NULL
+  hash text    NOT NULL,
+  -- The hash before the last link: what the last insert linked to.
+  prev text    NOT NULL
 );
 
 -- What retention cuts is summarised in the chain itself, by a LEDGER_CHECKPOINT safety event
 -- (see recordRetentionCheckpoint in src/ledger/chain.ts).
 
 -- A row's content as the chain hashes it: the row as JSON without its chain columns and without
--- the columns that are NULL (so a nullable column added later leaves old rows' content as it
--- was), with timestamps in UTC whatever the session's time zone.
+-- NULLs (so a nullable column added later leaves old rows' content as it was; a NULL inside a
+-- JSON column goes too), with timestamps in UTC whatever the session's time zone. The chain's
+-- trigger computes the same text inline (one function call less per insert).
 CREATE FUNCTION warden_chain_content(r anyelement) RETURNS text LANGUAGE sql STABLE SET "TimeZone" = 'UTC' AS $$
-  SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb)::text
-    FROM jsonb_each(to_jsonb(r) - 'chain_pos' - 'chain_prev' - 'chain_hash')
-   WHERE jsonb_typeof(value) <> 'null'
+  SELECT jsonb_strip_nulls(to_jsonb(r) - 'chain_pos' - 'chain_prev' - 'chain_hash')::text
 $$;
 
 -- A link: sha256 over the previous hash, the position, the table and the content's sha256.
@@ -34,28 +35,28 @@ CREATE FUNCTION warden_chain_link(prev text, pos bigint, tbl text, content text)
   SELECT encode(sha256(convert_to(prev || ':' || pos::text || ':' || tbl || ':' || encode(sha256(convert_to(content, 'UTF8')), 'hex'), 'UTF8')), 'hex')
 $$;
 
--- Appends the new row to the chain, in the insert's own transaction. A row whose id (for a cost
--- row: or reservation) is there already is skipped here, as ON CONFLICT DO NOTHING would skip it
--- later, so that a retried write does not move the head past a row that was never written.
-CREATE FUNCTION warden_chain_append() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Appends the new row to the chain, in the insert's own transaction: one statement moves the
+-- head (and locks it to commit). A row whose id (for a cost row: or reservation) is there
+-- already is skipped, as ON CONFLICT DO NOTHING would skip it later, and the head is put back,
+-- so that a retried write does not move the head past a row that was never written.
+CREATE FUNCTION warden_chain_append() RETURNS trigger LANGUAGE plpgsql SET "TimeZone" = 'UTC' AS $$
 DECLARE
-  head_pos  bigint;
-  head_hash text;
+  content   text := jsonb_strip_nulls(to_jsonb(NEW) - 'chain_pos' - 'chain_prev' - 'chain_hash')::text;
+  duplicate boolean;
 BEGIN
-  SELECT pos, hash INTO head_pos, head_hash FROM ledger_chain_head FOR UPDATE;
+  UPDATE ledger_chain_head SET prev = hash, pos = pos + 1, hash = warden_chain_link(hash, pos + 1, TG_TABLE_NAME, content)
+    RETURNING pos, prev, hash INTO NEW.chain_pos, NEW.chain_prev, NEW.chain_hash;
   IF TG_TABLE_NAME = 'safety_events' THEN
-    IF EXISTS (SELECT 1 FROM safety_events WHERE id = NEW.id) THEN RETURN NULL; END IF;
+    duplicate := EXISTS (SELECT 1 FROM safety_events WHERE id = NEW.id);
   ELSIF TG_TABLE_NAME = 'gate_decisions' THEN
-    IF EXISTS (SELECT 1 FROM gate_decisions WHERE id = NEW.id) THEN RETURN NULL; END IF;
-  ELSIF TG_TABLE_NAME = 'cost_events' THEN
-    IF EXISTS (SELECT 1 FROM cost_events WHERE id = NEW.id OR (NEW.reservation_id IS NOT NULL AND reservation_id = NEW.reservation_id)) THEN
-      RETURN NULL;
-    END IF;
+    duplicate := EXISTS (SELECT 1 FROM gate_decisions WHERE id = NEW.id);
+  ELSE
+    duplicate := EXISTS (SELECT 1 FROM cost_events WHERE id = NEW.id OR (NEW.reservation_id IS NOT NULL AND reservation_id = NEW.reservation_id));
   END IF;
-  NEW.chain_pos := head_pos + 1;
-  NEW.chain_prev := head_hash;
-  NEW.chain_hash := warden_chain_link(head_hash, NEW.chain_pos, TG_TABLE_NAME, warden_chain_content(NEW));
-  UPDATE ledger_chain_head SET pos = NEW.chain_pos, hash = NEW.chain_hash;
+  IF duplicate THEN
+    UPDATE ledger_chain_head SET pos = pos - 1, hash = prev;
+    RETURN NULL;
+  END IF;
   RETURN NEW;
 END;
 $$;
@@ -87,7 +88,7 @@ BEGIN
     EXECUTE format('UPDATE %I SET chain_pos = $1, chain_prev = $2, chain_hash = $3 WHERE id = $4', r.tbl) USING pos, prev, hash, r.id;
     prev := hash;
   END LOOP;
-  INSERT INTO ledger_chain_head (pos, hash) VALUES (pos, prev);
+  INSERT INTO ledger_chain_head (pos, hash, prev) VALUES (pos, prev, '');
 END;
 $$;
 ALTER TABLE safety_events ENABLE TRIGGER safety_events_append_only;
