@@ -7,7 +7,7 @@ import { ANCHORS_FILE, buildManifest, exportRows, formatRows, MANIFEST_FILE, par
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
 import { createRedactor } from '../shared/redact';
-import { gateDecisionsAgainstHistories, readAnchors, type HistoryDisagreement } from './ledger-evidence';
+import { ledgerAgainstHistories, readAnchors, type HistoryDisagreement } from './ledger-evidence';
 import { parseSince } from './ledger-commands';
 import { connectTemporal, openLedger } from './session';
 
@@ -22,7 +22,7 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
 
   ledgerCommand
     .command('verify')
-    .description("Walk the ledger's hash chain and its anchors and name the first broken link, and hold gate decisions against the workflow histories (exit 1 if anything differs); with --file, check an export offline")
+    .description("Walk the ledger's hash chain and its anchors and name the first broken link, and hold gate decisions, merges and rejections against the workflow histories (exit 1 if anything differs); with --file, check an export offline")
     .option('--since <when>', 'from this date (YYYY-MM-DD) or this long ago (7d); default: the whole chain')
     .option('--file <export>', 'check this export (its directory or its manifest.json) instead, without the database')
     .option('--json', 'print JSON')
@@ -35,7 +35,7 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
         try {
           const anchors = await readAnchors(target.client, since);
           const verdict = await verifyStoredChain(ledger.pool, { ...(since && { since }), anchors });
-          const histories = await gateDecisionsAgainstHistories(target.client, ledger.pool, since);
+          const histories = await ledgerAgainstHistories(target.client, ledger.pool, since);
           const whole = verdict.whole && histories.disagreements.length === 0;
           if (flags.json) io.printJson({ ...verdict, whole, anchors: anchors.length, historyChecked: histories.checked, disagreements: histories.disagreements });
           else {
@@ -136,7 +136,7 @@ export function chainLines(verdict: ChainVerdict): string[] {
 }
 
 function historyLines(checked: number, disagreements: readonly HistoryDisagreement[]): string[] {
-  if (disagreements.length === 0) return [`${checked} gate decision(s) agree with the workflow histories`];
+  if (disagreements.length === 0) return [`${checked} gate decision(s) and ending(s) agree with the workflow histories`];
   return disagreements.map((d) => `intent ${d.intentId}, ${d.table} row ${d.id}: ${d.problem}`);
 }
 

@@ -50,7 +50,7 @@ test("an anchor run records the chain's head in its history, and verify finds th
 
   const verified = warden('ledger', 'verify');
   expect(verified.stderr).toBe('');
-  expect(verified.stdout).toMatch(/^the chain is whole: \d+ row\(s\), positions 1-\d+, head [0-9a-f]{12}, 1 anchor\(s\) agree\n1 gate decision\(s\) agree with the workflow histories\n$/);
+  expect(verified.stdout).toMatch(/^the chain is whole: \d+ row\(s\), positions 1-\d+, head [0-9a-f]{12}, 1 anchor\(s\) agree\n2 gate decision\(s\) and ending\(s\) agree with the workflow histories\n$/);
   expect(verified.code).toBe(0);
 });
 
@@ -88,11 +88,12 @@ test('an export of one intent keeps the chain with the other rows as hashes only
   expect(warden('ledger', 'verify', '--file', out).code).toBe(0);
 });
 
-test('a gate decision rewritten in the database is named by the chain and by the workflow history', async () => {
+test('a gate decision and an ending rewritten in the database are named by the chain and by the workflow history', async () => {
   const client = await world().pool.connect();
   try {
     await client.query(`BEGIN; ${TRIGGERS.map((t) => `ALTER TABLE ${t} DISABLE TRIGGER USER;`).join(' ')}`);
     await client.query(`UPDATE gate_decisions SET decision = 'approve', decided_by = 'alice', reason = 'tampered' WHERE id = $1`, [gateRow.id]);
+    await client.query(`UPDATE safety_events SET event_type = 'INTENT_MERGED', metadata = metadata || '{"mergedCommit": "0123456789abcdef"}' WHERE intent_id = $1 AND event_type = 'INTENT_REJECTED'`, [intentId]);
     await client.query(`${TRIGGERS.map((t) => `ALTER TABLE ${t} ENABLE TRIGGER USER;`).join(' ')} COMMIT`);
   } finally {
     client.release();
@@ -104,6 +105,10 @@ test('a gate decision rewritten in the database is named by the chain and by the
   expect(lines[1]).toMatch(
     new RegExp(`^intent ${intentId}, gate_decisions row ${gateRow.id}: the ledger says approve by alice at merge: tampered; the workflow history has reject by bob: not yet \\(run [0-9a-f-]{8}, event \\d+\\)$`),
   );
+  expect(lines[2]).toMatch(
+    new RegExp(`^intent ${intentId}, safety_events row [0-9a-f-]+: the ledger says the intent merged as 0123456789abcdef; the workflow history has rejected \\(run [0-9a-f-]{8}, event \\d+\\)$`),
+  );
+  expect(lines).toHaveLength(3);
 });
 
 test('verify and export refuse bad input with one line', () => {
