@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIntent } from '../../src/client/intents';
 import { chainHead } from '../../src/ledger/chain';
+import { anchorScheduleId, keepAnchorSchedule } from '../../src/workers/anchor-schedule';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { ledgerAnchorWorkflow } from '../../src/workflows';
 import { FAKE_GITHUB_TOKEN } from '../helpers/fake-credentials';
@@ -118,4 +119,24 @@ test('verify and export refuse bad input with one line', () => {
   const noFile = warden('ledger', 'verify', '--file', path.join(tmpdir(), 'no-such-export'));
   expect(noFile.code).toBe(2);
   expect(noFile.stderr).toMatch(/^warden: .*cannot be read: --file takes an export's directory or its manifest.json\n$/);
+});
+
+test('the anchor schedule: workers installing it at once agree, one changed by hand is put back, and a triggered run anchors', async () => {
+  const queue = world().taskQueue;
+  const handle = world().client.schedule.getHandle(anchorScheduleId(queue));
+  try {
+    const changes = await Promise.all([1, 2, 3].map(() => keepAnchorSchedule(world().client, queue)));
+    expect(changes.sort()).toEqual(['created', 'kept', 'kept']);
+    await handle.update((previous) => ({ ...previous, spec: { intervals: [{ every: '1d' }] } }));
+    expect(await keepAnchorSchedule(world().client, queue)).toBe('updated');
+    expect(await keepAnchorSchedule(world().client, queue)).toBe('kept');
+    const before = (await handle.describe()).info.recentActions.length;
+    await handle.trigger();
+    const action = await waitFor(async () => (await handle.describe()).info.recentActions[before], 120_000, 'the triggered anchor run');
+    const head = await chainHead(world().pool);
+    const result = await world().client.workflow.getHandle(action.action.workflow.workflowId, action.action.workflow.firstExecutionRunId).result();
+    expect(result).toMatchObject({ pos: head.pos, hash: head.hash });
+  } finally {
+    await handle.delete().catch(() => undefined);
+  }
 });
