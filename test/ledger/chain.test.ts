@@ -230,3 +230,31 @@ describeOnBackends('the chain migration on the %s PostgreSQL', (baseUrl) => {
     }
   });
 });
+
+describeOnBackends('checking the chain from a date on the %s PostgreSQL', (baseUrl) => {
+  test('--since checks from the first row of that date on, linked to the hash before it', async () => {
+    const { db, ledger } = await migratedLedger(baseUrl);
+    try {
+      const old = randomUUID();
+      const recent = randomUUID();
+      await ledger.recordSafetyEvent(safetyEvent({ id: old, timestamp: new Date(Date.now() - 10 * DAY), reason: 'old' }));
+      await ledger.recordSafetyEvent(safetyEvent({ id: recent, timestamp: new Date(), reason: 'recent' }));
+      await ledger.recordSafetyEvent(safetyEvent({ timestamp: new Date(), reason: 'more recent' }));
+      const since = new Date(Date.now() - 5 * DAY);
+      const client = await db.pool.connect();
+      try {
+        await client.query(TRIGGERS_OFF);
+        await client.query(`UPDATE safety_events SET reason = 'changed' WHERE id = $1`, [old]);
+        expect(await verifyStoredChain(client, { since })).toMatchObject({ whole: true, rows: 2, firstPos: 2, lastPos: 3 });
+        expect((await verifyStoredChain(client)).broken).toMatchObject({ pos: 1, id: old });
+        await client.query(`UPDATE safety_events SET reason = 'changed' WHERE id = $1`, [recent]);
+        expect((await verifyStoredChain(client, { since })).broken).toMatchObject({ pos: 2, id: recent });
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    } finally {
+      await db.drop();
+    }
+  });
+});
