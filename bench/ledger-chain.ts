@@ -6,8 +6,12 @@
  * unchained, so that a drift of the machine's load falls on both. The chain's budget: at most 5 %
  * of the throughput.
  *
- *   npx tsx bench/ledger-chain.ts [--rows 3000] [--writers 8] [--rounds 6] [--smoke]
+ *   npx tsx bench/ledger-chain.ts [--rows 3000] [--writers 8] [--rounds 6] [--variant NAME] [--smoke]
  *   npm run bench:ledger-chain
+ *
+ * `--variant per-intent-head` or `--variant hash-only` first replaces the chain's trigger in the
+ * bench's throwaway database with bench/ledger-chain-variants/NAME.sql, to see where the chain's
+ * time goes: in a shared head's lock, in a head row's update, or in the hashing itself.
  *
  * `--smoke` runs the smallest size (a check that the bench runs, not figures). Against an
  * embedded PostgreSQL on this machine (loopback). Printed: rows per second of each way (the
@@ -15,6 +19,8 @@
  * bench/results/ledger-chain.json.
  */
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Ledger } from '../src/ledger/ledger';
 import { mapLimit, out, runBenchmark, sized, t } from './console';
@@ -25,6 +31,7 @@ const { values: flags } = parseArgs({
     rows: { type: 'string' },
     writers: { type: 'string' },
     rounds: { type: 'string' },
+    variant: { type: 'string' },
     smoke: { type: 'boolean', default: false },
   },
 });
@@ -33,6 +40,12 @@ const WRITERS = sized(flags.writers, flags.smoke, 8, 4);
 const ROUNDS = sized(flags.rounds, flags.smoke, 6, 2);
 if (![ROWS, WRITERS, ROUNDS].every((n) => Number.isInteger(n) && n >= 1)) {
   out('--rows, --writers and --rounds take a whole number ≥ 1');
+  process.exit(2);
+}
+
+const VARIANTS = ['per-intent-head', 'hash-only'];
+if (flags.variant !== undefined && !VARIANTS.includes(flags.variant)) {
+  out(`--variant takes one of ${VARIANTS.join(', ')}`);
   process.exit(2);
 }
 
@@ -72,6 +85,7 @@ function median(values: readonly number[]): number {
 async function main(): Promise<number> {
   const b = await startBench('ledger-chain');
   try {
+    if (flags.variant) await b.database.pool.query(await readFile(path.join(__dirname, 'ledger-chain-variants', `${flags.variant}.sql`), 'utf8'));
     const setChain = async (on: boolean): Promise<void> => {
       for (const [i, table] of TABLES.entries()) await b.database.pool.query(`ALTER TABLE ${table} ${on ? 'ENABLE' : 'DISABLE'} TRIGGER ${TRIGGERS[i]}`);
     };
@@ -97,10 +111,10 @@ async function main(): Promise<number> {
     out(`1 writer:  ${single.chained} rows/s chained, ${single.unchained} rows/s unchained: the chain costs ${single.overheadPct} %`);
     const withinBudget = concurrent.overheadPct <= 5 && single.overheadPct <= 5;
     out(withinBudget ? 'within the 5 % budget' : 'OVER the 5 % budget');
-    const summary = { rows: ROWS, writers: WRITERS, rounds: ROUNDS, concurrent, single, withinBudget };
+    const summary = { ...(flags.variant && { variant: flags.variant }), rows: ROWS, writers: WRITERS, rounds: ROUNDS, concurrent, single, withinBudget };
     out(JSON.stringify(summary));
-    // A smoke run's figures are no figures: the last real ones stay.
-    if (!flags.smoke) await writeResult('ledger-chain', { ...summary, at: new Date().toISOString(), node: process.version });
+    // A smoke run's figures are no figures, a variant's are not the chain's: the last real ones stay.
+    if (!flags.smoke && !flags.variant) await writeResult('ledger-chain', { ...summary, at: new Date().toISOString(), node: process.version });
     return 0;
   } finally {
     await b.close();
