@@ -2,7 +2,8 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
+import type { WardenWorker } from '../src/workers/host-worker';
 import pino from 'pino';
 import { startIntent } from '../src/client/intents';
 import { quietSdkRuntime } from '../src/client/in-process-worker';
@@ -95,7 +96,7 @@ export function benchWorker(
   b: Bench,
   queue: string,
   options: Pick<WardenWorkerOptions, 'safetyInterceptors' | 'wrapActivities'> & { maxCachedWorkflows?: number } = {},
-): Promise<Worker> {
+): Promise<WardenWorker> {
   const config = unthrottledConfig(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {});
   return createWardenWorker({
     connection: b.native,
@@ -126,7 +127,7 @@ export async function writeResult(name: string, result: unknown, figures: unknow
 }
 
 /** Runs `worker` while `fn` runs. */
-export async function withWorker<T>(worker: Worker, fn: () => Promise<T>): Promise<T> {
+export async function withWorker<T>(worker: Pick<WardenWorker, 'run' | 'shutdown'>, fn: () => Promise<T>): Promise<T> {
   const running = worker.run();
   try {
     return await fn();

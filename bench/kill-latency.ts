@@ -28,7 +28,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
+import type { WardenWorker } from '../src/workers/host-worker';
 import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
@@ -126,7 +127,7 @@ interface Resources {
   database?: LedgerDatabase;
   connection?: Connection;
   native?: NativeConnection;
-  worker?: Worker;
+  worker?: WardenWorker;
   workerRun?: Promise<void>;
   pidFiles: string[];
 }

@@ -25,6 +25,8 @@ import { demoScript, demoStages, git, makeSampleRepo, startSampleIntent, tempora
 const world = useTestWorld('scenarios');
 const demo = demoStages();
 const GOOD = String((demo.impl![1]!.edits as Array<{ content: string }>)[0]!.content);
+/** The test the demo's spec plans and its impl writes. */
+const PLANNED_TEST = (demo.impl![1]!.edits as Array<{ path: string; content: string }>).find((e) => e.path === 'lib/strings.test.js')!;
 const rows: string[] = [];
 
 interface Run {
@@ -433,8 +435,8 @@ describe('legitimate behaviour does not trip', () => {
 
   test('a large refactor that triage declared', async () => {
     const big = Array.from({ length: 200 }, (_, i) => `/** helper ${i} */\nfunction helper${i}(t) {\n  return String(t) + ${i};\n}`).join('\n');
-    const triage = { output: `Large, declared refactor.\n\`\`\`json\n${JSON.stringify({ risk: 'MEDIUM', confidence: 0.8, predicted: { files: 2, lines: 1000 } })}\n\`\`\`\n` };
-    const impl = { output: 'Refactored.', edits: [{ path: 'lib/strings.js', content: GOOD }, { path: 'lib/helpers.js', content: `'use strict';\n${big}\nmodule.exports = {};\n` }] };
+    const triage = { output: `Large, declared refactor.\n\`\`\`json\n${JSON.stringify({ risk: 'MEDIUM', confidence: 0.8, predicted: { files: 3, lines: 1000 } })}\n\`\`\`\n` };
+    const impl = { output: 'Refactored.', edits: [{ path: 'lib/strings.js', content: GOOD }, PLANNED_TEST, { path: 'lib/helpers.js', content: `'use strict';\n${big}\nmodule.exports = {};\n` }] };
     const r = await run({}, { triage: [triage], impl: [impl] });
     await at(r, 'merge');
     expect((await r.handle.query(stateQuery)).decisions).toEqual([]); // no blast-radius gate on the way

@@ -3,6 +3,8 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
+import { CLUSTER_FILES, DEFAULT_FRONTEND_PORT, POSTGRES_PLUGIN, RETENTION_DAYS, schemaToolSteps, TEMPORAL_DATABASES } from '../src/runtime/temporal-cluster';
+import { TEMPORAL_SERVER_VERSION } from '../src/runtime/temporal-server-install';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../src/shared/search-attributes';
 
 interface Service {
@@ -58,10 +60,31 @@ function shellScript(name: string): string {
 }
 
 const REGISTER = 'temporal-register-search-attributes';
+const SCHEMA = 'temporal-schema';
+
+/** Runs a service's shell script with stand-ins for `commands` on PATH; returns each call's arguments. */
+function runWithStandIns(name: string, commands: Record<string, string>): string[] {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'warden-compose-test-'));
+  try {
+    const log = path.join(dir, 'calls.log');
+    for (const [command, body] of Object.entries(commands)) {
+      writeFileSync(path.join(dir, command), ['#!/bin/sh', `echo "${command} $*" >> '${log}'`, body, 'exit 0'].join('\n'));
+      chmodSync(path.join(dir, command), 0o755);
+    }
+    const script = [service(name).command].flat().join('\n').replace(/\$\$/g, '$');
+    execFileSync('/bin/sh', ['-c', script], {
+      env: { ...env(name), PATH: `${dir}:${process.env.PATH}` },
+      timeout: 60_000, // a hang guard: the script with stand-ins runs in milliseconds
+    });
+    return readFileSync(log, 'utf8').split('\n').filter(Boolean);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 describe('docker-compose.temporal.yml', () => {
   it('defines the cluster services', () => {
-    for (const name of ['postgresql', 'temporal', 'temporal-ui', 'temporal-admin-tools', REGISTER]) {
+    for (const name of ['postgresql', SCHEMA, 'temporal', 'temporal-ui', 'temporal-admin-tools', REGISTER]) {
       expect(services[name]).toBeDefined();
     }
   });
@@ -76,8 +99,10 @@ describe('docker-compose.temporal.yml', () => {
     expect(text).not.toMatch(/:latest\b/);
   });
 
-  it('starts temporal only once postgresql is healthy', () => {
-    expect(dependsOn('temporal')).toMatchObject({ postgresql: 'service_healthy' });
+  it('sets up the schema once postgresql is healthy, and starts temporal once that is done', () => {
+    expect(dependsOn(SCHEMA)).toMatchObject({ postgresql: 'service_healthy' });
+    expect(dependsOn('temporal')).toMatchObject({ [SCHEMA]: 'service_completed_successfully' });
+    expect(service(SCHEMA).restart).toBe('no');
     const check = [service('postgresql').healthcheck?.test ?? []].flat().join(' ');
     expect(check).toContain('pg_isready');
   });
@@ -89,8 +114,14 @@ describe('docker-compose.temporal.yml', () => {
     expect(compose.volumes).toHaveProperty(data!.split(':')[0]!);
   });
 
-  it('publishes the frontend on 7233 and the UI on 8080', () => {
-    expect(published('temporal')).toContainEqual([7233, 7233]);
+  it('runs the Temporal server version that cluster:up builds, with tools of the same version', () => {
+    expect(service('temporal').image).toBe(`temporalio/server:${TEMPORAL_SERVER_VERSION}`);
+    for (const name of [SCHEMA, 'temporal-admin-tools', REGISTER]) expect(service(name).image).toBe(`temporalio/admin-tools:${TEMPORAL_SERVER_VERSION}`);
+  });
+
+  it('publishes the frontend on the port cluster:up uses, and the UI on 8080', () => {
+    expect(DEFAULT_FRONTEND_PORT).toBe(7233);
+    expect(published('temporal')).toContainEqual([DEFAULT_FRONTEND_PORT, 7233]);
     expect(published('temporal-ui')).toContainEqual([8080, 8080]);
   });
 
@@ -110,6 +141,32 @@ describe('docker-compose.temporal.yml', () => {
     expect(temporal.POSTGRES_PWD).toBe(postgres.POSTGRES_PASSWORD);
     const check = [service('postgresql').healthcheck?.test ?? []].flat().join(' ');
     expect(check).toContain(`-U ${postgres.POSTGRES_USER}`);
+    expect({ database: temporal.DBNAME, visibilityDatabase: temporal.VISIBILITY_DBNAME }).toEqual(TEMPORAL_DATABASES);
+  });
+
+  it('starts temporal with the dynamic config cluster:up uses', () => {
+    const mounts = (service('temporal').volumes ?? []).map((v) => (typeof v === 'string' ? v : `${v.source}:${v.target}`));
+    const dynamic = `/etc/temporal/${env('temporal').DYNAMIC_CONFIG_FILE_PATH}`;
+    const mount = mounts.find((m) => m.split(':')[1] === dynamic);
+    expect(mount).toBeDefined();
+    expect(path.resolve(path.dirname(file), mount!.split(':')[0]!)).toBe(CLUSTER_FILES.dynamicConfig);
+  });
+
+  it('sets up both databases with the schema tool steps cluster:up runs', () => {
+    const schema = env(SCHEMA);
+    const postgres = env('postgresql');
+    expect(schema.SQL_PLUGIN).toBe(POSTGRES_PLUGIN);
+    expect(env('temporal').DB).toBe(POSTGRES_PLUGIN);
+    expect(services[schema.SQL_HOST!]).toBe(services.postgresql);
+    expect(schema.SQL_USER).toBe(postgres.POSTGRES_USER);
+    expect(schema.SQL_PASSWORD).toBe(postgres.POSTGRES_PASSWORD);
+    expect(shellScript(SCHEMA).replace(/\$\$/g, '')).not.toContain('$');
+    const calls = runWithStandIns(SCHEMA, { 'temporal-sql-tool': '' }).map((call) => call.split(' ').slice(1));
+    // cluster:up creates the databases itself (owned by the server's role); the image's user may.
+    const created = calls.filter((args) => args[2] === 'create-database').map((args) => args[1]);
+    expect(created).toEqual([TEMPORAL_DATABASES.database, TEMPORAL_DATABASES.visibilityDatabase]);
+    const steps = calls.filter((args) => args[2] !== 'create-database').map(([flag, database, ...args]) => ({ flag, database, args }));
+    expect(steps).toEqual(schemaToolSteps(schema.SCHEMA_ROOT!, TEMPORAL_DATABASES).map((step) => ({ flag: '--database', ...step })));
   });
 
   describe('search attribute registration', () => {
@@ -130,40 +187,25 @@ describe('docker-compose.temporal.yml', () => {
     });
 
     it('creates each missing attribute, with its type, through the temporal CLI', () => {
-      const dir = mkdtempSync(path.join(os.tmpdir(), 'warden-compose-test-'));
-      try {
-        const log = path.join(dir, 'calls.log');
-        // A stand-in CLI: the namespace exists, WardenGate is already registered.
-        writeFileSync(
-          path.join(dir, 'temporal'),
-          [
-            '#!/bin/sh',
-            `echo "$*" >> '${log}'`,
-            'case "$*" in *"search-attribute list"*) printf "Name Type\\nWardenGate Keyword\\n";; esac',
-            'exit 0',
-          ].join('\n'),
-        );
-        chmodSync(path.join(dir, 'temporal'), 0o755);
-        const { command } = service(REGISTER);
-        const script = [command].flat().join('\n').replace(/\$\$/g, '$');
-        execFileSync('/bin/sh', ['-c', script], {
-          env: { ...env(REGISTER), PATH: `${dir}:${process.env.PATH}` },
-          timeout: 60_000, // a hang guard: the script with a stand-in CLI runs in milliseconds
+      // The namespace exists, WardenGate is already registered.
+      const calls = runWithStandIns(REGISTER, { temporal: 'case "$*" in *"search-attribute list"*) printf "Name Type\\nWardenGate Keyword\\n";; esac' });
+      expect(calls.some((call) => call.includes('namespace create'))).toBe(false);
+      const created = calls
+        .filter((call) => call.startsWith('temporal operator search-attribute create'))
+        .map((call) => {
+          expect(call).toContain('--namespace default');
+          expect(call).toContain('--address temporal:7233');
+          return [/--name (\S+)/.exec(call)?.[1], /--type (\S+)/.exec(call)?.[1]];
         });
+      const expected = Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS).filter(([name]) => name !== 'WardenGate');
+      expect(created).toEqual(expected);
+    });
 
-        const created = readFileSync(log, 'utf8')
-          .split('\n')
-          .filter((call) => call.startsWith('operator search-attribute create'))
-          .map((call) => {
-            expect(call).toContain('--namespace default');
-            expect(call).toContain('--address temporal:7233');
-            return [/--name (\S+)/.exec(call)?.[1], /--type (\S+)/.exec(call)?.[1]];
-          });
-        const expected = Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS).filter(([name]) => name !== 'WardenGate');
-        expect(created).toEqual(expected);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+    it('registers a missing namespace with the retention cluster:up gives one', () => {
+      const calls = runWithStandIns(REGISTER, { temporal: 'case "$*" in *"namespace describe"*) exit 1;; esac' });
+      const create = calls.find((call) => call.startsWith('temporal operator namespace create'));
+      expect(create).toContain('--namespace default');
+      expect(create).toContain(`--retention ${RETENTION_DAYS}d`);
     });
   });
 });

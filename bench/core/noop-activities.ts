@@ -75,6 +75,9 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
     async checkImplementation() {
       return { ok: true, stubCount: 0, tamperCount: 0, feedback: '' };
     },
+    async checkTestPlan() {
+      return { planned: true, ok: true, tests: [], problems: [] };
+    },
     async measureChange() {
       return { files: 1, lines: 10 };
     },

@@ -1,6 +1,7 @@
 import { withActivityKinds } from '../shared/activity-kinds';
 import { GlobalStopWatch } from './global-stop-watch';
 import { createIntentCheckActivities } from './intent-check';
+import type { IntentRules } from '../config/intent-completion';
 import { createLedgerActivities, type LedgerActivityDeps } from './ledger-activities';
 import { createReviewPackageActivities } from './review-package';
 import { createDocumentEditActivities } from './document-edits';
@@ -13,6 +14,7 @@ import { createForgeActivities, type ForgeActivityDeps } from './forge-activitie
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
 export type { LedgerBatch, LedgerRow } from './ledger-activities';
 export type { WorktreeRef } from './worktree';
+export type { TestPlanCheck } from './test-plan-check';
 
 /** Everything activities need, injected by the worker. */
 export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
@@ -22,13 +24,15 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
   readonly gateLink?: NotificationDeps['gateLink'];
   /** The forge adapters (src/forge) and the environment that holds their tokens. */
   readonly forge: ForgeActivityDeps;
+  /** The worker's config, which every intent is completed from before it runs (see intent-completion.ts). */
+  readonly intentRules?: IntentRules;
 };
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
   const globalStop = new GlobalStopWatch(() => deps.ledger.globalStop());
   return withActivityKinds({
-    ...createIntentCheckActivities(),
+    ...createIntentCheckActivities({ ledger: deps.ledger, intentRules: deps.intentRules }),
     ...createStageActivities(deps, globalStop),
     ...createLedgerActivities(deps),
     ...createReviewPackageActivities(deps),

@@ -61,3 +61,14 @@ export async function copyLineageFolder(from: string, to: string): Promise<strin
   await cp(from, to, { recursive: true });
   return to;
 }
+
+/** The latest attempt's artifact of `stage` in the lineage folder (relative to the worktree), if any. */
+export async function latestArtifact(worktreePath: string, intentId: string, stage: AgentStage): Promise<string | undefined> {
+  const dir = path.join(worktreePath, activeLineageDir(intentId));
+  if (!existsSync(dir)) return undefined;
+  const first = artifactName(stage, 1).replace(/\.md$/, '');
+  const attemptOf = (name: string): number => Number(/-attempt-(\d+)\.md$/.exec(name)?.[1] ?? 1);
+  const names = (await readdir(dir)).filter((name) => name === `${first}.md` || new RegExp(`^${first.replace(/-attempt-\d+$/, '')}-attempt-\\d+\\.md$`).test(name));
+  const latest = names.sort((a, b) => attemptOf(a) - attemptOf(b)).at(-1);
+  return latest ? path.join(activeLineageDir(intentId), latest) : undefined;
+}

@@ -18,6 +18,8 @@ export interface ReviewPackageFacts {
   readonly ladderLevel: number;
   /** What agent-written code was seen trying in its sandbox, when anything. */
   readonly attempts?: ReviewPackage['attempts'];
+  /** The last check of the spec's test plan, when the spec had one. */
+  readonly testPlan?: ReviewPackage['testPlan'];
 }
 
 /** Longest plan excerpt in the package. */
@@ -50,6 +52,7 @@ export function createReviewPackageActivities(deps: { readonly worktreeRoot: str
         moreFiles: Math.max(0, files.length - MAX_DIFF_FILES),
         tests: facts.tests,
         ...(facts.attempts ? { attempts: facts.attempts } : {}),
+        ...(facts.testPlan ? { testPlan: facts.testPlan } : {}),
         ...(facts.review
           ? { review: { verdict: facts.review.verdict, findings: facts.review.findings.slice(0, 20), scores: facts.review.scores, summary: facts.review.summary.slice(0, 500) } }
           : {}),

@@ -33,6 +33,7 @@ import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTes
 import { holdBackSecrets, inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
+import { checkTestPlanIn, type TestPlanCheck } from './test-plan-check';
 import { checkLld, checkSpec, type DocumentCheck } from '../safety/document-checks';
 import { formatStubFindings } from '../safety/stub-detector';
 import { activeLineageDir, branchForIntent, lineageRefFor, resumeRefFor } from '../shared/ids';
@@ -60,6 +61,8 @@ export interface ActivityDeps {
   readonly fetch?: typeof fetch;
   /** The worker's model gateway: command agents with `network: 'gateway'` reach their model only through it. */
   readonly gateway?: ModelGateway;
+  /** This host's own task queue: an intent's stages run there once it has made the intent's worktree. */
+  readonly hostQueue?: string;
 }
 
 /** What rebasing onto a moved base branch found (see rebaseOntoBase). */
@@ -80,6 +83,11 @@ export interface MergeConditionReport {
   /** What the sandbox saw the `run:` commands try, when anything. */
   readonly attempts?: AttemptReport;
   readonly results: ReadonlyArray<{ readonly condition: string; readonly met: boolean; readonly detail: string }>;
+}
+
+/** An intent's worktree, and the task queue of the host that holds it. */
+export interface PreparedWorktree extends WorktreeRef {
+  readonly hostQueue?: string;
 }
 
 export interface IntentRef {
@@ -202,9 +210,16 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
   };
 
   return {
-    /** Creates (or finds) the intent's worktree on `warden/<id>`. Idempotent. */
-    async prepareWorktree({ intent }: IntentRef): Promise<WorktreeRef> {
-      return worktree(intent);
+    /**
+     * Creates (or finds) the intent's worktree on `warden/<id>`, and says which host's queue its
+     * stages go to from then on. Idempotent. `resumeAt`: a host taking the intent over from
+     * another starts from the commit the last step left (fetched from the remote before this runs,
+     * see host-placement.ts); a worktree of an earlier stay on this host is reset to it.
+     */
+    async prepareWorktree({ intent, resumeAt }: IntentRef & { readonly resumeAt?: string }): Promise<PreparedWorktree> {
+      const ref = await worktree(intent);
+      if (resumeAt && ref.head !== resumeAt) await rewindTo(intent, ref.worktreePath, resumeAt);
+      return { ...ref, head: resumeAt ?? ref.head, ...(deps.hostQueue ? { hostQueue: deps.hostQueue } : {}) };
     },
 
     /**
@@ -437,7 +452,15 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
     },
 
-    /** Files and lines the intent branch changed against the base branch (lineage excluded). */
+    /**
+     * After impl's tests pass: the spec's test plan against what impl wrote and what the run
+     * printed (see test-plan-check.ts). A broken promise sends impl back. Reads only.
+     */
+    async checkTestPlan({ intent, testLogPath }: IntentRef & { readonly testLogPath?: string }): Promise<TestPlanCheck> {
+      const { worktreePath } = await worktree(intent);
+      return checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath });
+    },
+
     /**
      * `warden revert`: reverts the merge commit of another intent on this intent's branch (with
      * its first parent as the mainline). Later commits on the base that changed the same lines
@@ -622,6 +645,10 @@ async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: s
     suggestion: `the change was reverted; look at ${who === 'the agent' ? 'the agent' : `${who} (agent-written code)`} and the declared paths before resuming`,
     current: report.violations.length + report.omittedViolations,
     threshold: 0,
+    rollback: {
+      reason: `${who}'s change was reverted: the worktree reset to ${baseCommit.slice(0, 12)} and cleaned${undone.length ? `; ${undone.join('; ')}` : ''}`,
+      metadata: { to: baseCommit, reverted: report.violations.map((v) => ({ kind: v.kind, path: v.path })), omitted: report.omittedViolations, restored, notRestored },
+    },
   };
   throw ApplicationFailure.create({ type: FailureType.SafetyHalt, message: `SANDBOX_ESCAPE_ATTEMPTED: ${details.reason}`, nonRetryable: true, details: [details] });
 }

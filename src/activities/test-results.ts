@@ -125,3 +125,42 @@ export const TEST_RUN_INSTRUCTIONS: Readonly<Record<TestRunClass, string>> = {
 export function instructionForTestRun(kind: TestRunClass): string {
   return TEST_RUN_INSTRUCTIONS[kind];
 }
+
+/** How each test the runner printed by name ended; the worst wins when a name is printed twice. */
+export type PrintedTestStatus = 'passed' | 'failed' | 'skipped';
+
+const STATUS_WEIGHT: Readonly<Record<PrintedTestStatus, number>> = { passed: 0, skipped: 1, failed: 2 };
+
+/**
+ * The tests a run printed by name, and how each ended, from the lines the common runners print
+ * per test: TAP (node --test when piped: `ok 3 - name # SKIP`), jest --verbose (`✓ name (3 ms)`,
+ * `○ skipped name`), node's spec reporter and mocha (`✔ name`, `﹣ name # SKIP`), pytest -v or -rA
+ * (`path::name PASSED`, `SKIPPED path::name`) and unittest -v (`test_x (mod.Case) ... ok`).
+ * Empty when the runner printed no names (jest without --verbose, pytest without -v). Pure.
+ */
+export function readTestStatuses(output: string): Map<string, PrintedTestStatus> {
+  const statuses = new Map<string, PrintedTestStatus>();
+  const note = (name: string, status: PrintedTestStatus): void => {
+    const clean = name.trim();
+    if (!clean) return;
+    const before = statuses.get(clean);
+    if (!before || STATUS_WEIGHT[status] > STATUS_WEIGHT[before]) statuses.set(clean, status);
+  };
+  for (const m of output.matchAll(/^\s*(not )?ok \d+(?: - (.*?))?(?:\s+#\s*(SKIP|TODO)\b.*)?$/gim)) {
+    if (m[2] === undefined) continue;
+    note(m[2].replace(/\\#/g, '#').replace(/\\\\/g, '\\'), m[3] ? 'skipped' : m[1] ? 'failed' : 'passed');
+  }
+  const timing = String.raw`(?:\s+\(\d+(?:\.\d+)?\s*m?s\))?`;
+  for (const m of output.matchAll(new RegExp(String.raw`^\s*(?:✓|√|✔)\s+(.+?)${timing}\s*$`, 'gm'))) note(m[1]!, 'passed');
+  for (const m of output.matchAll(new RegExp(String.raw`^\s*(?:✕|×|✖)\s+(.+?)${timing}\s*$`, 'gm'))) note(m[1]!, 'failed');
+  for (const m of output.matchAll(/^\s*(?:○ skipped|✎ todo|○)\s+(.+?)\s*$/gm)) note(m[1]!, 'skipped');
+  for (const m of output.matchAll(new RegExp(String.raw`^\s*﹣\s+(.+?)${timing}\s*#\s*(?:SKIP|TODO)\b.*$`, 'gm'))) note(m[1]!, 'skipped');
+  const pytestStatus = (word: string): PrintedTestStatus => (/^(PASSED|XPASS)$/.test(word) ? 'passed' : /^(SKIPPED|XFAIL)$/.test(word) ? 'skipped' : 'failed');
+  const pytestName = (id: string): string => id.replace(/\[.*\]$/, '');
+  for (const m of output.matchAll(/^(\S+::\S+?)(?:\[[^\]]*\])?\s+(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)\b/gm)) note(pytestName(m[1]!), pytestStatus(m[2]!));
+  for (const m of output.matchAll(/^(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR) (\S+::\S+)/gm)) note(pytestName(m[2]!), pytestStatus(m[1]!));
+  for (const m of output.matchAll(/^(\w+) \([\w.]+\)(?: \.\.\.|\n.*\.\.\.) (ok|FAIL|ERROR|skipped|expected failure)\b/gm)) {
+    note(m[1]!, m[2] === 'ok' ? 'passed' : m[2] === 'skipped' || m[2] === 'expected failure' ? 'skipped' : 'failed');
+  }
+  return statuses;
+}

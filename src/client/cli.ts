@@ -136,12 +136,15 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   program
     .command('worker')
     .description('Run a worker against TEMPORAL_ADDRESS (or the embedded server), until Ctrl-C')
-    .action(async () => {
+    .option('--host <name>', "this worker's host: the stages of intents whose worktree it makes run on it (default: $WARDEN_HOST, else the machine's name and a hash of its work folder)")
+    .action(async (opts: { host?: string }) => {
+      const host = opts.host ?? process.env.WARDEN_HOST;
+      if (host !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(host)) throw new UserError(`--host must be 1-64 letters, digits, dots, dashes or underscores, not ${JSON.stringify(host)}`);
       const safety = settings();
       await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
       const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, safety, logger);
-      print(`worker running against ${target.address} (namespace ${target.namespace}); Ctrl-C to stop`);
+      const worker = await startWorker(target, config, safety, logger, host);
+      print(`worker running against ${target.address} (namespace ${target.namespace}) as host ${worker.host}; Ctrl-C to stop`);
       await stopOnInterrupt(worker, target);
     });
 
@@ -173,7 +176,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--base <branch>', "base branch (default: the config's run.baseBranch, else the repo's current branch)")
     .option('--test-cmd <command>', "command that runs the repo's tests (default: the config's run.testCommand, else npm test if package.json has one; required otherwise, true to run none)")
     .option('--budget <usd>', "this intent's budget in USD (default: the config's limits.budgetUsd, $5 in the default profile; 0 = no limit)")
-    .addOption(new Option('--merge-via <how>', "how the approved change reaches the base: local (merged in the repository) or pull-request (pushed to the config's merge.forge, merged there after its reviews and checks) (default: the config's merge.via, else local)").choices(['local', 'pull-request']))
+    .addOption(new Option('--merge-via <how>', "how the approved change reaches the base: local (merged in the repository) or pull-request (pushed to the config's merge.forge, merged there after its reviews and checks) (default: the config's merge.via, else local; where the config merges through pull requests, local is refused)").choices(['local', 'pull-request']))
     .option('--impl-attempts <n>', "edit → test attempts before impl fails (default: the config's limits.attempts.impl, 5 in the default profile)")
     .option('--gate-timeout <duration>', "how long a gate without a timeout of its own waits before its timeout policy (default: the config's limits.gateTimeout, 24h in the default profile; per gate: gates.<gate>.timeout)")
     .option('--env <environment>', 'environment the change is for; production adds a human-only gate before merge')

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../workers/host-worker';
 import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { serveUrl, type TelemetryConfig, type WardenConfig } from '../config/schema';
@@ -13,7 +13,9 @@ import { pinoSdkLogger } from '../runtime/sdk-logger';
 import type { TemporalTarget } from '../runtime/temporal';
 import { createRedactor } from '../shared/redact';
 import type { LadderLevel } from '../shared/ladder';
-import { createWardenMetrics } from '../workers/metrics';
+import { createWardenMetrics, type WardenMetrics } from '../workers/metrics';
+import { startLedgerProbe, type LedgerProbe } from '../workers/ledger-probe';
+import { hostOfQueue } from '../shared/ids';
 import { createWardenWorker, startWorkerGateway } from '../workers/warden-worker';
 import { startTracing, telemetryEnabled } from '../runtime/telemetry';
 import { openOwnedLedger } from './open-ledger';
@@ -26,9 +28,11 @@ import { openOwnedLedger } from './open-ledger';
 
 /** A worker running in this process, and how to stop it. */
 export interface RunningWorker {
-  readonly worker: Worker;
+  readonly worker: WardenWorker;
   /** The identity it polls with (pollers of the task queue are listed by it). */
   readonly identity: string;
+  /** The host it is (its own task queue's name after the @). */
+  readonly host: string;
   stop(): Promise<void>;
 }
 
@@ -66,22 +70,28 @@ function workerLinkSecret(logger: Logger): LinkSecret {
 }
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
-export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger): Promise<RunningWorker> {
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger, host?: string): Promise<RunningWorker> {
   quietSdkRuntime(warden.telemetry, logger);
   const { ledger, database } = await openOwnedLedger(config, (m) => logger.info(m));
+  let probe: LedgerProbe | undefined;
+  let metrics: WardenMetrics | undefined;
   if (metricsServed) {
-    ledger.observer = createWardenMetrics(Runtime.instance().metricMeter);
+    metrics = createWardenMetrics(Runtime.instance().metricMeter);
+    ledger.observer = metrics;
+    const served = metrics;
+    probe = startLedgerProbe({ pool: ledger.pool, report: (up) => served.ledgerReachable(up) });
     logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');
   }
   const tracing = startTracing(warden.telemetry.otlpEndpoint, 'warden-worker');
   const redact = createRedactor(process.env);
-  const gateway = await startWorkerGateway({ safety: warden.worker, logger, redact, ledger });
+  const gateway = await startWorkerGateway({ safety: warden.worker, logger, redact, ledger }, { onCircuitChange: (change) => metrics?.circuitChanged(change) });
   const worker = await createWardenWorker({
     tracing: tracing?.worker,
     connection: await target.nativeConnection(),
     namespace: target.namespace,
     worktreeRoot: config.worktreeRoot,
     lineageRoot: config.lineageRoot,
+    ...(host ? { host } : {}),
     ledger,
     logger,
     redact,
@@ -89,6 +99,8 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     safety: warden.worker,
     mode: warden.mode,
     notify: warden.notify,
+    // Every intent this worker runs obeys its config, however it was started.
+    intentRules: { config: warden, embeddedServer: Boolean(target.embedded) },
     // A channel with no approver decides as the operator, as `warden approve` without --by does.
     gateLink: gateLinks({ baseUrl: serveUrl(warden.serve), operator: defaultApprover(warden.operator), linkSecret: workerLinkSecret(logger), views: new GateViewLinks(ledger.pool) }),
     automation: { level: warden.automation.level as LadderLevel, allowLevelUp: warden.automation.allowLevelUp },
@@ -98,10 +110,12 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
   const running = worker.run();
   return {
     worker,
-    identity: worker.options.identity,
+    identity: worker.identity,
+    host: hostOfQueue(worker.hostQueue),
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
+      probe?.stop();
       await gateway.close();
       await tracing?.shutdown();
       await database.close();

@@ -1,4 +1,5 @@
 import type { MergeSettings } from '../shared/merge-settings';
+import type { IntentPlacement } from '../shared/placement';
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -15,9 +16,10 @@ import { isLocalEndpoint } from '../activities/agents/model-http';
 import { testCommandOfPackageJson } from '../activities/test-command';
 import type { WardenConfig, WorkerSafetyConfig } from '../config/schema';
 import { assertPriced, type PricingTable } from '../safety/pricing';
-import { modelOf } from '../shared/agent-routing';
+import { designReviewViolation, modelOf } from '../shared/agent-routing';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
-import { CommandAgentProfileSchema, DEFAULT_UNSIGNED_GATES, type AgentProfile, type IntentInput } from '../shared/intent';
+import { aboveUsd, approvalsFrom } from '../config/intent-completion';
+import { CommandAgentProfileSchema, type AgentProfile, type Intent, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
 import { gitOut } from './git-output';
@@ -66,7 +68,7 @@ export type RunConfig = {
   readonly toolsDir?: string;
   /** The prices every model the intent names must have (the worker in `warden run` meters by them). */
   readonly worker: Pick<WorkerSafetyConfig, 'pricing'>;
-} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge'>> & {
+} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge' | 'placement'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -113,14 +115,22 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
   if (implAttempts !== undefined && (!Number.isInteger(implAttempts) || implAttempts < 1)) {
     throw new UserError(`--impl-attempts must be a positive whole number, not ${flags.implAttempts}`);
   }
+  // The worker refuses a start above its config's limits (intent-completion.ts): say so before anything starts.
+  if (flags.budget !== undefined && aboveUsd(flags.budget, limits.budgetUsd)) {
+    throw new UserError(`--budget ${flags.budget} is above the config's limits.budgetUsd ${limits.budgetUsd}: a start may lower the budget, never raise it (raise limits.budgetUsd in the config)`);
+  }
+  if (implAttempts !== undefined && implAttempts > limits.attempts.impl) {
+    throw new UserError(`--impl-attempts ${implAttempts} is above the config's limits.attempts.impl ${limits.attempts.impl}: a start may lower it, never raise it`);
+  }
+  const agents = agentsFor(flags, cwd, topLevel, config);
   return {
     id: flags.id ?? generateIntentId(flags.goal),
     goal: flags.goal,
     repoPath: topLevel,
     baseBranch,
     paths: flags.paths && flags.paths.length > 0 ? [...flags.paths] : config.run?.paths ? [...config.run.paths] : undefined,
-    ...agentsFor(flags, cwd, topLevel, config),
-    ...(config.review ? { reviewPolicy: config.review } : {}),
+    ...agents,
+    ...reviewPolicyFor(config.review, agents),
     testCommand,
     ...(flags.env ? { environment: flags.env } : {}),
     gates: config.gates ?? {},
@@ -128,6 +138,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     ...(config.lineage ? { lineage: config.lineage } : {}),
     ...(config.secrets ? { secrets: config.secrets } : {}),
     ...mergeSettingsFor(flags, config),
+    ...placementFor(topLevel, config.placement),
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     customGates: config.customGates ?? [],
@@ -182,14 +193,8 @@ function refuseSecrets(fields: Readonly<Record<string, string | undefined>>): vo
   }
 }
 
-/** The approvers' keys, and the gates where an unsigned decision counts (see UnsignedDecisionsSchema). */
-export function approvalsFrom(config: Pick<RunConfig, 'approvers' | 'unsignedDecisions' | 'embeddedServer'>): NonNullable<IntentInput['approvals']> {
-  const keys = Object.fromEntries(Object.entries(config.approvers ?? {}).map(([name, { publicKey }]) => [name, publicKey]));
-  const accept = config.unsignedDecisions?.accept ?? 'embedded-server';
-  const trusted = accept === 'always' || (accept === 'embedded-server' && config.embeddedServer === true);
-  const gates = (config.unsignedDecisions?.gates ?? DEFAULT_UNSIGNED_GATES).filter((gate) => gate !== 'production');
-  return { keys, unsignedGates: trusted ? gates : [] };
-}
+// The approvers' keys and the gates where an unsigned decision counts, as the worker completes an intent.
+export { approvalsFrom } from '../config/intent-completion';
 
 /**
  * The intent's agents: `--agent`/`--cmd`/`--script` for every stage; else `--agent-profile NAME`
@@ -378,4 +383,34 @@ function mergeSettingsFor(flags: RunFlags, config: RunConfig): { merge?: MergeSe
     throw new UserError('--merge-via pull-request needs the forge in the config: merge.forge with its kind (gitea, github or gitlab), tokenEnv and reviewers (docs/forge.md)');
   }
   return { merge: { ...(config.merge ?? { method: 'merge' }), via } };
+}
+
+/**
+ * The config's `placement` (several worker hosts, no shared disk): the remote's URL as this
+ * repository has it, made absolute where it is a path, since no host has this checkout.
+ */
+function placementFor(repoPath: string, placement: RunConfig['placement']): { placement?: IntentPlacement } {
+  if (!placement) return {};
+  const url = gitOut(repoPath, ['remote', 'get-url', placement.remote]);
+  if (url === undefined) {
+    throw new UserError(`the config's placement works from the remote ${placement.remote}, which ${repoPath} does not have: every worker host clones it (git remote add ${placement.remote} URL)`);
+  }
+  const isPath = !/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(url) && !/^[^/]+@[^/]+:/.test(url);
+  return { placement: { remote: placement.remote, remoteUrl: isPath ? path.resolve(repoPath, url) : url, moveAfter: placement.moveAfter } };
+}
+
+/**
+ * The config's review policy. Where it does not say whether the design is reviewed, it is, when
+ * the intent's routing can: the `review` route runs on a model that writes neither the lld nor the
+ * spec, and may review. Otherwise (one model everywhere, scripted agents) it is not, rather than
+ * failing the intent.
+ */
+function reviewPolicyFor(review: RunConfig['review'], agents: Pick<IntentInput, 'agent' | 'stageAgents'>): Pick<IntentInput, 'reviewPolicy'> {
+  if (review?.design !== undefined) return { reviewPolicy: review };
+  const policy = { requireDifferentFamily: review?.requireDifferentFamily ?? false, forbiddenReviewers: review?.forbiddenReviewers ?? [], design: true };
+  const reviewer = agents.stageAgents?.review ?? agents.agent;
+  // The profiles here come from the parsed config or flags: the intent's parsed shape, as the check takes it.
+  const routed = { agent: agents.agent, stageAgents: agents.stageAgents ?? {}, reviewPolicy: policy } as Pick<Intent, 'agent' | 'stageAgents' | 'reviewPolicy'>;
+  const canReview = modelOf(reviewer) !== undefined && designReviewViolation(routed) === undefined;
+  return canReview ? { reviewPolicy: policy } : review ? { reviewPolicy: review } : {};
 }

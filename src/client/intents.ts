@@ -24,6 +24,11 @@ export function validateIntent(input: IntentInput): Intent {
  * it while a workflow with that id runs (conflict policy FAIL) and after one has closed, however
  * it ended (reuse policy REJECT_DUPLICATE), so a second intent never lands on the first one's
  * branch. A run again from a stage is `warden resume`, a reset of the same workflow.
+ *
+ * The workflow gets the input as given, checked but not filled in: what it leaves out, the
+ * worker completes from its config (intent-completion.ts). The schema's defaults filled in here
+ * would reach the worker as values the start asked for, and be refused where the config is
+ * stricter than they are.
  */
 export async function startIntent(
   client: Client,
@@ -37,7 +42,7 @@ export async function startIntent(
       workflowId: workflowIdForIntent(intent.id),
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-      args: [intent],
+      args: [input],
       staticSummary: intent.goal.slice(0, 200),
       memo: { goal: intent.goal },
       typedSearchAttributes: [

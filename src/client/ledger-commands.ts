@@ -6,15 +6,20 @@ import type { WardenConfig } from '../config/schema';
 import { booksDifferenceCents } from '../ledger/ledger';
 import { migrate } from '../ledger/migrate';
 import { NotificationOutbox } from '../ledger/notification-outbox';
+import { breakerHistory } from '../ledger/breaker-history';
+import { gateStatistics } from '../ledger/gate-statistics';
 import { formatReport } from '../ledger/report-text';
+import { formatBreakerHistory, formatGateStatistics } from '../ledger/statistics-text';
 import type { CostGrouping, TimelineEntry } from '../ledger/types';
 import type { RuntimeConfig } from '../runtime/config';
+import { connectTemporalIfRunning } from '../runtime/temporal';
 import { sumUsd } from '../shared/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { lineageRefFor, TASK_QUEUE } from '../shared/ids';
 import type { maintenanceWorkflow } from '../workflows';
 import { keepSweepSchedule, SWEEP_EVERY_MS, SWEEP_SCHEDULE_ID } from '../workers/sweep-schedule';
+import { timelineWithHistory, type TimelineWithHistory } from './history-timeline';
 import { findPrompts } from './prompt-files';
 import { connectTemporal, openLedger } from './session';
 import { joinDatabase } from './open-ledger';
@@ -70,6 +75,23 @@ export function parseSince(text: string, now: Date = new Date()): Date {
   }
 }
 
+/**
+ * The end of a period: `2026-11-01` takes in that whole day (UTC), a duration ends that long ago.
+ * Exclusive, like every period end the ledger's queries take.
+ */
+export function parseUntil(text: string, now: Date = new Date()): Date {
+  if (/^\d{4}-\d{2}-\d{2}$/.test(text)) {
+    const day = calendarDay(text);
+    if (!day) throw new UserError(`--until takes a date (YYYY-MM-DD) or a duration such as 7d, not ${text}`);
+    return new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000);
+  }
+  try {
+    return new Date(now.getTime() - parseDuration(text));
+  } catch {
+    throw new UserError(`--until takes a date (YYYY-MM-DD) or a duration such as 7d, not ${text}`);
+  }
+}
+
 function checkDate(text: string | undefined): string {
   if (text === undefined) return new Date().toISOString().slice(0, 10);
   const day = calendarDay(text);
@@ -113,9 +135,11 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .option('--json', 'print JSON')
     .option('--prompts', 'print the exact prompt of every attempt instead (from the intent\'s lineage)')
     .option('--books', "check the books instead: each intent's spend in the budget tables against cost_events, to the cent (every intent when no id is given; exit 1 if any differ)")
-    .action(async (id: string | undefined, flags: { activities?: boolean; json?: boolean; prompts?: boolean; books?: boolean }) => {
+    .option('--with-history', "each row beside the workflow history event it ties to (run, event id), activity runs included; needs the Temporal server")
+    .action(async (id: string | undefined, flags: { activities?: boolean; json?: boolean; prompts?: boolean; books?: boolean; withHistory?: boolean }) => {
       if (flags.books) return auditBooks(id, flags.json === true);
       if (id === undefined) throw new UserError('give the intent id to audit, or --books to check the books of every intent');
+      if (flags.withHistory) return auditWithHistory(id, flags.json === true);
       if (flags.prompts) {
         const repoPath = await withLedger((ledger) => ledger.intentRepoPath(id));
         if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
@@ -133,6 +157,22 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       io.print(formatSpendTotal(timeline));
       if (record.ending?.lineagePath) io.print(`lineage: ${record.ending.lineagePath}`);
     });
+
+  /** The intent's rows beside the history events they tie to: the history first, then the row. */
+  async function auditWithHistory(intentId: string, json: boolean): Promise<void> {
+    const target = await connectTemporalIfRunning(config);
+    if (!target) throw new UserError("the Temporal server is not running: start it with `warden dev` (or set TEMPORAL_ADDRESS); --with-history reads the intent's workflow history from it", 1);
+    try {
+      const entries = await withLedger((ledger) => timelineWithHistory(target.client, ledger.pool, intentId));
+      if (entries.length === 0) throw new UserError(`the ledger has nothing for intent ${intentId}`);
+      if (json) return io.printJson(entries);
+      for (const entry of entries) io.print(formatHistoryTie(entry));
+      const untied = entries.filter((entry) => !entry.history).length;
+      io.print(`${entries.length - untied} of ${entries.length} rows tied to the workflow history${untied ? `; ${untied} not (see docs/operations.md, "The ledger beside the workflow history")` : ''}`);
+    } finally {
+      await target.close();
+    }
+  }
 
   /** Budget tables against cost_events, per intent: a difference is a call counted in one and not the other. */
   async function auditBooks(intentId: string | undefined, json: boolean): Promise<void> {
@@ -186,11 +226,28 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
 
   program
     .command('report')
-    .description('The daily health report: each safety layer, and GREEN / YELLOW / RED with the rule that decided it')
+    .description('The daily health report: each safety layer, and GREEN / YELLOW / RED with the rule that decided it; or, with --gates / --breakers, gate statistics and breaker history over a period')
     .option('--date <date>', 'YYYY-MM-DD (default: today, UTC)')
     .option('--budget <usd>', "the day's budget to compare spend with (default: the config's worker.dayBudgetUsd; 0 = no limit)")
+    .option('--gates', 'gate statistics instead: opened, decided, timed out, escalated; approval, rejection and request-changes rates; time to decision (median, p90); per gate kind, approver and day')
+    .option('--breakers', 'breaker history instead: every circuit state change per endpoint with its reason, and rate-limit refusals per agent and model')
+    .option('--since <when>', 'with --gates / --breakers: from this date (YYYY-MM-DD) or this long ago (7d); default: the oldest row')
+    .option('--until <when>', 'with --gates / --breakers: up to the end of this date (YYYY-MM-DD) or until this long ago (1d); default: now')
     .option('--json', 'print JSON')
-    .action(async (flags: { date?: string; budget?: string; json?: boolean }) => {
+    .action(async (flags: { date?: string; budget?: string; gates?: boolean; breakers?: boolean; since?: string; until?: string; json?: boolean }) => {
+      if (flags.gates || flags.breakers) {
+        if (flags.date !== undefined || flags.budget !== undefined) throw new UserError('--date and --budget are for the daily report; give --since / --until with --gates or --breakers');
+        const period = { ...(flags.since !== undefined && { since: parseSince(flags.since) }), ...(flags.until !== undefined && { until: parseUntil(flags.until) }) };
+        if (period.since && period.until && period.since >= period.until) throw new UserError(`--since (${period.since.toISOString()}) must come before --until (${period.until.toISOString()})`);
+        const [gates, breakers] = await withLedger((ledger) =>
+          Promise.all([flags.gates ? gateStatistics(ledger.pool, period) : undefined, flags.breakers ? breakerHistory(ledger.pool, period) : undefined]),
+        );
+        if (flags.json) return io.printJson({ ...(gates && { gates }), ...(breakers && { breakers }) });
+        const lines = [...(gates ? formatGateStatistics(gates) : []), ...(gates && breakers ? [''] : []), ...(breakers ? formatBreakerHistory(breakers) : [])];
+        for (const line of lines) io.print(line);
+        return;
+      }
+      if (flags.since !== undefined || flags.until !== undefined) throw new UserError('--since and --until go with --gates or --breakers; the daily report takes --date');
       const date = checkDate(flags.date);
       // The same budget the worker enforces, unless asked about another.
       const dayBudgetUsd = checkUsd(flags.budget, '--budget') ?? settings().worker.dayBudgetUsd;
@@ -271,6 +328,13 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         await target.close();
       }
     });
+}
+
+/** `run 1a2b3c4d #37 ActivityTaskScheduled  | 2026-… safety STAGE_STARTED [impl]: …`, or a dash where the row is not tied. */
+export function formatHistoryTie(entry: TimelineWithHistory): string {
+  const history = entry.history ? `run ${entry.history.runId.slice(0, 8)} #${entry.history.eventId} ${entry.history.eventType}` : '-';
+  const stage = entry.stage ? ` [${entry.stage}]` : '';
+  return `${history.padEnd(44)} | ${entry.at.toISOString()} ${entry.kind.padEnd(8)} ${entry.type}${stage}: ${entry.summary}`;
 }
 
 export function formatTimelineEntry(entry: TimelineEntry): string {

@@ -53,6 +53,10 @@ export async function revertIntentInput(
     ...(warden.lineage ? { lineage: warden.lineage } : {}),
     approvals: approvalsFrom({ ...warden, embeddedServer: options.embeddedServer }),
     notify: warden.notify ?? [],
+    // What the worker completes every intent from, carried as the config has it (see intent-completion.ts).
+    reviewPolicy: warden.review,
+    ...(warden.secrets ? { secrets: warden.secrets } : {}),
+    customGates: warden.customGates ?? [],
     revertOf: { intentId: targetId, mergedCommit },
   };
 }

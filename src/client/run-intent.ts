@@ -80,7 +80,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
         options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
       }
       beforeStart();
-      await startIntent(target.client, intent);
+      await startIntent(target.client, input);
       options.print(`started intent ${intent.id}: ${intent.goal}`);
       const link = webUiLink(target, intent.id);
       if (link) options.print(`Web UI: ${link}`);

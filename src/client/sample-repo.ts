@@ -4,7 +4,7 @@ import path from 'node:path';
 
 /** Files of the sample library: `capitalize` exists, `slugify` is tested but missing. */
 const SAMPLE_FILES: Record<string, string> = {
-  'package.json': JSON.stringify({ name: 'sample-strings', version: '1.0.0', private: true, scripts: { test: 'node --test test/' } }, null, 2) + '\n',
+  'package.json': JSON.stringify({ name: 'sample-strings', version: '1.0.0', private: true, scripts: { test: 'node --test' } }, null, 2) + '\n',
   'README.md': '# sample-strings\n\nA tiny string library that Warden\'s demo improves.\n',
   'lib/strings.js': [
     "'use strict';",
@@ -57,7 +57,14 @@ export function createSampleRepo(dir: string): string {
 export const SAMPLE_LLD = ['# Low-level design', '', '## Files', '- lib/strings.js: add `slugify(text)`', '', '## Tests', '- test/strings.test.js already covers slugify', ''].join('\n');
 
 /** A test specification for the sample repo that passes the spec checks. */
-export const SAMPLE_SPEC = ['# Test specification', '', '| Requirement | Test |', '|---|---|', '| slugify makes a lower-case slug | `slugify makes a lower-case, dash-separated slug` |', ''].join('\n');
+export const SAMPLE_SPEC = [
+  '# Test specification',
+  '',
+  '| Requirement | Test | File |',
+  '|---|---|---|',
+  '| slugify makes a lower-case slug | `slugify makes a lower-case, dash-separated slug` | `test/strings.test.js` (existing) |',
+  '',
+].join('\n');
 
 /**
  * Wraps a command agent's shell command so the lld and spec stages answer with SAMPLE_LLD and

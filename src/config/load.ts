@@ -84,6 +84,7 @@ export function checkConfig(file: unknown): { readonly ok: true; readonly config
     ...(overrides.operator ?? base.operator ? { operator: overrides.operator ?? base.operator } : {}),
     ...(overrides.run ?? base.run ? { run: { ...base.run, ...overrides.run } } : {}),
     ...(overrides.merge ?? base.merge ? { merge: overrides.merge ?? base.merge } : {}),
+    ...(overrides.placement ?? base.placement ? { placement: { ...base.placement, ...overrides.placement } } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);
   const problems = [...(result.success ? [] : issueProblems(result.error)), ...consistencyProblems(merged)];

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MergeSettingsSchema } from '../shared/merge-settings';
+import { PlacementSettingsSchema } from '../shared/placement';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PathGlobSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
@@ -138,6 +139,13 @@ export const WorkerSafetyConfigSchema = z.object({
    * growing long after its cache was full. Keep it above what `maxCachedWorkflows` needs.
    */
   workflowHeapMb: z.number().int().min(64).optional(),
+  /**
+   * Hands out the worker's task slots by the machine's load instead of fixed counts (the SDK's
+   * resource-based tuner): no new task starts while CPU or memory is above its target, as shares
+   * of the machine (0.8 = 80 %). For a worker whose agent CLIs each take a core and gigabytes;
+   * without it the SDK's fixed slots (100 activities, 40 workflow tasks) apply.
+   */
+  slots: z.object({ targetCpu: z.number().gt(0).max(1), targetMemory: z.number().gt(0).max(1) }).strict().optional(),
 });
 export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
 
@@ -234,6 +242,8 @@ export const WardenConfigSchema = z.object({
   run: RunDefaultsSchema.optional(),
   /** How approved changes reach the base branch: merged locally, or as a pull request on the team's forge (see MergeSettingsSchema); intents carry it. */
   merge: MergeSettingsSchema.optional(),
+  /** Several worker hosts with no shared disk: the remote every host works from, and when an intent leaves a host that is gone (see PlacementSettingsSchema); intents carry it. */
+  placement: PlacementSettingsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -276,6 +286,7 @@ export const ConfigFileSchema = z
     customGates: CustomGatesSchema.optional(),
     run: RunDefaultsSchema.optional(),
     merge: MergeSettingsSchema.optional(),
+    placement: PlacementSettingsSchema.partial().strict().optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -19,6 +19,7 @@
  * forbidden model, a loop, a CRITICAL verdict) halts the attempt: the lease keeps refusing, and
  * the agent is stopped after a short grace or at once if it keeps calling.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -33,6 +34,7 @@ import { detectCascade } from '../safety/cascade-detector';
 import { SharedCircuitBreakers } from '../ledger/shared-circuits';
 import type { SharedLimits } from '../ledger/shared-limits';
 import { SharedRateLimiter } from '../ledger/shared-rate-limiter';
+import { circuitEventOf } from '../safety/circuit-events';
 import { circuitOptionsOf, CircuitBreakerRegistry, endpointKey, type CircuitBreakers } from '../safety/circuit-breaker';
 import { inputTokenBound } from '../safety/pricing';
 import { agentModelConfig, LocalRateLimits, OwedTokenLimits } from '../safety/rate-limits';
@@ -86,6 +88,8 @@ export interface GatewayOptions {
    * it is cannot be known); the ledger's `recordSafetyEvent`. Without it such refusals are only logged.
    */
   readonly recordEvent?: (event: SafetyEventInput) => Promise<unknown>;
+  /** Told each move of an endpoint's circuit this gateway makes (the worker's metrics). */
+  readonly onCircuitChange?: (change: CircuitStateChange) => void;
   readonly fetch?: typeof fetch;
   /**
    * Where the rate buckets and the endpoints' circuits are shared with every other worker (the
@@ -129,6 +133,8 @@ class Refusal extends Error {
 export class ModelGateway {
   private readonly leases = new Map<string, Lease>();
   private readonly breakers: CircuitBreakers;
+  /** The circuit moves the upstream request running here made, for its lease's attempt to record. */
+  private readonly circuitChanges = new AsyncLocalStorage<CircuitStateChange[]>();
   private readonly limiter: OwedTokenLimits;
   private readonly failuresInRow = new WeakMap<Lease, number>();
   private readonly patterns: CallPatternConfig;
@@ -144,7 +150,11 @@ export class ModelGateway {
   ) {
     const circuitOptions = {
       ...circuitOptionsOf(options.limits.circuitBreaker),
-      onStateChange: (change: CircuitStateChange) => options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`),
+      onStateChange: (change: CircuitStateChange) => {
+        options.logger.warn({ circuit: change }, `circuit ${change.endpoint}: ${change.from} -> ${change.to}`);
+        this.circuitChanges.getStore()?.push(change);
+        options.onCircuitChange?.(change);
+      },
     };
     const rateConfig = agentModelConfig(options.limits.rateLimits);
     const { shared } = options;
@@ -458,16 +468,30 @@ export class ModelGateway {
     }
     const doFetch = this.options.fetch ?? fetch;
     for (const [index, key] of keys.entries()) {
-      const response = await this.breakers.execute(endpoint, async () => {
-        // A redirect is refused, not followed: it would carry the real key to another host.
-        const answer = await doFetch(url, { method: 'POST', headers: upstreamHeaders(upstream.kind, req, key), body, signal, redirect: 'error' });
-        // A server error counts against the endpoint; the answer is still handed back as it is.
-        if (answer.status >= 500) throw new UpstreamStatus(answer);
-        return answer;
-      }).catch((error: unknown) => {
-        if (error instanceof UpstreamStatus) return error.response;
-        throw error;
-      });
+      const changes: CircuitStateChange[] = [];
+      let response: Response;
+      try {
+        response = await this.circuitChanges
+          .run(changes, () =>
+            this.breakers.execute(endpoint, async () => {
+              // A redirect is refused, not followed: it would carry the real key to another host.
+              const answer = await doFetch(url, { method: 'POST', headers: upstreamHeaders(upstream.kind, req, key), body, signal, redirect: 'error' });
+              // A server error counts against the endpoint; the answer is still handed back as it is.
+              if (answer.status >= 500) throw new UpstreamStatus(answer);
+              return answer;
+            }),
+          )
+          .catch((error: unknown) => {
+            if (error instanceof UpstreamStatus) return error.response;
+            throw error;
+          });
+      } finally {
+        // Each move of the endpoint's circuit is a row of the attempt whose call made it.
+        for (const change of changes) {
+          const { type, severity, reason, ...details } = circuitEventOf(change);
+          await this.event(lease, type, severity, reason, { ...details, key: `${details.key}:${change.at}` });
+        }
+      }
       // The upstream refused the worker's key, not the agent's request: the next key, if any.
       const keyRefused = response.status === 401 || response.status === 403;
       if (keyRefused && index < keys.length - 1) {

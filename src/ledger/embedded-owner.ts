@@ -30,6 +30,15 @@ export async function claimServer(dataDir: string, app: string): Promise<void> {
   await writeFile(ownerFile(dataDir), JSON.stringify({ ...thisProcess(), app }), { mode: 0o600 });
 }
 
+/**
+ * Hands the server to another process that uses it without a ledger (the Temporal server of
+ * `npm run cluster:up`, whose databases live there too): while that process runs, no closing
+ * Warden process stops the server under it.
+ */
+export async function handOverServer(dataDir: string, owner: ProcessIdentity, app: string): Promise<void> {
+  await writeFile(ownerFile(dataDir), JSON.stringify({ pid: owner.pid, startTicks: owner.startTicks, app }), { mode: 0o600 });
+}
+
 /** Whether `app` of this process owns the server. */
 export async function ownsServer(dataDir: string, app: string): Promise<boolean> {
   const owner = await readOwner(dataDir);

@@ -104,7 +104,7 @@ async function settledWithin(promise: Promise<unknown>, ms: number): Promise<voi
 }
 
 /** Reads the last bytes of a file, for error messages. */
-async function fileTail(file: string): Promise<string> {
+export async function fileTail(file: string): Promise<string> {
   try {
     const handle = await open(file, 'r');
     try {
@@ -174,7 +174,7 @@ async function waitUntilReady(
  * `--search-attribute` only when it creates the namespace: on an existing --db-filename it
  * silently ignores attributes that were added since.
  */
-async function ensureSearchAttributes(connection: Connection, namespace: string, log: (m: string) => void): Promise<void> {
+export async function ensureSearchAttributes(connection: Connection, namespace: string, log: (m: string) => void): Promise<void> {
   const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
   const existing = customAttributes ?? {};
   const missing: Record<string, number> = {};

@@ -1,10 +1,11 @@
 import { pathAllowed } from '../shared/glob';
+import { requirementTables } from './test-plan';
 
 /**
  * Mechanical checks of the design documents, before anything is built on them:
  * - the LLD has its required sections, and every path it names exists or is marked new, and
  *   lies within the intent's declared paths (no phantom files, nothing out of bounds);
- * - the spec maps every requirement to at least one test case.
+ * - the spec maps every requirement to a named test in a named file (its test plan).
  * Pure: the caller says which paths exist.
  */
 
@@ -76,49 +77,25 @@ export function checkLld(markdown: string, opts: { readonly declaredPaths: reado
 }
 
 /**
- * The spec's requirements and their tests: rows of a table whose header has a "Requirement"
- * column and a "Test" column, or list lines "requirement → test". Each requirement needs at
- * least one test case.
+ * The spec's requirements and their tests: its test plan (see test-plan.ts), rows of a table
+ * whose header has a "Requirement", a "Test" and a "File" column. Each requirement needs a test,
+ * named in backticks as the runner prints it, and the file that holds it.
  */
 export function checkSpec(markdown: string): DocumentCheck {
   const errors: string[] = [];
   let requirements = 0;
-  const lines = markdown.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const header = splitRow(lines[i]!);
-    if (!header) continue;
-    const req = header.findIndex((c) => /^requirements?\b/i.test(c));
-    const test = header.findIndex((c) => /^tests?\b|^test cases?\b/i.test(c));
-    if (req < 0 || test < 0) continue;
-    for (let j = i + 1; j < lines.length; j++) {
-      const row = splitRow(lines[j]!);
-      if (!row) break;
-      if (row.every((c) => /^:?-{2,}:?$/.test(c))) continue; // the |---|---| line
+  for (const { columns, rows } of requirementTables(markdown)) {
+    if (columns.file < 0) errors.push('the requirement table has no "File" column: name the test file of each test');
+    for (const row of rows) {
       requirements += 1;
-      const name = row[req] ?? '';
+      const name = row[columns.requirement] ?? '';
       if (!name) errors.push(`row ${requirements} of the requirement table names no requirement`);
-      else if (!(row[test] ?? '').trim()) errors.push(`requirement "${name}" is mapped to no test case`);
-      i = j;
+      else if (!(row[columns.test] ?? '').trim()) errors.push(`requirement "${name}" is mapped to no test case`);
+      else if (columns.file >= 0 && !(row[columns.file] ?? '').trim()) errors.push(`requirement "${name}" names no test file`);
     }
   }
-  for (const line of lines) {
-    const arrow = /^\s*[-*+]\s+(.+?)\s*(?:→|->|=>)\s*(.*)$/.exec(line);
-    if (!arrow) continue;
-    requirements += 1;
-    if (!arrow[2]!.trim()) errors.push(`requirement "${arrow[1]}" is mapped to no test case`);
-  }
   if (requirements === 0) {
-    errors.push('no requirement is mapped to a test: add a table with "Requirement" and "Test" columns (or lines "- requirement → test")');
+    errors.push('no requirement is mapped to a test: add a table with "Requirement", "Test" and "File" columns, one row per requirement');
   }
   return { ok: errors.length === 0, errors };
-}
-
-function splitRow(line: string): string[] | undefined {
-  const trimmed = line.trim();
-  if (!trimmed.startsWith('|')) return undefined;
-  return trimmed
-    .replace(/^\|/, '')
-    .replace(/\|$/, '')
-    .split('|')
-    .map((c) => c.trim());
 }

@@ -37,6 +37,7 @@ const ACTIVITY_KINDS = {
   prepareWorktree: 'stage',
   runTests: 'stage',
   checkImplementation: 'stage',
+  checkTestPlan: 'stage',
   measureChange: 'stage',
   changedFilesMatching: 'stage',
   revertMerge: 'stage',

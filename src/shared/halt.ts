@@ -10,6 +10,8 @@ export interface HaltDetails {
   readonly suggestion: string;
   readonly current: number;
   readonly threshold: number;
+  /** What the activity undid before it halted (a reverted escape): the workflow writes it as a ROLLBACK row. */
+  readonly rollback?: { readonly reason: string; readonly metadata: Record<string, unknown> };
 }
 
 /**

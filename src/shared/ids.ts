@@ -3,6 +3,28 @@
 /** The task queue Warden's workers poll. */
 export const TASK_QUEUE = 'warden';
 
+/**
+ * The task queue of one worker host, beside the shared one: the stages of an intent whose
+ * worktree this host made run here, on the disk that holds it.
+ */
+export function hostQueueFor(taskQueue: string, host: string): string {
+  return `${taskQueue}@${host}`;
+}
+
+/** The host's name in a host queue (`warden@host-1` → `host-1`). */
+export function hostOfQueue(queue: string): string {
+  const at = queue.lastIndexOf('@');
+  return at === -1 ? queue : queue.slice(at + 1);
+}
+
+/**
+ * The branch on the remote that carries an intent's commits between hosts (config `placement`):
+ * apart from `warden/<id>`, which a pull request publishes as one commit without the lineage.
+ */
+export function workBranchFor(intentId: string): string {
+  return `warden-work/${intentId}`;
+}
+
 /** Workflow id of an intent: the server refuses a second running workflow with the same id. */
 export function workflowIdForIntent(intentId: string): string {
   return `intent-${intentId}`;

@@ -9,6 +9,7 @@ import { isPublicKey } from './decision-proof';
 import { NotifyChannelsSchema } from './notify-settings';
 import { CustomGatesSchema } from './custom-gate-settings';
 import { LOCAL_MERGE, MergeSettingsSchema } from './merge-settings';
+import { IntentPlacementSchema } from './placement';
 
 /*
  * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
@@ -163,6 +164,8 @@ export const IntentSchema = z.object({
   lineage: LineageSettingsSchema.default({ location: 'ref', keepForResume: DEFAULT_KEEP_FOR_RESUME }),
   /** How the approved change reaches the base branch (the config's `merge`): locally, or as a pull request on the forge. */
   merge: MergeSettingsSchema.default(LOCAL_MERGE),
+  /** Several worker hosts with no shared disk (the config's `placement`): the remote every host works from. */
+  placement: IntentPlacementSchema.optional(),
   /** Paths where a person allowed secrets in the change (the config's `secrets.allow`). */
   secrets: SecretSettingsSchema.default({ allow: [] }),
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),

@@ -29,6 +29,12 @@ export interface ReviewPackage {
    * ANSWER_REDACTED rows): the first of them in words, and how many in all.
    */
   readonly attempts?: { readonly listed: readonly string[]; readonly total: number };
+  /**
+   * The spec's test plan as the last check after impl found it (TEST_PLAN_CHECKED): each planned
+   * test, its file and its status (`ran`, `unverified` when the run printed no test names);
+   * absent when the spec planned no test by file.
+   */
+  readonly testPlan?: ReadonlyArray<PlannedTestLine>;
   /** The intent's ledger events, oldest first (the last MAX_TRACE of them). */
   readonly ledgerTrace: readonly string[];
   /**
@@ -37,6 +43,15 @@ export interface ReviewPackage {
    * allowance (SECRET_ALLOWED). The last MAX_SECRET_LINES of each; absent when there were none.
    */
   readonly secrets?: { readonly held: readonly string[]; readonly allowed: readonly string[] };
+}
+
+/** One planned test in the review package (see src/safety/test-plan.ts for the statuses). */
+export interface PlannedTestLine {
+  readonly requirement: string;
+  readonly test: string;
+  readonly file: string;
+  readonly existing: boolean;
+  readonly status: string;
 }
 
 export const MAX_DIFF_FILES = 30;
@@ -75,6 +90,9 @@ export function renderReviewPackage(p: ReviewPackage): string {
     '',
     `**Tests:** ${p.tests.map((t) => `attempt ${t.attempt}: ${t.passed ? 'passed' : 'failed'} (${t.summary})`).join('; ') || 'not run'}`,
   ];
+  if (p.testPlan && p.testPlan.length > 0) {
+    lines.push('', '**Test plan (spec):**', ...p.testPlan.map((t) => `- ${t.status}: \`${t.test}\` in ${t.file}${t.existing ? ' (existing)' : ''} — ${t.requirement}`));
+  }
   if (p.attempts && p.attempts.total > 0) {
     lines.push('', `**Tried in its sandbox (${p.attempts.total}; this gate is a person's):**`, ...p.attempts.listed.map((a) => `- ${a}`));
     if (p.attempts.total > p.attempts.listed.length) lines.push(`- … and ${p.attempts.total - p.attempts.listed.length} more (warden audit lists each)`);

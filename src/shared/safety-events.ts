@@ -6,6 +6,8 @@
 export const SAFETY_EVENT_TYPES = [
   // the safety decisions proper
   'CIRCUIT_TRIPPED',
+  // an open circuit's cool-down is over: calls go through as probes
+  'CIRCUIT_HALF_OPEN',
   'CIRCUIT_RESET',
   'RATE_LIMIT_BLOCK',
   'COST_WARNING',
@@ -15,6 +17,8 @@ export const SAFETY_EVENT_TYPES = [
   'ESCALATION_DENIED',
   // intent lifecycle
   'INTENT_STARTED',
+  // a start the worker's config forbids, or no intent at all: nothing ran
+  'INTENT_REFUSED',
   'STAGE_STARTED',
   'STAGE_COMPLETED',
   'STAGE_FAILED',
@@ -25,6 +29,8 @@ export const SAFETY_EVENT_TYPES = [
   // an impl attempt's test run
   'TESTS_PASSED',
   'TESTS_FAILED',
+  // the spec's test plan against the tests impl wrote and ran (kept, or impl goes back)
+  'TEST_PLAN_CHECKED',
   // gates and humans
   'GATE_REQUESTED',
   'GATE_DECIDED',
@@ -98,6 +104,8 @@ export const SAFETY_EVENT_TYPES = [
   'FORGE_FAILED',
   // a delivery to the web app's forge webhook whose signature (or token) did not hold
   'FORGE_WEBHOOK_REFUSED',
+  // the host that held an intent's worktree was gone for `placement.moveAfter`: another host took it over
+  'INTENT_MOVED',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',
   // retention cut rows from the ledger's hash chain: which positions, how many, and the hash at each cut's end

@@ -68,6 +68,10 @@ export interface IntentState {
   artifacts: Record<string, string>;
   branch: string;
   worktreePath?: string;
+  /** The worker host whose disk holds the worktree (its stages run there). */
+  host?: string;
+  /** Where its hosts push its commits (config `placement`): a web app on another machine reads the change there. */
+  pushedWork?: { readonly remoteUrl: string; readonly branch: string };
   tests: TestSummary[];
   mergedCommit?: string;
   /** The intent's pull request on the team's forge (`merge.via: pull-request`), once opened. */

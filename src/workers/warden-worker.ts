@@ -3,7 +3,7 @@ import { forgeRepositoryFromRemote } from '../forge/remote';
 import path from 'node:path';
 import v8 from 'node:v8';
 import { Client } from '@temporalio/client';
-import { Worker, type NativeConnection } from '@temporalio/worker';
+import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createSweepActivities, type IntentStatusReader } from '../activities/sweeper';
 import { temporalIntentStatus } from './intent-status-reader';
 import { keepSweepSchedule, sweepScheduleId } from './sweep-schedule';
@@ -11,14 +11,17 @@ import { anchorScheduleId, keepAnchorSchedule } from './anchor-schedule';
 import { PAYLOAD_CONVERTER_PATH } from './payload-converter-path';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
-import { ModelGateway } from '../gateway/gateway';
+import { ModelGateway, type GatewayOptions } from '../gateway/gateway';
 import { sweepTrash, trashOf } from '../activities/trash';
 import type { WorkerSafetyConfig } from '../config/schema';
+import type { IntentRules } from '../config/intent-completion';
 import type { LadderDefaults } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import { SharedLimitStore, type SharedLimits } from '../ledger/shared-limits';
 import type { Tracing } from '../runtime/telemetry';
-import { TASK_QUEUE } from '../shared/ids';
+import { hostQueueFor, TASK_QUEUE } from '../shared/ids';
+import { defaultHostName, WardenWorker } from './host-worker';
+import { hostPlacementInterceptor } from './interceptors/host-placement';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
@@ -43,6 +46,11 @@ export interface WardenWorkerOptions {
   readonly connection: NativeConnection;
   readonly namespace?: string;
   readonly taskQueue?: string;
+  /**
+   * This worker's host: its stages of an intent run on `<taskQueue>@<host>` once its worktree is
+   * here (see host-worker.ts). Default: the machine's name and a hash of `worktreeRoot`.
+   */
+  readonly host?: string;
   readonly worktreeRoot: string;
   readonly lineageRoot: string;
   /** Where scheduled daily reports are written; default `reports` beside `lineageRoot` (`<Warden home>/reports`). */
@@ -79,6 +87,12 @@ export interface WardenWorkerOptions {
    * Default: enabled, with the emergency stop file at `<cwd>/.warden/EMERGENCY_STOP`.
    */
   readonly killSwitch?: KillSwitchOptions;
+  /**
+   * The config every intent is completed from and checked against before it runs, however it was
+   * started (see intent-completion.ts). Warden's own workers always have it; without it (tests
+   * and benchmarks of other things) an intent is only checked against the schema.
+   */
+  readonly intentRules?: IntentRules;
   /** The config's `notify` channels: for events of no intent (intents carry their own). */
   readonly notify?: readonly NotifyChannel[];
   /** How the notification dispatcher polls and retries (defaults: DISPATCH_DEFAULTS). */
@@ -94,7 +108,7 @@ export interface WardenWorkerOptions {
 }
 
 /** Builds the worker that runs intent workflows and their activities on one task queue. */
-export async function createWardenWorker(options: WardenWorkerOptions): Promise<Worker> {
+export async function createWardenWorker(options: WardenWorkerOptions): Promise<WardenWorker> {
   // The cascade model is needed by the first answer: ready before the worker polls, not trained
   // inside that answer, where seconds of CPU would hold up heartbeats.
   await readyCascadeModel(options.logger);
@@ -102,7 +116,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const sharedLimits = sharedLimitsOf(options);
   const client = new Client({ connection: options.connection, namespace: options.namespace });
   const intentStatus = temporalIntentStatus(client);
+  const taskQueue = options.taskQueue ?? TASK_QUEUE;
+  const hostQueue = hostQueueFor(taskQueue, options.host ?? defaultHostName(options.worktreeRoot));
   const activities = createActivities({
+    hostQueue,
     worktreeRoot: options.worktreeRoot,
     lineageRoot: options.lineageRoot,
     logger: options.logger,
@@ -119,6 +136,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     gateLink: options.gateLink,
     // The forge's tokens are read from this worker's environment when a pull request needs them.
     forge: { env: process.env, forgeClient, repositoryOf: (remoteUrl, settings) => forgeRepositoryFromRemote(remoteUrl, { kind: settings.kind, ...(settings.url ? { webUrl: settings.url } : {}) }) },
+    intentRules: options.intentRules,
   });
   // Worktrees removed before a crash may still be in the trash: delete them in the background.
   void sweepTrash(trashOf(options.worktreeRoot));
@@ -141,13 +159,10 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     // is about to start (the main thread's heap keeps its own limit).
     v8.setFlagsFromString(`--max-old-space-size=${options.safety.workflowHeapMb}`);
   }
-  const worker = await Worker.create({
+  const activityOptions = {
     connection: options.connection,
     namespace: options.namespace,
-    taskQueue: options.taskQueue ?? TASK_QUEUE,
-    workflowBundle,
     dataConverter: { payloadConverterPath: PAYLOAD_CONVERTER_PATH },
-    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
     activities: options.wrapActivities ? options.wrapActivities(activities) : activities,
     interceptors: {
       activity: [
@@ -166,20 +181,32 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
               stageKillSwitchInterceptor({ ledger: options.ledger, logger: options.logger, killSwitch }),
             ]),
         ...(options.tracing?.activity ?? []),
+        // Innermost: an activity refused above never clones or pushes.
+        hostPlacementInterceptor({ clonesRoot: path.join(path.dirname(options.lineageRoot), 'clones'), worktreeRoot: options.worktreeRoot }),
       ],
     },
     maxTaskQueueActivitiesPerSecond: options.safety.rateLimits.globalActivitiesPerSecond,
-    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
+    // Both workers of the host measure the same machine: each holds back when it is above its targets.
+    ...(options.safety.slots ? { tuner: { tunerOptions: { targetCpuUsage: options.safety.slots.targetCpu, targetMemoryUsage: options.safety.slots.targetMemory } } } : {}),
     // Cancellation reaches an activity on its next heartbeat: keep that within a second or so.
     // (The global stop does not wait for it: see GlobalStopWatch.)
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
+  } satisfies Partial<WorkerOptions>;
+  const shared = await Worker.create({
+    ...activityOptions,
+    taskQueue,
+    workflowBundle,
+    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
+    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
   });
+  // The stages of intents whose worktree is on this host: activities only.
+  const worker = new WardenWorker(shared, await Worker.create({ ...activityOptions, taskQueue: hostQueue }), hostQueue);
   // Every notifiable ledger event becomes a delivery workflow, whichever worker recorded it.
   const dispatcher = new NotificationDispatcher({
     client,
     outbox: new NotificationOutbox(options.ledger.pool),
-    taskQueue: options.taskQueue ?? TASK_QUEUE,
+    taskQueue,
     logger: options.logger,
     channels: options.notify ?? [],
     ...options.notifications,
@@ -241,7 +268,7 @@ function sharedLimitsOf(options: Pick<WardenWorkerOptions, 'ledger' | 'taskQueue
 /** A model gateway with the worker's limits (shared with the other workers), secrets redaction and ledger. */
 export function startWorkerGateway(
   options: Pick<WardenWorkerOptions, 'safety' | 'logger' | 'redact' | 'ledger' | 'fetch' | 'taskQueue'>,
-  extra: { readonly detached?: boolean } = {},
+  extra: { readonly detached?: boolean; readonly onCircuitChange?: GatewayOptions['onCircuitChange'] } = {},
 ): Promise<ModelGateway> {
   return ModelGateway.start({
     shared: sharedLimitsOf(options),
@@ -252,6 +279,7 @@ export function startWorkerGateway(
     recordEvent: (event) => options.ledger.recordSafetyEvent(event),
     fetch: options.fetch,
     detached: extra.detached,
+    onCircuitChange: extra.onCircuitChange,
   });
 }
 

@@ -16,7 +16,7 @@ export interface IntentActivities {
   readonly ledgerQueued: WardenActivities;
   /** Git bookkeeping and mechanical checks (worktree, documents, change size, archive, merge). */
   readonly git: WardenActivities;
-  /** The final worktree cleanup, which runs after cancellation too. */
+  /** The final worktree cleanup, which runs after cancellation too (see `intentActivities` for where). */
   readonly cleanup: WardenActivities;
   /** Agent calls: they heartbeat, and a stopped intent waits until the agent's process is dead. */
   readonly agents: WardenActivities;
@@ -26,8 +26,23 @@ export interface IntentActivities {
   readonly forge: WardenActivities;
 }
 
-/** The activity proxies of an intent with these limits. */
-export function intentActivities(limits: IntentLimitsConfig): IntentActivities {
+/** Where an intent's worktree activities go, once a host holds the worktree (see host-routing.ts). */
+export interface HostTarget {
+  readonly taskQueue?: string;
+  /** How long a call may wait for that host before the intent moves (config `placement.moveAfter`). */
+  readonly moveAfter?: string;
+}
+
+/**
+ * The activity proxies of an intent with these limits: each kind's, for the shared task queue or
+ * for one host's (`target`). The final cleanup is a local activity until a host holds the
+ * worktree, and an ordinary activity on that host's queue from then on.
+ */
+export function intentActivities(limits: IntentLimitsConfig, target: HostTarget = {}): IntentActivities {
+  const where: Partial<ActivityOptions> = {
+    ...(target.taskQueue ? { taskQueue: target.taskQueue } : {}),
+    ...(target.taskQueue && target.moveAfter ? { scheduleToStartTimeout: parseDuration(target.moveAfter) } : {}),
+  };
   const ledgerOptions: ActivityOptions = { startToCloseTimeout: '30s', retry: { initialInterval: '1s', maximumInterval: '10s', backoffCoefficient: 2 } };
   // Git bookkeeping is idempotent, so it may retry freely.
   const gitOptions: ActivityOptions = {
@@ -37,9 +52,10 @@ export function intentActivities(limits: IntentLimitsConfig): IntentActivities {
   return {
     ledger: proxyLocalActivities<WardenActivities>(ledgerOptions),
     ledgerQueued: proxyActivities<WardenActivities>(ledgerOptions),
-    git: proxyActivities<WardenActivities>(gitOptions),
-    cleanup: proxyLocalActivities<WardenActivities>(gitOptions),
+    git: proxyActivities<WardenActivities>({ ...gitOptions, ...where }),
+    cleanup: target.taskQueue ? proxyActivities<WardenActivities>({ ...gitOptions, ...where }) : proxyLocalActivities<WardenActivities>(gitOptions),
     agents: proxyActivities<WardenActivities>({
+      ...where,
       startToCloseTimeout: parseDuration(limits.stageTimeout),
       heartbeatTimeout: '10s',
       cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -48,10 +64,12 @@ export function intentActivities(limits: IntentLimitsConfig): IntentActivities {
       retry: { maximumAttempts: 5, initialInterval: '2s', maximumInterval: '1m', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
     }),
     forge: proxyActivities<WardenActivities>({
+      ...where,
       startToCloseTimeout: '1m',
       retry: { maximumAttempts: 4, initialInterval: '2s', maximumInterval: '20s', nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURES] },
     }),
     tests: proxyActivities<WardenActivities>({
+      ...where,
       startToCloseTimeout: parseDuration(limits.testTimeout) + 60_000,
       heartbeatTimeout: '10s',
       cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

@@ -76,6 +76,8 @@ export async function endEarly(run: IntentRun, caught: unknown, ending: Ending):
   if (halt?.eventType) {
     ledger.event(halt.eventType, 'high', halt.reason ?? state.error, { stage: state.stage, suggestion: halt.suggestion, metadata: { current: halt.current, threshold: halt.threshold } });
   }
+  // What the halt undid keeps its own row, as a resume's rewind does.
+  if (halt?.rollback) ledger.event('ROLLBACK', 'medium', halt.rollback.reason, { stage: state.stage, metadata: halt.rollback.metadata });
   ending.failureSuggestion = halt?.suggestion || suggestionForFailure({ type: failure?.type ?? undefined, timeoutType }, intent.id);
   ledger.event('STAGE_FAILED', 'high', state.error, {
     stage: state.stage,

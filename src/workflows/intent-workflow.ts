@@ -216,9 +216,7 @@ async function prepare(run: IntentRun): Promise<void> {
   setStatus(state, 'running');
   // INTENT_STARTED is in the ledger from the start, before any row an activity writes itself.
   await run.ledger.flush();
-  const prepared = await activities.git.prepareWorktree({ intent });
-  state.worktreePath = prepared.worktreePath;
-  run.head = prepared.head;
+  run.placeOn(await activities.git.prepareWorktree({ intent }));
   run.ladderLevel = (await activities.ledger.readLadder({ scope: ladderScope(intent.agent) })).level;
   state.ladderLevel = run.ladderLevel;
 }

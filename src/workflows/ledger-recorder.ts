@@ -1,4 +1,4 @@
-import { uuid4 } from '@temporalio/workflow';
+import { uuid4, workflowInfo } from '@temporalio/workflow';
 import type { LedgerBatch, LedgerRow } from '../activities';
 import type { GateDecisionInput, SafetyEventInput } from '../ledger/types';
 import type { SafetyEventType, Severity } from '../shared/safety-events';
@@ -31,8 +31,15 @@ export class LedgerRecorder {
     private readonly append: Readonly<Record<LedgerRoute, Append>>,
   ) {}
 
+  /**
+   * Records a safety event. Its metadata also says where in the history it was recorded: the run
+   * and the history's length at the workflow task recording it (that task's WorkflowTaskStarted
+   * event id), so `warden audit --with-history` can read the row beside it.
+   */
   event(eventType: SafetyEventType, severity: Severity, reason: string, details: EventDetails = {}): void {
-    const safetyEvent: SafetyEventInput = { id: uuid4(), timestamp: new Date(), eventType, severity, reason, intentId: this.intentId, ...details };
+    const { runId, historyLength } = workflowInfo();
+    const metadata = { ...details.metadata, runId, historyLength };
+    const safetyEvent: SafetyEventInput = { id: uuid4(), timestamp: new Date(), eventType, severity, reason, intentId: this.intentId, ...details, metadata };
     this.queue.push({ safetyEvent });
     this.observer?.(eventType, severity, reason);
   }

@@ -7,6 +7,7 @@ import type { ForgeReview } from '../shared/forge';
 import type { HaltDetails } from '../shared/halt';
 import type { ForgeSettings } from '../shared/merge-settings';
 import { forgeEventSignal } from '../shared/messages';
+import { doneLineageDir, lineageRefFor } from '../shared/ids';
 import { renderReviewPackage, type ReviewPackage } from '../shared/review-package';
 import { GateRejected } from './approvals';
 import type { IntentRun } from './run-context';
@@ -67,10 +68,35 @@ function forgeOf(run: IntentRun): ForgeSettings {
   return run.intent.merge.forge!;
 }
 
+/** The longest wait between two reads of a pull request on which nothing happens. */
+const MAX_POLL_MS = 10 * 60_000;
+
+/**
+ * How long to wait before reading the pull request again: `pollEvery` at first, then half as long
+ * again each time nothing happened, up to ten minutes, back to `pollEvery` when something did (or a
+ * webhook said so). A gate that waits a day then costs its history a few hundred reads, not
+ * thousands.
+ */
+class PollInterval {
+  private current: number;
+  constructor(private readonly base: number) {
+    this.current = base;
+  }
+  next(): number {
+    const wait = this.current;
+    this.current = Math.min(Math.max(this.base, MAX_POLL_MS), Math.round(this.current * 1.5));
+    return wait;
+  }
+  reset(): void {
+    this.current = this.base;
+  }
+}
+
 /** Whether this intent's change goes to the base through a pull request. */
 export function mergesViaPullRequest(run: IntentRun): boolean {
   // `?.`: an intent from before merge settings existed (its history) has none, and merges locally.
-  return run.intent.merge?.via === 'pull-request' && run.intent.merge.forge !== undefined;
+  // A revert (`warden revert`) has no triage or review to put in a pull request: it merges in the repository.
+  return run.intent.merge?.via === 'pull-request' && run.intent.merge.forge !== undefined && !run.intent.revertOf;
 }
 
 /**
@@ -129,7 +155,7 @@ function pullRequestBody(run: IntentRun, pkg: ReviewPackage): string {
     '',
     renderReviewPackage(pkg),
     '',
-    `Lineage (prompts, answers, every attempt's commit): \`refs/warden/lineage/${intent.id}\` in the repository Warden worked in; the ledger: \`warden audit ${intent.id}\`.`,
+    `Lineage (prompts, answers, every attempt's commit): \`${intent.lineage.location === 'ref' ? lineageRefFor(intent.id) : doneLineageDir(intent.id)}\` in the repository Warden worked in; the ledger: \`warden audit ${intent.id}\`.`,
   ]
     .join('\n')
     .slice(0, 60_000);
@@ -141,13 +167,14 @@ function pullRequestBody(run: IntentRun, pkg: ReviewPackage): string {
  */
 async function watchWhile<T>(run: IntentRun, watch: PullRequestWatch, number: number, waiting: () => Promise<T>): Promise<T> {
   let done = false;
-  const every = parseDuration(forgeOf(run).pollEvery);
+  const poll = new PollInterval(parseDuration(forgeOf(run).pollEvery));
   const watcher = (async (): Promise<never> => {
     while (!done) {
-      await condition(() => done || watch.nudged, every);
+      const nudged = await condition(() => done || watch.nudged, poll.next());
       watch.nudged = false;
       if (done || !run.state.pendingGate) continue;
       const news = await read(run, watch, number);
+      if (nudged || news.reviews.length > 0 || news.commands.length > 0) poll.reset();
       if (!done) handleNews(run, watch, news);
       await tellUntold(run, watch);
     }
@@ -240,7 +267,7 @@ export async function forgeChecksUnmet(run: IntentRun): Promise<string | undefin
   const pr = state.pullRequest!;
   const settings = run.gates.settings('merge');
   const timeout = settings.timeout ?? intent.limits.gateTimeout;
-  const every = parseDuration(forgeOf(run).pollEvery);
+  const poll = new PollInterval(parseDuration(forgeOf(run).pollEvery));
   let deadline = Date.now() + parseDuration(timeout);
   let waitedOnce = false;
   let told = false;
@@ -282,7 +309,7 @@ export async function forgeChecksUnmet(run: IntentRun): Promise<string | undefin
       }
       throw new GateRejected('merge', `the forge's checks did not pass within ${timeout}`);
     }
-    await condition(() => watch.nudged, Math.min(every, remaining));
+    if (await condition(() => watch.nudged, Math.min(poll.next(), remaining))) poll.reset();
     watch.nudged = false;
     // Meanwhile a mapped reviewer may ask for changes, or someone close the pull request.
     const news = await read(run, watch, pr.number);

@@ -3,6 +3,7 @@ import { setHandler } from '@temporalio/workflow';
 import type { ChangeSize } from '../safety/limits';
 import { agentIdOf, networkOf } from '../shared/agent-routing';
 import type { DesignReviewSummary, ReviewAssessment, TriageAssessment } from '../shared/assessments';
+import type { ReviewPackage } from '../shared/review-package';
 import type { Intent } from '../shared/intent';
 import type { LadderLevel } from '../shared/ladder';
 import { stateQuery } from '../shared/messages';
@@ -10,6 +11,8 @@ import type { IntentState } from '../shared/state';
 import { autoPassRefusals } from './auto-pass';
 import { GateKeeper } from './gate-keeper';
 import { intentActivities, type IntentActivities } from './intent-activities';
+import { HOST_KINDS, HostRouting, type HostKind } from './host-routing';
+import { hostOfQueue, workBranchFor } from '../shared/ids';
 import { setStatus, showInMemo, startingState } from './intent-status';
 import { LedgerRecorder } from './ledger-recorder';
 import { StageGuard, installStageGuard } from './stage-guard';
@@ -23,7 +26,10 @@ import { WorkClock } from './time-limits';
  */
 export class IntentRun {
   readonly state: IntentState;
+  /** Its activities: those that work in the worktree go to the host that holds it (see `hosts`). */
   readonly activities: IntentActivities;
+  /** Which host's task queue the worktree activities go to, and the move when that host is gone. */
+  readonly hosts: HostRouting;
   /** Ledger rows of this run, written in batches by `flush()`. */
   readonly ledger: LedgerRecorder;
   /** The limits checked before every agent dispatch, and the pause that holds stage activities. */
@@ -61,10 +67,17 @@ export class IntentRun {
   }
   /** The largest change a person let through at the blast-radius gate. */
   approvedSize?: ChangeSize;
+  /** The spec's planned tests as the last check after impl found them, for the review package. */
+  testPlan?: ReviewPackage['testPlan'];
 
   constructor(readonly intent: Intent) {
     this.state = startingState(intent.id, intent.goal);
-    this.activities = intentActivities(intent.limits);
+    const shared = intentActivities(intent.limits);
+    this.hosts = new HostRouting(
+      (kind, taskQueue) => (taskQueue ? intentActivities(intent.limits, { taskQueue, ...(intent.placement ? { moveAfter: intent.placement.moveAfter } : {}) }) : shared)[kind],
+      (kind, lostQueue) => this.moveFrom(kind, lostQueue),
+    );
+    this.activities = { ...shared, ...Object.fromEntries(HOST_KINDS.map((kind) => [kind, this.hosts.route(kind)])) } as IntentActivities;
     this.hostNetwork = [intent.agent, ...Object.values(intent.stageAgents)].some((a) => a.kind === 'command' && networkOf(a) === 'host');
     this.unconfinedCode = intent.confinement.allowUnconfinedCode || intent.confinement.testNetwork === 'host';
     this.ledger = new LedgerRecorder(intent.id, {
@@ -108,7 +121,8 @@ export class IntentRun {
         const { triage, review, state, ladderLevel } = this;
         if (state.attempts.impl === undefined || !triage) return undefined;
         const attempts = this.attemptCount > 0 ? { attempts: { listed: [...this.attemptsSeen], total: this.attemptCount } } : {};
-        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts } });
+        const testPlan = this.testPlan ? { testPlan: this.testPlan } : {};
+        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts, ...testPlan } });
       },
       onWaiting: (gate) => setStatus(this.state, 'waiting', gate),
       onDecided: (decision) => {
@@ -118,5 +132,36 @@ export class IntentRun {
         setStatus(this.state, this.guard.paused ? 'paused' : 'running');
       },
     });
+  }
+
+  /** The worktree is made (or taken over): from now on its activities go to the host that made it. */
+  placeOn(prepared: { readonly worktreePath: string; readonly head: string; readonly hostQueue?: string }): void {
+    this.hosts.placeOn(prepared.hostQueue);
+    this.state.worktreePath = prepared.worktreePath;
+    if (prepared.hostQueue) this.state.host = hostOfQueue(prepared.hostQueue);
+    if (this.intent.placement) this.state.pushedWork = { remoteUrl: this.intent.placement.remoteUrl, branch: workBranchFor(this.intent.id) };
+    this.head = prepared.head;
+  }
+
+  /**
+   * The host that held the worktree took no step within `placement.moveAfter`: another host takes
+   * the intent over from the commit its last step pushed (INTENT_MOVED). The final cleanup needs no
+   * worktree: it runs wherever the workflow does, and deletes the work branch on the remote.
+   */
+  private async moveFrom(kind: HostKind, lostQueue: string): Promise<void> {
+    const from = hostOfQueue(lostQueue);
+    if (kind === 'cleanup') {
+      this.hosts.placeOn(undefined);
+      this.ledger.event('INTENT_MOVED', 'medium', `host ${from}, which held the worktree, is gone: the cleanup ran elsewhere; its copy stays on that host until its worker sweeps it`, { metadata: { from, step: kind } });
+      return;
+    }
+    const prepared = await this.hosts.anyHost('git').prepareWorktree({ intent: this.intent, ...(this.head ? { resumeAt: this.head } : {}) });
+    this.placeOn(prepared);
+    const to = prepared.hostQueue ? hostOfQueue(prepared.hostQueue) : 'the shared queue';
+    this.ledger.event('INTENT_MOVED', 'medium', `host ${from}, which held the worktree, took no ${kind} step within ${this.intent.placement?.moveAfter ?? 'its time'}: host ${to} took the intent over from ${prepared.head.slice(0, 12)}, its last pushed commit`, {
+      stage: this.state.stage === 'done' ? undefined : this.state.stage,
+      metadata: { from, to, head: prepared.head, step: kind },
+    });
+    await this.ledger.flush();
   }
 }

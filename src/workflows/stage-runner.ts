@@ -1,4 +1,4 @@
-import type { StageResult } from '../activities';
+import type { StageResult, TestPlanCheck } from '../activities';
 import type { RecordedDecision } from '../shared/decisions';
 import type { ChangeSize } from '../safety/limits';
 import { addUsd } from '../shared/money';
@@ -157,8 +157,8 @@ async function reviewDesign(run: IntentRun, stage: 'lld' | 'spec'): Promise<Desi
 }
 
 /**
- * impl: edit → test → blast radius → mechanical checks, until the tests pass and the checks
- * hold. Each further attempt is dispatched through the stage guard, which halts the intent once
+ * impl: edit → test → blast radius → mechanical checks → the spec's test plan, until the tests
+ * pass, the checks hold and every planned test is there and ran. Each further attempt is dispatched through the stage guard, which halts the intent once
  * the impl cap (MAX_ITERATIONS_EXCEEDED) or the two-strike rule (STAGNATION_DETECTED) says so;
  * the completeness gate's own cap halts it after its last refusal.
  */
@@ -201,7 +201,14 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
       });
       enforceCompletenessCap(refusals, cap);
     }
-    if (tests.passed && checks.ok && testSecrets.length === 0) return;
+    if (tests.passed && checks.ok && testSecrets.length === 0) {
+      // Green and complete: the tests the spec promised must be among them, and have run.
+      const plan = await run.activities.git.checkTestPlan({ intent, testLogPath: tests.logPath });
+      recordTestPlan(run, attempt, plan);
+      if (plan.ok) return;
+      feedback = testPlanRepairPrompt(plan);
+      continue;
+    }
     feedback = [
       tests.instruction,
       `Tests ${tests.summary}. End of their output:\n${tests.tail}`,
@@ -211,6 +218,30 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
       .filter(Boolean)
       .join('\n\n');
   }
+}
+
+/** The check of the spec's test plan as a ledger row (TEST_PLAN_CHECKED), kept for the review package. */
+function recordTestPlan(run: IntentRun, attempt: number, plan: TestPlanCheck): void {
+  if (!plan.planned) return;
+  run.testPlan = plan.tests.map((t) => ({ requirement: t.requirement.slice(0, 200), test: t.test.slice(0, 200), file: t.file.slice(0, 200), existing: t.existing, status: t.status }));
+  const ran = plan.tests.filter((t) => t.status === 'ran').length;
+  const unverified = plan.tests.filter((t) => t.status === 'unverified').length;
+  const summary = plan.ok
+    ? `impl attempt ${attempt}: the spec's test plan is kept: ${ran} planned test(s) ran${unverified ? `, ${unverified} in their files but not named by the run` : ''}`
+    : `impl attempt ${attempt}: the spec's test plan is not kept: ${plan.problems.join('; ')}`;
+  run.ledger.event('TEST_PLAN_CHECKED', plan.ok ? 'info' : 'medium', summary.slice(0, 1000), {
+    stage: 'impl',
+    ...(plan.ok ? {} : { suggestion: 'impl runs again, told which planned tests are missing, skipped or did not run' }),
+    metadata: { attempt, ok: plan.ok, specPath: plan.specPath ?? null, tests: run.testPlan.map((t) => ({ test: t.test, file: t.file, status: t.status })) },
+  });
+}
+
+/** What impl is told when its change breaks the spec's test plan. */
+function testPlanRepairPrompt(plan: TestPlanCheck): string {
+  return [
+    'The tests pass, but the test plan of the specification is not kept. Write each planned test in its file, with the exact name the plan gives, and make it run (not skipped):',
+    ...plan.problems.map((p) => `- ${p}`),
+  ].join('\n');
 }
 
 /** Most rows one scan writes of each kind; the rest are counted in the last one. */

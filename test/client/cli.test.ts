@@ -276,9 +276,9 @@ test('without a TTY, warden run prints how to decide and waits; warden reject en
     const shown = JSON.parse(warden('gates', id, '--json').stdout) as { gate: string; package?: { goal: string; diffSummary: Array<{ path: string }>; review?: { verdict: string } } } | null;
     return shown?.package ? shown : undefined;
   }, 120_000, 'the review package');
-  expect(pending).toMatchObject({ gate: 'merge', package: { goal: 'Add slugify', diffSummary: [{ path: 'lib/strings.js' }], review: { verdict: 'APPROVE' } } });
+  expect(pending).toMatchObject({ gate: 'merge', package: { goal: 'Add slugify', diffSummary: [{ path: 'lib/strings.js' }, { path: 'lib/strings.test.js' }], review: { verdict: 'APPROVE' } } });
   const text = warden('gates', id);
-  expect(text.stdout).toMatch(/Predicted vs actual: files 1 → 1/);
+  expect(text.stdout).toMatch(/Predicted vs actual: files 2 → 2/);
   expect(text.stdout).toMatch(/Ledger trace:/);
 
   // a decision sent from inside an agent's process is refused (and recorded), whoever it claims to be
@@ -732,12 +732,79 @@ test('the ledger commands read what an intent wrote: audit, costs, report, clean
   expect(free.stdout).toMatch(/- Budget remaining: unlimited/);
   expect(free.stdout).toMatch(/### Overall Health: GREEN/);
 
+  // Gate statistics and breaker history over a period: the intent's merge gate, approved by cli-tester.
+  const stats = JSON.parse(warden('report', '--gates', '--breakers', '--since', '1d', '--json').stdout) as {
+    gates: { since: string; until: null; byApprover: Array<{ approver: string; decided: number; approved: number }> };
+    breakers: { changes: unknown[]; rateLimits: unknown[] };
+  };
+  expect(stats.gates.until).toBeNull();
+  expect(stats.gates.byApprover.find((a) => a.approver === 'cli-tester')).toMatchObject({ decided: expect.any(Number), approved: expect.any(Number) });
+  expect(stats.gates.byApprover.find((a) => a.approver === 'cli-tester')!.approved).toBeGreaterThanOrEqual(1);
+  expect(stats.breakers).toEqual({ since: stats.gates.since, until: null, changes: expect.any(Array), rateLimits: expect.any(Array) });
+  const statsText = warden('report', '--gates', '--since', '1d').stdout;
+  expect(statsText).toMatch(/^## Gate statistics from \S+ to now$/m);
+  expect(statsText).toMatch(/^cli-tester +-? +\d+ +\d+\.\d%/m);
+  expect(warden('report', '--breakers', '--until', new Date().toISOString().slice(0, 10)).stdout).toMatch(/^### Rate-limit refusals$/m);
+  // A period goes with --gates / --breakers, and the daily report's flags do not.
+  for (const args of [['--since', '1d'], ['--gates', '--date', '2026-01-01'], ['--gates', '--until', 'soon'], ['--breakers', '--since', '1d', '--until', '2d']]) {
+    const refused = warden('report', ...args);
+    expect([refused.code, refused.stderr.trimEnd().split('\n')]).toEqual([2, [expect.stringMatching(/^warden: --(since|date|until)/)]]);
+  }
+
   const cleanup = warden('db', 'cleanup', '--retention', '90d', '--json');
   expect(cleanup.code).toBe(0);
   expect(JSON.parse(cleanup.stdout)).toMatchObject({ retentionDays: 90, deleted: { safety_events: 0, cost_events: 0 } });
   expect(JSON.parse(warden('audit', id, '--json').stdout)).toHaveLength(timeline.length); // nothing recent was deleted
 
   expect(warden('db', 'migrate').stdout).toMatch(/up to date/);
+});
+
+test('warden audit --with-history ties each ledger row of a real intent to its workflow history', async () => {
+  const repo = makeSampleRepo();
+  const id = `cli-history-${Date.now()}`;
+  expect(warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--approve', '--json').code).toBe(0);
+  const audit = warden('audit', id, '--with-history', '--json');
+  expect(audit.code).toBe(0);
+  type Entry = { kind: string; type: string; at: string; runId: string | null; activityId: string | null; history: { runId: string; eventId: number; eventType: string } | null };
+  const entries = JSON.parse(audit.stdout) as Entry[];
+  const events = await withClient(async (client) => (await client.workflow.getHandle(workflowIdForIntent(id)).fetchHistory()).events ?? []);
+  const runId = await withClient(async (client) => (await client.workflow.getHandle(workflowIdForIntent(id)).describe()).runId);
+  const byId = new Map(events.map((event) => [Number(event.eventId), event]));
+
+  // Every row of this intent is tied, to its one run.
+  expect(entries.filter((e) => !e.history)).toEqual([]);
+  expect(new Set(entries.map((e) => e.history!.runId))).toEqual(new Set([runId]));
+  // A row an activity wrote (its run, an agent's costs, the safety layers' events) is tied to the event that
+  // scheduled that activity: ActivityTaskScheduled, or a local activity's marker.
+  const activityIdOf = (event: (typeof events)[number]): string | undefined =>
+    event.activityTaskScheduledEventAttributes?.activityId ??
+    (JSON.parse(Buffer.from(event.markerRecordedEventAttributes!.details!.data!.payloads![0]!.data!).toString('utf8')) as { activity_id: string }).activity_id;
+  const written = entries.filter((e) => e.activityId !== null);
+  expect(written.filter((e) => e.kind === 'activity').length).toBeGreaterThan(5);
+  expect(written.filter((e) => e.kind === 'cost')).toHaveLength(6);
+  expect(new Set(written.map((e) => e.history!.eventType))).toEqual(new Set(['ActivityTaskScheduled', 'MarkerRecorded']));
+  for (const e of written) expect(activityIdOf(byId.get(e.history!.eventId)!)).toBe(e.activityId);
+  for (const e of written.filter((w) => w.history!.eventType === 'ActivityTaskScheduled' && w.kind === 'activity')) {
+    expect(byId.get(e.history!.eventId)!.activityTaskScheduledEventAttributes!.activityType!.name).toBe(e.type);
+  }
+  // A row the workflow wrote is tied to the start of the workflow task that recorded it, and those
+  // tasks come in the order the ledger received the rows.
+  const recorded = entries.filter((e) => e.activityId === null);
+  expect(recorded.map((e) => e.type)).toEqual(expect.arrayContaining(['INTENT_STARTED', 'STAGE_STARTED', 'GATE_REQUESTED', 'GATE_DECISION', 'GATE_DECIDED', 'INTENT_MERGED']));
+  for (const e of recorded) {
+    expect(e.history!.eventType).toBe('WorkflowTaskStarted');
+    expect(byId.get(e.history!.eventId)!.workflowTaskStartedEventAttributes).toBeTruthy();
+  }
+  const taskIds = recorded.map((e) => e.history!.eventId);
+  expect(taskIds).toEqual([...taskIds].sort((a, b) => a - b));
+  // The merge activity was scheduled before the task that recorded INTENT_MERGED started.
+  const merged = recorded.find((e) => e.type === 'INTENT_MERGED')!.history!.eventId;
+  const mergeScheduled = events.find((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'mergeIntent');
+  expect(Number(mergeScheduled!.eventId)).toBeLessThan(merged);
+
+  const text = warden('audit', id, '--with-history').stdout.trimEnd().split('\n');
+  expect(text.find((line) => line.includes('INTENT_MERGED'))).toMatch(new RegExp(`^run ${runId.slice(0, 8)} #\\d+ WorkflowTaskStarted +\\| \\S+ safety +INTENT_MERGED`));
+  expect(text.at(-1)).toBe(`${entries.length} of ${entries.length} rows tied to the workflow history`);
 });
 
 test('warden db migrate reports the migrations it applied to a fresh database', async () => {

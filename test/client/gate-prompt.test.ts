@@ -22,6 +22,10 @@ const pending: PendingGate = {
     moreFiles: 0,
     tests: [{ attempt: 1, passed: false, summary: '1 failed, 1 passed' }, { attempt: 2, passed: true, summary: '2 passed' }],
     review: { verdict: 'APPROVE', findings: [{ severity: 'low', category: 'style', message: 'document non-ASCII' }], summary: 'matches the design' },
+    testPlan: [
+      { requirement: 'digits kept', test: 'slugify keeps digits', file: 'lib/strings.test.js', existing: false, status: 'ran' },
+      { requirement: 'capitalize unchanged', test: 'capitalize works', file: 'test/strings.test.js', existing: true, status: 'unverified' },
+    ],
     ledgerTrace: ['2026-11-21T09:59:00.000Z RISK_ASSESSED [triage]: risk LOW'],
   },
 };
@@ -43,6 +47,9 @@ function scripted(...answers: string[]): Asker & { asked: string[] } {
 test('the summary shows what is proposed, the risk, the spend, the tests, the review and how to answer', () => {
   const text = renderPendingGate('x', pending);
   for (const part of ['x waits at the merge gate', 'Not passed automatically: level L1', 'Risk: LOW, confidence 90% — one pure function', 'files 1 → 1, lines 10 → 12 (+11 −1), spend $0.051000', '- lib/strings.js (+11 −1)', 'attempt 2: passed (2 passed)', 'Review: APPROVE — matches the design', '[low/style] document non-ASCII', 'RISK_ASSESSED', 'warden approve x']) {
+    expect(text).toContain(part);
+  }
+  for (const part of ['Test plan (spec):', '- ran: `slugify keeps digits` in lib/strings.test.js — digits kept', '- unverified: `capitalize works` in test/strings.test.js (existing) — capitalize unchanged']) {
     expect(text).toContain(part);
   }
 });

@@ -1,7 +1,7 @@
 import { approvalsFrom, intentFromFlags } from '../../src/client/intent-input';
 import { IntentSchema } from '../../src/shared/intent';
 import { HEAP_MB_PER_CACHED_WORKFLOW, resolveConfig } from '../../src/config/load';
-import { makeSampleRepo } from '../helpers/env';
+import { DEMO_SCRIPT, makeSampleRepo } from '../helpers/env';
 
 /** Agent profiles in the config: named, routed per stage, keys only by environment variable name. */
 
@@ -34,6 +34,19 @@ test('review.design: a design reviewer routed to the model that writes the LLD o
 describe('warden run picks the agents', () => {
   const repo = makeSampleRepo();
   const flags = { repo, goal: 'Add slugify' };
+
+  test('review.design left unset: the design is reviewed where routing sends review to a model that writes neither document, and not where it cannot be', () => {
+    const other = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', review: 'local' }, worker });
+    expect(IntentSchema.parse(intentFromFlags(flags, process.cwd(), other)).reviewPolicy).toEqual({ requireDifferentFamily: false, forbiddenReviewers: [], design: true });
+    const same = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, worker });
+    expect(IntentSchema.parse(intentFromFlags(flags, process.cwd(), same)).reviewPolicy.design).toBe(false);
+    const forbidden = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', review: 'local' }, review: { forbiddenReviewers: ['llama-3.1-8b'] }, worker });
+    expect(IntentSchema.parse(intentFromFlags(flags, process.cwd(), forbidden)).reviewPolicy.design).toBe(false);
+    const off = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', review: 'local' }, review: { design: false }, worker });
+    expect(IntentSchema.parse(intentFromFlags(flags, process.cwd(), off)).reviewPolicy.design).toBe(false);
+    // The scripted demo agent has no model to review with.
+    expect(IntentSchema.parse(intentFromFlags({ ...flags, agent: 'scripted', script: DEMO_SCRIPT }, process.cwd(), resolveConfig({}))).reviewPolicy.design).toBe(false);
+  });
 
   test("the config's routing when no agent flag is given; --agent-profile for every stage", () => {
     const config = resolveConfig({ mode: 'production', agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, worker });

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import { initApproverKey } from '../../src/client/approver-keys';
 import { startWebApp, type WebApp } from '../../src/client/web/server';
 import { stateQuery } from '../../src/shared/messages';
@@ -29,7 +29,7 @@ const SCREENSHOT_DIR = process.env.WARDEN_UPDATE_SCREENSHOTS === '1' ? path.join
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 let world: TestWorld | undefined;
-let worker: Worker | undefined;
+let worker: WardenWorker | undefined;
 let running: Promise<void> | undefined;
 let app: WebApp | undefined;
 let receiver: Awaited<ReturnType<typeof startReceiver>> | undefined;

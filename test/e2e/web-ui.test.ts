@@ -13,7 +13,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
@@ -50,7 +50,7 @@ const APPROVER = 'Ada from the Web UI';
 
 let server: DevServer | undefined;
 let world: TestWorld | undefined;
-let worker: Worker | undefined;
+let worker: WardenWorker | undefined;
 let running: Promise<void> | undefined;
 let browser: BrowserContext | undefined;
 let profileDir: string | undefined;

@@ -325,7 +325,7 @@ describe('the model gateway refuses in the provider’s own words', () => {
 
   it('opens the endpoint’s circuit after upstream failures and answers 503 without calling it', async () => {
     upstream.respond = () => ({ raw: { status: 500, body: '{"error":{"message":"boom"}}' } });
-    const { lease: l, meter } = lease('openai');
+    const { lease: l, meter, events } = lease('openai');
     for (const content of ['a', 'b', 'c']) {
       const res = await post('/v1/chat/completions', l.key, chat({ messages: [{ role: 'user', content }] }));
       expect(res.status).toBe(500);
@@ -335,6 +335,8 @@ describe('the model gateway refuses in the provider’s own words', () => {
     expect(refused.status).toBe(503);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(upstream.requests).toHaveLength(3);
+    // The circuit's move is recorded as the attempt's, once.
+    expect(events.filter((e) => e.type.startsWith('CIRCUIT_'))).toEqual([{ type: 'CIRCUIT_TRIPPED', severity: 'high', reason: expect.stringContaining('opened') }]);
     await l.end();
     // Nothing answered: nothing was counted.
     expect(meter.totalUsd()).toBe('0.000000');

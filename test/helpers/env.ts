@@ -3,7 +3,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime, DefaultLogger } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import pino, { type Logger } from 'pino';
 import type pg from 'pg';
 import type { WardenActivities } from '../../src/activities';
@@ -56,7 +57,7 @@ export interface TestWorld {
   readonly databaseUrl: string;
   readonly ledger: Ledger;
   /** A worker on this file's task queue; `wrap` may replace activities (fault injection). */
-  worker(options?: WorkerOptions): Promise<Worker>;
+  worker(options?: WorkerOptions): Promise<WardenWorker>;
   close(): Promise<void>;
 }
 
@@ -71,12 +72,16 @@ export interface WorkerOptions {
   readonly mode?: 'development' | 'production';
   /** Another task queue than the world's (a second worker beside the world's own). */
   readonly taskQueue?: string;
+  /** Another host than the world's: its own name, and its own folders (a host with a disk of its own). */
+  readonly host?: { readonly name: string; readonly dir: string };
   /** WARDEN_ENABLED and the EMERGENCY_STOP file (default: enabled, the file under the cwd's .warden/). */
   readonly killSwitch?: KillSwitchOptions;
   /** The worker's notification channels and how its dispatcher polls and retries. */
   readonly notify?: WardenWorkerOptions['notify'];
   readonly notifications?: WardenWorkerOptions['notifications'];
   readonly gateLink?: WardenWorkerOptions['gateLink'];
+  /** The config intents are completed from (default none: only the schema is checked). */
+  readonly intentRules?: WardenWorkerOptions['intentRules'];
   /** Install and keep the task queue's sweep schedule, as a real worker does (default off: most tests sweep by hand, or not at all). */
   readonly sweepSchedule?: boolean;
 }
@@ -122,8 +127,9 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         connection,
         taskQueue: options.taskQueue ?? taskQueue,
         workflowBundle: bundle,
-        worktreeRoot,
-        lineageRoot,
+        ...(options.host
+          ? { host: options.host.name, worktreeRoot: path.join(options.host.dir, 'worktrees'), lineageRoot: path.join(options.host.dir, 'lineage') }
+          : { worktreeRoot, lineageRoot }),
         ledger: options.ledger ?? ledger,
         logger: options.logger ?? pino({ level: 'silent' }),
         redact: createRedactor(process.env),
@@ -136,6 +142,7 @@ export async function createTestWorld(name: string, address?: string): Promise<T
         notifications: options.notifications,
         gateLink: options.gateLink,
         sweepSchedule: options.sweepSchedule ?? false,
+        intentRules: options.intentRules,
       });
     },
     async close() {
@@ -198,7 +205,7 @@ export async function waitFor<T>(check: () => Promise<T | undefined> | T | undef
  */
 export function useTestWorld(name: string, options: WorkerOptions | (() => Promise<WorkerOptions>) = {}): () => TestWorld {
   let world: TestWorld | undefined;
-  let worker: Worker | undefined;
+  let worker: WardenWorker | undefined;
   let running: Promise<void> | undefined;
   beforeAll(async () => {
     world = await createTestWorld(name);

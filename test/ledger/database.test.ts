@@ -6,6 +6,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { openDatabase, redactDatabaseUrl, startEmbeddedPostgres, type LedgerDatabase } from '../../src/ledger/database';
+import { handOverServer } from '../../src/ledger/embedded-owner';
+import { processStartTicks } from '../../src/shared/process-identity';
+import { spawn } from 'node:child_process';
 import { Ledger } from '../../src/ledger/ledger';
 import { freshDatabase, describeOnBackends } from '../helpers/database';
 import { safetyEvent } from './fixtures';
@@ -85,6 +88,34 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     expect(kept.rows).toHaveLength(1);
     await third.close();
     expect(alive(third.server!.pid)).toBe(false);
+  });
+
+  test('handed over to another process (the Temporal server of cluster:up), the server outlives every ledger until that process ends', async () => {
+    const dataDir = await tempDir();
+    const first = await openDatabase({ dataDir });
+    open.push(first);
+    const { pid } = first.server!;
+    // Stands in for the Temporal server, which keeps its own databases on this PostgreSQL.
+    const user = spawn('sleep', ['600'], { stdio: 'ignore' });
+    const exited = new Promise((resolve) => user.once('exit', resolve));
+    try {
+      await handOverServer(dataDir, { pid: user.pid!, startTicks: processStartTicks(user.pid!)! }, 'temporal-server');
+      await first.close();
+      expect(alive(pid)).toBe(true);
+      const joined = await openDatabase({ dataDir });
+      open.push(joined);
+      expect(joined.server).toMatchObject({ pid, startedHere: false });
+      await joined.close();
+      expect(alive(pid)).toBe(true);
+    } finally {
+      user.kill('SIGKILL');
+      await exited;
+    }
+    // That process gone, the last ledger to close stops the server again.
+    const last = await openDatabase({ dataDir });
+    open.push(last);
+    await last.close();
+    expect(alive(pid)).toBe(false);
   });
 
   test('after a restart of the server, a process that joined it never stops it while its owner runs; the owner reconnects and stops it last', async () => {

@@ -36,14 +36,16 @@ describe('spec', () => {
     expect(checkSpec(demo.stages.spec![0]!.output)).toEqual({ ok: true, errors: [] });
   });
 
-  test('a requirement without a test case fails, naming it', () => {
-    const spec = '| Requirement | Test case |\n|---|---|\n| slugify exists | `slugify is exported` |\n| handles unicode | |\n';
-    expect(checkSpec(spec).errors).toEqual(['requirement "handles unicode" is mapped to no test case']);
+  test('a requirement without a test case or a test file fails, naming it', () => {
+    const spec = '| Requirement | Test case | File |\n|---|---|---|\n| slugify exists | `slugify is exported` | `lib/a.test.js` |\n| handles unicode | | `lib/a.test.js` |\n| trims | `slugify trims` | |\n';
+    expect(checkSpec(spec).errors).toEqual(['requirement "handles unicode" is mapped to no test case', 'requirement "trims" names no test file']);
   });
 
-  test('arrow lists count too; no mapping at all fails', () => {
-    expect(checkSpec('- slugify lower-cases → `slugify makes a slug`\n- trims dashes -> same test\n').ok).toBe(true);
-    expect(checkSpec('- retries on 503 → \n').errors).toEqual(['requirement "retries on 503" is mapped to no test case']);
+  test('a table without a File column, arrow lists and prose fail', () => {
+    expect(checkSpec('| Requirement | Test |\n|---|---|\n| slugify exists | `slugify is exported` |\n').errors).toEqual([
+      'the requirement table has no "File" column: name the test file of each test',
+    ]);
+    expect(checkSpec('- slugify lower-cases → `slugify makes a slug`\n').errors).toEqual([expect.stringMatching(/^no requirement is mapped to a test/)]);
     expect(checkSpec('We will test it well.').errors).toEqual([expect.stringMatching(/^no requirement is mapped to a test/)]);
   });
 });

@@ -10,12 +10,12 @@
  * for the first, and fails with the first one's error when that build failed. The binary is
  * built with the `bindata` tag, so it carries its templates and locales and needs no source tree.
  */
+import { buildOnce } from '../../src/shared/build-lock';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { access, constants, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { findExecutable } from '../../src/shared/executables';
+import { findGo as findGoToolchain, GO_FALLBACK, isExecutableFile } from '../../src/runtime/go-toolchain';
 import { wardenHomeOf } from '../../src/shared/warden-home';
 
 const execFileAsync = promisify(execFile);
@@ -30,9 +30,7 @@ const BUILD_TAGS = 'bindata sqlite sqlite_unlock_notify';
 /** The packages whose generated files embed the assets (go generate -tags bindata). */
 const BINDATA_PACKAGES = ['modules/options', 'modules/templates', 'modules/public', 'modules/migration'];
 /** Where the Go toolchain lives on the machines Warden is tested on, when it is not on PATH. */
-const GO_FALLBACK = '/usr/local/go/bin/go';
 /** How often a waiting process looks at the lock again. */
-const LOCK_POLL_MS = 2000;
 
 export interface GiteaInstall {
   /** The folder the binary is installed in. */
@@ -50,26 +48,13 @@ export function giteaInstall(toolsDir: string = path.join(wardenHomeOf(), 'tools
   return { dir, binary: path.join(dir, 'gitea'), lock: `${dir}.lock`, failure: `${dir}.failed` };
 }
 
-async function isExecutable(file: string): Promise<boolean> {
-  try {
-    if (!(await stat(file)).isFile()) return false;
-    await access(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The Go toolchain on PATH or at `fallback`, or a clear error saying how to get one. */
 export function findGo(env: NodeJS.ProcessEnv = process.env, fallback: string = GO_FALLBACK): string {
-  const go = findExecutable('go', env.PATH) ?? (existsSync(fallback) ? fallback : undefined);
-  if (!go) {
-    throw new Error(
-      `building Gitea ${GITEA_VERSION} for the forge tests needs the Go toolchain (go 1.25 or later, with gcc for SQLite), ` +
-        `and no \`go\` is on PATH or at ${fallback}; install Go from https://go.dev/dl/ and run \`npx tsx test/setup/gitea-forge.ts --build\``,
-    );
-  }
-  return go;
+  return findGoToolchain(
+    { what: `building Gitea ${GITEA_VERSION} for the forge tests`, which: 'go 1.25 or later, with gcc for SQLite', command: 'npx tsx test/setup/gitea-forge.ts --build' },
+    env,
+    fallback,
+  );
 }
 
 export interface EnsureGiteaOptions {
@@ -88,77 +73,9 @@ export async function ensureGitea(options: EnsureGiteaOptions = {}): Promise<str
   const install = giteaInstall(options.toolsDir);
   const log = options.log ?? (() => undefined);
   const env = options.env ?? process.env;
-  for (;;) {
-    if (await isExecutable(install.binary)) return install.binary;
-    await mkdir(path.dirname(install.dir), { recursive: true });
-    if (await takeLock(install.lock)) {
-      try {
-        // Another process may have finished between our look and our lock.
-        if (await isExecutable(install.binary)) return install.binary;
-        await rm(install.failure, { force: true });
-        try {
-          await build(install, options.go ?? findGo(env), env, log);
-        } catch (error) {
-          await writeFile(install.failure, `${errorText(error)}\n`).catch(() => undefined);
-          throw error;
-        }
-        return install.binary;
-      } finally {
-        await rm(install.lock, { force: true });
-      }
-    }
-    log(`waiting for the Gitea build that another process (${await lockHolder(install.lock)}) is running; its lock is ${install.lock}`);
-    await waitForLockRelease(install.lock);
-    if (await isExecutable(install.binary)) return install.binary;
-    const failure = await readFile(install.failure, 'utf8').catch(() => '');
-    if (failure) throw new Error(`the Gitea build this process waited for failed: ${failure.trim()}`);
-    // The holder died without a word: try again, and build here if nobody else does.
-  }
-}
-
-/** Creates the lock with our pid; takes over a lock whose holder is gone. */
-async function takeLock(lock: string): Promise<boolean> {
-  try {
-    await writeFile(lock, `${process.pid}\n`, { flag: 'wx' });
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
-  const holder = await lockHolder(lock);
-  if (holder !== undefined && isAlive(holder)) return false;
-  // A stale lock (its process died): remove it and race for a fresh one.
-  await rm(lock, { force: true });
-  try {
-    await writeFile(lock, `${process.pid}\n`, { flag: 'wx' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function lockHolder(lock: string): Promise<number | undefined> {
-  const text = await readFile(lock, 'utf8').catch(() => '');
-  const pid = Number.parseInt(text.trim(), 10);
-  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** Until the lock is gone, or its holder died without removing it. */
-async function waitForLockRelease(lock: string): Promise<void> {
-  for (;;) {
-    if (!existsSync(lock)) return;
-    const holder = await lockHolder(lock);
-    if (holder !== undefined && !isAlive(holder)) return;
-    await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
-  }
+  await mkdir(path.dirname(install.dir), { recursive: true });
+  await buildOnce(install, 'Gitea', () => isExecutableFile(install.binary), () => build(install, options.go ?? findGo(env), env, log), log);
+  return install.binary;
 }
 
 /** Builds into a scratch folder beside the install and moves the binary into place when whole. */

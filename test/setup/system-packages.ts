@@ -1,7 +1,7 @@
 /**
  * The system programs some tests need beyond `npm install`: bubblewrap (the integration tier),
- * Chromium (the Web UI end-to-end test) and Debian's PostgreSQL server (the ledger tests' second
- * backend). test/global-setup.ts and .ci/run both use this module, so a developer's `npm test`
+ * Chromium (the Web UI end-to-end test), Debian's PostgreSQL server (the ledger tests' second
+ * backend) and Prometheus with its promtool (the alerting-rules tests). test/global-setup.ts and .ci/run both use this module, so a developer's `npm test`
  * and CI get them the same way:
  *
  *   - present: used;
@@ -25,11 +25,11 @@ import { aptInstall, runInstaller, whyNotInstall } from '../../src/runtime/debia
 
 const execFileAsync = promisify(execFile);
 
-export type SystemProgram = 'bubblewrap' | 'chromium' | 'postgresql' | AgentCliProgram;
+export type SystemProgram = 'bubblewrap' | 'chromium' | 'postgresql' | 'prometheus' | AgentCliProgram;
 /** The agent CLIs the real-CLI tests drive (installed by scripts/install-agent-clis.sh, not apt). */
 export type AgentCliProgram = AgentCli;
 
-export const SYSTEM_PROGRAMS: readonly SystemProgram[] = ['bubblewrap', 'chromium', 'postgresql', 'aider', 'codex', 'claude'];
+export const SYSTEM_PROGRAMS: readonly SystemProgram[] = ['bubblewrap', 'chromium', 'postgresql', 'prometheus', 'aider', 'codex', 'claude'];
 const AGENT_CLIS: readonly AgentCliProgram[] = ['aider', 'codex', 'claude'];
 const isAgentCli = (program: SystemProgram): program is AgentCliProgram => (AGENT_CLIS as readonly string[]).includes(program);
 
@@ -42,11 +42,12 @@ const CLI_BINARY: Record<AgentCliProgram, string> = {
 };
 
 /** What each program is for, and the Debian package it comes in. */
-const DEBIAN_PACKAGE: Record<Exclude<SystemProgram, AgentCliProgram>, string> = { bubblewrap: 'bubblewrap', chromium: 'chromium', postgresql: 'postgresql' };
+const DEBIAN_PACKAGE: Record<Exclude<SystemProgram, AgentCliProgram>, string> = { bubblewrap: 'bubblewrap', chromium: 'chromium', postgresql: 'postgresql', prometheus: 'prometheus' };
 const NEEDED_BY: Record<SystemProgram, string> = {
   bubblewrap: 'every intent that runs its tests (they run in bubblewrap) and the sandbox tests: the integration tier stops without it',
   chromium: 'the Web UI end-to-end test',
   postgresql: "the ledger tests' second backend",
+  prometheus: 'the alerting-rules tests (promtool checks the rules, Prometheus scrapes a worker and fires them)',
   aider: 'the real-CLI tests',
   codex: 'the real-CLI tests',
   claude: 'the real-CLI tests',
@@ -136,6 +137,15 @@ async function findProgram(program: SystemProgram, env: NodeJS.ProcessEnv): Prom
       const version = await run(cli, ['--version']);
       if (!version.ok) return missing(`${cli} --version failed (${version.output || 'no message'})`);
       return { program, available: true, path: cli, detail: version.output };
+    }
+    case 'prometheus': {
+      // The package ships both: the server the alert test runs and the tool that checks the rules.
+      const prometheus = onPath('prometheus', env);
+      if (!prometheus) return missing('prometheus is not installed');
+      if (!isExecutable(path.join(path.dirname(prometheus), 'promtool'))) return missing(`no promtool beside ${prometheus}`);
+      const version = await run(prometheus, ['--version']);
+      if (!version.ok) return missing(`${prometheus} --version failed (${version.output || 'no message'})`);
+      return { program, available: true, path: prometheus, detail: version.output };
     }
     case 'postgresql': {
       const bin = debianPostgresBin();

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { WardenActivities } from '../../src/activities';
 import { startIntent } from '../../src/client/intents';
+import { breakerHistory } from '../../src/ledger/breaker-history';
 import { stateQuery } from '../../src/shared/messages';
 import { waitFor } from '../helpers/env';
 import { cancel, events, expectOneRowPerDecision, failingScript, failureOf, intentFor, pendingFailure, safety, script, useSafetyWorld, withWorker, type Handle, type PendingActivity } from './agent-safety-harness';
@@ -194,6 +195,14 @@ test('an open circuit with a short cool-down is waited for inside the attempt: n
     expect(triage[0]!.startedAt.getTime()).toBeLessThan(trips[0]!.at.getTime() + COOL_DOWN_MS);
     const reset = await events(intent.id, 'CIRCUIT_RESET');
     expect(reset).toEqual([expect.objectContaining({ breaker_id: 'scripted/recovering-endpoint' })]);
+    // The breaker's history has each move in order, with its reason: the half-open probe too.
+    const history = await breakerHistory(world().pool);
+    expect(history.changes.filter((c) => c.endpoint === 'scripted/recovering-endpoint').map((c) => [c.from, c.to, c.cause])).toEqual([
+      ['CLOSED', 'OPEN', 'consecutive-failures'],
+      ['OPEN', 'HALF_OPEN', 'cool-down-elapsed'],
+      ['HALF_OPEN', 'CLOSED', 'probes-succeeded'],
+    ]);
+    expect(history.changes.filter((c) => c.endpoint === 'scripted/recovering-endpoint').slice(1).map((c) => c.intentId)).toEqual([intent.id, intent.id]);
   });
 });
 
@@ -214,6 +223,8 @@ test('a tiny requestsPerMinute blocks the 2nd call: RATE_LIMIT_BLOCK, retried af
     expect((seconds(pending.nextAttemptScheduleTime) - seconds(pending.lastAttemptCompleteTime)) * 1000).toBeGreaterThan(30_000);
     const blocks = await events(intent.id, 'RATE_LIMIT_BLOCK');
     expect(blocks).toHaveLength(1);
+    // The breaker history counts the refusal against its agent and model.
+    expect((await breakerHistory(world().pool)).rateLimits).toContainEqual(expect.objectContaining({ agentId: 'scripted', modelId: 'rate-limited', refusals: 1 }));
     expect(blocks[0]).toMatchObject({ metadata: expect.objectContaining({ refusals: [expect.objectContaining({ scope: 'agent', key: 'scripted', limit: 'requests' })] }) });
     await cancel(handle);
   });

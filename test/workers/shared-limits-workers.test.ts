@@ -96,6 +96,9 @@ beforeAll(async () => {
     config,
     JSON.stringify({
       limits: { cooldown: '0s' },
+      // The server is this test's own, reached from here only: its unsigned decisions may count
+      // (the probes' architecture gates are approved with a plain signal).
+      unsignedDecisions: { accept: 'always' },
       worker: {
         rateLimits: { perAgent: { requestsPerMinute: R, tokensPerMinute: 10_000_000 }, perModel: { requestsPerMinute: 100_000, tokensPerMinute: 100_000_000 } },
         // Three failures in a row open a circuit (an HTTP agent tries a failing endpoint three

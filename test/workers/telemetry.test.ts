@@ -118,7 +118,8 @@ test('WARDEN_TELEMETRY=0 serves and exports nothing, whatever the config says', 
   const receiver = await startOtlpReceiver();
   try {
     const config = path.join(mkdtempSync(path.join(tmpdir(), 'warden-metrics-off-')), 'warden.config.json');
-    writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, telemetry: { prometheus: `127.0.0.1:${off}`, otlpEndpoint: receiver.url } }));
+    // The same unsigned decisions as the client's config: the worker refuses an intent that takes more than its own config does.
+    writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, telemetry: { prometheus: `127.0.0.1:${off}`, otlpEndpoint: receiver.url }, unsignedDecisions: { accept: 'always' } }));
     for (const w of workers) w.kill('SIGTERM'); // only the silent worker takes this intent
     const worker = startWorker({ WARDEN_TELEMETRY: '0', WARDEN_CONFIG: config });
     await waitFor(() => (worker.output().includes('worker running') ? true : undefined), 120_000, 'the worker');

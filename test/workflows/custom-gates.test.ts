@@ -42,7 +42,8 @@ test('a gate after review opens when the change touches its paths, only its appr
   expect(waiting.pendingGate).toMatchObject({
     humanOnly: true,
     changes: true,
-    prompt: 'Public API changed: check the breaking changes. (the change touches lib/strings.js; review reported a api_change finding)',
+    // The demo's change: slugify and the test the spec plans for it.
+    prompt: 'Public API changed: check the breaking changes. (the change touches lib/strings.js, lib/strings.test.js; review reported a api_change finding)',
   });
   expect(Date.parse(waiting.pendingGate!.timeoutAt) - Date.parse(waiting.pendingGate!.requestedAt)).toBe(3_600_000);
   expect(await decide(handle, { gate: 'api-change', decision: 'approve', by: 'bob' })).toEqual({ accepted: false, reason: 'bob may not decide the api-change gate (approvers: ana)' });

@@ -123,7 +123,7 @@ test('a critical security finding opens the human-only security gate, with the r
   expect(security.pendingGate).toMatchObject({ humanOnly: true, prompt: expect.stringContaining('unescaped in an HTML attribute') });
   const pkg = await waitFor(async () => (await handle.query(stateQuery)).pendingGate?.package, 120_000, 'the review package');
   expect(pkg.review?.findings).toEqual([finding]);
-  expect(pkg.diffSummary.map((f) => f.path)).toEqual(['lib/strings.js']);
+  expect(pkg.diffSummary.map((f) => f.path)).toEqual(['lib/strings.js', 'lib/strings.test.js']);
   expect(pkg.tests.map((t) => t.passed)).toEqual([false, true]);
   expect(pkg.ledgerTrace.some((line) => line.includes('RISK_ASSESSED'))).toBe(true);
   await handle.signal(decideSignal, { gate: 'security', decision: 'reject', by: 'tester', reason: 'escape it first' });

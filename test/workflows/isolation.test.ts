@@ -61,6 +61,11 @@ test('a write outside the declared paths is reverted and halts the intent (SANDB
   expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: .*README\.md/);
   expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
   expect(git(repo, 'show', `warden/${id}:README.md`)).not.toContain('sneaky'); // reverted, never committed
+  // The revert keeps its own row, with what was undone.
+  const { rows } = await world().pool.query("SELECT reason, metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'ROLLBACK'", [id]);
+  expect(rows).toEqual([
+    { reason: expect.stringMatching(/^the agent's change was reverted: the worktree reset to [0-9a-f]{12} and cleaned$/), metadata: expect.objectContaining({ reverted: [expect.objectContaining({ path: 'README.md' })], restored: [], notRestored: [] }) },
+  ]);
 });
 
 test('a write into the target repository itself is caught', async () => {
@@ -90,6 +95,8 @@ test("what the agent changed outside its worktree is put back: the repo's git co
   expect(existsSync(path.join(repo, 'planted.txt'))).toBe(false);
   expect(git(repo, 'status', '--porcelain')).toBe('');
   expect(git(repo, 'rev-parse', 'main')).toBe(mainBefore);
+  const { rows } = await world().pool.query("SELECT reason FROM safety_events WHERE intent_id = $1 AND event_type = 'ROLLBACK'", [id]);
+  expect(rows).toEqual([{ reason: expect.stringMatching(/; put back outside the worktree: .*planted\.txt/) }]);
 });
 
 test('a symlink pointing outside the worktree is caught and removed', async () => {
@@ -174,6 +181,8 @@ describeWith('bubblewrap', "the repo's tests are agent-written code", () => {
     expect(await failure(handle)).toMatch(/^SANDBOX_ESCAPE_ATTEMPTED: the test run: .*README\.md/);
     expect(await eventTypes(id)).toContain('SANDBOX_ESCAPE_ATTEMPTED');
     expect(git(repo, 'show', `warden/${id}:README.md`)).not.toContain('from-the-tests');
+    const { rows } = await world().pool.query("SELECT reason FROM safety_events WHERE intent_id = $1 AND event_type = 'ROLLBACK'", [id]);
+    expect(rows).toEqual([{ reason: expect.stringMatching(/^the test run's change was reverted: the worktree reset to [0-9a-f]{12}/) }]);
   });
 });
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import type pg from 'pg';
 import pino from 'pino';
 import type { WardenActivities } from '../../src/activities';
@@ -84,7 +84,7 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
   /** Fails `appendToLedger` once right after its rows were written: the retry must add nothing. */
   let failAfterFirstAppend = true;
   let database: FreshDatabase;
-  let worker: Worker;
+  let worker: WardenWorker;
   let running: Promise<void>;
   const queue = `ledger-${backend}-${process.pid}-${Date.now()}`;
 
@@ -147,7 +147,8 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
     expect(types.filter((t) => t === 'STAGE_STARTED')).toHaveLength(7); // the six above, and merge
     expect(types.filter((t) => t === 'TESTS_FAILED')).toHaveLength(1);
     expect(types.filter((t) => t === 'TESTS_PASSED')).toHaveLength(1);
-    expect(events).toHaveLength(20);
+    expect(types.filter((t) => t === 'TEST_PLAN_CHECKED')).toHaveLength(1); // after the passing run
+    expect(events).toHaveLength(21);
 
     const costs = await query('SELECT stage, attempt, usd::text AS usd FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [intent.id]);
     expect(costs.map((c) => `${c.stage}#${c.attempt}`)).toEqual(['triage#1', 'lld#1', 'spec#1', 'impl#1', 'impl#2', 'review#1']);
@@ -279,7 +280,7 @@ async function countsOf(pool: pg.Pool, intentId: string): Promise<{ events: Reco
 }
 
 const MERGED_STORY = {
-  events: { GATE_DECIDED: 1, GATE_REQUESTED: 1, INTENT_MERGED: 1, INTENT_STARTED: 1, RISK_ASSESSED: 1, STAGE_COMPLETED: 6, STAGE_STARTED: 7, TESTS_FAILED: 1, TESTS_PASSED: 1 },
+  events: { GATE_DECIDED: 1, GATE_REQUESTED: 1, INTENT_MERGED: 1, INTENT_STARTED: 1, RISK_ASSESSED: 1, STAGE_COMPLETED: 6, STAGE_STARTED: 7, TESTS_FAILED: 1, TESTS_PASSED: 1, TEST_PLAN_CHECKED: 1 },
   costs: 6,
 };
 

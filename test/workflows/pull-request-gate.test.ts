@@ -34,6 +34,11 @@ const agent = answeringDesignStages(
   `p=$(cat); case "$p" in "# Warden: impl"*) case "$p" in *"asked for changes"*) printf %s ${b64(right + ROUND_TWO_LINE)} | base64 -d > lib/strings.js ;; *) printf %s ${b64(right)} | base64 -d > lib/strings.js ;; esac; echo done ;; *) echo done ;; esac`,
 );
 
+/** impl breaks the tests on its first try after changes were asked for, and mends them when told how they failed. */
+const stumblingAgent = answeringDesignStages(
+  `p=$(cat); case "$p" in "# Warden: impl"*) case "$p" in *"End of their output"*) printf %s ${b64(right + ROUND_TWO_LINE)} | base64 -d > lib/strings.js ;; *"asked for changes"*) printf %s ${b64(`${right}\nthrow new Error('broken on purpose');\n`)} | base64 -d > lib/strings.js ;; *) printf %s ${b64(right)} | base64 -d > lib/strings.js ;; esac; echo done ;; *) echo done ;; esac`,
+);
+
 interface ForgeRepo {
   readonly local: string;
   readonly api: string;
@@ -91,10 +96,14 @@ const rowsAppear = (id: string, type: string, count = 1) => waitFor(async () => 
 
 /** The state once the merge gate waits on the pull request (opened or updated `after` decisions). */
 async function atPullRequestGate(handle: WorkflowHandle, after = 0): Promise<IntentState & { pullRequest: NonNullable<IntentState['pullRequest']> }> {
+  let last: IntentState | undefined;
   return waitFor(async () => {
     const state = await handle.query(stateQuery);
+    last = state;
     return state.pendingGate?.gate === 'merge' && state.pullRequest && state.decisions.length >= after ? (state as IntentState & { pullRequest: NonNullable<IntentState['pullRequest']> }) : undefined;
-  }, 180_000, 'the merge gate on the pull request');
+  }, 180_000, 'the merge gate on the pull request').catch((error: unknown) => {
+    throw new Error(`${(error as Error).message}; the intent: ${JSON.stringify({ status: last?.status, stage: last?.stage, attempts: last?.attempts, error: last?.error, tests: last?.tests, pending: last?.pendingGate?.gate })}`);
+  });
 }
 
 interface GiteaPull {
@@ -195,16 +204,26 @@ test('a pull request on a real Gitea: a bystander counts for nothing, the mapped
   expect(comments.some((c) => c.body.includes(`new commit ${second.pullRequest.headSha.slice(0, 12)}`))).toBe(true);
 });
 
-test("a decision made in Warden shows on the pull request, and a pull request closed by hand ends the intent rejected", async () => {
+test("a decision made in Warden, a failed test run and a gate that opens show on the pull request, and a pull request closed by hand ends the intent rejected", async () => {
   const f = forge();
   const repo = await forgeRepo();
-  const handle = await start(repo, 'prclosed');
+  const handle = await start(repo, 'prclosed', { agent: { kind: 'command', command: stumblingAgent } });
   const id = handle.workflowId.replace(/^intent-/, '');
   const { pullRequest } = await atPullRequestGate(handle);
   await handle.signal(decideSignal, { gate: 'merge', decision: 'request-changes', by: 'rita', reason: 'One more line.' });
-  await atPullRequestGate(handle, 1);
+  // The failed run costs an attempt more than the first round took: the cost-overrun gate opens on the way, and rita lets it go on.
+  const overrun = await waitFor(async () => {
+    const state = await handle.query(stateQuery);
+    return state.pendingGate?.gate === 'cost-overrun' ? state : undefined;
+  }, 180_000, 'the cost-overrun gate');
+  await handle.signal(decideSignal, { gate: 'cost-overrun', decision: 'approve', by: 'rita' });
+  await atPullRequestGate(handle, overrun.decisions.length + 1);
   const comments = await f.api<Array<{ body: string }>>('GET', `${repo.api}/issues/${pullRequest.number}/comments`);
   expect(comments.some((c) => c.body.includes('**request-changes** by rita (unsigned)'))).toBe(true);
+  // The safety layers' word while the pull request was open (a failed test run, medium) is said there too.
+  const told = comments.filter((c) => c.body.startsWith('Warden, since the last word here:')).map((c) => c.body).join('\n');
+  expect(told).toContain('TESTS_FAILED (medium)');
+  expect(told).toMatch(/GATE_REQUESTED \(info\): Spend is .* Continue\?/);
 
   await f.api('PATCH', `${repo.api}/pulls/${pullRequest.number}`, { body: { state: 'closed' } });
   const outcome = await handle.result();

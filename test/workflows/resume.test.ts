@@ -5,6 +5,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { WorkflowFailedError } from '@temporalio/client';
 import { intentHandle, startIntent } from '../../src/client/intents';
+import { timelineWithHistory } from '../../src/client/history-timeline';
 import { findResetPoint, resumeIntent } from '../../src/client/resume';
 import { verifyStoredChain } from '../../src/ledger/chain';
 import { UserError } from '../../src/shared/errors';
@@ -177,6 +178,16 @@ test('an intent rejected at its merge gate resumes from impl (warden resume, for
   const { rows: rollbacks } = await world().pool.query("SELECT metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'ROLLBACK'", [id]);
   expect(rollbacks).toHaveLength(1);
   expect(rollbacks[0].metadata.to).toBe(rows[0]!.metadata.startCommit);
+
+  // Beside the histories: each row is tied to the run that wrote it; the reset's own row is the resume command's.
+  const timeline = await timelineWithHistory(world().client, world().pool, id);
+  const first = timeline.find((e) => e.type === 'INTENT_STARTED')!.history!.runId;
+  const second = timeline.find((e) => e.type === 'INTENT_MERGED')!.history!.runId;
+  expect(second).not.toBe(first);
+  expect(second).toBe((await handle.describe()).runId);
+  expect(timeline.find((e) => e.type === 'INTENT_REJECTED')!.history!.runId).toBe(first);
+  expect(timeline.find((e) => e.type === 'ROLLBACK')!.history).toMatchObject({ runId: second, eventType: 'ActivityTaskScheduled' });
+  expect(timeline.filter((e) => !e.history).map((e) => [e.type, e.untied])).toEqual([['INTENT_RESUMED', expect.stringContaining('a warden command such as stop or resume')]]);
 });
 
 test('a failed intent resumes from impl, and the reset is in the ledger', async () => {

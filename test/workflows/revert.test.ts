@@ -37,7 +37,8 @@ test('a merged intent is reverted through the merge gate: the revert commit, its
   }, 120_000, 'the revert at the merge gate');
   expect(waiting.pendingGate?.whyNotAutomatic).toBeDefined();
   // The sample repo's test already describes slugify: without it the tests fail, and the person is told so.
-  expect(waiting.pendingGate!.prompt).toMatch(new RegExp(`^Revert intent ${id} \\(merged as [0-9a-f]{12}\\) on main\\? 1 file\\(s\\) change back; tests failed: exit 1 \\(1 failed, 1 passed\\)\\.$`));
+  // Two files change back: slugify's lib/strings.js and the test the spec planned, lib/strings.test.js.
+  expect(waiting.pendingGate!.prompt).toMatch(new RegExp(`^Revert intent ${id} \\(merged as [0-9a-f]{12}\\) on main\\? 2 file\\(s\\) change back; tests failed: exit 1 \\(1 failed, 1 passed\\)\\.$`));
   await handle.executeUpdate(decideUpdate, { args: [{ gate: 'merge', decision: 'approve', by: 'ana' }] });
   expect((await handle.result()).status).toBe('merged');
   // main's tree is what it was before the intent merged.

@@ -125,7 +125,7 @@ test('blast radius: a change far beyond triage\'s prediction stops at a gate wit
   const prediction = JSON.stringify({ risk: 'LOW', confidence: 0.9, predicted: { files: 1, lines: 2 } });
   const { handle, repo } = await start({ scriptPath: script({ triage: [{ output: `Small change.\n${prediction}\n` }] }) });
   const atGate = await until(handle, (s) => s.pendingGate?.gate === 'blast-radius', 'the blast-radius gate');
-  expect(atGate.pendingGate!.prompt).toMatch(/The change is 1 files \/ \d+ lines; triage predicted 1 files \/ 2 lines/);
+  expect(atGate.pendingGate!.prompt).toMatch(/The change is 2 files \/ \d+ lines; triage predicted 1 files \/ 2 lines/);
   expect(atGate.blastRadius?.predicted).toEqual({ files: 1, lines: 2 });
   const before = git(repo, 'rev-parse', 'main');
   await handle.signal(decideSignal, { gate: 'blast-radius', decision: 'reject', by: 'tester', reason: 'too big' });

@@ -31,9 +31,13 @@ function implAgent(first: string, again: string, extra = ''): string {
   return answeringDesignStages(`p=$(cat); case "$p" in "# Warden: impl"*) ${extra} case "$p" in *"secret scan found"*) ${write(again)} ;; *) ${write(first)} ;; esac; echo done ;; *) echo done ;; esac`);
 }
 
+/** The rows of `type`, their metadata without the place in the history the workflow stamps on every row it writes. */
 async function rows(id: string, type: string): Promise<Array<{ reason: string; metadata: Record<string, unknown> }>> {
   const { rows: found } = await world().pool.query(`SELECT reason, metadata FROM safety_events WHERE intent_id = $1 AND event_type = $2 ORDER BY seq`, [id, type]);
-  return found as Array<{ reason: string; metadata: Record<string, unknown> }>;
+  return (found as Array<{ reason: string; metadata: Record<string, unknown> }>).map(({ reason, metadata }) => {
+    const content = Object.fromEntries(Object.entries(metadata).filter(([key]) => key !== 'runId' && key !== 'historyLength'));
+    return { reason, metadata: content };
+  });
 }
 
 async function atMergeGate(handle: WorkflowHandle): Promise<IntentState> {

@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import { intentStatus } from '../../src/client/intent-status';
 import type { WardenActivities } from '../../src/activities';
 import { decideSignal, pauseSignal, resumeSignal, stateQuery } from '../../src/shared/messages';
@@ -37,7 +37,7 @@ function stopFilePath(): string {
 
 /** Runs a worker on the world's task queue for the length of `fn`; `wrap` may replace activities. */
 async function withWorker<T>(killSwitch: KillSwitchOptions, fn: () => Promise<T>, wrap?: (activities: WardenActivities) => WardenActivities): Promise<T> {
-  const worker: Worker = await world.worker({ killSwitch, wrap });
+  const worker: WardenWorker = await world.worker({ killSwitch, wrap });
   const running = worker.run();
   try {
     return await fn();
@@ -289,7 +289,7 @@ describe('kill switches on stage activities', () => {
       async () => {
         const { handle, repo, id, before } = await startSampleIntent(world, 'ef');
         expect((await failureOf(handle)).join('\n')).toContain(`kill switch (EMERGENCY_STOP): the emergency stop file ${stopFile} exists; runTests was not started`);
-        expect(await scheduled(handle)).toEqual(['prepareWorktree', 'runAgentStage', 'runAgentStage', 'checkDocument', 'runAgentStage', 'checkDocument', 'runAgentStage', 'runTests']);
+        expect(await scheduled(handle)).toEqual(['prepareWorktree', 'runAgentStage', 'runAgentStage', 'checkDocument', 'runAgentStage', 'checkDocument', 'runAgentStage', 'runTests', 'cleanupIntent']);
         expect((await handle.query(stateQuery)).tests).toEqual([]);
         expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'EMERGENCY_STOP', activityType: 'runTests' }) })]);
         expect(git(repo, 'rev-parse', 'main')).toBe(before);

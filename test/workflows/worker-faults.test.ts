@@ -8,7 +8,7 @@ import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
+import type { WardenWorker } from '../../src/workers/host-worker';
 import type { WardenActivities } from '../../src/activities';
 import { startIntent } from '../../src/client/intents';
 import { startDevServer, type DevServer } from '../../src/runtime/dev-server';
@@ -131,7 +131,9 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     const home = mkdtempSync(path.join(tmpdir(), 'warden-two-workers-'));
     chmodSync(home, 0o755);
     const config = path.join(home, 'warden.config.json');
-    writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' } }));
+    // The server is this test's own, reached from here only: its unsigned decisions may count
+    // (the merge gate is decided below with a plain signal).
+    writeFileSync(config, JSON.stringify({ limits: { cooldown: '0s' }, unsignedDecisions: { accept: 'always' } }));
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       TEMPORAL_ADDRESS: server.address,
@@ -248,7 +250,7 @@ test('dev server restart mid-run: the server goes away during lld, comes back on
   let server = await startDevServer(options);
   servers.add(server);
   let world: TestWorld | undefined;
-  let worker: Worker | undefined;
+  let worker: WardenWorker | undefined;
   let running: Promise<void> | undefined;
   let workerError: unknown;
   try {

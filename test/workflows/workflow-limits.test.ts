@@ -160,16 +160,18 @@ describe('blast radius', () => {
   });
 
   test('after a person approved a 1.5× overrun, the next attempt is still checked against the hard cap', async () => {
+    // Each demo impl attempt writes lib/strings.js and the test the spec plans, lib/strings.test.js:
+    // 2 files, at the cap; attempt 2 adds two more, over it.
     const extraFiles = ['lib/a.js', 'lib/b.js'].map((path) => ({ path, content: `'use strict';\nmodule.exports = { name: '${path}' };\n` }));
     const { handle, repo, before } = await start(
       { ...triageSaying({ files: 1, lines: 2 }), impl: [BAD_IMPL, { ...GOOD_IMPL, edits: [...(GOOD_IMPL.edits as object[]), ...extraFiles] }] },
       { limits: { blastRadius: { maxFiles: 2 } } },
     );
     const first = await until(handle, (s) => s.pendingGate?.gate === 'blast-radius', 'the first blast-radius gate');
-    expect(first.pendingGate!.prompt).toMatch(/^The change is 1 files \/ \d+ lines; triage predicted 1 files \/ 2 lines\. Let it go on\?$/);
+    expect(first.pendingGate!.prompt).toMatch(/^The change is 2 files \/ \d+ lines; triage predicted 1 files \/ 2 lines\. Let it go on\?$/);
     await handle.signal(decideSignal, { gate: 'blast-radius', decision: 'approve', by: 'tester' });
     const second = await until(handle, (s) => s.pendingGate?.gate === 'blast-radius' && s.attempts.impl === 2, 'the blast-radius gate after impl attempt 2');
-    expect(second.pendingGate!.prompt).toMatch(/^The change is 3 files \/ \d+ lines; triage predicted 1 files \/ 2 lines; 1 files \/ \d+ lines was approved before\. Let it go on\?$/);
+    expect(second.pendingGate!.prompt).toMatch(/^The change is 4 files \/ \d+ lines; triage predicted 1 files \/ 2 lines; 2 files \/ \d+ lines was approved before\. Let it go on\?$/);
     await handle.signal(decideSignal, { gate: 'blast-radius', decision: 'reject', by: 'tester', reason: 'too many files' });
     expect(await failure(handle)).toBe('stopped at the blast-radius gate: too many files');
     expect(git(repo, 'rev-parse', 'main')).toBe(before);

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { ServeSchema, type WardenConfig } from '../../config/schema';
@@ -51,7 +52,7 @@ async function webAppOn(
   let app: WebApp;
   try {
     const forgeWebhookSecret = warden.merge?.forge ? process.env[warden.merge.forge.webhookSecretEnv] : undefined;
-    app = await startWebApp({ client, ledger, linkSecret, operator: options.operator, keysDir: approverKeysDir(), host: serve.host, port: serve.port, logger: options.logger, ...(forgeWebhookSecret ? { forgeWebhookSecret } : {}) });
+    app = await startWebApp({ client, ledger, linkSecret, operator: options.operator, keysDir: approverKeysDir(), host: serve.host, port: serve.port, logger: options.logger, cacheDir: path.join(config.wardenHome, 'serve-changes'), ...(forgeWebhookSecret ? { forgeWebhookSecret } : {}) });
   } catch (error) {
     await database.close();
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new UserError(`port ${serve.port} on ${serve.host} is in use: stop what listens there, or pass --port (0 takes a free one)`);

@@ -1,5 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -12,7 +12,7 @@ import { decideCommands } from '../../shared/decide-commands';
 import type { Ledger } from '../../ledger/ledger';
 import { deterministicUuid } from '../../ledger/event-id';
 import { gatePagePath, LINK_PARAMETERS, readLinkToken, type LinkCheck, type LinkClaims } from '../../shared/decision-links';
-import { git } from '../../activities/git';
+import { changeReaderFor, type ChangeReader } from './change-reader';
 import { DECISION_KINDS, MAX_CONDITIONS, MAX_DOCUMENT_LENGTH, MAX_REASON_LENGTH, type DecisionKind } from '../../shared/decisions';
 import { MERGE_CHECK_GATES } from '../../shared/merge-conditions';
 import { UserError } from '../../shared/errors';
@@ -39,6 +39,8 @@ export interface WebAppOptions {
   readonly host: string;
   readonly port: number;
   readonly logger: Logger;
+  /** Where changes pushed by other hosts (config `placement`) are fetched to be shown; default a folder in the temp dir. */
+  readonly cacheDir?: string;
   /** The secret the forge signs its webhook deliveries with (`merge.forge.webhookSecretEnv`); without it `/forge/webhook` takes none. */
   readonly forgeWebhookSecret?: string;
 }
@@ -173,6 +175,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       await refuseLink(`the link was made for an earlier opening of the ${gate} gate (${granted.claims.gateOpenedAt}); the gate opened again at ${state.pendingGate.requestedAt}`, { intentId, gate, claims: granted.claims });
     }
     const used = granted?.claims ? await uses.usage(granted.claims.nonce) : undefined;
+    const change = await changeReaderFor(state, o.cacheDir ?? path.join(os.tmpdir(), 'warden-serve-changes'));
     const page = gatePage({
       intentId,
       gate,
@@ -181,9 +184,9 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
       viewOnly,
       hidden: granted ? { ...(token ? { [LINK_PARAMETERS.decide]: token } : {}), csrf: csrfOf(granted.grant) } : {},
       action: gatePagePath(intentId, gate),
-      documents: documentsOf(state),
-      diff: await diffOf(state),
-      editableText: editableTextOf(state),
+      documents: await documentsOf(state, change),
+      diff: await diffOf(state, change),
+      editableText: await editableTextOf(state, change),
       mergeChecks: MERGE_CHECK_GATES.includes(gate),
     });
     send(res, 200, used ? page.replace('<h1>', `<p class="bad" role="status">This link decided already (${esc(used.decision)} at ${esc(used.usedAt)}).</p><h1>`) : page);
@@ -348,9 +351,9 @@ async function rawBodyOf(req: http.IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** The intent's latest LLD and spec, when its worktree is on this machine. */
-function documentsOf(state: IntentState): Array<{ name: string; text: string }> {
-  if (!state.worktreePath) return [];
+/** The intent's latest LLD and spec, from wherever its change can be read. */
+async function documentsOf(state: IntentState, change: ChangeReader | undefined): Promise<Array<{ name: string; text: string }>> {
+  if (!change) return [];
   const latest = new Map<string, { name: string; attempt: number; relative: string }>();
   for (const [name, relative] of Object.entries(state.artifacts)) {
     const match = /^\d\d-(lld|spec)(?:-attempt-(\d+))?\.md$/.exec(name);
@@ -358,32 +361,24 @@ function documentsOf(state: IntentState): Array<{ name: string; text: string }> 
     const attempt = Number(match[2] ?? 1);
     if ((latest.get(match[1]!)?.attempt ?? 0) < attempt) latest.set(match[1]!, { name, attempt, relative });
   }
-  return [...latest.values()]
-    .sort((a, b) => a.name.localeCompare(b.name))
-    .flatMap(({ name, relative }) => {
-      const file = path.join(state.worktreePath!, relative);
-      if (!existsSync(file) || !statSync(file).isFile()) return [];
-      const text = readFileSync(file, 'utf8');
-      return [{ name, text: text.length > MAX_DOCUMENT ? `${text.slice(0, MAX_DOCUMENT)}\n… (cut at ${MAX_DOCUMENT / 1024} KB)` : text }];
-    });
-}
-
-/** The document an edit would replace, when the worktree is on this machine. */
-function editableTextOf(state: IntentState): string | undefined {
-  const relative = state.pendingGate?.editable;
-  if (!relative || !state.worktreePath) return undefined;
-  const file = path.join(state.worktreePath, relative);
-  return existsSync(file) ? readFileSync(file, 'utf8') : undefined;
-}
-
-/** The change against its base, when the worktree is on this machine and the review package names the base. */
-async function diffOf(state: IntentState): Promise<string | undefined> {
-  const base = state.pendingGate?.package?.baseBranch;
-  if (!state.worktreePath || !base || !existsSync(state.worktreePath)) return undefined;
-  try {
-    const stdout = await git(state.worktreePath, ['diff', '--no-color', '--no-ext-diff', `${base}...HEAD`, '--', '.', ':(exclude)docs/lineage']);
-    return stdout.length > MAX_DIFF ? `${stdout.slice(0, MAX_DIFF)}\n… (cut at ${MAX_DIFF / 1024} KB)` : stdout;
-  } catch {
-    return undefined;
+  const documents = [];
+  for (const { name, relative } of [...latest.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+    const text = await change.read(relative);
+    if (text !== undefined) documents.push({ name, text: text.length > MAX_DOCUMENT ? `${text.slice(0, MAX_DOCUMENT)}\n… (cut at ${MAX_DOCUMENT / 1024} KB)` : text });
   }
+  return documents;
+}
+
+/** The document an edit would replace. */
+async function editableTextOf(state: IntentState, change: ChangeReader | undefined): Promise<string | undefined> {
+  const relative = state.pendingGate?.editable;
+  return relative && change ? change.read(relative) : undefined;
+}
+
+/** The change against its base, when the review package names the base. */
+async function diffOf(state: IntentState, change: ChangeReader | undefined): Promise<string | undefined> {
+  const base = state.pendingGate?.package?.baseBranch;
+  if (!base || !change) return undefined;
+  const diff = await change.diff(base);
+  return diff !== undefined && diff.length > MAX_DIFF ? `${diff.slice(0, MAX_DIFF)}\n… (cut at ${MAX_DIFF / 1024} KB)` : diff;
 }

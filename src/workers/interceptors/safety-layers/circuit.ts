@@ -6,6 +6,7 @@ import { activityLogger } from '../../../activities/log-context';
 import type { WorkerSafetyConfig } from '../../../config/schema';
 import { SharedCircuitBreakers } from '../../../ledger/shared-circuits';
 import type { SharedLimits } from '../../../ledger/shared-limits';
+import { circuitEventOf } from '../../../safety/circuit-events';
 import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError, type CircuitBreakerOptions, type CircuitBreakers } from '../../../safety/circuit-breaker';
 import { FailureType } from '../../../shared/errors';
 import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS } from '../failures';
@@ -18,7 +19,7 @@ const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
  * One circuit per endpoint (kind, base URL, model). Before the call a circuit that admits nothing
  * is waited for within the attempt when the wait is short, otherwise the attempt fails with a
  * retryable CIRCUIT_OPEN whose `nextRetryDelay` is the wait. The call runs through the circuit;
- * each move to OPEN is a CIRCUIT_TRIPPED event, each move to CLOSED a CIRCUIT_RESET. An agent
+ * each move to OPEN is a CIRCUIT_TRIPPED event, to HALF_OPEN a CIRCUIT_HALF_OPEN, to CLOSED a CIRCUIT_RESET. An agent
  * whose calls go through the model gateway is left to the gateway's circuits, call by call.
  * With `shared`, the circuits are every worker's (rows of the ledger's database): one opened by
  * any worker is open for all; its transitions are recorded by the worker that made them.
@@ -90,26 +91,18 @@ export class CircuitLayer implements SafetyLayer {
     await this.recordChanges(call);
   }
 
-  /** CIRCUIT_TRIPPED for every move to OPEN, CIRCUIT_RESET for every move to CLOSED; HALF_OPEN is only logged. */
+  /** Records each move of the circuit the call made (see circuitEventOf). */
   private async recordChanges(call: AgentCall): Promise<void> {
     const log = activityLogger(this.logger);
     for (const change of call.circuitChanges) {
-      const metadata = { from: change.from, to: change.to, cause: change.reason, at: new Date(change.at).toISOString() };
-      const key = `${change.endpoint}:${change.from}->${change.to}`;
-      if (change.to === 'OPEN') {
-        log.error({ circuit: metadata, endpoint: change.endpoint }, 'circuit opened');
-        await call.event('CIRCUIT_TRIPPED', 'high', `circuit for ${change.endpoint} opened: ${change.detail}`, {
-          breakerId: change.endpoint,
-          key,
-          suggestion: `Calls to ${change.endpoint} fail fast until the cool-down (${this.config.halfOpenAfter}) ends and probes succeed; check the endpoint (or the agent's setup) meanwhile.`,
-          metadata,
-        });
-      } else if (change.to === 'CLOSED') {
-        log.info({ circuit: metadata, endpoint: change.endpoint }, 'circuit closed');
-        await call.event('CIRCUIT_RESET', 'info', `circuit for ${change.endpoint} closed: ${change.detail}`, { breakerId: change.endpoint, key, metadata });
-      } else {
-        log.info({ circuit: metadata, endpoint: change.endpoint }, 'circuit half-open: probing');
-      }
+      const { type, severity, reason, breakerId, key, metadata } = circuitEventOf(change);
+      if (change.to === 'OPEN') log.error({ circuit: metadata, endpoint: change.endpoint }, 'circuit opened');
+      else log.info({ circuit: metadata, endpoint: change.endpoint }, change.to === 'CLOSED' ? 'circuit closed' : 'circuit half-open: probing');
+      const suggestion =
+        change.to === 'OPEN'
+          ? `Calls to ${change.endpoint} fail fast until the cool-down (${this.config.halfOpenAfter}) ends and probes succeed; check the endpoint (or the agent's setup) meanwhile.`
+          : undefined;
+      await call.event(type, severity, reason, { breakerId, key, metadata, ...(suggestion ? { suggestion } : {}) });
     }
   }
 }
