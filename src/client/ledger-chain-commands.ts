@@ -2,7 +2,8 @@ import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { chainCuts, readChain, verifyStoredChain, type ChainBreak, type ChainVerdict } from '../ledger/chain';
+import { chainsToCheck, inSnapshot, verifyStoredChain, type ChainBreak, type ChainVerdict } from '../ledger/chain';
+import { chainName } from '../ledger/chained-rows';
 import { ANCHORS_FILE, buildManifest, exportRows, formatRows, MANIFEST_FILE, parseManifest, verifyExport, type ExportFormat } from '../ledger/chain-export';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
@@ -55,7 +56,7 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
     .command('export')
     .description("Write every chained ledger row from a date on with its hash, the chain's anchors and a manifest, for `warden ledger verify --file` (secrets redacted)")
     .requiredOption('--since <when>', 'from this date (YYYY-MM-DD) or this long ago (7d)')
-    .option('--intent <id>', "only this intent's rows in full; the others stay in the chain as hashes without content")
+    .option('--intent <id>', "only this intent's chain")
     .addOption(new Option('--format <format>', 'the events file').choices(['jsonl', 'csv']).default('jsonl'))
     .option('--out <dir>', 'the directory to write (created; must be empty or new)', 'ledger-export')
     .option('--json', 'print JSON')
@@ -67,23 +68,23 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
       try {
         const target = await connectTemporal(config, () => undefined);
         try {
-          const { links } = await readChain(ledger.pool, { since });
-          const rows = exportRows(links, { ...(flags.intent !== undefined && { intent: flags.intent }), redact: createRedactor(process.env) });
-          const first = rows[0]?.pos ?? Infinity;
-          const last = rows[rows.length - 1]?.pos ?? -Infinity;
-          const anchors = (await readAnchors(target.client)).filter((a) => a.pos >= first && a.pos <= last);
-          const cuts = (await chainCuts(ledger.pool)).filter((c) => c.last >= first - 1 && c.first <= last);
+          const anchors = await readAnchors(target.client);
+          const { links, bounds, marks } = await inSnapshot(ledger.pool, (db) => chainsToCheck(db, { since, anchors, ...(flags.intent !== undefined && { chain: flags.intent }) }));
+          const rows = exportRows(links, { redact: createRedactor(process.env) });
+          const chains = new Map([...bounds].map(([chain, b]) => [chain, { start: b.start ?? { length: 0, head: '' }, end: b.end, ...(b.cuts && { cuts: b.cuts }) }]));
+          // The heads anchors recorded within what is exported.
+          const exportedMarks = marks.filter((m) => m.length > (chains.get(m.chain)?.start.length ?? Infinity));
           const eventsText = formatRows(rows, flags.format);
-          const anchorsText = `${JSON.stringify(anchors, null, 2)}\n`;
-          const manifest = buildManifest({ rows, since, ...(flags.intent !== undefined && { intent: flags.intent }), format: flags.format, eventsText, anchorsText, cuts });
+          const anchorsText = `${JSON.stringify(exportedMarks, null, 2)}\n`;
+          const manifest = buildManifest({ rows, since, ...(flags.intent !== undefined && { intent: flags.intent }), format: flags.format, eventsText, anchorsText, chains });
           await mkdir(out, { recursive: true });
           await writeFile(path.join(out, manifest.eventsFile), eventsText);
           await writeFile(path.join(out, ANCHORS_FILE), anchorsText);
           await writeFile(path.join(out, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
-          const summary = { dir: out, rows: rows.length, anchors: anchors.length, redacted: rows.filter((r) => r.redacted).length, manifest };
+          const summary = { dir: out, rows: rows.length, chains: chains.size, anchoredHeads: exportedMarks.length, redacted: rows.filter((r) => r.redacted).length, manifest };
           if (flags.json) return io.printJson(summary);
           io.print(
-            `wrote ${rows.length} row(s) (positions ${manifest.start.pos + 1}-${manifest.head.pos}), ${anchors.length} anchor(s) and the manifest to ${out}; ` +
+            `wrote ${rows.length} row(s) of ${chains.size} chain(s), ${exportedMarks.length} anchored head(s) and the manifest to ${out}; ` +
               `${summary.redacted} row(s) had secrets redacted; check it with \`warden ledger verify --file ${flags.out}\``,
           );
         } finally {
@@ -115,23 +116,26 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
     else {
       for (const problem of verdict.fileProblems) io.print(problem);
       for (const line of chainLines(verdict)) io.print(line);
-      if (verdict.contentUnchecked > 0) io.print(`${verdict.contentUnchecked} row(s) were checked by their digest only (redacted, or of other intents than the export's)`);
+      if (verdict.contentUnchecked > 0) io.print(`${verdict.contentUnchecked} row(s) had secrets redacted: checked by their digest only`);
     }
     if (!verdict.whole) process.exitCode = 1;
   }
 }
 
 function where(b: ChainBreak): string {
-  return b.table ? `${b.table} row ${b.id} (position ${b.pos}${b.at ? `, ${b.at}` : ''})` : `position ${b.pos}${b.at ? ` (${b.at})` : ''}`;
+  const place = b.pos !== undefined ? `position ${b.pos} of ${chainName(b.chain)}` : chainName(b.chain);
+  return b.table ? `${b.table} row ${b.id} (${place}${b.at ? `, ${b.at}` : ''})` : place;
 }
 
-/** The chain's verdict in lines: the first broken link and rows outside the chain, or that it is whole. */
+/** The chains' verdict in lines: each chain's first break and rows outside the chains, or that they are whole. */
 export function chainLines(verdict: ChainVerdict): string[] {
   const lines: string[] = [];
-  const span = verdict.rows > 0 ? `${verdict.rows} row(s), positions ${verdict.firstPos}-${verdict.lastPos}` : 'no rows';
-  if (verdict.broken) lines.push(`the chain is broken first at ${where(verdict.broken)}: ${verdict.broken.problem}`);
+  for (const b of verdict.broken) lines.push(`a chain is broken at ${where(b)}: ${b.problem}`);
   for (const row of verdict.unchained) lines.push(`${row.table} row ${row.id} (${row.at}): ${row.problem}`);
-  if (!verdict.broken && verdict.unchained.length === 0) lines.push(`the chain is whole: ${span}, head ${verdict.headHash?.slice(0, 12) ?? '-'}, ${verdict.anchorsChecked} anchor(s) agree`);
+  if (verdict.broken.length === 0 && verdict.unchained.length === 0) {
+    lines.push(`the chains are whole: ${verdict.rows} row(s) in ${verdict.chains} chain(s), ${verdict.marksChecked} anchored head(s) agree`);
+  }
+  if (verdict.beforeChains > 0) lines.push(`${verdict.beforeChains} row(s) from before the chains began (migration 010) are not covered`);
   return lines;
 }
 

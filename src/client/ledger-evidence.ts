@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import type pg from 'pg';
-import type { Anchor } from '../ledger/chain';
+import type { ChainMark } from '../ledger/chain';
 import { workflowIdForIntent } from '../shared/ids';
 import { ANCHOR_WORKFLOW_TYPE } from '../workers/anchor-schedule';
 import type { LedgerAnchor } from '../workflows/ledger-anchor-workflow';
@@ -14,14 +14,14 @@ import type { LedgerAnchor } from '../workflows/ledger-anchor-workflow';
  */
 
 /** Every anchor the server still keeps (from `since` on), oldest first. */
-export async function readAnchors(client: Client, since?: Date): Promise<Anchor[]> {
+export async function readAnchors(client: Client, since?: Date): Promise<ChainMark[]> {
   const query = `WorkflowType = '${ANCHOR_WORKFLOW_TYPE}' AND ExecutionStatus = 'Completed'${since ? ` AND StartTime >= '${since.toISOString()}'` : ''}`;
-  const anchors: Anchor[] = [];
+  const anchors: ChainMark[] = [];
   for await (const run of client.workflow.list({ query })) {
-    const head = await client.workflow.getHandle<() => Promise<LedgerAnchor>>(run.workflowId, run.runId).result();
-    anchors.push({ pos: head.pos, hash: head.hash, at: head.at, workflowId: run.workflowId, runId: run.runId });
+    const anchor = await client.workflow.getHandle<() => Promise<LedgerAnchor>>(run.workflowId, run.runId).result();
+    anchors.push({ chain: '', length: anchor.length, head: anchor.head, by: `anchor ${run.workflowId} (${anchor.at})` });
   }
-  return anchors.sort((a, b) => a.pos - b.pos);
+  return anchors.sort((a, b) => a.length - b.length);
 }
 
 /** A gate decision as a workflow history received it (a `decide` signal or an accepted `decision` update). */
@@ -100,12 +100,12 @@ function decisionsIn(event: temporal.api.history.v1.IHistoryEvent, runId: string
 export async function ledgerAgainstHistories(client: Client, pool: pg.Pool, since?: Date): Promise<{ checked: number; disagreements: HistoryDisagreement[] }> {
   const { rows: decisions } = await pool.query<{ id: string; intent_id: string; gate: string; decision: string; decided_by: string; reason: string | null }>(
     `SELECT id::text, intent_id, gate, decision, decided_by, reason FROM gate_decisions
-      WHERE signed IS NOT NULL AND NOT timed_out AND ($1::timestamptz IS NULL OR decided_at >= $1) ORDER BY chain_pos`,
+      WHERE signed IS NOT NULL AND NOT timed_out AND ($1::timestamptz IS NULL OR decided_at >= $1) ORDER BY decided_at`,
     [since ?? null],
   );
   const { rows: endings } = await pool.query<{ id: string; intent_id: string; event_type: string; merged_commit: string | null }>(
     `SELECT id::text, intent_id, event_type, metadata->>'mergedCommit' AS merged_commit FROM safety_events
-      WHERE event_type IN ('INTENT_MERGED', 'INTENT_REJECTED') AND intent_id IS NOT NULL AND ($1::timestamptz IS NULL OR "timestamp" >= $1) ORDER BY chain_pos`,
+      WHERE event_type IN ('INTENT_MERGED', 'INTENT_REJECTED') AND intent_id IS NOT NULL AND ($1::timestamptz IS NULL OR "timestamp" >= $1) ORDER BY "timestamp"`,
     [since ?? null],
   );
   const histories = new Map<string, Awaited<ReturnType<typeof intentHistory>>>();

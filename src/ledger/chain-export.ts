@@ -1,13 +1,13 @@
 import { z } from 'zod';
-import { sha256Hex, verifyLinks, type Anchor, type ChainLink, type ChainVerdict, type CutRange } from './chain';
+import { sha256Hex, verifyLinks, type ChainBounds, type ChainLink, type ChainMark, type ChainPoint, type ChainVerdict, type CutRange } from './chain';
 
 /*
- * A ledger export an auditor can take away: every chained row from a start on, each with its
- * place in the chain and its hash, the anchors, and a manifest with the files' sha256. It checks
- * offline (`warden ledger verify --file`) with the same walk as the database's chain. Rows of
- * other intents than the one asked for stay in the chain as links without content, so the
- * chain still verifies without showing them; a row whose content had a secret redacted keeps
- * its digest, which then cannot be checked against the redacted text (it is marked so).
+ * A ledger export an auditor can take away: every chained row from a start on (of one intent's
+ * chain, with --intent), each with its place in its chain, its batch's head and its content
+ * hash; the heads anchors recorded for those chains; and a manifest with each chain's start and
+ * end and the files' sha256. It checks offline (`warden ledger verify --file`) with the same walk
+ * as the database's chains. A row whose content had a secret redacted keeps its digest, which
+ * then cannot be checked against the redacted text (it is marked so; its batch's head still is).
  */
 
 export const EXPORT_FORMATS = ['jsonl', 'csv'] as const;
@@ -18,24 +18,25 @@ export const ANCHORS_FILE = 'anchors.json';
 
 /** One exported row. */
 export interface ExportedRow {
+  /** The chain: the intent, or '' for the system chain. */
+  readonly chain: string;
   readonly pos: number;
   readonly table: string;
   readonly id: string;
   readonly at: string;
-  readonly intentId: string;
-  readonly prev: string;
-  readonly hash: string;
+  /** Its batch's head. */
+  readonly head: string;
   readonly digest: string;
-  /** Content left out: a row of another intent than the export's. */
-  readonly elided: boolean;
   /** Content with secrets redacted: it no longer hashes to the digest. */
   readonly redacted: boolean;
   readonly content: string;
 }
 
+const PointSchema = z.object({ length: z.number().int(), head: z.string() });
+
 const ManifestSchema = z.object({
   format: z.literal('warden-ledger-export'),
-  version: z.literal(1),
+  version: z.literal(2),
   createdAt: z.string(),
   since: z.string(),
   intent: z.string().nullable(),
@@ -44,32 +45,20 @@ const ManifestSchema = z.object({
   eventsSha256: z.string(),
   anchorsSha256: z.string(),
   rows: z.number().int(),
-  start: z.object({ pos: z.number().int(), hash: z.string() }),
-  head: z.object({ pos: z.number().int(), hash: z.string() }),
-  cuts: z.array(z.object({ first: z.number().int(), last: z.number().int(), lastHash: z.string() })),
+  chains: z.record(
+    z.string(),
+    z.object({ start: PointSchema, end: PointSchema, cuts: z.array(z.object({ first: z.number().int(), last: z.number().int(), head: z.string() })).optional() }),
+  ),
 });
 export type ExportManifest = z.infer<typeof ManifestSchema>;
 
-const COLUMNS = ['pos', 'table', 'id', 'at', 'intentId', 'prev', 'hash', 'digest', 'elided', 'redacted', 'content'] as const;
+const COLUMNS = ['chain', 'pos', 'table', 'id', 'at', 'head', 'digest', 'redacted', 'content'] as const;
 
-/** The rows as exported: other intents' content left out, secrets redacted. */
-export function exportRows(links: readonly ChainLink[], opts: { intent?: string; redact: (text: string) => string }): ExportedRow[] {
+/** The rows as exported, secrets redacted. */
+export function exportRows(links: readonly ChainLink[], opts: { redact: (text: string) => string }): ExportedRow[] {
   return links.map((link) => {
-    const elided = opts.intent !== undefined && link.intentId !== opts.intent;
-    const content = elided ? '' : opts.redact(link.content ?? '');
-    return {
-      pos: link.pos,
-      table: link.table,
-      id: link.id,
-      at: link.at,
-      intentId: link.intentId ?? '',
-      prev: link.prev,
-      hash: link.hash,
-      digest: link.digest,
-      elided,
-      redacted: !elided && content !== link.content,
-      content,
-    };
+    const content = opts.redact(link.content ?? '');
+    return { chain: link.chain, pos: link.pos, table: link.table, id: link.id, at: link.at, head: link.head, digest: link.digest, redacted: content !== link.content, content };
   });
 }
 
@@ -86,15 +75,13 @@ export function formatRows(rows: readonly ExportedRow[], format: ExportFormat): 
 /** Reads an events file back; throws on a line that is not a row. */
 export function parseRows(text: string, format: ExportFormat): ExportedRow[] {
   const RowSchema = z.object({
+    chain: z.string(),
     pos: z.number().int(),
     table: z.string(),
     id: z.string(),
     at: z.string(),
-    intentId: z.string(),
-    prev: z.string(),
-    hash: z.string(),
+    head: z.string(),
     digest: z.string(),
-    elided: z.boolean(),
     redacted: z.boolean(),
     content: z.string(),
   });
@@ -112,7 +99,7 @@ export function parseRows(text: string, format: ExportFormat): ExportedRow[] {
   return records.map((record, i) => {
     const value = Object.fromEntries(COLUMNS.map((c, j) => [c, record[j] ?? '']));
     try {
-      return RowSchema.parse({ ...value, pos: /^\d+$/.test(value.pos!) ? Number(value.pos) : NaN, elided: value.elided === 'true', redacted: value.redacted === 'true' });
+      return RowSchema.parse({ ...value, pos: /^\d+$/.test(value.pos!) ? Number(value.pos) : NaN, redacted: value.redacted === 'true' });
     } catch (error) {
       throw new Error(`record ${i + 1} of the events file is not an exported row: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
     }
@@ -157,14 +144,12 @@ export function buildManifest(input: {
   readonly format: ExportFormat;
   readonly eventsText: string;
   readonly anchorsText: string;
-  readonly cuts: readonly CutRange[];
+  readonly chains: ReadonlyMap<string, { start: ChainPoint; end: ChainPoint; cuts?: readonly CutRange[] }>;
   readonly now?: Date;
 }): ExportManifest {
-  const first = input.rows[0];
-  const last = input.rows[input.rows.length - 1];
   return {
     format: 'warden-ledger-export',
-    version: 1,
+    version: 2,
     createdAt: (input.now ?? new Date()).toISOString(),
     since: input.since.toISOString(),
     intent: input.intent ?? null,
@@ -173,9 +158,9 @@ export function buildManifest(input: {
     eventsSha256: sha256Hex(input.eventsText),
     anchorsSha256: sha256Hex(input.anchorsText),
     rows: input.rows.length,
-    start: first ? { pos: first.pos - 1, hash: first.prev } : { pos: 0, hash: '' },
-    head: last ? { pos: last.pos, hash: last.hash } : { pos: 0, hash: '' },
-    cuts: [...input.cuts],
+    chains: Object.fromEntries(
+      [...input.chains].sort(([a], [b]) => a.localeCompare(b)).map(([chain, b]) => [chain, { start: b.start, end: b.end, ...(b.cuts && { cuts: [...b.cuts] }) }]),
+    ),
   };
 }
 
@@ -186,7 +171,7 @@ export function parseManifest(text: string): ExportManifest {
 /** The verdict on an export, and what of its files does not match its manifest. */
 export interface ExportVerdict extends ChainVerdict {
   readonly fileProblems: readonly string[];
-  /** Rows whose content could not be checked against their digest (redacted, or of other intents). */
+  /** Rows whose content could not be checked against their digest (redacted). */
   readonly contentUnchecked: number;
 }
 
@@ -197,38 +182,34 @@ export function verifyExport(files: { manifest: ExportManifest; eventsText: stri
   if (sha256Hex(files.eventsText) !== manifest.eventsSha256) fileProblems.push(`${manifest.eventsFile} does not have the sha256 the manifest records: it was changed after the export`);
   if (sha256Hex(files.anchorsText) !== manifest.anchorsSha256) fileProblems.push(`${ANCHORS_FILE} does not have the sha256 the manifest records: it was changed after the export`);
   let rows: ExportedRow[] = [];
-  let anchors: Anchor[] = [];
+  let anchors: ChainMark[] = [];
   try {
     rows = parseRows(files.eventsText, manifest.eventsFormat);
   } catch (error) {
     fileProblems.push(error instanceof Error ? error.message : String(error));
   }
   try {
-    anchors = z.array(z.object({ pos: z.number(), hash: z.string(), at: z.string(), workflowId: z.string(), runId: z.string() })).parse(JSON.parse(files.anchorsText));
+    anchors = z.array(z.object({ chain: z.string(), length: z.number().int(), head: z.string(), by: z.string() })).parse(JSON.parse(files.anchorsText));
   } catch {
-    fileProblems.push(`${ANCHORS_FILE} is not a list of anchors`);
+    fileProblems.push(`${ANCHORS_FILE} is not a list of anchored heads`);
   }
   if (rows.length !== manifest.rows) fileProblems.push(`the manifest says ${manifest.rows} row(s), ${manifest.eventsFile} has ${rows.length}`);
   const links: ChainLink[] = rows.map((row) => ({
+    chain: row.chain,
     pos: row.pos,
     table: row.table,
     id: row.id,
     at: row.at,
-    prev: row.prev,
-    hash: row.hash,
+    head: row.head,
     digest: row.digest,
-    ...(!row.elided && !row.redacted && { content: row.content }),
+    ...(!row.redacted && { content: row.content }),
   }));
-  const verdict = verifyLinks(links, {
-    start: manifest.start,
-    cuts: manifest.cuts,
-    anchors: anchors.filter((a) => a.pos > manifest.start.pos),
-    ...(rows.length > 0 && { head: manifest.head }),
-  });
+  const bounds = new Map<string, ChainBounds>(Object.entries(manifest.chains).map(([chain, b]) => [chain, { start: b.start, end: b.end, ...(b.cuts && { cuts: b.cuts }) }]));
+  const verdict = verifyLinks(links, { bounds, marks: anchors });
   return {
     ...verdict,
     whole: verdict.whole && fileProblems.length === 0,
     fileProblems,
-    contentUnchecked: rows.filter((row) => row.elided || row.redacted).length,
+    contentUnchecked: rows.filter((row) => row.redacted).length,
   };
 }

@@ -24,7 +24,7 @@ const ACTIVITY_KINDS = {
   readLadder: 'bookkeeping',
   recordLadderRun: 'bookkeeping',
   cleanupLedger: 'bookkeeping',
-  readChainHead: 'bookkeeping',
+  anchorLedger: 'bookkeeping',
   buildDailyReport: 'bookkeeping',
   publishDailyReport: 'bookkeeping',
   buildReviewPackage: 'bookkeeping',

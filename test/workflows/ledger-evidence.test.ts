@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIntent } from '../../src/client/intents';
-import { chainHead } from '../../src/ledger/chain';
+import { chainEnds } from '../../src/ledger/chain';
 import { anchorScheduleId, keepAnchorSchedule } from '../../src/workers/anchor-schedule';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { ledgerAnchorWorkflow } from '../../src/workflows';
@@ -44,14 +44,19 @@ beforeAll(async () => {
   await world().ledger.recordSafetyEvent({ id: '00000000-0000-4000-8000-00000000e001', timestamp: new Date(), eventType: 'ANOMALY_DETECTED', severity: 'high', intentId, reason: `leaked ${FAKE_GITHUB_TOKEN}` });
 });
 
-test("an anchor run records the chain's head in its history, and verify finds the ledger whole and in agreement", async () => {
-  const head = await chainHead(world().pool);
+test("an anchor run lists the intents' heads in the system chain and keeps its head in its history; verify finds the ledger whole and in agreement", async () => {
   const anchor = await world().client.workflow.execute(ledgerAnchorWorkflow, { taskQueue: world().taskQueue, workflowId: `anchor-${Date.now()}` });
-  expect(anchor).toMatchObject({ pos: head.pos, hash: head.hash });
+  const system = (await chainEnds(world().pool)).get('')!;
+  expect(anchor).toMatchObject({ length: system.length, head: system.head });
+  expect(anchor.chains).toBeGreaterThanOrEqual(1);
+  const { rows } = await world().pool.query(`SELECT metadata->'heads'->$1 AS head FROM safety_events WHERE event_type = 'LEDGER_ANCHOR'`, [intentId]);
+  const intent = (await chainEnds(world().pool)).get(intentId)!;
+  expect(rows).toEqual([{ head: [intent.length, intent.head] }]);
 
   const verified = warden('ledger', 'verify');
   expect(verified.stderr).toBe('');
-  expect(verified.stdout).toMatch(/^the chain is whole: \d+ row\(s\), positions 1-\d+, head [0-9a-f]{12}, 1 anchor\(s\) agree\n2 gate decision\(s\) and ending\(s\) agree with the workflow histories\n$/);
+  // the system chain's head from the anchor run, and every intent's head from its LEDGER_ANCHOR row
+  expect(verified.stdout).toMatch(/^the chains are whole: \d+ row\(s\) in \d+ chain\(s\), ([2-9]|\d\d+) anchored head\(s\) agree\n2 gate decision\(s\) and ending\(s\) agree with the workflow histories\n$/);
   expect(verified.code).toBe(0);
 });
 
@@ -60,13 +65,13 @@ test('an export verifies offline, redacts secrets, and fails after a one-byte ch
     const out = path.join(mkdtempSync(path.join(tmpdir(), 'warden-export-')), 'export');
     const exported = warden('ledger', 'export', '--since', '1d', '--format', format, '--out', out);
     expect(exported.stderr).toBe('');
-    expect(exported.stdout).toMatch(/^wrote \d+ row\(s\) \(positions 1-\d+\), 1 anchor\(s\) and the manifest to .*; 1 row\(s\) had secrets redacted/);
+    expect(exported.stdout).toMatch(/^wrote \d+ row\(s\) of \d+ chain\(s\), ([2-9]|\d\d+) anchored head\(s\) and the manifest to .*; 1 row\(s\) had secrets redacted/);
     const eventsFile = path.join(out, `events.${format}`);
     const events = readFileSync(eventsFile, 'utf8');
     expect(events).not.toContain(FAKE_GITHUB_TOKEN);
 
     const offline = warden('ledger', 'verify', '--file', out);
-    expect(offline.stdout).toMatch(/the chain is whole: .*1 anchor\(s\) agree\n1 row\(s\) were checked by their digest only/);
+    expect(offline.stdout).toMatch(/the chains are whole: .*anchored head\(s\) agree\n1 row\(s\) had secrets redacted: checked by their digest only/);
     expect(offline.code).toBe(0);
 
     // One byte of the gate decision's content: "bob" becomes "cob".
@@ -76,17 +81,21 @@ test('an export verifies offline, redacts secrets, and fails after a one-byte ch
     const changed = warden('ledger', 'verify', '--file', path.join(out, 'manifest.json'));
     expect(changed.code).toBe(1);
     expect(changed.stdout).toContain(`events.${format} does not have the sha256 the manifest records`);
-    expect(changed.stdout).toContain(`the chain is broken first at gate_decisions row ${gateRow.id} (position ${gateRow.pos}`);
-    expect(changed.stdout).toContain('its content does not hash to its recorded digest');
+    expect(changed.stdout).toContain(`a chain is broken at gate_decisions row ${gateRow.id} (position ${gateRow.pos} of intent ${intentId}'s chain`);
+    expect(changed.stdout).toMatch(/: edited, or moved in the chain\n/);
   }
 });
 
-test('an export of one intent keeps the chain with the other rows as hashes only', () => {
+test("an export of one intent holds its chain only, and verifies", () => {
   const out = path.join(mkdtempSync(path.join(tmpdir(), 'warden-export-')), 'export');
-  expect(warden('ledger', 'export', '--since', '2020-01-01', '--intent', 'no-such-intent', '--out', out).code).toBe(0);
-  const rows = readFileSync(path.join(out, 'events.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { elided: boolean; content: string });
-  expect(rows.every((row) => row.elided && row.content === '')).toBe(true);
-  expect(warden('ledger', 'verify', '--file', out).code).toBe(0);
+  expect(warden('ledger', 'export', '--since', '2020-01-01', '--intent', intentId, '--out', out).code).toBe(0);
+  const rows = readFileSync(path.join(out, 'events.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { chain: string; pos: number });
+  expect(rows.length).toBeGreaterThan(3);
+  expect(rows.every((row) => row.chain === intentId)).toBe(true);
+  expect(rows.map((row) => row.pos)).toEqual(rows.map((_, i) => i + 1));
+  const verified = warden('ledger', 'verify', '--file', out);
+  expect(verified.stdout).toMatch(/^the chains are whole: \d+ row\(s\) in 1 chain\(s\), 1 anchored head\(s\) agree\n/);
+  expect(verified.code).toBe(0);
 });
 
 test('a gate decision and an ending rewritten in the database are named by the chain and by the workflow history', async () => {
@@ -102,7 +111,13 @@ test('a gate decision and an ending rewritten in the database are named by the c
   const verified = warden('ledger', 'verify');
   expect(verified.code).toBe(1);
   const lines = verified.stdout.trim().split('\n');
-  expect(lines[0]).toMatch(new RegExp(`^the chain is broken first at gate_decisions row ${gateRow.id} \\(position ${gateRow.pos}, [^)]+\\): its hash [0-9a-f]{12} is not the hash of its content and link`));
+  // The first break in the intent's chain is the gate decision's batch (a workflow's flush): named by its first row.
+  const { rows } = await world().pool.query(
+    `SELECT id::text, chain_pos::int AS pos FROM (SELECT id, chain_pos, chain_head, intent_id FROM safety_events UNION ALL SELECT id, chain_pos, chain_head, intent_id FROM gate_decisions) r
+      WHERE intent_id = $1 AND chain_head = (SELECT chain_head FROM gate_decisions WHERE id = $2) ORDER BY chain_pos LIMIT 1`,
+    [intentId, gateRow.id],
+  );
+  expect(lines[0]).toMatch(new RegExp(`^a chain is broken at [a-z_]+ row ${rows[0].id} \\(position ${rows[0].pos} of intent ${intentId}'s chain, [^)]+\\): `));
   expect(lines[1]).toMatch(
     new RegExp(`^intent ${intentId}, gate_decisions row ${gateRow.id}: the ledger says approve by alice at merge: tampered; the workflow history has reject by bob: not yet \\(run [0-9a-f-]{8}, event \\d+\\)$`),
   );
@@ -133,9 +148,9 @@ test('the anchor schedule: workers installing it at once agree, one changed by h
     const before = (await handle.describe()).info.recentActions.length;
     await handle.trigger();
     const action = await waitFor(async () => (await handle.describe()).info.recentActions[before], 120_000, 'the triggered anchor run');
-    const head = await chainHead(world().pool);
     const result = await world().client.workflow.getHandle(action.action.workflow.workflowId, action.action.workflow.firstExecutionRunId).result();
-    expect(result).toMatchObject({ pos: head.pos, hash: head.hash });
+    const system = (await chainEnds(world().pool)).get('')!;
+    expect(result).toMatchObject({ length: system.length, head: system.head });
   } finally {
     await handle.delete().catch(() => undefined);
   }
