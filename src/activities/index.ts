@@ -12,7 +12,7 @@ import { createNotificationActivities, type NotificationDeps } from './notificat
 import { createForgeActivities, type ForgeActivityDeps } from './forge-activities';
 
 export type { ActivityDeps, StageInput, StageResult, TestRunResult, IntentRef } from './stage-activities';
-export type { LedgerBatch, LedgerRow } from './ledger-activities';
+export type { LedgerAnchor, LedgerBatch, LedgerRow } from './ledger-activities';
 export type { WorktreeRef } from './worktree';
 export type { TestPlanCheck } from './test-plan-check';
 

@@ -2,6 +2,8 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
+import { writeAnchorRow } from '../ledger/chain';
+import { inTransaction } from '../ledger/transaction';
 import { deterministicUuid } from '../ledger/event-id';
 import { formatReport } from '../ledger/report-text';
 import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
@@ -11,6 +13,17 @@ import type { DailyReport, GateDecisionInput, SafetyEventInput } from '../ledger
 import type { Severity } from '../shared/safety-events';
 import { redactDeep, type Redactor } from '../shared/redact';
 import { activityLogger } from './log-context';
+
+/** What an anchor run records in its history: the system chain's head after its LEDGER_ANCHOR row. */
+export interface LedgerAnchor {
+  readonly length: number;
+  /** hex */
+  readonly head: string;
+  /** How many intents' chains the row lists (those that moved since the last anchor). */
+  readonly chains: number;
+  /** When, by the worker's clock (ISO). */
+  readonly at: string;
+}
 
 /** One row the workflow wants written: a safety event or a gate decision. */
 export type LedgerRow = { readonly safetyEvent: SafetyEventInput } | { readonly gateDecision: GateDecisionInput };
@@ -66,12 +79,22 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
      * Returns how many rows were new.
      */
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
-      let inserted = 0;
-      for (const row of batch.rows) {
-        const written = 'gateDecision' in row ? deps.ledger.recordGateDecision(redactDeep(row.gateDecision, deps.redact)) : deps.ledger.recordSafetyEvent(redactDeep(row.safetyEvent, deps.redact));
-        if (await written) inserted++;
-      }
-      return { inserted };
+      // One statement: the batch joins its intent's hash chain whole, or not at all.
+      const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
+      return { inserted: await deps.ledger.recordBatch(rows) };
+    },
+
+    /**
+     * An anchor: lists the head of every hash chain that moved since the last one in a
+     * LEDGER_ANCHOR row of the system chain, and returns the system chain's head after it, for the
+     * anchor workflow's history. The row's id comes from the run, so a retry lists nothing twice.
+     */
+    async anchorLedger(): Promise<LedgerAnchor> {
+      const { workflowExecution: run, activityId } = Context.current().info;
+      const id = deterministicUuid('ledger-anchor', run?.workflowId ?? activityId, run?.runId ?? '');
+      const now = new Date();
+      const head = await inTransaction(deps.ledger.pool, (client) => writeAnchorRow(client, id, now));
+      return { length: head.length, head: head.head, chains: head.chains, at: now.toISOString() };
     },
 
     /** Retention cleanup: the only path that deletes ledger rows. */

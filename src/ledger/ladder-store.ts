@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { inTransaction } from './transaction';
+import { writeChained } from './chain-writer';
+import { safetyEventRow } from './chained-rows';
+import { SafetyEventSchema } from './types';
 import { applyRun, EMPTY_METRICS, FAILURES_BEFORE_DROP, failingRepo, nextLevel, type LadderLevel, type LadderMetrics, type LadderRun } from '../shared/ladder';
 
 /** Where an agent profile stands on the automation ladder. */
@@ -171,19 +174,18 @@ export class LadderStore {
   }
 
   private async levelEvent(client: pg.PoolClient, e: { scope: string; intentId?: string; from: number; to: number; reason: string; by?: string; suggestion?: string; repo?: string }): Promise<void> {
-    await client.query(
-      `INSERT INTO safety_events (id, "timestamp", event_type, intent_id, agent_id, reason, suggestion, metadata, severity)
-       VALUES ($1, clock_timestamp(), 'LADDER_LEVEL_CHANGED', $2, $3, $4, $5, $6, $7)`,
-      [
-        randomUUID(),
-        e.intentId ?? null,
-        e.scope.replace(/^agent:/, ''),
-        e.reason,
-        e.suggestion ?? null,
-        JSON.stringify({ scope: e.scope, from: e.from, to: e.to, by: e.by ?? null, ...(e.repo !== undefined ? { repo: e.repo } : {}) }),
-        e.to < e.from ? 'medium' : 'info',
-      ],
-    );
+    const event = SafetyEventSchema.parse({
+      id: randomUUID(),
+      timestamp: new Date(),
+      eventType: 'LADDER_LEVEL_CHANGED',
+      intentId: e.intentId,
+      agentId: e.scope.replace(/^agent:/, ''),
+      reason: e.reason,
+      suggestion: e.suggestion,
+      metadata: { scope: e.scope, from: e.from, to: e.to, by: e.by ?? null, ...(e.repo !== undefined ? { repo: e.repo } : {}) },
+      severity: e.to < e.from ? 'medium' : 'info',
+    });
+    await writeChained(client, [safetyEventRow(event)]);
   }
 
   private async locked<T>(scope: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {

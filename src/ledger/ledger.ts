@@ -39,6 +39,9 @@ import type { Severity } from '../shared/safety-events';
 import { dailyReport } from './daily-report';
 import { readIntentRecord, type IntentRecord } from './intent-record';
 import { inTransaction } from './transaction';
+import { retentionCut } from './chain';
+import { writeChained } from './chain-writer';
+import { costRow, gateDecisionRow, safetyEventRow, type ChainedRow } from './chained-rows';
 import { fromMicros, normalizeUsd, toMicros } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
 
@@ -73,6 +76,9 @@ const ReasonSchema = z.string().trim().min(1, 'give a reason');
  * stop flag, and the queries behind `warden audit`, `warden costs`, `warden report` and retention.
  * Writes are idempotent by id; money is exact (NUMERIC in SQL, decimal strings in TypeScript).
  */
+/** One row written with others (see `Ledger.recordBatch`). */
+export type LedgerEntry = { readonly safetyEvent: SafetyEventInput } | { readonly gateDecision: GateDecisionInput } | { readonly cost: CostEventInput };
+
 /** What the ledger tells about each inserted row (see `Ledger.observer`). */
 export interface LedgerObserver {
   safetyEvent(event: SafetyEventInput): void;
@@ -83,50 +89,47 @@ export interface LedgerObserver {
 export class Ledger {
   /** Told about each row actually inserted (not about repeats): the worker's metrics. */
   observer?: LedgerObserver;
+  /** False only in the chain's benchmark: the same writes without the hash chain, to compare. */
+  private readonly chained: boolean;
 
-  constructor(readonly pool: pg.Pool) {}
+  constructor(
+    readonly pool: pg.Pool,
+    opts: { readonly unchainedForBenchmark?: boolean } = {},
+  ) {
+    this.chained = opts.unchainedForBenchmark !== true;
+  }
 
   /** Appends a safety event. True if inserted; false if a row with this id already exists (a retry). */
   async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
-    const e = SafetyEventSchema.parse(storable(input));
-    const result = await this.pool.query(
-      `INSERT INTO safety_events (id, "timestamp", event_type, intent_id, stage, agent_id, model_id, breaker_id,
-                                  cost_snapshot, reason, suggestion, metadata, severity)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-       ON CONFLICT (id) DO NOTHING`,
-      [
-        e.id,
-        e.timestamp,
-        e.eventType,
-        e.intentId ?? null,
-        e.stage ?? null,
-        e.agentId ?? null,
-        e.modelId ?? null,
-        e.breakerId ?? null,
-        e.costSnapshot ? JSON.stringify(e.costSnapshot) : null,
-        e.reason,
-        e.suggestion ?? null,
-        JSON.stringify(e.metadata),
-        e.severity,
-      ],
-    );
-    const inserted = result.rowCount === 1;
-    if (inserted) this.observer?.safetyEvent(e);
-    return inserted;
+    return (await this.recordBatch([{ safetyEvent: input }])) === 1;
   }
 
   /** Appends a cost event (one agent call). True if inserted; false if the id already exists. */
   async recordCost(input: CostEventInput): Promise<boolean> {
-    const c = CostEventSchema.parse(storable(input));
-    const result = await this.pool.query(
-      `INSERT INTO cost_events (id, "timestamp", intent_id, stage, attempt, agent_id, model_id, input_tokens, output_tokens, usd)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-       ON CONFLICT (id) DO NOTHING`,
-      [c.id, c.timestamp, c.intentId, c.stage, c.attempt, c.agentId, c.modelId, c.inputTokens, c.outputTokens, c.usd],
-    );
-    const inserted = result.rowCount === 1;
-    if (inserted) this.observer?.cost(c);
-    return inserted;
+    return (await this.recordBatch([{ cost: input }])) === 1;
+  }
+
+  /**
+   * Appends rows written together (a workflow's flush), in their order: one statement per hash
+   * chain (one for a batch of one intent), so the batch is written whole or not at all. Rows
+   * whose id exists already (a retry) are not written again. Returns how many were new.
+   */
+  async recordBatch(entries: readonly LedgerEntry[]): Promise<number> {
+    const parsed = entries.map((entry): { row: ChainedRow; tell: () => void } => {
+      if ('safetyEvent' in entry) {
+        const e = SafetyEventSchema.parse(storable(entry.safetyEvent));
+        return { row: safetyEventRow(e), tell: () => this.observer?.safetyEvent(e) };
+      }
+      if ('gateDecision' in entry) {
+        const g = GateDecisionRowSchema.parse(storable(entry.gateDecision));
+        return { row: gateDecisionRow(g), tell: () => this.observer?.gateDecision(g) };
+      }
+      const c = CostEventSchema.parse(storable(entry.cost));
+      return { row: costRow(c), tell: () => this.observer?.cost(c) };
+    });
+    const inserted = new Set(await writeChained(this.pool, parsed.map((p) => p.row), { chained: this.chained }));
+    for (const p of parsed) if (inserted.has(p.row)) p.tell();
+    return inserted.size;
   }
 
   /**
@@ -139,28 +142,33 @@ export class Ledger {
    */
   async reconcileStaleReservations(olderThan: Date): Promise<Array<{ readonly id: string; readonly intentId: string; readonly amountUsd: string }>> {
     z.date().parse(olderThan);
-    const closed = await this.pool.query<{ id: string; intent_id: string; amount: string }>(
-      `WITH stale AS (
-         SELECT r.id, r.intent_id, r.amount_usd, r.agent_id, r.stage FROM budget_reservations r
-          WHERE r.granted AND r.created_at < $1 AND r.activity_id IS NULL
-            AND NOT EXISTS (SELECT 1 FROM budget_settlements s WHERE s.reservation_id = r.id)
-       ), closed AS (
-         INSERT INTO budget_settlements (reservation_id, kind, actual_usd)
-         SELECT id, 'reconciled', amount_usd FROM stale
-         ON CONFLICT (reservation_id) DO NOTHING
-         RETURNING reservation_id
-       ), counted AS (
-         -- Counted in cost_events too, at the same amount: the books keep balancing.
-         INSERT INTO cost_events (id, "timestamp", intent_id, stage, attempt, agent_id, model_id, input_tokens, output_tokens, usd, reservation_id)
-         SELECT md5('reconciled-cost:' || stale.id)::uuid, now(), stale.intent_id, coalesce(stale.stage, 'unknown'), 1,
-                coalesce(stale.agent_id, 'unknown'), 'unknown', 0, 0, stale.amount_usd, stale.id
-           FROM stale JOIN closed ON closed.reservation_id = stale.id
-         ON CONFLICT DO NOTHING
-       )
-       SELECT stale.id, stale.intent_id, stale.amount_usd::text AS amount FROM stale JOIN closed ON closed.reservation_id = stale.id ORDER BY stale.id`,
-      [olderThan],
-    );
-    return closed.rows.map((r) => ({ id: r.id, intentId: r.intent_id, amountUsd: normalizeUsd(r.amount) }));
+    return this.transaction(async (client) => {
+      const closed = await client.query<{ id: string; intent_id: string; amount: string; agent_id: string | null; stage: string | null; cost_id: string; at: Date }>(
+        `WITH stale AS (
+           SELECT r.id, r.intent_id, r.amount_usd, r.agent_id, r.stage FROM budget_reservations r
+            WHERE r.granted AND r.created_at < $1 AND r.activity_id IS NULL
+              AND NOT EXISTS (SELECT 1 FROM budget_settlements s WHERE s.reservation_id = r.id)
+         ), closed AS (
+           INSERT INTO budget_settlements (reservation_id, kind, actual_usd)
+           SELECT id, 'reconciled', amount_usd FROM stale
+           ON CONFLICT (reservation_id) DO NOTHING
+           RETURNING reservation_id
+         )
+         SELECT stale.id, stale.intent_id, stale.amount_usd::text AS amount, stale.agent_id, stale.stage,
+                md5('reconciled-cost:' || stale.id)::uuid::text AS cost_id, now() AS at
+           FROM stale JOIN closed ON closed.reservation_id = stale.id ORDER BY stale.id`,
+        [olderThan],
+      );
+      // Counted in cost_events too, at the same amount, in the same transaction: the books keep balancing.
+      await writeChained(
+        client,
+        closed.rows.map((r) =>
+          costRow({ id: r.cost_id, timestamp: r.at, intentId: r.intent_id, stage: r.stage ?? 'unknown', attempt: 1, agentId: r.agent_id ?? 'unknown', modelId: 'unknown', inputTokens: 0, outputTokens: 0, usd: normalizeUsd(r.amount), reservationId: r.id }),
+        ),
+        { chained: this.chained },
+      );
+      return closed.rows.map((r) => ({ id: r.id, intentId: r.intent_id, amountUsd: normalizeUsd(r.amount) }));
+    });
   }
 
   /** Appends one request made through the model gateway. True if inserted; false if the id already exists. */
@@ -208,16 +216,7 @@ export class Ledger {
 
   /** Appends a gate decision. True if inserted; false if the id already exists. */
   async recordGateDecision(input: GateDecisionInput): Promise<boolean> {
-    const g = GateDecisionRowSchema.parse(storable(input));
-    const result = await this.pool.query(
-      `INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, reason, conditions, requested_at, decided_at, timed_out, signed)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-       ON CONFLICT (id) DO NOTHING`,
-      [g.id, g.intentId, g.gate, g.decision, g.by, g.reason ?? null, JSON.stringify(g.conditions), g.requestedAt, g.decidedAt, g.timedOut, g.signed ?? null],
-    );
-    const inserted = result.rowCount === 1;
-    if (inserted) this.observer?.gateDecision(g);
-    return inserted;
+    return (await this.recordBatch([{ gateDecision: input }])) === 1;
   }
 
   /**
@@ -316,7 +315,7 @@ export class Ledger {
         `INSERT INTO budget_settlements (reservation_id, kind, actual_usd, overrun) VALUES ($1, 'settled', $2, $3) ON CONFLICT (reservation_id) DO NOTHING`,
         [id, actual, !reservation.fits],
       );
-      if (inserted.rowCount === 1) return call ? await insertSettledCost(client, id, actual, call) : undefined;
+      if (inserted.rowCount === 1) return call ? await insertSettledCost(client, id, actual, call, this.chained) : undefined;
       const earlier = await client.query<{ kind: string; actual: string; same: boolean }>(
         'SELECT kind, actual_usd::text AS actual, actual_usd = $2::numeric AS same FROM budget_settlements WHERE reservation_id = $1',
         [id, actual],
@@ -659,12 +658,15 @@ export class Ledger {
     const cutoff = new Date(now.getTime() - retentionDays * 86_400_000);
     return this.transaction(async (client) => {
       await client.query(`SET LOCAL warden.retention_cleanup = 'on'`);
+      // What leaves the hash chains (whole batches from each chain's start) is summarised in them
+      // first, so they still verify; rows from before the chains go by their time alone.
+      const chained = await retentionCut(client, cutoff, now, randomUUID());
       const deleted: Record<string, number> = {};
+      for (const [table, column] of [['safety_events', '"timestamp"'], ['cost_events', '"timestamp"'], ['gate_decisions', 'decided_at']] as const) {
+        deleted[table] = (await client.query(`DELETE FROM ${table} WHERE id = ANY($1::uuid[]) OR (chain_pos IS NULL AND ${column} < $2)`, [chained[table], cutoff])).rowCount ?? 0;
+      }
       const simple: Array<[table: string, column: string]> = [
-        ['safety_events', '"timestamp"'],
-        ['cost_events', '"timestamp"'],
         ['model_calls', '"timestamp"'],
-        ['gate_decisions', 'decided_at'],
         ['activity_runs', 'ended_at'],
         ['notification_dispatches', 'at'],
         ['notification_dead_letters', 'at'],
@@ -723,10 +725,7 @@ export class Ledger {
         reason: `${active ? 'global stop set' : 'global stop cleared'} by ${by}: ${reason}`,
         metadata: { control: 'global_stop', seq: Number(seq), by },
       });
-      await client.query(
-        `INSERT INTO safety_events (id, "timestamp", event_type, reason, metadata, severity) VALUES ($1, $2, $3, $4, $5, $6)`,
-        [event.id, event.timestamp, event.eventType, event.reason, JSON.stringify(event.metadata), event.severity],
-      );
+      await writeChained(client, [safetyEventRow(event)], { chained: this.chained });
     });
   }
 
@@ -740,16 +739,11 @@ function reservationOf(granted: boolean, committedUsd: string, limitUsd: string,
 }
 
 /** The cost row of a settled call, keyed by its reservation: a repeated settlement writes none. */
-async function insertSettledCost(client: pg.PoolClient, reservationId: string, usd: string, call: SettledCall): Promise<CostEventInput | undefined> {
+async function insertSettledCost(client: pg.PoolClient, reservationId: string, usd: string, call: SettledCall, chained: boolean): Promise<CostEventInput | undefined> {
   const c = SettledCallSchema.parse(call);
   const row: CostEventInput = { id: deterministicUuid('settled-cost', reservationId), usd, ...c };
-  const inserted = await client.query(
-    `INSERT INTO cost_events (id, "timestamp", intent_id, stage, attempt, agent_id, model_id, input_tokens, output_tokens, usd, reservation_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-     ON CONFLICT DO NOTHING`,
-    [row.id, c.timestamp, c.intentId, c.stage, c.attempt, c.agentId, c.modelId, c.inputTokens, c.outputTokens, usd, reservationId],
-  );
-  return inserted.rowCount === 1 ? row : undefined;
+  const inserted = await writeChained(client, [costRow({ ...c, id: row.id, usd, reservationId })], { chained });
+  return inserted.length === 1 ? row : undefined;
 }
 
 /**

@@ -24,6 +24,7 @@ const ACTIVITY_KINDS = {
   readLadder: 'bookkeeping',
   recordLadderRun: 'bookkeeping',
   cleanupLedger: 'bookkeeping',
+  anchorLedger: 'bookkeeping',
   buildDailyReport: 'bookkeeping',
   publishDailyReport: 'bookkeeping',
   buildReviewPackage: 'bookkeeping',

@@ -108,6 +108,10 @@ export const SAFETY_EVENT_TYPES = [
   'INTENT_MOVED',
   // the scheduled daily health report (severity follows its GREEN / YELLOW / RED)
   'DAILY_HEALTH_REPORT',
+  // retention cut rows from the start of the ledger's hash chains: how many, and each chain's cut length and head
+  'LEDGER_CHECKPOINT',
+  // the hourly anchor: the head of every hash chain that moved since the last one
+  'LEDGER_ANCHOR',
 ] as const;
 export type SafetyEventType = (typeof SAFETY_EVENT_TYPES)[number];
 

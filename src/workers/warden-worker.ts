@@ -7,6 +7,7 @@ import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/w
 import { createSweepActivities, type IntentStatusReader } from '../activities/sweeper';
 import { temporalIntentStatus } from './intent-status-reader';
 import { keepSweepSchedule, sweepScheduleId } from './sweep-schedule';
+import { anchorScheduleId, keepAnchorSchedule } from './anchor-schedule';
 import { PAYLOAD_CONVERTER_PATH } from './payload-converter-path';
 import type { Logger } from 'pino';
 import { createActivities, type WardenActivities } from '../activities';
@@ -100,8 +101,9 @@ export interface WardenWorkerOptions {
   /** Where a gate's notification links to (the web app's page for it). */
   readonly gateLink?: NotificationDeps['gateLink'];
   /**
-   * Install the task queue's sweep schedule and keep it (default true): what terminated intents
-   * leave is then cleaned and recorded within a minute. Tests that sweep by hand turn it off.
+   * Install the task queue's sweep and ledger anchor schedules and keep them (default true): what
+   * terminated intents leave is then cleaned and recorded within a minute, and the ledger chain's
+   * head is anchored every hour. Tests that sweep by hand turn it off.
    */
   readonly sweepSchedule?: boolean;
 }
@@ -251,7 +253,7 @@ async function sweepAtStart(options: WardenWorkerOptions, intentStatus: IntentSt
   }
 }
 
-/** Installs or checks the sweep schedule. Never throws: the next round tries again. */
+/** Installs or checks the sweep and ledger anchor schedules. Never throws: the next round tries again. */
 async function keepTheSweepSchedule(client: Client, options: WardenWorkerOptions): Promise<void> {
   const taskQueue = options.taskQueue ?? TASK_QUEUE;
   try {
@@ -259,6 +261,13 @@ async function keepTheSweepSchedule(client: Client, options: WardenWorkerOptions
     if (change !== 'kept') options.logger.info({ scheduleId: sweepScheduleId(taskQueue), change }, 'sweep schedule installed');
   } catch (error) {
     options.logger.warn({ err: error, scheduleId: sweepScheduleId(taskQueue) }, 'could not install the sweep schedule; the worker tries again in a minute');
+  }
+  // The hourly anchor of the ledger's hash chain, kept the same way.
+  try {
+    const change = await keepAnchorSchedule(client, taskQueue);
+    if (change !== 'kept') options.logger.info({ scheduleId: anchorScheduleId(taskQueue), change }, 'ledger anchor schedule installed');
+  } catch (error) {
+    options.logger.warn({ err: error, scheduleId: anchorScheduleId(taskQueue) }, 'could not install the ledger anchor schedule; the worker tries again in a minute');
   }
 }
 

@@ -50,6 +50,8 @@ test.each([
   ['report', ['report']],
   ['notifications', ['notifications']],
   ['ladder', ['ladder']],
+  ['ledger verify', ['ledger', 'verify']],
+  ['ledger export', ['ledger', 'export', '--since', '7d', '--out', path.join(home, 'no-export')]],
   // not reads, but not the commands that own the server either
   ['db migrate', ['db', 'migrate']],
   ['unlock', ['unlock', '--reason', 'x']],

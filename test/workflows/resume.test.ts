@@ -7,6 +7,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { intentHandle, startIntent } from '../../src/client/intents';
 import { timelineWithHistory } from '../../src/client/history-timeline';
 import { findResetPoint, resumeIntent } from '../../src/client/resume';
+import { verifyStoredChain } from '../../src/ledger/chain';
 import { UserError } from '../../src/shared/errors';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { sweepClosedIntents } from '../../src/activities/sweeper';
@@ -102,6 +103,10 @@ test('a running intent is not reset without --force', async () => {
   expect(rows).toHaveLength(1);
   expect(rows[0].reason).toMatch(/^the worktree was reset from [0-9a-f]{12} to [0-9a-f]{12} before review attempt 1 \(a resume\): 1 untracked or ignored path\(s\) removed with it$/);
   expect(rows[0].metadata.removed).toEqual(['lib/build.log']);
+  // the ROLLBACK row is in the intent's hash chain, and the chains are whole
+  const { rows: chained } = await world().pool.query("SELECT chain_pos::int AS pos FROM safety_events WHERE intent_id = $1 AND event_type = 'ROLLBACK'", [id]);
+  expect(chained[0].pos).toBeGreaterThan(0);
+  expect(await verifyStoredChain(world().pool)).toMatchObject({ whole: true, broken: [], unchained: [] });
 });
 
 const BIN = path.resolve(__dirname, '../../bin/warden.js');

@@ -6,6 +6,7 @@ import { listIntents } from '../../src/client/list-intents';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { stateQuery } from '../../src/shared/messages';
 import { keepSweepSchedule, sweepScheduleId } from '../../src/workers/sweep-schedule';
+import { anchorScheduleId } from '../../src/workers/anchor-schedule';
 import { git, startSampleIntent, temporalAddress, useTestWorld, waitFor } from '../helpers/env';
 import { processesWith } from '../helpers/processes';
 
@@ -20,6 +21,7 @@ const world = useTestWorld('termsweep', { sweepSchedule: true });
 
 afterAll(async () => {
   await world().client.schedule.getHandle(sweepScheduleId(world().taskQueue)).delete().catch(() => undefined);
+  await world().client.schedule.getHandle(anchorScheduleId(world().taskQueue)).delete().catch(() => undefined);
 });
 
 function terminate(id: string, reason: string): void {
@@ -45,6 +47,9 @@ test('the worker installs the sweep schedule; an intent terminated at the merge 
     'the sweep schedule',
   );
   expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'sweepWorkflow', taskQueue: world().taskQueue });
+  // and the hourly anchor of the ledger's hash chain beside it
+  const anchors = await waitFor(() => world().client.schedule.getHandle(anchorScheduleId(world().taskQueue)).describe().catch(() => undefined), 120_000, 'the anchor schedule');
+  expect(anchors.action).toMatchObject({ type: 'startWorkflow', workflowType: 'ledgerAnchorWorkflow', taskQueue: world().taskQueue });
 
   // One waits at the merge gate; the other's impl agent sleeps as <tag>-42.
   const atGate = await startSampleIntent(world(), 'tg');
