@@ -29,6 +29,8 @@ import { parseWatchReport } from './sandbox-watch';
 import { redactionsIn, type AttemptReport } from '../shared/sandbox-attempts';
 import { AGENT_SESSION_VARIABLE } from '../shared/decisions';
 import { buildPrompt } from './prompts';
+import { recordingContextOf } from './recording-context';
+import type { RecordingContext } from '../ledger/exchange-store';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
 import { holdBackSecrets, inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
@@ -63,6 +65,8 @@ export interface ActivityDeps {
   readonly gateway?: ModelGateway;
   /** This host's own task queue: an intent's stages run there once it has made the intent's worktree. */
   readonly hostQueue?: string;
+  /** Keeps what a replay of the intent needs (the first call per intent counts); absent when recording is off. */
+  readonly recordContext?: (intentId: string, context: RecordingContext) => Promise<void>;
 }
 
 /** What rebasing onto a moved base branch found (see rebaseOntoBase). */
@@ -246,6 +250,12 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           });
         }
         const baseCommit = input.startCommit ?? head;
+        // Before the agent's first call: the recording of its exchanges says what they were made against.
+        if (deps.recordContext) {
+          await recordingContextOf(intent, baseCommit)
+            .then((context) => deps.recordContext!(intent.id, context))
+            .catch((error: unknown) => activityLogger(deps.logger).error({ err: error }, 'could not record the intent\'s recording context'));
+        }
         // The target repo's own working tree, to catch an agent that writes outside its worktree.
         const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
         const priorArtifacts = await readPriorArtifacts(worktreePath, intent.id, stage);
