@@ -110,25 +110,30 @@ export class ExchangeStore {
     const answer = answerBody(exchange.answer);
     const requestBytes = request === undefined ? 0 : Buffer.byteLength(request);
     const answerBytes = Buffer.byteLength(answer);
+    // The intent's running total and cap mark are one row, kept in the same statement: no sum
+    // over its exchanges per call. `now()` is this statement's time, so `capped_at = now()` after
+    // the upsert says this call is the one that marked the recording capped.
     const { rows } = await this.pool.query<{ stored: boolean; newly_capped: boolean }>(
       `WITH fits AS (
-         SELECT NOT EXISTS (SELECT 1 FROM intent_recordings WHERE intent_id = $2 AND capped_at IS NOT NULL)
-                AND (SELECT coalesce(sum(request_bytes + answer_bytes), 0) FROM model_exchanges WHERE intent_id = $2 AND stored) + $11::bigint + $12::bigint <= $15::bigint AS ok
+         SELECT coalesce((SELECT r.capped_at IS NULL AND r.stored_bytes + $11::bigint + $12::bigint <= $15::bigint FROM intent_recordings r WHERE r.intent_id = $2),
+                         $11::bigint + $12::bigint <= $15::bigint) AS ok
        ), bodies AS (
          INSERT INTO exchange_bodies (hash, body, bytes)
          SELECT b.hash, b.body, b.bytes FROM (VALUES ($7::text, $9::text, $11::int), ($8::text, $10::text, $12::int)) AS b (hash, body, bytes)
           WHERE b.hash IS NOT NULL AND (SELECT ok FROM fits)
          ON CONFLICT (hash) DO NOTHING
-       ), capped AS (
-         INSERT INTO intent_recordings (intent_id, capped_at) SELECT $2, now() WHERE NOT (SELECT ok FROM fits)
-         ON CONFLICT (intent_id) DO UPDATE SET capped_at = now() WHERE intent_recordings.capped_at IS NULL
-         RETURNING 1
+       ), recording AS (
+         INSERT INTO intent_recordings AS r (intent_id, stored_bytes, capped_at)
+         SELECT $2, CASE WHEN ok THEN $11::bigint + $12::bigint ELSE 0 END, CASE WHEN ok THEN NULL ELSE now() END FROM fits
+         ON CONFLICT (intent_id) DO UPDATE
+           SET stored_bytes = r.stored_bytes + EXCLUDED.stored_bytes, capped_at = coalesce(r.capped_at, EXCLUDED.capped_at)
+         RETURNING r.capped_at = now() AS newly_capped
        ), exchange AS (
          INSERT INTO model_exchanges (call_id, intent_id, stage, attempt, call_order, request_key, request_hash, answer_hash, answer_kind, status, request_bytes, answer_bytes, stored)
          SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ok THEN $7 END, CASE WHEN ok THEN $8 END, $13, $14, $11, $12, ok FROM fits
          ON CONFLICT (call_id) DO NOTHING
        )
-       SELECT (SELECT ok FROM fits) AS stored, EXISTS (SELECT 1 FROM capped) AS newly_capped`,
+       SELECT (SELECT ok FROM fits) AS stored, coalesce((SELECT newly_capped FROM recording), false) AS newly_capped`,
       [
         exchange.callId,
         exchange.intentId,

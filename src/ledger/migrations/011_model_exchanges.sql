@@ -38,8 +38,10 @@ CREATE INDEX model_exchanges_answer_hash ON model_exchanges (answer_hash);
 -- One row per recorded intent: when its recording passed its cap, and what else a replay needs
 -- (base commit, config hash, Warden's version, agent profile, CLI versions), written once.
 CREATE TABLE intent_recordings (
-  intent_id   text        PRIMARY KEY,
-  capped_at   timestamptz,
-  context     jsonb,
-  recorded_at timestamptz NOT NULL DEFAULT now()
+  intent_id    text        PRIMARY KEY,
+  -- What the intent's recording has stored so far (its exchanges' bodies, counted per exchange), against its cap.
+  stored_bytes bigint      NOT NULL DEFAULT 0,
+  capped_at    timestamptz,
+  context      jsonb,
+  recorded_at  timestamptz NOT NULL DEFAULT now()
 );
