@@ -250,11 +250,13 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           });
         }
         const baseCommit = input.startCommit ?? head;
-        // Before the agent's first call: the recording of its exchanges says what they were made against.
+        // What the recording of the agent's exchanges was made against. Not waited for: the stage
+        // neither waits on the ledger for it nor fails with it (a lost context is logged).
         if (deps.recordContext) {
-          await recordingContextOf(intent, baseCommit)
+          const log = activityLogger(deps.logger);
+          void recordingContextOf(intent, baseCommit)
             .then((context) => deps.recordContext!(intent.id, context))
-            .catch((error: unknown) => activityLogger(deps.logger).error({ err: error }, 'could not record the intent\'s recording context'));
+            .catch((error: unknown) => log.error({ err: error }, 'could not record the intent\'s recording context'));
         }
         // The target repo's own working tree, to catch an agent that writes outside its worktree.
         const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
