@@ -5,7 +5,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
-import type { Redactor } from '../shared/redact';
+import { redactDeep, type Redactor } from '../shared/redact';
 import { agentForCall, agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
 import { DEFAULT_KEEP_FOR_RESUME, type Intent, type SecretAllowance } from '../shared/intent';
@@ -255,7 +255,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         if (deps.recordContext) {
           const log = activityLogger(deps.logger);
           void recordingContextOf(intent, baseCommit)
-            .then((context) => deps.recordContext!(intent.id, context))
+            // Redacted like every stored thing: a profile's command or URL may carry a secret.
+            .then((context) => deps.recordContext!(intent.id, redactDeep(context, deps.redact)))
             .catch((error: unknown) => log.error({ err: error }, 'could not record the intent\'s recording context'));
         }
         // The target repo's own working tree, to catch an agent that writes outside its worktree.
