@@ -4,7 +4,7 @@
  * relayed event by event while it is screened and redacted, settled. That must cost the agent
  * next to nothing: at most 2 ms more at p50 and 10 ms more at p99 than the call made straight.
  *
- *   npx tsx bench/gateway-latency.ts [--calls 2000] [--warmup 200] [--smoke] [--prompt-bytes 8000] [--answer-chars 1000] [--event-chars 16]
+ *   npx tsx bench/gateway-latency.ts [--calls 2000] [--warmup 200] [--smoke] [--prompt-bytes 8000] [--answer-chars 1000] [--event-chars 16] [--ledger] [--recording]
  *   npm run bench:gateway
  *
  * The upstream is a scripted model on loopback (below) that answers at once, so what is measured
@@ -26,8 +26,16 @@
  * and a JSON line; results in bench/results/gateway-latency.json. Client, gateway and upstream
  * share this one process, so a call through the gateway also waits for the gateway's CPU work:
  * that is the point.
+ *
+ * `--ledger` writes each call's `model_calls` row to a real ledger (an embedded PostgreSQL of the
+ * run's own) instead of counting it in memory; `--recording` (which implies it) also records each
+ * exchange there, as a worker with `worker.recording` on does (its cap raised so that every
+ * call's bodies are stored). Run both to see what recording adds.
  */
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { ApplicationFailure } from '@temporalio/common';
@@ -37,6 +45,10 @@ import type { Lease } from '../src/gateway/lease';
 import { SpendMeter, type BudgetBook, type OpenCall } from '../src/gateway/spend-meter';
 import type { PricingTable } from '../src/safety/pricing';
 import { addUsd, compareUsd, ZERO_USD } from '../src/shared/money';
+import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
+import { ExchangeStore } from '../src/ledger/exchange-store';
+import { Ledger } from '../src/ledger/ledger';
+import { findFreePort } from '../src/shared/ports';
 import { createRedactor } from '../src/shared/redact';
 import { out, percentile, runBenchmark, sized } from './console';
 import { writeResult } from './harness';
@@ -49,6 +61,8 @@ const { values: flags } = parseArgs({
     'prompt-bytes': { type: 'string', default: '8000' },
     'answer-chars': { type: 'string', default: '1000' },
     'event-chars': { type: 'string', default: '16' },
+    ledger: { type: 'boolean', default: false },
+    recording: { type: 'boolean', default: false },
   },
 });
 const CALLS = sized(flags.calls, flags.smoke, 2000, 100);
@@ -247,15 +261,23 @@ async function main(): Promise<number> {
   const answer = prose(ANSWER_CHARS, 'Done reading.');
   const upstream = await startUpstream(answer);
   const recorded = { rows: 0 };
+  const useLedger = flags.ledger || flags.recording;
+  const tmp = useLedger ? await mkdtemp(path.join(os.tmpdir(), 'warden-bench-gateway-')) : undefined;
+  if (tmp) await chmod(tmp, 0o755); // the embedded PostgreSQL may run as another user
+  const database: LedgerDatabase | undefined = tmp ? await openDatabase({ dataDir: path.join(tmp, 'postgres'), port: await findFreePort() }) : undefined;
+  const ledger = database ? new Ledger(database.pool) : undefined;
   const gateway = await ModelGateway.start({
     limits,
     logger: pino({ level: 'silent' }),
     env: { OPENAI_API_KEY: UPSTREAM_KEY, ANTHROPIC_API_KEY: UPSTREAM_KEY },
     redact: createRedactor({ OPENAI_API_KEY: UPSTREAM_KEY, ANTHROPIC_API_KEY: UPSTREAM_KEY }),
-    recordCall: async () => {
+    recordCall: async (row) => {
+      if (ledger) await ledger.recordModelCall(row);
       recorded.rows += 1;
     },
+    ...(database && flags.recording ? { exchanges: new ExchangeStore(database.pool, { maxPerIntentMb: 100_000 }) } : {}),
   });
+  out(`rows: ${ledger ? 'to a real ledger (embedded PostgreSQL)' : 'counted in memory'}; exchanges: ${flags.recording ? 'recorded' : 'not recorded'}`);
   const books = { openai: memoryBook('1000000'), anthropic: memoryBook('1000000') };
   const leases: Record<'openai' | 'anthropic', Lease> = {
     openai: issue(gateway, upstream, 'openai', books.openai.book),
@@ -285,12 +307,19 @@ async function main(): Promise<number> {
     await gateway.close();
     await upstream.close();
   }
+  const exchanges = database ? Number((await database.pool.query<{ n: string }>(`SELECT count(*) AS n FROM model_exchanges WHERE stored`)).rows[0]!.n) : 0;
+  await database?.close();
+  if (tmp) await rm(tmp, { recursive: true, force: true });
   const wallS = (performance.now() - started) / 1000;
 
   const expected = (WARMUP + CALLS) * CASES.length;
   const settled = books.openai.settled() + books.anthropic.settled();
   out(`${expected} calls through the gateway in ${wallS.toFixed(1)} s of the whole run: ${settled} settled in the budget books, ${recorded.rows} rows recorded`);
   if (settled !== expected || recorded.rows !== expected) throw new Error(`the gateway metered ${settled} and recorded ${recorded.rows} of ${expected} calls`);
+  if (flags.recording) {
+    out(`${exchanges} exchanges stored with their bodies`);
+    if (exchanges !== expected) throw new Error(`the gateway recorded ${exchanges} of ${expected} exchanges`);
+  }
 
   const cases = CASES.map((each, c) => {
     const direct = figuresOf(samples[c]!.direct);
@@ -335,6 +364,9 @@ async function main(): Promise<number> {
     eventChars: EVENT_CHARS,
     firstEventPauseMs: FIRST_EVENT_PAUSE_MS,
     targets: { addedP50Ms: TARGET.p50Ms, addedP99Ms: TARGET.p99Ms, on: 'ttlb' },
+    ledger: useLedger,
+    recording: flags.recording,
+    exchangesStored: exchanges,
     cases,
     allMet,
   };

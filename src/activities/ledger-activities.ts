@@ -6,6 +6,8 @@ import { writeAnchorRow } from '../ledger/chain';
 import { inTransaction } from '../ledger/transaction';
 import { deterministicUuid } from '../ledger/event-id';
 import { formatReport } from '../ledger/report-text';
+import { ExchangeStore, RECORDING_DEFAULTS } from '../ledger/exchange-store';
+import { parseDuration } from '../shared/duration';
 import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
 import type { Ledger } from '../ledger/ledger';
 import type { LadderRun } from '../shared/ladder';
@@ -45,6 +47,8 @@ export interface LedgerActivityDeps {
   readonly logger: Logger;
   /** The day budget this worker enforces (`worker.dayBudgetUsd`, 0 = no limit): the report's default. */
   readonly dayBudgetUsd?: string;
+  /** How long recorded model exchanges are kept (`worker.recording.keep`; default RECORDING_DEFAULTS'). */
+  readonly recordingKeep?: string;
   /** Where the scheduled daily reports are written (`<Warden home>/reports`). */
   readonly reportsDir: string;
 }
@@ -97,9 +101,14 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
       return { length: head.length, head: head.head, chains: head.chains, at: now.toISOString() };
     },
 
-    /** Retention cleanup: the only path that deletes ledger rows. */
+    /**
+     * Retention cleanup: the only path that deletes ledger rows; recorded model exchanges go with
+     * it after their own `recordingKeep` (on even when recording is off: what was recorded expires).
+     */
     async cleanupLedger({ retentionDays }: { readonly retentionDays: number }): Promise<Record<string, number>> {
-      return deps.ledger.cleanup(retentionDays);
+      const deleted = await deps.ledger.cleanup(retentionDays);
+      const keepMs = parseDuration(deps.recordingKeep ?? RECORDING_DEFAULTS.keep);
+      return { ...deleted, ...(await new ExchangeStore(deps.ledger.pool).cleanup(new Date(Date.now() - keepMs))) };
     },
 
     /** The daily health report for `date` (YYYY-MM-DD), against the given day budget or else this worker's. */

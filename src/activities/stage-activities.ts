@@ -5,7 +5,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { parseDuration } from '../shared/duration';
-import type { Redactor } from '../shared/redact';
+import { redactDeep, type Redactor } from '../shared/redact';
 import { agentForCall, agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
 import { DEFAULT_KEEP_FOR_RESUME, type Intent, type SecretAllowance } from '../shared/intent';
@@ -29,6 +29,8 @@ import { parseWatchReport } from './sandbox-watch';
 import { redactionsIn, type AttemptReport } from '../shared/sandbox-attempts';
 import { AGENT_SESSION_VARIABLE } from '../shared/decisions';
 import { buildPrompt } from './prompts';
+import { recordingContextOf } from './recording-context';
+import type { RecordingContext } from '../ledger/exchange-store';
 import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
 import { holdBackSecrets, inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
@@ -63,6 +65,8 @@ export interface ActivityDeps {
   readonly gateway?: ModelGateway;
   /** This host's own task queue: an intent's stages run there once it has made the intent's worktree. */
   readonly hostQueue?: string;
+  /** Keeps what a replay of the intent needs (the first call per intent counts); absent when recording is off. */
+  readonly recordContext?: (intentId: string, context: RecordingContext) => Promise<void>;
 }
 
 /** What rebasing onto a moved base branch found (see rebaseOntoBase). */
@@ -246,6 +250,15 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           });
         }
         const baseCommit = input.startCommit ?? head;
+        // What the recording of the agent's exchanges was made against. Not waited for: the stage
+        // neither waits on the ledger for it nor fails with it (a lost context is logged).
+        if (deps.recordContext) {
+          const log = activityLogger(deps.logger);
+          void recordingContextOf(intent, baseCommit)
+            // Redacted like every stored thing: a profile's command or URL may carry a secret.
+            .then((context) => deps.recordContext!(intent.id, redactDeep(context, deps.redact)))
+            .catch((error: unknown) => log.error({ err: error }, 'could not record the intent\'s recording context'));
+        }
         // The target repo's own working tree, to catch an agent that writes outside its worktree.
         const repoSnapshot = await takeRepoSnapshot(intent.repoPath, { worktree: worktreePath });
         const priorArtifacts = await readPriorArtifacts(worktreePath, intent.id, stage);

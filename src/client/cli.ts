@@ -38,6 +38,7 @@ import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
 import { addLedgerChainCommands } from './ledger-chain-commands';
+import { addRecordingCommand } from './recording-commands';
 import { addStopCommands } from './stop-commands';
 import { addWorkerVersionCommands } from './worker-version-commands';
 import { addCheckStubsCommand } from './check-stubs';
@@ -373,6 +374,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLadderCommands(program, config, settings, approver, { print, printJson });
   addLedgerCommands(program, config, { print, printJson }, settings);
   addLedgerChainCommands(program, config, { print, printJson });
+  addRecordingCommand(program, config, { print, printJson });
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addWorkerVersionCommands(program, config, { print, printJson }, settings);
   addResumeCommand(program, config, { print, defaultUser: approver });

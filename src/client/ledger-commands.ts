@@ -5,6 +5,7 @@ import type { Workflow } from '@temporalio/common';
 import type { WardenConfig } from '../config/schema';
 import { booksDifferenceCents } from '../ledger/ledger';
 import { migrate } from '../ledger/migrate';
+import { ExchangeStore, RECORDING_DEFAULTS } from '../ledger/exchange-store';
 import { NotificationOutbox } from '../ledger/notification-outbox';
 import { breakerHistory } from '../ledger/breaker-history';
 import { gateStatistics } from '../ledger/gate-statistics';
@@ -277,9 +278,12 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .option('--json', 'print JSON')
     .action(async (flags: { retention: string; json?: boolean }) => {
       const days = parseRetentionDays(flags.retention);
-      const deleted = await withLedger((ledger) => ledger.cleanup(days));
-      if (flags.json) return io.printJson({ retentionDays: days, deleted });
+      // Recorded model exchanges go after their own retention (worker.recording.keep).
+      const keep = settings().worker.recording?.keep ?? RECORDING_DEFAULTS.keep;
+      const [deleted, recordings] = await withLedger((ledger) => Promise.all([ledger.cleanup(days), new ExchangeStore(ledger.pool).cleanup(new Date(Date.now() - parseDuration(keep)))]));
+      if (flags.json) return io.printJson({ retentionDays: days, deleted, recordingKeep: keep, recordingsDeleted: recordings });
       io.print(`deleted rows older than ${days} days: ${Object.entries(deleted).map(([t, n]) => `${t} ${n}`).join(', ')}`);
+      io.print(`deleted recorded model exchanges older than ${keep}: ${Object.entries(recordings).map(([t, n]) => `${t} ${n}`).join(', ')}`);
     });
 
   const schedules = program.command('schedules').description('Temporal Schedules Warden relies on');

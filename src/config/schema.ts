@@ -165,6 +165,17 @@ export const WorkerSafetyConfigSchema = z.object({
    * the workflow code.
    */
   deployment: DeploymentSettingsSchema.optional(),
+  /**
+   * The gateway's recording of every model exchange (request and answer, redacted) for replay:
+   * on unless `enabled: false`; kept `keep` (default 30d); at most `maxPerIntentMb` per intent
+   * (default 20), past which calls go on and the recording is marked capped. Each field left out
+   * is RECORDING_DEFAULTS' in src/ledger/exchange-store.ts.
+   */
+  recording: z
+    .object({ enabled: z.boolean(), keep: PositiveDurationSchema, maxPerIntentMb: z.number().positive().finite() })
+    .partial()
+    .strict()
+    .optional(),
 });
 export type WorkerSafetyConfig = z.infer<typeof WorkerSafetyConfigSchema>;
 

@@ -13,7 +13,9 @@
  *    ends the stream);
  * 6. settled at the usage the provider reported (a cut stream: at what was received) and written
  *    to the ledger as one `model_calls` row;
- * 7. judged with the attempt's earlier calls for loops and other patterns (call-patterns.ts).
+ * 7. judged with the attempt's earlier calls for loops and other patterns (call-patterns.ts);
+ * 8. recorded, when the worker records exchanges: the request and the answer the agent got,
+ *    redacted, written once at the call's end beside its row (exchange.ts, exchange-store.ts).
  *
  * Refusals are in the provider's own error shape. A refusal that cannot fix itself (a budget, a
  * forbidden model, a loop, a CRITICAL verdict) halts the attempt: the lease keeps refusing, and
@@ -30,6 +32,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { WorkerSafetyConfig } from '../config/schema';
 import type { ModelCallInput, SafetyEventInput } from '../ledger/types';
+import type { ExchangeStore } from '../ledger/exchange-store';
 import { detectCascade } from '../safety/cascade-detector';
 import { SharedCircuitBreakers } from '../ledger/shared-circuits';
 import type { SharedLimits } from '../ledger/shared-limits';
@@ -46,6 +49,7 @@ import type { SafetyEventType, Severity } from '../shared/safety-events';
 import type { CircuitStateChange } from '../safety/circuit-state';
 import { DEFAULT_CALL_PATTERN_CONFIG, observeCall, type CallFinding, type CallObservation, type CallPatternConfig } from './call-patterns';
 import { errorShape, requestShape, StreamedAnswerShape, wholeAnswerShape } from './call-shape';
+import { AnswerCapture, requestKeyOf } from './exchange';
 import { readCapped } from './http-body';
 import { Lease, type LeaseSpec } from './lease';
 import type { CallReport, OpenCall } from './spend-meter';
@@ -88,6 +92,8 @@ export interface GatewayOptions {
    * it is cannot be known); the ledger's `recordSafetyEvent`. Without it such refusals are only logged.
    */
   readonly recordEvent?: (event: SafetyEventInput) => Promise<unknown>;
+  /** Keeps each call's request and answer for replay (config `worker.recording`); without it nothing is recorded. */
+  readonly exchanges?: Pick<ExchangeStore, 'record'>;
   /** Told each move of an endpoint's circuit this gateway makes (the worker's metrics). */
   readonly onCircuitChange?: (change: CircuitStateChange) => void;
   readonly fetch?: typeof fetch;
@@ -137,6 +143,8 @@ export class ModelGateway {
   private readonly circuitChanges = new AsyncLocalStorage<CircuitStateChange[]>();
   private readonly limiter: OwedTokenLimits;
   private readonly failuresInRow = new WeakMap<Lease, number>();
+  /** Calls each attempt has made so far: a call's order in its attempt. */
+  private readonly callsMade = new WeakMap<Lease, number>();
   private readonly patterns: CallPatternConfig;
 
   private constructor(
@@ -256,6 +264,10 @@ export class ModelGateway {
   private async call(lease: Lease, dialect: Dialect, upstreamPath: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
     const family = providerOf(dialect);
+    const order = (this.callsMade.get(lease) ?? 0) + 1;
+    this.callsMade.set(lease, order);
+    const capture = this.options.exchanges ? new AnswerCapture(res) : undefined;
+    let requestText: string | undefined;
     const row: Omit<ModelCallInput, 'status' | 'outcome' | 'latencyMs'> = {
       id: randomUUID(),
       timestamp: new Date(),
@@ -277,6 +289,7 @@ export class ModelGateway {
     let observation: CallObservation = { at: Date.now() };
     try {
       const text = await readBody(req, this.options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES);
+      requestText = text;
       const request = await this.admit(lease, dialect, text);
       observation = { ...observation, request: requestShape(dialect, request.body) };
       written = { modelId: request.model, streamed: request.stream };
@@ -305,7 +318,35 @@ export class ModelGateway {
       ...written,
       latencyMs: Math.round(performance.now() - started),
     } as ModelCallInput;
-    await this.record(complete);
+    await Promise.all([this.record(complete), capture ? this.keepExchange(lease, complete, order, requestText, capture) : undefined]);
+  }
+
+  /** Step 8: the call's request and answer, redacted, kept for replay; the intent's first call past its cap says so once. */
+  private async keepExchange(lease: Lease, row: ModelCallInput, order: number, requestText: string | undefined, capture: AnswerCapture): Promise<void> {
+    const { spec } = lease;
+    const redact = this.options.redact ?? ((text: string) => text);
+    const request = requestText === undefined ? undefined : redact(requestText);
+    try {
+      const kept = await this.options.exchanges!.record({
+        callId: row.id,
+        intentId: spec.intentId,
+        stage: spec.stage,
+        attempt: spec.attempt,
+        order,
+        ...(request === undefined ? {} : { request, requestKey: requestKeyOf(request) }),
+        answer: capture.answer(redact),
+        status: row.status,
+      });
+      if (kept.newlyCapped) {
+        await this.event(lease, 'RECORDING_CAPPED', 'low', `the intent's recording of model exchanges reached its size cap at ${spec.stage} attempt ${spec.attempt}: later calls are made and counted, their bodies no longer kept`, {
+          key: 'recording-capped',
+          suggestion: 'Raise worker.recording.maxPerIntentMb to record whole intents of this size; a capped recording cannot replay the calls past the cap.',
+          metadata: { call: row.id, order },
+        });
+      }
+    } catch (error) {
+      this.options.logger.error({ err: error, call: row.id }, 'gateway: could not record a model exchange');
+    }
   }
 
   /** Steps 1-3 and the halts: the parsed request, or a Refusal. */

@@ -82,6 +82,8 @@ export const SAFETY_EVENT_TYPES = [
   'SECRET_ALLOWED',
   // the model gateway: a call refused at the wire; an agent given the host's network
   'MODEL_CALL_REFUSED',
+  // the recording of an intent's model exchanges reached its size cap: later bodies are not kept
+  'RECORDING_CAPPED',
   'HOST_NETWORK_GRANTED',
   // an agent CLI ran with edits only (outside bubblewrap, or narrowed by its profile): it ran no commands
   'CLI_TOOLS_NARROWED',

@@ -33,6 +33,7 @@ import { readyCascadeModel } from './cascade-model-cache';
 import type { DISPATCH_DEFAULTS} from './notification-dispatcher';
 import { NotificationDispatcher } from './notification-dispatcher';
 import { NotificationOutbox } from '../ledger/notification-outbox';
+import { ExchangeStore, RECORDING_DEFAULTS, type RecordingContext } from '../ledger/exchange-store';
 import type { NotifyChannel } from '../shared/notify-settings';
 import type { NotificationDeps } from '../activities/notifications/delivery';
 import { becomeCurrentIfNone, deploymentVersionOf, VERSIONING_BEHAVIOR } from './worker-deployment';
@@ -119,8 +120,11 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
   const intentStatus = temporalIntentStatus(client);
   const taskQueue = options.taskQueue ?? TASK_QUEUE;
   const hostQueue = hostQueueFor(taskQueue, options.host ?? defaultHostName(path.dirname(options.lineageRoot)));
+  const recording = { ...RECORDING_DEFAULTS, ...options.safety.recording };
+  const exchanges = new ExchangeStore(options.ledger.pool, recording);
   const activities = createActivities({
     hostQueue,
+    ...(recording.enabled ? { recordContext: (intentId: string, context: RecordingContext) => exchanges.recordContext(intentId, context) } : {}),
     worktreeRoot: options.worktreeRoot,
     lineageRoot: options.lineageRoot,
     logger: options.logger,
@@ -129,6 +133,7 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     pricing: options.safety.pricing,
     automation: options.automation,
     dayBudgetUsd: options.safety.dayBudgetUsd,
+    recordingKeep: options.safety.recording?.keep,
     reportsDir: options.reportsDir ?? path.join(path.dirname(options.lineageRoot), 'reports'),
     mode: options.mode,
     fetch: options.fetch,
@@ -285,6 +290,7 @@ export function startWorkerGateway(
   options: Pick<WardenWorkerOptions, 'safety' | 'logger' | 'redact' | 'ledger' | 'fetch' | 'taskQueue'>,
   extra: { readonly detached?: boolean; readonly onCircuitChange?: GatewayOptions['onCircuitChange'] } = {},
 ): Promise<ModelGateway> {
+  const recording = { ...RECORDING_DEFAULTS, ...options.safety.recording };
   return ModelGateway.start({
     shared: sharedLimitsOf(options),
     limits: options.safety,
@@ -292,6 +298,7 @@ export function startWorkerGateway(
     redact: options.redact,
     recordCall: (row) => options.ledger.recordModelCall(row),
     recordEvent: (event) => options.ledger.recordSafetyEvent(event),
+    ...(recording.enabled ? { exchanges: new ExchangeStore(options.ledger.pool, recording) } : {}),
     fetch: options.fetch,
     detached: extra.detached,
     onCircuitChange: extra.onCircuitChange,

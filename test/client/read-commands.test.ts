@@ -47,6 +47,7 @@ test.each([
   ['audit', ['audit', 'some-intent']],
   ['status', ['status', 'some-intent']],
   ['costs', ['costs']],
+  ['recording', ['recording', 'some-intent']],
   ['report', ['report']],
   ['notifications', ['notifications']],
   ['ladder', ['ladder']],

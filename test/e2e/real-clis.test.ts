@@ -18,7 +18,8 @@ import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { addUsd, ZERO_USD } from '../../src/shared/money';
 import type { AgentStage } from '../../src/shared/stages';
 import { SAMPLE_LLD } from '../../src/client/sample-repo';
-import { cliAgentProfile, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../helpers/cli-scripts';
+import { AGENT_CLI_VERSIONS, cliAgentProfile, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../helpers/cli-scripts';
+import { ExchangeStore } from '../../src/ledger/exchange-store';
 import { demoStages, git, makeSampleRepo, TEST_CONFIG, useTestWorld, waitFor } from '../helpers/env';
 import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../helpers/model-server';
 import { workingDirectoryOf } from '../helpers/cli-scripts';
@@ -139,6 +140,15 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
       const expected = answered.reduce((sum) => addUsd(sum, perCall), ZERO_USD);
       const { rows } = await world().pool.query<{ usd: string }>('SELECT round(coalesce(sum(usd), 0), 6)::text AS usd FROM cost_events WHERE intent_id = $1', [id]);
       expect(rows[0]!.usd).toBe(expected);
+
+      // The recording: every call's request and answer, a stream as its events; the CLI's version for a replay.
+      const recording = await new ExchangeStore(world().pool).recordingOf(id, { bodies: true });
+      expect(recording.exchanges.map((e) => e.callId).sort()).toEqual(calls.map((c) => c.id).sort());
+      for (const exchange of recording.exchanges.filter((e) => e.outcome === 'answered')) {
+        const streamed = calls.find((c) => c.id === exchange.callId)!.streamed;
+        expect([cli, exchange.stored, typeof exchange.request, exchange.answer?.kind]).toEqual([cli, true, 'string', streamed ? 'events' : 'whole']);
+      }
+      expect(recording.context?.cliVersions[cli]).toContain(AGENT_CLI_VERSIONS[cli]);
     }, 300_000);
   });
 }
