@@ -1,0 +1,400 @@
+/**
+ * Chaos on the real Temporal server with two worker hosts. A bench script to run by hand, not a
+ * timed test:
+ *
+ *   npm run chaos [-- --intents 50] [--seed N] [--timeout 2400] [--separate-hosts] [--smoke]
+ *
+ * Everything is its own: an embedded PostgreSQL in a temp folder holding both the ledger and the
+ * Temporal server's databases; the real Temporal server (built once into the Warden home, see
+ * src/runtime/temporal-server-install.ts) on free ports; two `warden worker` processes, the two
+ * "hosts", on the same server and ledger; one sample repository per intent. The intents are
+ * those of chaos:local (bench/chaos/common.ts): agents and test runs that sleep, so that kills
+ * land in them; every gate is approved with a signed decision.
+ *
+ * The hosts share one Warden home (worktree root) unless `--separate-hosts`: then each has a
+ * home of its own and no shared disk. Each intent's repository gets a bare `origin`, and the
+ * config's `placement` has the workers work from their own clones of it; one host then vanishes
+ * (is killed and not started again) and its intents move to the other.
+ *
+ * While they run, in an order and at moments drawn from the printed seed: SIGKILL to a worker five
+ * times (a new one starts 2 s later), the Temporal server restarted once, PostgreSQL stopped for
+ * 30 s once (the one PostgreSQL: the server's databases and the ledger), and with
+ * --separate-hosts the vanishing host.
+ *
+ * At the end: intents merged / failed (why) / still running; duplicate merges; ledger rows lost or
+ * doubled against the workflows' histories (bench/chaos/ledger-vs-history.ts); worktrees, intent
+ * branches and processes left; the books' difference; the highest rate of activity starts over a
+ * sliding second (from the histories' ActivityTaskStarted times, all task queues) against
+ * `worker.rateLimits.globalActivitiesPerSecond`. Then one JSON line, also written to
+ * bench/results/chaos.json. Exit 1 unless every figure that must be 0 is.
+ *
+ * --smoke: 4 intents, one kill, no server restart, no PostgreSQL stop, no vanishing host, pauses a
+ * tenth as long. The server must be built: the smoke builds it (or waits for the build .ci/run
+ * started) and fails, never passes, when it cannot.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
+import { initApproverKey } from '../src/client/approver-keys';
+import { quietSdkRuntime } from '../src/client/in-process-worker';
+import { openDatabase, startEmbeddedPostgres, type EmbeddedPostgres } from '../src/ledger/database';
+import { isAlive } from '../src/shared/build-lock';
+import { workflowIdForIntent } from '../src/shared/ids';
+import { choosePorts, prepareNamespace, renderServerConfig, setUpTemporalDatabases, startTemporalServer, stopProcess, writePrivateFile, type TemporalDatabaseSettings, type TemporalServerProcess } from '../src/runtime/temporal-cluster';
+import { ensureTemporalServer } from '../src/runtime/temporal-server-install';
+import {
+  AGENT_TAG,
+  approveAll,
+  BIN,
+  chaosLog,
+  chaosProcessesLeft,
+  duplicateMerges,
+  killHard,
+  processesWith,
+  seeded,
+  settledBooks,
+  startChaosIntents,
+  stopGently,
+  tallyOutcomes,
+  TESTS_TAG,
+  waitForClosed,
+  worktreesLeft,
+  writeChaosResult,
+  type ChaosIntent,
+} from './chaos/common';
+import { ledgerAgainstHistory } from './chaos/ledger-vs-history';
+import { endProgress, out, progress, runBenchmark, sized, sleep } from './console';
+
+const { values: flags } = parseArgs({
+  options: {
+    intents: { type: 'string' },
+    smoke: { type: 'boolean', default: false },
+    seed: { type: 'string' },
+    timeout: { type: 'string', default: '2400' },
+    'separate-hosts': { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (flags.help) {
+  out('usage: npm run chaos [-- --intents N (50; 4 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (2400)] [--separate-hosts]');
+  process.exit(0);
+}
+const N = sized(flags.intents, flags.smoke, 50, 4);
+/** The chaos's pauses: a tenth as long in a smoke run, which shows the run works, not that Warden holds. */
+const paced = (ms: number): number => Math.round(flags.smoke ? ms / 10 : ms);
+const SEED = flags.seed !== undefined ? Number(flags.seed) : randomBytes(4).readUInt32BE(0);
+const TIMEOUT_MS = Number(flags.timeout) * 1000;
+const SEPARATE = flags['separate-hosts'];
+if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
+if (!Number.isInteger(SEED) || SEED < 0) throw new Error(`--seed must be a whole number, not ${flags.seed}`);
+if (!(TIMEOUT_MS > 0)) throw new Error(`--timeout must be a number of seconds, not ${flags.timeout}`);
+
+/** The rate the workers are configured with: low enough that 50 intents press against it. */
+const GLOBAL_ACTIVITIES_PER_SECOND = 10;
+/** How long a vanished host's intents wait before another host takes them. */
+const MOVE_AFTER = '30s';
+const KILLS = flags.smoke ? 1 : 5;
+
+const random = seeded(SEED);
+
+type Step = 'kill' | 'server' | 'postgres' | 'vanish';
+
+/** The chaos's steps in a seeded order (Fisher–Yates). */
+function chaosSteps(): Step[] {
+  const steps: Step[] = [...Array<Step>(KILLS).fill('kill'), ...(flags.smoke ? [] : (['server', 'postgres'] as Step[])), ...(SEPARATE && !flags.smoke ? (['vanish'] as Step[]) : [])];
+  for (let i = steps.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [steps[i], steps[j]] = [steps[j]!, steps[i]!];
+  }
+  return steps;
+}
+
+/** A worker host: its own process and, with --separate-hosts, its own Warden home. */
+interface Host {
+  readonly name: string;
+  readonly home: string;
+  readonly env: NodeJS.ProcessEnv;
+  readonly log: string;
+  worker: ChildProcess;
+  vanished: boolean;
+}
+
+/** The highest number of `times` (ms) in any window of `windowMs`: the rate over a sliding window. */
+export function highestInWindow(times: readonly number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let best = 0;
+  let first = 0;
+  for (let last = 0; last < sorted.length; last++) {
+    while (sorted[last]! - sorted[first]! >= windowMs) first++;
+    best = Math.max(best, last - first + 1);
+  }
+  return best;
+}
+
+/** Local branches under warden/ in a repository: an intent's branch left behind. */
+function intentBranches(repo: string): number {
+  const refs = spawnSync('git', ['-C', repo, 'for-each-ref', '--format=%(refname)', 'refs/heads/warden/'], { encoding: 'utf8' }).stdout.trim();
+  return refs ? refs.split('\n').length : 0;
+}
+
+async function main(): Promise<number> {
+  const say = (message: string) => {
+    endProgress();
+    out(`[server] ${message}`);
+  };
+  quietSdkRuntime(); // the replay at the end runs an SDK worker: its warnings only
+  const install = await ensureTemporalServer({ log: say });
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'warden-chaos-real-'));
+  chmodSync(tmp, 0o755); // the embedded PostgreSQL may run as another user
+  const { lines: log, note } = chaosLog();
+
+  // One PostgreSQL for the ledger and the Temporal server's databases, started here so that this
+  // script may stop it (the workers reach it through DATABASE_URL and never start it themselves).
+  const pgDir = path.join(tmp, 'postgres');
+  let postgres: EmbeddedPostgres = await startEmbeddedPostgres({ dataDir: pgDir, port: 0 });
+  const pgPort = postgres.port;
+  const admin = new pg.Client({ connectionString: postgres.url });
+  await admin.connect();
+  await admin.query('CREATE DATABASE warden');
+  await admin.end();
+  const ledgerUrl = Object.assign(new URL(postgres.url), { pathname: '/warden' }).toString();
+  const database = await openDatabase({ databaseUrl: ledgerUrl, dataDir: pgDir });
+  const db: TemporalDatabaseSettings = { adminUrl: postgres.url, user: 'temporal', password: randomBytes(12).toString('hex'), database: 'temporal', visibilityDatabase: 'temporal_visibility' };
+  await setUpTemporalDatabases(install, db, say);
+  const ports = await choosePorts(0);
+  const serverConfig = path.join(tmp, 'temporal-server.yaml');
+  await writePrivateFile(serverConfig, await renderServerConfig(ports, db));
+  const startServer = async (): Promise<TemporalServerProcess> => {
+    const started = await startTemporalServer({ install, configFile: serverConfig, frontendPort: ports.frontend, logFile: path.join(tmp, 'temporal-server.log'), log: () => undefined });
+    // The server is detached: a run cut short must not leave it behind.
+    process.once('exit', () => (isAlive(started.pid) ? process.kill(started.pid, 'SIGKILL') : undefined));
+    return started;
+  };
+  let server = await startServer();
+  const namespace = 'default';
+  await prepareNamespace(server.address, namespace, say);
+
+  // The config every host reads (each its own copy with separate homes), and the approver's key.
+  const clientHome = path.join(tmp, 'client');
+  const keys = path.join(clientHome, 'approver-keys');
+  mkdirSync(clientHome, { recursive: true });
+  const approver = initApproverKey(keys, 'approver');
+  const config = {
+    limits: { cooldown: '0s' },
+    approvers: { approver: { publicKey: approver.publicKey } },
+    worker: { rateLimits: { globalActivitiesPerSecond: GLOBAL_ACTIVITIES_PER_SECOND } },
+    ...(SEPARATE ? { placement: { remote: 'origin', moveAfter: MOVE_AFTER } } : {}),
+  };
+  const envFor = (home: string): NodeJS.ProcessEnv => {
+    mkdirSync(home, { recursive: true });
+    writeFileSync(path.join(home, 'warden.config.json'), JSON.stringify(config));
+    const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_CONFIG: path.join(home, 'warden.config.json'), WARDEN_APPROVER_KEYS: keys, TEMPORAL_ADDRESS: server.address, TEMPORAL_NAMESPACE: namespace, DATABASE_URL: ledgerUrl, WARDEN_LOG_LEVEL: 'warn', USER: 'approver' };
+    return env;
+  };
+  const clientEnv = envFor(clientHome);
+
+  let stopping = false;
+  const hosts: Host[] = [];
+  // Like a service manager: a worker that exits by itself (it cannot reach a server that is being
+  // restarted, say) is started again a second later. A SIGKILL from the chaos is restarted by the chaos.
+  const startWorker = (host: Host): ChildProcess => {
+    const child = spawn(process.execPath, [BIN, 'worker', ...(SEPARATE ? ['--host', host.name] : [])], { env: host.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    child.stderr?.on('data', (d: Buffer) => writeFileSync(host.log, d, { flag: 'a' }));
+    child.once('exit', (code) => {
+      if (stopping || host.vanished || code === null || child !== host.worker) return;
+      note(`host ${host.name}'s worker exited (${code}) by itself: started again`);
+      setTimeout(() => {
+        if (!stopping && !host.vanished && child === host.worker) host.worker = startWorker(host);
+      }, 1_000);
+    });
+    return child;
+  };
+  const sharedHome = path.join(tmp, 'home');
+  for (const name of ['host-a', 'host-b']) {
+    const home = SEPARATE ? path.join(tmp, name) : sharedHome;
+    const host: Host = { name, home, env: envFor(home), log: path.join(tmp, `${name}.log`), worker: undefined as unknown as ChildProcess, vanished: false };
+    host.worker = startWorker(host);
+    hosts.push(host);
+  }
+
+  // Like a service manager for the server too: one that ends by itself (its database gone, say)
+  // is started again; while PostgreSQL is down that fails, and is tried again a second later.
+  let restartingServer = false;
+  const serverWatch = setInterval(() => {
+    if (stopping || restartingServer || isAlive(server.pid)) return;
+    restartingServer = true;
+    startServer().then(
+      (started) => {
+        server = started;
+        note('the Temporal server ended by itself: started again');
+      },
+      () => undefined,
+    ).finally(() => (restartingServer = false));
+  }, 1_000);
+
+  let connection = await Connection.connect({ address: server.address });
+  let client = new Client({ connection, namespace });
+  out(`chaos: ${N} intents on the real Temporal server, two worker hosts (${SEPARATE ? 'separate homes' : 'one shared home'}), seed ${SEED} (again: npm run chaos -- --seed ${SEED} --intents ${N}${SEPARATE ? ' --separate-hosts' : ''}); files in ${tmp}`);
+
+  try {
+    const began = Date.now();
+    let closed = false;
+    const intents: ChaosIntent[] = [];
+    const approving = approveAll(() => client, intents, keys, () => closed || Date.now() - began >= TIMEOUT_MS);
+    const chaos = makeChaos();
+    // With separate hosts each repository gets a bare origin: the workers clone it, and merge into it.
+    const origins = new Map<string, string>();
+    const prepareRepo = SEPARATE
+      ? (repo: string) => {
+          const origin = `${repo}-origin.git`;
+          spawnSync('git', ['clone', '--bare', '--quiet', repo, origin]);
+          spawnSync('git', ['-C', repo, 'remote', 'add', 'origin', origin]);
+          origins.set(repo, origin);
+        }
+      : undefined;
+    startChaosIntents({ count: N, prefix: `chaos-${SEED}`, reposDir: path.join(tmp, 'repos'), env: clientEnv, random, prepareRepo, started: intents });
+
+    async function makeChaos(): Promise<void> {
+      const live = () => hosts.filter((h) => !h.vanished);
+      const waitForWork = async () => {
+        const deadline = Date.now() + paced(120_000);
+        while (processesWith('chaos-') === 0 && Date.now() < deadline) await sleep(paced(200));
+      };
+      await sleep(paced(5_000 + random() * 10_000));
+      for (const step of chaosSteps()) {
+        if (step === 'kill') {
+          const host = live()[Math.floor(random() * live().length)]!;
+          await waitForWork();
+          const running = { agents: processesWith(AGENT_TAG), tests: processesWith(TESTS_TAG) };
+          await killHard(host.worker);
+          note(`SIGKILL to ${host.name}'s worker (${running.agents} agent and ${running.tests} test processes running on both hosts)`);
+          await sleep(paced(2_000));
+          host.worker = startWorker(host);
+          note(`${paced(2_000) / 1000} s later: ${host.name}'s worker started again`);
+        } else if (step === 'server') {
+          restartingServer = true;
+          await stopProcess(server.pid);
+          note('Temporal server stopped');
+          await sleep(paced(3_000));
+          server = await startServer();
+          restartingServer = false;
+          note('Temporal server started again');
+        } else if (step === 'postgres') {
+          await postgres.stop();
+          note(`PostgreSQL stopped (the ledger's and the Temporal server's) for ${paced(30_000) / 1000} s`);
+          await sleep(paced(30_000));
+          postgres = await startEmbeddedPostgres({ dataDir: pgDir, port: pgPort });
+          note('PostgreSQL started again');
+        } else {
+          const host = live()[Math.floor(random() * live().length)]!;
+          host.vanished = true;
+          await killHard(host.worker);
+          note(`host ${host.name} vanished (its worker killed, not started again)`);
+        }
+        await sleep(paced(10_000 + random() * 15_000));
+      }
+    }
+
+    const statuses = await waitForClosed(() => client, intents, { began, timeoutMs: TIMEOUT_MS, count: N });
+    closed = true;
+    await Promise.all([chaos, approving]);
+    // A fresh connection: the old one may still be reconnecting after the server's restart.
+    await connection.close().catch(() => undefined);
+    connection = await Connection.connect({ address: server.address });
+    client = new Client({ connection, namespace });
+
+    // The tally.
+    const outcomes = await tallyOutcomes(client, intents, statuses);
+    const closedIds = intents.filter((i) => statuses.has(i.id)).map((i) => i.id);
+    progress('replaying the histories against the ledger');
+    const ledgerCheck = await ledgerAgainstHistory(client, database.pool, closedIds);
+    endProgress();
+    const activityStarts: number[] = [];
+    for (const { id } of intents) {
+      for await (const execution of client.workflow.list({ query: `WorkflowId = '${workflowIdForIntent(id)}'` })) {
+        const history = await client.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
+        for (const event of history.events ?? []) {
+          if (!event.activityTaskStartedEventAttributes || !event.eventTime) continue;
+          activityStarts.push(Number(event.eventTime.seconds ?? 0) * 1000 + Math.floor((event.eventTime.nanos ?? 0) / 1_000_000));
+        }
+      }
+    }
+    const highestRate = highestInWindow(activityStarts, 1_000);
+    // A moment for the workers' own cleanup, then what is left on the machine.
+    await sleep(3_000);
+    const processesLeft = chaosProcessesLeft();
+    const homes = [...new Set(hosts.map((h) => h.home))];
+    const worktrees = homes.reduce((sum, home) => sum + worktreesLeft(path.join(home, 'worktrees')), 0);
+    const repos = intents.map((i) => i.repo);
+    const branches = [...repos, ...origins.values()].reduce((sum, repo) => sum + intentBranches(repo), 0);
+    const books = await settledBooks(database.pool);
+    const duplicates = duplicateMerges(SEPARATE ? repos.map((repo) => origins.get(repo)!) : repos);
+
+    const result = {
+      seed: SEED,
+      intents: N,
+      hosts: SEPARATE ? 'separate' : 'shared',
+      merged: outcomes.merged,
+      failed: outcomes.failed.length,
+      failures: outcomes.failed,
+      running: outcomes.running,
+      workflowTaskFailures: outcomes.workflowTaskFailures,
+      wedged: outcomes.wedged,
+      duplicateMerges: duplicates,
+      ledgerRowsInHistories: ledgerCheck.inHistories,
+      ledgerRowsLost: ledgerCheck.lost.length,
+      ledgerRowsDoubled: ledgerCheck.doubled.length,
+      unreplayableHistories: ledgerCheck.unreplayable.length,
+      worktreesLeft: worktrees,
+      branchesLeft: branches,
+      processesLeft,
+      booksDifferenceCents: books.differenceCents,
+      openReservations: books.openReservations,
+      activityStarts: activityStarts.length,
+      highestActivityStartsPerSecond: highestRate,
+      globalActivitiesPerSecond: GLOBAL_ACTIVITIES_PER_SECOND,
+      seconds: Math.round((Date.now() - began) / 1000),
+      chaos: log,
+    };
+    out('');
+    out(`intents merged / failed / still running    ${outcomes.merged} / ${outcomes.failed.length} / ${outcomes.running}`);
+    for (const failure of outcomes.failed) out(`  failed: ${failure}`);
+    out(`workflow tasks failed (wedged workflows)    ${outcomes.workflowTaskFailures} (${outcomes.wedged})`);
+    out(`duplicate merges                            ${duplicates}`);
+    out(`ledger rows lost / doubled                  ${ledgerCheck.lost.length} / ${ledgerCheck.doubled.length} (of ${ledgerCheck.inHistories} the histories wrote; ${closedIds.length} closed intents)`);
+    for (const line of [...ledgerCheck.lost.map((l) => `lost: ${l}`), ...ledgerCheck.doubled.map((d) => `doubled: ${d}`), ...ledgerCheck.unreplayable.map((u) => `did not replay: ${u}`)].slice(0, 20)) out(`  ${line}`);
+    out(`worktrees / branches / processes left       ${worktrees} / ${branches} / ${processesLeft}`);
+    out(`books difference                            ${books.differenceCents} cent(s); ${books.openReservations} reservation(s) still open`);
+    out(`activity starts, highest in a sliding 1 s   ${highestRate} (setting: ${GLOBAL_ACTIVITIES_PER_SECOND}/s; ${activityStarts.length} starts)`);
+    out(`time                                        ${result.seconds} s`);
+    out(JSON.stringify(result));
+    writeChaosResult('chaos', result);
+    const clean =
+      outcomes.running === 0 &&
+      outcomes.wedged === 0 &&
+      duplicates === 0 &&
+      ledgerCheck.lost.length === 0 &&
+      ledgerCheck.doubled.length === 0 &&
+      ledgerCheck.unreplayable.length === 0 &&
+      worktrees === 0 &&
+      branches === 0 &&
+      processesLeft === 0 &&
+      books.differenceCents === 0;
+    return clean ? 0 : 1;
+  } finally {
+    stopping = true;
+    clearInterval(serverWatch);
+    await Promise.all(hosts.map((h) => stopGently(h.worker)));
+    await connection.close().catch(() => undefined);
+    await database.close().catch(() => undefined);
+    await stopProcess(server.pid).catch(() => undefined);
+    await postgres.stop().catch(() => undefined);
+  }
+}
+
+if (require.main === module) runBenchmark('chaos', main);
