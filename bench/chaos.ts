@@ -67,6 +67,7 @@ import {
   writeChaosResult,
   type ChaosIntent,
 } from './chaos/common';
+import { activityStartTimes, highestInWindow } from './chaos/activity-rate';
 import { ledgerAgainstHistory } from './chaos/ledger-vs-history';
 import { endProgress, out, progress, runBenchmark, sized, sleep } from './console';
 
@@ -122,18 +123,6 @@ interface Host {
   readonly log: string;
   worker: ChildProcess;
   vanished: boolean;
-}
-
-/** The highest number of `times` (ms) in any window of `windowMs`: the rate over a sliding window. */
-export function highestInWindow(times: readonly number[], windowMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = 0;
-  let first = 0;
-  for (let last = 0; last < sorted.length; last++) {
-    while (sorted[last]! - sorted[first]! >= windowMs) first++;
-    best = Math.max(best, last - first + 1);
-  }
-  return best;
 }
 
 /** Local branches under warden/ in a repository: an intent's branch left behind. */
@@ -318,10 +307,7 @@ async function main(): Promise<number> {
     for (const { id } of intents) {
       for await (const execution of client.workflow.list({ query: `WorkflowId = '${workflowIdForIntent(id)}'` })) {
         const history = await client.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
-        for (const event of history.events ?? []) {
-          if (!event.activityTaskStartedEventAttributes || !event.eventTime) continue;
-          activityStarts.push(Number(event.eventTime.seconds ?? 0) * 1000 + Math.floor((event.eventTime.nanos ?? 0) / 1_000_000));
-        }
+        activityStarts.push(...activityStartTimes(history.events ?? []));
       }
     }
     const highestRate = highestInWindow(activityStarts, 1_000);
@@ -397,4 +383,4 @@ async function main(): Promise<number> {
   }
 }
 
-if (require.main === module) runBenchmark('chaos', main);
+runBenchmark('chaos', main);
