@@ -137,6 +137,10 @@ async function main(): Promise<number> {
     out(`[server] ${message}`);
   };
   quietSdkRuntime(); // the replay at the end runs an SDK worker: its warnings only
+  if (SEPARATE && !spawnSync(process.execPath, [BIN, 'worker', '--help'], { encoding: 'utf8' }).stdout.includes('--host')) {
+    out('chaos: --separate-hosts needs `warden worker --host NAME` and the `placement` config key, which this Warden does not have');
+    return 2;
+  }
   const install = await ensureTemporalServer({ log: say });
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'warden-chaos-real-'));
   chmodSync(tmp, 0o755); // the embedded PostgreSQL may run as another user
@@ -176,7 +180,9 @@ async function main(): Promise<number> {
   const config = {
     limits: { cooldown: '0s' },
     approvers: { approver: { publicKey: approver.publicKey } },
-    worker: { rateLimits: { globalActivitiesPerSecond: GLOBAL_ACTIVITIES_PER_SECOND } },
+    // Day budgets off: every command-agent call reserves its declared most, and 50 intents' calls
+    // pass the default $100 a day of one agent (a budget stop is not what this run is about).
+    worker: { rateLimits: { globalActivitiesPerSecond: GLOBAL_ACTIVITIES_PER_SECOND }, dayBudgetUsd: '0', agentDayBudgetUsd: '0' },
     ...(SEPARATE ? { placement: { remote: 'origin', moveAfter: MOVE_AFTER } } : {}),
   };
   const envFor = (home: string): NodeJS.ProcessEnv => {
@@ -256,9 +262,10 @@ async function main(): Promise<number> {
       };
       await sleep(paced(5_000 + random() * 10_000));
       for (const step of chaosSteps()) {
+        // Each step lands while agents or tests run, not in a lull.
+        await waitForWork();
         if (step === 'kill') {
           const host = live()[Math.floor(random() * live().length)]!;
-          await waitForWork();
           const running = { agents: processesWith(AGENT_TAG), tests: processesWith(TESTS_TAG) };
           await killHard(host.worker);
           note(`SIGKILL to ${host.name}'s worker (${running.agents} agent and ${running.tests} test processes running on both hosts)`);
@@ -317,7 +324,9 @@ async function main(): Promise<number> {
     const homes = [...new Set(hosts.map((h) => h.home))];
     const worktrees = homes.reduce((sum, home) => sum + worktreesLeft(path.join(home, 'worktrees')), 0);
     const repos = intents.map((i) => i.repo);
-    const branches = [...repos, ...origins.values()].reduce((sum, repo) => sum + intentBranches(repo), 0);
+    // A failed intent keeps its branch (docs/intents.md); a merged one's branch is a leftover.
+    const mergedRepos = intents.filter((i) => outcomes.mergedIds.includes(i.id)).flatMap((i) => [i.repo, ...(origins.has(i.repo) ? [origins.get(i.repo)!] : [])]);
+    const branches = mergedRepos.reduce((sum, repo) => sum + intentBranches(repo), 0);
     const books = await settledBooks(database.pool);
     const duplicates = duplicateMerges(SEPARATE ? repos.map((repo) => origins.get(repo)!) : repos);
 
@@ -354,7 +363,7 @@ async function main(): Promise<number> {
     out(`duplicate merges                            ${duplicates}`);
     out(`ledger rows lost / doubled                  ${ledgerCheck.lost.length} / ${ledgerCheck.doubled.length} (of ${ledgerCheck.inHistories} the histories wrote; ${closedIds.length} closed intents)`);
     for (const line of [...ledgerCheck.lost.map((l) => `lost: ${l}`), ...ledgerCheck.doubled.map((d) => `doubled: ${d}`), ...ledgerCheck.unreplayable.map((u) => `did not replay: ${u}`)].slice(0, 20)) out(`  ${line}`);
-    out(`worktrees / branches / processes left       ${worktrees} / ${branches} / ${processesLeft}`);
+    out(`worktrees / branches / processes left       ${worktrees} / ${branches} / ${processesLeft} (branches: of merged intents; a failed one keeps its own)`);
     out(`books difference                            ${books.differenceCents} cent(s); ${books.openReservations} reservation(s) still open`);
     out(`activity starts, highest in a sliding 1 s   ${highestRate} (setting: ${GLOBAL_ACTIVITIES_PER_SECOND}/s; ${activityStarts.length} starts)`);
     out(`time                                        ${result.seconds} s`);

@@ -152,6 +152,8 @@ export async function waitForClosed(
 
 export interface Outcomes {
   merged: number;
+  /** The ids of the merged intents. */
+  mergedIds: string[];
   /** `<id>: <status> (<reason>)` for each intent that ended without merging. */
   failed: string[];
   running: number;
@@ -163,7 +165,7 @@ export interface Outcomes {
 
 /** How each intent ended, read from its workflow. */
 export async function tallyOutcomes(client: Client, intents: readonly ChaosIntent[], statuses: ReadonlyMap<string, string>): Promise<Outcomes> {
-  const outcomes: Outcomes = { merged: 0, failed: [], running: 0, workflowTaskFailures: 0, wedged: 0 };
+  const outcomes: Outcomes = { merged: 0, mergedIds: [], failed: [], running: 0, workflowTaskFailures: 0, wedged: 0 };
   for (const { id } of intents) {
     const handle = client.workflow.getHandle(workflowIdForIntent(id));
     const events = (await handle.fetchHistory()).events ?? [];
@@ -175,12 +177,22 @@ export async function tallyOutcomes(client: Client, intents: readonly ChaosInten
     }
     const result = await handle.result().then(
       (r: { status?: string; reason?: string }) => r,
-      (error: Error) => ({ status: 'failed', reason: (error.cause as Error | undefined)?.message ?? error.message }),
+      (error: Error) => ({ status: 'failed', reason: deepestMessage(error) }),
     );
-    if (result.status === 'merged') outcomes.merged++;
+    if (result.status === 'merged') {
+      outcomes.merged++;
+      outcomes.mergedIds.push(id);
+    }
     else outcomes.failed.push(`${id}: ${result.status}${result.reason ? ` (${result.reason.slice(0, 160)})` : ''}`);
   }
   return outcomes;
+}
+
+/** The message of the innermost cause: a failed workflow's "Activity task failed" says less than what failed it. */
+function deepestMessage(error: Error): string {
+  let inner = error;
+  while (inner.cause instanceof Error) inner = inner.cause;
+  return inner.message;
 }
 
 /** Intent worktrees still under a worker's worktree root (its trash left out). */
