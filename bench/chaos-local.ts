@@ -26,7 +26,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { initApproverKey } from '../src/client/approver-keys';
 import { openDatabase } from '../src/ledger/database';
@@ -39,10 +38,12 @@ import {
   AGENT_TAG,
   approveAll,
   BIN,
+  chaosFlags,
   chaosLog,
   chaosProcessesLeft,
   duplicateMerges,
   killHard,
+  printOutcomes,
   processesWith,
   REPO_ROOT,
   seeded,
@@ -55,28 +56,10 @@ import {
   writeChaosResult,
   type ChaosIntent,
 } from './chaos/common';
-import { out, runBenchmark, sized, sleep } from './console';
+import { out, runBenchmark, sleep } from './console';
 
-const { values: flags } = parseArgs({
-  options: {
-    intents: { type: 'string' },
-    smoke: { type: 'boolean', default: false },
-    seed: { type: 'string' },
-    timeout: { type: 'string', default: '1200' },
-    help: { type: 'boolean', default: false },
-  },
-});
-if (flags.help) {
-  out('usage: npm run chaos:local [-- --intents N (20; 2 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (1200)]');
-  process.exit(0);
-}
-const N = sized(flags.intents, flags.smoke, 20, 2);
-/** The chaos's pauses: a tenth as long in a smoke run, which shows the run works, not that Warden holds. */
-const paced = (ms: number): number => Math.round(flags.smoke ? ms / 10 : ms);
-const SEED = flags.seed !== undefined ? Number(flags.seed) : randomBytes(4).readUInt32BE(0);
-const TIMEOUT_MS = Number(flags.timeout) * 1000;
-if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
-if (!Number.isInteger(SEED) || SEED < 0) throw new Error(`--seed must be a whole number, not ${flags.seed}`);
+const flags = chaosFlags({ usage: 'usage: npm run chaos:local [-- --intents N (20; 2 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (1200)]', full: 20, small: 2, timeoutSeconds: 1200 });
+const { intents: N, seed: SEED, timeoutMs: TIMEOUT_MS, paced } = flags;
 
 const random = seeded(SEED);
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
@@ -236,10 +219,7 @@ async function main(): Promise<number> {
       seconds: Math.round((Date.now() - began) / 1000),
       chaos: log,
     };
-    out('');
-    out(`intents merged / failed / still running   ${outcomes.merged} / ${outcomes.failed.length} / ${outcomes.running}`);
-    for (const failure of outcomes.failed) out(`  failed: ${failure}`);
-    out(`workflow tasks failed (wedged workflows)    ${outcomes.workflowTaskFailures} (${outcomes.wedged})`);
+    printOutcomes(outcomes);
     out(`processes left                              ${processesLeft}`);
     out(`worktrees left                              ${worktrees}`);
     out(`books difference                            ${books.differenceCents} cent(s); ${books.openReservations} reservation(s) still open`);

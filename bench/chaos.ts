@@ -37,7 +37,6 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { initApproverKey } from '../src/client/approver-keys';
@@ -51,10 +50,12 @@ import {
   AGENT_TAG,
   approveAll,
   BIN,
+  chaosFlags,
   chaosLog,
   chaosProcessesLeft,
   duplicateMerges,
   killHard,
+  printOutcomes,
   processesWith,
   seeded,
   settledBooks,
@@ -69,31 +70,17 @@ import {
 } from './chaos/common';
 import { activityStartTimes, highestInWindow } from './chaos/activity-rate';
 import { ledgerAgainstHistory } from './chaos/ledger-vs-history';
-import { endProgress, out, progress, runBenchmark, sized, sleep } from './console';
+import { endProgress, out, progress, runBenchmark, sleep } from './console';
 
-const { values: flags } = parseArgs({
-  options: {
-    intents: { type: 'string' },
-    smoke: { type: 'boolean', default: false },
-    seed: { type: 'string' },
-    timeout: { type: 'string', default: '2400' },
-    'separate-hosts': { type: 'boolean', default: false },
-    help: { type: 'boolean', default: false },
-  },
+const flags = chaosFlags({
+  usage: 'usage: npm run chaos [-- --intents N (50; 4 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (2400)] [--separate-hosts]',
+  full: 50,
+  small: 4,
+  timeoutSeconds: 2400,
+  switches: ['separate-hosts'],
 });
-if (flags.help) {
-  out('usage: npm run chaos [-- --intents N (50; 4 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (2400)] [--separate-hosts]');
-  process.exit(0);
-}
-const N = sized(flags.intents, flags.smoke, 50, 4);
-/** The chaos's pauses: a tenth as long in a smoke run, which shows the run works, not that Warden holds. */
-const paced = (ms: number): number => Math.round(flags.smoke ? ms / 10 : ms);
-const SEED = flags.seed !== undefined ? Number(flags.seed) : randomBytes(4).readUInt32BE(0);
-const TIMEOUT_MS = Number(flags.timeout) * 1000;
-const SEPARATE = flags['separate-hosts'];
-if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
-if (!Number.isInteger(SEED) || SEED < 0) throw new Error(`--seed must be a whole number, not ${flags.seed}`);
-if (!(TIMEOUT_MS > 0)) throw new Error(`--timeout must be a number of seconds, not ${flags.timeout}`);
+const { intents: N, seed: SEED, timeoutMs: TIMEOUT_MS, paced } = flags;
+const SEPARATE = flags.switches['separate-hosts'] === true;
 
 /** The rate the workers are configured with: low enough that 50 intents press against it. */
 const GLOBAL_ACTIVITIES_PER_SECOND = 10;
@@ -356,10 +343,7 @@ async function main(): Promise<number> {
       seconds: Math.round((Date.now() - began) / 1000),
       chaos: log,
     };
-    out('');
-    out(`intents merged / failed / still running    ${outcomes.merged} / ${outcomes.failed.length} / ${outcomes.running}`);
-    for (const failure of outcomes.failed) out(`  failed: ${failure}`);
-    out(`workflow tasks failed (wedged workflows)    ${outcomes.workflowTaskFailures} (${outcomes.wedged})`);
+    printOutcomes(outcomes);
     out(`duplicate merges                            ${duplicates}`);
     out(`ledger rows lost / doubled                  ${ledgerCheck.lost.length} / ${ledgerCheck.doubled.length} (of ${ledgerCheck.inHistories} the histories wrote; ${closedIds.length} closed intents)`);
     for (const line of [...ledgerCheck.lost.map((l) => `lost: ${l}`), ...ledgerCheck.doubled.map((d) => `doubled: ${d}`), ...ledgerCheck.unreplayable.map((u) => `did not replay: ${u}`)].slice(0, 20)) out(`  ${line}`);

@@ -4,8 +4,10 @@
  * for them to close and the tally of what is left afterwards.
  */
 import { spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { sendDecision } from '../../src/client/intents';
@@ -14,7 +16,7 @@ import { booksDifferenceCents, Ledger } from '../../src/ledger/ledger';
 import type { IntentBooks } from '../../src/ledger/types';
 import { workflowIdForIntent } from '../../src/shared/ids';
 import { stateQuery } from '../../src/shared/messages';
-import { endProgress, out, progress, secs, sleep } from '../console';
+import { endProgress, out, progress, secs, sized, sleep } from '../console';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
 export const BIN = path.join(REPO_ROOT, 'bin', 'warden.js');
@@ -23,6 +25,49 @@ const WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND = 17;
 /** The process names the intents' agents and test runs take, so a kill can aim at them and the end can count them. */
 export const AGENT_TAG = 'chaos-agent-42';
 export const TESTS_TAG = 'chaos-tests-42';
+
+export interface ChaosFlags {
+  /** How many intents. */
+  readonly intents: number;
+  readonly smoke: boolean;
+  readonly seed: number;
+  readonly timeoutMs: number;
+  /** The chaos's pauses: a tenth as long in a smoke run, which shows the run works, not that Warden holds. */
+  paced(ms: number): number;
+  /** The value of each of `switches` (boolean flags of the script's own). */
+  readonly switches: Readonly<Record<string, boolean>>;
+}
+
+/**
+ * A chaos script's command line: --intents N (`full`, or `small` with --smoke), --smoke, --seed N
+ * (random), --timeout SECONDS, --help (prints `usage` and exits), and the script's own `switches`.
+ */
+export function chaosFlags(opts: { readonly usage: string; readonly full: number; readonly small: number; readonly timeoutSeconds: number; readonly switches?: readonly string[] }): ChaosFlags {
+  const switchOptions = Object.fromEntries((opts.switches ?? []).map((name) => [name, { type: 'boolean' as const, default: false }]));
+  const { values } = parseArgs({
+    options: {
+      intents: { type: 'string' },
+      smoke: { type: 'boolean', default: false },
+      seed: { type: 'string' },
+      timeout: { type: 'string', default: String(opts.timeoutSeconds) },
+      help: { type: 'boolean', default: false },
+      ...switchOptions,
+    },
+  });
+  if (values.help) {
+    out(opts.usage);
+    process.exit(0);
+  }
+  const smoke = values.smoke === true;
+  const intents = sized(values.intents as string | undefined, smoke, opts.full, opts.small);
+  const seed = values.seed !== undefined ? Number(values.seed) : randomBytes(4).readUInt32BE(0);
+  const timeoutMs = Number(values.timeout) * 1000;
+  if (!Number.isInteger(intents) || intents < 1) throw new Error(`--intents must be a positive whole number, not ${String(values.intents)}`);
+  if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a whole number, not ${String(values.seed)}`);
+  if (!(timeoutMs > 0)) throw new Error(`--timeout must be a number of seconds, not ${String(values.timeout)}`);
+  const switches = Object.fromEntries((opts.switches ?? []).map((name) => [name, (values as Record<string, unknown>)[name] === true]));
+  return { intents, smoke, seed, timeoutMs, paced: (ms) => Math.round(smoke ? ms / 10 : ms), switches };
+}
 
 /** mulberry32: a small seeded generator, so a run can be told again from its seed. */
 export function seeded(seed: number): () => number {
@@ -186,6 +231,14 @@ export async function tallyOutcomes(client: Client, intents: readonly ChaosInten
     else outcomes.failed.push(`${id}: ${result.status}${result.reason ? ` (${result.reason.slice(0, 160)})` : ''}`);
   }
   return outcomes;
+}
+
+/** Prints how the intents ended: the first lines of a chaos run's figures. */
+export function printOutcomes(outcomes: Outcomes): void {
+  out('');
+  out(`intents merged / failed / still running    ${outcomes.merged} / ${outcomes.failed.length} / ${outcomes.running}`);
+  for (const failure of outcomes.failed) out(`  failed: ${failure}`);
+  out(`workflow tasks failed (wedged workflows)    ${outcomes.workflowTaskFailures} (${outcomes.wedged})`);
 }
 
 /** The message of the innermost cause: a failed workflow's "Activity task failed" says less than what failed it. */
