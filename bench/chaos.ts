@@ -34,7 +34,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -43,7 +43,7 @@ import { initApproverKey } from '../src/client/approver-keys';
 import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { openDatabase, startEmbeddedPostgres, type EmbeddedPostgres } from '../src/ledger/database';
 import { isAlive } from '../src/shared/build-lock';
-import { workflowIdForIntent } from '../src/shared/ids';
+import { branchForIntent, workBranchFor, workflowIdForIntent } from '../src/shared/ids';
 import { choosePorts, prepareNamespace, renderServerConfig, setUpTemporalDatabases, startTemporalServer, stopProcess, writePrivateFile, type TemporalDatabaseSettings, type TemporalServerProcess } from '../src/runtime/temporal-cluster';
 import { ensureTemporalServer } from '../src/runtime/temporal-server-install';
 import {
@@ -68,7 +68,7 @@ import {
   writeChaosResult,
   type ChaosIntent,
 } from './chaos/common';
-import { activityStartTimes, highestInWindow } from './chaos/activity-rate';
+import { activityStarts, highestRates, type ActivityStart } from './chaos/activity-rate';
 import { ledgerAgainstHistory } from './chaos/ledger-vs-history';
 import { endProgress, out, progress, runBenchmark, sleep } from './console';
 
@@ -112,10 +112,24 @@ interface Host {
   vanished: boolean;
 }
 
-/** Local branches under warden/ in a repository: an intent's branch left behind. */
-function intentBranches(repo: string): number {
-  const refs = spawnSync('git', ['-C', repo, 'for-each-ref', '--format=%(refname)', 'refs/heads/warden/'], { encoding: 'utf8' }).stdout.trim();
-  return refs ? refs.split('\n').length : 0;
+/**
+ * Branches of the given intents left in the git folders: `warden/<id>` (the intent's branch) and
+ * `warden-work/<id>` (what a host pushed for another to take over), both deleted as an intent ends.
+ */
+function intentBranchesLeft(gitDirs: readonly string[], intentIds: readonly string[]): number {
+  const wanted = new Set(intentIds.flatMap((id) => [`refs/heads/${branchForIntent(id)}`, `refs/heads/${workBranchFor(id)}`]));
+  let left = 0;
+  for (const dir of gitDirs) {
+    const refs = spawnSync('git', ['-C', dir, 'for-each-ref', '--format=%(refname)', 'refs/heads/'], { encoding: 'utf8' }).stdout.split('\n');
+    left += refs.filter((ref) => wanted.has(ref)).length;
+  }
+  return left;
+}
+
+/** The bare clones a host made of the intents' remotes (placement), under its home. */
+function hostClones(home: string): string[] {
+  const root = path.join(home, 'clones');
+  return existsSync(root) ? readdirSync(root).filter((name) => name.endsWith('.git')).map((name) => path.join(root, name)) : [];
 }
 
 async function main(): Promise<number> {
@@ -234,8 +248,10 @@ async function main(): Promise<number> {
     const prepareRepo = SEPARATE
       ? (repo: string) => {
           const origin = `${repo}-origin.git`;
-          spawnSync('git', ['clone', '--bare', '--quiet', repo, origin]);
-          spawnSync('git', ['-C', repo, 'remote', 'add', 'origin', origin]);
+          for (const args of [['clone', '--bare', '--quiet', repo, origin], ['-C', repo, 'remote', 'add', 'origin', origin]]) {
+            const done = spawnSync('git', args, { encoding: 'utf8' });
+            if (done.status !== 0) throw new Error(`git ${args.join(' ')}: ${done.stderr}`);
+          }
           origins.set(repo, origin);
         }
       : undefined;
@@ -297,23 +313,22 @@ async function main(): Promise<number> {
     progress('replaying the histories against the ledger');
     const ledgerCheck = await ledgerAgainstHistory(client, database.pool, closedIds);
     endProgress();
-    const activityStarts: number[] = [];
+    const starts: ActivityStart[] = [];
     for (const { id } of intents) {
       for await (const execution of client.workflow.list({ query: `WorkflowId = '${workflowIdForIntent(id)}'` })) {
         const history = await client.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
-        activityStarts.push(...activityStartTimes(history.events ?? []));
+        starts.push(...activityStarts(history.events ?? []));
       }
     }
-    const highestRate = highestInWindow(activityStarts, 1_000);
+    const rates = highestRates(starts);
     // A moment for the workers' own cleanup, then what is left on the machine.
     await sleep(3_000);
     const processesLeft = chaosProcessesLeft();
     const homes = [...new Set(hosts.map((h) => h.home))];
     const worktrees = homes.reduce((sum, home) => sum + worktreesLeft(path.join(home, 'worktrees')), 0);
     const repos = intents.map((i) => i.repo);
-    // A failed intent keeps its branch (docs/intents.md); a merged one's branch is a leftover.
-    const mergedRepos = intents.filter((i) => outcomes.mergedIds.includes(i.id)).flatMap((i) => [i.repo, ...(origins.has(i.repo) ? [origins.get(i.repo)!] : [])]);
-    const branches = mergedRepos.reduce((sum, repo) => sum + intentBranches(repo), 0);
+    // A failed intent keeps its branch (docs/intents.md); a merged one's branches are leftovers.
+    const branches = intentBranchesLeft([...repos, ...origins.values(), ...homes.flatMap(hostClones)], outcomes.mergedIds);
     const books = await settledBooks(database.pool);
     const duplicates = duplicateMerges(SEPARATE ? repos.map((repo) => origins.get(repo)!) : repos);
 
@@ -337,8 +352,9 @@ async function main(): Promise<number> {
       processesLeft,
       booksDifferenceCents: books.differenceCents,
       openReservations: books.openReservations,
-      activityStarts: activityStarts.length,
-      highestActivityStartsPerSecond: highestRate,
+      activityStarts: starts.length,
+      highestActivityStartsPerSecond: rates.all,
+      highestActivityStartsPerSecondByQueue: rates.byQueue,
       globalActivitiesPerSecond: GLOBAL_ACTIVITIES_PER_SECOND,
       seconds: Math.round((Date.now() - began) / 1000),
       chaos: log,
@@ -349,7 +365,8 @@ async function main(): Promise<number> {
     for (const line of [...ledgerCheck.lost.map((l) => `lost: ${l}`), ...ledgerCheck.doubled.map((d) => `doubled: ${d}`), ...ledgerCheck.unreplayable.map((u) => `did not replay: ${u}`)].slice(0, 20)) out(`  ${line}`);
     out(`worktrees / branches / processes left       ${worktrees} / ${branches} / ${processesLeft} (branches: of merged intents; a failed one keeps its own)`);
     out(`books difference                            ${books.differenceCents} cent(s); ${books.openReservations} reservation(s) still open`);
-    out(`activity starts, highest in a sliding 1 s   ${highestRate} (setting: ${GLOBAL_ACTIVITIES_PER_SECOND}/s; ${activityStarts.length} starts)`);
+    out(`activity starts, highest in a sliding 1 s   ${rates.all} on all ${Object.keys(rates.byQueue).length} task queues (${starts.length} starts); the setting: ${GLOBAL_ACTIVITIES_PER_SECOND}/s a queue`);
+    for (const [queue, rate] of Object.entries(rates.byQueue)) out(`  ${queue}: ${rate}`);
     out(`time                                        ${result.seconds} s`);
     out(JSON.stringify(result));
     writeChaosResult('chaos', result);
