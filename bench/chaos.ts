@@ -2,7 +2,7 @@
  * Chaos on the real Temporal server with two worker hosts. A bench script to run by hand, not a
  * timed test:
  *
- *   npm run chaos [-- --intents 50] [--seed N] [--timeout 2400] [--separate-hosts] [--smoke]
+ *   npm run chaos [-- --intents 50] [--seed N] [--timeout 2400] [--shared-home] [--smoke]
  *
  * Everything is its own: an embedded PostgreSQL in a temp folder holding both the ledger and the
  * Temporal server's databases; the real Temporal server (built once into the Warden home, see
@@ -11,15 +11,15 @@
  * those of chaos:local (bench/chaos/common.ts): agents and test runs that sleep, so that kills
  * land in them; every gate is approved with a signed decision.
  *
- * The hosts share one Warden home (worktree root) unless `--separate-hosts`: then each has a
- * home of its own and no shared disk. Each intent's repository gets a bare `origin`, and the
- * config's `placement` has the workers work from their own clones of it; one host then vanishes
- * (is killed and not started again) and its intents move to the other.
+ * Each host has a Warden home of its own (`--host host-a`, `--host host-b`): no shared disk. Each
+ * intent's repository gets a bare `origin`, and the config's `placement` has the workers work from
+ * their own clones of it and merge into it; one host vanishes (is killed and not started again)
+ * and its intents move to the other. With `--shared-home` the two workers share one home (one
+ * host, the repositories' own paths, no placement) and none vanishes.
  *
  * While they run, in an order and at moments drawn from the printed seed: SIGKILL to a worker five
  * times (a new one starts 2 s later), the Temporal server restarted once, PostgreSQL stopped for
- * 30 s once (the one PostgreSQL: the server's databases and the ledger), and with
- * --separate-hosts the vanishing host.
+ * 30 s once (the one PostgreSQL: the server's databases and the ledger), and the vanishing host.
  *
  * At the end: intents merged / failed (why) / still running; duplicate merges; ledger rows lost or
  * doubled against the workflows' histories (bench/chaos/ledger-vs-history.ts); worktrees, intent
@@ -73,14 +73,14 @@ import { ledgerAgainstHistory } from './chaos/ledger-vs-history';
 import { endProgress, out, progress, runBenchmark, sleep } from './console';
 
 const flags = chaosFlags({
-  usage: 'usage: npm run chaos [-- --intents N (50; 4 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (2400)] [--separate-hosts]',
+  usage: 'usage: npm run chaos [-- --intents N (50; 4 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (2400)] [--shared-home]',
   full: 50,
   small: 4,
   timeoutSeconds: 2400,
-  switches: ['separate-hosts'],
+  switches: ['shared-home'],
 });
 const { intents: N, seed: SEED, timeoutMs: TIMEOUT_MS, paced } = flags;
-const SEPARATE = flags.switches['separate-hosts'] === true;
+const SEPARATE = flags.switches['shared-home'] !== true;
 
 /** The rate the workers are configured with: low enough that 50 intents press against it. */
 const GLOBAL_ACTIVITIES_PER_SECOND = 10;
@@ -102,7 +102,7 @@ function chaosSteps(): Step[] {
   return steps;
 }
 
-/** A worker host: its own process and, with --separate-hosts, its own Warden home. */
+/** A worker host: its own process and (unless --shared-home) its own Warden home. */
 interface Host {
   readonly name: string;
   readonly home: string;
@@ -138,10 +138,6 @@ async function main(): Promise<number> {
     out(`[server] ${message}`);
   };
   quietSdkRuntime(); // the replay at the end runs an SDK worker: its warnings only
-  if (SEPARATE && !spawnSync(process.execPath, [BIN, 'worker', '--help'], { encoding: 'utf8' }).stdout.includes('--host')) {
-    out('chaos: --separate-hosts needs `warden worker --host NAME` and the `placement` config key, which this Warden does not have');
-    return 2;
-  }
   const install = await ensureTemporalServer({ log: say });
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'warden-chaos-real-'));
   chmodSync(tmp, 0o755); // the embedded PostgreSQL may run as another user
@@ -235,7 +231,7 @@ async function main(): Promise<number> {
 
   let connection = await Connection.connect({ address: server.address });
   let client = new Client({ connection, namespace });
-  out(`chaos: ${N} intents on the real Temporal server, two worker hosts (${SEPARATE ? 'separate homes' : 'one shared home'}), seed ${SEED} (again: npm run chaos -- --seed ${SEED} --intents ${N}${SEPARATE ? ' --separate-hosts' : ''}); files in ${tmp}`);
+  out(`chaos: ${N} intents on the real Temporal server, two worker hosts (${SEPARATE ? 'separate homes' : 'one shared home'}), seed ${SEED} (again: npm run chaos -- --seed ${SEED} --intents ${N}${SEPARATE ? '' : ' --shared-home'}); files in ${tmp}`);
 
   try {
     const began = Date.now();
