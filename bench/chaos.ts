@@ -177,9 +177,14 @@ async function main(): Promise<number> {
   const config = {
     limits: { cooldown: '0s' },
     approvers: { approver: { publicKey: approver.publicKey } },
-    // Day budgets off: every command-agent call reserves its declared most, and 50 intents' calls
-    // pass the default $100 a day of one agent (a budget stop is not what this run is about).
-    worker: { rateLimits: { globalActivitiesPerSecond: GLOBAL_ACTIVITIES_PER_SECOND }, dayBudgetUsd: '0', agentDayBudgetUsd: '0' },
+    // Day budgets and the per-agent and per-model call buckets off: every intent here uses the one
+    // command agent, whose calls reserve their declared most, and 50 intents pass its default $100
+    // a day and its requests a minute (a budget or bucket stop is not what this run is about).
+    worker: {
+      rateLimits: { globalActivitiesPerSecond: GLOBAL_ACTIVITIES_PER_SECOND, perAgent: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 }, perModel: { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 } },
+      dayBudgetUsd: '0',
+      agentDayBudgetUsd: '0',
+    },
     ...(SEPARATE ? { placement: { remote: 'origin', moveAfter: MOVE_AFTER } } : {}),
   };
   const envFor = (home: string): NodeJS.ProcessEnv => {
@@ -320,11 +325,15 @@ async function main(): Promise<number> {
     // A moment for the workers' own cleanup, then what is left on the machine.
     await sleep(3_000);
     const processesLeft = chaosProcessesLeft();
-    const homes = [...new Set(hosts.map((h) => h.home))];
-    const worktrees = homes.reduce((sum, home) => sum + worktreesLeft(path.join(home, 'worktrees')), 0);
+    // A vanished host's disk went with it: what it held is counted apart, as gone, not as left.
+    const homes = [...new Set(hosts.filter((h) => !h.vanished).map((h) => h.home))];
+    const goneHomes = hosts.filter((h) => h.vanished).map((h) => h.home);
+    const worktreesIn = (dirs: readonly string[]) => dirs.reduce((sum, home) => sum + worktreesLeft(path.join(home, 'worktrees')), 0);
+    const worktrees = worktreesIn(homes);
     const repos = intents.map((i) => i.repo);
     // A failed intent keeps its branch (docs/intents.md); a merged one's branches are leftovers.
     const branches = intentBranchesLeft([...repos, ...origins.values(), ...homes.flatMap(hostClones)], outcomes.mergedIds);
+    const gone = { worktrees: worktreesIn(goneHomes), branches: intentBranchesLeft(goneHomes.flatMap(hostClones), outcomes.mergedIds) };
     const books = await settledBooks(database.pool);
     const duplicates = duplicateMerges(SEPARATE ? repos.map((repo) => origins.get(repo)!) : repos);
 
@@ -345,6 +354,7 @@ async function main(): Promise<number> {
       unreplayableHistories: ledgerCheck.unreplayable.length,
       worktreesLeft: worktrees,
       branchesLeft: branches,
+      onVanishedHost: gone,
       processesLeft,
       booksDifferenceCents: books.differenceCents,
       openReservations: books.openReservations,
@@ -360,6 +370,7 @@ async function main(): Promise<number> {
     out(`ledger rows lost / doubled                  ${ledgerCheck.lost.length} / ${ledgerCheck.doubled.length} (of ${ledgerCheck.inHistories} the histories wrote; ${closedIds.length} closed intents)`);
     for (const line of [...ledgerCheck.lost.map((l) => `lost: ${l}`), ...ledgerCheck.doubled.map((d) => `doubled: ${d}`), ...ledgerCheck.unreplayable.map((u) => `did not replay: ${u}`)].slice(0, 20)) out(`  ${line}`);
     out(`worktrees / branches / processes left       ${worktrees} / ${branches} / ${processesLeft} (branches: of merged intents; a failed one keeps its own)`);
+    if (goneHomes.length > 0) out(`  on the vanished host's disk, gone with it: ${gone.worktrees} worktree(s), ${gone.branches} branch(es) of merged intents`);
     out(`books difference                            ${books.differenceCents} cent(s); ${books.openReservations} reservation(s) still open`);
     out(`activity starts, highest in a sliding 1 s   ${rates.all} on all ${Object.keys(rates.byQueue).length} task queues (${starts.length} starts); the setting: ${GLOBAL_ACTIVITIES_PER_SECOND}/s a queue`);
     for (const [queue, rate] of Object.entries(rates.byQueue)) out(`  ${queue}: ${rate}`);
