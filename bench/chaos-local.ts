@@ -52,6 +52,7 @@ import {
   tallyOutcomes,
   TESTS_TAG,
   waitForClosed,
+  waitForWork,
   worktreesLeft,
   writeChaosResult,
   type ChaosIntent,
@@ -127,9 +128,7 @@ async function main(): Promise<number> {
     // The chaos, in order, at seeded moments.
     async function makeChaos(): Promise<void> {
       const killWorker = async (during: 'agent' | 'tests' | 'any') => {
-        const tag = during === 'any' ? 'chaos-' : `chaos-${during}-42`;
-        const deadline = Date.now() + paced(120_000);
-        while (processesWith(tag) === 0 && Date.now() < deadline) await sleep(paced(200));
+        await waitForWork(paced(120_000), during);
         const running = { agents: processesWith(AGENT_TAG), tests: processesWith(TESTS_TAG) };
         await killHard(worker);
         note(`SIGKILL to the worker (${running.agents} agent and ${running.tests} test processes running)`);

@@ -64,6 +64,7 @@ import {
   tallyOutcomes,
   TESTS_TAG,
   waitForClosed,
+  waitForWork,
   worktreesLeft,
   writeChaosResult,
   type ChaosIntent,
@@ -260,14 +261,10 @@ async function main(): Promise<number> {
 
     async function makeChaos(): Promise<void> {
       const live = () => hosts.filter((h) => !h.vanished);
-      const waitForWork = async () => {
-        const deadline = Date.now() + paced(120_000);
-        while (processesWith('chaos-') === 0 && Date.now() < deadline) await sleep(paced(200));
-      };
       await sleep(paced(5_000 + random() * 10_000));
       for (const step of chaosSteps()) {
         // Each step lands while agents or tests run, not in a lull.
-        await waitForWork();
+        await waitForWork(paced(120_000));
         if (step === 'kill') {
           const host = live()[Math.floor(random() * live().length)]!;
           const running = { agents: processesWith(AGENT_TAG), tests: processesWith(TESTS_TAG) };

@@ -22,9 +22,15 @@ export const REPO_ROOT = path.resolve(__dirname, '..', '..');
 export const BIN = path.join(REPO_ROOT, 'bin', 'warden.js');
 /** The server's own force-close under a flood of events (flow control, not a failure of the workflow). */
 const WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND = 17;
-/** The process names the intents' agents and test runs take, so a kill can aim at them and the end can count them. */
-export const AGENT_TAG = 'chaos-agent-42';
-export const TESTS_TAG = 'chaos-tests-42';
+/**
+ * The process names the intents' agents and test runs take, so a kill can aim at them and the end
+ * can count them: this run's own (its pid), so chaos runs side by side (bench:smoke runs three
+ * benchmarks at a time) do not count each other's.
+ */
+export const AGENT_TAG = `chaos-agent-${process.pid}`;
+export const TESTS_TAG = `chaos-tests-${process.pid}`;
+/** The tag's number as the shell works it out: the command line that starts a process does not hold its tag. */
+const TAG_NUMBER = `\\$((${process.pid - 2}+2))`;
 
 export interface ChaosFlags {
   /** How many intents. */
@@ -151,8 +157,8 @@ export function startChaosIntents(opts: {
     const id = `${opts.prefix}-${i}`;
     const repo = createSampleRepo(path.join(opts.reposDir, `r${i}`));
     opts.prepareRepo?.(repo);
-    const impl = `echo "change ${i}" >> chaos.txt; bash -c "exec -a chaos-agent-\\$((40+2)) sleep ${15 + Math.floor(opts.random() * 30)}"`;
-    const tests = `bash -c "exec -a chaos-tests-\\$((40+2)) sleep ${10 + Math.floor(opts.random() * 20)}"`;
+    const impl = `echo "change ${i}" >> chaos.txt; bash -c "exec -a chaos-agent-${TAG_NUMBER} sleep ${15 + Math.floor(opts.random() * 30)}"`;
+    const tests = `bash -c "exec -a chaos-tests-${TAG_NUMBER} sleep ${10 + Math.floor(opts.random() * 20)}"`;
     const agent = answeringDesignStages(`if grep -q '^# Warden: impl'; then ${impl}; else echo ok; fi`);
     const run = spawnSync(process.execPath, [BIN, 'run', '--repo', repo, '--goal', `chaos ${i}`, '--id', id, '--agent', 'command', '--cmd', agent, '--test-cmd', tests, '--detach'], { env: opts.env, encoding: 'utf8' });
     if (run.status !== 0) throw new Error(`warden run failed for ${id}: ${run.stderr}`);
@@ -258,6 +264,13 @@ export function worktreesLeft(worktreeRoot: string): number {
 
 /** Agent and test processes of the intents still alive. */
 export const chaosProcessesLeft = (): number => processesWith(AGENT_TAG) + processesWith(TESTS_TAG);
+
+/** Waits until an agent or a test run of this run is running (at most `maxMs`): a kill lands in work, not in a lull. */
+export async function waitForWork(maxMs: number, during: 'agent' | 'tests' | 'any' = 'any'): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  const running = () => (during === 'tests' ? 0 : processesWith(AGENT_TAG)) + (during === 'agent' ? 0 : processesWith(TESTS_TAG));
+  while (running() === 0 && Date.now() < deadline) await sleep(Math.min(200, maxMs / 100));
+}
 
 /**
  * The books once the reservations of killed attempts are reconciled (within a minute of their
