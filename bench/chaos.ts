@@ -44,7 +44,7 @@ import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { openDatabase, startEmbeddedPostgres, type EmbeddedPostgres } from '../src/ledger/database';
 import { isAlive } from '../src/shared/build-lock';
 import { branchForIntent, workBranchFor, workflowIdForIntent } from '../src/shared/ids';
-import { choosePorts, prepareNamespace, renderServerConfig, setUpTemporalDatabases, startTemporalServer, stopProcess, writePrivateFile, type TemporalDatabaseSettings, type TemporalServerProcess } from '../src/runtime/temporal-cluster';
+import { startPrivateCluster, TEMPORAL_DATABASES, type TemporalDatabaseSettings } from '../src/runtime/temporal-cluster';
 import { ensureTemporalServer } from '../src/runtime/temporal-server-install';
 import {
   AGENT_TAG,
@@ -155,20 +155,12 @@ async function main(): Promise<number> {
   await admin.end();
   const ledgerUrl = Object.assign(new URL(postgres.url), { pathname: '/warden' }).toString();
   const database = await openDatabase({ databaseUrl: ledgerUrl, dataDir: pgDir });
-  const db: TemporalDatabaseSettings = { adminUrl: postgres.url, user: 'temporal', password: randomBytes(12).toString('hex'), database: 'temporal', visibilityDatabase: 'temporal_visibility' };
-  await setUpTemporalDatabases(install, db, say);
-  const ports = await choosePorts(0);
-  const serverConfig = path.join(tmp, 'temporal-server.yaml');
-  await writePrivateFile(serverConfig, await renderServerConfig(ports, db));
-  const startServer = async (): Promise<TemporalServerProcess> => {
-    const started = await startTemporalServer({ install, configFile: serverConfig, frontendPort: ports.frontend, logFile: path.join(tmp, 'temporal-server.log'), log: () => undefined });
-    // The server is detached: a run cut short must not leave it behind.
-    process.once('exit', () => (isAlive(started.pid) ? process.kill(started.pid, 'SIGKILL') : undefined));
-    return started;
-  };
-  let server = await startServer();
+  const db: TemporalDatabaseSettings = { adminUrl: postgres.url, user: 'temporal', password: randomBytes(12).toString('hex'), ...TEMPORAL_DATABASES };
+  // Quiet after the start: a restart's namespace check says nothing new.
+  let serverLog = say;
+  const cluster = await startPrivateCluster({ install, db, dir: tmp, log: (message) => serverLog(message) });
+  serverLog = () => undefined;
   const namespace = 'default';
-  await prepareNamespace(server.address, namespace, say);
 
   // The config every host reads (each its own copy with separate homes), and the approver's key.
   const clientHome = path.join(tmp, 'client');
@@ -191,7 +183,7 @@ async function main(): Promise<number> {
   const envFor = (home: string): NodeJS.ProcessEnv => {
     mkdirSync(home, { recursive: true });
     writeFileSync(path.join(home, 'warden.config.json'), JSON.stringify(config));
-    const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_CONFIG: path.join(home, 'warden.config.json'), WARDEN_APPROVER_KEYS: keys, TEMPORAL_ADDRESS: server.address, TEMPORAL_NAMESPACE: namespace, DATABASE_URL: ledgerUrl, WARDEN_LOG_LEVEL: 'warn', USER: 'approver' };
+    const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_CONFIG: path.join(home, 'warden.config.json'), WARDEN_APPROVER_KEYS: keys, TEMPORAL_ADDRESS: cluster.server.address, TEMPORAL_NAMESPACE: namespace, DATABASE_URL: ledgerUrl, WARDEN_LOG_LEVEL: 'warn', USER: 'approver' };
     return env;
   };
   const clientEnv = envFor(clientHome);
@@ -224,18 +216,15 @@ async function main(): Promise<number> {
   // is started again; while PostgreSQL is down that fails, and is tried again a second later.
   let restartingServer = false;
   const serverWatch = setInterval(() => {
-    if (stopping || restartingServer || isAlive(server.pid)) return;
+    if (stopping || restartingServer || isAlive(cluster.server.pid)) return;
     restartingServer = true;
-    startServer().then(
-      (started) => {
-        server = started;
-        note('the Temporal server ended by itself: started again');
-      },
+    cluster.startServer().then(
+      () => note('the Temporal server ended by itself: started again'),
       () => undefined,
     ).finally(() => (restartingServer = false));
   }, 1_000);
 
-  let connection = await Connection.connect({ address: server.address });
+  let connection = await Connection.connect({ address: cluster.server.address });
   let client = new Client({ connection, namespace });
   out(`chaos: ${N} intents on the real Temporal server, two worker hosts (${SEPARATE ? 'separate homes' : 'one shared home'}), seed ${SEED} (again: npm run chaos -- --seed ${SEED} --intents ${N}${SEPARATE ? '' : ' --shared-home'}); files in ${tmp}`);
 
@@ -275,10 +264,10 @@ async function main(): Promise<number> {
           note(`${paced(2_000) / 1000} s later: ${host.name}'s worker started again`);
         } else if (step === 'server') {
           restartingServer = true;
-          await stopProcess(server.pid);
+          await cluster.stopServer();
           note('Temporal server stopped');
           await sleep(paced(3_000));
-          server = await startServer();
+          await cluster.startServer();
           restartingServer = false;
           note('Temporal server started again');
         } else if (step === 'postgres') {
@@ -302,7 +291,7 @@ async function main(): Promise<number> {
     await Promise.all([chaos, approving]);
     // A fresh connection: the old one may still be reconnecting after the server's restart.
     await connection.close().catch(() => undefined);
-    connection = await Connection.connect({ address: server.address });
+    connection = await Connection.connect({ address: cluster.server.address });
     client = new Client({ connection, namespace });
 
     // The tally.
@@ -392,7 +381,7 @@ async function main(): Promise<number> {
     await Promise.all(hosts.map((h) => stopGently(h.worker)));
     await connection.close().catch(() => undefined);
     await database.close().catch(() => undefined);
-    await stopProcess(server.pid).catch(() => undefined);
+    await cluster.stopServer().catch(() => undefined);
     await postgres.stop().catch(() => undefined);
   }
 }
