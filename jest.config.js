@@ -34,6 +34,7 @@ const UNIT = [
   'test/prometheus/metric-names.test.ts',
   'test/workflows/auto-pass.test.ts',
   'test/compose.test.ts',
+  'test/bench/activity-rate.test.ts',
   'test/forge/{github,gitlab,gitlab-webhook,gitea-build,remote,webhook}.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);
 

@@ -21,81 +21,49 @@
  * failed, processes left, worktrees left, the books' difference in cents, and duplicate merges;
  * then one JSON line, also written to bench/results/chaos-local.json.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { initApproverKey } from '../src/client/approver-keys';
-import { sendDecision } from '../src/client/intents';
-import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { openDatabase } from '../src/ledger/database';
 import { startEmbeddedPostgres } from '../src/ledger/embedded-server';
-import { booksDifferenceCents, Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { workflowIdForIntent } from '../src/shared/ids';
-import { stateQuery } from '../src/shared/messages';
 import { findFreePort } from '../src/shared/ports';
-import { endProgress, out, progress, runBenchmark, secs, sized, sleep } from './console';
+import {
+  AGENT_TAG,
+  approveAll,
+  BIN,
+  chaosFlags,
+  chaosLog,
+  chaosProcessesLeft,
+  duplicateMerges,
+  killHard,
+  printOutcomes,
+  processesWith,
+  REPO_ROOT,
+  seeded,
+  settledBooks,
+  startChaosIntents,
+  tallyOutcomes,
+  TESTS_TAG,
+  waitForClosed,
+  waitForWork,
+  worktreesLeft,
+  writeChaosResult,
+  type ChaosIntent,
+} from './chaos/common';
+import { out, runBenchmark, sleep } from './console';
 
-const REPO_ROOT = path.resolve(__dirname, '..');
-const BIN = path.join(REPO_ROOT, 'bin', 'warden.js');
-const RESULT_FILE = path.join(REPO_ROOT, 'bench', 'results', 'chaos-local.json');
-/** The server's own force-close under a flood of events (flow control, not a failure of the workflow). */
-const WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND = 17;
+const flags = chaosFlags({ usage: 'usage: npm run chaos:local [-- --intents N (20; 2 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (1200)]', full: 20, small: 2, timeoutSeconds: 1200 });
+const { intents: N, seed: SEED, timeoutMs: TIMEOUT_MS, paced } = flags;
 
-const { values: flags } = parseArgs({
-  options: {
-    intents: { type: 'string' },
-    smoke: { type: 'boolean', default: false },
-    seed: { type: 'string' },
-    timeout: { type: 'string', default: '1200' },
-    help: { type: 'boolean', default: false },
-  },
-});
-if (flags.help) {
-  out('usage: npm run chaos:local [-- --intents N (20; 2 with --smoke)] [--smoke] [--seed N (random)] [--timeout SECONDS (1200)]');
-  process.exit(0);
-}
-const N = sized(flags.intents, flags.smoke, 20, 2);
-/** The chaos's pauses: a tenth as long in a smoke run, which shows the run works, not that Warden holds. */
-const paced = (ms: number): number => Math.round(flags.smoke ? ms / 10 : ms);
-const SEED = flags.seed !== undefined ? Number(flags.seed) : randomBytes(4).readUInt32BE(0);
-const TIMEOUT_MS = Number(flags.timeout) * 1000;
-if (!Number.isInteger(N) || N < 1) throw new Error(`--intents must be a positive whole number, not ${flags.intents}`);
-if (!Number.isInteger(SEED) || SEED < 0) throw new Error(`--seed must be a whole number, not ${flags.seed}`);
-
-/** mulberry32: a small seeded generator, so a run can be told again from its seed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const random = seeded(SEED);
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-
-/** Live processes whose command line holds `tag` (zombies left out). */
-function processesWith(tag: string): number {
-  let count = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue;
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(tag)) count++;
-    } catch {
-      // gone
-    }
-  }
-  return count;
-}
 
 /** A fuzzed decide payload: any JSON, or something shaped like a decision with junk in it. */
 function fuzzedDecision(): unknown {
@@ -125,6 +93,7 @@ async function main(): Promise<number> {
   const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_HOME: home, WARDEN_CONFIG: config, WARDEN_APPROVER_KEYS: keys, TEMPORAL_ADDRESS: server.address, WARDEN_LOG_LEVEL: 'warn', USER: 'approver' };
   delete env.DATABASE_URL;
   const workerLog = path.join(tmp, 'worker.log');
+  const { lines: log, note } = chaosLog();
   // Like a service manager: a worker that exits by itself (it cannot reach a server that is being
   // restarted, say) is started again a second later. A SIGKILL from the chaos is restarted by the chaos.
   let stopping = false;
@@ -143,61 +112,28 @@ async function main(): Promise<number> {
   let worker = startWorker();
   const connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection, namespace: server.namespace });
-  const log: string[] = [];
-  const note = (line: string) => {
-    log.push(line);
-    endProgress();
-    out(`  ${line}`);
-  };
   out(`chaos-local: ${N} intents, seed ${SEED} (again: npm run chaos:local -- --seed ${SEED} --intents ${N}); files in ${tmp}`);
 
   try {
     const began = Date.now();
-    let closed = 0;
-    const ids: string[] = [];
-    const repos = new Map<string, string>();
+    let closed = false;
+    const intents: ChaosIntent[] = [];
     let fuzzed = 0;
-    const approving = approveAll();
+    const approving = approveAll(() => client, intents, keys, () => closed || Date.now() - began >= TIMEOUT_MS);
     const chaos = makeChaos();
     const fuzzing = fuzz();
     // The intents: started like a user would, through the CLI (the chaos has begun already).
-    for (let i = 0; i < N; i++) {
-      const id = `chaos-${SEED}-${i}`;
-      const repo = createSampleRepo(path.join(tmp, 'repos', `r${i}`));
-      const impl = `echo "change ${i}" >> chaos.txt; bash -c "exec -a chaos-agent-\\$((40+2)) sleep ${15 + Math.floor(random() * 30)}"`;
-      const tests = `bash -c "exec -a chaos-tests-\\$((40+2)) sleep ${10 + Math.floor(random() * 20)}"`;
-      const started = spawnSync(process.execPath, [BIN, 'run', '--repo', repo, '--goal', `chaos ${i}`, '--id', id, '--agent', 'command', '--cmd', answeringDesignStages(`if grep -q '^# Warden: impl'; then ${impl}; else echo ok; fi`), '--test-cmd', tests, '--detach'], { env, encoding: 'utf8' });
-      if (started.status !== 0) throw new Error(`warden run failed for ${id}: ${started.stderr}`);
-      ids.push(id);
-      repos.set(id, repo);
-      progress(`started ${i + 1}/${N} intents`);
-    }
-    endProgress();
-
-    // The approver: every gate an intent waits at is approved, signed.
-    async function approveAll(): Promise<void> {
-      while (closed < N && Date.now() - began < TIMEOUT_MS) {
-        for (const id of ids) {
-          const state = await client.workflow.getHandle(workflowIdForIntent(id)).query(stateQuery).catch(() => undefined);
-          if (!state?.pendingGate) continue;
-          await sendDecision(client, id, { gate: state.pendingGate.gate, decision: 'approve', by: 'approver', reason: 'chaos run' }, { keysDir: keys }).catch(() => undefined);
-        }
-        await sleep(2_000);
-      }
-    }
+    startChaosIntents({ count: N, prefix: `chaos-${SEED}`, reposDir: path.join(tmp, 'repos'), env, random, started: intents });
 
     // The chaos, in order, at seeded moments.
     async function makeChaos(): Promise<void> {
       const killWorker = async (during: 'agent' | 'tests' | 'any') => {
-        const tag = during === 'any' ? 'chaos-' : `chaos-${during}-42`;
-        const deadline = Date.now() + paced(120_000);
-        while (processesWith(tag) === 0 && Date.now() < deadline) await sleep(paced(200));
-        const running = { agents: processesWith('chaos-agent-42'), tests: processesWith('chaos-tests-42') };
-        worker.kill('SIGKILL');
-        await new Promise((resolve) => worker.once('close', resolve));
+        await waitForWork(paced(120_000), during);
+        const running = { agents: processesWith(AGENT_TAG), tests: processesWith(TESTS_TAG) };
+        await killHard(worker);
         note(`SIGKILL to the worker (${running.agents} agent and ${running.tests} test processes running)`);
         await sleep(paced(2_000));
-        note(`${paced(2_000) / 1000} s later: ${processesWith('chaos-agent-42') + processesWith('chaos-tests-42')} of their processes alive; worker started again`);
+        note(`${paced(2_000) / 1000} s later: ${chaosProcessesLeft()} of their processes alive; worker started again`);
         worker = startWorker();
       };
       await sleep(paced(5_000 + random() * 10_000));
@@ -233,8 +169,8 @@ async function main(): Promise<number> {
     async function fuzz(): Promise<void> {
       for (let i = 0; i < 100; i++) {
         await sleep(random() * 1_500);
-        if (ids.length === 0) continue;
-        const workflowId = workflowIdForIntent(pick(ids));
+        if (intents.length === 0) continue;
+        const workflowId = workflowIdForIntent(pick(intents).id);
         const sent = random() < 0.7
           ? client.workflow.getHandle(workflowId).signal('decide', fuzzedDecision())
           : client.workflowService.signalWorkflowExecution({
@@ -250,71 +186,20 @@ async function main(): Promise<number> {
     }
 
     // Until every intent has closed (or the time is up).
-    const statuses = new Map<string, string>();
-    while (Date.now() - began < TIMEOUT_MS) {
-      for (const id of ids) {
-        if (statuses.has(id)) continue;
-        const description = await client.workflow.getHandle(workflowIdForIntent(id)).describe().catch(() => undefined);
-        if (description && description.status.name !== 'RUNNING') statuses.set(id, description.status.name);
-      }
-      closed = statuses.size;
-      progress(`${secs(Date.now() - began)}: ${closed}/${N} intents closed, ${fuzzed} fuzzed signals sent`);
-      if (closed === N) break;
-      await sleep(2_000);
-    }
-    endProgress();
+    const statuses = await waitForClosed(() => client, intents, { began, timeoutMs: TIMEOUT_MS, count: N, status: () => `${fuzzed} fuzzed signals sent` });
+    closed = true;
     await Promise.all([chaos, fuzzing, approving]);
 
     // The tally.
-    const outcomes = { merged: 0, failed: [] as string[], running: 0 };
-    let workflowTaskFailures = 0;
-    let wedged = 0;
-    for (const id of ids) {
-      const handle = client.workflow.getHandle(workflowIdForIntent(id));
-      const history = await handle.fetchHistory();
-      const events = history.events ?? [];
-      const failures = events.filter((e) => e.workflowTaskFailedEventAttributes && e.workflowTaskFailedEventAttributes.cause !== WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND);
-      workflowTaskFailures += failures.length;
-      const status = statuses.get(id);
-      if (!status) {
-        outcomes.running++;
-        if (events.at(-1)?.workflowTaskFailedEventAttributes) wedged++;
-        continue;
-      }
-      const result = await handle.result().then(
-        (r: { status?: string; reason?: string }) => r,
-        (error: Error) => ({ status: 'failed', reason: (error.cause as Error | undefined)?.message ?? error.message }),
-      );
-      if (result.status === 'merged') outcomes.merged++;
-      else outcomes.failed.push(`${id}: ${result.status}${result.reason ? ` (${result.reason.slice(0, 160)})` : ''}`);
-    }
+    const outcomes = await tallyOutcomes(client, intents, statuses);
     // A moment for the worker's own cleanup, then what is left on the machine.
     await sleep(3_000);
-    const processesLeft = processesWith('chaos-agent-42') + processesWith('chaos-tests-42');
-    const worktreeRoot = path.join(home, 'worktrees');
-    const worktreesLeft = existsSync(worktreeRoot)
-      ? readdirSync(worktreeRoot).filter((d) => d !== '.trash').flatMap((d) => readdirSync(path.join(worktreeRoot, d))).length
-      : 0;
-    // Reservations of killed attempts are released within a minute of their attempt ending.
-    const deadline = Date.now() + 150_000;
+    const processesLeft = chaosProcessesLeft();
+    const worktrees = worktreesLeft(path.join(home, 'worktrees'));
     // Read where the home's server is now: the worker may have started it again on another port.
     const now = await openDatabase({ dataDir: path.join(home, 'postgres'), port: 0, migrate: false });
-    const ledger = new Ledger(now.pool);
-    let books = await ledger.books();
-    while (books.some((b) => b.openReservations > 0) && Date.now() < deadline) {
-      progress(`waiting for ${books.reduce((s, b) => s + b.openReservations, 0)} open reservation(s) to be reconciled`);
-      await sleep(5_000);
-      books = await ledger.books();
-    }
-    await now.close();
-    endProgress();
-    const differenceCents = booksDifferenceCents(books);
-    const openReservations = books.reduce((sum, b) => sum + b.openReservations, 0);
-    let duplicateMerges = 0;
-    for (const repo of repos.values()) {
-      const merges = spawnSync('git', ['-C', repo, 'rev-list', '--merges', '--count', 'main'], { encoding: 'utf8' }).stdout.trim();
-      duplicateMerges += Math.max(0, Number(merges) - 1);
-    }
+    const books = await settledBooks(now.pool).finally(() => now.close());
+    const duplicates = duplicateMerges(intents.map((i) => i.repo));
 
     const result = {
       seed: SEED,
@@ -322,30 +207,26 @@ async function main(): Promise<number> {
       merged: outcomes.merged,
       failed: outcomes.failed.length,
       running: outcomes.running,
-      workflowTaskFailures,
-      wedged,
+      workflowTaskFailures: outcomes.workflowTaskFailures,
+      wedged: outcomes.wedged,
       processesLeft,
-      worktreesLeft,
-      booksDifferenceCents: differenceCents,
-      openReservations,
-      duplicateMerges,
+      worktreesLeft: worktrees,
+      booksDifferenceCents: books.differenceCents,
+      openReservations: books.openReservations,
+      duplicateMerges: duplicates,
       fuzzedSignals: fuzzed,
       seconds: Math.round((Date.now() - began) / 1000),
       chaos: log,
     };
-    out('');
-    out(`intents merged / failed / still running   ${outcomes.merged} / ${outcomes.failed.length} / ${outcomes.running}`);
-    for (const failure of outcomes.failed) out(`  failed: ${failure}`);
-    out(`workflow tasks failed (wedged workflows)    ${workflowTaskFailures} (${wedged})`);
+    printOutcomes(outcomes);
     out(`processes left                              ${processesLeft}`);
-    out(`worktrees left                              ${worktreesLeft}`);
-    out(`books difference                            ${differenceCents} cent(s); ${openReservations} reservation(s) still open`);
-    out(`duplicate merges                            ${duplicateMerges}`);
+    out(`worktrees left                              ${worktrees}`);
+    out(`books difference                            ${books.differenceCents} cent(s); ${books.openReservations} reservation(s) still open`);
+    out(`duplicate merges                            ${duplicates}`);
     out(`time                                        ${result.seconds} s`);
     out(JSON.stringify(result));
-    mkdirSync(path.dirname(RESULT_FILE), { recursive: true });
-    writeFileSync(RESULT_FILE, `${JSON.stringify(result, null, 2)}\n`);
-    const clean = outcomes.running === 0 && wedged === 0 && processesLeft === 0 && worktreesLeft === 0 && differenceCents === 0 && duplicateMerges === 0;
+    writeChaosResult('chaos-local', result);
+    const clean = outcomes.running === 0 && outcomes.wedged === 0 && processesLeft === 0 && worktrees === 0 && books.differenceCents === 0 && duplicates === 0;
     return clean ? 0 : 1;
   } finally {
     stopping = true;

@@ -1,7 +1,7 @@
 /**
  * Every benchmark at its smoke size, one after another: each must exit 0 and end with its figures
  * as a JSON line. This checks that the benchmarks still run against today's code, not what they
- * measure (a smoke size is far too small for that). The list is every `bench:*` and `chaos:*`
+ * measure (a smoke size is far too small for that). The list is every `bench:*`, `chaos` and `chaos:*`
  * script in package.json, so a new benchmark is in it from the start.
  *
  *   npm run bench:smoke [-- --only peer,pipeline] [--timeout 600]
@@ -22,11 +22,11 @@ export interface BenchScript {
   readonly file: string;
 }
 
-/** The benchmarks package.json lists (`bench:*`, `chaos:*`), but not this runner. */
+/** The benchmarks package.json lists (`bench:*`, `chaos`, `chaos:*`), but not this runner. */
 export function benchScripts(): BenchScript[] {
   const scripts = (JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
   return Object.entries(scripts)
-    .filter(([name]) => /^(bench|chaos):/.test(name) && name !== 'bench:smoke')
+    .filter(([name]) => /^(bench|chaos)(:|$)/.test(name) && name !== 'bench:smoke')
     .map(([name, command]) => {
       const file = /^tsx (bench\/\S+\.ts)$/.exec(command)?.[1];
       if (!file) throw new Error(`package.json script ${name} is not "tsx bench/<file>.ts": ${command}`);
