@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { chainOf, CONTENT_COLUMNS, contentHash, type ChainedRow, type ChainedTable } from './chained-rows';
 
@@ -104,8 +105,9 @@ function statement(batch: readonly ChainedRow[], chained: boolean): Statement {
     counts.push(`(SELECT count(*) FROM w${t})`);
   });
   const text = `WITH ${ctes.join(',\n')} SELECT (${counts.join(' + ')})::int AS inserted`;
-  // Named by its shape, so PostgreSQL plans each shape once per connection.
-  return { name: `ledger-write:${shape}:${tables.join(',')}`, text, values };
+  // Named by its shape, so PostgreSQL plans each shape once per connection; by a hash of it,
+  // since PostgreSQL cuts a statement's name at 63 bytes (two shapes could then share one).
+  return { name: `ledger-write-${createHash('sha256').update(`${shape}:${tables.join(',')}`).digest('hex').slice(0, 16)}`, text, values };
 }
 
 /** The rows of `batch` whose id (a cost row's: or reservation) is in the ledger already. */
