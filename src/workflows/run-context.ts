@@ -134,11 +134,13 @@ export class IntentRun {
     });
   }
 
-  /** The worktree is made (or taken over): from now on its activities go to the host that made it. */
+  /** The worktree is made (or taken over): with placement, its activities go to the host that made it from now on. */
   placeOn(prepared: { readonly worktreePath: string; readonly head: string; readonly hostQueue?: string }): void {
-    this.hosts.placeOn(prepared.hostQueue);
+    // Only hosts with no shared disk (placement) pin an intent: without it every worker reaches
+    // the repository the intent names, and any of them may take its next step.
+    this.hosts.placeOn(this.intent.placement ? prepared.hostQueue : undefined);
     this.state.worktreePath = prepared.worktreePath;
-    if (prepared.hostQueue) this.state.host = hostOfQueue(prepared.hostQueue);
+    if (prepared.hostQueue && this.intent.placement) this.state.host = hostOfQueue(prepared.hostQueue);
     if (this.intent.placement) this.state.pushedWork = { remoteUrl: this.intent.placement.remoteUrl, branch: workBranchFor(this.intent.id) };
     this.head = prepared.head;
   }

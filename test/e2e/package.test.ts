@@ -78,7 +78,8 @@ test('from a folder outside the checkout: npx warden doctor passes, warden init 
   const script = path.join(user, 'node_modules', 'warden', 'examples', 'demo-agent.json');
   const run = npx(user, 'run', '--repo', repo, '--goal', 'Add slugify', '--id', `package-${Date.now()}`, '--script', script, '--paths', 'lib/**', '--approve', '--json');
   expect(run.stderr.split('\n').filter((l) => l.trim() && !l.startsWith('warning: '))).toEqual([]);
-  expect(run.code).toBe(0);
+  // On a failure, what the run said (its JSON outcome) is the first thing to read.
+  expect({ code: run.code, stdout: run.code === 0 ? '' : run.stdout }).toEqual({ code: 0, stdout: '' });
   const result = JSON.parse(run.stdout) as { outcome: { status: string; mergedCommit: string } };
   expect(result.outcome.status).toBe('merged');
   expect(git(repo, 'rev-parse', 'main')).toBe(result.outcome.mergedCommit);
