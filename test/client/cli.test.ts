@@ -190,7 +190,8 @@ test('warden run --approve drives an intent to a merge; status and list report i
   const id = `cli-${Date.now()}`;
   const run = warden('run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--paths', 'lib/**', '--approve', '--json');
   expect(beyondWarnings(run.stderr)).toEqual([]);
-  expect(run.code).toBe(0);
+  // On a failure, what the run said (its JSON outcome) is the first thing to read.
+  expect({ code: run.code, stdout: run.code === 0 ? '' : run.stdout }).toEqual({ code: 0, stdout: '' });
   const result = JSON.parse(run.stdout);
   expect(result).toMatchObject({ intentId: id, kind: 'completed', outcome: { status: 'merged' } });
   expect(git(repo, 'rev-parse', 'main')).toBe(result.outcome.mergedCommit);

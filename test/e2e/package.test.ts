@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
+import { prepareNamespace } from '../../src/runtime/temporal-cluster';
 import { git, makeSampleRepo, testDatabaseUrl } from '../helpers/env';
 
 /**
@@ -24,14 +25,22 @@ function npx(cwd: string, ...args: string[]) {
   const [file, prefix] = cwd === user ? ['npx', ['--no-install', 'warden']] : [path.join(user, 'node_modules', '.bin', 'warden'), []];
   const result = spawnSync(file, [...prefix, ...args], {
     cwd,
-    env: { ...process.env, WARDEN_HOME: home, DATABASE_URL: database.url, WARDEN_APPROVER_KEYS: path.join(home, 'keys'), USER: 'package-user' },
+    env: { ...process.env, WARDEN_HOME: home, DATABASE_URL: database.url, WARDEN_APPROVER_KEYS: path.join(home, 'keys'), USER: 'package-user', TEMPORAL_NAMESPACE: NAMESPACE },
     encoding: 'utf8',
     timeout: 10 * 60_000,
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/**
+ * A namespace of this file's own on the shared test server: its worker obeys a config with its own
+ * approver key, and would refuse (rightly) the intents other files' `warden run`s start on the
+ * default namespace's queue if it took them.
+ */
+const NAMESPACE = `package-${process.pid}`;
+
 beforeAll(async () => {
+  await prepareNamespace(process.env.TEMPORAL_ADDRESS!, NAMESPACE, () => undefined);
   database = await freshDatabase(testDatabaseUrl());
   const packs = mkdtempSync(path.join(tmpdir(), 'warden-pack-'));
   execFileSync('npm', ['pack', '--pack-destination', packs], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
