@@ -1,4 +1,5 @@
-import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { keepIntervalSchedule, type ScheduleChange } from './interval-schedule';
 import { TASK_QUEUE } from '../shared/ids';
 
 /*
@@ -19,28 +20,7 @@ export function anchorScheduleId(taskQueue: string = TASK_QUEUE): string {
   return taskQueue === TASK_QUEUE ? ANCHOR_SCHEDULE_ID : `${ANCHOR_SCHEDULE_ID}-${taskQueue}`;
 }
 
-/** Makes sure the anchor schedule of `taskQueue` exists and anchors as it should; safe with many workers at once. */
-export async function keepAnchorSchedule(client: Client, taskQueue: string = TASK_QUEUE): Promise<'created' | 'updated' | 'kept'> {
-  const scheduleId = anchorScheduleId(taskQueue);
-  const spec = { intervals: [{ every: ANCHOR_EVERY_MS }] };
-  const action = { type: 'startWorkflow' as const, workflowType: ANCHOR_WORKFLOW_TYPE, taskQueue, args: [] as [] };
-  const handle = client.schedule.getHandle(scheduleId);
-  try {
-    const { action: current, spec: currentSpec } = await handle.describe();
-    const right =
-      current.type === 'startWorkflow' && current.workflowType === ANCHOR_WORKFLOW_TYPE && current.taskQueue === taskQueue &&
-      currentSpec.intervals?.length === 1 && currentSpec.intervals[0]!.every === ANCHOR_EVERY_MS && !currentSpec.calendars?.length;
-    if (right) return 'kept';
-    await handle.update((previous) => ({ ...previous, spec, action }));
-    return 'updated';
-  } catch (error) {
-    if (!(error instanceof ScheduleNotFoundError)) throw error;
-  }
-  try {
-    await client.schedule.create({ scheduleId, spec, action, policies: { overlap: ScheduleOverlapPolicy.SKIP } });
-    return 'created';
-  } catch (error) {
-    if (error instanceof ScheduleAlreadyRunning) return 'kept';
-    throw error;
-  }
+/** Makes sure the anchor schedule of `taskQueue` exists and anchors as it should; safe with many workers at once (see keepIntervalSchedule). */
+export async function keepAnchorSchedule(client: Client, taskQueue: string = TASK_QUEUE): Promise<ScheduleChange> {
+  return keepIntervalSchedule(client, { scheduleId: anchorScheduleId(taskQueue), workflowType: ANCHOR_WORKFLOW_TYPE, taskQueue, everyMs: ANCHOR_EVERY_MS });
 }

@@ -1,4 +1,5 @@
-import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleDescription } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { keepIntervalSchedule, type ScheduleChange } from './interval-schedule';
 import { TASK_QUEUE } from '../shared/ids';
 
 /*
@@ -19,44 +20,9 @@ export function sweepScheduleId(taskQueue: string = TASK_QUEUE): string {
   return taskQueue === TASK_QUEUE ? SWEEP_SCHEDULE_ID : `${SWEEP_SCHEDULE_ID}-${taskQueue}`;
 }
 
-export type SweepScheduleChange = 'created' | 'updated' | 'kept';
+export type SweepScheduleChange = ScheduleChange;
 
-/**
- * Makes sure the sweep schedule of `taskQueue` exists and sweeps as it should. Idempotent, and
- * safe with many workers at once: a schedule that already does the right thing is left as it is
- * (so workers never rewrite each other's), a missing one is created (a worker that loses that
- * race finds the winner's), and one that differs is put right.
- */
+/** Makes sure the sweep schedule of `taskQueue` exists and sweeps as it should (see keepIntervalSchedule). */
 export async function keepSweepSchedule(client: Client, taskQueue: string = TASK_QUEUE): Promise<SweepScheduleChange> {
-  const scheduleId = sweepScheduleId(taskQueue);
-  const spec = { intervals: [{ every: SWEEP_EVERY_MS }] };
-  const action = { type: 'startWorkflow' as const, workflowType: 'sweepWorkflow', taskQueue, args: [] as [] };
-  const handle = client.schedule.getHandle(scheduleId);
-  try {
-    const described = await handle.describe();
-    if (sweepsAsItShould(described, taskQueue)) return 'kept';
-    await handle.update((previous) => ({ ...previous, spec, action }));
-    return 'updated';
-  } catch (error) {
-    if (!(error instanceof ScheduleNotFoundError)) throw error;
-  }
-  try {
-    await client.schedule.create({ scheduleId, spec, action, policies: { overlap: ScheduleOverlapPolicy.SKIP } });
-    return 'created';
-  } catch (error) {
-    if (error instanceof ScheduleAlreadyRunning) return 'kept';
-    throw error;
-  }
-}
-
-function sweepsAsItShould(described: ScheduleDescription, taskQueue: string): boolean {
-  const { action, spec } = described;
-  return (
-    action.type === 'startWorkflow' &&
-    action.workflowType === 'sweepWorkflow' &&
-    action.taskQueue === taskQueue &&
-    spec.intervals?.length === 1 &&
-    spec.intervals[0]!.every === SWEEP_EVERY_MS &&
-    !spec.calendars?.length
-  );
+  return keepIntervalSchedule(client, { scheduleId: sweepScheduleId(taskQueue), workflowType: 'sweepWorkflow', taskQueue, everyMs: SWEEP_EVERY_MS });
 }
