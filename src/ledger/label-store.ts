@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { inTransaction } from './transaction';
 
 /** What a person says an intent's outcome was. */
 export type OutcomeLabel = 'risky' | 'benign';
@@ -197,13 +198,14 @@ export class LabelStore {
   /** Writes one `warden eval` run's figure sets under one run id; returns it. */
   async recordEval(sets: readonly EvalFigures[], since?: Date): Promise<string> {
     const runId = randomUUID();
-    for (const f of sets) {
-      await this.pool.query(
+    // A run's figure sets go in together: a trend never shows half a run.
+    await inTransaction(this.pool, async (client) => {
+      for (const f of sets) await client.query(
         `INSERT INTO detector_evals (id, run_id, detector, set_name, since, n, tp, fp, tn, fn, recall, specificity, missed, false_alarms, skipped)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
         [randomUUID(), runId, f.detector, f.set, since ?? null, f.n, f.tp, f.fp, f.tn, f.fn, f.recall ?? null, f.specificity ?? null, JSON.stringify(f.missed), JSON.stringify(f.falseAlarms), f.skipped],
       );
-    }
+    });
     return runId;
   }
 
