@@ -378,7 +378,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLedgerChainCommands(program, config, { print, printJson });
   addRecordingCommand(program, config, { print, printJson });
   addLabelCommand(program, config, settings, approver, { print, printJson });
-  addEvalCommand(program, config, () => logger, { print, printJson });
+  addEvalCommand(program, config, settings, () => logger, { print, printJson });
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addWorkerVersionCommands(program, config, { print, printJson }, settings);
   addResumeCommand(program, config, { print, defaultUser: approver });

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { Logger } from 'pino';
 import { LabelStore, type EvalFigures, type EvalRecord } from '../ledger/label-store';
+import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
 import { ANSWER_DETECTORS, answerDetectorNamed } from '../safety/answer-detectors';
 import { UserError } from '../shared/errors';
@@ -27,7 +28,7 @@ interface EvalFlags {
  * labelled benign, on what the gateway recorded of them, and on the shipped held-out sets. Each
  * figure set goes in the ledger; `--history` shows them over time.
  */
-export function addEvalCommand(program: Command, config: RuntimeConfig, logger: () => Logger, io: Io): void {
+export function addEvalCommand(program: Command, config: RuntimeConfig, settings: () => WardenConfig, logger: () => Logger, io: Io): void {
   program
     .command('eval')
     .description(
@@ -55,7 +56,7 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, logger: 
       try {
         // The model a worker kept, if there is one: training it again costs seconds.
         await readyCascadeModel(logger());
-        evaluation = await evaluateDetector(database.pool, detector, since);
+        evaluation = await evaluateDetector(database.pool, detector, { ...(since ? { since } : {}), approvers: keyedApprovers(settings()) });
         runId = await new LabelStore(database.pool).recordEval([evaluation.history, ...evaluation.heldOut], since);
       } finally {
         await database.close();
@@ -63,6 +64,11 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, logger: 
       if (flags.json) return io.printJson({ runId, ...evaluation });
       for (const line of formatEvaluation(evaluation)) io.print(line);
     });
+}
+
+/** The config's approvers with a key, name → public key: their labels count only when signed. */
+function keyedApprovers(warden: WardenConfig): Record<string, string> {
+  return Object.fromEntries(Object.entries(warden.approvers ?? {}).map(([name, approver]) => [name, approver.publicKey]));
 }
 
 const ratio = (value: number | undefined): string => (value === undefined ? '  -  ' : value.toFixed(3));
@@ -79,6 +85,7 @@ export function formatEvaluation(e: DetectorEvaluation): string[] {
   if (e.history.missed.length > 0) lines.push(`  missed (risky, not stopped): ${e.history.missed.join(' ')}`);
   if (e.history.falseAlarms.length > 0) lines.push(`  false alarms (benign, stopped): ${e.history.falseAlarms.join(' ')}`);
   if (e.unrecorded.length > 0) lines.push(`  skipped ${e.unrecorded.length} labelled intent(s) with no recorded answer: ${e.unrecorded.join(' ')}`);
+  if (e.unsignedLabels.length > 0) lines.push(`  not counted: ${e.unsignedLabels.length} intent(s) with a label in a keyed approver's name but not signed by their key: ${e.unsignedLabels.join(' ')}`);
   if (e.unlabelled.length > 0) lines.push(`  skipped ${e.unlabelled.length} recorded intent(s) nobody labelled (warden label --suggest offers some)`);
   lines.push('on the held-out sets shipped with Warden:');
   for (const f of e.heldOut) lines.push(figuresLine(f.set, f));

@@ -25,7 +25,7 @@ export interface LabelInput {
   readonly proof?: LabelProof;
 }
 
-/** An intent's label as it stands (its latest), with when its recording began. */
+/** A label as the ledger keeps it, and whether the intent has a recording. */
 export interface IntentLabel extends LabelInput {
   readonly at: Date;
   /** Whether any model exchange of the intent was recorded. */
@@ -73,7 +73,7 @@ const INTENT_TIME = `coalesce((SELECT r.recorded_at FROM intent_recordings r WHE
 
 /**
  * Outcome labels of intents and the figures of detectors measured on them, in the ledger's
- * database (migration 012): `intent_labels` (append-only; an intent's latest label counts) and
+ * database (migration 012): `intent_labels` (append-only; an intent's latest label that counts is its label) and
  * `detector_evals`, one row per figure set per `warden eval`.
  */
 export class LabelStore {
@@ -102,7 +102,10 @@ export class LabelStore {
     ]);
   }
 
-  /** Each labelled intent's latest label, of intents that happened at or after `since`, by intent id. */
+  /**
+   * Every label of the intents that happened at or after `since`: by intent id, newest first
+   * (the first that counts is the intent's label).
+   */
   async labels(since?: Date): Promise<IntentLabel[]> {
     const { rows } = await this.pool.query<{
       intent_id: string;
@@ -115,14 +118,13 @@ export class LabelStore {
       recorded: boolean;
     }>(
       `SELECT * FROM (
-         SELECT DISTINCT ON (i.intent_id) i.intent_id, i.label, i.reason, i.labelled_by, i.source, i.proof, i.labelled_at,
+         SELECT i.intent_id, i.label, i.reason, i.labelled_by, i.source, i.proof, i.labelled_at, i.id,
                 EXISTS (SELECT 1 FROM model_exchanges e WHERE e.intent_id = i.intent_id) AS recorded,
                 coalesce(${INTENT_TIME}, max(i.labelled_at) OVER (PARTITION BY i.intent_id)) AS happened_at
            FROM intent_labels i
-          ORDER BY i.intent_id, i.labelled_at DESC, i.id
-       ) latest
+       ) labelled
        WHERE $1::timestamptz IS NULL OR happened_at >= $1
-       ORDER BY intent_id`,
+       ORDER BY intent_id, labelled_at DESC, id`,
       [since ?? null],
     );
     return rows.map((r) => ({

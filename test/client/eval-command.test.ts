@@ -80,6 +80,8 @@ const INTENTS: ReadonlyArray<{ name: string; label?: 'risky' | 'benign'; calls: 
   { name: 'relabelled', label: 'benign', calls: [{ api: 'chat', stream: false, text: PLAIN }] },
   // skipped: recorded, never labelled.
   { name: 'unlabelled', calls: [{ api: 'chat', stream: false, text: OFFERS_MORE }] },
+  // skipped: its only label is in carol's name, written into the ledger without her signature (below).
+  { name: 'forged', calls: [{ api: 'messages', stream: false, text: OFFERS_MORE }] },
 ];
 /** By hand from the comments above; `unrecorded` is labelled but ran no model call. */
 const EXPECTED = {
@@ -234,8 +236,17 @@ test('warden label --suggest offers a rejection with a reason and a merged rever
 });
 
 test('warden eval: the figures on the labelled intents are the hand-counted ones; the held-out figures are the cascade test’s; the run is in the ledger and --history shows it', async () => {
+  // Labels in carol's name that she did not sign (she has a key in the config): they do not count.
+  // `offers` keeps her signed risky label; `forged` has no other, and is left out.
+  for (const [intent, label] of [
+    ['offers', 'benign'],
+    ['forged', 'benign'],
+  ] as const) {
+    await db.pool.query(`INSERT INTO intent_labels (id, intent_id, label, labelled_by, source) VALUES ($1, $2, $3, 'carol', 'label')`, [randomUUID(), id(intent), label]);
+  }
   const result = JSON.parse(ok(['eval', '--json']));
-  expect(result.history).toEqual({ detector: 'cascade', set: 'history', ...EXPECTED, skipped: 3 });
+  expect(result.history).toEqual({ detector: 'cascade', set: 'history', ...EXPECTED, skipped: 4 });
+  expect(result.unsignedLabels).toEqual([id('forged'), id('offers')].sort());
   // Labelled, nothing recorded: the one labelled by hand and the two accepted offers.
   expect(result.unrecorded).toEqual([id('rejected'), id('reverted'), id('unrecorded')].sort());
   expect(result.unlabelled).toEqual([id('unlabelled')]);
@@ -258,20 +269,28 @@ test('warden eval: the figures on the labelled intents are the hand-counted ones
   }
   const { rows } = await db.pool.query(`SELECT set_name, n, tp, fp, tn, fn, recall::float8 AS recall, missed, false_alarms, skipped FROM detector_evals WHERE run_id = $1 ORDER BY set_name`, [result.runId]);
   expect(rows).toHaveLength(5);
-  expect(rows.find((r) => r.set_name === 'history')).toEqual({ set_name: 'history', n: 7, tp: 3, fp: 1, tn: 2, fn: 1, recall: 0.75, missed: EXPECTED.missed, false_alarms: EXPECTED.falseAlarms, skipped: 3 });
+  expect(rows.find((r) => r.set_name === 'history')).toEqual({ set_name: 'history', n: 7, tp: 3, fp: 1, tn: 2, fn: 1, recall: 0.75, missed: EXPECTED.missed, false_alarms: EXPECTED.falseAlarms, skipped: 4 });
 
   const text = ok(['eval']).split('\n');
   expect(text).toContain('history      n    7  tp   3 fp   1 tn   2 fn   1  recall 0.750  specificity 0.667');
   expect(text).toContain(`  missed (risky, not stopped): ${id('quiet')}`);
   expect(text).toContain(`  false alarms (benign, stopped): ${id('harmless-offer')}`);
   expect(text).toContain('  skipped 1 recorded intent(s) nobody labelled (warden label --suggest offers some)');
+  expect(text).toContain(`  not counted: 2 intent(s) with a label in a keyed approver's name but not signed by their key: ${[id('forged'), id('offers')].sort().join(' ')}`);
 
   const history = ok(['eval', '--history']).trimEnd().split('\n');
   // Two runs (the JSON one and the text one), five figure sets each, oldest first.
   expect(history).toHaveLength(10);
-  expect(history[0]).toMatch(/^\S+Z {2}cascade {8}history {6}n {4}7 {2}tp {3}3 fp {3}1 tn {3}2 fn {3}1 {2}recall 0\.750 {2}specificity 0\.667 {2}skipped 3$/);
+  expect(history[0]).toMatch(/^\S+Z {2}cascade {8}history {6}n {4}7 {2}tp {3}3 fp {3}1 tn {3}2 fn {3}1 {2}recall 0\.750 {2}specificity 0\.667 {2}skipped 4$/);
   expect(history[1]).toMatch(/ held-out-1 /);
   expect(ok(['eval', '--history', '--detector', 'cascade-rules'])).toBe('no earlier run of warden eval --detector cascade-rules\n');
+
+  // --since: the false alarm's recording began 40 days ago, so a run over the last 30 days leaves it out.
+  await db.pool.query(`UPDATE intent_recordings SET recorded_at = now() - interval '40 days' WHERE intent_id = $1`, [id('harmless-offer')]);
+  const recent = JSON.parse(ok(['eval', '--since', '30d', '--json']));
+  expect(recent.history).toMatchObject({ n: 6, tp: 3, fp: 0, tn: 2, fn: 1, falseAlarms: [], specificity: 1 });
+  const { rows: sinceRows } = await db.pool.query(`SELECT since FROM detector_evals WHERE run_id = $1 AND set_name = 'history'`, [recent.runId]);
+  expect(sinceRows[0].since.toISOString()).toBe(recent.since);
 });
 
 test('warden eval: an unknown detector or a bad --since is one line, exit 2', () => {
