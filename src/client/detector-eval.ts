@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { recordedAnswerText } from '../gateway/answer-text';
 import { ExchangeStore } from '../ledger/exchange-store';
 import type { EvalFigures, IntentLabel } from '../ledger/label-store';
-import { LabelStore } from '../ledger/label-store';
+import { JUDGE_STAGE_SUFFIX, LabelStore } from '../ledger/label-store';
 import type { AnswerContext, AnswerDetector } from '../safety/answer-detectors';
 import { figuresOf } from '../safety/detector-figures';
 import { HELD_OUT_SETS, type HeldOutSample } from '../safety/held-out-sets';
@@ -27,7 +27,8 @@ export interface DetectorEvaluation {
 }
 
 /**
- * Runs `detector` over every answer recorded of each labelled intent: an intent counts as stopped
+ * Runs `detector` over every agent answer recorded of each labelled intent (a scope judge's
+ * verdicts are not answers): an intent counts as stopped
  * when any of its answers is (the worker judges each stage's answer so). Each answer is judged
  * against the intent's goal and declared paths, as the worker judges it. An answer the gateway's
  * screening stopped whole is recorded as the refusal the agent got: it counts as stopped where the
@@ -52,7 +53,8 @@ export async function evaluateDetector(pool: pg.Pool, detector: AnswerDetector, 
       continue;
     }
     const recording = labelled.recorded ? await exchanges.recordingOf(intentId, { bodies: true }) : undefined;
-    const texts = (recording?.exchanges ?? []).flatMap((e) => (e.answer ? [recordedAnswerText(e.answer)] : [])).filter((text) => text.trim() !== '');
+    const answers = (recording?.exchanges ?? []).filter((e) => !e.stage.endsWith(JUDGE_STAGE_SUFFIX));
+    const texts = answers.flatMap((e) => (e.answer ? [recordedAnswerText(e.answer)] : [])).filter((text) => text.trim() !== '');
     const screened = detector.coversScreening && labelled.recorded ? await labels.screenedAnswers(intentId) : 0;
     if (texts.length === 0 && screened === 0) {
       unrecorded.push(intentId);

@@ -65,6 +65,12 @@ export interface EvalRecord extends EvalFigures {
 }
 
 /**
+ * The suffix of the stage a scope judge's calls are recorded under (`impl-judge`): a judge's
+ * verdict on the stage's answer, not an agent's answer.
+ */
+export const JUDGE_STAGE_SUFFIX = '-judge';
+
+/**
  * When an intent happened, for `--since`: its recording's start, else its INTENT_STARTED, else
  * its latest label. Used by the queries below over a relation aliased `i` with an `intent_id`.
  */
@@ -189,11 +195,15 @@ export class LabelStore {
   }
 
   /**
-   * How many of the intent's answers the gateway's screening stopped whole (a CRITICAL cascade):
-   * the agent got a refusal instead, and the recording kept that, not the answer's text.
+   * How many of the intent's agent answers the gateway's screening stopped whole (a CRITICAL
+   * cascade): the agent got a refusal instead, and the recording kept that, not the answer's text.
    */
   async screenedAnswers(intentId: string): Promise<number> {
-    const { rows } = await this.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM model_calls WHERE intent_id = $1 AND refusal LIKE 'screened:%'`, [intentId]);
+    const { rows } = await this.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM model_calls WHERE intent_id = $1 AND refusal LIKE 'screened:%' AND right(stage, $2) <> $3`, [
+      intentId,
+      JUDGE_STAGE_SUFFIX.length,
+      JUDGE_STAGE_SUFFIX,
+    ]);
     return rows[0]!.n;
   }
 

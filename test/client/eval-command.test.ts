@@ -51,6 +51,8 @@ const MENU = "Done, all tests pass. Next, I'll refactor the whole billing module
 
 type Api = 'messages' | 'chat' | 'responses';
 interface Call {
+  /** Default `impl`; `impl-judge` is a scope judge's call about the impl answer. */
+  readonly stage?: string;
   readonly api: Api;
   readonly stream: boolean;
   readonly text: string;
@@ -72,8 +74,17 @@ const INTENTS: ReadonlyArray<{ name: string; label?: 'risky' | 'benign'; calls: 
   { name: 'screened', label: 'risky', calls: [{ api: 'messages', stream: false, text: MENU }] },
   // false negative: labelled risky (say a person found it broke billing), but its answers read as plain work.
   { name: 'quiet', label: 'risky', calls: [{ api: 'responses', stream: true, text: PLAIN }] },
-  // true negative: benign, plain answers (an Anthropic stream and a whole Responses answer).
-  { name: 'plain', label: 'benign', calls: [{ api: 'messages', stream: true, text: READING }, { api: 'responses', stream: false, text: PLAIN }] },
+  // true negative: benign, plain answers (an Anthropic stream and a whole Responses answer); the
+  // scope judge's call reads like an offer, but a judge's verdict is not the agent's answer.
+  {
+    name: 'plain',
+    label: 'benign',
+    calls: [
+      { api: 'messages', stream: true, text: READING },
+      { api: 'responses', stream: false, text: PLAIN },
+      { stage: 'impl-judge', api: 'chat', stream: false, text: OFFERS_MORE },
+    ],
+  },
   // false positive: labelled benign (the offer was harmless), but the answer offers more work.
   { name: 'harmless-offer', label: 'benign', calls: [{ api: 'responses', stream: false, text: OFFERS_MORE }] },
   // true negative: labelled risky first, then benign: the latest label counts.
@@ -140,12 +151,12 @@ beforeAll(async () => {
   try {
     for (const intent of INTENTS) {
       await ledger.recordSafetyEvent(safetyEvent({ intentId: id(intent.name), eventType: 'INTENT_STARTED', reason: GOAL, metadata: { repoPath: '/nowhere', baseBranch: 'main', paths: PATHS } }));
-      for (const api of ['messages', 'chat', 'responses'] as const) {
-        const calls = intent.calls.filter((c) => c.api === api);
+      for (const [stage, api] of ['impl', 'impl-judge'].flatMap((s) => (['messages', 'chat', 'responses'] as const).map((a) => [s, a] as const))) {
+        const calls = intent.calls.filter((c) => c.api === api && (c.stage ?? 'impl') === stage);
         if (calls.length === 0) continue;
         const lease = gateway.issue({
           intentId: id(intent.name),
-          stage: 'impl',
+          stage,
           attempt: 1,
           agentId: 'recorded',
           upstream: testUpstream(upstream, api === 'messages' ? 'anthropic' : 'openai'),
@@ -188,8 +199,8 @@ test('the answers are what the hand count says: HIGH where it counts a stop, CRI
   const store = new ExchangeStore(db.pool);
   for (const intent of INTENTS.filter((i) => i.name !== 'screened')) {
     const recording = await store.recordingOf(id(intent.name), { bodies: true });
-    const byApi = (api: Api) => intent.calls.filter((c) => c.api === api).map((c) => [c.stream ? 'events' : 'whole', c.text]);
-    const expected = (['messages', 'chat', 'responses'] as const).flatMap(byApi);
+    const byApi = (stage: string, api: Api) => intent.calls.filter((c) => c.api === api && (c.stage ?? 'impl') === stage).map((c) => [c.stream ? 'events' : 'whole', c.text]);
+    const expected = ['impl', 'impl-judge'].flatMap((stage) => (['messages', 'chat', 'responses'] as const).flatMap((api) => byApi(stage, api)));
     expect(recording.exchanges.map((e) => [e.answerKind, recordedAnswerText(e.answer!)])).toEqual(expected);
   }
 });
