@@ -4,7 +4,7 @@ import type { SpendMeter } from '../gateway/spend-meter';
 import { upstreamOf } from '../gateway/upstream';
 import { judgePrompt, readVerdict, type ScopeVerdict } from '../safety/scope-judge';
 import { agentIdOf } from '../shared/agent-routing';
-import type { IntentJudge } from '../shared/scope-judge';
+import { JUDGE_STAGE_SUFFIX, type IntentJudge } from '../shared/scope-judge';
 import { modelRoute, type HttpAgentDeps } from './agents/http-agent';
 import { callModel, isLocalEndpoint } from './agents/model-http';
 
@@ -45,7 +45,7 @@ export async function askScopeJudge(request: JudgeRequest, deps: Pick<HttpAgentD
   // exchange by stage, attempt and order, and a replay must tell the judge's from the agent's.
   const lease = deps.gateway?.issue({
     intentId: request.intentId,
-    stage: `${request.stage}-judge`,
+    stage: `${request.stage}${JUDGE_STAGE_SUFFIX}`,
     attempt: request.attempt,
     agentId: agentIdOf(profile),
     upstream: upstreamOf(profile),

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { JUDGE_STAGE_SUFFIX } from '../shared/scope-judge';
 import { inTransaction } from './transaction';
 
 /** What a person says an intent's outcome was. */
@@ -63,12 +64,6 @@ export interface EvalRecord extends EvalFigures {
   readonly since?: Date;
   readonly at: Date;
 }
-
-/**
- * The suffix of the stage a scope judge's calls are recorded under (`impl-judge`): a judge's
- * verdict on the stage's answer, not an agent's answer.
- */
-export const JUDGE_STAGE_SUFFIX = '-judge';
 
 /**
  * When an intent happened, for `--since`: its recording's start, else its INTENT_STARTED, else

@@ -8,6 +8,9 @@ import { AGENT_STAGES } from './stages';
  * at all — puts a person at the stage's cascade gate (src/activities/scope-judge.ts).
  */
 
+/** What the judge's calls are named after, behind their stage (`impl-judge`): its verdicts, not an agent's answers. */
+export const JUDGE_STAGE_SUFFIX = '-judge';
+
 /** The stages whose answers are judged unless the config says otherwise: those that make the work. */
 export const DEFAULT_JUDGED_STAGES = ['lld', 'spec', 'impl'] as const;
 
