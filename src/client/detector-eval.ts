@@ -55,22 +55,31 @@ export async function evaluateDetector(pool: pg.Pool, detector: AnswerDetector, 
     }
     const recording = labelled.recorded ? await exchanges.recordingOf(intentId, { bodies: true }) : undefined;
     const answers = (recording?.exchanges ?? []).filter((e) => !e.stage.endsWith(JUDGE_STAGE_SUFFIX));
-    const texts = answers.flatMap((e) => (e.answer ? [recordedAnswerText(e.answer)] : [])).filter((text) => text.trim() !== '');
+    const texts = answers.flatMap((e) => (e.answer ? [{ text: recordedAnswerText(e.answer), writtenBy: e.modelId }] : [])).filter(({ text }) => text.trim() !== '');
     const screened = detector.coversScreening && labelled.recorded ? await labels.screenedAnswers(intentId) : 0;
     if (texts.length === 0 && screened === 0) {
       unrecorded.push(intentId);
       continue;
     }
     const context = await labels.intentScope(intentId);
-    judged.push({ id: intentId, label: labelled.label, flagged: screened > 0 || texts.some((text) => detector.blocks(text, context)) });
+    judged.push({ id: intentId, label: labelled.label, flagged: screened > 0 || (await anyBlocked(detector, texts, context)) });
   }
   const history: EvalFigures = { detector: detector.name, set: 'history', ...figuresOf(judged), skipped: unrecorded.length + uncounted };
-  const heldOut = HELD_OUT_SETS.map((set): EvalFigures => {
-    const figures = figuresOf(set.samples.map((s) => ({ id: s.id, label: s.label, flagged: detector.blocks(s.text, contextOf(s)) })));
+  const heldOut: EvalFigures[] = [];
+  for (const set of HELD_OUT_SETS) {
+    // One answer after another: a detector that asks a model spends on each.
+    const samples: Array<{ id: string; label: 'risky' | 'benign'; flagged: boolean }> = [];
+    for (const s of set.samples) samples.push({ id: s.id, label: s.label, flagged: await detector.blocks(s.text, contextOf(s)) });
     // The held-out answers' ids are not a tuning aid: counts only.
-    return { detector: detector.name, set: set.name, ...figures, missed: [], falseAlarms: [], skipped: 0 };
-  });
+    heldOut.push({ detector: detector.name, set: set.name, ...figuresOf(samples), missed: [], falseAlarms: [], skipped: 0 });
+  }
   return { detector: detector.name, ...(since ? { since } : {}), history, unrecorded, unlabelled: await labels.unlabelledRecorded(since), unsignedLabels: [...unsignedLabels], heldOut };
+}
+
+/** Whether the detector stops any of the answers: asked one after another, up to the first it stops. */
+async function anyBlocked(detector: AnswerDetector, answers: ReadonlyArray<{ readonly text: string; readonly writtenBy?: string | undefined }>, context: AnswerContext): Promise<boolean> {
+  for (const answer of answers) if (await detector.blocks(answer.text, context, answer.writtenBy)) return true;
+  return false;
 }
 
 /** A label counts unless it is in the name of a keyed approver (config `approvers`) and not signed by that key. */

@@ -7,6 +7,9 @@ import { ANSWER_DETECTORS, answerDetectorNamed } from '../safety/answer-detector
 import { UserError } from '../shared/errors';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { evaluateDetector, type DetectorEvaluation } from './detector-eval';
+import { judgeDetector, type JudgeTally } from './judge-detector';
+import { compareUsd } from '../shared/money';
+import { UsdSchema } from '../shared/schema-primitives';
 import { withLabelStore } from './label-commands';
 import { parseSince } from './ledger-commands';
 import { openLedger } from './session';
@@ -19,9 +22,13 @@ interface Io {
 interface EvalFlags {
   readonly since?: string;
   readonly detector: string;
+  readonly judgeModel?: string;
+  readonly judgeBudget: string;
   readonly json?: boolean;
   readonly history?: boolean;
 }
+
+const DEFAULT_JUDGE_BUDGET_USD = '5';
 
 /**
  * `warden eval`: how well a detector separates the intents people labelled risky from those they
@@ -36,11 +43,15 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
     )
     .option('--since <when>', 'intents from this date (YYYY-MM-DD) or this long ago (7d); default: all')
     .option('--detector <name>', `the detector: ${ANSWER_DETECTORS.map((d) => d.name).join(', ')}`, 'cascade')
+    .option('--judge-model <agent>', "measure the scope judge instead, on this agent of the config (a model over HTTP): one paid call per answer, the held-out sets' included")
+    .option('--judge-budget <usd>', 'the most the judge may spend on this run (it stops with an error once spent; the last call may go past it)', DEFAULT_JUDGE_BUDGET_USD)
     .option('--json', 'print JSON')
     .option('--history', "print earlier runs' figures, oldest first (the trend), instead of running")
     .action(async (flags: EvalFlags) => {
-      const detector = answerDetectorNamed(flags.detector);
-      if (!detector) throw new UserError(`unknown detector "${flags.detector}": the detectors are ${ANSWER_DETECTORS.map((d) => d.name).join(', ')}`);
+      if (!UsdSchema.safeParse(flags.judgeBudget).success || compareUsd(flags.judgeBudget, '0') <= 0) throw new UserError(`--judge-budget must be a USD amount above 0 such as 2 or 0.50, not ${flags.judgeBudget}`);
+      const judge = flags.judgeModel === undefined ? undefined : judgeDetector(settings(), flags.judgeModel, flags.judgeBudget);
+      const detector = judge?.detector ?? answerDetectorNamed(flags.detector);
+      if (!detector) throw new UserError(`unknown detector "${flags.detector}": the detectors are ${ANSWER_DETECTORS.map((d) => d.name).join(', ')} (or --judge-model AGENT)`);
       const since = flags.since ? parseSince(flags.since) : undefined;
       if (flags.history) {
         if (since) throw new UserError('--history shows every earlier run: leave --since out');
@@ -61,8 +72,9 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
       } finally {
         await database.close();
       }
-      if (flags.json) return io.printJson({ runId, ...evaluation });
+      if (flags.json) return io.printJson({ runId, ...evaluation, ...(judge ? { judge: judge.tally } : {}) });
       for (const line of formatEvaluation(evaluation)) io.print(line);
+      if (judge) io.print(judgeLine(judge.tally));
     });
 }
 
@@ -90,6 +102,12 @@ export function formatEvaluation(e: DetectorEvaluation): string[] {
   lines.push('on the held-out sets shipped with Warden:');
   for (const f of e.heldOut) lines.push(figuresLine(f.set, f));
   return lines;
+}
+
+/** What the judge's run asked and spent. */
+function judgeLine(t: JudgeTally): string {
+  const none = t.unavailable > 0 ? `, ${t.unavailable} without a verdict (counted as stopped, as the worker counts them)` : '';
+  return `the judge (${t.model}) was asked about ${t.asked} answer(s)${none}; spent $${t.spentUsd} of $${t.budgetUsd}`;
 }
 
 /** The lines `warden eval --history` prints: one per figure set, runs oldest first. */

@@ -13,8 +13,11 @@ export type AnswerContext = CascadeContext;
 export interface AnswerDetector {
   readonly name: string;
   readonly description: string;
-  /** True when the answer is stopped for a person. */
-  readonly blocks: (text: string, context: AnswerContext) => boolean;
+  /**
+   * True when the answer is stopped for a person. `writtenBy`: the model that wrote it, where the
+   * recording says (a detector that asks a model must not ask that one).
+   */
+  readonly blocks: (text: string, context: AnswerContext, writtenBy?: string) => boolean | Promise<boolean>;
   /**
    * Whether an answer the gateway's screening stopped (the full cascade detector at CRITICAL,
    * its text not recorded) counts as stopped by this detector: true where this detector would

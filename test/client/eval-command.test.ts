@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -306,11 +306,100 @@ test('warden eval: the figures on the labelled intents are the hand-counted ones
 
 test('warden eval: an unknown detector or a bad --since is one line, exit 2', () => {
   for (const [args, message] of [
-    [['eval', '--detector', 'judge'], /^warden: unknown detector "judge": the detectors are cascade, cascade-rules$/],
+    [['eval', '--detector', 'judge'], /^warden: unknown detector "judge": the detectors are cascade, cascade-rules \(or --judge-model AGENT\)$/],
     [['eval', '--since', 'yesterday'], /^warden: --since takes a date/],
   ] as const) {
     const result = warden(args);
     expect(result.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(message)]);
     expect(result.status).toBe(2);
   }
+});
+
+describe('warden eval --judge-model: the scope judge measured on the same sets', () => {
+  const FENCE = '=====ANSWER=====';
+  /** The scripted judge: "beyond" when the fenced answer says it does more ("also"), else "within". */
+  const judgeSays = (prompt: string): 'beyond' | 'within' => {
+    // The fenced answer sits between the prompt's last two fence lines (the instructions name the fence first).
+    const parts = prompt.split(FENCE);
+    return /\balso\b/i.test(parts[parts.length - 2] ?? '') ? 'beyond' : 'within';
+  };
+  let judgeConfig: string;
+
+  beforeAll(() => {
+    judgeConfig = path.join(home, 'judge.config.json');
+    const settings = JSON.parse(readFileSync(configFile, 'utf8')) as Record<string, unknown>;
+    writeFileSync(
+      judgeConfig,
+      JSON.stringify({
+        ...settings,
+        agents: { judge: { kind: 'openai', model: 'judge-test', baseUrl: `${upstream.url}/v1`, apiKeyEnv: ['WARDEN_TEST_JUDGE_KEY'] }, coder: { kind: 'scripted', scriptPath: '/nowhere.json' } },
+        // $1 a million tokens either way: a call of 1000 in and 200 out (the server's usage) is $0.0012.
+        worker: { pricing: { 'judge-test': { inputUsdPerMillion: '1', outputUsdPerMillion: '1' } } },
+      }),
+    );
+    upstream.respond = (request) => ({ text: `{"verdict": "${judgeSays(request.prompt)}", "reason": "scripted"}`, model: 'judge-test' });
+  });
+  const judgeEnv = () => ({ WARDEN_CONFIG: judgeConfig, WARDEN_TEST_JUDGE_KEY: 'sk-judge-test' });
+  /** As `warden` above, without blocking this process: the scripted judge answers from it. */
+  const wardenJudging = (args: readonly string[]): Promise<{ status: number | null; stdout: string; stderr: string }> =>
+    new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, ...args], {
+        env: { ...process.env, WARDEN_HOME: home, DATABASE_URL: db.url, WARDEN_LOG_LEVEL: 'warn', WARDEN_APPROVER_KEYS: carol.keysDir, WARDEN_USER: 'erin', ...judgeEnv() },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('error', reject);
+      child.on('close', (status) => resolve({ status, stdout, stderr }));
+    });
+
+  test('the figures on the labelled intents and the held-out sets are the hand-counted ones; every answer was one call, priced', async () => {
+    const before = upstream.requests.length;
+    const result = await wardenJudging(['eval', '--judge-model', 'judge', '--json']);
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    const evaluation = JSON.parse(result.stdout);
+    // By hand, from INTENTS and the labels the tests above left (the judge reads the agents'
+    // answers only, never the impl-judge call; screening's stop is not the judge's):
+    // offers (risky, "also") tp; starts (risky, its second answer "also") tp; quiet (risky, plain) fn;
+    // plain (benign) tn; harmless-offer (benign, "also") fp; relabelled (benign, plain) tn.
+    // Skipped: screened (its text was never recorded), rejected, reverted, unrecorded (nothing
+    // recorded), forged (its only label unsigned).
+    expect(evaluation.history).toEqual({
+      detector: 'judge:judge', set: 'history', n: 6, tp: 2, fp: 1, tn: 2, fn: 1, recall: 2 / 3, specificity: 2 / 3,
+      missed: [id('quiet')], falseAlarms: [id('harmless-offer')], skipped: 5,
+    });
+    const sets = [['cascade-held-out.json'], ['cascade-held-out-2a.json', 'cascade-held-out-2b.json'], ['cascade-held-out-3a.json', 'cascade-held-out-3b.json'], ['cascade-held-out-4a.json', 'cascade-held-out-4b.json']];
+    let heldOutAnswers = 0;
+    for (const [i, files] of sets.entries()) {
+      const samples = files.flatMap((file) => JSON.parse(readFileSync(path.join(__dirname, '../../src/safety/held-out', file), 'utf8')) as Array<{ label: string; text: string }>);
+      heldOutAnswers += samples.length;
+      const stops = (s: (typeof samples)[number]) => /\balso\b/i.test(s.text);
+      const risky = samples.filter((s) => s.label === 'risky');
+      const benign = samples.filter((s) => s.label === 'benign');
+      expect(evaluation.heldOut[i]).toMatchObject({ detector: 'judge:judge', tp: risky.filter(stops).length, fn: risky.filter((s) => !stops(s)).length, tn: benign.filter((s) => !stops(s)).length, fp: benign.filter(stops).length });
+    }
+    // The intents' answers up to the first one stopped (offers 1, starts 2, quiet 1, plain 2, harmless-offer 1, relabelled 1), then every held-out answer.
+    const asked = 8 + heldOutAnswers;
+    const judged = upstream.requests.slice(before);
+    expect(judged).toHaveLength(asked);
+    expect(judged.every((r) => r.body.model === 'judge-test' && r.headers.authorization === 'Bearer sk-judge-test' && r.prompt.startsWith('You judge whether a coding agent stayed within its task.'))).toBe(true);
+    expect(evaluation.judge).toEqual({ model: 'judge-test', asked, unavailable: 0, spentUsd: (asked * 0.0012).toFixed(6), budgetUsd: '5' });
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM detector_evals WHERE run_id = $1 AND detector = 'judge:judge'`, [evaluation.runId]);
+    expect(rows[0].n).toBe(5);
+  }, 600_000);
+
+  test('a budget it reaches, an unknown agent, an agent that is no model, a bad budget: one line each, exit 2', async () => {
+    for (const [args, message] of [
+      [['eval', '--judge-model', 'judge', '--judge-budget', '0.005'], /^warden: the judge's budget of \$0\.005 is spent after 5 answer\(s\): raise --judge-budget$/],
+      [['eval', '--judge-model', 'nobody'], /^warden: --judge-model names agent "nobody", which is not in the config's agents$/],
+      [['eval', '--judge-model', 'coder'], /^warden: --judge-model names agent "coder" of kind scripted: the judge is a model over HTTP/],
+      [['eval', '--judge-model', 'judge', '--judge-budget', 'lots'], /^warden: --judge-budget must be a USD amount above 0/],
+    ] as const) {
+      const result = await wardenJudging(args);
+      expect(result.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(message)]);
+      expect(result.status).toBe(2);
+    }
+  }, 600_000);
 });
