@@ -59,7 +59,7 @@ async function write(w: Writer, i: number, round: string): Promise<number> {
   const at = new Date();
   const intentId = `bench-${round}-${i % 50}`;
   if (i % 4 === 3) {
-    await w.ledger.recordCost({ id: randomUUID(), timestamp: at, intentId, stage: 'impl', attempt: 1, agentId: 'bench', modelId: 'm', inputTokens: 10, outputTokens: 5, usd: '0.000100' });
+    await w.ledger.audit.recordCost({ id: randomUUID(), timestamp: at, intentId, stage: 'impl', attempt: 1, agentId: 'bench', modelId: 'm', inputTokens: 10, outputTokens: 5, usd: '0.000100' });
     return 1;
   }
   const size = (i % 7) % 4 + 1;

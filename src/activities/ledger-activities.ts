@@ -85,7 +85,7 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
       // One statement: the batch joins its intent's hash chain whole, or not at all.
       const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
-      return { inserted: await deps.ledger.recordBatch(rows) };
+      return { inserted: await deps.ledger.audit.recordBatch(rows) };
     },
 
     /**
@@ -133,7 +133,7 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
       else if (report.health === 'YELLOW') log.warn({ dailyReport: report }, message);
       else log.info({ dailyReport: report }, message);
       const run = Context.current().info.workflowExecution;
-      const recorded = await deps.ledger.recordSafetyEvent({
+      const recorded = await deps.ledger.audit.recordSafetyEvent({
         id: deterministicUuid('daily-report', report.date, run?.workflowId ?? null, run?.runId ?? null),
         timestamp: new Date(),
         eventType: 'DAILY_HEALTH_REPORT',

@@ -79,7 +79,7 @@ async function runningIntents(client: Client): Promise<string[]> {
 }
 
 async function recordStop(ledger: Ledger, intentId: string, description: WorkflowExecutionDescription, options: StopOptions): Promise<void> {
-  await ledger.recordSafetyEvent({
+  await ledger.audit.recordSafetyEvent({
     id: deterministicUuid('INTENT_STOPPED', description.workflowId, description.runId),
     timestamp: new Date(),
     eventType: 'INTENT_STOPPED',
@@ -142,7 +142,7 @@ async function escalate(
     // It closed between the look and the terminate: nothing to escalate.
     if (error.name !== 'WorkflowNotFoundError') throw error;
   });
-  await ledger.recordSafetyEvent({
+  await ledger.audit.recordSafetyEvent({
     id: deterministicUuid('STOP_ESCALATED', description.workflowId, description.runId),
     timestamp: new Date(),
     eventType: 'STOP_ESCALATED',

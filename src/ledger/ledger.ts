@@ -8,13 +8,11 @@ import {
   BUDGET_SCOPES,
   BudgetReservationRequestSchema,
   COST_GROUPINGS,
-  CostEventSchema,
   SettledCallSchema,
   ModelCallSchema,
   type ModelCallInput,
   type ModelCallRow,
   DaySchema,
-  GateDecisionRowSchema,
   SafetyEventSchema,
   UsdSchema,
   type ActivityOutcome,
@@ -30,9 +28,7 @@ import {
   type CostGrouping,
   type CostRow,
   type DailyReport,
-  type GateDecisionInput,
   type GlobalStop,
-  type SafetyEventInput,
   type TimelineEntry,
 } from './types';
 import type { Severity } from '../shared/safety-events';
@@ -40,18 +36,12 @@ import { dailyReport } from './daily-report';
 import { readIntentRecord, type IntentRecord } from './intent-record';
 import { inTransaction } from './transaction';
 import { retentionCut } from './chain';
-import { writeChained } from './chain-writer';
-import { costRow, gateDecisionRow, safetyEventRow, type ChainedRow } from './chained-rows';
+import { LedgerWriter } from './ledger-writer';
+import { AuditStore } from './audit-store';
+import { LedgerError } from './ledger-error';
+import { costRow, safetyEventRow } from './chained-rows';
 import { fromMicros, normalizeUsd, toMicros } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
-
-/** A state conflict no retry can fix (settling a released reservation, settling above the reservation, …). */
-export class LedgerError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'LedgerError';
-  }
-}
 
 /** pg_advisory_xact_lock class for per-day budget reservations ('WBDG'); the object is the day. */
 const BUDGET_LOCK_CLASS = 0x57424447;
@@ -76,60 +66,17 @@ const ReasonSchema = z.string().trim().min(1, 'give a reason');
  * stop flag, and the queries behind `warden audit`, `warden costs`, `warden report` and retention.
  * Writes are idempotent by id; money is exact (NUMERIC in SQL, decimal strings in TypeScript).
  */
-/** One row written with others (see `Ledger.recordBatch`). */
-export type LedgerEntry = { readonly safetyEvent: SafetyEventInput } | { readonly gateDecision: GateDecisionInput } | { readonly cost: CostEventInput };
-
-/** What the ledger tells about each inserted row (see `Ledger.observer`). */
-export interface LedgerObserver {
-  safetyEvent(event: SafetyEventInput): void;
-  gateDecision(decision: GateDecisionInput): void;
-  cost(cost: CostEventInput): void;
-}
-
 export class Ledger {
-  /** Told about each row actually inserted (not about repeats): the worker's metrics. */
-  observer?: LedgerObserver;
-  /** False only in the chain's benchmark: the same writes without the hash chain, to compare. */
-  private readonly chained: boolean;
+  /** The chained writes every store goes through, and the observer they tell. */
+  readonly writer: LedgerWriter;
+  readonly audit: AuditStore;
 
   constructor(
     readonly pool: pg.Pool,
     opts: { readonly unchainedForBenchmark?: boolean } = {},
   ) {
-    this.chained = opts.unchainedForBenchmark !== true;
-  }
-
-  /** Appends a safety event. True if inserted; false if a row with this id already exists (a retry). */
-  async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
-    return (await this.recordBatch([{ safetyEvent: input }])) === 1;
-  }
-
-  /** Appends a cost event (one agent call). True if inserted; false if the id already exists. */
-  async recordCost(input: CostEventInput): Promise<boolean> {
-    return (await this.recordBatch([{ cost: input }])) === 1;
-  }
-
-  /**
-   * Appends rows written together (a workflow's flush), in their order: one statement per hash
-   * chain (one for a batch of one intent), so the batch is written whole or not at all. Rows
-   * whose id exists already (a retry) are not written again. Returns how many were new.
-   */
-  async recordBatch(entries: readonly LedgerEntry[]): Promise<number> {
-    const parsed = entries.map((entry): { row: ChainedRow; tell: () => void } => {
-      if ('safetyEvent' in entry) {
-        const e = SafetyEventSchema.parse(storable(entry.safetyEvent));
-        return { row: safetyEventRow(e), tell: () => this.observer?.safetyEvent(e) };
-      }
-      if ('gateDecision' in entry) {
-        const g = GateDecisionRowSchema.parse(storable(entry.gateDecision));
-        return { row: gateDecisionRow(g), tell: () => this.observer?.gateDecision(g) };
-      }
-      const c = CostEventSchema.parse(storable(entry.cost));
-      return { row: costRow(c), tell: () => this.observer?.cost(c) };
-    });
-    const inserted = new Set(await writeChained(this.pool, parsed.map((p) => p.row), { chained: this.chained }));
-    for (const p of parsed) if (inserted.has(p.row)) p.tell();
-    return inserted.size;
+    this.writer = new LedgerWriter(opts.unchainedForBenchmark !== true);
+    this.audit = new AuditStore(pool, this.writer);
   }
 
   /**
@@ -160,12 +107,11 @@ export class Ledger {
         [olderThan],
       );
       // Counted in cost_events too, at the same amount, in the same transaction: the books keep balancing.
-      await writeChained(
+      await this.writer.write(
         client,
         closed.rows.map((r) =>
           costRow({ id: r.cost_id, timestamp: r.at, intentId: r.intent_id, stage: r.stage ?? 'unknown', attempt: 1, agentId: r.agent_id ?? 'unknown', modelId: 'unknown', inputTokens: 0, outputTokens: 0, usd: normalizeUsd(r.amount), reservationId: r.id }),
         ),
-        { chained: this.chained },
       );
       return closed.rows.map((r) => ({ id: r.id, intentId: r.intent_id, amountUsd: normalizeUsd(r.amount) }));
     });
@@ -212,11 +158,6 @@ export class Ledger {
       estimated: r.estimated as boolean,
       latencyMs: r.latency_ms as number,
     }));
-  }
-
-  /** Appends a gate decision. True if inserted; false if the id already exists. */
-  async recordGateDecision(input: GateDecisionInput): Promise<boolean> {
-    return (await this.recordBatch([{ gateDecision: input }])) === 1;
   }
 
   /**
@@ -315,7 +256,7 @@ export class Ledger {
         `INSERT INTO budget_settlements (reservation_id, kind, actual_usd, overrun) VALUES ($1, 'settled', $2, $3) ON CONFLICT (reservation_id) DO NOTHING`,
         [id, actual, !reservation.fits],
       );
-      if (inserted.rowCount === 1) return call ? await insertSettledCost(client, id, actual, call, this.chained) : undefined;
+      if (inserted.rowCount === 1) return call ? await insertSettledCost(client, id, actual, call, this.writer) : undefined;
       const earlier = await client.query<{ kind: string; actual: string; same: boolean }>(
         'SELECT kind, actual_usd::text AS actual, actual_usd = $2::numeric AS same FROM budget_settlements WHERE reservation_id = $1',
         [id, actual],
@@ -328,7 +269,7 @@ export class Ledger {
           : `budget reservation ${id} is already settled at $${settlement.actual}`,
       );
     });
-    if (written) this.observer?.cost(written);
+    if (written) this.writer.observer?.cost(written);
   }
 
   /**
@@ -725,7 +666,7 @@ export class Ledger {
         reason: `${active ? 'global stop set' : 'global stop cleared'} by ${by}: ${reason}`,
         metadata: { control: 'global_stop', seq: Number(seq), by },
       });
-      await writeChained(client, [safetyEventRow(event)], { chained: this.chained });
+      await this.writer.write(client, [safetyEventRow(event)]);
     });
   }
 
@@ -739,10 +680,10 @@ function reservationOf(granted: boolean, committedUsd: string, limitUsd: string,
 }
 
 /** The cost row of a settled call, keyed by its reservation: a repeated settlement writes none. */
-async function insertSettledCost(client: pg.PoolClient, reservationId: string, usd: string, call: SettledCall, chained: boolean): Promise<CostEventInput | undefined> {
+async function insertSettledCost(client: pg.PoolClient, reservationId: string, usd: string, call: SettledCall, writer: LedgerWriter): Promise<CostEventInput | undefined> {
   const c = SettledCallSchema.parse(call);
   const row: CostEventInput = { id: deterministicUuid('settled-cost', reservationId), usd, ...c };
-  const inserted = await writeChained(client, [costRow({ ...c, id: row.id, usd, reservationId })], { chained });
+  const inserted = await writer.write(client, [costRow({ ...c, id: row.id, usd, reservationId })]);
   return inserted.length === 1 ? row : undefined;
 }
 

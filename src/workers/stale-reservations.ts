@@ -58,7 +58,7 @@ export async function reconcileReservations(ledger: Ledger, logger: Logger, stil
       const running = await stillRuns(activity).catch(() => true); // unsure: leave it for the next round
       if (running || !(await ledger.releaseReservation(reservation.id))) continue;
       closed++;
-      await ledger.recordSafetyEvent({
+      await ledger.audit.recordSafetyEvent({
         id: deterministicUuid('released-abandoned-reservation', reservation.id),
         timestamp: new Date(now),
         eventType: 'COST_WARNING',
@@ -81,7 +81,7 @@ export async function reconcileReservations(ledger: Ledger, logger: Logger, stil
 async function closeLegacy(ledger: Ledger, now: number): Promise<number> {
   const closed = await ledger.reconcileStaleReservations(new Date(now - STALE_RESERVATION_MS));
   for (const reservation of closed) {
-    await ledger.recordSafetyEvent({
+    await ledger.audit.recordSafetyEvent({
       id: deterministicUuid('reconciled-reservation', reservation.id),
       timestamp: new Date(now),
       eventType: 'COST_WARNING',

@@ -297,7 +297,7 @@ export function startWorkerGateway(
     logger: options.logger,
     redact: options.redact,
     recordCall: (row) => options.ledger.recordModelCall(row),
-    recordEvent: (event) => options.ledger.recordSafetyEvent(event),
+    recordEvent: (event) => options.ledger.audit.recordSafetyEvent(event),
     ...(recording.enabled ? { exchanges: new ExchangeStore(options.ledger.pool, recording) } : {}),
     fetch: options.fetch,
     detached: extra.detached,

@@ -1,7 +1,8 @@
 import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import { ZodError } from 'zod';
-import { booksDifferenceCents, Ledger, LedgerError } from '../../src/ledger/ledger';
+import { booksDifferenceCents, Ledger } from '../../src/ledger/ledger';
+import { LedgerError } from '../../src/ledger/ledger-error';
 import type { FreshDatabase } from '../helpers/database';
 import { describeOnBackends } from '../helpers/database';
 import { countRows, micros, migratedLedger, usdOf } from './fixtures';
@@ -138,7 +139,7 @@ describeOnBackends('per-day budget on the %s PostgreSQL', (baseUrl) => {
     const { rows: made } = await db.pool.query(`SELECT workflow_id, run_id, activity_id, activity_attempt FROM budget_reservations WHERE id = 'books-1'`);
     expect(made).toEqual([{ workflow_id: 'wf', run_id: 'run', activity_id: '7', activity_attempt: 1 }]);
     // A cost row with no settlement behind it (or the other way round) is a difference the check names.
-    await ledger.recordCost({ id: '00000000-0000-4000-8000-00000000b00c', timestamp: new Date(), intentId, stage: 'impl', attempt: 1, agentId: 'a', modelId: 'm', inputTokens: 0, outputTokens: 0, usd: '0.01' });
+    await ledger.audit.recordCost({ id: '00000000-0000-4000-8000-00000000b00c', timestamp: new Date(), intentId, stage: 'impl', attempt: 1, agentId: 'a', modelId: 'm', inputTokens: 0, outputTokens: 0, usd: '0.01' });
     expect(await ledger.books()).toEqual(expect.arrayContaining([{ intentId, budgetUsd: '0.750000', costEventsUsd: '0.760000', openReservations: 0 }]));
     expect(booksDifferenceCents(await ledger.books({ intentId }))).toBe(1);
   });

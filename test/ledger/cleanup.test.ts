@@ -22,13 +22,13 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
     const ago = (days: number): Date => new Date(now.getTime() - days * DAY);
     // Just past and just inside 90 days, for each audit table.
     const oldIds = { safety: randomUUID(), cost: randomUUID(), gate: randomUUID() };
-    await ledger.recordSafetyEvent(safetyEvent({ id: oldIds.safety, timestamp: new Date(ago(90).getTime() - 1000) }));
-    await ledger.recordSafetyEvent(safetyEvent({ timestamp: new Date(ago(90).getTime() + 60_000) }));
-    await ledger.recordSafetyEvent(safetyEvent({ timestamp: now }));
-    await ledger.recordCost(costEvent({ id: oldIds.cost, timestamp: ago(365) }));
-    await ledger.recordCost(costEvent({ timestamp: ago(89) }));
-    await ledger.recordGateDecision(gateDecision({ id: oldIds.gate, requestedAt: ago(200), decidedAt: ago(100) }));
-    await ledger.recordGateDecision(gateDecision({ requestedAt: ago(100), decidedAt: ago(10) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ id: oldIds.safety, timestamp: new Date(ago(90).getTime() - 1000) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: new Date(ago(90).getTime() + 60_000) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: now }));
+    await ledger.audit.recordCost(costEvent({ id: oldIds.cost, timestamp: ago(365) }));
+    await ledger.audit.recordCost(costEvent({ timestamp: ago(89) }));
+    await ledger.audit.recordGateDecision(gateDecision({ id: oldIds.gate, requestedAt: ago(200), decidedAt: ago(100) }));
+    await ledger.audit.recordGateDecision(gateDecision({ requestedAt: ago(100), decidedAt: ago(10) }));
     const modelCall = (id: string, timestamp: Date) => ({
       id, timestamp, intentId: 'i', stage: 'impl', attempt: 1, agentId: 'aider', api: 'chat' as const, modelId: 'm', streamed: true,
       status: 200, outcome: 'answered' as const, inputTokens: 10, outputTokens: 5, usd: '0.000105', estimated: false, latencyMs: 12,

@@ -103,7 +103,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     await migrate(db.pool);
     const ledger = new Ledger(db.pool);
     const event = safetyEvent();
-    await ledger.recordSafetyEvent(event);
+    await ledger.audit.recordSafetyEvent(event);
     await ledger.setGlobalStop('test', 'a row to try to change');
     await expect(db.pool.query(`UPDATE safety_events SET reason = 'rewritten'`)).rejects.toThrow(/append-only: UPDATE on safety_events/);
     await expect(db.pool.query('DELETE FROM safety_events')).rejects.toThrow(/append-only: DELETE on safety_events/);
@@ -129,8 +129,8 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     const now = Date.now();
     const young = safetyEvent({ reason: 'young', timestamp: new Date(now - 60_000) });
     const old = safetyEvent({ reason: 'old', timestamp: new Date(now - 2 * 86_400_000) });
-    await ledger.recordSafetyEvent(young);
-    await ledger.recordSafetyEvent(old);
+    await ledger.audit.recordSafetyEvent(young);
+    await ledger.audit.recordSafetyEvent(old);
     await db.pool.query(
       `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, created_at)
        VALUES ('fresh', current_date, 'i', 1, 5, true, 0, now()), ('aged', '2020-01-01', 'i', 1, 5, true, 0, now() - interval '3 days')`,
@@ -160,7 +160,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     const left = await db.pool.query('SELECT reason FROM safety_events');
     expect(left.rows).toEqual([{ reason: 'young' }]);
     // Retention cleanup itself is unaffected: a one-day retention deletes the old, keeps the rest.
-    await ledger.recordSafetyEvent(safetyEvent({ reason: 'old again', timestamp: new Date(now - 2 * 86_400_000) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ reason: 'old again', timestamp: new Date(now - 2 * 86_400_000) }));
     expect((await ledger.cleanup(1)).safety_events).toBe(1);
   });
 });

@@ -1,5 +1,6 @@
 import { startIntent } from '../../src/client/intents';
 import { Ledger } from '../../src/ledger/ledger';
+import { AuditStore } from '../../src/ledger/audit-store';
 import type { SafetyEventInput } from '../../src/ledger/types';
 import { detectCascade } from '../../src/safety/cascade-detector';
 import { addUsd, compareUsd, subUsd, sumUsd } from '../../src/shared/money';
@@ -275,7 +276,7 @@ describe('cascade', () => {
   test('two categories of cascade phrases: one CASCADE_DETECTED high event, written once though its first write was retried', async () => {
     expect(detectCascade(HIGH).level).toBe('HIGH');
     // The ledger writes the event but the reply is lost once: the retry must add nothing.
-    class LosesFirstReply extends Ledger {
+    class LosesFirstReply extends AuditStore {
       lost = false;
       override async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
         const inserted = await super.recordSafetyEvent(input);
@@ -286,7 +287,10 @@ describe('cascade', () => {
         return inserted;
       }
     }
-    const ledger = new LosesFirstReply(world().pool);
+    class LedgerLosingFirstReply extends Ledger {
+      override readonly audit = new LosesFirstReply(this.pool, this.writer);
+    }
+    const ledger = new LedgerLosingFirstReply(world().pool);
     await withWorker({ ledger }, async (h) => {
       const intent = intentFor(script({ model: 'cascade-high', triage: { output: HIGH } }));
       const handle = await startIntent(world().client, intent, h.queue);
@@ -294,7 +298,7 @@ describe('cascade', () => {
         const found = await events(intent.id, 'CASCADE_DETECTED');
         return found.length ? found : undefined;
       });
-      expect(ledger.lost).toBe(true);
+      expect(ledger.audit.lost).toBe(true);
       // HIGH does not halt: the intent waits at the human-only cascade gate, and goes on once approved.
       await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'cascade' ? true : undefined), 120_000, 'the cascade gate');
       expect(h.agentCalls()).toBe(1);

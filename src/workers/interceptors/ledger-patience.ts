@@ -6,7 +6,8 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { ZodError } from 'zod';
 import { activityLogger } from '../../activities/log-context';
-import { LedgerError, type Ledger } from '../../ledger/ledger';
+import type { Ledger } from '../../ledger/ledger';
+import { LedgerError } from '../../ledger/ledger-error';
 
 /*
  * What the worker's interceptors share about the ledger: waiting out a database that cannot be

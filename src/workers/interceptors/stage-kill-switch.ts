@@ -64,7 +64,7 @@ async function recordRefusal(ctx: Context, deps: StageKillSwitchDeps, deadlineMs
   const id = safetyEventId(call, 'INTENT_STOPPED');
   try {
     await patientlyWithLedger(ctx, deps.logger, deadlineMs, 'record INTENT_STOPPED', () =>
-      deps.ledger.recordSafetyEvent({
+      deps.ledger.audit.recordSafetyEvent({
         id,
         timestamp: new Date(),
         eventType: 'INTENT_STOPPED',

@@ -212,7 +212,7 @@ async function warnNearLimits(
         const percent = Math.round(share * 100);
         const warned = WARNED[scope];
         await call.patiently('record a budget warning', () =>
-          deps.ledger.recordSafetyEvent({
+          deps.ledger.audit.recordSafetyEvent({
             id: deterministicUuid('budget-warning', scope, ...warned.key(call, day), limit, String(share)),
             timestamp: new Date(),
             eventType: 'COST_WARNING',
