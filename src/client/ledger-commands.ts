@@ -3,7 +3,7 @@ import { Option } from 'commander';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptionsStartWorkflowAction, type ScheduleSpec } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import type { WardenConfig } from '../config/schema';
-import { booksDifferenceCents } from '../ledger/ledger';
+import { booksDifferenceCents } from '../ledger/budget-store';
 import { migrate } from '../ledger/migrate';
 import { ExchangeStore, RECORDING_DEFAULTS } from '../ledger/exchange-store';
 import { NotificationOutbox } from '../ledger/notification-outbox';
@@ -177,7 +177,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
 
   /** Budget tables against cost_events, per intent: a difference is a call counted in one and not the other. */
   async function auditBooks(intentId: string | undefined, json: boolean): Promise<void> {
-    const books = await withLedger((ledger) => ledger.books(intentId === undefined ? {} : { intentId }));
+    const books = await withLedger((ledger) => ledger.budget.books(intentId === undefined ? {} : { intentId }));
     const differing = books.filter((b) => b.budgetUsd !== b.costEventsUsd);
     const differenceCents = booksDifferenceCents(differing);
     if (json) io.printJson({ balanced: differing.length === 0, differenceCents, intents: books });

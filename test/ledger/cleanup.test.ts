@@ -47,9 +47,9 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
          ('new-settled', '2020-01-01', 'i', 1, 5, true, 0, $2)`,
       [ago(120), ago(5)],
     );
-    await ledger.settleReservation('old-settled', '0.5');
-    await ledger.releaseReservation('old-released');
-    await ledger.settleReservation('new-settled', '1');
+    await ledger.budget.settle('old-settled', '0.5');
+    await ledger.budget.release('old-released');
+    await ledger.budget.settle('new-settled', '1');
     await db.pool.query(
       `INSERT INTO controls (control, active, set_by, reason, at) VALUES
          ('global_stop', true, 'a', 'old', $1), ('global_stop', false, 'b', 'old', $1), ('global_stop', true, 'c', 'current', $1)`,
@@ -110,7 +110,7 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
 
     // Nothing more to do a second time; an open reservation can still be settled afterwards.
     expect(Object.values(await ledger.cleanup(90, now)).every((n) => n === 0)).toBe(true);
-    await ledger.settleReservation('old-open', '1');
+    await ledger.budget.settle('old-open', '1');
   });
 
   test('a retention that is not a positive number of days is refused', async () => {

@@ -135,8 +135,8 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
       `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, created_at)
        VALUES ('fresh', current_date, 'i', 1, 5, true, 0, now()), ('aged', '2020-01-01', 'i', 1, 5, true, 0, now() - interval '3 days')`,
     );
-    await ledger.settleReservation('fresh', '1');
-    await ledger.settleReservation('aged', '1'); // settled just now, but as old as its reservation
+    await ledger.budget.settle('fresh', '1');
+    await ledger.budget.settle('aged', '1'); // settled just now, but as old as its reservation
     // What any client of the application role could run: the switch, then a DELETE of today's rows.
     const bypass = async (sql: string): Promise<unknown> => {
       const client = await db.pool.connect();

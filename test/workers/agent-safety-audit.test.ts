@@ -71,7 +71,7 @@ test('activity_runs: every activity attempt of a run is recorded once, a retried
       }
       expect(runs.some((r) => r.activityType === 'appendToLedger' && r.outcome === 'completed')).toBe(true);
       // The released reservation of the failed attempt and the settled one of the retry.
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000');
     },
   );

@@ -28,7 +28,7 @@ describe('budgets', () => {
       const denied = await events(intent.id, 'BUDGET_RESERVATION_DENIED');
       expect(denied).toHaveLength(1);
       expect(denied[0]).toMatchObject({ severity: 'high', breaker_id: 'day-budget' });
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000'); // every reservation settled or released
       expect(subUsd(spend.settledUsd, before)).toBe('0.200000');
       expect(compareUsd(spend.settledUsd, budget)).toBeLessThanOrEqual(0);
@@ -45,7 +45,7 @@ describe('budgets', () => {
       for (const types of outcomes) expect(types).toContain('BUDGET_EXCEEDED');
       expect(h.agentCalls()).toBe(9); // 5 paid, 4 refused at their reservation
       expect((await world().pool.query('SELECT count(*)::int AS n FROM cost_events WHERE intent_id = ANY($1)', [intents.map((i) => i.id)])).rows[0].n).toBe(5);
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000');
       expect(subUsd(spend.settledUsd, before)).toBe('0.500000');
       expect(compareUsd(spend.settledUsd, budget)).toBeLessThanOrEqual(0);
@@ -130,7 +130,7 @@ describe('budgets against the real maximum of each call', () => {
       const intents = [httpIntent(20_000, { maxCallUsd: '0.10' }), httpIntent(20_000, { maxCallUsd: '0.10' })];
       const handles = await Promise.all(intents.map((intent) => startIntent(world().client, intent, h.queue)));
       for (const types of await Promise.all(handles.map(failureOf))) expect(types).toContain('BUDGET_EXCEEDED');
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000');
       expect(compareUsd(spend.settledUsd, budget)).toBeLessThanOrEqual(0);
       // Every settled call is in cost_events, at the same amount: the day budget and `warden costs` agree.
@@ -179,7 +179,7 @@ describe('budgets against the real maximum of each call', () => {
         ['triage', 'pricey-model', '2.240000', '200000', '8000'],
         ['triage', 'pricey-model', '2.240000', '200000', '8000'],
       ]);
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(subUsd(addUsd(spend.settledUsd, spend.reservedUsd), before)).toBe('4.480000');
       const runs = await world().ledger.activityRuns(handle.workflowId);
       expect(runs.filter((r) => r.activityType === 'runAgentStage').map((r) => [r.outcome, r.spendUsd])).toEqual([['failed', '4.480000']]);
@@ -245,7 +245,7 @@ describe('budgets against the real maximum of each call', () => {
       );
       expect(error?.cause?.message).toMatch(/^COST_BUDGET_EXCEEDED: the triage call reported \$0\.900000, more than the \$0\.500000 reserved for it/);
       expect((await costRows(intent.id)).map((r) => r.usd)).toEqual(['0.900000']);
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(subUsd(addUsd(spend.settledUsd, spend.reservedUsd), before)).toBe('0.900000');
       expect((await events(intent.id, 'COST_BUDGET_EXCEEDED'))[0]).toMatchObject({ breaker_id: 'call-cap', severity: 'high' });
     });
