@@ -1,17 +1,9 @@
-import { storable } from './storable';
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import {
-  ActivityRunSchema,
   COST_GROUPINGS,
-  ModelCallSchema,
-  type ModelCallInput,
-  type ModelCallRow,
   SafetyEventSchema,
-  type ActivityOutcome,
-  type ActivityRun,
-  type ActivityRunInput,
   type CostGrouping,
   type CostRow,
   type DailyReport,
@@ -26,8 +18,9 @@ import { retentionCut } from './chain';
 import { LedgerWriter } from './ledger-writer';
 import { AuditStore } from './audit-store';
 import { BudgetStore } from './budget-store';
+import { ModelCallStore } from './model-call-store';
+import { ActivityRunStore } from './activity-run-store';
 import { safetyEventRow } from './chained-rows';
-import { normalizeUsd } from '../shared/money';
 import { workflowIdForIntent } from '../shared/ids';
 
 const ZERO_USD = '0.000000';
@@ -53,6 +46,8 @@ export class Ledger {
   readonly writer: LedgerWriter;
   readonly audit: AuditStore;
   readonly budget: BudgetStore;
+  readonly modelCalls: ModelCallStore;
+  readonly activityRuns: ActivityRunStore;
 
   constructor(
     readonly pool: pg.Pool,
@@ -61,116 +56,8 @@ export class Ledger {
     this.writer = new LedgerWriter(opts.unchainedForBenchmark !== true);
     this.audit = new AuditStore(pool, this.writer);
     this.budget = new BudgetStore(pool, this.writer);
-  }
-
-  /** Appends one request made through the model gateway. True if inserted; false if the id already exists. */
-  async recordModelCall(input: ModelCallInput): Promise<boolean> {
-    const m = ModelCallSchema.parse(storable(input));
-    const result = await this.pool.query(
-      `INSERT INTO model_calls (id, "timestamp", intent_id, stage, attempt, agent_id, api, model_id, streamed, status, outcome, refusal,
-                                input_tokens, output_tokens, usd, estimated, latency_ms)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-       ON CONFLICT (id) DO NOTHING`,
-      [m.id, m.timestamp, m.intentId, m.stage, m.attempt, m.agentId, m.api, m.modelId, m.streamed, m.status, m.outcome, m.refusal ?? null,
-       m.inputTokens, m.outputTokens, m.usd, m.estimated, m.latencyMs],
-    );
-    return result.rowCount === 1;
-  }
-
-  /** The gateway requests of an intent, oldest first. */
-  async modelCallsOf(intentId: string): Promise<ModelCallRow[]> {
-    const result = await this.pool.query<Record<string, unknown>>(
-      `SELECT id, "timestamp", intent_id, stage, attempt, agent_id, api, model_id, streamed, status, outcome, refusal,
-              input_tokens::int AS input_tokens, output_tokens::int AS output_tokens, usd::text AS usd, estimated, latency_ms
-         FROM model_calls WHERE intent_id = $1 ORDER BY "timestamp", recorded_at`,
-      [intentId],
-    );
-    return result.rows.map((r) => ({
-      id: r.id as string,
-      timestamp: r.timestamp as Date,
-      intentId: r.intent_id as string,
-      stage: r.stage as string,
-      attempt: r.attempt as number,
-      agentId: r.agent_id as string,
-      api: r.api as ModelCallRow['api'],
-      modelId: r.model_id as string,
-      streamed: r.streamed as boolean,
-      status: r.status as number,
-      outcome: r.outcome as ModelCallRow['outcome'],
-      ...(r.refusal === null ? {} : { refusal: r.refusal as string }),
-      inputTokens: r.input_tokens as number,
-      outputTokens: r.output_tokens as number,
-      usd: normalizeUsd(r.usd as string),
-      estimated: r.estimated as boolean,
-      latencyMs: r.latency_ms as number,
-    }));
-  }
-
-  /**
-   * Records one activity attempt (start, end, duration, outcome, spend). True if inserted; false
-   * if this (workflow, run, activity, attempt) is already recorded: a repeated write is a no-op.
-   */
-  async recordActivityRun(input: ActivityRunInput): Promise<boolean> {
-    const r = ActivityRunSchema.parse(storable(input));
-    const result = await this.pool.query(
-      `INSERT INTO activity_runs (workflow_id, run_id, activity_id, attempt, activity_type, task_queue, intent_id, stage,
-                                  agent_id, model_id, started_at, ended_at, duration_ms, outcome, failure_type, spend_usd)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-       ON CONFLICT (workflow_id, run_id, activity_id, attempt) DO NOTHING`,
-      [
-        r.workflowId,
-        r.runId,
-        r.activityId,
-        r.attempt,
-        r.activityType,
-        r.taskQueue,
-        r.intentId ?? null,
-        r.stage ?? null,
-        r.agentId ?? null,
-        r.modelId ?? null,
-        r.startedAt,
-        r.endedAt,
-        r.endedAt.getTime() - r.startedAt.getTime(),
-        r.outcome,
-        r.failureType ?? null,
-        r.spendUsd ?? null,
-      ],
-    );
-    return result.rowCount === 1;
-  }
-
-  /** The activity attempts recorded for a workflow id (every run), in the order they started. */
-  async activityRuns(workflowId: string): Promise<ActivityRun[]> {
-    z.string().min(1).parse(workflowId);
-    const result = await this.pool.query<{
-      workflow_id: string; run_id: string; activity_id: string; attempt: number; activity_type: string; task_queue: string;
-      intent_id: string | null; stage: string | null; agent_id: string | null; model_id: string | null; started_at: Date;
-      ended_at: Date; duration_ms: number; outcome: ActivityOutcome; failure_type: string | null; spend_usd: string | null;
-    }>(
-      `SELECT workflow_id, run_id, activity_id, attempt, activity_type, task_queue, intent_id, stage, agent_id, model_id,
-              started_at, ended_at, duration_ms, outcome, failure_type, spend_usd::text AS spend_usd
-         FROM activity_runs WHERE workflow_id = $1
-        ORDER BY started_at, run_id, activity_id COLLATE "C", attempt`,
-      [workflowId],
-    );
-    return result.rows.map((row) => ({
-      workflowId: row.workflow_id,
-      runId: row.run_id,
-      activityId: row.activity_id,
-      attempt: row.attempt,
-      activityType: row.activity_type,
-      taskQueue: row.task_queue,
-      ...(row.intent_id !== null && { intentId: row.intent_id }),
-      ...(row.stage !== null && { stage: row.stage }),
-      ...(row.agent_id !== null && { agentId: row.agent_id }),
-      ...(row.model_id !== null && { modelId: row.model_id }),
-      startedAt: row.started_at,
-      endedAt: row.ended_at,
-      durationMs: row.duration_ms,
-      outcome: row.outcome,
-      ...(row.failure_type !== null && { failureType: row.failure_type }),
-      ...(row.spend_usd !== null && { spendUsd: row.spend_usd }),
-    }));
+    this.modelCalls = new ModelCallStore(pool);
+    this.activityRuns = new ActivityRunStore(pool);
   }
 
   /** The global stop flag: its latest change decides. */

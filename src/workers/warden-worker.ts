@@ -296,7 +296,7 @@ export function startWorkerGateway(
     limits: options.safety,
     logger: options.logger,
     redact: options.redact,
-    recordCall: (row) => options.ledger.recordModelCall(row),
+    recordCall: (row) => options.ledger.modelCalls.record(row),
     recordEvent: (event) => options.ledger.audit.recordSafetyEvent(event),
     ...(recording.enabled ? { exchanges: new ExchangeStore(options.ledger.pool, recording) } : {}),
     fetch: options.fetch,

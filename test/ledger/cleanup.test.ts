@@ -34,8 +34,8 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
       status: 200, outcome: 'answered' as const, inputTokens: 10, outputTokens: 5, usd: '0.000105', estimated: false, latencyMs: 12,
     });
     const oldCall = randomUUID();
-    await ledger.recordModelCall(modelCall(oldCall, ago(91)));
-    await ledger.recordModelCall(modelCall(randomUUID(), ago(30)));
+    await ledger.modelCalls.record(modelCall(oldCall, ago(91)));
+    await ledger.modelCalls.record(modelCall(randomUUID(), ago(30)));
 
     // Reservations and controls carry their own write time: backdate them the way time would.
     await db.pool.query(

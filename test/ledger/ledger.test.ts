@@ -159,9 +159,9 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
 
     // Asked for, each activity attempt of the intent's workflow joins the timeline where it was written, at its end.
     const run = { workflowId: `intent-${intentId}`, runId: 'run-0123456789', taskQueue: 'warden', startedAt: t(1), endedAt: new Date(t(1).getTime() + 2500) };
-    await ledger.recordActivityRun({ ...run, activityId: '7', attempt: 1, activityType: 'runAgentStage', stage: 'impl', outcome: 'failed', failureType: 'AGENT_TIMEOUT' });
-    await ledger.recordActivityRun({ ...run, activityId: '7', attempt: 2, activityType: 'runAgentStage', stage: 'impl', intentId, outcome: 'completed', spendUsd: '0.012500', startedAt: t(3), endedAt: t(3) });
-    await ledger.recordActivityRun({ ...run, workflowId: 'intent-someone-else', activityId: '1', attempt: 1, activityType: 'runTests', outcome: 'completed' });
+    await ledger.activityRuns.record({ ...run, activityId: '7', attempt: 1, activityType: 'runAgentStage', stage: 'impl', outcome: 'failed', failureType: 'AGENT_TIMEOUT' });
+    await ledger.activityRuns.record({ ...run, activityId: '7', attempt: 2, activityType: 'runAgentStage', stage: 'impl', intentId, outcome: 'completed', spendUsd: '0.012500', startedAt: t(3), endedAt: t(3) });
+    await ledger.activityRuns.record({ ...run, workflowId: 'intent-someone-else', activityId: '1', attempt: 1, activityType: 'runTests', outcome: 'completed' });
     expect(await ledger.timeline(intentId, { activities: false })).toEqual(timeline);
     const withActivities = await ledger.timeline(intentId, { activities: true });
     expect(withActivities.map((e) => e.type)).toEqual(['INTENT_STARTED', 'COST', 'GATE_REQUESTED', 'GATE_DECISION', 'INTENT_REJECTED', 'runAgentStage', 'runAgentStage']);

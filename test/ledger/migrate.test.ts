@@ -110,7 +110,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     await expect(db.pool.query('TRUNCATE cost_events')).rejects.toThrow(/append-only: TRUNCATE on cost_events/);
     await expect(db.pool.query(`UPDATE controls SET active = false`)).rejects.toThrow(/append-only/);
     await expect(db.pool.query(`UPDATE model_calls SET usd = 0`)).resolves.toMatchObject({ rowCount: 0 });
-    await ledger.recordModelCall({ id: randomUUID(), timestamp: new Date(), intentId: 'i', stage: 'impl', attempt: 1, agentId: 'a', api: 'messages', modelId: 'm', streamed: false, status: 200, outcome: 'answered', inputTokens: 1, outputTokens: 1, usd: '0.000018', estimated: false, latencyMs: 3 });
+    await ledger.modelCalls.record({ id: randomUUID(), timestamp: new Date(), intentId: 'i', stage: 'impl', attempt: 1, agentId: 'a', api: 'messages', modelId: 'm', streamed: false, status: 200, outcome: 'answered', inputTokens: 1, outputTokens: 1, usd: '0.000018', estimated: false, latencyMs: 3 });
     await expect(db.pool.query(`UPDATE model_calls SET usd = 0`)).rejects.toThrow(/append-only: UPDATE on model_calls/);
     await expect(db.pool.query('DELETE FROM model_calls')).rejects.toThrow(/append-only: DELETE on model_calls/);
     await expect(db.pool.query('TRUNCATE model_calls')).rejects.toThrow(/append-only: TRUNCATE on model_calls/);

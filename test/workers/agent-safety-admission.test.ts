@@ -186,7 +186,7 @@ test('an open circuit with a short cool-down is waited for inside the attempt: n
     const handle = await startIntent(world().client, intent, h.queue);
     await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 120_000, 'triage done');
     await cancel(handle);
-    const triage = (await world().ledger.activityRuns(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage' && r.stage === 'triage');
+    const triage = (await world().ledger.activityRuns.ofWorkflow(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage' && r.stage === 'triage');
     expect(triage.map((r) => [r.attempt, r.outcome])).toEqual([[1, 'completed']]);
     // That one attempt began while the circuit was open: it waited out the cool-down inside.
     const { rows: trips } = await world().pool.query<{ at: Date }>(

@@ -181,7 +181,7 @@ describe('budgets against the real maximum of each call', () => {
       ]);
       const spend = await world().ledger.budget.daySpend(today());
       expect(subUsd(addUsd(spend.settledUsd, spend.reservedUsd), before)).toBe('4.480000');
-      const runs = await world().ledger.activityRuns(handle.workflowId);
+      const runs = await world().ledger.activityRuns.ofWorkflow(handle.workflowId);
       expect(runs.filter((r) => r.activityType === 'runAgentStage').map((r) => [r.outcome, r.spendUsd])).toEqual([['failed', '4.480000']]);
     });
   });
@@ -210,7 +210,7 @@ describe('budgets against the real maximum of each call', () => {
       expect(failureTypes(error)).toEqual(expect.arrayContaining(['UNKNOWN_MODEL']));
       expect(failureMessages(error).join('\n')).toMatch(/no price for model "unpriced-cli-model": add it to the config's worker\.pricing.*; the agent was not started/);
       expect(h.agentCalls()).toBe(1); // not retried
-      const runs = await world().ledger.activityRuns(handle.workflowId);
+      const runs = await world().ledger.activityRuns.ofWorkflow(handle.workflowId);
       expect(runs.filter((r) => r.activityType === 'runAgentStage').map((r) => [r.outcome, r.failureType])).toEqual([['failed', 'UNKNOWN_MODEL']]);
       expect(server.requests).toHaveLength(0);
       expect(await costRows(intent.id)).toHaveLength(0);
@@ -229,7 +229,7 @@ describe('budgets against the real maximum of each call', () => {
       expect(await failureOf(handle)).toContain('SAFETY_HALT'); // the attempt cap of 1 stops it after triage
       // 1000 × $7/M + 200 × $35/M = $0.007 + $0.007
       expect((await costRows(intent.id)).map((r) => [r.stage, r.model_id, r.usd])).toEqual([['triage', 'claude-sonnet-4-5', '0.014000']]);
-      const calls = await world().ledger.modelCallsOf(intent.id);
+      const calls = await world().ledger.modelCalls.ofIntent(intent.id);
       expect(calls.map((c) => [c.outcome, c.usd])).toEqual([['answered', '0.014000']]);
     });
   });
@@ -322,7 +322,7 @@ describe('cascade', () => {
       expect(h.agentCalls()).toBe(1);
       const found = await events(intent.id, 'CASCADE_DETECTED');
       expect(found).toEqual([expect.objectContaining({ severity: 'critical' })]);
-      const runs = await world().ledger.activityRuns(`intent-${intent.id}`);
+      const runs = await world().ledger.activityRuns.ofWorkflow(`intent-${intent.id}`);
       // The halted call was paid for: its spend is in the audit.
       expect(runs.find((r) => r.activityType === 'runAgentStage')).toMatchObject({ outcome: 'failed', failureType: 'SAFETY_HALT', spendUsd: '0.004000' });
     });
