@@ -50,7 +50,7 @@ export async function stopIntent(client: Client, ledger: Ledger, intentId: strin
  * close as {@link stopIntent} does.
  */
 export async function stopAll(client: Client, ledger: Ledger, options: StopOptions): Promise<StopOutcome[]> {
-  await ledger.setGlobalStop(options.by, options.reason);
+  await ledger.globalStop.set(options.by, options.reason);
   const started = Date.now();
   const cancelled = new Map<string, Promise<StopOutcome>>();
   // Visibility lags a moment behind: list again until nothing new is running (bounded).

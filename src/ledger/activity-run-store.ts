@@ -76,5 +76,4 @@ export class ActivityRunStore {
       ...(row.spend_usd !== null && { spendUsd: row.spend_usd }),
     }));
   }
-
 }

@@ -301,7 +301,6 @@ export class BudgetStore {
     );
     return result.rows.map((r) => ({ intentId: r.intent_id, budgetUsd: normalizeUsd(r.budget), costEventsUsd: normalizeUsd(r.costs), openReservations: r.open }));
   }
-
 }
 
 function reservationOf(granted: boolean, committedUsd: string, limitUsd: string, deniedBy: BudgetScope | null, amountUsd: string): BudgetReservation {

@@ -3,11 +3,9 @@ import type pg from 'pg';
 import { z } from 'zod';
 import {
   COST_GROUPINGS,
-  SafetyEventSchema,
   type CostGrouping,
   type CostRow,
   type DailyReport,
-  type GlobalStop,
   type TimelineEntry,
 } from './types';
 import type { Severity } from '../shared/safety-events';
@@ -20,7 +18,7 @@ import { AuditStore } from './audit-store';
 import { BudgetStore } from './budget-store';
 import { ModelCallStore } from './model-call-store';
 import { ActivityRunStore } from './activity-run-store';
-import { safetyEventRow } from './chained-rows';
+import { GlobalStopStore } from './global-stop-store';
 import { workflowIdForIntent } from '../shared/ids';
 
 const ZERO_USD = '0.000000';
@@ -33,8 +31,6 @@ const GROUP_KEY: Record<CostGrouping, string> = {
   agent: 'agent_id',
   day: `to_char("timestamp" AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
 };
-const ActorSchema = z.string().trim().min(1, 'say who');
-const ReasonSchema = z.string().trim().min(1, 'give a reason');
 
 /**
  * Warden's ledger on PostgreSQL: the append-only audit tables, the per-day budget, the global
@@ -48,6 +44,7 @@ export class Ledger {
   readonly budget: BudgetStore;
   readonly modelCalls: ModelCallStore;
   readonly activityRuns: ActivityRunStore;
+  readonly globalStop: GlobalStopStore;
 
   constructor(
     readonly pool: pg.Pool,
@@ -58,25 +55,7 @@ export class Ledger {
     this.budget = new BudgetStore(pool, this.writer);
     this.modelCalls = new ModelCallStore(pool);
     this.activityRuns = new ActivityRunStore(pool);
-  }
-
-  /** The global stop flag: its latest change decides. */
-  async globalStop(): Promise<GlobalStop> {
-    const result = await this.pool.query<{ active: boolean; set_by: string; reason: string; at: Date }>(
-      `SELECT active, set_by, reason, at FROM controls WHERE control = 'global_stop' ORDER BY seq DESC LIMIT 1`,
-    );
-    const row = result.rows[0];
-    return row ? { stopped: row.active, by: row.set_by, reason: row.reason, at: row.at } : { stopped: false };
-  }
-
-  /** Sets the global stop (appends to its history) and records the GLOBAL_STOP_SET event in the same transaction. */
-  async setGlobalStop(by: string, reason: string): Promise<void> {
-    await this.changeGlobalStop(true, ActorSchema.parse(by), ReasonSchema.parse(reason));
-  }
-
-  /** Clears the global stop (appends to its history) and records GLOBAL_STOP_CLEARED in the same transaction. */
-  async clearGlobalStop(by: string, reason: string): Promise<void> {
-    await this.changeGlobalStop(false, ActorSchema.parse(by), ReasonSchema.parse(reason));
+    this.globalStop = new GlobalStopStore(pool, this.writer);
   }
 
   /** Where an intent worked: the repository its INTENT_STARTED event names (undefined if unknown). */
@@ -257,25 +236,6 @@ export class Ledger {
           )
         ).rowCount ?? 0;
       return deleted;
-    });
-  }
-
-  private async changeGlobalStop(active: boolean, by: string, reason: string): Promise<void> {
-    await this.transaction(async (client) => {
-      const row = await client.query<{ seq: string; at: Date }>(
-        `INSERT INTO controls (control, active, set_by, reason) VALUES ('global_stop', $1, $2, $3) RETURNING seq::text, at`,
-        [active, by, reason],
-      );
-      const { seq, at } = row.rows[0]!;
-      const event = SafetyEventSchema.parse({
-        id: randomUUID(),
-        timestamp: at,
-        eventType: active ? 'GLOBAL_STOP_SET' : 'GLOBAL_STOP_CLEARED',
-        severity: active ? 'critical' : 'info',
-        reason: `${active ? 'global stop set' : 'global stop cleared'} by ${by}: ${reason}`,
-        metadata: { control: 'global_stop', seq: Number(seq), by },
-      });
-      await this.writer.write(client, [safetyEventRow(event)]);
     });
   }
 

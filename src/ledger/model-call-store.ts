@@ -49,5 +49,4 @@ export class ModelCallStore {
       latencyMs: r.latency_ms as number,
     }));
   }
-
 }

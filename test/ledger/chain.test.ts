@@ -70,7 +70,7 @@ describeOnBackends('the ledger hash chains on the %s PostgreSQL', (baseUrl) => {
       { gateDecision: gateDecision({ id: batch[1], intentId: 'intent-2' }) },
       { safetyEvent: safetyEvent({ id: batch[2], intentId: 'intent-2', reason: 'batch three' }) },
     ]);
-    await ledger.setGlobalStop('ops', 'drill');
+    await ledger.globalStop.set('ops', 'drill');
     await ledger.audit.recordSafetyEvent(safetyEvent({ id: ids.last, reason: 'last' }));
   });
   afterAll(async () => {

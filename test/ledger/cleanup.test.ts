@@ -105,7 +105,7 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
     const reservations = await db.pool.query('SELECT id FROM budget_reservations ORDER BY id');
     expect(reservations.rows.map((r) => r.id)).toEqual(['new-settled', 'old-open']);
     // The stop flag's current state survives however old it is.
-    expect(await ledger.globalStop()).toMatchObject({ stopped: true, by: 'c', reason: 'current' });
+    expect(await ledger.globalStop.current()).toMatchObject({ stopped: true, by: 'c', reason: 'current' });
     expect(await countRows(db.pool, 'ladder_metrics')).toBe(1);
 
     // Nothing more to do a second time; an open reservation can still be settled afterwards.

@@ -290,15 +290,15 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
   });
 
   test('the global stop keeps its history; the latest change wins; each change is a safety event', async () => {
-    expect(await ledger.globalStop()).toEqual({ stopped: false });
-    await ledger.setGlobalStop('alice', 'runaway spend');
-    const stopped = await ledger.globalStop();
+    expect(await ledger.globalStop.current()).toEqual({ stopped: false });
+    await ledger.globalStop.set('alice', 'runaway spend');
+    const stopped = await ledger.globalStop.current();
     expect(stopped).toMatchObject({ stopped: true, by: 'alice', reason: 'runaway spend' });
     expect(stopped.at).toBeInstanceOf(Date);
-    await ledger.clearGlobalStop('bob', 'fixed the budget');
-    expect(await ledger.globalStop()).toMatchObject({ stopped: false, by: 'bob', reason: 'fixed the budget' });
-    await ledger.setGlobalStop('carol', 'again');
-    expect(await ledger.globalStop()).toMatchObject({ stopped: true, by: 'carol' });
+    await ledger.globalStop.clear('bob', 'fixed the budget');
+    expect(await ledger.globalStop.current()).toMatchObject({ stopped: false, by: 'bob', reason: 'fixed the budget' });
+    await ledger.globalStop.set('carol', 'again');
+    expect(await ledger.globalStop.current()).toMatchObject({ stopped: true, by: 'carol' });
 
     const history = await db.pool.query('SELECT active, set_by FROM controls ORDER BY seq');
     expect(history.rows.slice(-3)).toEqual([
@@ -314,7 +314,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       { event_type: 'GLOBAL_STOP_CLEARED', severity: 'info' },
       { event_type: 'GLOBAL_STOP_SET', severity: 'critical' },
     ]);
-    await expect(ledger.setGlobalStop('', 'no one')).rejects.toBeInstanceOf(ZodError);
-    await ledger.clearGlobalStop('carol', 'done testing');
+    await expect(ledger.globalStop.set('', 'no one')).rejects.toBeInstanceOf(ZodError);
+    await ledger.globalStop.clear('carol', 'done testing');
   });
 });

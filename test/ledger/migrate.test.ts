@@ -104,7 +104,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     const ledger = new Ledger(db.pool);
     const event = safetyEvent();
     await ledger.audit.recordSafetyEvent(event);
-    await ledger.setGlobalStop('test', 'a row to try to change');
+    await ledger.globalStop.set('test', 'a row to try to change');
     await expect(db.pool.query(`UPDATE safety_events SET reason = 'rewritten'`)).rejects.toThrow(/append-only: UPDATE on safety_events/);
     await expect(db.pool.query('DELETE FROM safety_events')).rejects.toThrow(/append-only: DELETE on safety_events/);
     await expect(db.pool.query('TRUNCATE cost_events')).rejects.toThrow(/append-only: TRUNCATE on cost_events/);

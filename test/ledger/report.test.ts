@@ -114,11 +114,11 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
 
   test('a stop set through the ledger today makes today RED', async () => {
     const today = new Date().toISOString().slice(0, 10);
-    await ledger.setGlobalStop('alice', 'everything is on fire');
+    await ledger.globalStop.set('alice', 'everything is on fire');
     const report = await ledger.dailyReport({ date: today });
     expect(report.layers.humanOverride.emergencyStops).toBeGreaterThanOrEqual(1);
     expect(report.health).toBe('RED');
-    await ledger.clearGlobalStop('alice', 'out');
+    await ledger.globalStop.clear('alice', 'out');
   });
 
   test('a day budget of 0 is no limit, as the worker treats it: any spend stays GREEN and nothing "remains"', async () => {

@@ -77,7 +77,7 @@ export interface KillSwitchOn {
  * Which kill switch is on, if any: the cheap local ones first (WARDEN_ENABLED on this worker, the
  * emergency stop file), then the ledger's global stop flag, read through `readGlobalStop`.
  */
-export async function killSwitchOn(enabled: boolean, stopFile: string, readGlobalStop: () => ReturnType<Ledger['globalStop']>): Promise<KillSwitchOn | undefined> {
+export async function killSwitchOn(enabled: boolean, stopFile: string, readGlobalStop: () => ReturnType<Ledger['globalStop']['current']>): Promise<KillSwitchOn | undefined> {
   if (!enabled) {
     return {
       source: 'WARDEN_ENABLED',
