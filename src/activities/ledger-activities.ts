@@ -106,14 +106,14 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
      * it after their own `recordingKeep` (on even when recording is off: what was recorded expires).
      */
     async cleanupLedger({ retentionDays }: { readonly retentionDays: number }): Promise<Record<string, number>> {
-      const deleted = await deps.ledger.cleanup(retentionDays);
+      const deleted = await deps.ledger.retention.cleanup(retentionDays);
       const keepMs = parseDuration(deps.recordingKeep ?? RECORDING_DEFAULTS.keep);
       return { ...deleted, ...(await new ExchangeStore(deps.ledger.pool).cleanup(new Date(Date.now() - keepMs))) };
     },
 
     /** The daily health report for `date` (YYYY-MM-DD), against the given day budget or else this worker's. */
     async buildDailyReport(input: { readonly date: string; readonly dayBudgetUsd?: string }): Promise<DailyReport> {
-      return deps.ledger.dailyReport({ date: input.date, dayBudgetUsd: input.dayBudgetUsd ?? deps.dayBudgetUsd });
+      return deps.ledger.queries.dailyReport({ date: input.date, dayBudgetUsd: input.dayBudgetUsd ?? deps.dayBudgetUsd });
     },
 
     /**

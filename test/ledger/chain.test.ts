@@ -215,7 +215,7 @@ describeOnBackends('retention and the hash chains on the %s PostgreSQL', (baseUr
     await ledger.audit.recordCost(costEvent({ timestamp: new Date(now - 300 * DAY) }));
     await ledger.audit.recordGateDecision(gateDecision({ requestedAt: new Date(now - DAY), decidedAt: new Date(now - DAY) }));
     // Retention's clock two days back, so that its checkpoint is old enough for the next cut to take.
-    const deleted = await ledger.cleanup(90, new Date(now - 2 * DAY));
+    const deleted = await ledger.retention.cleanup(90, new Date(now - 2 * DAY));
     expect(deleted).toMatchObject({ safety_events: 2, cost_events: 1, gate_decisions: 0 });
     const { rows } = await db.pool.query(`SELECT chain_pos::int AS pos, intent_id, metadata FROM safety_events WHERE event_type = 'LEDGER_CHECKPOINT'`);
     const hash = expect.stringMatching(/^[0-9a-f]{64}$/);
@@ -223,7 +223,7 @@ describeOnBackends('retention and the hash chains on the %s PostgreSQL', (baseUr
     expect(await verifyStoredChain(db.pool)).toMatchObject({ whole: true, rows: 3 });
 
     // A later cut merges with the earlier one and takes the earlier checkpoint: the latest says all that was cut.
-    const later = await ledger.cleanup(90, new Date(now + 95 * DAY));
+    const later = await ledger.retention.cleanup(90, new Date(now + 95 * DAY));
     expect(later).toMatchObject({ safety_events: 2, gate_decisions: 1, cost_events: 0 });
     const { rows: latest } = await db.pool.query(`SELECT metadata FROM safety_events WHERE event_type = 'LEDGER_CHECKPOINT'`);
     expect(latest).toEqual([{ metadata: { cutRows: 3, cuts: { '': [[1, 1, hash]], 'intent-1': [[1, 5, hash]] } } }]);

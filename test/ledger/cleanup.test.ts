@@ -77,7 +77,7 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
       gate_decisions: await countRows(db.pool, 'gate_decisions'),
     };
 
-    const deleted = await ledger.cleanup(90, now);
+    const deleted = await ledger.retention.cleanup(90, now);
     expect(deleted).toEqual({
       activity_runs: 0,
       safety_events: 1,
@@ -109,14 +109,14 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
     expect(await countRows(db.pool, 'ladder_metrics')).toBe(1);
 
     // Nothing more to do a second time; an open reservation can still be settled afterwards.
-    expect(Object.values(await ledger.cleanup(90, now)).every((n) => n === 0)).toBe(true);
+    expect(Object.values(await ledger.retention.cleanup(90, now)).every((n) => n === 0)).toBe(true);
     await ledger.budget.settle('old-open', '1');
   });
 
   test('a retention that is not a positive number of days is refused', async () => {
-    await expect(ledger.cleanup(0)).rejects.toBeInstanceOf(ZodError);
-    await expect(ledger.cleanup(-90)).rejects.toBeInstanceOf(ZodError);
-    await expect(ledger.cleanup(Number.NaN)).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.retention.cleanup(0)).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.retention.cleanup(-90)).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.retention.cleanup(Number.NaN)).rejects.toBeInstanceOf(ZodError);
   });
 
   test('outside cleanup, DELETE is still refused', async () => {

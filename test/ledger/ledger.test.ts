@@ -97,7 +97,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       for (let i = 0; i < 10; i++) await ledger.audit.recordCost(costEvent({ intentId: 'exact-ten', timestamp: since, usd: '0.100000' }));
       await ledger.audit.recordCost(costEvent({ intentId: 'exact-sum', timestamp: since, usd: '0.1' }));
       await ledger.audit.recordCost(costEvent({ intentId: 'exact-sum', timestamp: since, usd: '0.2' }));
-      const byIntent = await ledger.costs({ since, by: 'intent' });
+      const byIntent = await ledger.queries.costs({ since, by: 'intent' });
       expect(0.1 + 0.2).not.toBe(0.3);
       expect(byIntent.rows.find((r) => r.key === 'exact-ten')).toMatchObject({ usd: '1.000000', calls: 10 });
       expect(byIntent.rows.find((r) => r.key === 'exact-sum')).toMatchObject({ usd: '0.300000', calls: 2 });
@@ -108,7 +108,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       const since = new Date('2031-04-01T00:00:00Z');
       await ledger.audit.recordCost(costEvent({ intentId: 'exact-big', timestamp: since, usd: '12345678.123456' }));
       await ledger.audit.recordCost(costEvent({ intentId: 'exact-big', timestamp: since, usd: '0.000001' }));
-      const { totalUsd } = await ledger.costs({ since, by: 'intent' });
+      const { totalUsd } = await ledger.queries.costs({ since, by: 'intent' });
       expect(totalUsd).toBe('12345678.123457');
       const stored = await db.pool.query(`SELECT usd FROM cost_events WHERE intent_id = 'exact-big' ORDER BY usd`);
       expect(stored.rows.map((r) => r.usd)).toEqual(['0.000001', '12345678.123456']);
@@ -137,7 +137,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     await ledger.audit.recordSafetyEvent(safetyEvent({ intentId, timestamp: t(5), eventType: 'INTENT_REJECTED', reason: 'rejected at merge' }));
     await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: 'someone-else', timestamp: t(2) }));
 
-    const timeline = await ledger.timeline(intentId);
+    const timeline = await ledger.queries.timeline(intentId);
     expect(timeline.map((e) => [e.at.toISOString(), e.kind, e.type])).toEqual([
       [t(0).toISOString(), 'safety', 'INTENT_STARTED'],
       [t(1).toISOString(), 'cost', 'COST'],
@@ -155,15 +155,15 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     });
     expect(timeline[2]).toMatchObject({ stage: 'merge', severity: 'info', summary: 'Merge?' });
     expect(timeline[3]!.summary).toBe('merge gate: reject by bob: tests are thin');
-    expect(await ledger.timeline('no-such-intent')).toEqual([]);
+    expect(await ledger.queries.timeline('no-such-intent')).toEqual([]);
 
     // Asked for, each activity attempt of the intent's workflow joins the timeline where it was written, at its end.
     const run = { workflowId: `intent-${intentId}`, runId: 'run-0123456789', taskQueue: 'warden', startedAt: t(1), endedAt: new Date(t(1).getTime() + 2500) };
     await ledger.activityRuns.record({ ...run, activityId: '7', attempt: 1, activityType: 'runAgentStage', stage: 'impl', outcome: 'failed', failureType: 'AGENT_TIMEOUT' });
     await ledger.activityRuns.record({ ...run, activityId: '7', attempt: 2, activityType: 'runAgentStage', stage: 'impl', intentId, outcome: 'completed', spendUsd: '0.012500', startedAt: t(3), endedAt: t(3) });
     await ledger.activityRuns.record({ ...run, workflowId: 'intent-someone-else', activityId: '1', attempt: 1, activityType: 'runTests', outcome: 'completed' });
-    expect(await ledger.timeline(intentId, { activities: false })).toEqual(timeline);
-    const withActivities = await ledger.timeline(intentId, { activities: true });
+    expect(await ledger.queries.timeline(intentId, { activities: false })).toEqual(timeline);
+    const withActivities = await ledger.queries.timeline(intentId, { activities: true });
     expect(withActivities.map((e) => e.type)).toEqual(['INTENT_STARTED', 'COST', 'GATE_REQUESTED', 'GATE_DECISION', 'INTENT_REJECTED', 'runAgentStage', 'runAgentStage']);
     expect(withActivities[5]).toEqual({
       at: new Date(t(1).getTime() + 2500),
@@ -185,7 +185,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     await old('STAGE_COMPLETED', t(-1));
     await old('INTENT_STARTED', t(-3));
     await db.pool.query(`INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, requested_at, decided_at, timed_out, seq) VALUES ($1, $2, 'lld', 'approve', 'carol', $3, $3, false, NULL)`, [randomUUID(), intentId, t(-2)]);
-    expect((await ledger.timeline(intentId)).map((e) => e.type)).toEqual(['INTENT_STARTED', 'GATE_DECISION', 'STAGE_COMPLETED', 'STAGE_STARTED']);
+    expect((await ledger.queries.timeline(intentId)).map((e) => e.type)).toEqual(['INTENT_STARTED', 'GATE_DECISION', 'STAGE_COMPLETED', 'STAGE_STARTED']);
   });
 
   describe("an intent's record (warden status)", () => {
@@ -211,7 +211,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       await event('ESCAPE_ATTEMPTED', 6, { stage: 'impl', reason: 'the impl agent (attempt 2): connected to port 7233 (Temporal frontend): refused', metadata: { kind: 'connect', port: 7233 } });
       await event('INTENT_FAILED', 7, { stage: 'impl', reason: 'MAX_ITERATIONS_EXCEEDED', metadata: { lineagePath: '/home/w/lineage/x', mergedCommit: null } });
 
-      const record = await ledger.intentRecord(intentId);
+      const record = await ledger.queries.intentRecord(intentId);
       expect(record).toEqual({
         started: { at: t(0), goal: 'add rate limiting' },
         spendUsd: '0.012501',
@@ -237,17 +237,17 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       await event('INTENT_STARTED', 0);
       await event('GATE_REQUESTED', 1, { reason: 'Approve the design?', metadata: { gate: 'lld', requestedAt: t(1).toISOString() } });
       await ledger.audit.recordGateDecision(gateDecision({ intentId, gate: 'lld', decision: 'defer', by: 'alice', requestedAt: t(1), decidedAt: t(2) }));
-      expect((await ledger.intentRecord(intentId)).openGate).toEqual({ gate: 'lld', requestedAt: t(1).toISOString(), prompt: 'Approve the design?' });
+      expect((await ledger.queries.intentRecord(intentId)).openGate).toEqual({ gate: 'lld', requestedAt: t(1).toISOString(), prompt: 'Approve the design?' });
 
       await event('INTENT_CANCELLED', 3, { reason: 'cancelled', metadata: { lineagePath: null } });
-      const cancelled = await ledger.intentRecord(intentId);
+      const cancelled = await ledger.queries.intentRecord(intentId);
       expect(cancelled.openGate).toBeUndefined();
       expect(cancelled.ending).toEqual({ type: 'INTENT_CANCELLED', at: t(3), reason: 'cancelled' });
 
       await event('STAGE_STARTED', 4, { stage: 'spec', metadata: { attempt: 1 } });
-      expect(await ledger.intentRecord(intentId)).toMatchObject({ stage: 'spec', attempts: { spec: 1 } });
-      expect((await ledger.intentRecord(intentId)).ending).toBeUndefined();
-      expect(await ledger.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [], sandboxAttempts: [], designReviews: [] });
+      expect(await ledger.queries.intentRecord(intentId)).toMatchObject({ stage: 'spec', attempts: { spec: 1 } });
+      expect((await ledger.queries.intentRecord(intentId)).ending).toBeUndefined();
+      expect(await ledger.queries.intentRecord('no-such-intent')).toEqual({ spendUsd: '0.000000', calls: 0, attempts: {}, tests: [], decisions: [], refusedDecisions: [], sandboxAttempts: [], designReviews: [] });
     });
   });
 
@@ -275,7 +275,7 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
       ['agent', [['anthropic', '1.500009', 3, 6010, 1001], ['openai', '0.750001', 2, 3700, 370]]],
       ['day', [['2032-05-01', '1.500000', 2, 6000, 1000], ['2032-05-02', '0.750001', 2, 3700, 370], ['2032-05-03', '0.000009', 1, 10, 1]]],
     ] as const)('by %s', async (by, expected) => {
-      const result = await ledger.costs({ since, by });
+      const result = await ledger.queries.costs({ since, by });
       expect(result.rows.map((r) => [r.key, r.usd, r.calls, r.inputTokens, r.outputTokens])).toEqual(expected);
       expect(result.totalUsd).toBe('2.250010');
       const sum = result.rows.reduce((total, row) => total + micros(row.usd), 0n);
@@ -283,9 +283,9 @@ describeOnBackends('ledger on the %s PostgreSQL', (baseUrl) => {
     });
 
     test('without --since everything counts; a grouping outside the list is refused', async () => {
-      const all = await ledger.costs({ by: 'intent' });
+      const all = await ledger.queries.costs({ by: 'intent' });
       expect(micros(all.totalUsd) - micros('2.250010')).toBeGreaterThanOrEqual(micros('9.000000'));
-      await expect(ledger.costs({ by: 'intent; DROP TABLE cost_events' as never })).rejects.toBeInstanceOf(ZodError);
+      await expect(ledger.queries.costs({ by: 'intent; DROP TABLE cost_events' as never })).rejects.toBeInstanceOf(ZodError);
     });
   });
 

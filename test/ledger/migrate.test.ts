@@ -161,6 +161,6 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     expect(left.rows).toEqual([{ reason: 'young' }]);
     // Retention cleanup itself is unaffected: a one-day retention deletes the old, keeps the rest.
     await ledger.audit.recordSafetyEvent(safetyEvent({ reason: 'old again', timestamp: new Date(now - 2 * 86_400_000) }));
-    expect((await ledger.cleanup(1)).safety_events).toBe(1);
+    expect((await ledger.retention.cleanup(1)).safety_events).toBe(1);
   });
 });

@@ -58,7 +58,7 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
     await event(date, { intentId: 'a', eventType: 'INTENT_MERGED', metadata: { lineagePath: '/repo/docs/lineage/done/a' } });
     await event(date, { intentId: 'f', eventType: 'INTENT_FAILED', severity: 'high', metadata: { lineagePath: null } });
 
-    const report = await ledger.dailyReport({ date, dayBudgetUsd: '10' });
+    const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10' });
     expect(report).toEqual({
       date,
       layers: {
@@ -77,9 +77,9 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
       rule: `${HEALTH_RULE}. GREEN: none of these happened.`,
     });
     // The waiting gate is still queued a day later, and gone once decided.
-    expect((await ledger.dailyReport({ date: '2029-06-02' })).layers.humanOverride.decisionQueue).toBe(1);
+    expect((await ledger.queries.dailyReport({ date: '2029-06-02' })).layers.humanOverride.decisionQueue).toBe(1);
     await ledger.audit.recordGateDecision(gateDecision({ intentId: 'c', decidedAt: at('2029-06-03') }));
-    expect((await ledger.dailyReport({ date: '2029-06-03' })).layers.humanOverride.decisionQueue).toBe(0);
+    expect((await ledger.queries.dailyReport({ date: '2029-06-03' })).layers.humanOverride.decisionQueue).toBe(0);
   });
 
   test.each([
@@ -92,7 +92,7 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
     ['spend at 80% of the budget', '2029-07-03', async (d: string) => void (await ledger.audit.recordCost(costEvent({ timestamp: at(d), usd: '8.00' }))), /spend \$8\.000000 is at least 80% of the \$10 budget/],
   ])('YELLOW: %s', async (_what, date, setup, why) => {
     await setup(date);
-    const report = await ledger.dailyReport({ date, dayBudgetUsd: '10' });
+    const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10' });
     expect(report.health).toBe('YELLOW');
     expect(report.rule.startsWith(HEALTH_RULE)).toBe(true);
     expect(report.rule).toMatch(why);
@@ -107,7 +107,7 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
     }, /RED: 1 emergency stop\(s\)\.$/],
   ])('RED: %s', async (_what, date, setup, why) => {
     await setup(date);
-    const report = await ledger.dailyReport({ date, dayBudgetUsd: '10' });
+    const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10' });
     expect(report.health).toBe('RED');
     expect(report.rule).toMatch(why);
   });
@@ -115,7 +115,7 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
   test('a stop set through the ledger today makes today RED', async () => {
     const today = new Date().toISOString().slice(0, 10);
     await ledger.globalStop.set('alice', 'everything is on fire');
-    const report = await ledger.dailyReport({ date: today });
+    const report = await ledger.queries.dailyReport({ date: today });
     expect(report.layers.humanOverride.emergencyStops).toBeGreaterThanOrEqual(1);
     expect(report.health).toBe('RED');
     await ledger.globalStop.clear('alice', 'out');
@@ -125,7 +125,7 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
     const date = '2029-09-03';
     await ledger.audit.recordCost(costEvent({ timestamp: at(date), usd: '0.505000' }));
     for (const zero of ['0', '0.00']) {
-      const report = await ledger.dailyReport({ date, dayBudgetUsd: zero });
+      const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: zero });
       expect(report.health).toBe('GREEN');
       expect(report.layers.limits).toEqual({ iterations: 1, spendUsd: '0.505000', budgetUsd: zero, unlimited: true });
     }
@@ -134,18 +134,18 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
   test('exactly at the budget is YELLOW, not RED; without a budget spend does not count; an empty day is GREEN', async () => {
     const date = '2029-09-01';
     await ledger.audit.recordCost(costEvent({ timestamp: at(date), usd: '10.000000' }));
-    const atBudget = await ledger.dailyReport({ date, dayBudgetUsd: '10.00' });
+    const atBudget = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10.00' });
     expect(atBudget.health).toBe('YELLOW');
     expect(atBudget.layers.limits).toMatchObject({ remainingUsd: '0.000000', remainingPct: 0 });
-    const noBudget = await ledger.dailyReport({ date });
+    const noBudget = await ledger.queries.dailyReport({ date });
     expect(noBudget.health).toBe('GREEN');
     expect(noBudget.layers.limits).toEqual({ iterations: 1, spendUsd: '10.000000' });
-    const empty = await ledger.dailyReport({ date: '2029-09-02' });
+    const empty = await ledger.queries.dailyReport({ date: '2029-09-02' });
     expect(empty.health).toBe('GREEN');
     expect(empty.layers.thresholds).toEqual({ autoExecuted: 0, escalated: 0, timedOut: 0, averageConfidencePct: null, assessments: 0 });
     expect(empty.layers.history.snapshots).toEqual({ status: 'OK', ended: 0, kept: 0, missing: [] });
-    await expect(ledger.dailyReport({ date: '2029-13-01' })).rejects.toBeInstanceOf(ZodError);
-    await expect(ledger.dailyReport({ date, dayBudgetUsd: 'ten' })).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.queries.dailyReport({ date: '2029-13-01' })).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.queries.dailyReport({ date, dayBudgetUsd: 'ten' })).rejects.toBeInstanceOf(ZodError);
   });
 });
 

@@ -97,7 +97,7 @@ test('activity_runs is append-only, written once per attempt, and only retention
   await expect(world().pool.query(`UPDATE activity_runs SET outcome = 'failed'`)).rejects.toThrow(/append-only/);
   await expect(world().pool.query('DELETE FROM activity_runs')).rejects.toThrow(/append-only/);
   const recent = (await world().pool.query('SELECT count(*)::int AS n FROM activity_runs')).rows[0].n - 1;
-  const deleted = await world().ledger.cleanup(90);
+  const deleted = await world().ledger.retention.cleanup(90);
   expect(deleted.activity_runs).toBe(1);
   expect(await world().ledger.activityRuns.ofWorkflow('intent-old')).toEqual([]);
   expect((await world().pool.query('SELECT count(*)::int AS n FROM activity_runs')).rows[0].n).toBe(recent);
