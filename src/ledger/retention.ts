@@ -4,11 +4,7 @@ import { z } from 'zod';
 import { inTransaction } from './transaction';
 import { retentionCut } from './chain';
 
-/**
- * Retention of the ledger's tables: the only DELETE path (the tables' triggers refuse any other),
- * with the hash chains summarised before their oldest rows go. Recorded model exchanges have
- * their own retention (ExchangeStore.cleanup).
- */
+/** Retention of the ledger's tables. Recorded model exchanges have their own (ExchangeStore.cleanup). */
 export class Retention {
   constructor(private readonly pool: pg.Pool) {}
 
