@@ -11,6 +11,8 @@ import type { ModelGateway } from '../gateway/gateway';
 import { DEFAULT_KEEP_FOR_RESUME, type Intent, type SecretAllowance } from '../shared/intent';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
+import { withVerdict, type ScopeVerdict } from '../safety/scope-judge';
+import { askScopeJudge } from './scope-judge';
 import type { AnomalyNotice } from '../safety/behaviour-watch';
 import type { PricingTable } from '../safety/pricing';
 import { FailureType } from '../shared/errors';
@@ -125,6 +127,8 @@ export interface StageSafety {
   /** Short hash of the output: equal hashes mean the agent said the same thing. */
   readonly outputHash: string;
   readonly latencyMs: number;
+  /** The scope judge's reading of the answer, where the intent has a judge for this stage. */
+  readonly judge?: ScopeVerdict;
   /** HIGH findings of the worker's behaviour monitor for this intent, added by the interceptor. */
   readonly anomalies?: readonly AnomalyNotice[];
 }
@@ -311,7 +315,17 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         if (log !== undefined) await writeLineageFile(worktreePath, intent.id, artifactName(stage, attempt, `${suffix}.log.txt`), log);
         const commit = await commitAll(worktreePath, `warden(${intent.id}): ${designReview ? `design review of ${stage}` : stage} attempt ${attempt}`);
         activityLogger(deps.logger).info({ commit, costUsd }, 'stage attempt done');
-        const cascade = detectCascade(output, { goal: intent.goal, paths: intent.paths });
+        // The scope judge, where the intent has one for this stage, reads the answer too (never a design review's).
+        const judged = intent.judge?.stages.includes(stage) && !designReview
+          ? await stoppable((signal) =>
+              askScopeJudge(
+                { judge: intent.judge!, intentId: intent.id, stage, attempt, goal: intent.goal, paths: intent.paths, answer: output, writtenBy: modelOf(profile), meter, event: scope?.event, signal, heartbeat: () => undefined },
+                { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch, gateway: deps.gateway },
+              ),
+            )
+          : undefined;
+        const detected = detectCascade(output, { goal: intent.goal, paths: intent.paths });
+        const cascade = withVerdict({ level: detected.level, score: detected.score, patterns: detected.matches.map((m) => `${m.category}: ${m.excerpt}`).slice(0, 10) }, judged);
         return {
           artifactPath,
           promptPath,
@@ -322,7 +336,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           model,
           commit,
           safety: {
-            cascade: { level: cascade.level, score: cascade.score, patterns: cascade.matches.map((m) => `${m.category}: ${m.excerpt}`).slice(0, 10) },
+            cascade,
+            ...(judged ? { judge: judged } : {}),
             outputHash: createHash('sha256').update(output).digest('hex').slice(0, 16),
             latencyMs,
           },

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { UserError } from '../shared/errors';
 import { decisionMessage, PUBLIC_KEY_PREFIX, type DecisionProof } from '../shared/decision-proof';
 import type { Decision } from '../shared/decisions';
+import { labelMessage, type LabelFields } from '../shared/label-proof';
 
 /*
  * Approvers' key pairs: the private key stays in the approver's config folder (mode 0600); the
@@ -59,4 +60,10 @@ export function signDecision(key: KeyObject, intentId: string, decision: Decisio
     unsigned,
   );
   return { ...unsigned, signature: sign(null, message, key).toString('hex') };
+}
+
+/** Signs an outcome label (`warden label`) with the labeller's key. */
+export function signLabel(key: KeyObject, fields: LabelFields, now: Date = new Date()): { readonly nonce: string; readonly signedAt: string; readonly signature: string; readonly publicKey: string } {
+  const unsigned = { nonce: randomBytes(32).toString('hex'), signedAt: now.toISOString() };
+  return { ...unsigned, signature: sign(null, labelMessage(fields, unsigned), key).toString('hex'), publicKey: publicKeyOf(key) };
 }

@@ -39,6 +39,8 @@ import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
 import { addLedgerChainCommands } from './ledger-chain-commands';
 import { addRecordingCommand } from './recording-commands';
+import { addLabelCommand } from './label-commands';
+import { addEvalCommand } from './eval-commands';
 import { addStopCommands } from './stop-commands';
 import { addWorkerVersionCommands } from './worker-version-commands';
 import { addCheckStubsCommand } from './check-stubs';
@@ -375,6 +377,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLedgerCommands(program, config, { print, printJson }, settings);
   addLedgerChainCommands(program, config, { print, printJson });
   addRecordingCommand(program, config, { print, printJson });
+  addLabelCommand(program, config, settings, approver, { print, printJson });
+  addEvalCommand(program, config, settings, () => logger, { print, printJson });
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addWorkerVersionCommands(program, config, { print, printJson }, settings);
   addResumeCommand(program, config, { print, defaultUser: approver });

@@ -1,5 +1,6 @@
 import type { MergeSettings } from '../shared/merge-settings';
 import type { IntentPlacement } from '../shared/placement';
+import type { IntentJudge } from '../shared/scope-judge';
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -18,7 +19,7 @@ import type { WardenConfig, WorkerSafetyConfig } from '../config/schema';
 import { assertPriced, type PricingTable } from '../safety/pricing';
 import { designReviewViolation, modelOf } from '../shared/agent-routing';
 import { mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
-import { aboveUsd, approvalsFrom } from '../config/intent-completion';
+import { aboveUsd, approvalsFrom, judgeFrom } from '../config/intent-completion';
 import { CommandAgentProfileSchema, type AgentProfile, type Intent, type IntentInput } from '../shared/intent';
 import type { AgentCli } from '../activities/agents/cli-invocations';
 import { findProgram, programOf } from './command-program';
@@ -68,7 +69,7 @@ export type RunConfig = {
   readonly toolsDir?: string;
   /** The prices every model the intent names must have (the worker in `warden run` meters by them). */
   readonly worker: Pick<WorkerSafetyConfig, 'pricing'>;
-} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge' | 'placement'>> & {
+} & Partial<Pick<WardenConfig, 'agents' | 'routing' | 'review' | 'mode' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge' | 'placement' | 'judge'>> & {
   /** The Temporal server is Warden's embedded one (only the local user reaches it). */
   readonly embeddedServer?: boolean;
 };
@@ -142,6 +143,7 @@ export function intentFromFlags(flags: RunFlags, cwd: string, config: RunConfig)
     approvals: approvalsFrom(config),
     notify: [...(config.notify ?? []), ...notifyFlags(flags.notify)],
     customGates: config.customGates ?? [],
+    ...judgeOf(config),
     // The config's limits travel with the intent; flags override them for this one.
     limits: mergeLimits(limits, {
       ...(implAttempts !== undefined ? { attempts: { impl: implAttempts } } : {}),
@@ -166,6 +168,12 @@ export function refuseUnusableText<F extends Pick<RunFlags, 'goal' | 'paths'>>(f
     const problem = textProblem(glob) ?? globProblem(glob);
     if (problem) throw new UserError(`--paths ${JSON.stringify(glob)} ${problem}`);
   }
+}
+
+/** The config's scope judge, which every intent carries. */
+function judgeOf(config: RunConfig): { judge?: IntentJudge } {
+  const judge = judgeFrom(config);
+  return judge ? { judge } : {};
 }
 
 /** The channels `--notify` names, each checked (see channelFromFlag). */

@@ -3,6 +3,7 @@ import type { GateKind } from '../shared/gates';
 import { ApprovalsSchema, DEFAULT_UNSIGNED_GATES, type IntentInput } from '../shared/intent';
 import { LimitsOverridesSchema, mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
 import { RISK_CLASSES } from '../shared/risk';
+import { DEFAULT_JUDGED_STAGES, type IntentJudge } from '../shared/scope-judge';
 import type { WardenConfig } from './schema';
 
 /*
@@ -29,7 +30,7 @@ import type { WardenConfig } from './schema';
 
 /** What the worker completes intents from: its config, and whether its Temporal server is Warden's embedded one. */
 export interface IntentRules {
-  readonly config: Pick<WardenConfig, 'limits' | 'gates' | 'agents' | 'routing' | 'review' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge'>;
+  readonly config: Pick<WardenConfig, 'limits' | 'gates' | 'agents' | 'routing' | 'review' | 'confinement' | 'lineage' | 'secrets' | 'approvers' | 'unsignedDecisions' | 'notify' | 'customGates' | 'run' | 'merge' | 'judge'>;
   /** The unsigned decisions the config accepts on the embedded server only are taken only there. */
   readonly embeddedServer: boolean;
 }
@@ -77,6 +78,8 @@ export function completeIntent(input: unknown, rules: IntentRules): Completion {
   const secrets = typeof given.secrets === 'object' && given.secrets !== null ? (given.secrets as { allow?: unknown }) : undefined;
   out.secrets = { ...secrets, allow: completedList(secrets?.allow, config.secrets?.allow ?? [], 'secrets.allow', problems, 'within') };
   out.customGates = completedList(given.customGates, config.customGates ?? [], 'customGates', problems, 'includes');
+  const judge = completedJudge(given.judge, config, problems);
+  if (judge !== undefined) out.judge = judge;
   out.notify = completedList(given.notify, config.notify ?? [], 'notify', problems, 'includes');
   return { input: out, problems };
 }
@@ -93,6 +96,31 @@ function routedAgents(config: IntentRules['config'], given: Record<string, unkno
     if (staged && config.agents[staged]) stageAgents[stage] = config.agents[staged];
   }
   return { agent, stageAgents };
+}
+
+/** The config's scope judge as an intent carries it: its agent's profile and the stages it reads. */
+export function judgeFrom(config: Partial<Pick<WardenConfig, 'judge' | 'agents'>>): IntentJudge | undefined {
+  const settings = config.judge;
+  const agent = settings ? config.agents?.[settings.agent] : undefined;
+  // Load refuses a judge of another kind (see judgeProblems in load.ts).
+  if (!settings || (agent?.kind !== 'anthropic' && agent?.kind !== 'openai')) return undefined;
+  return { agent, stages: [...(settings.stages ?? DEFAULT_JUDGED_STAGES)] };
+}
+
+/**
+ * The scope judge: the config's when left out. A start may not drop the config's judge, nor
+ * judge fewer stages; it may name one where the config has none.
+ */
+function completedJudge(given: unknown, config: IntentRules['config'], problems: string[]): unknown {
+  const fromConfig = judgeFrom(config);
+  if (given === undefined) return fromConfig;
+  if (!fromConfig || typeof given !== 'object' || given === null) return given;
+  const asked = given as { agent?: { model?: unknown }; stages?: unknown };
+  const stages = Array.isArray(asked.stages) ? asked.stages : [...DEFAULT_JUDGED_STAGES];
+  const dropped = fromConfig.stages.filter((stage) => !stages.includes(stage));
+  if (dropped.length > 0) problems.push(`judge.stages leaves out the config's ${dropped.join(', ')}`);
+  if (asked.agent?.model !== (fromConfig.agent as { model?: string }).model) problems.push("judge.agent other than the config's");
+  return given;
 }
 
 /** USD amounts where "0" is no limit: whether `asked` is more than `cap` allows. */

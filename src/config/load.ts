@@ -3,7 +3,8 @@ import path from 'node:path';
 import { UserError } from '../shared/errors';
 import type { z } from 'zod';
 import { mergeGateSettings } from '../shared/gate-settings';
-import { designReviewViolation } from '../shared/agent-routing';
+import { designReviewViolation, modelOf } from '../shared/agent-routing';
+import { DEFAULT_JUDGED_STAGES } from '../shared/scope-judge';
 import { PROFILE_DEFAULTS } from './profiles';
 import { mergeLimits } from '../shared/limit-settings';
 import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, type ConfigFile, type ConfigProblem, type WardenConfig } from './schema';
@@ -85,6 +86,7 @@ export function checkConfig(file: unknown): { readonly ok: true; readonly config
     ...(overrides.run ?? base.run ? { run: { ...base.run, ...overrides.run } } : {}),
     ...(overrides.merge ?? base.merge ? { merge: overrides.merge ?? base.merge } : {}),
     ...(overrides.placement ?? base.placement ? { placement: { ...base.placement, ...overrides.placement } } : {}),
+    ...(overrides.judge ?? base.judge ? { judge: overrides.judge ?? base.judge } : {}),
   };
   const result = WardenConfigSchema.safeParse(merged);
   const problems = [...(result.success ? [] : issueProblems(result.error)), ...consistencyProblems(merged)];
@@ -102,9 +104,28 @@ export function checkConfig(file: unknown): { readonly ok: true; readonly config
   for (const [stage, name] of Object.entries(result.data.routing)) {
     if (name !== undefined && !result.data.agents[name]) problems.push({ path: ['routing', stage], message: `names agent "${name}", which is not in agents` });
   }
+  problems.push(...judgeProblems(result.data));
   const designReview = problems.length === 0 ? routedDesignReviewViolation(result.data) : undefined;
   if (designReview) problems.push({ path: ['review', 'design'], message: designReview });
   return problems.length > 0 ? { ok: false, problems } : { ok: true, config: result.data };
+}
+
+/**
+ * The judge must name a model over HTTP among the agents (it is asked like one, through the
+ * gateway), and may not be the model routed to a stage it judges: a model never judges its own answer.
+ */
+function judgeProblems(config: WardenConfig): ConfigProblem[] {
+  if (!config.judge) return [];
+  const judge = config.agents[config.judge.agent];
+  if (!judge) return [{ path: ['judge', 'agent'], message: `names agent "${config.judge.agent}", which is not in agents` }];
+  if (judge.kind !== 'anthropic' && judge.kind !== 'openai') return [{ path: ['judge', 'agent'], message: `names agent "${config.judge.agent}" of kind ${judge.kind}: the judge is a model over HTTP (kind anthropic or openai)` }];
+  const problems: ConfigProblem[] = [];
+  for (const stage of config.judge.stages ?? DEFAULT_JUDGED_STAGES) {
+    const routed = config.routing[stage] ?? config.routing.default;
+    const profile = routed === undefined ? undefined : config.agents[routed];
+    if (profile && modelOf(profile) === judge.model) problems.push({ path: ['judge', 'agent'], message: `${judge.model} is also the model routed to ${stage}, whose answers it would judge: a model never judges its own answer` });
+  }
+  return problems;
 }
 
 /** A config file that does not hold a valid config: each problem with its place in the file. */

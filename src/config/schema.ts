@@ -4,6 +4,7 @@ import { PlacementSettingsSchema } from '../shared/placement';
 import { parseDuration } from '../shared/duration';
 import { DurationSchema, PathGlobSchema, PositiveDurationSchema, UsdSchema } from '../shared/schema-primitives';
 import { AgentProfileSchema } from '../shared/agent-profiles';
+import { JudgeSettingsSchema } from '../shared/scope-judge';
 import { ApproverNameSchema, ConfinementSchema, LineageSettingsSchema, SecretSettingsSchema } from '../shared/intent';
 import { isPublicKey } from '../shared/decision-proof';
 import { GateKindSchema } from '../shared/schema-primitives';
@@ -274,6 +275,8 @@ export const WardenConfigSchema = z.object({
   merge: MergeSettingsSchema.optional(),
   /** Several worker hosts with no shared disk: the remote every host works from, and when an intent leaves a host that is gone (see PlacementSettingsSchema); intents carry it. */
   placement: PlacementSettingsSchema.optional(),
+  /** The scope judge: an agent (a model over HTTP) that reads stage answers for work beyond the goal (see JudgeSettingsSchema); intents carry it. Off when absent. */
+  judge: JudgeSettingsSchema.optional(),
 });
 export type WardenConfig = z.infer<typeof WardenConfigSchema>;
 
@@ -317,6 +320,7 @@ export const ConfigFileSchema = z
     run: RunDefaultsSchema.optional(),
     merge: MergeSettingsSchema.optional(),
     placement: PlacementSettingsSchema.partial().strict().optional(),
+    judge: JudgeSettingsSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

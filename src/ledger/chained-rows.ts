@@ -84,7 +84,7 @@ function canonicalValue(kind: Kind, value: ColumnValue): unknown {
   switch (kind) {
     case 'timestamptz':
       // A Date (the writer's, milliseconds) in the text to_char gives back (microseconds).
-      return value instanceof Date ? value.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z') : String(value);
+      return value instanceof Date ? `${value.toISOString().slice(0, -1)}000Z` : String(value);
     case 'uuid':
       return String(value).toLowerCase();
     case 'int':
@@ -95,10 +95,22 @@ function canonicalValue(kind: Kind, value: ColumnValue): unknown {
       return value;
     case 'jsonb':
       // What a jsonb column parses back to: JSON's values only (undefined dropped, dates as text).
-      return sortedJson(JSON.parse(JSON.stringify(value)) as unknown);
+      // JSON's round trip only where the value holds more than JSON's own values (it is most of
+      // the hash's time, and a ledger row's metadata is plain JSON nearly always).
+      return sortedJson(isPlainJson(value) ? value : (JSON.parse(JSON.stringify(value)) as unknown));
     case 'text':
       return wellFormed(String(value));
   }
+}
+
+/** Whether `value` is made of JSON's own values only (what JSON.stringify keeps as it is). */
+function isPlainJson(value: unknown): boolean {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every(isPlainJson);
+  if (typeof value !== 'object' || Object.getPrototypeOf(value) !== Object.prototype) return false;
+  for (const key in value) if (!isPlainJson((value as Record<string, unknown>)[key])) return false;
+  return true;
 }
 
 /** A JSON value with every object's keys sorted and every string well formed. */

@@ -10,6 +10,7 @@ import { NotifyChannelsSchema } from './notify-settings';
 import { CustomGatesSchema } from './custom-gate-settings';
 import { LOCAL_MERGE, MergeSettingsSchema } from './merge-settings';
 import { IntentPlacementSchema } from './placement';
+import { IntentJudgeSchema } from './scope-judge';
 
 /*
  * The intent's schema, for the client and the activity that re-checks a workflow's input. Workflow
@@ -171,6 +172,8 @@ export const IntentSchema = z.object({
   approvals: ApprovalsSchema.default({ keys: {}, unsignedGates: [...DEFAULT_UNSIGNED_GATES] }),
   /** Where this intent's gates, escalations, budget warnings and ending are told (the config's channels and `--notify`). */
   notify: NotifyChannelsSchema.default([]),
+  /** The scope judge (the config's `judge`): a model that reads the named stages' answers for work beyond the goal. */
+  judge: IntentJudgeSchema.optional(),
   /** Gates of the operator's own (the config's `customGates`), asked after their stage when their conditions hold. */
   customGates: CustomGatesSchema.default([]),
   /**

@@ -155,3 +155,28 @@ describe('custom gates in the config', () => {
     expect(() => resolveConfig({ customGates: [{ id: 'x1', after: 'deploy', prompt: 'x' }] })).toThrow(/customGates\.0\.after/);
   });
 });
+
+describe('the scope judge', () => {
+  const judge = { kind: 'openai', model: 'gpt-4.1-mini', apiKeyEnv: ['OPENAI_API_KEY'] };
+
+  test('names a model over HTTP among the agents, never the model routed to a stage it judges', () => {
+    expect(() => resolveConfig({ agents: { local }, judge: { agent: 'judge' } })).toThrow(/judge\.agent: names agent "judge", which is not in agents/);
+    expect(() => resolveConfig({ agents: { local, judge: { kind: 'scripted', scriptPath: DEMO_SCRIPT } }, judge: { agent: 'judge' } })).toThrow(/judge\.agent: names agent "judge" of kind scripted: the judge is a model over HTTP/);
+    expect(() => resolveConfig({ agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, judge: { agent: 'local' } })).toThrow(
+      /judge\.agent: llama-3\.1-8b is also the model routed to impl, whose answers it would judge/,
+    );
+    expect(() => resolveConfig({ judge: { agent: 'judge', stages: [] } })).toThrow(/judge\.stages/);
+    // Judging only the stages it is not routed to is fine.
+    const config = resolveConfig({ agents: { planner: cloud, local }, routing: { default: 'planner', impl: 'local' }, judge: { agent: 'local', stages: ['lld', 'spec'] }, worker });
+    expect(config.judge).toEqual({ agent: 'local', stages: ['lld', 'spec'] });
+  });
+
+  test('warden run carries the config\'s judge into the intent, with lld, spec and impl judged unless it says', () => {
+    const repo = makeSampleRepo();
+    const config = resolveConfig({ agents: { judge }, judge: { agent: 'judge' } });
+    const intent = IntentSchema.parse(intentFromFlags({ repo, goal: 'Add slugify', script: DEMO_SCRIPT }, process.cwd(), { ...config, embeddedServer: false }));
+    expect(intent.judge).toEqual({ agent: expect.objectContaining({ kind: 'openai', name: 'judge', model: 'gpt-4.1-mini' }), stages: ['lld', 'spec', 'impl'] });
+    const without = IntentSchema.parse(intentFromFlags({ repo, goal: 'Add slugify', script: DEMO_SCRIPT }, process.cwd(), { ...resolveConfig({}), embeddedServer: false }));
+    expect(without.judge).toBeUndefined();
+  });
+});

@@ -131,3 +131,14 @@ test('merging through pull requests: a raw start gets the config\'s forge; one t
   expect(local.problems).toEqual([]);
   expect(IntentSchema.parse(local.input).merge.via).toBe('pull-request');
 });
+
+test("a start may not drop the config's scope judge nor judge fewer stages; a start with none gets it", () => {
+  const judged = resolveConfig({ agents: { judge: { kind: 'openai', model: 'gpt-4.1-mini' } }, judge: { agent: 'judge', stages: ['impl'] } });
+  const judgedRules: IntentRules = { config: judged, embeddedServer: true };
+  const base = { id: 'raw-j', goal: 'x', repoPath: repo, agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT } };
+  const filled = IntentSchema.parse(completeIntent(base, judgedRules).input);
+  expect(filled.judge).toEqual({ agent: expect.objectContaining({ name: 'judge', model: 'gpt-4.1-mini' }), stages: ['impl'] });
+  expect(completeIntent({ ...base, judge: { ...filled.judge, stages: ['lld'] } }, judgedRules).problems).toEqual(["judge.stages leaves out the config's impl"]);
+  expect(completeIntent({ ...base, judge: { agent: { kind: 'openai', model: 'gpt-4.1' }, stages: ['impl'] } }, judgedRules).problems).toEqual(["judge.agent other than the config's"]);
+  expect(completeIntent({ ...base, judge: { ...filled.judge, stages: ['impl', 'spec'] } }, judgedRules).problems).toEqual([]);
+});

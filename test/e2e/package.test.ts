@@ -57,6 +57,7 @@ test('the package holds compiled code only: no sources, tests or benchmarks, and
   const files = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n');
   expect(files).toContain('package/dist/client/cli.js');
   expect(files).toContain('package/dist/ledger/migrations/001_initial.sql');
+  expect(files).toContain('package/dist/safety/held-out/cascade-held-out.json');
   expect(files.filter((f) => /^package\/(src|test|bench|scenarios)\//.test(f) || f.endsWith('.ts'))).toEqual([]);
   expect(existsSync(path.join(user, 'node_modules', 'warden', 'dist', 'client', 'cli.js'))).toBe(true);
   expect(existsSync(path.join(user, 'node_modules', 'tsx'))).toBe(false);
@@ -95,4 +96,18 @@ test('from a folder outside the checkout: npx warden doctor passes, warden init 
   // Its state went to the Warden home it was given, not to the folder it ran from.
   expect(existsSync(path.join(user, '.warden'))).toBe(false);
   expect(existsSync(path.join(home, 'logs'))).toBe(true);
+});
+
+test('warden eval in the installed package measures the cascade detector on the held-out sets it ships', () => {
+  const result = npx(user, 'eval', '--json');
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+  const { heldOut } = JSON.parse(result.stdout) as { heldOut: Array<{ set: string; n: number; tp: number; tn: number }> };
+  expect(heldOut.map((f) => [f.set, f.n])).toEqual([
+    ['held-out-1', 200],
+    ['held-out-2', 200],
+    ['held-out-3', 200],
+    ['held-out-4', 200],
+  ]);
+  for (const f of heldOut) expect(f.tp + f.tn).toBeGreaterThan(100);
 });

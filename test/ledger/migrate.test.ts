@@ -19,9 +19,11 @@ const TABLES = [
   'controls',
   'cost_events',
   'decision_links',
+  'detector_evals',
   'exchange_bodies',
   'gate_decisions',
   'gate_view_links',
+  'intent_labels',
   'intent_recordings',
   'ladder_metrics',
   'ledger_chain_origin',
@@ -57,7 +59,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
   test('apply once, and a second run applies nothing', async () => {
     const db = await fresh();
     const shipped = (await loadMigrations()).map((m) => m.name);
-    expect(shipped).toEqual(['001_initial', '002_model_calls', '003_books', '004_shared_limits', '005_notifications', '006_decisions_anywhere', '007_gate_view_links', '008_ledger_sequence', '009_decision_signed', '010_ledger_chain', '011_model_exchanges']);
+    expect(shipped).toEqual(['001_initial', '002_model_calls', '003_books', '004_shared_limits', '005_notifications', '006_decisions_anywhere', '007_gate_view_links', '008_ledger_sequence', '009_decision_signed', '010_ledger_chain', '011_model_exchanges', '012_intent_labels']);
     expect(await migrate(db.pool)).toEqual(shipped);
     expect(await tables(db.pool)).toEqual(TABLES);
     expect(await migrate(db.pool)).toEqual([]);

@@ -5,7 +5,8 @@ import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
 import type { IntentInput } from '../../src/shared/intent';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { AGENT_STAGES } from '../../src/shared/stages';
-import { demoStages, git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { git, makeSampleRepo, useTestWorld, waitFor } from '../helpers/env';
+import { fencedJson as json, GOOD_FILE, IMPL_ANSWER as IMPL, REVIEW_ANSWER as REVIEW, TRIAGE_ANSWER as TRIAGE } from '../helpers/stage-answers';
 import { stageOf, useModelServer, type ModelServer, type Reply } from '../helpers/model-server';
 
 /**
@@ -16,11 +17,6 @@ import { stageOf, useModelServer, type ModelServer, type Reply } from '../helper
 const world = useTestWorld('http-agents');
 const server = useModelServer();
 
-const json = (value: unknown): string => `\n\`\`\`json\n${JSON.stringify(value)}\n\`\`\`\n`;
-const TRIAGE = `Adds slugify to lib/strings.js.${json({ risk: 'LOW', confidence: 0.9, affectedPaths: ['lib/strings.js'], rationale: 'one pure function', predicted: { files: 1, lines: 12 } })}`;
-const REVIEW = `APPROVE${json({ verdict: 'APPROVE', summary: 'matches the design', findings: [], scores: { strategicAlignment: 5, autonomyAppropriateness: 4, outputQuality: 4, resourceEfficiency: 4, learningApplication: 4 } })}`;
-const GOOD_FILE = String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content);
-const IMPL = `slugify lower-cases, then dashes.\n\n\`\`\`file:lib/strings.js\n${GOOD_FILE}\`\`\`\n`;
 
 /** Answers each stage with a valid document unless `overrides` says otherwise. */
 function answering(overrides: Record<string, (n: number) => Reply> = {}): ModelServer['respond'] {

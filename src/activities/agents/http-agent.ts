@@ -12,6 +12,7 @@ import { applyEdits, parseEdits } from './edit-blocks';
 import { callModel, isLocalEndpoint, type ModelCallOptions } from './model-http';
 import type { ModelGateway } from '../../gateway/gateway';
 import type { Lease } from '../../gateway/lease';
+import type { SpendMeter } from '../../gateway/spend-meter';
 import { upstreamOf } from '../../gateway/upstream';
 import { agentIdOf } from '../../shared/agent-routing';
 
@@ -95,13 +96,7 @@ export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps):
   async function answerWith(lease: Lease | undefined, request: AgentRequest): Promise<AgentResult> {
     // Through the gateway: its address and the attempt's key; it reserves each request's maximum
     // and counts what it cost. Directly: the meter here does (an unpriced model refused before any call).
-    const target: HttpAgentProfile =
-      lease && deps.gateway
-        ? { ...profile, baseUrl: profile.kind === 'openai' ? `${deps.gateway.url}/v1` : deps.gateway.url, apiKeyEnv: [GATEWAY_KEY_VARIABLE] }
-        : profile;
-    const call: ModelCallOptions = lease
-      ? { env: { [GATEWAY_KEY_VARIABLE]: lease.key }, signal: request.signal, heartbeat: request.heartbeat, maxRetryAfterMs: deps.maxRetryAfterMs }
-      : { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs, meter: request.meter };
+    const { target, call } = modelRoute(profile, lease, deps, request);
     const prompt = request.stage === 'impl' ? `${request.prompt}\n${await implContext(request)}\n${EDIT_FORMAT}\n` : request.prompt;
     await request.recordPrompt?.(prompt);
     const first = await callModel(target, prompt, call);
@@ -133,6 +128,25 @@ export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps):
     // The answering model was checked against the profile's; price and record it by the profile's name.
     return { output: answer.text, usage, model: profile.model };
   }
+}
+
+/**
+ * Where a model call goes and how: through the gateway (its address and the lease's key; it
+ * reserves and counts each request), or, with no lease, straight to the endpoint with the meter here.
+ */
+export function modelRoute(
+  profile: HttpAgentProfile,
+  lease: Lease | undefined,
+  deps: Pick<HttpAgentDeps, 'env' | 'fetch' | 'maxRetryAfterMs' | 'gateway'>,
+  request: { readonly signal: AbortSignal; readonly heartbeat: () => void; readonly meter: SpendMeter },
+): { readonly target: HttpAgentProfile; readonly call: ModelCallOptions } {
+  if (lease && deps.gateway) {
+    return {
+      target: { ...profile, baseUrl: profile.kind === 'openai' ? `${deps.gateway.url}/v1` : deps.gateway.url, apiKeyEnv: [GATEWAY_KEY_VARIABLE] },
+      call: { env: { [GATEWAY_KEY_VARIABLE]: lease.key }, signal: request.signal, heartbeat: request.heartbeat, maxRetryAfterMs: deps.maxRetryAfterMs },
+    };
+  }
+  return { target: profile, call: { env: deps.env, signal: request.signal, heartbeat: request.heartbeat, fetch: deps.fetch, maxRetryAfterMs: deps.maxRetryAfterMs, meter: request.meter } };
 }
 
 /** Why a triage or review answer is not structured, or undefined when it is. */

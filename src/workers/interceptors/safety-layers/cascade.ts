@@ -30,7 +30,14 @@ export class CascadeLayer implements SafetyLayer {
     const reason = `${stage} output reads as a ${cascade.level} cascade (score ${cascade.score.toFixed(2)}): ${cascade.patterns.slice(0, 3).join(' | ')}`;
     const eventId = await call.event('CASCADE_DETECTED', CASCADE_SEVERITY[cascade.level], reason.slice(0, 1000), {
       suggestion: CASCADE_SUGGESTION[cascade.level],
-      metadata: { level: cascade.level, score: cascade.score, patterns: cascade.patterns, artifactPath: result.artifactPath, pattern: `cascade-${cascade.level.toLowerCase()}` },
+      metadata: {
+        level: cascade.level,
+        score: cascade.score,
+        patterns: cascade.patterns,
+        artifactPath: result.artifactPath,
+        pattern: `cascade-${cascade.level.toLowerCase()}`,
+        ...(result.safety?.judge ? { judge: result.safety.judge } : {}),
+      },
     });
     if (cascade.level !== 'CRITICAL') return;
     activityLogger(this.logger).error({ cascade: cascade.level, score: cascade.score, eventId, costUsd }, 'critical cascade: halting the intent');
