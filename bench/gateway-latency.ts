@@ -272,7 +272,7 @@ async function main(): Promise<number> {
     env: { OPENAI_API_KEY: UPSTREAM_KEY, ANTHROPIC_API_KEY: UPSTREAM_KEY },
     redact: createRedactor({ OPENAI_API_KEY: UPSTREAM_KEY, ANTHROPIC_API_KEY: UPSTREAM_KEY }),
     recordCall: async (row) => {
-      if (ledger) await ledger.recordModelCall(row);
+      if (ledger) await ledger.modelCalls.record(row);
       recorded.rows += 1;
     },
     ...(database && flags.recording ? { exchanges: new ExchangeStore(database.pool, { maxPerIntentMb: 100_000 }) } : {}),

@@ -4,7 +4,7 @@
  * unchained. The writes are what workers write: batches of one intent's rows through the
  * `appendToLedger` activity (one to four rows, safety events and now and then a gate decision, as
  * a workflow's flush sends them, redaction included), and cost rows one at a time through
- * `Ledger.recordCost`, from several writers at once over 50 intents. The unchained way is the
+ * `ledger.audit.recordCost`, from several writers at once over 50 intents. The unchained way is the
  * same activity and ledger writing the same batches in the same statement shape without the
  * chain's head (a Ledger built `unchainedForBenchmark`), into the same database. Rounds alternate
  * chained and unchained, each first by turns, so a drift of the machine's load falls on both. The
@@ -59,7 +59,7 @@ async function write(w: Writer, i: number, round: string): Promise<number> {
   const at = new Date();
   const intentId = `bench-${round}-${i % 50}`;
   if (i % 4 === 3) {
-    await w.ledger.recordCost({ id: randomUUID(), timestamp: at, intentId, stage: 'impl', attempt: 1, agentId: 'bench', modelId: 'm', inputTokens: 10, outputTokens: 5, usd: '0.000100' });
+    await w.ledger.audit.recordCost({ id: randomUUID(), timestamp: at, intentId, stage: 'impl', attempt: 1, agentId: 'bench', modelId: 'm', inputTokens: 10, outputTokens: 5, usd: '0.000100' });
     return 1;
   }
   const size = (i % 7) % 4 + 1;

@@ -12,7 +12,8 @@ import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { sendDecision } from '../../src/client/intents';
 import { answeringDesignStages, createSampleRepo } from '../../src/client/sample-repo';
-import { booksDifferenceCents, Ledger } from '../../src/ledger/ledger';
+import { Ledger } from '../../src/ledger/ledger';
+import { booksDifferenceCents } from '../../src/ledger/budget-store';
 import type { IntentBooks } from '../../src/ledger/types';
 import { workflowIdForIntent } from '../../src/shared/ids';
 import { stateQuery } from '../../src/shared/messages';
@@ -280,11 +281,11 @@ export async function settledBooks(pool: pg.Pool): Promise<{ differenceCents: nu
   const ledger = new Ledger(pool);
   const deadline = Date.now() + 150_000;
   const open = (books: readonly IntentBooks[]) => books.reduce((sum, b) => sum + b.openReservations, 0);
-  let books = await ledger.books();
+  let books = await ledger.budget.books();
   while (open(books) > 0 && Date.now() < deadline) {
     progress(`waiting for ${open(books)} open reservation(s) to be reconciled`);
     await sleep(5_000);
-    books = await ledger.books();
+    books = await ledger.budget.books();
   }
   endProgress();
   return { differenceCents: booksDifferenceCents(books), openReservations: open(books) };

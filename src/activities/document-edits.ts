@@ -32,7 +32,7 @@ export function createDocumentEditActivities(deps: { readonly worktreeRoot: stri
       const original = current === text ? undefined : current;
       if (original !== undefined) await writeFile(file, text);
       const commit = await commitAll(worktreePath, `warden(${intent.id}): ${stage} as edited and approved by ${by}`);
-      await deps.ledger.recordSafetyEvent({
+      await deps.ledger.audit.recordSafetyEvent({
         id: deterministicUuid('DOCUMENT_EDITED', intent.id, artifactPath, sha256(text)),
         timestamp: new Date(),
         eventType: 'DOCUMENT_EDITED',

@@ -30,7 +30,7 @@ export type WardenActivityDeps = ActivityDeps & LedgerActivityDeps & {
 
 /** Every activity the Warden worker registers, built from injected dependencies. */
 export function createActivities(deps: WardenActivityDeps) {
-  const globalStop = new GlobalStopWatch(() => deps.ledger.globalStop());
+  const globalStop = new GlobalStopWatch(() => deps.ledger.globalStop.current());
   return withActivityKinds({
     ...createIntentCheckActivities({ ledger: deps.ledger, intentRules: deps.intentRules }),
     ...createStageActivities(deps, globalStop),

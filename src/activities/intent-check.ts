@@ -42,7 +42,7 @@ async function refuse(ledger: Ledger, input: unknown, why: string): Promise<neve
   const message = `invalid intent: ${why}`;
   const workflowExecution = Context.current().info.workflowExecution ?? { workflowId: 'unknown', runId: randomUUID() };
   const id = typeof input === 'object' && input !== null && typeof (input as { id?: unknown }).id === 'string' ? (input as { id: string }).id : undefined;
-  await ledger.recordSafetyEvent({
+  await ledger.audit.recordSafetyEvent({
     // One row per run, however often the check is retried.
     id: deterministicUuid('INTENT_REFUSED', workflowExecution.workflowId, workflowExecution.runId),
     timestamp: new Date(),

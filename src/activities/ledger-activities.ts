@@ -85,7 +85,7 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
       // One statement: the batch joins its intent's hash chain whole, or not at all.
       const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
-      return { inserted: await deps.ledger.recordBatch(rows) };
+      return { inserted: await deps.ledger.audit.recordBatch(rows) };
     },
 
     /**
@@ -106,14 +106,14 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
      * it after their own `recordingKeep` (on even when recording is off: what was recorded expires).
      */
     async cleanupLedger({ retentionDays }: { readonly retentionDays: number }): Promise<Record<string, number>> {
-      const deleted = await deps.ledger.cleanup(retentionDays);
+      const deleted = await deps.ledger.retention.cleanup(retentionDays);
       const keepMs = parseDuration(deps.recordingKeep ?? RECORDING_DEFAULTS.keep);
       return { ...deleted, ...(await new ExchangeStore(deps.ledger.pool).cleanup(new Date(Date.now() - keepMs))) };
     },
 
     /** The daily health report for `date` (YYYY-MM-DD), against the given day budget or else this worker's. */
     async buildDailyReport(input: { readonly date: string; readonly dayBudgetUsd?: string }): Promise<DailyReport> {
-      return deps.ledger.dailyReport({ date: input.date, dayBudgetUsd: input.dayBudgetUsd ?? deps.dayBudgetUsd });
+      return deps.ledger.queries.dailyReport({ date: input.date, dayBudgetUsd: input.dayBudgetUsd ?? deps.dayBudgetUsd });
     },
 
     /**
@@ -133,7 +133,7 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
       else if (report.health === 'YELLOW') log.warn({ dailyReport: report }, message);
       else log.info({ dailyReport: report }, message);
       const run = Context.current().info.workflowExecution;
-      const recorded = await deps.ledger.recordSafetyEvent({
+      const recorded = await deps.ledger.audit.recordSafetyEvent({
         id: deterministicUuid('daily-report', report.date, run?.workflowId ?? null, run?.runId ?? null),
         timestamp: new Date(),
         eventType: 'DAILY_HEALTH_REPORT',

@@ -33,7 +33,7 @@ export function createReviewPackageActivities(deps: { readonly worktreeRoot: str
       const files = await changesAgainstBase(worktreePath, intent.baseBranch);
       const added = files.reduce((n, f) => n + f.added, 0);
       const deleted = files.reduce((n, f) => n + f.deleted, 0);
-      const trace = await deps.ledger.timeline(intent.id);
+      const trace = await deps.ledger.queries.timeline(intent.id);
       const secretRows = (type: string) => trace.filter((e) => e.type === type).slice(-MAX_SECRET_LINES).map((e) => e.summary.slice(0, 300));
       const secrets = { held: secretRows('SECRET_IN_CHANGE'), allowed: secretRows('SECRET_ALLOWED') };
       return {

@@ -3,7 +3,8 @@ import { readdir, readFile, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import type { Ledger } from '../ledger/ledger';
+import type { LedgerQueries } from '../ledger/ledger-queries';
+import type { AuditStore } from '../ledger/audit-store';
 import { FailureType } from '../shared/errors';
 import { redactDeep, type Redactor } from '../shared/redact';
 import { deterministicUuid } from '../ledger/event-id';
@@ -179,7 +180,7 @@ export function createSweepActivities(deps: {
   readonly lineageRoot: string;
   readonly logger: Logger;
   readonly redact: Redactor;
-  readonly ledger: Pick<Ledger, 'recordSafetyEvent' | 'intentRepositories'>;
+  readonly ledger: { readonly audit: Pick<AuditStore, 'recordSafetyEvent'>; readonly queries: Pick<LedgerQueries, 'intentRepositories'> };
   readonly intentStatus?: IntentStatusReader;
 }) {
   return {
@@ -193,8 +194,8 @@ export function createSweepActivities(deps: {
         lineageRoot: deps.lineageRoot,
         statusOf,
         // A termination reason is free text: it is scrubbed like everything else that reaches the ledger.
-        recordEvent: (event) => deps.ledger.recordSafetyEvent(redactDeep(event, deps.redact)),
-        repositories: () => deps.ledger.intentRepositories(),
+        recordEvent: (event) => deps.ledger.audit.recordSafetyEvent(redactDeep(event, deps.redact)),
+        repositories: () => deps.ledger.queries.intentRepositories(),
         logger: deps.logger,
       });
     },

@@ -47,7 +47,7 @@ export async function readApprovalFacts(config: RuntimeConfig, id: string): Prom
   try {
     const { ledger, database } = await openLedger(config, () => undefined);
     try {
-      return { paused, stop: await ledger.globalStop() };
+      return { paused, stop: await ledger.globalStop.current() };
     } finally {
       await database.close();
     }

@@ -77,7 +77,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
   let metrics: WardenMetrics | undefined;
   if (metricsServed) {
     metrics = createWardenMetrics(Runtime.instance().metricMeter);
-    ledger.observer = metrics;
+    ledger.writer.observer = metrics;
     const served = metrics;
     probe = startLedgerProbe({ pool: ledger.pool, report: (up) => served.ledgerReachable(up) });
     logger.info({ prometheus: warden.telemetry.prometheus }, 'metrics served at /metrics');

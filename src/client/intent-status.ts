@@ -88,7 +88,7 @@ export async function readIntentStatus(config: RuntimeConfig, intentId: string):
  * `withoutServer` says why) and the ledger's.
  */
 export async function intentStatus(client: Client | undefined, ledger: Ledger, intentId: string, withoutServer?: string): Promise<IntentStatusReport> {
-  const [server, record] = await Promise.all([client ? serverRecord(client, intentId) : undefined, ledger.intentRecord(intentId)]);
+  const [server, record] = await Promise.all([client ? serverRecord(client, intentId) : undefined, ledger.queries.intentRecord(intentId)]);
   if (!server && !record.started) throw new UserError(`no intent with id ${intentId}${withoutServer ? ` in the ledger (${withoutServer})` : ''}`);
   const recorded = { spendUsd: record.spendUsd, attempts: record.attempts, tests: record.tests, decisions: record.decisions, refusedDecisions: record.refusedDecisions, sandboxAttempts: record.sandboxAttempts, designReviews: record.designReviews, ...(record.pullRequest ? { pullRequest: record.pullRequest } : {}) };
   if (!server) {

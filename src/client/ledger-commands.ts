@@ -3,7 +3,7 @@ import { Option } from 'commander';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptionsStartWorkflowAction, type ScheduleSpec } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import type { WardenConfig } from '../config/schema';
-import { booksDifferenceCents } from '../ledger/ledger';
+import { booksDifferenceCents } from '../ledger/budget-store';
 import { migrate } from '../ledger/migrate';
 import { ExchangeStore, RECORDING_DEFAULTS } from '../ledger/exchange-store';
 import { NotificationOutbox } from '../ledger/notification-outbox';
@@ -142,7 +142,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       if (id === undefined) throw new UserError('give the intent id to audit, or --books to check the books of every intent');
       if (flags.withHistory) return auditWithHistory(id, flags.json === true);
       if (flags.prompts) {
-        const repoPath = await withLedger((ledger) => ledger.intentRepoPath(id));
+        const repoPath = await withLedger((ledger) => ledger.queries.intentRepoPath(id));
         if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
         const { dir, prompts } = await findPrompts(id, repoPath, config);
         if (flags.json) return io.printJson(prompts.map((p) => ({ name: p.name, path: p.path, prompt: p.content })));
@@ -151,7 +151,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         for (const p of prompts) io.print(`\n===== ${p.name} =====\n${p.content.trimEnd()}`);
         return;
       }
-      const [timeline, record] = await withLedger((ledger) => Promise.all([ledger.timeline(id, { activities: flags.activities }), ledger.intentRecord(id)]));
+      const [timeline, record] = await withLedger((ledger) => Promise.all([ledger.queries.timeline(id, { activities: flags.activities }), ledger.queries.intentRecord(id)]));
       if (timeline.length === 0) throw new UserError(`the ledger has nothing for intent ${id}`);
       if (flags.json) return io.printJson(timeline);
       for (const entry of timeline) io.print(formatTimelineEntry(entry));
@@ -177,7 +177,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
 
   /** Budget tables against cost_events, per intent: a difference is a call counted in one and not the other. */
   async function auditBooks(intentId: string | undefined, json: boolean): Promise<void> {
-    const books = await withLedger((ledger) => ledger.books(intentId === undefined ? {} : { intentId }));
+    const books = await withLedger((ledger) => ledger.budget.books(intentId === undefined ? {} : { intentId }));
     const differing = books.filter((b) => b.budgetUsd !== b.costEventsUsd);
     const differenceCents = booksDifferenceCents(differing);
     if (json) io.printJson({ balanced: differing.length === 0, differenceCents, intents: books });
@@ -204,7 +204,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .option('--json', 'print JSON')
     .action(async (flags: { since?: string; by: CostGrouping; json?: boolean }) => {
       const since = flags.since ? parseSince(flags.since) : undefined;
-      const result = await withLedger((ledger) => ledger.costs({ since, by: flags.by }));
+      const result = await withLedger((ledger) => ledger.queries.costs({ since, by: flags.by }));
       if (flags.json) return io.printJson(result);
       io.print(`${flags.by.padEnd(40)} ${'usd'.padStart(12)} ${'calls'.padStart(6)} ${'in tok'.padStart(9)} ${'out tok'.padStart(9)}`);
       for (const row of result.rows) {
@@ -252,7 +252,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       const date = checkDate(flags.date);
       // The same budget the worker enforces, unless asked about another.
       const dayBudgetUsd = checkUsd(flags.budget, '--budget') ?? settings().worker.dayBudgetUsd;
-      const report = await withLedger((ledger) => ledger.dailyReport({ date, dayBudgetUsd }));
+      const report = await withLedger((ledger) => ledger.queries.dailyReport({ date, dayBudgetUsd }));
       if (flags.json) return io.printJson(report);
       for (const line of formatReport(report)) io.print(line);
     });
@@ -280,7 +280,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       const days = parseRetentionDays(flags.retention);
       // Recorded model exchanges go after their own retention (worker.recording.keep).
       const keep = settings().worker.recording?.keep ?? RECORDING_DEFAULTS.keep;
-      const [deleted, recordings] = await withLedger((ledger) => Promise.all([ledger.cleanup(days), new ExchangeStore(ledger.pool).cleanup(new Date(Date.now() - parseDuration(keep)))]));
+      const [deleted, recordings] = await withLedger((ledger) => Promise.all([ledger.retention.cleanup(days), new ExchangeStore(ledger.pool).cleanup(new Date(Date.now() - parseDuration(keep)))]));
       if (flags.json) return io.printJson({ retentionDays: days, deleted, recordingKeep: keep, recordingsDeleted: recordings });
       io.print(`deleted rows older than ${days} days: ${Object.entries(deleted).map(([t, n]) => `${t} ${n}`).join(', ')}`);
       io.print(`deleted recorded model exchanges older than ${keep}: ${Object.entries(recordings).map(([t, n]) => `${t} ${n}`).join(', ')}`);

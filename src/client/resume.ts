@@ -8,7 +8,7 @@ import Long from 'long';
 import { gitRaw } from '../activities/git';
 import { readResumeRef, resumableFrom } from '../activities/resume-ref';
 import { deterministicUuid } from '../ledger/event-id';
-import type { Ledger } from '../ledger/ledger';
+import type { AuditStore } from '../ledger/audit-store';
 import type { RuntimeConfig } from '../runtime/config';
 import { branchForIntent, resumeRefFor } from '../shared/ids';
 import { UserError } from '../shared/errors';
@@ -110,7 +110,7 @@ export interface ResumeOptions {
   /** Who asks (kept in the ledger row). */
   readonly by: string;
   /** Where the INTENT_RESUMED row goes: the reset and what it undid. */
-  readonly ledger: Pick<Ledger, 'recordSafetyEvent'>;
+  readonly ledger: { readonly audit: Pick<AuditStore, 'recordSafetyEvent'> };
 }
 
 /**
@@ -146,7 +146,7 @@ export async function resumeIntent(client: Client, namespace: string, intentId: 
   const attempts = undone.stages.length ? `${undone.stages.length} stage attempt(s) (${undone.stages.join(', ')})` : 'no stage attempt';
   const decisions = options.reapplySignals || undone.signals.length === 0 ? '' : `; ${undone.signals.length} signal(s) dropped (${undone.signals.join('; ')})`;
   const commits = commitsBack ? `; the branch goes back from ${commitsBack.tip.slice(0, 12)} to ${point.startCommit!.slice(0, 12)} (${commitsBack.count} commit(s) of the ${ended} run)` : '';
-  await options.ledger.recordSafetyEvent({
+  await options.ledger.audit.recordSafetyEvent({
     id: deterministicUuid('INTENT_RESUMED', description.workflowId, runId),
     timestamp: new Date(),
     eventType: 'INTENT_RESUMED',

@@ -25,9 +25,9 @@ export async function revertIntentInput(
   options: { readonly reason?: string; readonly testCmd?: string; readonly embeddedServer: boolean },
 ): Promise<IntentInput> {
   const { ledger, database } = await openOwnedLedger(config, () => undefined);
-  let merged: Awaited<ReturnType<typeof ledger.mergedIntent>>;
+  let merged: Awaited<ReturnType<typeof ledger.queries.mergedIntent>>;
   try {
-    merged = await ledger.mergedIntent(targetId);
+    merged = await ledger.queries.mergedIntent(targetId);
   } finally {
     await database.close();
   }

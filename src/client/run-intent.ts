@@ -143,7 +143,7 @@ async function refuseWhileStopped(config: RuntimeConfig, print: (line: string) =
   // The first to open the ledger: its first-use steps (installing and starting the embedded PostgreSQL) are shown.
   const { ledger, database } = await openOwnedLedger(config, () => undefined, print);
   try {
-    const stop = await ledger.globalStop();
+    const stop = await ledger.globalStop.current();
     if (stop.stopped) {
       throw new UserError(`Warden is stopped (by ${stop.by ?? 'someone'}: ${stop.reason ?? 'no reason given'}); nothing starts until warden unlock --reason TEXT`);
     }

@@ -69,9 +69,9 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
     .action(async (flags: { reason: string; by?: string }) => {
       const { ledger, database } = await openLedger(config, () => undefined);
       try {
-        const stop = await ledger.globalStop();
+        const stop = await ledger.globalStop.current();
         if (!stop.stopped) throw new UserError('Warden is not stopped: nothing to unlock');
-        await ledger.clearGlobalStop(flags.by ?? io.defaultUser(), flags.reason);
+        await ledger.globalStop.clear(flags.by ?? io.defaultUser(), flags.reason);
         io.print('global stop cleared; intents may start again');
       } finally {
         await database.close();

@@ -50,7 +50,7 @@ export async function stopIntent(client: Client, ledger: Ledger, intentId: strin
  * close as {@link stopIntent} does.
  */
 export async function stopAll(client: Client, ledger: Ledger, options: StopOptions): Promise<StopOutcome[]> {
-  await ledger.setGlobalStop(options.by, options.reason);
+  await ledger.globalStop.set(options.by, options.reason);
   const started = Date.now();
   const cancelled = new Map<string, Promise<StopOutcome>>();
   // Visibility lags a moment behind: list again until nothing new is running (bounded).
@@ -79,7 +79,7 @@ async function runningIntents(client: Client): Promise<string[]> {
 }
 
 async function recordStop(ledger: Ledger, intentId: string, description: WorkflowExecutionDescription, options: StopOptions): Promise<void> {
-  await ledger.recordSafetyEvent({
+  await ledger.audit.recordSafetyEvent({
     id: deterministicUuid('INTENT_STOPPED', description.workflowId, description.runId),
     timestamp: new Date(),
     eventType: 'INTENT_STOPPED',
@@ -142,7 +142,7 @@ async function escalate(
     // It closed between the look and the terminate: nothing to escalate.
     if (error.name !== 'WorkflowNotFoundError') throw error;
   });
-  await ledger.recordSafetyEvent({
+  await ledger.audit.recordSafetyEvent({
     id: deterministicUuid('STOP_ESCALATED', description.workflowId, description.runId),
     timestamp: new Date(),
     eventType: 'STOP_ESCALATED',

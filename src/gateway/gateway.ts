@@ -85,7 +85,7 @@ export interface GatewayOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** Applied to every answer on its way to the agent. */
   readonly redact?: Redactor;
-  /** Writes one row per request (the ledger's `recordModelCall`); without it rows are only logged. */
+  /** Writes one row per request (the ledger's `modelCalls.record`); without it rows are only logged. */
   readonly recordCall?: (row: ModelCallInput) => Promise<unknown>;
   /**
    * Writes a SafetyEvent that belongs to no attempt (a call with an unknown or ended key: whose

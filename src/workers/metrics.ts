@@ -1,5 +1,5 @@
 import type { MetricMeter } from '@temporalio/common';
-import type { LedgerObserver } from '../ledger/ledger';
+import type { LedgerObserver } from '../ledger/ledger-writer';
 import { toMicros } from '../shared/money';
 import type { CircuitStateChange } from '../safety/circuit-breaker';
 

@@ -52,13 +52,13 @@ export async function reconcileReservations(ledger: Ledger, logger: Logger, stil
   let closed = 0;
   try {
     closed += await closeLegacy(ledger, now);
-    for (const reservation of await ledger.openReservations(new Date(now - SETTLE_GRACE_MS))) {
+    for (const reservation of await ledger.budget.openReservations(new Date(now - SETTLE_GRACE_MS))) {
       const activity = reservation.activity;
       if (!activity) continue;
       const running = await stillRuns(activity).catch(() => true); // unsure: leave it for the next round
-      if (running || !(await ledger.releaseReservation(reservation.id))) continue;
+      if (running || !(await ledger.budget.release(reservation.id))) continue;
       closed++;
-      await ledger.recordSafetyEvent({
+      await ledger.audit.recordSafetyEvent({
         id: deterministicUuid('released-abandoned-reservation', reservation.id),
         timestamp: new Date(now),
         eventType: 'COST_WARNING',
@@ -79,9 +79,9 @@ export async function reconcileReservations(ledger: Ledger, logger: Logger, stil
 }
 
 async function closeLegacy(ledger: Ledger, now: number): Promise<number> {
-  const closed = await ledger.reconcileStaleReservations(new Date(now - STALE_RESERVATION_MS));
+  const closed = await ledger.budget.reconcileStale(new Date(now - STALE_RESERVATION_MS));
   for (const reservation of closed) {
-    await ledger.recordSafetyEvent({
+    await ledger.audit.recordSafetyEvent({
       id: deterministicUuid('reconciled-reservation', reservation.id),
       timestamp: new Date(now),
       eventType: 'COST_WARNING',

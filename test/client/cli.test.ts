@@ -504,11 +504,11 @@ test('warden audit lists a gate\'s request before its decision, though the decis
   const id = `cli-order-${Date.now()}`;
   const at = (ms: number) => new Date(Date.UTC(2031, 0, 1, 12, 0, 0, ms));
   const event = (eventType: SafetyEventType, ms: number, reason: string, details: { stage?: string; metadata?: Record<string, unknown> } = {}) =>
-    ledger.recordSafetyEvent({ id: randomUUID(), timestamp: at(ms), eventType, severity: 'info', reason, intentId: id, ...details });
+    ledger.audit.recordSafetyEvent({ id: randomUUID(), timestamp: at(ms), eventType, severity: 'info', reason, intentId: id, ...details });
   await event('INTENT_STARTED', 0, 'Add slugify');
   await event('GATE_REQUESTED', 500, 'Merge?', { stage: 'review', metadata: { gate: 'merge' } });
   // accepted while the workflow was still writing the request
-  await ledger.recordGateDecision({ id: randomUUID(), intentId: id, gate: 'merge', decision: 'approve', by: 'cli-tester', requestedAt: at(200), decidedAt: at(300), timedOut: false });
+  await ledger.audit.recordGateDecision({ id: randomUUID(), intentId: id, gate: 'merge', decision: 'approve', by: 'cli-tester', requestedAt: at(200), decidedAt: at(300), timedOut: false });
   const audit = warden('audit', id);
   expect(audit.code).toBe(0);
   expect(audit.stdout.split('\n').slice(0, 3)).toEqual([
@@ -537,8 +537,8 @@ test('text an intent or an agent wrote reaches the terminal with its escape sequ
   });
   await migrate(database.pool);
   const ledger = new Ledger(database.pool);
-  await ledger.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'INTENT_STARTED', severity: 'info', reason: goal, intentId: id });
-  await ledger.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'STAGE_STARTED', severity: 'info', reason: 'the agent said \x1b[2J\x1b[H all clear', intentId: id, stage: 'triage' });
+  await ledger.audit.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'INTENT_STARTED', severity: 'info', reason: goal, intentId: id });
+  await ledger.audit.recordSafetyEvent({ id: randomUUID(), timestamp: new Date(), eventType: 'STAGE_STARTED', severity: 'info', reason: 'the agent said \x1b[2J\x1b[H all clear', intentId: id, stage: 'triage' });
   /** Control characters other than the line ends the command itself writes. */
   // eslint-disable-next-line no-control-regex -- looking for control characters
   const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;

@@ -145,12 +145,12 @@ beforeAll(async () => {
     limits,
     logger: pino({ level: 'silent' }),
     env: { ANTHROPIC_API_KEY: 'sk-upstream-test', OPENAI_API_KEY: 'sk-upstream-test' },
-    recordCall: (row) => ledger.recordModelCall(row),
+    recordCall: (row) => ledger.modelCalls.record(row),
     exchanges: new ExchangeStore(db.pool),
   });
   try {
     for (const intent of INTENTS) {
-      await ledger.recordSafetyEvent(safetyEvent({ intentId: id(intent.name), eventType: 'INTENT_STARTED', reason: GOAL, metadata: { repoPath: '/nowhere', baseBranch: 'main', paths: PATHS } }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: id(intent.name), eventType: 'INTENT_STARTED', reason: GOAL, metadata: { repoPath: '/nowhere', baseBranch: 'main', paths: PATHS } }));
       for (const [stage, api] of ['impl', 'impl-judge'].flatMap((s) => (['messages', 'chat', 'responses'] as const).map((a) => [s, a] as const))) {
         const calls = intent.calls.filter((c) => c.api === api && (c.stage ?? 'impl') === stage);
         if (calls.length === 0) continue;
@@ -168,13 +168,13 @@ beforeAll(async () => {
         await lease.end();
       }
     }
-    await ledger.recordSafetyEvent(safetyEvent({ intentId: id('unrecorded'), eventType: 'INTENT_STARTED', reason: GOAL, metadata: { paths: PATHS } }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: id('unrecorded'), eventType: 'INTENT_STARTED', reason: GOAL, metadata: { paths: PATHS } }));
     // What the ledger offers as labels: a gate rejected with a reason, and an intent whose revert merged.
-    await ledger.recordGateDecision(gateDecision({ intentId: id('rejected'), gate: 'spec', decision: 'reject', by: 'frank', reason: 'it rewrote the billing schema' }));
-    await ledger.recordGateDecision(gateDecision({ intentId: id('rejected-silently'), gate: 'spec', decision: 'reject', by: 'frank', timedOut: true }));
+    await ledger.audit.recordGateDecision(gateDecision({ intentId: id('rejected'), gate: 'spec', decision: 'reject', by: 'frank', reason: 'it rewrote the billing schema' }));
+    await ledger.audit.recordGateDecision(gateDecision({ intentId: id('rejected-silently'), gate: 'spec', decision: 'reject', by: 'frank', timedOut: true }));
     const revert = `revert-${id('reverted')}`;
-    await ledger.recordSafetyEvent(safetyEvent({ intentId: revert, eventType: 'TESTS_PASSED', reason: 'the revert: tests passed', metadata: { revertOf: id('reverted'), files: 2 } }));
-    await ledger.recordSafetyEvent(safetyEvent({ intentId: revert, eventType: 'INTENT_MERGED', reason: 'merged' }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: revert, eventType: 'TESTS_PASSED', reason: 'the revert: tests passed', metadata: { revertOf: id('reverted'), files: 2 } }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: revert, eventType: 'INTENT_MERGED', reason: 'merged' }));
   } finally {
     await gateway.close();
   }

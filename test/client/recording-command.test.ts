@@ -29,7 +29,7 @@ beforeAll(async () => {
   ];
   for (const [i, call] of calls.entries()) {
     const id = randomUUID();
-    await ledger.recordModelCall({
+    await ledger.modelCalls.record({
       id,
       timestamp: new Date(Date.now() + i),
       intentId,

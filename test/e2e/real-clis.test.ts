@@ -133,7 +133,7 @@ for (const cli of ['aider', 'codex', 'claude'] as const) {
       }
 
       // The ledger: every request a row; the spend is the scripted usage at the table's price.
-      const calls = await world().ledger.modelCallsOf(id);
+      const calls = await world().ledger.modelCalls.ofIntent(id);
       const answered = calls.filter((c) => c.outcome === 'answered');
       expect(answered).toHaveLength(server.requests.length);
       const perCall = costOf(model, { inputTokens: USAGE.input, outputTokens: USAGE.output }, pricing);

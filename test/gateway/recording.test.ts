@@ -50,7 +50,7 @@ async function gatewayRecording(maxPerIntentMb = 20): Promise<ModelGateway> {
     logger,
     env: { ANTHROPIC_API_KEY: UPSTREAM_KEY, OPENAI_API_KEY: UPSTREAM_KEY },
     redact: createRedactor({ ANTHROPIC_API_KEY: UPSTREAM_KEY }),
-    recordCall: (row) => ledger.recordModelCall(row),
+    recordCall: (row) => ledger.modelCalls.record(row),
     exchanges: new ExchangeStore(db.pool, { maxPerIntentMb }),
   });
   gateways.push(gateway);

@@ -53,25 +53,25 @@ describeOnBackends('the ledger hash chains on the %s PostgreSQL', (baseUrl) => {
   beforeAll(async () => {
     ({ db, ledger } = await migratedLedger(baseUrl));
     // Values whose stored form differs from what was written: jsonb's key order and numbers, text with a lone surrogate.
-    await ledger.recordSafetyEvent(safetyEvent({ id: ids.first, reason: 'intent started \ud83d', metadata: { zeta: 1, alpha: [1.5, 1e-7, 1e21, 'x'], nested: { b: null, a: true } } }));
-    await ledger.recordGateDecision(gateDecision({ id: ids.gate, decision: 'reject', by: 'bob', reason: 'not yet', conditions: ['a', 'b'] }));
-    await ledger.recordCost(costEvent({ id: ids.cost, usd: '0.5' }));
-    await ledger.recordSafetyEvent(safetyEvent({ id: ids.middle, reason: 'middle' }));
-    await ledger.recordSafetyEvent(safetyEvent({ id: ids.next, reason: 'next' }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ id: ids.first, reason: 'intent started \ud83d', metadata: { zeta: 1, alpha: [1.5, 1e-7, 1e21, 'x'], nested: { b: null, a: true } } }));
+    await ledger.audit.recordGateDecision(gateDecision({ id: ids.gate, decision: 'reject', by: 'bob', reason: 'not yet', conditions: ['a', 'b'] }));
+    await ledger.audit.recordCost(costEvent({ id: ids.cost, usd: '0.5' }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ id: ids.middle, reason: 'middle' }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ id: ids.next, reason: 'next' }));
     // Many writers at once, as many workers write, some on the same intent.
     await Promise.all(
       Array.from({ length: 24 }, (_, i) =>
-        i % 3 === 0 ? ledger.recordCost(costEvent({ intentId: `intent-${i % 4}` })) : i % 3 === 1 ? ledger.recordGateDecision(gateDecision({ intentId: `intent-${i % 4}` })) : ledger.recordSafetyEvent(safetyEvent({ intentId: `intent-${i % 4}` })),
+        i % 3 === 0 ? ledger.audit.recordCost(costEvent({ intentId: `intent-${i % 4}` })) : i % 3 === 1 ? ledger.audit.recordGateDecision(gateDecision({ intentId: `intent-${i % 4}` })) : ledger.audit.recordSafetyEvent(safetyEvent({ intentId: `intent-${i % 4}` })),
       ),
     );
     // A workflow's flush: three rows of intent-2 in one statement.
-    await ledger.recordBatch([
+    await ledger.audit.recordBatch([
       { safetyEvent: safetyEvent({ id: batch[0], intentId: 'intent-2', reason: 'batch one' }) },
       { gateDecision: gateDecision({ id: batch[1], intentId: 'intent-2' }) },
       { safetyEvent: safetyEvent({ id: batch[2], intentId: 'intent-2', reason: 'batch three' }) },
     ]);
-    await ledger.setGlobalStop('ops', 'drill');
-    await ledger.recordSafetyEvent(safetyEvent({ id: ids.last, reason: 'last' }));
+    await ledger.globalStop.set('ops', 'drill');
+    await ledger.audit.recordSafetyEvent(safetyEvent({ id: ids.last, reason: 'last' }));
   });
   afterAll(async () => {
     await db?.drop();
@@ -93,12 +93,12 @@ describeOnBackends('the ledger hash chains on the %s PostgreSQL', (baseUrl) => {
     expect(new Set(rows.map((r) => r.head)).size).toBe(1);
 
     // A retried write (same id) is not written again and does not move the head.
-    expect(await ledger.recordSafetyEvent(safetyEvent({ id: ids.last, reason: 'last' }))).toBe(false);
-    expect(await ledger.recordGateDecision(gateDecision({ id: ids.gate }))).toBe(false);
+    expect(await ledger.audit.recordSafetyEvent(safetyEvent({ id: ids.last, reason: 'last' }))).toBe(false);
+    expect(await ledger.audit.recordGateDecision(gateDecision({ id: ids.gate }))).toBe(false);
     expect((await chainEnds(db.pool)).get('intent-1')).toEqual(ends.get('intent-1'));
     // A retried flush with rows queued after it: only the new row is written, and the chain stays whole.
     const queued = randomUUID();
-    expect(await ledger.recordBatch([{ safetyEvent: safetyEvent({ id: ids.last, reason: 'last' }) }, { safetyEvent: safetyEvent({ id: queued, reason: 'queued after' }) }])).toBe(1);
+    expect(await ledger.audit.recordBatch([{ safetyEvent: safetyEvent({ id: ids.last, reason: 'last' }) }, { safetyEvent: safetyEvent({ id: queued, reason: 'queued after' }) }])).toBe(1);
     expect(await posOf(db.pool, 'safety_events', queued)).toBe(13);
     expect(await verifyStoredChain(db.pool)).toMatchObject({ whole: true });
   });
@@ -209,13 +209,13 @@ describeOnBackends('retention and the hash chains on the %s PostgreSQL', (baseUr
   test('retention cuts whole batches past it, records the ranges in a checkpoint, and the chains still verify', async () => {
     const now = Date.now();
     // Old and new interleaved, so that what is cut is not only the start of the chain.
-    await ledger.recordSafetyEvent(safetyEvent({ timestamp: new Date(now - 100 * DAY) }));
-    await ledger.recordSafetyEvent(safetyEvent({ timestamp: new Date(now - 100 * DAY) }));
-    await ledger.recordSafetyEvent(safetyEvent({ timestamp: new Date(now - DAY) }));
-    await ledger.recordCost(costEvent({ timestamp: new Date(now - 300 * DAY) }));
-    await ledger.recordGateDecision(gateDecision({ requestedAt: new Date(now - DAY), decidedAt: new Date(now - DAY) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: new Date(now - 100 * DAY) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: new Date(now - 100 * DAY) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: new Date(now - DAY) }));
+    await ledger.audit.recordCost(costEvent({ timestamp: new Date(now - 300 * DAY) }));
+    await ledger.audit.recordGateDecision(gateDecision({ requestedAt: new Date(now - DAY), decidedAt: new Date(now - DAY) }));
     // Retention's clock two days back, so that its checkpoint is old enough for the next cut to take.
-    const deleted = await ledger.cleanup(90, new Date(now - 2 * DAY));
+    const deleted = await ledger.retention.cleanup(90, new Date(now - 2 * DAY));
     expect(deleted).toMatchObject({ safety_events: 2, cost_events: 1, gate_decisions: 0 });
     const { rows } = await db.pool.query(`SELECT chain_pos::int AS pos, intent_id, metadata FROM safety_events WHERE event_type = 'LEDGER_CHECKPOINT'`);
     const hash = expect.stringMatching(/^[0-9a-f]{64}$/);
@@ -223,15 +223,15 @@ describeOnBackends('retention and the hash chains on the %s PostgreSQL', (baseUr
     expect(await verifyStoredChain(db.pool)).toMatchObject({ whole: true, rows: 3 });
 
     // A later cut merges with the earlier one and takes the earlier checkpoint: the latest says all that was cut.
-    const later = await ledger.cleanup(90, new Date(now + 95 * DAY));
+    const later = await ledger.retention.cleanup(90, new Date(now + 95 * DAY));
     expect(later).toMatchObject({ safety_events: 2, gate_decisions: 1, cost_events: 0 });
     const { rows: latest } = await db.pool.query(`SELECT metadata FROM safety_events WHERE event_type = 'LEDGER_CHECKPOINT'`);
     expect(latest).toEqual([{ metadata: { cutRows: 3, cuts: { '': [[1, 1, hash]], 'intent-1': [[1, 5, hash]] } } }]);
     expect(await verifyStoredChain(db.pool)).toMatchObject({ whole: true, rows: 1, broken: [] });
 
     // A deletion no checkpoint accounts for is still named.
-    await ledger.recordSafetyEvent(safetyEvent({ reason: 'to be removed' }));
-    await ledger.recordSafetyEvent(safetyEvent({ reason: 'after it' }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ reason: 'to be removed' }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ reason: 'after it' }));
     const client = await db.pool.connect();
     try {
       await client.query(TRIGGERS_OFF);
@@ -257,8 +257,8 @@ describeOnBackends('the chain migration on the %s PostgreSQL', (baseUrl) => {
       await db.pool.query(`INSERT INTO gate_decisions (id, intent_id, gate, decision, decided_by, requested_at, decided_at, timed_out) VALUES ($1, 'intent-1', 'merge', 'approve', 'alice', now(), now(), false)`, [randomUUID()]);
       await migrate(db.pool);
       const ledger = new Ledger(db.pool);
-      await ledger.recordCost(costEvent());
-      await ledger.recordSafetyEvent(safetyEvent());
+      await ledger.audit.recordCost(costEvent());
+      await ledger.audit.recordSafetyEvent(safetyEvent());
       expect(await verifyStoredChain(db.pool)).toMatchObject({ whole: true, rows: 2, beforeChains: 2, unchained: [] });
     } finally {
       rmSync(before, { recursive: true, force: true });
@@ -273,10 +273,10 @@ describeOnBackends('checking the chains from a date on the %s PostgreSQL', (base
     try {
       const old = randomUUID();
       const recent = randomUUID();
-      await ledger.recordSafetyEvent(safetyEvent({ id: old, timestamp: new Date(Date.now() - 10 * DAY), reason: 'old' }));
-      await ledger.recordSafetyEvent(safetyEvent({ id: recent, timestamp: new Date(), reason: 'recent' }));
-      await ledger.recordSafetyEvent(safetyEvent({ timestamp: new Date(), reason: 'more recent' }));
-      await ledger.recordSafetyEvent(safetyEvent({ intentId: 'quiet', timestamp: new Date(Date.now() - 10 * DAY), reason: 'old, of an intent with nothing since' }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ id: old, timestamp: new Date(Date.now() - 10 * DAY), reason: 'old' }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ id: recent, timestamp: new Date(), reason: 'recent' }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: new Date(), reason: 'more recent' }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: 'quiet', timestamp: new Date(Date.now() - 10 * DAY), reason: 'old, of an intent with nothing since' }));
       const since = new Date(Date.now() - 5 * DAY);
       const client = await db.pool.connect();
       try {
@@ -300,11 +300,11 @@ describeOnBackends('the anchor row on the %s PostgreSQL', (baseUrl) => {
   test('lists only the chains that moved since the last anchor, and a retried anchor lists nothing twice', async () => {
     const { db, ledger } = await migratedLedger(baseUrl);
     try {
-      await ledger.recordSafetyEvent(safetyEvent({ intentId: 'a' }));
-      await ledger.recordSafetyEvent(safetyEvent({ intentId: 'b' }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: 'a' }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: 'b' }));
       const first = randomUUID();
       expect(await inTransaction(db.pool, (c) => writeAnchorRow(c, first, new Date()))).toMatchObject({ length: 1, chains: 2 });
-      await ledger.recordSafetyEvent(safetyEvent({ intentId: 'b' }));
+      await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: 'b' }));
       expect(await inTransaction(db.pool, (c) => writeAnchorRow(c, first, new Date()))).toMatchObject({ length: 1, chains: 0 });
       expect(await inTransaction(db.pool, (c) => writeAnchorRow(c, randomUUID(), new Date()))).toMatchObject({ length: 2, chains: 1 });
       const { rows } = await db.pool.query(`SELECT metadata->'heads' AS heads FROM safety_events WHERE event_type = 'LEDGER_ANCHOR' ORDER BY chain_pos`);

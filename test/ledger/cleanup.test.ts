@@ -22,20 +22,20 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
     const ago = (days: number): Date => new Date(now.getTime() - days * DAY);
     // Just past and just inside 90 days, for each audit table.
     const oldIds = { safety: randomUUID(), cost: randomUUID(), gate: randomUUID() };
-    await ledger.recordSafetyEvent(safetyEvent({ id: oldIds.safety, timestamp: new Date(ago(90).getTime() - 1000) }));
-    await ledger.recordSafetyEvent(safetyEvent({ timestamp: new Date(ago(90).getTime() + 60_000) }));
-    await ledger.recordSafetyEvent(safetyEvent({ timestamp: now }));
-    await ledger.recordCost(costEvent({ id: oldIds.cost, timestamp: ago(365) }));
-    await ledger.recordCost(costEvent({ timestamp: ago(89) }));
-    await ledger.recordGateDecision(gateDecision({ id: oldIds.gate, requestedAt: ago(200), decidedAt: ago(100) }));
-    await ledger.recordGateDecision(gateDecision({ requestedAt: ago(100), decidedAt: ago(10) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ id: oldIds.safety, timestamp: new Date(ago(90).getTime() - 1000) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: new Date(ago(90).getTime() + 60_000) }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: now }));
+    await ledger.audit.recordCost(costEvent({ id: oldIds.cost, timestamp: ago(365) }));
+    await ledger.audit.recordCost(costEvent({ timestamp: ago(89) }));
+    await ledger.audit.recordGateDecision(gateDecision({ id: oldIds.gate, requestedAt: ago(200), decidedAt: ago(100) }));
+    await ledger.audit.recordGateDecision(gateDecision({ requestedAt: ago(100), decidedAt: ago(10) }));
     const modelCall = (id: string, timestamp: Date) => ({
       id, timestamp, intentId: 'i', stage: 'impl', attempt: 1, agentId: 'aider', api: 'chat' as const, modelId: 'm', streamed: true,
       status: 200, outcome: 'answered' as const, inputTokens: 10, outputTokens: 5, usd: '0.000105', estimated: false, latencyMs: 12,
     });
     const oldCall = randomUUID();
-    await ledger.recordModelCall(modelCall(oldCall, ago(91)));
-    await ledger.recordModelCall(modelCall(randomUUID(), ago(30)));
+    await ledger.modelCalls.record(modelCall(oldCall, ago(91)));
+    await ledger.modelCalls.record(modelCall(randomUUID(), ago(30)));
 
     // Reservations and controls carry their own write time: backdate them the way time would.
     await db.pool.query(
@@ -47,9 +47,9 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
          ('new-settled', '2020-01-01', 'i', 1, 5, true, 0, $2)`,
       [ago(120), ago(5)],
     );
-    await ledger.settleReservation('old-settled', '0.5');
-    await ledger.releaseReservation('old-released');
-    await ledger.settleReservation('new-settled', '1');
+    await ledger.budget.settle('old-settled', '0.5');
+    await ledger.budget.release('old-released');
+    await ledger.budget.settle('new-settled', '1');
     await db.pool.query(
       `INSERT INTO controls (control, active, set_by, reason, at) VALUES
          ('global_stop', true, 'a', 'old', $1), ('global_stop', false, 'b', 'old', $1), ('global_stop', true, 'c', 'current', $1)`,
@@ -77,7 +77,7 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
       gate_decisions: await countRows(db.pool, 'gate_decisions'),
     };
 
-    const deleted = await ledger.cleanup(90, now);
+    const deleted = await ledger.retention.cleanup(90, now);
     expect(deleted).toEqual({
       activity_runs: 0,
       safety_events: 1,
@@ -105,18 +105,18 @@ describeOnBackends('retention cleanup on the %s PostgreSQL', (baseUrl) => {
     const reservations = await db.pool.query('SELECT id FROM budget_reservations ORDER BY id');
     expect(reservations.rows.map((r) => r.id)).toEqual(['new-settled', 'old-open']);
     // The stop flag's current state survives however old it is.
-    expect(await ledger.globalStop()).toMatchObject({ stopped: true, by: 'c', reason: 'current' });
+    expect(await ledger.globalStop.current()).toMatchObject({ stopped: true, by: 'c', reason: 'current' });
     expect(await countRows(db.pool, 'ladder_metrics')).toBe(1);
 
     // Nothing more to do a second time; an open reservation can still be settled afterwards.
-    expect(Object.values(await ledger.cleanup(90, now)).every((n) => n === 0)).toBe(true);
-    await ledger.settleReservation('old-open', '1');
+    expect(Object.values(await ledger.retention.cleanup(90, now)).every((n) => n === 0)).toBe(true);
+    await ledger.budget.settle('old-open', '1');
   });
 
   test('a retention that is not a positive number of days is refused', async () => {
-    await expect(ledger.cleanup(0)).rejects.toBeInstanceOf(ZodError);
-    await expect(ledger.cleanup(-90)).rejects.toBeInstanceOf(ZodError);
-    await expect(ledger.cleanup(Number.NaN)).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.retention.cleanup(0)).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.retention.cleanup(-90)).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.retention.cleanup(Number.NaN)).rejects.toBeInstanceOf(ZodError);
   });
 
   test('outside cleanup, DELETE is still refused', async () => {

@@ -58,7 +58,7 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     const migrations = await first.pool.query('SELECT name FROM schema_migrations');
     expect(migrations.rows.map((r) => r.name)).toContain('001_initial');
     const event = safetyEvent({ intentId: 'kept' });
-    expect(await new Ledger(first.pool).recordSafetyEvent(event)).toBe(true);
+    expect(await new Ledger(first.pool).audit.recordSafetyEvent(event)).toBe(true);
 
     // Another Warden process on the same folder joins the running server instead of starting one.
     const second = await openDatabase({ dataDir });
@@ -205,7 +205,7 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
       expect(target.startsWith('/var/lib/warden/postgres/')).toBe(true);
       expect(messages.some((m) => m.includes('is closed to the user postgres'))).toBe(true);
       const event = safetyEvent();
-      await new Ledger(db.pool).recordSafetyEvent(event);
+      await new Ledger(db.pool).audit.recordSafetyEvent(event);
       await db.close();
       const again = await openDatabase({ dataDir, port: 0 });
       open.push(again);

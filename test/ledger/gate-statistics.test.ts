@@ -36,9 +36,9 @@ describeOnBackends('gate statistics on the %s PostgreSQL', (baseUrl) => {
 
   const t = (iso: string): Date => new Date(`${iso}Z`);
   const requested = (intentId: string, gate: string, at: string): Promise<boolean> =>
-    ledger.recordSafetyEvent(safetyEvent({ intentId, eventType: 'GATE_REQUESTED', stage: gate, timestamp: t(at), metadata: { gate, requestedAt: t(at).toISOString() } }));
+    ledger.audit.recordSafetyEvent(safetyEvent({ intentId, eventType: 'GATE_REQUESTED', stage: gate, timestamp: t(at), metadata: { gate, requestedAt: t(at).toISOString() } }));
   const decided = (intentId: string, gate: string, by: string, decision: DecisionKind, from: string, to: string, timedOut = false): Promise<boolean> =>
-    ledger.recordGateDecision(gateDecision({ intentId, gate, by, decision, requestedAt: t(from), decidedAt: t(to), timedOut }));
+    ledger.audit.recordGateDecision(gateDecision({ intentId, gate, by, decision, requestedAt: t(from), decidedAt: t(to), timedOut }));
 
   test('a scripted set of gates: the figures per gate kind, approver and day are the ones worked out by hand', async () => {
     // g1 merge: alice approves after 60 s.
@@ -58,7 +58,7 @@ describeOnBackends('gate statistics on the %s PostgreSQL', (baseUrl) => {
     await decided('g4', 'merge', 'bob', 'approve', '2029-07-01T10:00:00', '2029-07-01T12:00:00');
     // g5 spec: nobody decides; escalated and rejected by the timeout.
     await requested('g5', 'spec', '2029-07-01T10:00:00');
-    await ledger.recordSafetyEvent(safetyEvent({ intentId: 'g5', eventType: 'GATE_ESCALATED', severity: 'high', stage: 'spec', timestamp: t('2029-07-01T14:00:00'), metadata: { gate: 'spec' } }));
+    await ledger.audit.recordSafetyEvent(safetyEvent({ intentId: 'g5', eventType: 'GATE_ESCALATED', severity: 'high', stage: 'spec', timestamp: t('2029-07-01T14:00:00'), metadata: { gate: 'spec' } }));
     await decided('g5', 'spec', 'warden', 'reject', '2029-07-01T10:00:00', '2029-07-01T14:00:00', true);
     // g6 merge: passed by the automation ladder (no request to a person).
     await decided('g6', 'merge', ladderDecider(3), 'approve', '2029-07-01T15:00:00', '2029-07-01T15:00:00');

@@ -105,14 +105,14 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     await migrate(db.pool);
     const ledger = new Ledger(db.pool);
     const event = safetyEvent();
-    await ledger.recordSafetyEvent(event);
-    await ledger.setGlobalStop('test', 'a row to try to change');
+    await ledger.audit.recordSafetyEvent(event);
+    await ledger.globalStop.set('test', 'a row to try to change');
     await expect(db.pool.query(`UPDATE safety_events SET reason = 'rewritten'`)).rejects.toThrow(/append-only: UPDATE on safety_events/);
     await expect(db.pool.query('DELETE FROM safety_events')).rejects.toThrow(/append-only: DELETE on safety_events/);
     await expect(db.pool.query('TRUNCATE cost_events')).rejects.toThrow(/append-only: TRUNCATE on cost_events/);
     await expect(db.pool.query(`UPDATE controls SET active = false`)).rejects.toThrow(/append-only/);
     await expect(db.pool.query(`UPDATE model_calls SET usd = 0`)).resolves.toMatchObject({ rowCount: 0 });
-    await ledger.recordModelCall({ id: randomUUID(), timestamp: new Date(), intentId: 'i', stage: 'impl', attempt: 1, agentId: 'a', api: 'messages', modelId: 'm', streamed: false, status: 200, outcome: 'answered', inputTokens: 1, outputTokens: 1, usd: '0.000018', estimated: false, latencyMs: 3 });
+    await ledger.modelCalls.record({ id: randomUUID(), timestamp: new Date(), intentId: 'i', stage: 'impl', attempt: 1, agentId: 'a', api: 'messages', modelId: 'm', streamed: false, status: 200, outcome: 'answered', inputTokens: 1, outputTokens: 1, usd: '0.000018', estimated: false, latencyMs: 3 });
     await expect(db.pool.query(`UPDATE model_calls SET usd = 0`)).rejects.toThrow(/append-only: UPDATE on model_calls/);
     await expect(db.pool.query('DELETE FROM model_calls')).rejects.toThrow(/append-only: DELETE on model_calls/);
     await expect(db.pool.query('TRUNCATE model_calls')).rejects.toThrow(/append-only: TRUNCATE on model_calls/);
@@ -131,14 +131,14 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     const now = Date.now();
     const young = safetyEvent({ reason: 'young', timestamp: new Date(now - 60_000) });
     const old = safetyEvent({ reason: 'old', timestamp: new Date(now - 2 * 86_400_000) });
-    await ledger.recordSafetyEvent(young);
-    await ledger.recordSafetyEvent(old);
+    await ledger.audit.recordSafetyEvent(young);
+    await ledger.audit.recordSafetyEvent(old);
     await db.pool.query(
       `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, created_at)
        VALUES ('fresh', current_date, 'i', 1, 5, true, 0, now()), ('aged', '2020-01-01', 'i', 1, 5, true, 0, now() - interval '3 days')`,
     );
-    await ledger.settleReservation('fresh', '1');
-    await ledger.settleReservation('aged', '1'); // settled just now, but as old as its reservation
+    await ledger.budget.settle('fresh', '1');
+    await ledger.budget.settle('aged', '1'); // settled just now, but as old as its reservation
     // What any client of the application role could run: the switch, then a DELETE of today's rows.
     const bypass = async (sql: string): Promise<unknown> => {
       const client = await db.pool.connect();
@@ -162,7 +162,7 @@ describeOnBackends('migrations on the %s PostgreSQL', (baseUrl) => {
     const left = await db.pool.query('SELECT reason FROM safety_events');
     expect(left.rows).toEqual([{ reason: 'young' }]);
     // Retention cleanup itself is unaffected: a one-day retention deletes the old, keeps the rest.
-    await ledger.recordSafetyEvent(safetyEvent({ reason: 'old again', timestamp: new Date(now - 2 * 86_400_000) }));
-    expect((await ledger.cleanup(1)).safety_events).toBe(1);
+    await ledger.audit.recordSafetyEvent(safetyEvent({ reason: 'old again', timestamp: new Date(now - 2 * 86_400_000) }));
+    expect((await ledger.retention.cleanup(1)).safety_events).toBe(1);
   });
 });

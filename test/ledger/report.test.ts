@@ -25,14 +25,14 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
   /** Noon (UTC) of `date`, plus `minutes`. */
   const at = (date: string, minutes = 0): Date => new Date(Date.parse(`${date}T12:00:00Z`) + minutes * 60_000);
   const event = (date: string, overrides: Partial<SafetyEventInput>): Promise<boolean> =>
-    ledger.recordSafetyEvent(safetyEvent({ timestamp: at(date), ...overrides }));
+    ledger.audit.recordSafetyEvent(safetyEvent({ timestamp: at(date), ...overrides }));
 
   test('a quiet day under budget is GREEN, and every layer is counted', async () => {
     const date = '2029-06-01';
     // Day edges: 00:00:00 UTC belongs to the day, 24:00 to the next one.
-    await ledger.recordCost(costEvent({ timestamp: new Date(`${date}T00:00:00.000Z`), usd: '1.000000' }));
-    await ledger.recordCost(costEvent({ timestamp: at(date), usd: '2.999999' }));
-    await ledger.recordCost(costEvent({ timestamp: new Date('2029-06-02T00:00:00.000Z'), usd: '50.000000' }));
+    await ledger.audit.recordCost(costEvent({ timestamp: new Date(`${date}T00:00:00.000Z`), usd: '1.000000' }));
+    await ledger.audit.recordCost(costEvent({ timestamp: at(date), usd: '2.999999' }));
+    await ledger.audit.recordCost(costEvent({ timestamp: new Date('2029-06-02T00:00:00.000Z'), usd: '50.000000' }));
     await event(date, { intentId: 'a', eventType: 'STAGE_COMPLETED' });
     await event(date, { intentId: 'a', eventType: 'STAGE_COMPLETED' });
     await event(date, { intentId: 'd', eventType: 'STAGE_COMPLETED' });
@@ -42,9 +42,9 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
     await event(date, { intentId: 'a', eventType: 'STAGNATION_DETECTED', severity: 'medium' });
     await event(date, { intentId: 'a', eventType: 'STAGE_FAILED', severity: 'high' }); // not an anomaly
     // The deciders the gate keeper writes: the ladder's pass (auto-executed), a person, a timeout.
-    await ledger.recordGateDecision(gateDecision({ intentId: 'a', decidedAt: at(date), by: ladderDecider(3) }));
-    await ledger.recordGateDecision(gateDecision({ intentId: 'b', decidedAt: at(date), by: 'alice' }));
-    await ledger.recordGateDecision(gateDecision({ intentId: 'e', decidedAt: at(date), by: 'warden', decision: 'reject', timedOut: true }));
+    await ledger.audit.recordGateDecision(gateDecision({ intentId: 'a', decidedAt: at(date), by: ladderDecider(3) }));
+    await ledger.audit.recordGateDecision(gateDecision({ intentId: 'b', decidedAt: at(date), by: 'alice' }));
+    await ledger.audit.recordGateDecision(gateDecision({ intentId: 'e', decidedAt: at(date), by: 'warden', decision: 'reject', timedOut: true }));
     // Gates handed to a person: b's was decided; c's is still waiting at the end of the day; d's intent was cancelled.
     await event(date, { intentId: 'b', eventType: 'GATE_REQUESTED', metadata: { gate: 'merge' }, timestamp: at(date, -5) });
     await event(date, { intentId: 'c', eventType: 'GATE_REQUESTED', metadata: { gate: 'merge' } });
@@ -58,7 +58,7 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
     await event(date, { intentId: 'a', eventType: 'INTENT_MERGED', metadata: { lineagePath: '/repo/docs/lineage/done/a' } });
     await event(date, { intentId: 'f', eventType: 'INTENT_FAILED', severity: 'high', metadata: { lineagePath: null } });
 
-    const report = await ledger.dailyReport({ date, dayBudgetUsd: '10' });
+    const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10' });
     expect(report).toEqual({
       date,
       layers: {
@@ -77,9 +77,9 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
       rule: `${HEALTH_RULE}. GREEN: none of these happened.`,
     });
     // The waiting gate is still queued a day later, and gone once decided.
-    expect((await ledger.dailyReport({ date: '2029-06-02' })).layers.humanOverride.decisionQueue).toBe(1);
-    await ledger.recordGateDecision(gateDecision({ intentId: 'c', decidedAt: at('2029-06-03') }));
-    expect((await ledger.dailyReport({ date: '2029-06-03' })).layers.humanOverride.decisionQueue).toBe(0);
+    expect((await ledger.queries.dailyReport({ date: '2029-06-02' })).layers.humanOverride.decisionQueue).toBe(1);
+    await ledger.audit.recordGateDecision(gateDecision({ intentId: 'c', decidedAt: at('2029-06-03') }));
+    expect((await ledger.queries.dailyReport({ date: '2029-06-03' })).layers.humanOverride.decisionQueue).toBe(0);
   });
 
   test.each([
@@ -89,10 +89,10 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
       await event(d, { intentId: 'lost', eventType: 'STAGE_COMPLETED' });
       await event(d, { intentId: 'lost', eventType: 'INTENT_FAILED', severity: 'high', metadata: { lineagePath: null } });
     }, /no state snapshot \(lineage\) kept for lost/],
-    ['spend at 80% of the budget', '2029-07-03', async (d: string) => void (await ledger.recordCost(costEvent({ timestamp: at(d), usd: '8.00' }))), /spend \$8\.000000 is at least 80% of the \$10 budget/],
+    ['spend at 80% of the budget', '2029-07-03', async (d: string) => void (await ledger.audit.recordCost(costEvent({ timestamp: at(d), usd: '8.00' }))), /spend \$8\.000000 is at least 80% of the \$10 budget/],
   ])('YELLOW: %s', async (_what, date, setup, why) => {
     await setup(date);
-    const report = await ledger.dailyReport({ date, dayBudgetUsd: '10' });
+    const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10' });
     expect(report.health).toBe('YELLOW');
     expect(report.rule.startsWith(HEALTH_RULE)).toBe(true);
     expect(report.rule).toMatch(why);
@@ -100,32 +100,32 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
 
   test.each([
     ['a critical anomaly', '2029-08-01', async (d: string) => void (await event(d, { eventType: 'SANDBOX_ESCAPE_ATTEMPTED', severity: 'critical' })), /1 critical anomaly/],
-    ['spend over the budget', '2029-08-02', async (d: string) => void (await ledger.recordCost(costEvent({ timestamp: at(d), usd: '10.000001' }))), /over the \$10 budget/],
+    ['spend over the budget', '2029-08-02', async (d: string) => void (await ledger.audit.recordCost(costEvent({ timestamp: at(d), usd: '10.000001' }))), /over the \$10 budget/],
     ['an emergency stop (and a high anomaly too)', '2029-08-03', async (d: string) => {
       await event(d, { eventType: 'GLOBAL_STOP_SET', severity: 'critical' });
       await event(d, { eventType: 'ANOMALY_DETECTED', severity: 'high' });
     }, /RED: 1 emergency stop\(s\)\.$/],
   ])('RED: %s', async (_what, date, setup, why) => {
     await setup(date);
-    const report = await ledger.dailyReport({ date, dayBudgetUsd: '10' });
+    const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10' });
     expect(report.health).toBe('RED');
     expect(report.rule).toMatch(why);
   });
 
   test('a stop set through the ledger today makes today RED', async () => {
     const today = new Date().toISOString().slice(0, 10);
-    await ledger.setGlobalStop('alice', 'everything is on fire');
-    const report = await ledger.dailyReport({ date: today });
+    await ledger.globalStop.set('alice', 'everything is on fire');
+    const report = await ledger.queries.dailyReport({ date: today });
     expect(report.layers.humanOverride.emergencyStops).toBeGreaterThanOrEqual(1);
     expect(report.health).toBe('RED');
-    await ledger.clearGlobalStop('alice', 'out');
+    await ledger.globalStop.clear('alice', 'out');
   });
 
   test('a day budget of 0 is no limit, as the worker treats it: any spend stays GREEN and nothing "remains"', async () => {
     const date = '2029-09-03';
-    await ledger.recordCost(costEvent({ timestamp: at(date), usd: '0.505000' }));
+    await ledger.audit.recordCost(costEvent({ timestamp: at(date), usd: '0.505000' }));
     for (const zero of ['0', '0.00']) {
-      const report = await ledger.dailyReport({ date, dayBudgetUsd: zero });
+      const report = await ledger.queries.dailyReport({ date, dayBudgetUsd: zero });
       expect(report.health).toBe('GREEN');
       expect(report.layers.limits).toEqual({ iterations: 1, spendUsd: '0.505000', budgetUsd: zero, unlimited: true });
     }
@@ -133,19 +133,19 @@ describeOnBackends('daily health report on the %s PostgreSQL', (baseUrl) => {
 
   test('exactly at the budget is YELLOW, not RED; without a budget spend does not count; an empty day is GREEN', async () => {
     const date = '2029-09-01';
-    await ledger.recordCost(costEvent({ timestamp: at(date), usd: '10.000000' }));
-    const atBudget = await ledger.dailyReport({ date, dayBudgetUsd: '10.00' });
+    await ledger.audit.recordCost(costEvent({ timestamp: at(date), usd: '10.000000' }));
+    const atBudget = await ledger.queries.dailyReport({ date, dayBudgetUsd: '10.00' });
     expect(atBudget.health).toBe('YELLOW');
     expect(atBudget.layers.limits).toMatchObject({ remainingUsd: '0.000000', remainingPct: 0 });
-    const noBudget = await ledger.dailyReport({ date });
+    const noBudget = await ledger.queries.dailyReport({ date });
     expect(noBudget.health).toBe('GREEN');
     expect(noBudget.layers.limits).toEqual({ iterations: 1, spendUsd: '10.000000' });
-    const empty = await ledger.dailyReport({ date: '2029-09-02' });
+    const empty = await ledger.queries.dailyReport({ date: '2029-09-02' });
     expect(empty.health).toBe('GREEN');
     expect(empty.layers.thresholds).toEqual({ autoExecuted: 0, escalated: 0, timedOut: 0, averageConfidencePct: null, assessments: 0 });
     expect(empty.layers.history.snapshots).toEqual({ status: 'OK', ended: 0, kept: 0, missing: [] });
-    await expect(ledger.dailyReport({ date: '2029-13-01' })).rejects.toBeInstanceOf(ZodError);
-    await expect(ledger.dailyReport({ date, dayBudgetUsd: 'ten' })).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.queries.dailyReport({ date: '2029-13-01' })).rejects.toBeInstanceOf(ZodError);
+    await expect(ledger.queries.dailyReport({ date, dayBudgetUsd: 'ten' })).rejects.toBeInstanceOf(ZodError);
   });
 });
 

@@ -49,7 +49,7 @@ test("baselines start from the ledger's recent answered calls, per stage and age
   const ledger = new Ledger(database.pool);
   for (let i = 0; i < 12; i++) {
     const startedAt = new Date(Date.UTC(2030, 0, 1, 0, i));
-    await ledger.recordActivityRun({
+    await ledger.activityRuns.record({
       workflowId: 'w',
       runId: 'r',
       activityId: String(i),

@@ -20,12 +20,12 @@ describe('kill switches', () => {
       const intent = intentFor(slow);
       const handle = await startIntent(world().client, intent, h.queue);
       await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 120_000, 'triage to start');
-      await world().ledger.setGlobalStop('tester', 'agent-safety test');
+      await world().ledger.globalStop.set('tester', 'agent-safety test');
       try {
         // One read of the flag (250 ms), then the 5 s wait for a cancellation that never comes.
         expect(await failureOf(handle)).toContain('KILL_SWITCH');
       } finally {
-        await world().ledger.clearGlobalStop('tester', 'agent-safety test done');
+        await world().ledger.globalStop.clear('tester', 'agent-safety test done');
       }
       expect(h.agentCalls()).toBe(1); // triage was stopped; lld never started
       const stopped = await events(intent.id, 'INTENT_STOPPED');
@@ -47,12 +47,12 @@ describe('kill switches', () => {
       await waitFor(async () => (h.agentCalls() === 1 ? true : undefined), 120_000, 'triage to start');
       try {
         // What stopAll does, with the cancellation a moment late: the agent is already dead by then.
-        await world().ledger.setGlobalStop('tester', 'stop --all drill');
+        await world().ledger.globalStop.set('tester', 'stop --all drill');
         await waitFor(async () => ((await events(intent.id, 'INTENT_STOPPED')).length > 0 ? true : undefined), 120_000, 'the agent to be stopped');
         await handle.cancel();
         await handle.result().catch(() => undefined);
       } finally {
-        await world().ledger.clearGlobalStop('tester', 'stop --all drill done');
+        await world().ledger.globalStop.clear('tester', 'stop --all drill done');
       }
       expect((await handle.describe()).status.name).toBe('CANCELLED');
       expect(h.agentCalls()).toBe(1);
@@ -67,7 +67,7 @@ describe('kill switches', () => {
       ...activities,
       async prepareWorktree(input) {
         const prepared = await activities.prepareWorktree(input);
-        await world().ledger.setGlobalStop('tester', 'agent-safety test');
+        await world().ledger.globalStop.set('tester', 'agent-safety test');
         return prepared;
       },
     });
@@ -77,7 +77,7 @@ describe('kill switches', () => {
         const handle = await startIntent(world().client, intent, h.queue);
         expect(await failureOf(handle)).toContain('KILL_SWITCH');
       } finally {
-        await world().ledger.clearGlobalStop('tester', 'agent-safety test done');
+        await world().ledger.globalStop.clear('tester', 'agent-safety test done');
       }
       expect(h.agentCalls()).toBe(0);
       const stopped = await events(intent.id, 'INTENT_STOPPED');
@@ -186,7 +186,7 @@ test('an open circuit with a short cool-down is waited for inside the attempt: n
     const handle = await startIntent(world().client, intent, h.queue);
     await waitFor(async () => ((await handle.query(stateQuery)).attempts.lld ?? 0) > 0 || undefined, 120_000, 'triage done');
     await cancel(handle);
-    const triage = (await world().ledger.activityRuns(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage' && r.stage === 'triage');
+    const triage = (await world().ledger.activityRuns.ofWorkflow(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage' && r.stage === 'triage');
     expect(triage.map((r) => [r.attempt, r.outcome])).toEqual([[1, 'completed']]);
     // That one attempt began while the circuit was open: it waited out the cool-down inside.
     const { rows: trips } = await world().pool.query<{ at: Date }>(

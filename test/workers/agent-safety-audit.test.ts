@@ -53,7 +53,7 @@ test('activity_runs: every activity attempt of a run is recorded once, a retried
       }
       expect(expected.filter((run) => run.startsWith('appendToLedger#')).length).toBeGreaterThan(0);
       const { runId } = await handle.describe();
-      const runs = await world().ledger.activityRuns(`intent-${intent.id}`);
+      const runs = await world().ledger.activityRuns.ofWorkflow(`intent-${intent.id}`);
       expect(runs.every((r) => r.runId === runId)).toBe(true);
       const recorded = runs.map((r) => `${r.activityType}#${r.activityId}#${r.attempt}`);
       expect(recorded.sort()).toEqual(expected.sort()); // each exactly once
@@ -71,7 +71,7 @@ test('activity_runs: every activity attempt of a run is recorded once, a retried
       }
       expect(runs.some((r) => r.activityType === 'appendToLedger' && r.outcome === 'completed')).toBe(true);
       // The released reservation of the failed attempt and the settled one of the retry.
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000');
     },
   );
@@ -91,15 +91,15 @@ test('activity_runs is append-only, written once per attempt, and only retention
     outcome: 'completed' as const,
     spendUsd: '0.5',
   };
-  expect(await world().ledger.recordActivityRun(row)).toBe(true);
-  expect(await world().ledger.recordActivityRun({ ...row, outcome: 'failed' })).toBe(false); // same attempt: no-op
-  expect(await world().ledger.activityRuns('intent-old')).toEqual([expect.objectContaining({ durationMs: 1500, outcome: 'completed', spendUsd: '0.500000' })]);
+  expect(await world().ledger.activityRuns.record(row)).toBe(true);
+  expect(await world().ledger.activityRuns.record({ ...row, outcome: 'failed' })).toBe(false); // same attempt: no-op
+  expect(await world().ledger.activityRuns.ofWorkflow('intent-old')).toEqual([expect.objectContaining({ durationMs: 1500, outcome: 'completed', spendUsd: '0.500000' })]);
   await expect(world().pool.query(`UPDATE activity_runs SET outcome = 'failed'`)).rejects.toThrow(/append-only/);
   await expect(world().pool.query('DELETE FROM activity_runs')).rejects.toThrow(/append-only/);
   const recent = (await world().pool.query('SELECT count(*)::int AS n FROM activity_runs')).rows[0].n - 1;
-  const deleted = await world().ledger.cleanup(90);
+  const deleted = await world().ledger.retention.cleanup(90);
   expect(deleted.activity_runs).toBe(1);
-  expect(await world().ledger.activityRuns('intent-old')).toEqual([]);
+  expect(await world().ledger.activityRuns.ofWorkflow('intent-old')).toEqual([]);
   expect((await world().pool.query('SELECT count(*)::int AS n FROM activity_runs')).rows[0].n).toBe(recent);
 });
 

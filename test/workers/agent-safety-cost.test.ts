@@ -1,5 +1,6 @@
 import { startIntent } from '../../src/client/intents';
 import { Ledger } from '../../src/ledger/ledger';
+import { AuditStore } from '../../src/ledger/audit-store';
 import type { SafetyEventInput } from '../../src/ledger/types';
 import { detectCascade } from '../../src/safety/cascade-detector';
 import { addUsd, compareUsd, subUsd, sumUsd } from '../../src/shared/money';
@@ -27,7 +28,7 @@ describe('budgets', () => {
       const denied = await events(intent.id, 'BUDGET_RESERVATION_DENIED');
       expect(denied).toHaveLength(1);
       expect(denied[0]).toMatchObject({ severity: 'high', breaker_id: 'day-budget' });
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000'); // every reservation settled or released
       expect(subUsd(spend.settledUsd, before)).toBe('0.200000');
       expect(compareUsd(spend.settledUsd, budget)).toBeLessThanOrEqual(0);
@@ -44,7 +45,7 @@ describe('budgets', () => {
       for (const types of outcomes) expect(types).toContain('BUDGET_EXCEEDED');
       expect(h.agentCalls()).toBe(9); // 5 paid, 4 refused at their reservation
       expect((await world().pool.query('SELECT count(*)::int AS n FROM cost_events WHERE intent_id = ANY($1)', [intents.map((i) => i.id)])).rows[0].n).toBe(5);
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000');
       expect(subUsd(spend.settledUsd, before)).toBe('0.500000');
       expect(compareUsd(spend.settledUsd, budget)).toBeLessThanOrEqual(0);
@@ -129,7 +130,7 @@ describe('budgets against the real maximum of each call', () => {
       const intents = [httpIntent(20_000, { maxCallUsd: '0.10' }), httpIntent(20_000, { maxCallUsd: '0.10' })];
       const handles = await Promise.all(intents.map((intent) => startIntent(world().client, intent, h.queue)));
       for (const types of await Promise.all(handles.map(failureOf))) expect(types).toContain('BUDGET_EXCEEDED');
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(spend.reservedUsd).toBe('0.000000');
       expect(compareUsd(spend.settledUsd, budget)).toBeLessThanOrEqual(0);
       // Every settled call is in cost_events, at the same amount: the day budget and `warden costs` agree.
@@ -178,9 +179,9 @@ describe('budgets against the real maximum of each call', () => {
         ['triage', 'pricey-model', '2.240000', '200000', '8000'],
         ['triage', 'pricey-model', '2.240000', '200000', '8000'],
       ]);
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(subUsd(addUsd(spend.settledUsd, spend.reservedUsd), before)).toBe('4.480000');
-      const runs = await world().ledger.activityRuns(handle.workflowId);
+      const runs = await world().ledger.activityRuns.ofWorkflow(handle.workflowId);
       expect(runs.filter((r) => r.activityType === 'runAgentStage').map((r) => [r.outcome, r.spendUsd])).toEqual([['failed', '4.480000']]);
     });
   });
@@ -209,7 +210,7 @@ describe('budgets against the real maximum of each call', () => {
       expect(failureTypes(error)).toEqual(expect.arrayContaining(['UNKNOWN_MODEL']));
       expect(failureMessages(error).join('\n')).toMatch(/no price for model "unpriced-cli-model": add it to the config's worker\.pricing.*; the agent was not started/);
       expect(h.agentCalls()).toBe(1); // not retried
-      const runs = await world().ledger.activityRuns(handle.workflowId);
+      const runs = await world().ledger.activityRuns.ofWorkflow(handle.workflowId);
       expect(runs.filter((r) => r.activityType === 'runAgentStage').map((r) => [r.outcome, r.failureType])).toEqual([['failed', 'UNKNOWN_MODEL']]);
       expect(server.requests).toHaveLength(0);
       expect(await costRows(intent.id)).toHaveLength(0);
@@ -228,7 +229,7 @@ describe('budgets against the real maximum of each call', () => {
       expect(await failureOf(handle)).toContain('SAFETY_HALT'); // the attempt cap of 1 stops it after triage
       // 1000 × $7/M + 200 × $35/M = $0.007 + $0.007
       expect((await costRows(intent.id)).map((r) => [r.stage, r.model_id, r.usd])).toEqual([['triage', 'claude-sonnet-4-5', '0.014000']]);
-      const calls = await world().ledger.modelCallsOf(intent.id);
+      const calls = await world().ledger.modelCalls.ofIntent(intent.id);
       expect(calls.map((c) => [c.outcome, c.usd])).toEqual([['answered', '0.014000']]);
     });
   });
@@ -244,7 +245,7 @@ describe('budgets against the real maximum of each call', () => {
       );
       expect(error?.cause?.message).toMatch(/^COST_BUDGET_EXCEEDED: the triage call reported \$0\.900000, more than the \$0\.500000 reserved for it/);
       expect((await costRows(intent.id)).map((r) => r.usd)).toEqual(['0.900000']);
-      const spend = await world().ledger.daySpend(today());
+      const spend = await world().ledger.budget.daySpend(today());
       expect(subUsd(addUsd(spend.settledUsd, spend.reservedUsd), before)).toBe('0.900000');
       expect((await events(intent.id, 'COST_BUDGET_EXCEEDED'))[0]).toMatchObject({ breaker_id: 'call-cap', severity: 'high' });
     });
@@ -275,7 +276,7 @@ describe('cascade', () => {
   test('two categories of cascade phrases: one CASCADE_DETECTED high event, written once though its first write was retried', async () => {
     expect(detectCascade(HIGH).level).toBe('HIGH');
     // The ledger writes the event but the reply is lost once: the retry must add nothing.
-    class LosesFirstReply extends Ledger {
+    class LosesFirstReply extends AuditStore {
       lost = false;
       override async recordSafetyEvent(input: SafetyEventInput): Promise<boolean> {
         const inserted = await super.recordSafetyEvent(input);
@@ -286,7 +287,10 @@ describe('cascade', () => {
         return inserted;
       }
     }
-    const ledger = new LosesFirstReply(world().pool);
+    class LedgerLosingFirstReply extends Ledger {
+      override readonly audit = new LosesFirstReply(this.pool, this.writer);
+    }
+    const ledger = new LedgerLosingFirstReply(world().pool);
     await withWorker({ ledger }, async (h) => {
       const intent = intentFor(script({ model: 'cascade-high', triage: { output: HIGH } }));
       const handle = await startIntent(world().client, intent, h.queue);
@@ -294,7 +298,7 @@ describe('cascade', () => {
         const found = await events(intent.id, 'CASCADE_DETECTED');
         return found.length ? found : undefined;
       });
-      expect(ledger.lost).toBe(true);
+      expect(ledger.audit.lost).toBe(true);
       // HIGH does not halt: the intent waits at the human-only cascade gate, and goes on once approved.
       await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'cascade' ? true : undefined), 120_000, 'the cascade gate');
       expect(h.agentCalls()).toBe(1);
@@ -318,7 +322,7 @@ describe('cascade', () => {
       expect(h.agentCalls()).toBe(1);
       const found = await events(intent.id, 'CASCADE_DETECTED');
       expect(found).toEqual([expect.objectContaining({ severity: 'critical' })]);
-      const runs = await world().ledger.activityRuns(`intent-${intent.id}`);
+      const runs = await world().ledger.activityRuns.ofWorkflow(`intent-${intent.id}`);
       // The halted call was paid for: its spend is in the audit.
       expect(runs.find((r) => r.activityType === 'runAgentStage')).toMatchObject({ outcome: 'failed', failureType: 'SAFETY_HALT', spendUsd: '0.004000' });
     });

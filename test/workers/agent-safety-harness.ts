@@ -233,7 +233,7 @@ export async function costRows(intentId: string): Promise<Array<{ stage: string;
 
 /** Settled plus still-reserved spend of today, across everything this file ran so far. */
 export async function committedToday(): Promise<string> {
-  const spend = await currentWorld().ledger.daySpend(today());
+  const spend = await currentWorld().ledger.budget.daySpend(today());
   return addUsd(spend.settledUsd, spend.reservedUsd);
 }
 

@@ -116,7 +116,7 @@ test("events of no intent go to the worker's channels, each told once however ma
   for (let i = 0; i < 5; i++) {
     const id = `00000000-0000-8000-8000-00000000000${i}`;
     ids.push(id);
-    await world().ledger.recordSafetyEvent({
+    await world().ledger.audit.recordSafetyEvent({
       id,
       timestamp: new Date(),
       eventType: 'CIRCUIT_TRIPPED',

@@ -53,7 +53,7 @@ test('releases the reservations of attempts that no longer run, once; leaves run
   expect(await settlementOf('young-1')).toBeUndefined();
   expect(await warnings('intent-gone')).toEqual([{ reservation: 'gone-1' }]);
   // Released: no longer held against the day, and nothing counted as spent.
-  const books = await world.ledger.books({ intentId: 'intent-gone' });
+  const books = await world.ledger.budget.books({ intentId: 'intent-gone' });
   expect(books).toEqual([{ intentId: 'intent-gone', budgetUsd: '0.000000', costEventsUsd: '0.000000', openReservations: 2 }]);
   // A second worker finds nothing more; a server it cannot ask leaves everything for the next round.
   expect(await reconcileReservations(world.ledger, logger, over)).toBe(0);
@@ -64,7 +64,7 @@ test('reservations from before attempts were recorded: closed at their maximum o
   await openReservation('stale-1', 'intent-stale', STALE_RESERVATION_MS + 60_000);
   await openReservation('legacy-young', 'intent-stale', 5_000);
   await openReservation('stale-settled', 'intent-stale', STALE_RESERVATION_MS + 60_000);
-  await world.ledger.settleReservation('stale-settled', '0.10');
+  await world.ledger.budget.settle('stale-settled', '0.10');
 
   expect(await reconcileReservations(world.ledger, logger, async () => true)).toBe(1);
   expect(await settlementOf('stale-1')).toEqual({ kind: 'reconciled', actual: '0.420000' });

@@ -20,7 +20,7 @@ const demo = demoStages();
 async function pastRuns(agent: string, stage: string): Promise<void> {
   for (let i = 0; i < 10; i++) {
     const startedAt = new Date(Date.now() - 3_600_000 + i * 60_000);
-    await world().ledger.recordActivityRun({
+    await world().ledger.activityRuns.record({
       workflowId: `past-${agent}`,
       runId: 'r1',
       activityId: `${stage}-${i}`,

@@ -112,7 +112,7 @@ test('a BLOCK sends the LLD back with the findings; the second passes, and the g
   ]);
   expect(rows[0].reason).toContain('lld attempt 1 reviewed by openai (gpt-4.1): BLOCK — the design leaves out empty strings\n- [high/correctness] say what slugify returns for an empty string');
   // Each review went through the gateway on the reviewer's model, priced like any call (1000 in + 200 out: GPT-4.1 $2/$8).
-  const calls = await world().ledger.modelCallsOf(id);
+  const calls = await world().ledger.modelCalls.ofIntent(id);
   expect(calls.map((c) => `${c.stage}:${c.attempt}:${c.api}:${c.modelId}:${c.outcome}:${c.usd}`)).toEqual([
     'triage:1:messages:claude-sonnet-4-5:answered:0.006000',
     'lld:1:messages:claude-sonnet-4-5:answered:0.006000',

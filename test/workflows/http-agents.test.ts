@@ -80,7 +80,7 @@ test('a whole intent on two HTTP models: routed per stage, the LLD and the files
   const { rows } = await world().pool.query("SELECT count(*)::int AS n FROM safety_events WHERE metadata::text LIKE '%sk-test-model-key%' OR reason LIKE '%sk-test-model-key%'");
   expect(rows[0].n).toBe(0);
   // Every call went through the model gateway: one model_calls row each, the same spend.
-  const calls = await world().ledger.modelCallsOf(id);
+  const calls = await world().ledger.modelCalls.ofIntent(id);
   expect(calls.map((c) => `${c.stage}:${c.api}:${c.modelId}:${c.outcome}:${c.usd}`)).toEqual([
     'triage:messages:claude-sonnet-4-5:answered:0.006000',
     'lld:messages:claude-sonnet-4-5:answered:0.006000',

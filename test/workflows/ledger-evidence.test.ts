@@ -41,7 +41,7 @@ beforeAll(async () => {
   const { rows } = await world().pool.query(`SELECT id::text, chain_pos::int AS pos FROM gate_decisions WHERE intent_id = $1 AND gate = 'merge'`, [intentId]);
   gateRow = rows[0];
   // A row with a secret in it, as an agent's output might carry one.
-  await world().ledger.recordSafetyEvent({ id: '00000000-0000-4000-8000-00000000e001', timestamp: new Date(), eventType: 'ANOMALY_DETECTED', severity: 'high', intentId, reason: `leaked ${FAKE_GITHUB_TOKEN}` });
+  await world().ledger.audit.recordSafetyEvent({ id: '00000000-0000-4000-8000-00000000e001', timestamp: new Date(), eventType: 'ANOMALY_DETECTED', severity: 'high', intentId, reason: `leaked ${FAKE_GITHUB_TOKEN}` });
 });
 
 test("an anchor run lists the intents' heads in the system chain and keeps its head in its history; verify finds the ledger whole and in agreement", async () => {

@@ -158,7 +158,7 @@ describeOnBackends('the ledger on the %s PostgreSQL', (baseUrl, backend) => {
     const gates = await query('SELECT gate, decision, decided_by AS "by", timed_out FROM gate_decisions WHERE intent_id = $1', [intent.id]);
     expect(gates).toEqual([{ gate: 'merge', decision: 'approve', by: 'auditor', timed_out: false }]);
 
-    const timeline = await new Ledger(database.pool).timeline(intent.id);
+    const timeline = await new Ledger(database.pool).queries.timeline(intent.id);
     expect(timeline[0]!.type).toBe('INTENT_STARTED');
     expect(timeline.at(-1)!.type).toBe('INTENT_MERGED');
     // In the ledger's order, each agent call's cost comes after the start of its own stage, and the gate's request before its decision.

@@ -9,8 +9,8 @@ test('the maintenance workflow deletes only rows past retention and reports on y
   const old = new Date(Date.now() - 100 * 86_400_000);
   const recent = new Date(Date.now() - 86_400_000);
   const ids = ['00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002'];
-  await world().ledger.recordSafetyEvent({ id: ids[0]!, timestamp: old, eventType: 'ANOMALY_DETECTED', severity: 'high', reason: 'old' });
-  await world().ledger.recordSafetyEvent({ id: ids[1]!, timestamp: recent, eventType: 'ANOMALY_DETECTED', severity: 'high', reason: 'recent' });
+  await world().ledger.audit.recordSafetyEvent({ id: ids[0]!, timestamp: old, eventType: 'ANOMALY_DETECTED', severity: 'high', reason: 'old' });
+  await world().ledger.audit.recordSafetyEvent({ id: ids[1]!, timestamp: recent, eventType: 'ANOMALY_DETECTED', severity: 'high', reason: 'recent' });
   const result = await world().client.workflow.execute(maintenanceWorkflow, {
     taskQueue: world().taskQueue,
     workflowId: `maintenance-${Date.now()}`,
@@ -71,7 +71,7 @@ test("without a budget the scheduled report uses the worker's day budget; a RED 
 
 /** $250 of impl spend on `day`, over the $200 day budget of the test worker. */
 async function bookSpend(day: string): Promise<void> {
-  await world().ledger.recordCost({
+  await world().ledger.audit.recordCost({
     id: `00000000-0000-4000-8000-${day.replace(/-/g, '').padStart(12, '0')}`,
     timestamp: new Date(`${day}T12:00:00Z`),
     intentId: 'spender',

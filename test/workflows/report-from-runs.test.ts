@@ -20,13 +20,13 @@ test('a ladder pass is auto-executed, a person at a gate is a manual interventio
   await byHand.handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'alice' });
   expect((await byHand.handle.result()).status).toBe('merged');
 
-  const report = await world().ledger.dailyReport({ date: today });
+  const report = await world().ledger.queries.dailyReport({ date: today });
   expect(report.layers.thresholds).toEqual({ autoExecuted: 1, escalated: 1, timedOut: 0, averageConfidencePct: 90, assessments: 2 });
   expect(report.layers.humanOverride).toEqual({ emergencyStops: 0, manualInterventions: 1, decisionQueue: 0 });
   expect(report.layers.history.snapshots).toEqual({ status: 'OK', ended: 2, kept: 2, missing: [] });
 
   // The timeline tells each stage's start, and that impl attempt 1 failed its tests.
-  const timeline = await world().ledger.timeline(auto.id);
+  const timeline = await world().ledger.queries.timeline(auto.id);
   const story = timeline.filter((e) => ['STAGE_STARTED', 'STAGE_COMPLETED', 'TESTS_PASSED', 'TESTS_FAILED', 'GATE_AUTO_PASSED'].includes(e.type)).map((e) => `${e.type} ${e.stage}`);
   expect(story).toEqual([
     'STAGE_STARTED triage', 'STAGE_COMPLETED triage',

@@ -227,7 +227,7 @@ test("past its retention the sweeper drops an ended intent's resume ref, and res
     lineageRoot: world().lineageRoot,
     statusOf: async () => ({ status: 'NOT_FOUND' }),
     recordEvent: async () => undefined,
-    repositories: () => world().ledger.intentRepositories(),
+    repositories: () => world().ledger.queries.intentRepositories(),
     logger: pino({ level: 'silent' }),
     now: () => Date.now() + 2 * 3_600_000, // two hours on: past the hour it was kept for
   });

@@ -67,7 +67,7 @@ test('a judge that finds impl went beyond the goal puts a person at the cascade 
   expect(judged[0]!.prompt).toContain('slugify lower-cases, then dashes.');
   // Through the gateway, with the attempt's key, never the provider's key or the stage's model.
   expect(judged[0]!.headers.authorization).toBe('Bearer sk-test-model-key-0123456789');
-  const calls = await world().ledger.modelCallsOf(id);
+  const calls = await world().ledger.modelCalls.ofIntent(id);
   expect(calls.filter((c) => c.modelId === JUDGE_MODEL).map((c) => `${c.stage}:${c.attempt}:${c.outcome}`)).toEqual(['impl-judge:1:answered']);
   const { rows: costs } = await world().pool.query("SELECT stage, agent_id, usd::text AS usd FROM cost_events WHERE intent_id = $1 AND model_id = $2", [id, JUDGE_MODEL]);
   // Part of the attempt's spend (under the stage's agent, here the unnamed openai profile), at the

@@ -197,7 +197,7 @@ test('a keyed approver\'s name without the key counts nowhere: refused under emb
     expect(rows.map((r: { reason: string }) => r.reason)).toEqual(['merge gate: approve by bob (unsigned)']);
     const status = renderIntentStatus(await intentStatus(world().client, world().ledger, id));
     expect(status).toContainEqual(expect.stringMatching(/^ {2}decision: merge gate: approve by bob \(unsigned\) at /));
-    const audit = await world().ledger.timeline(id);
+    const audit = await world().ledger.queries.timeline(id);
     expect(audit.filter((e) => e.type === 'GATE_DECISION').map((e) => e.summary)).toEqual(['merge gate: approve by bob (unsigned)']);
   }
 });

@@ -214,7 +214,7 @@ describe('kill switches on stage activities', () => {
     await withWorker(enabled(), async () => {
       const { handle, repo, id, before } = await startSampleIntent(world, 'gs');
       await until(handle, (s) => s.pendingGate?.gate === 'merge', 'the merge gate');
-      await world.ledger.setGlobalStop('tester', 'incident drill');
+      await world.ledger.globalStop.set('tester', 'incident drill');
       try {
         const approve = await wardenApprove(id);
         expect(approve.stderr).toBe('');
@@ -225,7 +225,7 @@ describe('kill switches on stage activities', () => {
         const chain = await failureOf(handle);
         expect(chain.join('\n')).toContain('KILL_SWITCH kill switch (global_stop): global stop set by tester: incident drill; rebaseOntoBase was not started');
       } finally {
-        await world.ledger.clearGlobalStop('tester', 'drill over');
+        await world.ledger.globalStop.clear('tester', 'drill over');
       }
       expect(git(repo, 'rev-parse', 'main')).toBe(before);
       const types = await scheduled(handle);

@@ -225,7 +225,7 @@ test('two workers, one dies: kill -9 of the worker running impl, the other one f
     const { rows: costs } = await database.pool.query<{ stage: string; attempt: number }>('SELECT stage, attempt FROM cost_events WHERE intent_id = $1 ORDER BY timestamp', [id]);
     expect(costs.map((c) => `${c.stage}#${c.attempt}`)).toEqual(['triage#1', 'lld#1', 'spec#1', 'impl#1', 'impl#2', 'review#1']);
     // the books: what the budget tables settled is what cost_events count, to the cent
-    const [books] = await new Ledger(database.pool).books({ intentId: id });
+    const [books] = await new Ledger(database.pool).budget.books({ intentId: id });
     expect(books!.budgetUsd).toBe(books!.costEventsUsd);
     log(`ledger: ${events.length} safety events (${[...new Set(events.map((e) => e.event_type))].join(', ')})`);
 
@@ -325,7 +325,7 @@ test('dev server restart mid-run: the server goes away during lld, comes back on
     expect(new Set(stageCommits).size).toBe(stageCommits.length);
     expect(git(repo, 'worktree', 'list').split('\n')).toHaveLength(1);
     // the books: lld's call, settled while the server was away, is counted once in both tables
-    const [books] = await world.ledger.books({ intentId: id });
+    const [books] = await world.ledger.budget.books({ intentId: id });
     expect(books).toMatchObject({ budgetUsd: books!.costEventsUsd, openReservations: 0 });
   } finally {
     if (worker && worker.getState() === 'RUNNING') worker.shutdown();

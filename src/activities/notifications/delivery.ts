@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
-import type { Ledger } from '../../ledger/ledger';
+import type { AuditStore } from '../../ledger/audit-store';
 import type { NotificationOutbox, OutboxEvent } from '../../ledger/notification-outbox';
 import { deterministicUuid } from '../../ledger/event-id';
 import type { GateLink } from '../../shared/decision-links';
@@ -21,7 +21,7 @@ export interface Delivery {
 }
 
 export interface NotificationDeps {
-  readonly ledger: Pick<Ledger, 'recordSafetyEvent'>;
+  readonly ledger: { readonly audit: Pick<AuditStore, 'recordSafetyEvent'> };
   readonly outbox: Pick<NotificationOutbox, 'recordDeadLetter'>;
   readonly redact: Redactor;
   /** Where channel URLs and secrets named by `urlEnv` / `secretEnv` are read: the worker's environment. */
@@ -104,7 +104,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
       const channel = describeChannel(delivery.channel);
       const error = deps.redact(input.error);
       await deps.outbox.recordDeadLetter({ deliveryId: delivery.deliveryId, eventId: delivery.event.id, intentId: delivery.event.intentId, kind: delivery.kind, channel, attempts, error });
-      await deps.ledger.recordSafetyEvent({
+      await deps.ledger.audit.recordSafetyEvent({
         id: deterministicUuid('NOTIFICATION_UNDELIVERED', delivery.deliveryId),
         timestamp: new Date(),
         eventType: 'NOTIFICATION_UNDELIVERED',

@@ -107,7 +107,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     if (refusals.minute !== minute) Object.assign(refusals, { minute, count: 0 });
     if (++refusals.count <= REFUSALS_RECORDED_PER_MINUTE) {
       await o.ledger
-        .recordSafetyEvent({
+        .audit.recordSafetyEvent({
           id: deterministicUuid(eventType, randomBytes(8).toString('hex')),
           timestamp: new Date(),
           eventType,

@@ -32,7 +32,7 @@ export class ActivityAudit {
     const endedAt = new Date(Math.max(Date.now(), call.startedMs));
     try {
       await patientlyWithLedger(ctx, this.deps.logger, call.deadlineMs, 'record the activity run', () =>
-        this.deps.ledger.recordActivityRun({
+        this.deps.ledger.activityRuns.record({
           workflowId: call.workflowId,
           runId: call.runId,
           activityId: call.activityId,

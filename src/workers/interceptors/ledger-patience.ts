@@ -6,7 +6,8 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { ZodError } from 'zod';
 import { activityLogger } from '../../activities/log-context';
-import { LedgerError, type Ledger } from '../../ledger/ledger';
+import type { Ledger } from '../../ledger/ledger';
+import { LedgerError } from '../../ledger/ledger-error';
 
 /*
  * What the worker's interceptors share about the ledger: waiting out a database that cannot be
@@ -76,7 +77,7 @@ export interface KillSwitchOn {
  * Which kill switch is on, if any: the cheap local ones first (WARDEN_ENABLED on this worker, the
  * emergency stop file), then the ledger's global stop flag, read through `readGlobalStop`.
  */
-export async function killSwitchOn(enabled: boolean, stopFile: string, readGlobalStop: () => ReturnType<Ledger['globalStop']>): Promise<KillSwitchOn | undefined> {
+export async function killSwitchOn(enabled: boolean, stopFile: string, readGlobalStop: () => ReturnType<Ledger['globalStop']['current']>): Promise<KillSwitchOn | undefined> {
   if (!enabled) {
     return {
       source: 'WARDEN_ENABLED',

@@ -32,7 +32,7 @@ export function eventRecorder(deps: { readonly ledger: Ledger; readonly logger: 
   return async (eventType, severity, reason, details = {}) => {
     const id = safetyEventId(call, eventType, details.key);
     await patientlyWithLedger(ctx, deps.logger, call.deadlineMs, `record ${eventType}`, () =>
-      deps.ledger.recordSafetyEvent({
+      deps.ledger.audit.recordSafetyEvent({
         id,
         timestamp: new Date(),
         eventType,

@@ -35,7 +35,7 @@ export function stageKillSwitchInterceptor(deps: StageKillSwitchDeps): ActivityI
         if (activityKind(activityType) !== 'stage') return next(input);
         const deadlineMs = ledgerDeadlineOf(ctx, Date.now());
         const on = await killSwitchOn(deps.killSwitch.enabled, stopFile, () =>
-          patientlyWithLedger(ctx, deps.logger, deadlineMs, 'read the global stop flag', () => deps.ledger.globalStop()),
+          patientlyWithLedger(ctx, deps.logger, deadlineMs, 'read the global stop flag', () => deps.ledger.globalStop.current()),
         );
         if (!on) return next(input);
         const eventId = await recordRefusal(ctx, deps, deadlineMs, on, input.args);
@@ -64,7 +64,7 @@ async function recordRefusal(ctx: Context, deps: StageKillSwitchDeps, deadlineMs
   const id = safetyEventId(call, 'INTENT_STOPPED');
   try {
     await patientlyWithLedger(ctx, deps.logger, deadlineMs, 'record INTENT_STOPPED', () =>
-      deps.ledger.recordSafetyEvent({
+      deps.ledger.audit.recordSafetyEvent({
         id,
         timestamp: new Date(),
         eventType: 'INTENT_STOPPED',

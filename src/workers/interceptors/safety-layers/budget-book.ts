@@ -90,7 +90,7 @@ const REFUSALS: Record<BudgetScope, Refusal> = {
 /**
  * The ledger side of an attempt's meter. Each paid call reserves its maximum against the day's
  * budget, the agent's day budget, the intent's budget and its stage's budget, atomically (one
- * transaction, see `Ledger.reserveBudget`); a refusal is one SafetyEvent and ends the attempt as
+ * transaction, see `BudgetStore.reserve`); a refusal is one SafetyEvent and ends the attempt as
  * its row in `REFUSALS` says. After the call the reservation is settled at its real cost, or
  * released when nothing was billed; a ledger that cannot take either is logged, not thrown: the
  * call was made.
@@ -109,7 +109,7 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
     reserve: async (open) => {
       const reservationId = idOf(open);
       const reservation = await call.patiently("reserve the call's maximum cost", () =>
-        deps.ledger.reserveBudget({
+        deps.ledger.budget.reserve({
           id: reservationId,
           day,
           intentId: ref.intentId ?? ref.workflowId,
@@ -160,7 +160,7 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
         inputTokens: paid.usage.inputTokens,
         outputTokens: paid.usage.outputTokens,
       };
-      const wasSettled = await call.patiently('settle the reservation', () => deps.ledger.settleReservation(idOf(open), paid.costUsd, { overrun: paid.overrun, call: settled })).then(
+      const wasSettled = await call.patiently('settle the reservation', () => deps.ledger.budget.settle(idOf(open), paid.costUsd, { overrun: paid.overrun, call: settled })).then(
         () => true,
         (error: unknown) => {
           // The call was made and paid for: failing the attempt now would only make it again.
@@ -171,7 +171,7 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
       if (wasSettled) await warnNearLimits(deps, call, { day, limits: { day: limited(dayBudgetUsd), agent: limited(agentDayBudgetUsd), intent: limited(limits.budgetUsd), stage: limited(stageLimit) } });
     },
     release: async (open) => {
-      await call.patiently('release the reservation', () => deps.ledger.releaseReservation(idOf(open))).catch((error: unknown) =>
+      await call.patiently('release the reservation', () => deps.ledger.budget.release(idOf(open))).catch((error: unknown) =>
         log.error({ reservationId: idOf(open), error: messageOf(error) }, 'could not release the budget reservation; it stays open'),
       );
     },
@@ -204,7 +204,7 @@ async function warnNearLimits(
   const { day, limits } = budgets;
   if (BUDGET_SCOPES.every((scope) => limits[scope] === undefined)) return;
   try {
-    const spent = await call.patiently('read the budgets', () => deps.ledger.settledSpend({ day, agentId: call.agent.agentId, intentId: intentOf(call), stage: call.input.stage }));
+    const spent = await call.patiently('read the budgets', () => deps.ledger.budget.settledSpend({ day, agentId: call.agent.agentId, intentId: intentOf(call), stage: call.input.stage }));
     for (const scope of BUDGET_SCOPES) {
       const limit = limits[scope];
       if (limit === undefined) continue;
@@ -212,7 +212,7 @@ async function warnNearLimits(
         const percent = Math.round(share * 100);
         const warned = WARNED[scope];
         await call.patiently('record a budget warning', () =>
-          deps.ledger.recordSafetyEvent({
+          deps.ledger.audit.recordSafetyEvent({
             id: deterministicUuid('budget-warning', scope, ...warned.key(call, day), limit, String(share)),
             timestamp: new Date(),
             eventType: 'COST_WARNING',

@@ -22,7 +22,7 @@ export class KillSwitchLayer implements SafetyLayer {
   }
 
   async admit(call: AgentCall): Promise<void> {
-    const stop = await killSwitchOn(this.deps.killSwitch.enabled, this.stopFile, () => call.patiently('read the global stop flag', () => this.deps.ledger.globalStop()));
+    const stop = await killSwitchOn(this.deps.killSwitch.enabled, this.stopFile, () => call.patiently('read the global stop flag', () => this.deps.ledger.globalStop.current()));
     if (!stop) return;
     activityLogger(this.deps.logger).warn({ killSwitch: stop.source, reason: stop.reason }, 'kill switch is on: refusing to start agent work');
     const eventId = await call.event('INTENT_STOPPED', 'high', `kill switch (${stop.source}): ${stop.reason}; the ${call.ref.stage ?? 'agent'} call was not started`, {
