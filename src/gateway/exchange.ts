@@ -32,6 +32,12 @@ export function sortedJson(value: unknown): string {
  * fields left out; undefined when the body is not a JSON object.
  */
 export function requestKeyOf(body: string): string | undefined {
+  const kept = normalisedRequest(body);
+  return kept && createHash('sha256').update(sortedJson(kept)).digest('hex');
+}
+
+/** A request body as its matching key sees it: the JSON object without the volatile fields; undefined when not one. */
+export function normalisedRequest(body: string): Record<string, unknown> | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
@@ -41,7 +47,7 @@ export function requestKeyOf(body: string): string | undefined {
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
   const kept: Record<string, unknown> = { ...(parsed as Record<string, unknown>) };
   for (const field of VOLATILE_FIELDS) delete kept[field];
-  return createHash('sha256').update(sortedJson(kept)).digest('hex');
+  return kept;
 }
 
 /**

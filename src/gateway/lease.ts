@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { ApplicationFailure } from '@temporalio/common';
 import type { RecordEvent } from './attempt-scope';
 import { emptyCallPatterns, type CallPatternState } from './call-patterns';
+import type { ReplayBook } from './replay-book';
 import type { SpendMeter } from './spend-meter';
 import type { UpstreamModel } from './upstream';
 import type { RefusalKind } from './wire';
@@ -23,6 +24,11 @@ export interface LeaseSpec {
   readonly screening?: CascadeContext;
   /** Models this stage may not use (a reviewer may not be the implementer's model). */
   readonly forbiddenModels?: readonly string[];
+  /**
+   * Set for an attempt of a replay: its calls are answered from this recording, never sent
+   * upstream, and cost nothing; a request the recording has no answer for halts the attempt.
+   */
+  readonly replay?: ReplayBook;
 }
 
 /** A refusal that ends the attempt: every later call gets it too, and the agent is stopped. */
