@@ -9,6 +9,7 @@ import { redactDeep, type Redactor } from '../shared/redact';
 import { agentForCall, agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
 import { DEFAULT_KEEP_FOR_RESUME, type Intent, type SecretAllowance } from '../shared/intent';
+import type { ReplaySource } from '../gateway/lease';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import type { AnomalyNotice } from '../safety/behaviour-watch';
@@ -293,6 +294,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             forbiddenModels: modelsForbiddenAt(intent, stage, designReview),
             recordPrompt,
             testCommand: stage === 'impl' ? (intent.testCommand ?? detectTestCommand(worktreePath)) : undefined,
+            ...(intent.replayOf ? { replayOf: replaySourceOf(intent, intent.replayOf, worktreePath, deps.worktreeRoot) } : {}),
           }),
         );
         const latencyMs = Date.now() - started;
@@ -747,4 +749,16 @@ async function whileHeartbeating<T>(fn: () => Promise<T>): Promise<T> {
 function firstLine(text: string): string {
   const line = text.split('\n').find((l) => l.trim()) ?? '';
   return line.trim().slice(0, 200);
+}
+
+/** What a replayed attempt's requests are matched by: the original intent, and what differs between the runs by construction. */
+function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']>, worktreePath: string, worktreeRoot: string): ReplaySource {
+  return {
+    intentId: original.intentId,
+    substitutions: [
+      [worktreePath, worktreePathFor(worktreeRoot, original.repoPath, original.intentId)],
+      [intent.repoPath, original.repoPath],
+      [intent.id, original.intentId],
+    ],
+  };
 }

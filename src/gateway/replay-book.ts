@@ -39,9 +39,9 @@ export class ReplayBook {
     if (!recorded.stored || !recorded.answer) return { kind: 'diverged', message: `${at}: the recording was capped before this call, so its answer was not kept` };
     // The key of the body as it is stored now, not the one written beside it: an edited recording
     // is matched by what it says. A call without a JSON request matches by its place alone.
-    const recordedKey = recorded.request === undefined ? recorded.requestKey : requestKeyOf(recorded.request);
-    if (recordedKey !== undefined && requestKeyOf(request) !== recordedKey) {
-      return { kind: 'diverged', message: `${at}: the request differs from the recorded one: ${recorded.request === undefined ? 'its body was not kept' : describeDifference(recorded.request, request)}` };
+    const recordedKey = recorded.request === undefined ? recorded.requestKey : requestKeyOf(withoutCommitIds(recorded.request));
+    if (recordedKey !== undefined && requestKeyOf(withoutCommitIds(request)) !== recordedKey) {
+      return { kind: 'diverged', message: `${at}: the request differs from the recorded one: ${recorded.request === undefined ? 'its body was not kept' : describeDifference(withoutCommitIds(recorded.request), withoutCommitIds(request))}` };
     }
     return { kind: 'answer', status: recorded.status, answer: recorded.answer };
   }
@@ -54,6 +54,19 @@ export class ReplayBook {
     if (ofAttempt.length === 0) return `the original ${stage} stage made calls only in attempt ${[...new Set(ofStage.map((e) => e.attempt))].join(', ')}`;
     return `the original attempt made ${ofAttempt.length} call${ofAttempt.length === 1 ? '' : 's'}; this one is call ${order}`;
   }
+}
+
+/**
+ * A commit id, whole or abbreviated: 7 to 40 hex digits, a digit and a letter among them (next to
+ * a letter too: in a JSON body it may follow the `n` of an escaped newline). The
+ * commits Warden makes during a replay (its documents, the agent's edits) carry the replay's
+ * times, so their ids differ from the original's though their content is the same: they are
+ * left out of the match, and a request differs only by what it says beside them.
+ */
+const COMMIT_ID = /(?<![0-9a-f])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9a-f])/g;
+
+function withoutCommitIds(body: string): string {
+  return body.replace(COMMIT_ID, '<commit>');
 }
 
 function placeOf(stage: string, attempt: number, order: number): string {

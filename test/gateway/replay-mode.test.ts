@@ -8,7 +8,6 @@ import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { ModelGateway, type GatewayLimits } from '../../src/gateway/gateway';
 import type { Lease } from '../../src/gateway/lease';
-import { ReplayBook } from '../../src/gateway/replay-book';
 import { SpendMeter } from '../../src/gateway/spend-meter';
 import { ExchangeStore, type Recording } from '../../src/ledger/exchange-store';
 import { Ledger } from '../../src/ledger/ledger';
@@ -47,13 +46,13 @@ async function startGateway(recording: boolean): Promise<ModelGateway> {
     env: { ANTHROPIC_API_KEY: UPSTREAM_KEY },
     redact: createRedactor({ ANTHROPIC_API_KEY: UPSTREAM_KEY }),
     recordCall: (row) => ledger.recordModelCall(row),
-    ...(recording ? { exchanges: new ExchangeStore(db.pool) } : {}),
+    ...(recording ? { exchanges: new ExchangeStore(db.pool) } : { recordings: new ExchangeStore(db.pool) }),
   });
   gateways.push(gateway);
   return gateway;
 }
 
-function lease(gateway: ModelGateway, intentId: string, meter: SpendMeter, replay?: Recording, stage = 'impl'): Lease {
+function lease(gateway: ModelGateway, intentId: string, meter: SpendMeter, replayOf?: string, stage = 'impl'): Lease {
   const issued = gateway.issue({
     intentId,
     stage,
@@ -61,7 +60,7 @@ function lease(gateway: ModelGateway, intentId: string, meter: SpendMeter, repla
     agentId: 'replayed',
     upstream: testUpstream(upstream, 'anthropic'),
     meter,
-    ...(replay ? { replay: new ReplayBook(replay) } : {}),
+    ...(replayOf ? { replayOf: { intentId: replayOf } } : {}),
   });
   leases.push(issued);
   return issued;
@@ -103,7 +102,7 @@ afterAll(async () => {
 test('a replayed attempt gets the recorded answers, whole and streamed, with no model server, and spends nothing', async () => {
   const intentId = `replay-${original}-1`;
   const meter = new SpendMeter({ pricing, declaredCapUsd: '0.50' });
-  const l = lease(replayGateway, intentId, meter, await recordingOf(original));
+  const l = lease(replayGateway, intentId, meter, original);
   // The same requests as a CLI would send them again: another session id, another key order.
   const again = [{ ...first, metadata: { user_id: 'device-2_session-b' } }, Object.fromEntries(Object.entries(second).reverse())];
   const answers: string[] = [];
@@ -127,7 +126,7 @@ test('a replayed attempt gets the recorded answers, whole and streamed, with no 
 });
 
 test('a changed request ends the attempt with "diverged at …" naming the first difference', async () => {
-  const l = lease(replayGateway, `replay-${original}-2`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), await recordingOf(original));
+  const l = lease(replayGateway, `replay-${original}-2`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), original);
   expect((await post(replayGateway, l.key, first)).status).toBe(200);
   const changed = await post(replayGateway, l.key, { ...second, messages: [{ role: 'user', content: second.messages[0]!.content.replace('second', 'other') }] });
   expect(changed.status).not.toBe(200);
@@ -139,10 +138,10 @@ test('a changed request ends the attempt with "diverged at …" naming the first
 });
 
 test('a call the original never made diverges, saying how many it made', async () => {
-  const l = lease(replayGateway, `replay-${original}-3`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), await recordingOf(original));
+  const l = lease(replayGateway, `replay-${original}-3`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), original);
   for (const body of [first, second]) expect((await post(replayGateway, l.key, body)).status).toBe(200);
   expect(await (await post(replayGateway, l.key, first)).text()).toContain('diverged at stage impl attempt 1 call 3: the original attempt made 2 calls; this one is call 3');
-  const other = lease(replayGateway, `replay-${original}-4`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), await recordingOf(original), 'review');
+  const other = lease(replayGateway, `replay-${original}-4`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), original, 'review');
   expect(await (await post(replayGateway, other.key, first)).text()).toContain('diverged at stage review attempt 1 call 1: the original made no model call in the review stage');
 });
 
@@ -152,7 +151,7 @@ test('an edited recording is not answered from: the replay reports where it diff
   await db.pool.query(`UPDATE exchange_bodies SET body = replace(body, 'first question', 'first questlon') WHERE hash = $1`, [rows[0]!.request_hash]);
   const edited = await recordingOf(original);
   expect(edited.exchanges[0]!.request).not.toBe(recording.exchanges[0]!.request);
-  const l = lease(replayGateway, `replay-${original}-5`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), edited);
+  const l = lease(replayGateway, `replay-${original}-5`, new SpendMeter({ pricing, declaredCapUsd: '0.50' }), original);
   const response = await post(replayGateway, l.key, first);
   expect(response.status).not.toBe(200);
   expect(await response.text()).toMatch(/diverged at stage impl attempt 1 call 1: the request differs from the recorded one: messages\[0\]\.content: recorded \\"first questlon.*now \\"first question/);

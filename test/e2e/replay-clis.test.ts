@@ -1,0 +1,86 @@
+/**
+ * `warden replay` with a real agent CLI: an intent is run by Claude Code in bubblewrap against a
+ * local scripted model server and merged; the server is closed; the intent is replayed on a
+ * scratch clone, every model call answered from its recording by the worker's gateway. It must
+ * end as the original did, take the original's gate decisions, spend nothing, and leave the
+ * user's repository as it was.
+ */
+import { existsSync } from 'node:fs';
+import { replayIntent } from '../../src/client/replay-intent';
+import { startIntent } from '../../src/client/intents';
+import type { PricingTable } from '../../src/safety/pricing';
+import { decideSignal, stateQuery } from '../../src/shared/messages';
+import { cliAgentProfile, scriptFileEdit, STAGE_DOCUMENTS, type AgentCli } from '../helpers/cli-scripts';
+import { demoStages, git, makeSampleRepo, TEST_CONFIG, useTestWorld, waitFor } from '../helpers/env';
+import { startModelServer, type ModelServer, type RecordedRequest, type Reply } from '../helpers/model-server';
+import { describeWith } from '../setup/prerequisites';
+import type { AgentStage } from '../../src/shared/stages';
+
+const MODEL = 'claude-sonnet-4-5';
+const pricing: PricingTable = { ...TEST_CONFIG.worker.pricing, [MODEL]: { inputUsdPerMillion: '3', outputUsdPerMillion: '15' } };
+const GOOD_FILE = String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content);
+const world = useTestWorld('replay-clis', { safety: { ...TEST_CONFIG.worker, pricing } });
+
+function stageOfRequest(request: RecordedRequest): string {
+  return /# Warden: ([a-z]+)/.exec(JSON.stringify(request.body))?.[1] ?? '';
+}
+
+/** Each stage's document written to the answer file, impl's edit of lib/strings.js. */
+function stagesFor(cli: AgentCli): ModelServer['respond'] {
+  const scripts = new Map<string, ModelServer['respond']>();
+  return (request, index): Reply => {
+    const stage = stageOfRequest(request);
+    let script = scripts.get(stage);
+    if (!script) {
+      script =
+        stage === 'impl'
+          ? scriptFileEdit({ cli, path: 'lib/strings.js', content: GOOD_FILE, finalText: 'slugify added.' })
+          : scriptFileEdit({ cli, path: 'WARDEN-ANSWER.md', content: STAGE_DOCUMENTS[stage as Exclude<AgentStage, 'impl'>] ?? 'ok\n', finalText: `The ${stage} answer is in WARDEN-ANSWER.md.` });
+      scripts.set(stage, script);
+    }
+    const reply = script(request, index);
+    return 'raw' in reply ? reply : { ...reply, usage: { input: 1234, output: 321 } };
+  };
+}
+
+describeWith('claude', 'a Claude Code intent, replayed', () => {
+  it('replays to the same outcome with no model server running, spending nothing and leaving the repository alone', async () => {
+    process.env.WARDEN_TEST_UPSTREAM_KEY = 'sk-upstream-key-held-by-the-worker';
+    const server = await startModelServer(stagesFor('claude'));
+    const repo = makeSampleRepo();
+    const id = `replayed-claude-${Date.now()}`;
+    let serverOpen = true;
+    try {
+      const handle = await startIntent(
+        world().client,
+        { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: cliAgentProfile('claude', 'anthropic', MODEL, server.url), limits: { cooldown: '0s' } },
+        world().taskQueue,
+      );
+      const state = await waitFor(async () => {
+        const s = await handle.query(stateQuery);
+        return s.pendingGate !== undefined || ['failed', 'rejected', 'cancelled', 'merged'].includes(s.status) ? s : undefined;
+      }, Number(process.env.WARDEN_TEST_CLI_WAIT_MS ?? 240_000), 'the original at the merge gate');
+      expect([state.status, state.pendingGate?.gate]).toEqual(['waiting', 'merge']);
+      await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+      expect((await handle.result()).status).toBe('merged');
+      const calls = server.requests.length;
+      expect(calls).toBeGreaterThan(4);
+      await server.close();
+      serverOpen = false;
+
+      const refsBefore = git(repo, 'for-each-ref', '--format=%(refname) %(objectname)');
+      const replay = await replayIntent({ client: world().client, pool: world().pool, taskQueue: world().taskQueue }, id);
+      expect(replay).toEqual({ intentId: `replay-1-${id}`, status: 'merged', gates: [{ gate: 'merge', decision: 'approve', wouldOpen: false }] });
+      // No model was asked: the server was closed, and the replay's calls cost nothing.
+      expect(server.requests).toHaveLength(calls);
+      const { rows } = await world().pool.query<{ calls: number; usd: string }>(`SELECT count(*)::int AS calls, coalesce(sum(usd), 0)::text AS usd FROM model_calls WHERE intent_id = $1`, [replay.intentId]);
+      expect(rows[0]!.calls).toBe(calls);
+      expect(Number(rows[0]!.usd)).toBe(0);
+      // The user's repository: not one ref moved, no branch or lineage of the replay in it.
+      expect(git(repo, 'for-each-ref', '--format=%(refname) %(objectname)')).toBe(refsBefore);
+      expect(existsSync(`${repo}/.git/refs/heads/warden/${replay.intentId}`)).toBe(false);
+    } finally {
+      if (serverOpen) await server.close();
+    }
+  }, 600_000);
+});
