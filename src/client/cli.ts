@@ -39,6 +39,7 @@ import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
 import { addLedgerChainCommands } from './ledger-chain-commands';
 import { addRecordingCommand } from './recording-commands';
+import { addReplayCommand } from './replay-commands';
 import { addStopCommands } from './stop-commands';
 import { addWorkerVersionCommands } from './worker-version-commands';
 import { addCheckStubsCommand } from './check-stubs';
@@ -375,6 +376,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addLedgerCommands(program, config, { print, printJson }, settings);
   addLedgerChainCommands(program, config, { print, printJson });
   addRecordingCommand(program, config, { print, printJson });
+  addReplayCommand(program, config, { print, printJson, settings, logger: () => logger });
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addWorkerVersionCommands(program, config, { print, printJson }, settings);
   addResumeCommand(program, config, { print, defaultUser: approver });

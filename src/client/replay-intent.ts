@@ -30,6 +30,8 @@ export const REPLAY_DECIDER = 'warden-replay';
 /** A gate as the replay met it: the original's decision taken again, or one the original never opened. */
 export interface ReplayedGate {
   readonly gate: string;
+  /** The stage the intent was at when the gate opened. */
+  readonly stage: string;
   readonly decision: string;
   /** True when the original did not open this gate (this many times): the replay passed it to go on. */
   readonly wouldOpen: boolean;
@@ -156,7 +158,7 @@ async function answerUntilEnded(target: ReplayTarget, intentId: string, decision
         by: REPLAY_DECIDER,
         ...(decision === 'approve' ? {} : { reason: then?.reason ?? `the original's decision at the ${pending.gate} gate` }),
       });
-      gates.push({ gate: pending.gate, decision, wouldOpen: !then });
+      gates.push({ gate: pending.gate, stage: state!.stage, decision, wouldOpen: !then });
     }
     await new Promise((resolve) => setTimeout(resolve, target.pollMs ?? 300));
   }

@@ -5,7 +5,7 @@
  * the first thing that differs, and the replay cannot go on past it.
  */
 import type { RecordedAnswer, RecordedExchange, Recording } from '../ledger/exchange-store';
-import { normalisedRequest, requestKeyOf } from './exchange';
+import { normalisedRequest, requestKeyOf, sortedJson } from './exchange';
 
 /** A recorded answer to give the agent again, as it got it then. */
 export interface ReplayedAnswer {
@@ -37,11 +37,14 @@ export class ReplayBook {
     const recorded = this.byPlace.get(placeOf(stage, attempt, order));
     if (!recorded) return { kind: 'diverged', message: `${at}: ${this.missing(stage, attempt, order)}` };
     if (!recorded.stored || !recorded.answer) return { kind: 'diverged', message: `${at}: the recording was capped before this call, so its answer was not kept` };
-    // The key of the body as it is stored now, not the one written beside it: an edited recording
-    // is matched by what it says. A call without a JSON request matches by its place alone.
-    const recordedKey = recorded.request === undefined ? recorded.requestKey : requestKeyOf(withoutCommitIds(recorded.request));
-    if (recordedKey !== undefined && requestKeyOf(withoutCommitIds(request)) !== recordedKey) {
-      return { kind: 'diverged', message: `${at}: the request differs from the recorded one: ${recorded.request === undefined ? 'its body was not kept' : describeDifference(withoutCommitIds(recorded.request), withoutCommitIds(request))}` };
+    // The body as it is stored now, not the key written beside it: an edited recording is matched
+    // by what it says. A call whose body was not kept matches by its key, or its place alone.
+    if (recorded.request === undefined) {
+      if (recorded.requestKey !== undefined && requestKeyOf(request) !== recorded.requestKey) return { kind: 'diverged', message: `${at}: the request differs from the recorded one (whose body was not kept)` };
+    } else {
+      const then = comparable(recorded.request);
+      const now = comparable(request);
+      if (then.text !== now.text) return { kind: 'diverged', message: `${at}: the request differs from the recorded one: ${describeDifference(then.value, now.value)}` };
     }
     return { kind: 'answer', status: recorded.status, answer: recorded.answer };
   }
@@ -57,27 +60,38 @@ export class ReplayBook {
 }
 
 /**
- * A commit id, whole or abbreviated: 7 to 40 hex digits, a digit and a letter among them (next to
- * a letter too: in a JSON body it may follow the `n` of an escaped newline). The
- * commits Warden makes during a replay (its documents, the agent's edits) carry the replay's
- * times, so their ids differ from the original's though their content is the same: they are
- * left out of the match, and a request differs only by what it says beside them.
+ * A commit id, whole or abbreviated: 7 to 40 hex digits (an abbreviated one may be all digits; it
+ * may follow a letter: the `n` of an escaped newline). The commits Warden makes during a replay
+ * (its documents, the agent's edits) carry the replay's times, so their ids differ from the
+ * original's though their content is the same: they are left out of the match.
  */
-const COMMIT_ID = /(?<![0-9a-f])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9a-f])/g;
+const COMMIT_ID = /(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])/g;
 
-function withoutCommitIds(body: string): string {
-  return body.replace(COMMIT_ID, '<commit>');
+/**
+ * A request as it is matched: its JSON normalised as the matching key has it (exchange.ts), every
+ * commit id in its strings masked, written with sorted keys; a body that is not JSON, as its text.
+ */
+function comparable(body: string): { readonly value: unknown; readonly text: string } {
+  const parsed = normalisedRequest(body);
+  if (!parsed) return { value: body, text: body };
+  const value = masked(parsed);
+  return { value, text: sortedJson(value) };
+}
+
+function masked(value: unknown): unknown {
+  if (typeof value === 'string') return value.replace(COMMIT_ID, '<commit>');
+  if (Array.isArray(value)) return value.map(masked);
+  if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v)]));
+  return value;
 }
 
 function placeOf(stage: string, attempt: number, order: number): string {
   return `${stage}\u0000${attempt}\u0000${order}`;
 }
 
-/** The first difference between the recorded request and the replayed one, as "PATH: recorded X, now Y". */
-export function describeDifference(recorded: string, replayed: string): string {
-  const then = normalisedRequest(recorded);
-  const now = normalisedRequest(replayed);
-  if (!then || !now) return `the body is not the same text (${excerptPair(recorded, replayed)})`;
+/** The first difference between a recorded request and a replayed one (as `comparable` gives them), as "PATH: recorded X, now Y". */
+function describeDifference(then: unknown, now: unknown): string {
+  if (typeof then === 'string' || typeof now === 'string') return `the body is not the same text (${excerptPair(String(typeof then === 'string' ? then : sortedJson(then)), String(typeof now === 'string' ? now : sortedJson(now)))})`;
   return firstDifference(then, now, '') ?? 'the bodies differ only in what the matching key leaves out';
 }
 

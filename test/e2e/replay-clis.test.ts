@@ -3,10 +3,13 @@
  * local scripted model server and merged; the server is closed; the intent is replayed on a
  * scratch clone, every model call answered from its recording by the worker's gateway. It must
  * end as the original did, take the original's gate decisions, spend nothing, and leave the
- * user's repository as it was.
+ * user's repository as it was. Replayed against a config with one more gate, it reports that gate
+ * at its stage; replayed from an edited recording, it reports where it diverged.
  */
 import { existsSync } from 'node:fs';
+import { compareReplay } from '../../src/client/replay-comparison';
 import { replayIntent } from '../../src/client/replay-intent';
+import { resolveConfig } from '../../src/config/load';
 import { startIntent } from '../../src/client/intents';
 import type { PricingTable } from '../../src/safety/pricing';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
@@ -44,12 +47,15 @@ function stagesFor(cli: AgentCli): ModelServer['respond'] {
 }
 
 describeWith('claude', 'a Claude Code intent, replayed', () => {
-  it('replays to the same outcome with no model server running, spending nothing and leaving the repository alone', async () => {
+  const id = `replayed-claude-${Date.now()}`;
+  let repo: string;
+  let calls: number;
+  let server: ModelServer;
+
+  beforeAll(async () => {
     process.env.WARDEN_TEST_UPSTREAM_KEY = 'sk-upstream-key-held-by-the-worker';
-    const server = await startModelServer(stagesFor('claude'));
-    const repo = makeSampleRepo();
-    const id = `replayed-claude-${Date.now()}`;
-    let serverOpen = true;
+    server = await startModelServer(stagesFor('claude'));
+    repo = makeSampleRepo();
     try {
       const handle = await startIntent(
         world().client,
@@ -63,24 +69,63 @@ describeWith('claude', 'a Claude Code intent, replayed', () => {
       expect([state.status, state.pendingGate?.gate]).toEqual(['waiting', 'merge']);
       await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
       expect((await handle.result()).status).toBe('merged');
-      const calls = server.requests.length;
+      calls = server.requests.length;
       expect(calls).toBeGreaterThan(4);
-      await server.close();
-      serverOpen = false;
-
-      const refsBefore = git(repo, 'for-each-ref', '--format=%(refname) %(objectname)');
-      const replay = await replayIntent({ client: world().client, pool: world().pool, taskQueue: world().taskQueue }, id);
-      expect(replay).toEqual({ intentId: `replay-1-${id}`, status: 'merged', gates: [{ gate: 'merge', decision: 'approve', wouldOpen: false }] });
-      // No model was asked: the server was closed, and the replay's calls cost nothing.
-      expect(server.requests).toHaveLength(calls);
-      const { rows } = await world().pool.query<{ calls: number; usd: string }>(`SELECT count(*)::int AS calls, coalesce(sum(usd), 0)::text AS usd FROM model_calls WHERE intent_id = $1`, [replay.intentId]);
-      expect(rows[0]!.calls).toBe(calls);
-      expect(Number(rows[0]!.usd)).toBe(0);
-      // The user's repository: not one ref moved, no branch or lineage of the replay in it.
-      expect(git(repo, 'for-each-ref', '--format=%(refname) %(objectname)')).toBe(refsBefore);
-      expect(existsSync(`${repo}/.git/refs/heads/warden/${replay.intentId}`)).toBe(false);
     } finally {
-      if (serverOpen) await server.close();
+      // From here on no model server runs: every answer must come from the recording.
+      await server.close();
     }
+  }, 600_000);
+
+  it('replays to the same outcome with no model server running, spending nothing and leaving the repository alone', async () => {
+    const refsBefore = git(repo, 'for-each-ref', '--format=%(refname) %(objectname)');
+    const replay = await replayIntent({ client: world().client, pool: world().pool, taskQueue: world().taskQueue }, id);
+    expect(replay).toEqual({ intentId: `replay-1-${id}`, status: 'merged', gates: [{ gate: 'merge', stage: 'review', decision: 'approve', wouldOpen: false }] });
+    // No model was asked: the server was closed, and the replay's calls cost nothing.
+    expect(server.requests).toHaveLength(calls);
+    const { rows } = await world().pool.query<{ calls: number; usd: string }>(`SELECT count(*)::int AS calls, coalesce(sum(usd), 0)::text AS usd FROM model_calls WHERE intent_id = $1`, [replay.intentId]);
+    expect(rows[0]!.calls).toBe(calls);
+    expect(Number(rows[0]!.usd)).toBe(0);
+    // The user's repository: not one ref moved, no branch or lineage of the replay in it.
+    expect(git(repo, 'for-each-ref', '--format=%(refname) %(objectname)')).toBe(refsBefore);
+    expect(existsSync(`${repo}/.git/refs/heads/warden/${replay.intentId}`)).toBe(false);
+    const comparison = await compareReplay(world().pool, id, replay);
+    expect(comparison).toMatchObject({ outcome: { then: 'merged', now: 'merged' }, merged: true, wouldMerge: true, changed: false });
+    expect(comparison.stages.map((s) => s.stage)).toEqual(['triage', 'lld', 'spec', 'impl', 'review', 'merge']);
+  }, 600_000);
+
+  it('against a config with the lld gate on for every risk, reports that gate as one that would open at lld', async () => {
+    const taskQueue = `${world().taskQueue}-stricter`;
+    const stricter = resolveConfig({ limits: { cooldown: '0s' }, gates: { lld: { enabled: true, minRisk: 'LOW' } } });
+    const worker = await world().worker({ taskQueue, safety: { ...TEST_CONFIG.worker, pricing }, intentRules: { config: stricter, embeddedServer: true } });
+    const running = worker.run();
+    try {
+      const replay = await replayIntent({ client: world().client, pool: world().pool, taskQueue }, id);
+      expect(replay.status).toBe('merged');
+      expect(replay.gates.map((g) => [g.gate, g.stage, g.wouldOpen])).toEqual([
+        ['lld', 'lld', true],
+        ['merge', 'review', false],
+      ]);
+      const comparison = await compareReplay(world().pool, id, replay);
+      expect(comparison).toMatchObject({ changed: true, wouldMerge: true });
+    } finally {
+      worker.shutdown();
+      await running;
+    }
+  }, 600_000);
+
+  it('from an edited recording, ends with "diverged at …" naming the stage, attempt, call and first difference', async () => {
+    // impl's first call that carries the goal: the edit is there.
+    const { rows } = await world().pool.query<{ hash: string; call: number }>(
+      `SELECT e.request_hash AS hash, e.call_order AS call FROM model_exchanges e JOIN exchange_bodies b ON b.hash = e.request_hash
+        WHERE e.intent_id = $1 AND e.stage = 'impl' AND e.attempt = 1 AND b.body LIKE '%Add slugify%' ORDER BY e.call_order LIMIT 1`,
+      [id],
+    );
+    await world().pool.query(`UPDATE exchange_bodies SET body = replace(body, 'Add slugify', 'Add slugifx') WHERE hash = $1`, [rows[0]!.hash]);
+    const replay = await replayIntent({ client: world().client, pool: world().pool, taskQueue: world().taskQueue }, id);
+    expect(replay.status).toBe('failed');
+    expect(replay.error).toMatch(new RegExp(`^diverged at stage impl attempt 1 call ${rows[0]!.call}: the request differs from the recorded one: .*recorded ".*Add slugifx.*", now ".*Add slugify`));
+    const comparison = await compareReplay(world().pool, id, replay);
+    expect(comparison).toMatchObject({ outcome: { then: 'merged', now: 'failed' }, wouldMerge: false, changed: true });
   }, 600_000);
 });

@@ -1,0 +1,46 @@
+import { randomUUID } from 'node:crypto';
+import type { Command } from 'commander';
+import type { Logger } from 'pino';
+import type { WardenConfig } from '../config/schema';
+import type { RuntimeConfig } from '../runtime/config';
+import { compareReplay, formatComparison } from './replay-comparison';
+import { replayIntent } from './replay-intent';
+import { connectTemporal, openLedger, startWorker } from './session';
+
+interface Io {
+  readonly print: (line: string) => void;
+  readonly printJson: (value: unknown) => void;
+  /** The effective config (the global --config): the rules the replay is judged by. */
+  readonly settings: () => WardenConfig;
+  readonly logger: () => Logger;
+}
+
+/**
+ * `warden replay ID`: the intent run again against the config given (or the current one), its
+ * model calls answered from its recording, then printed side by side with the original. It runs
+ * on a worker of its own, in this process, on a task queue no other worker serves: the config it
+ * was given is the one every step of the replay obeys.
+ */
+export function addReplayCommand(program: Command, config: RuntimeConfig, io: Io): void {
+  program
+    .command('replay <id>')
+    .description("Run a recorded intent again on a scratch clone at its base commit, with this Warden and the config given (--config, else the current one), every model call answered from its recording; print each stage's safety layers then and now, the gates and the outcome side by side. Never touches the repository, merges, notifies or spends")
+    .option('--json', 'print the comparison as JSON')
+    .action(async (id: string, flags: { json?: boolean }) => {
+      const safety = io.settings();
+      const target = await connectTemporal(config, flags.json ? () => undefined : io.print);
+      const taskQueue = `warden-replay-${randomUUID().slice(0, 8)}`;
+      const worker = await startWorker(target, config, safety, io.logger(), undefined, taskQueue);
+      const { ledger, database } = await openLedger(config, () => undefined);
+      try {
+        const replay = await replayIntent({ client: target.client, pool: ledger.pool, taskQueue }, id);
+        const comparison = await compareReplay(ledger.pool, id, replay);
+        if (flags.json) io.printJson(comparison);
+        else for (const line of formatComparison(comparison)) io.print(line);
+      } finally {
+        await database.close();
+        await worker.stop();
+        await target.close();
+      }
+    });
+}
