@@ -4,8 +4,9 @@ import type { Logger } from 'pino';
 import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
 import { compareReplay, formatComparison } from './replay-comparison';
-import { replayIntent } from './replay-intent';
-import { connectTemporal, openLedger, startWorker } from './session';
+import { recordedBaseOf, replayIntent } from './replay-intent';
+import { connectTemporal, openLedger, startWorker, type RunningWorker } from './session';
+import type { TemporalTarget } from '../runtime/temporal';
 
 interface Io {
   readonly print: (line: string) => void;
@@ -28,19 +29,23 @@ export function addReplayCommand(program: Command, config: RuntimeConfig, io: Io
     .option('--json', 'print the comparison as JSON')
     .action(async (id: string, flags: { json?: boolean }) => {
       const safety = io.settings();
-      const target = await connectTemporal(config, flags.json ? () => undefined : io.print);
-      const taskQueue = `warden-replay-${randomUUID().slice(0, 8)}`;
-      const worker = await startWorker(target, config, safety, io.logger(), undefined, taskQueue);
       const { ledger, database } = await openLedger(config, () => undefined);
+      let target: TemporalTarget | undefined;
+      let worker: RunningWorker | undefined;
       try {
+        // Nothing to replay is said before a server or a worker is started for it.
+        await recordedBaseOf(ledger.pool, id);
+        target = await connectTemporal(config, flags.json ? () => undefined : io.print);
+        const taskQueue = `warden-replay-${randomUUID().slice(0, 8)}`;
+        worker = await startWorker(target, config, safety, io.logger(), undefined, taskQueue);
         const replay = await replayIntent({ client: target.client, pool: ledger.pool, taskQueue }, id);
         const comparison = await compareReplay(ledger.pool, id, replay);
         if (flags.json) io.printJson(comparison);
         else for (const line of formatComparison(comparison)) io.print(line);
       } finally {
+        await worker?.stop();
+        await target?.close();
         await database.close();
-        await worker.stop();
-        await target.close();
       }
     });
 }

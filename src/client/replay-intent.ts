@@ -58,9 +58,7 @@ export interface ReplayTarget {
 
 /** Runs intent `originalId` again (see the module comment); returns how the replay ended. */
 export async function replayIntent(target: ReplayTarget, originalId: string): Promise<ReplayRun> {
-  const recording = await new ExchangeStore(target.pool).recordingOf(originalId);
-  const baseCommit = recording.context?.baseCommit;
-  if (!baseCommit) throw new UserError(`intent ${originalId} has no recording to replay (recording off, past its retention, or no agent attempt ran)`, 1);
+  const baseCommit = await recordedBaseOf(target.pool, originalId);
   const original = await startInputOf(target.client, originalId);
   const intentId = await freeReplayId(target.client, originalId);
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'warden-replay-'));
@@ -88,6 +86,13 @@ function withoutConfigRules<T extends object>(start: T): T {
   const kept = { ...start } as Record<string, unknown>;
   for (const field of CONFIG_RULES) delete kept[field];
   return kept as unknown as T;
+}
+
+/** The commit the intent's recording started from; a UserError when nothing replayable was recorded. */
+export async function recordedBaseOf(pool: pg.Pool, intentId: string): Promise<string> {
+  const baseCommit = (await new ExchangeStore(pool).recordingOf(intentId)).context?.baseCommit;
+  if (!baseCommit) throw new UserError(`intent ${intentId} has no recording to replay (recording off, past its retention, or no agent attempt ran)`, 1);
+  return baseCommit;
 }
 
 /** The input the original intent's workflow was started with, from its history. */
