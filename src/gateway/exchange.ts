@@ -10,10 +10,11 @@ import { SseSplitter } from './wire';
 
 /**
  * Top-level request fields that change from run to run of the same agent on the same task, left
- * out of the matching key: Claude Code's `metadata.user_id` (a device and session id), the
- * Responses API's `prompt_cache_key` and `safety_identifier`, and OpenAI's end-user `user`.
+ * out of the matching key: Claude Code's `metadata.user_id` (a device and session id), Codex's
+ * `client_metadata` (its turn ids), the Responses API's `prompt_cache_key` and
+ * `safety_identifier`, and OpenAI's end-user `user`.
  */
-const VOLATILE_FIELDS = ['metadata', 'prompt_cache_key', 'safety_identifier', 'user'] as const;
+const VOLATILE_FIELDS = ['metadata', 'client_metadata', 'prompt_cache_key', 'safety_identifier', 'user'] as const;
 
 /** JSON with every object's keys sorted: the same request written in another key order is the same text. */
 export function sortedJson(value: unknown): string {

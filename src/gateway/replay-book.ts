@@ -67,9 +67,13 @@ export class ReplayBook {
  */
 const COMMIT_ID = /(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])/g;
 
+/** A UUID: the ids a CLI gives its own messages and turns (Codex's `msg_…`), new each run. */
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
 /**
  * A request as it is matched: its JSON normalised as the matching key has it (exchange.ts), every
- * commit id in its strings masked, written with sorted keys; a body that is not JSON, as its text.
+ * UUID and commit id in its strings masked, written with sorted keys; a body that is not JSON, as
+ * its text.
  */
 function comparable(body: string): { readonly value: unknown; readonly text: string } {
   const parsed = normalisedRequest(body);
@@ -79,7 +83,7 @@ function comparable(body: string): { readonly value: unknown; readonly text: str
 }
 
 function masked(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(COMMIT_ID, '<commit>');
+  if (typeof value === 'string') return value.replace(UUID, '<uuid>').replace(COMMIT_ID, '<commit>');
   if (Array.isArray(value)) return value.map(masked);
   if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v)]));
   return value;

@@ -9,6 +9,7 @@
 import { existsSync } from 'node:fs';
 import { compareReplay } from '../../src/client/replay-comparison';
 import { replayIntent } from '../../src/client/replay-intent';
+import { replayPeriod } from '../../src/client/replay-period';
 import { resolveConfig } from '../../src/config/load';
 import { startIntent } from '../../src/client/intents';
 import type { PricingTable } from '../../src/safety/pricing';
@@ -19,8 +20,14 @@ import { startModelServer, type ModelServer, type RecordedRequest, type Reply } 
 import { describeWith } from '../setup/prerequisites';
 import type { AgentStage } from '../../src/shared/stages';
 
-const MODEL = 'claude-sonnet-4-5';
-const pricing: PricingTable = { ...TEST_CONFIG.worker.pricing, [MODEL]: { inputUsdPerMillion: '3', outputUsdPerMillion: '15' } };
+/** Per CLI: the API it speaks and the model it is told to use (as test/e2e/real-clis.test.ts has them). */
+const MODELS: Record<AgentCli, { kind: 'openai' | 'anthropic'; model: string }> = {
+  aider: { kind: 'openai', model: 'gpt-4.1' },
+  codex: { kind: 'openai', model: 'gpt-5.5' },
+  claude: { kind: 'anthropic', model: 'claude-sonnet-4-5' },
+};
+const PRICE = { inputUsdPerMillion: '3', outputUsdPerMillion: '15' };
+const pricing: PricingTable = { ...TEST_CONFIG.worker.pricing, ...Object.fromEntries(Object.values(MODELS).map((m) => [m.model, PRICE])) };
 const GOOD_FILE = String((demoStages().impl![1]!.edits as Array<{ content: string }>)[0]!.content);
 const world = useTestWorld('replay-clis', { safety: { ...TEST_CONFIG.worker, pricing } });
 
@@ -46,20 +53,26 @@ function stagesFor(cli: AgentCli): ModelServer['respond'] {
   };
 }
 
-describeWith('claude', 'a Claude Code intent, replayed', () => {
-  const id = `replayed-claude-${Date.now()}`;
+const ONLY = process.env.WARDEN_TEST_REPLAY_CLIS?.split(',');
+
+// aider is not here: it shows the model its chat's files in the order of a Python set of their
+// paths, which hold the intent's id, so its replay diverges at impl (docs/operations.md).
+for (const cli of (['claude', 'codex'] as const).filter((c) => !ONLY || ONLY.includes(c))) {
+describeWith(cli, `a ${cli} intent, replayed`, () => {
+  const id = `replayed-${cli}-${Date.now()}`;
+  const started = new Date();
   let repo: string;
   let calls: number;
   let server: ModelServer;
 
   beforeAll(async () => {
     process.env.WARDEN_TEST_UPSTREAM_KEY = 'sk-upstream-key-held-by-the-worker';
-    server = await startModelServer(stagesFor('claude'));
+    server = await startModelServer(stagesFor(cli));
     repo = makeSampleRepo();
     try {
       const handle = await startIntent(
         world().client,
-        { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: cliAgentProfile('claude', 'anthropic', MODEL, server.url), limits: { cooldown: '0s' } },
+        { id, goal: 'Add slugify', repoPath: repo, paths: ['lib/**'], agent: cliAgentProfile(cli, MODELS[cli].kind, MODELS[cli].model, server.url), limits: { cooldown: '0s' } },
         world().taskQueue,
       );
       const state = await waitFor(async () => {
@@ -92,6 +105,15 @@ describeWith('claude', 'a Claude Code intent, replayed', () => {
     const comparison = await compareReplay(world().pool, id, replay);
     expect(comparison).toMatchObject({ outcome: { then: 'merged', now: 'merged' }, merged: true, wouldMerge: true, changed: false });
     expect(comparison.stages.map((s) => s.stage)).toEqual(['triage', 'lld', 'spec', 'impl', 'review', 'merge']);
+  }, 600_000);
+
+  if (cli !== 'claude') return;
+
+  it('--since: the intents recorded in the period, each replayed and sorted by what the config would do to it', async () => {
+    const entries = await replayPeriod({ client: world().client, pool: world().pool, taskQueue: world().taskQueue }, started);
+    expect(entries.filter((e) => e.intentId === id)).toEqual([{ intentId: id, verdict: 'pass', outcome: { then: 'merged', now: 'merged' }, wouldOpen: [] }]);
+    // A replay is never itself replayed.
+    expect(entries.filter((e) => e.intentId.startsWith('replay-'))).toEqual([]);
   }, 600_000);
 
   it('against a config with the lld gate on for every risk, reports that gate as one that would open at lld', async () => {
@@ -129,3 +151,4 @@ describeWith('claude', 'a Claude Code intent, replayed', () => {
     expect(comparison).toMatchObject({ outcome: { then: 'merged', now: 'failed' }, wouldMerge: false, changed: true });
   }, 600_000);
 });
+}
