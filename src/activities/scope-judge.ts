@@ -1,5 +1,7 @@
 import { CancelledFailure } from '@temporalio/common';
 import type { RecordEvent } from '../gateway/attempt-scope';
+import type { ReplaySource } from '../gateway/lease';
+import { FailureType } from '../shared/errors';
 import type { SpendMeter } from '../gateway/spend-meter';
 import { upstreamOf } from '../gateway/upstream';
 import { judgePrompt, readVerdict, type ScopeVerdict } from '../safety/scope-judge';
@@ -24,6 +26,8 @@ export interface JudgeRequest {
   readonly event?: RecordEvent;
   readonly signal: AbortSignal;
   readonly heartbeat: () => void;
+  /** Set in a replay: the judge's answer comes from the original's recording, as the agent's do. */
+  readonly replayOf?: ReplaySource;
 }
 
 /**
@@ -52,12 +56,17 @@ export async function askScopeJudge(request: JudgeRequest, deps: Pick<HttpAgentD
     meter: request.meter,
     event: request.event,
     forbiddenModels: request.writtenBy ? [request.writtenBy] : [],
+    replayOf: request.replayOf,
   });
+  if (request.replayOf && !lease) return unavailable('a replay asks no model outside the gateway');
   try {
     const { target, call } = modelRoute(profile, lease, deps, request);
     const answer = await callModel(target, judgePrompt(request), call);
     return { ...readVerdict(answer.text), model: profile.model };
   } catch (error) {
+    // A replay whose original had no judge's answer here (a judge added since): no verdict, which
+    // the replay reports as the gate it would open.
+    if (lease?.halt?.failure.type === FailureType.ReplayDiverged) return unavailable(lease.halt.message);
     if (lease?.halt) throw lease.halt.failure;
     if (error instanceof CancelledFailure || request.signal.aborted) throw error;
     return unavailable(error instanceof Error ? error.message.slice(0, 300) : String(error));

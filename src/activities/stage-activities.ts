@@ -9,6 +9,7 @@ import { redactDeep, type Redactor } from '../shared/redact';
 import { agentForCall, agentForStage, modelOf, modelsForbiddenAt } from '../shared/agent-routing';
 import type { ModelGateway } from '../gateway/gateway';
 import { DEFAULT_KEEP_FOR_RESUME, type Intent, type SecretAllowance } from '../shared/intent';
+import type { ReplaySource } from '../gateway/lease';
 import type { AgentStage } from '../shared/stages';
 import { detectCascade, type CascadeLevel } from '../safety/cascade-detector';
 import { withVerdict, type ScopeVerdict } from '../safety/scope-judge';
@@ -297,6 +298,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
             forbiddenModels: modelsForbiddenAt(intent, stage, designReview),
             recordPrompt,
             testCommand: stage === 'impl' ? (intent.testCommand ?? detectTestCommand(worktreePath)) : undefined,
+            ...(intent.replayOf ? { replayOf: replaySourceOf(intent, intent.replayOf, worktreePath, deps.worktreeRoot) } : {}),
           }),
         );
         const latencyMs = Date.now() - started;
@@ -319,7 +321,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const judged = intent.judge?.stages.includes(stage) && !designReview
           ? await stoppable((signal) =>
               askScopeJudge(
-                { judge: intent.judge!, intentId: intent.id, stage, attempt, goal: intent.goal, paths: intent.paths, answer: output, writtenBy: modelOf(profile), meter, event: scope?.event, signal, heartbeat: () => undefined },
+                {
+                  judge: intent.judge!, intentId: intent.id, stage, attempt, goal: intent.goal, paths: intent.paths, answer: output, writtenBy: modelOf(profile), meter, event: scope?.event, signal, heartbeat: () => undefined,
+                  ...(intent.replayOf ? { replayOf: replaySourceOf(intent, intent.replayOf, worktreePath, deps.worktreeRoot) } : {}),
+                },
                 { mode: deps.mode ?? 'development', env: process.env, fetch: deps.fetch, gateway: deps.gateway },
               ),
             )
@@ -762,4 +767,16 @@ async function whileHeartbeating<T>(fn: () => Promise<T>): Promise<T> {
 function firstLine(text: string): string {
   const line = text.split('\n').find((l) => l.trim()) ?? '';
   return line.trim().slice(0, 200);
+}
+
+/** What a replayed attempt's requests are matched by: the original intent, and what differs between the runs by construction. */
+function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']>, worktreePath: string, worktreeRoot: string): ReplaySource {
+  return {
+    intentId: original.intentId,
+    substitutions: [
+      [worktreePath, worktreePathFor(worktreeRoot, original.repoPath, original.intentId)],
+      [intent.repoPath, original.repoPath],
+      [intent.id, original.intentId],
+    ],
+  };
 }

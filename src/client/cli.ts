@@ -41,6 +41,7 @@ import { addLedgerChainCommands } from './ledger-chain-commands';
 import { addRecordingCommand } from './recording-commands';
 import { addLabelCommand } from './label-commands';
 import { addEvalCommand } from './eval-commands';
+import { addReplayCommand } from './replay-commands';
 import { addStopCommands } from './stop-commands';
 import { addWorkerVersionCommands } from './worker-version-commands';
 import { addCheckStubsCommand } from './check-stubs';
@@ -379,6 +380,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   addRecordingCommand(program, config, { print, printJson });
   addLabelCommand(program, config, settings, approver, { print, printJson });
   addEvalCommand(program, config, settings, () => logger, { print, printJson });
+  addReplayCommand(program, config, { print, printJson, settings, logger: () => logger });
   addStopCommands(program, config, { print, printJson, defaultUser: approver });
   addWorkerVersionCommands(program, config, { print, printJson }, settings);
   addResumeCommand(program, config, { print, defaultUser: approver });

@@ -70,7 +70,7 @@ function workerLinkSecret(logger: Logger): LinkSecret {
 }
 
 /** Starts a Warden worker in this process against `target`, with the ledger it writes to. */
-export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger, host?: string): Promise<RunningWorker> {
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger, host?: string, taskQueue?: string): Promise<RunningWorker> {
   quietSdkRuntime(warden.telemetry, logger);
   const { ledger, database } = await openOwnedLedger(config, (m) => logger.info(m));
   let probe: LedgerProbe | undefined;
@@ -92,6 +92,7 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     worktreeRoot: config.worktreeRoot,
     lineageRoot: config.lineageRoot,
     ...(host ? { host } : {}),
+    ...(taskQueue ? { taskQueue } : {}),
     ledger,
     logger,
     redact,

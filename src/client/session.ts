@@ -9,10 +9,10 @@ import type { RunningWorker } from './in-process-worker';
 export type { RunningWorker } from './in-process-worker';
 
 /** Starts a Warden worker in this process (see in-process-worker.ts); loaded only by the commands that run one. */
-export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger, host?: string): Promise<RunningWorker> {
+export async function startWorker(target: TemporalTarget, config: RuntimeConfig, warden: WardenConfig, logger: Logger, host?: string, taskQueue?: string): Promise<RunningWorker> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when a worker runs
   const { startWorker: start } = require('./in-process-worker') as typeof InProcessWorker;
-  return start(target, config, warden, logger, host);
+  return start(target, config, warden, logger, host, taskQueue);
 }
 
 /** Link to an intent in the Temporal Web UI. */

@@ -4,6 +4,8 @@ import { ApprovalsSchema, DEFAULT_UNSIGNED_GATES, type IntentInput } from '../sh
 import { LimitsOverridesSchema, mergeLimits, type IntentLimitsConfig } from '../shared/limit-settings';
 import { RISK_CLASSES } from '../shared/risk';
 import { DEFAULT_JUDGED_STAGES, type IntentJudge } from '../shared/scope-judge';
+import { LOCAL_MERGE } from '../shared/merge-settings';
+import { REPLAY_ID_PREFIX } from '../shared/ids';
 import type { WardenConfig } from './schema';
 
 /*
@@ -81,7 +83,25 @@ export function completeIntent(input: unknown, rules: IntentRules): Completion {
   const judge = completedJudge(given.judge, config, problems);
   if (judge !== undefined) out.judge = judge;
   out.notify = completedList(given.notify, config.notify ?? [], 'notify', problems, 'includes');
-  return { input: out, problems };
+  return { input: given.replayOf === undefined ? refuseReplayIds(out, problems) : asReplay(out, problems), problems };
+}
+
+/** A real intent may not take a replay's id: a replay's ledger rows are told apart by it. */
+function refuseReplayIds(out: Record<string, unknown>, problems: string[]): Record<string, unknown> {
+  if (typeof out.id === 'string' && out.id.startsWith(REPLAY_ID_PREFIX)) problems.push(`an id starting with "${REPLAY_ID_PREFIX}" (kept for \`warden replay\`)`);
+  return out;
+}
+
+/**
+ * A replay (`replayOf`) is the config's in everything but what would reach outside Warden: it
+ * notifies no one and merges only locally, into the scratch clone it runs on, whatever the config
+ * says; its id starts with "replay-".
+ */
+function asReplay(out: Record<string, unknown>, problems: string[]): Record<string, unknown> {
+  if (typeof out.id !== 'string' || !out.id.startsWith(REPLAY_ID_PREFIX)) problems.push(`replayOf on an intent whose id does not start with "${REPLAY_ID_PREFIX}"`);
+  const replay: Record<string, unknown> = { ...out, notify: [], merge: LOCAL_MERGE };
+  delete replay.placement;
+  return replay;
 }
 
 /** The routing's agents, for a start that named none (one that named its agent keeps its own stages). */

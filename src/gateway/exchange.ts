@@ -10,10 +10,11 @@ import { SseSplitter } from './wire';
 
 /**
  * Top-level request fields that change from run to run of the same agent on the same task, left
- * out of the matching key: Claude Code's `metadata.user_id` (a device and session id), the
- * Responses API's `prompt_cache_key` and `safety_identifier`, and OpenAI's end-user `user`.
+ * out of the matching key: Claude Code's `metadata.user_id` (a device and session id), Codex's
+ * `client_metadata` (its turn ids), the Responses API's `prompt_cache_key` and
+ * `safety_identifier`, and OpenAI's end-user `user`.
  */
-const VOLATILE_FIELDS = ['metadata', 'prompt_cache_key', 'safety_identifier', 'user'] as const;
+const VOLATILE_FIELDS = ['metadata', 'client_metadata', 'prompt_cache_key', 'safety_identifier', 'user'] as const;
 
 /** JSON with every object's keys sorted: the same request written in another key order is the same text. */
 export function sortedJson(value: unknown): string {
@@ -32,6 +33,12 @@ export function sortedJson(value: unknown): string {
  * fields left out; undefined when the body is not a JSON object.
  */
 export function requestKeyOf(body: string): string | undefined {
+  const kept = normalisedRequest(body);
+  return kept && createHash('sha256').update(sortedJson(kept)).digest('hex');
+}
+
+/** A request body as its matching key sees it: the JSON object without the volatile fields; undefined when not one. */
+export function normalisedRequest(body: string): Record<string, unknown> | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
@@ -41,7 +48,7 @@ export function requestKeyOf(body: string): string | undefined {
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
   const kept: Record<string, unknown> = { ...(parsed as Record<string, unknown>) };
   for (const field of VOLATILE_FIELDS) delete kept[field];
-  return createHash('sha256').update(sortedJson(kept)).digest('hex');
+  return kept;
 }
 
 /**

@@ -17,6 +17,13 @@
  * 8. recorded, when the worker records exchanges: the request and the answer the agent got,
  *    redacted, written once at the call's end beside its row (exchange.ts, exchange-store.ts).
  *
+ * An attempt of a replay (its lease names the intent it replays) goes through the same steps, but step 3
+ * is skipped (no real endpoint is used, no real bucket drawn from), nothing is reserved or charged,
+ * and step 5 takes the answer from the recording instead of the upstream (replay-book.ts): it is
+ * screened, redacted and judged as a live one, so the safety layers decide on it as they would
+ * now. A request the recording has no answer for halts the attempt ("diverged at …"). A replay's
+ * own calls are not recorded again.
+ *
  * Refusals are in the provider's own error shape. A refusal that cannot fix itself (a budget, a
  * forbidden model, a loop, a CRITICAL verdict) halts the attempt: the lease keeps refusing, and
  * the agent is stopped after a short grace or at once if it keeps calling.
@@ -52,6 +59,8 @@ import { errorShape, requestShape, StreamedAnswerShape, wholeAnswerShape } from 
 import { AnswerCapture, requestKeyOf } from './exchange';
 import { readCapped } from './http-body';
 import { Lease, type LeaseSpec } from './lease';
+import { ReplayBook, type ReplayedAnswer } from './replay-book';
+import { answerNow, swapped } from './replay-names';
 import type { CallReport, OpenCall } from './spend-meter';
 import { isLocalEndpoint, modelNamed } from './upstream';
 import {
@@ -94,6 +103,8 @@ export interface GatewayOptions {
   readonly recordEvent?: (event: SafetyEventInput) => Promise<unknown>;
   /** Keeps each call's request and answer for replay (config `worker.recording`); without it nothing is recorded. */
   readonly exchanges?: Pick<ExchangeStore, 'record'>;
+  /** Where a replayed attempt's recording is read (the ledger's); without it a replayed call diverges at once. */
+  readonly recordings?: Pick<ExchangeStore, 'recordingOf'>;
   /** Told each move of an endpoint's circuit this gateway makes (the worker's metrics). */
   readonly onCircuitChange?: (change: CircuitStateChange) => void;
   readonly fetch?: typeof fetch;
@@ -146,6 +157,8 @@ export class ModelGateway {
   /** Calls each attempt has made so far: a call's order in its attempt. */
   private readonly callsMade = new WeakMap<Lease, number>();
   private readonly patterns: CallPatternConfig;
+  /** Each replayed attempt's recording, read once at its first call. */
+  private readonly books = new WeakMap<Lease, Promise<ReplayBook | undefined>>();
 
   private constructor(
     private readonly options: GatewayOptions,
@@ -266,7 +279,7 @@ export class ModelGateway {
     const family = providerOf(dialect);
     const order = (this.callsMade.get(lease) ?? 0) + 1;
     this.callsMade.set(lease, order);
-    const capture = this.options.exchanges ? new AnswerCapture(res) : undefined;
+    const capture = this.options.exchanges && !lease.spec.replayOf ? new AnswerCapture(res) : undefined;
     let requestText: string | undefined;
     const row: Omit<ModelCallInput, 'status' | 'outcome' | 'latencyMs'> = {
       id: randomUUID(),
@@ -293,7 +306,8 @@ export class ModelGateway {
       const request = await this.admit(lease, dialect, text);
       observation = { ...observation, request: requestShape(dialect, request.body) };
       written = { modelId: request.model, streamed: request.stream };
-      const { seen, ...result } = await this.forward(lease, dialect, upstreamPath, request, text, req, res);
+      const replayed = lease.spec.replayOf ? await this.replayed(lease, order, text) : undefined;
+      const { seen, ...result } = await this.forward(lease, dialect, upstreamPath, request, text, req, res, replayed);
       observation = { ...observation, ...seen };
       written = { ...written, ...result };
       this.failuresInRow.set(lease, result.outcome === 'answered' ? 0 : (this.failuresInRow.get(lease) ?? 0) + 1);
@@ -349,6 +363,25 @@ export class ModelGateway {
     }
   }
 
+  /** A replayed call's recorded answer; a request the recording has none for halts the attempt. */
+  private async replayed(lease: Lease, order: number, text: string): Promise<ReplayedAnswer> {
+    const { spec } = lease;
+    const redact = this.options.redact ?? ((body: string) => body);
+    let book = this.books.get(lease);
+    if (!book) {
+      const { recordings } = this.options;
+      book = recordings ? recordings.recordingOf(spec.replayOf!.intentId, { bodies: true }).then((recording) => new ReplayBook(recording)) : Promise.resolve(undefined);
+      this.books.set(lease, book);
+    }
+    const found = (await book)
+      // Recordings keep requests redacted: the replayed one is compared as it would have been kept.
+      ?.answerFor(spec.stage, spec.attempt, order, redact(swapped(text, spec.replayOf!.substitutions ?? [], 'then'))) ?? { kind: 'diverged' as const, message: `diverged at stage ${spec.stage} attempt ${spec.attempt} call ${order}: this worker reads no recordings` };
+    if (found.kind === 'answer') return answerNow(found, spec.replayOf!.substitutions ?? []);
+    this.options.logger.warn({ intentId: spec.intentId, stage: spec.stage, attempt: spec.attempt, order }, `gateway: ${found.message}`);
+    lease.haltWith({ kind: 'halted', message: found.message, failure: ApplicationFailure.create({ type: FailureType.ReplayDiverged, message: found.message, nonRetryable: true }) }, this.graceMs);
+    throw new Refusal('halted', found.message);
+  }
+
   /** Steps 1-3 and the halts: the parsed request, or a Refusal. */
   private async admit(lease: Lease, dialect: Dialect, text: string): Promise<ModelRequest> {
     const { spec } = lease;
@@ -376,6 +409,8 @@ export class ModelGateway {
       this.haltLease(lease, 'model', message, FailureType.ModelMismatch);
       throw new Refusal('model', message);
     }
+    // A replay uses no real endpoint: neither a rate bucket nor an endpoint's circuit is its to draw on.
+    if (spec.replayOf) return parsed;
     const admitted = await this.limiter.take(spec.agentId, parsed.model);
     if (!admitted.ok) {
       const which = admitted.refusals.map((r) => `${r.scope} ${r.key} ${r.limit}/min`).join(', ');
@@ -401,6 +436,7 @@ export class ModelGateway {
     text: string,
     req: IncomingMessage,
     res: ServerResponse,
+    replayed?: ReplayedAnswer,
   ): Promise<Pick<ModelCallInput, 'status' | 'outcome' | 'inputTokens' | 'outputTokens' | 'usd' | 'estimated'> & { refusal?: string; modelId?: string; seen: Pick<CallObservation, 'answer' | 'error'> }> {
     const { spec } = lease;
     const { upstream } = spec;
@@ -411,7 +447,8 @@ export class ModelGateway {
     const inputBound = inputTokenBound(text);
     let open: OpenCall;
     try {
-      open = await spec.meter.reserve(request.model, {
+      // A replayed answer costs nothing: nothing is reserved against any budget.
+      open = replayed ? { index: -1, model: request.model, maxUsd: '0', bounded: true } : await spec.meter.reserve(request.model, {
         kind: 'tokens',
         maxInputTokens: inputBound,
         maxOutputTokens: asked,
@@ -440,7 +477,7 @@ export class ModelGateway {
     let report: CallReport = { kind: 'unpaid' };
     let estimated = false;
     try {
-      const response = await this.sendUpstream(lease, endpoint, `${upstream.baseUrl}${upstreamPath}`, body, req, signal);
+      const response = replayed ? recordedResponse(replayed) : await this.sendUpstream(lease, endpoint, `${upstream.baseUrl}${upstreamPath}`, body, req, signal);
       if (response.status !== 200) {
         const errorText = await readCapped(response, 64 * 1024).catch(() => '');
         return { ...(await this.passError(res, dialect, response, errorText)), inputTokens: 0, outputTokens: 0, usd: '0', estimated: false, seen: { error: errorShape(response.status, errorText) } };
@@ -632,6 +669,7 @@ export class ModelGateway {
   }
 
   private async settle(lease: Lease, open: OpenCall, report: CallReport): Promise<{ inputTokens: number; outputTokens: number; usd: string; modelId?: string }> {
+    if (lease.spec.replayOf) return report.kind === 'paid' ? { inputTokens: report.usage.inputTokens, outputTokens: report.usage.outputTokens, usd: '0' } : { inputTokens: 0, outputTokens: 0, usd: '0' };
     const usd = await lease.spec.meter.close(open, report);
     if (report.kind !== 'paid') return { inputTokens: 0, outputTokens: 0, usd };
     this.limiter.owe(lease.spec.agentId, open.model, report.usage.inputTokens + report.usage.outputTokens);
@@ -701,6 +739,15 @@ class UpstreamStatus extends Error {
   constructor(readonly response: Response) {
     super(`upstream HTTP ${response.status}`);
   }
+}
+
+/** A recorded answer as the upstream's response would have been: its status, its body or its events. */
+function recordedResponse(replayed: ReplayedAnswer): Response {
+  const { answer } = replayed;
+  const streamed = answer.kind === 'events';
+  // A call that ended before any status was written is given back as the gateway error it was.
+  const status = replayed.status >= 200 && replayed.status <= 599 ? replayed.status : 502;
+  return new Response(streamed ? answer.events.join('') : answer.text, { status, headers: { 'content-type': streamed ? 'text/event-stream' : 'application/json' } });
 }
 
 function keyOf(req: IncomingMessage): string | undefined {

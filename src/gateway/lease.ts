@@ -23,6 +23,23 @@ export interface LeaseSpec {
   readonly screening?: CascadeContext;
   /** Models this stage may not use (a reviewer may not be the implementer's model). */
   readonly forbiddenModels?: readonly string[];
+  /**
+   * Set for an attempt of a replay: the intent whose recording answers its calls. They are never
+   * sent upstream and cost nothing; a request the recording has no answer for halts the attempt.
+   */
+  readonly replayOf?: ReplaySource;
+}
+
+/** Where a replayed attempt's answers come from. */
+export interface ReplaySource {
+  /** The intent whose recording answers the calls. */
+  readonly intentId: string;
+  /**
+   * What differs between the two runs by construction, as [now, then] pairs: the replay's intent
+   * id, worktree and repository for the original's. Each is put back in a replayed request before
+   * it is matched, so a prompt naming its own worktree matches the original's.
+   */
+  readonly substitutions?: ReadonlyArray<readonly [string, string]>;
 }
 
 /** A refusal that ends the attempt: every later call gets it too, and the agent is stopped. */

@@ -42,6 +42,8 @@ export const FailureType = {
   ReviewPolicyViolation: 'REVIEW_POLICY_VIOLATION',
   /** The forge refused or failed a call (details: its ForgeError kind); retryable only where a retry may help. */
   ForgeFailed: 'FORGE_FAILED',
+  /** A replayed intent made a model request its recording has no answer for: the replay ends there. */
+  ReplayDiverged: 'REPLAY_DIVERGED',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -64,6 +66,7 @@ export const NON_RETRYABLE_FAILURES: readonly FailureType[] = [
   FailureType.InvalidStructuredOutput,
   FailureType.ModeViolation,
   FailureType.ReviewPolicyViolation,
+  FailureType.ReplayDiverged,
 ];
 
 /** An error the CLI reports as one line and exit code `exitCode` (2 = bad input). */

@@ -34,6 +34,8 @@ export const FAILURE_SUGGESTIONS: Readonly<Record<FailureType, string>> = {
   [FailureType.ModeViolation]: 'Development mode refuses paid cloud models: use a local model, or set `"mode": "production"` in the config if paid calls are meant.',
   [FailureType.ForgeFailed]: 'The forge refused or failed a call: check the worker\'s token (its variable is `merge.forge.tokenEnv`, its scopes with `warden doctor`), the remote and the branch protection, then `warden resume ID`.',
   [FailureType.ReviewPolicyViolation]: 'Route review to another model family than impl (`routing.review`), or change `review` in the config deliberately.',
+  [FailureType.ReplayDiverged]:
+    'The replayed agent asked the model something the original did not: the message names the first difference. What changed before it (the prompt, the config, the agent CLI) is what the recording cannot answer for; the replay shows what happened up to there.',
 };
 
 /** Timeouts the server enforces on an activity, by the SDK's timeout type. */

@@ -75,3 +75,6 @@ export function resumeRefFor(intentId: string): string {
 
 /** Where every resume ref lives. */
 export const RESUME_REF_PREFIX = 'refs/warden/resume/';
+
+/** Every replay's intent id starts so (`replay-N-ID`): its ledger rows are told from a real intent's by it. */
+export const REPLAY_ID_PREFIX = 'replay-';

@@ -184,6 +184,14 @@ export const IntentSchema = z.object({
     .object({ intentId: z.string().min(1).max(64), mergedCommit: z.string().regex(/^[0-9a-f]{40}$/, 'a full commit id') })
     .strict()
     .optional(),
+  /**
+   * Set by `warden replay`: this intent runs another one again, on a scratch clone at its base
+   * commit, every model call answered from that intent's recording (docs/replay.md).
+   */
+  replayOf: z
+    .object({ intentId: z.string().min(1).max(64), repoPath: z.string().startsWith('/', 'the repository path must be absolute') })
+    .strict()
+    .optional(),
 });
 /** A validated intent, with defaults applied. */
 export type Intent = z.infer<typeof IntentSchema>;

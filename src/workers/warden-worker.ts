@@ -299,6 +299,8 @@ export function startWorkerGateway(
     recordCall: (row) => options.ledger.modelCalls.record(row),
     recordEvent: (event) => options.ledger.audit.recordSafetyEvent(event),
     ...(recording.enabled ? { exchanges: new ExchangeStore(options.ledger.pool, recording) } : {}),
+    // Replays are answered from recordings whether or not this worker records new ones.
+    recordings: new ExchangeStore(options.ledger.pool, recording),
     fetch: options.fetch,
     detached: extra.detached,
     onCircuitChange: extra.onCircuitChange,

@@ -84,3 +84,10 @@ test('an intent with nothing recorded: one line, exit 1', () => {
   expect(result.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(/^warden: nothing was recorded of intent never-ran \(/)]);
   expect(result.stdout).toBe('');
 });
+
+test('warden replay of an intent with nothing recorded: one line, exit 1, before any server or worker starts', () => {
+  const result = warden('replay', 'never-ran');
+  expect(result.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(/^warden: intent never-ran has no recording to replay \(/)]);
+  expect(result.status).toBe(1);
+  expect(result.stdout).toBe('');
+});

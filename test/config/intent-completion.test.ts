@@ -142,3 +142,13 @@ test("a start may not drop the config's scope judge nor judge fewer stages; a st
   expect(completeIntent({ ...base, judge: { agent: { kind: 'openai', model: 'gpt-4.1' }, stages: ['impl'] } }, judgedRules).problems).toEqual(["judge.agent other than the config's"]);
   expect(completeIntent({ ...base, judge: { ...filled.judge, stages: ['impl', 'spec'] } }, judgedRules).problems).toEqual([]);
 });
+
+test("a replay notifies no one and merges only into its scratch clone, whatever the config says; a real intent may not take a replay's id", () => {
+  const forge = resolveConfig({ merge: { via: 'pull-request', forge: { kind: 'github', remote: 'origin', tokenEnv: 'WARDEN_GH_TOKEN' } }, notify: [{ kind: 'slack', urlEnv: 'TEAM_HOOK' }] });
+  const start = { goal: 'Add slugify', repoPath: repo, agent: { kind: 'scripted', scriptPath: DEMO_SCRIPT } };
+  const replay = completeIntent({ ...start, id: 'replay-1-raw-1', replayOf: { intentId: 'raw-1', repoPath: repo } }, { config: forge, embeddedServer: false });
+  expect(replay.problems).toEqual([]);
+  expect(IntentSchema.parse(replay.input)).toMatchObject({ notify: [], merge: { via: 'local' }, replayOf: { intentId: 'raw-1' } });
+  expect(completeIntent({ ...start, id: 'replay-2-raw-1' }, rules).problems).toEqual(['an id starting with "replay-" (kept for `warden replay`)']);
+  expect(completeIntent({ ...start, id: 'raw-2', replayOf: { intentId: 'raw-1', repoPath: repo } }, rules).problems).toEqual(['replayOf on an intent whose id does not start with "replay-"']);
+});

@@ -1,8 +1,11 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../../shared/errors';
 import type { RiskClass } from '../../shared/intent';
 import type { AgentStage } from '../../shared/stages';
 import type { RecordEvent } from '../../gateway/attempt-scope';
 import type { AttemptReport } from '../../shared/sandbox-attempts';
 import type { SpendMeter } from '../../gateway/spend-meter';
+import type { ReplaySource } from '../../gateway/lease';
 import type { Usage } from '../../gateway/usage';
 
 export type { Usage } from '../../gateway/usage';
@@ -47,6 +50,8 @@ export interface AgentRequest {
   readonly recordPrompt?: (sent: string) => Promise<void>;
   /** The repository's test command (the intent's, or the one found in the repo), for an agent that may run it. */
   readonly testCommand?: string;
+  /** Set when the intent replays another: the gateway answers every model call from that intent's recording. */
+  readonly replayOf?: ReplaySource;
 }
 
 export interface AgentResult {
@@ -65,4 +70,16 @@ export interface AgentResult {
 /** Every stage talks to its agent through this interface. */
 export interface Agent {
   run(request: AgentRequest): Promise<AgentResult>;
+}
+
+/**
+ * A replayed attempt whose agent would reach a model other than through the gateway: its calls
+ * cannot be answered from the recording, and a replay never spends, so it fails instead.
+ */
+export function notReplayable(stage: string, agent: string): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.ReplayDiverged,
+    message: `diverged at stage ${stage}: the ${agent} agent does not reach its model through Warden's gateway, so its calls cannot be answered from the recording`,
+    nonRetryable: true,
+  });
 }

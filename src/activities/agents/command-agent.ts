@@ -27,7 +27,7 @@ import {
   type BubblewrapProbe,
   type SandboxLevel,
 } from '../sandbox';
-import type { Agent, AgentRequest, AgentResult } from './agent';
+import { notReplayable, type Agent, type AgentRequest, type AgentResult } from './agent';
 import { parseWatchReport } from '../sandbox-watch';
 import { attemptEventType, describeAttempt, type AttemptReport } from '../../shared/sandbox-attempts';
 
@@ -146,8 +146,10 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
               event: request.event,
               forbiddenModels: request.forbiddenModels,
               screening: { goal: request.goal, paths: request.declaredPaths },
+              replayOf: request.replayOf,
             })
           : undefined;
+      if (request.replayOf && !lease && network !== 'none') throw notReplayable(request.stage, profileName);
       // Outside the worktree, so it never shows up in the agent's diff: the prompt file and a CLI's scratch home.
       const scratch = (viaArg && profile.command.includes(PROMPT_FILE)) || profile.cli ? await mkdtemp(path.join(os.tmpdir(), 'warden-agent-')) : undefined;
       try {

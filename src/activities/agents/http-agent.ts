@@ -7,7 +7,7 @@ import type { HttpAgentProfile } from '../../shared/intent';
 import { pathAllowed } from '../../shared/glob';
 import { git } from '../git';
 import { artifactName, writeLineageFile } from '../lineage';
-import type { Agent, AgentRequest, AgentResult } from './agent';
+import { notReplayable, type Agent, type AgentRequest, type AgentResult } from './agent';
 import { applyEdits, parseEdits } from './edit-blocks';
 import { callModel, isLocalEndpoint, type ModelCallOptions } from './model-http';
 import type { ModelGateway } from '../../gateway/gateway';
@@ -80,7 +80,9 @@ export function createHttpAgent(profile: HttpAgentProfile, deps: HttpAgentDeps):
         event: request.event,
         forbiddenModels: request.forbiddenModels,
         screening: { goal: request.goal, paths: request.declaredPaths },
+        replayOf: request.replayOf,
       });
+      if (request.replayOf && !lease) throw notReplayable(request.stage, `${profile.kind} ${profile.model}`);
       try {
         return await answerWith(lease, request);
       } catch (error) {
