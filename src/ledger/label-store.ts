@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import type { DetectorFigures } from '../safety/detector-figures';
 import { JUDGE_STAGE_SUFFIX } from '../shared/scope-judge';
 import { inTransaction } from './transaction';
 
@@ -43,19 +44,10 @@ export interface OfferedLabel {
 }
 
 /** One figure set of a `warden eval` run. */
-export interface EvalFigures {
+export interface EvalFigures extends DetectorFigures {
   readonly detector: string;
   /** `history` (the team's labelled intents) or a shipped held-out set's name. */
   readonly set: string;
-  readonly n: number;
-  readonly tp: number;
-  readonly fp: number;
-  readonly tn: number;
-  readonly fn: number;
-  readonly recall?: number;
-  readonly specificity?: number;
-  readonly missed: readonly string[];
-  readonly falseAlarms: readonly string[];
   readonly skipped: number;
 }
 
