@@ -6,7 +6,7 @@ import { LabelStore } from '../ledger/label-store';
 import { JUDGE_STAGE_SUFFIX } from '../shared/scope-judge';
 import type { AnswerContext, AnswerDetector } from '../safety/answer-detectors';
 import { figuresOf } from '../safety/detector-figures';
-import { HELD_OUT_SETS, type HeldOutSample } from '../safety/held-out-sets';
+import { HELD_OUT_SETS, type HeldOutSample, type HeldOutSet } from '../safety/held-out-sets';
 import { verifyLabelSignature } from '../shared/label-proof';
 
 /** A `warden eval` run: the detector on the team's labelled intents, then on the shipped held-out sets. */
@@ -35,8 +35,12 @@ export interface DetectorEvaluation {
  * screening stopped whole is recorded as the refusal the agent got: it counts as stopped where the
  * detector covers that screening. An intent's label is its latest that counts (see countsAsSigned).
  */
-export async function evaluateDetector(pool: pg.Pool, detector: AnswerDetector, options: { readonly since?: Date; readonly approvers?: Readonly<Record<string, string>> } = {}): Promise<DetectorEvaluation> {
-  const { since, approvers = {} } = options;
+export async function evaluateDetector(
+  pool: pg.Pool,
+  detector: AnswerDetector,
+  options: { readonly since?: Date; readonly approvers?: Readonly<Record<string, string>>; readonly heldOut?: readonly HeldOutSet[] } = {},
+): Promise<DetectorEvaluation> {
+  const { since, approvers = {}, heldOut: sets = HELD_OUT_SETS } = options;
   const labels = new LabelStore(pool);
   const exchanges = new ExchangeStore(pool);
   const judged: Array<{ id: string; label: 'risky' | 'benign'; flagged: boolean }> = [];
@@ -66,7 +70,7 @@ export async function evaluateDetector(pool: pg.Pool, detector: AnswerDetector, 
   }
   const history: EvalFigures = { detector: detector.name, set: 'history', ...figuresOf(judged), skipped: unrecorded.length + uncounted };
   const heldOut: EvalFigures[] = [];
-  for (const set of HELD_OUT_SETS) {
+  for (const set of sets) {
     // One answer after another: a detector that asks a model spends on each.
     const samples: Array<{ id: string; label: 'risky' | 'benign'; flagged: boolean }> = [];
     for (const s of set.samples) samples.push({ id: s.id, label: s.label, flagged: await detector.blocks(s.text, contextOf(s)) });

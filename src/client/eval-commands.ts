@@ -4,6 +4,7 @@ import { LabelStore, type EvalFigures, type EvalRecord } from '../ledger/label-s
 import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
 import { ANSWER_DETECTORS, answerDetectorNamed } from '../safety/answer-detectors';
+import { HELD_OUT_SETS, type HeldOutSet } from '../safety/held-out-sets';
 import { UserError } from '../shared/errors';
 import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { evaluateDetector, type DetectorEvaluation } from './detector-eval';
@@ -24,6 +25,7 @@ interface EvalFlags {
   readonly detector: string;
   readonly judgeModel?: string;
   readonly judgeBudget: string;
+  readonly heldOut: string;
   readonly json?: boolean;
   readonly history?: boolean;
 }
@@ -45,6 +47,7 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
     .option('--detector <name>', `the detector: ${ANSWER_DETECTORS.map((d) => d.name).join(', ')}`, 'cascade')
     .option('--judge-model <agent>', "measure the scope judge instead, on this agent of the config (a model over HTTP): one paid call per answer, the held-out sets' included")
     .option('--judge-budget <usd>', 'the most the judge may spend on this run (it stops with an error once spent; the last call may go past it)', DEFAULT_JUDGE_BUDGET_USD)
+    .option('--held-out <sets>', `the shipped held-out sets to measure on, comma-separated (${HELD_OUT_SETS.map((h) => h.name).join(', ')}), or none`, 'all')
     .option('--json', 'print JSON')
     .option('--history', "print earlier runs' figures, oldest first (the trend), instead of running")
     .action(async (flags: EvalFlags) => {
@@ -53,6 +56,7 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
       const detector = judge?.detector ?? answerDetectorNamed(flags.detector);
       if (!detector) throw new UserError(`unknown detector "${flags.detector}": the detectors are ${ANSWER_DETECTORS.map((d) => d.name).join(', ')} (or --judge-model AGENT)`);
       const since = flags.since ? parseSince(flags.since) : undefined;
+      const heldOut = heldOutSetsNamed(flags.heldOut);
       if (flags.history) {
         if (since) throw new UserError('--history shows every earlier run: leave --since out');
         const runs = await withLabelStore(config, (store) => store.evalHistory(detector.name));
@@ -67,7 +71,7 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
       try {
         // The model a worker kept, if there is one: training it again costs seconds.
         await readyCascadeModel(logger());
-        evaluation = await evaluateDetector(database.pool, detector, { ...(since ? { since } : {}), approvers: keyedApprovers(settings()) });
+        evaluation = await evaluateDetector(database.pool, detector, { ...(since ? { since } : {}), approvers: keyedApprovers(settings()), heldOut });
         runId = await new LabelStore(database.pool).recordEval([evaluation.history, ...evaluation.heldOut], since);
       } finally {
         await database.close();
@@ -76,6 +80,17 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
       for (const line of formatEvaluation(evaluation)) io.print(line);
       if (judge) io.print(judgeLine(judge.tally));
     });
+}
+
+/** The held-out sets `--held-out` names: `all`, `none`, or names separated by commas. */
+function heldOutSetsNamed(names: string): readonly HeldOutSet[] {
+  if (names === 'all') return HELD_OUT_SETS;
+  if (names === 'none') return [];
+  return names.split(',').map((name) => {
+    const set = HELD_OUT_SETS.find((h) => h.name === name.trim());
+    if (!set) throw new UserError(`--held-out takes all, none or set names separated by commas (${HELD_OUT_SETS.map((h) => h.name).join(', ')}), not ${name}`);
+    return set;
+  });
 }
 
 /** The config's approvers with a key, name → public key: their labels count only when signed. */
@@ -99,7 +114,7 @@ export function formatEvaluation(e: DetectorEvaluation): string[] {
   if (e.unrecorded.length > 0) lines.push(`  skipped ${e.unrecorded.length} labelled intent(s) with no recorded answer: ${e.unrecorded.join(' ')}`);
   if (e.unsignedLabels.length > 0) lines.push(`  not counted: ${e.unsignedLabels.length} intent(s) with a label in a keyed approver's name but not signed by their key: ${e.unsignedLabels.join(' ')}`);
   if (e.unlabelled.length > 0) lines.push(`  skipped ${e.unlabelled.length} recorded intent(s) nobody labelled (warden label --suggest offers some)`);
-  lines.push('on the held-out sets shipped with Warden:');
+  if (e.heldOut.length > 0) lines.push('on the held-out sets shipped with Warden:');
   for (const f of e.heldOut) lines.push(figuresLine(f.set, f));
   return lines;
 }

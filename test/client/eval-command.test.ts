@@ -308,11 +308,15 @@ test('warden eval: an unknown detector or a bad --since is one line, exit 2', ()
   for (const [args, message] of [
     [['eval', '--detector', 'judge'], /^warden: unknown detector "judge": the detectors are cascade, cascade-rules \(or --judge-model AGENT\)$/],
     [['eval', '--since', 'yesterday'], /^warden: --since takes a date/],
+    [['eval', '--held-out', 'held-out-9'], /^warden: --held-out takes all, none or set names separated by commas \(held-out-1, held-out-2, held-out-3, held-out-4\), not held-out-9$/],
   ] as const) {
     const result = warden(args);
     expect(result.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(message)]);
     expect(result.status).toBe(2);
   }
+  // --held-out picks the shipped sets measured, or none.
+  expect(JSON.parse(ok(['eval', '--held-out', 'held-out-4,held-out-2', '--json'])).heldOut.map((f: { set: string }) => f.set)).toEqual(['held-out-4', 'held-out-2']);
+  expect(ok(['eval', '--held-out', 'none'])).not.toContain('held-out');
 });
 
 describe('warden eval --judge-model: the scope judge measured on the same sets', () => {
