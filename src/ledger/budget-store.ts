@@ -244,19 +244,6 @@ export class BudgetStore {
     return { settledUsd: result.rows[0]!.settled, reservedUsd: result.rows[0]!.reserved };
   }
 
-  /** What one agent (cost events' agent id) spent on a UTC day, across intents, exact. */
-  async agentDaySpend(agentId: string, day: string): Promise<string> {
-    z.string().min(1).parse(agentId);
-    DaySchema.parse(day);
-    const result = await this.pool.query<{ usd: string }>(
-      `SELECT round(coalesce(sum(usd), 0), 6)::text AS usd FROM cost_events
-        WHERE agent_id = $1 AND "timestamp" >= ($2::date)::timestamp AT TIME ZONE 'UTC'
-          AND "timestamp" < ($2::date + 1)::timestamp AT TIME ZONE 'UTC'`,
-      [agentId, day],
-    );
-    return result.rows[0]!.usd;
-  }
-
   /**
    * What each budget a call counts against has really spent (settled reservations only): the
    * day's, the agent's that day, the intent's and its stage's. Read after a settlement, to warn
