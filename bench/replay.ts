@@ -22,8 +22,9 @@
  * to its end (the merge gate answered as soon as it opens), the replay from `replayIntent`'s call
  * to its return (the scratch clone made and removed included). Printed: each stage's attempts
  * then and now, both times, the ratio replay / original, and a JSON line; results in
- * bench/results/replay.json. A replay that ends otherwise than the original, or with other
- * attempts or safety layers firing, has diverged: that is printed and the exit is 1.
+ * bench/results/replay.json. A replay that ends otherwise than the original, or with another
+ * number of attempts in a stage, has diverged: that is printed and the exit is 1. Safety layers
+ * that fired only in one of the two, and gates that would open now, are printed beside.
  *
  * `--smoke`: impl twice (6 attempts) and a model with next to no delay and no notes; it checks that the
  * benchmark runs, not its figures.
@@ -275,10 +276,18 @@ async function main(): Promise<number> {
       out('');
 
       const ratio = replayMs / originalMs;
-      const diverged = comparison.changed || attemptsThen !== attemptsNow || original.status !== 'merged';
+      // Diverged: another outcome, or another number of attempts in a stage. Safety layers that
+      // fired only then or only now are printed, not counted: some watch the clock, and a replay
+      // has a model that answers at once.
+      const diverged = comparison.outcome.then !== comparison.outcome.now || Object.values(attempts).some((a) => a.then !== a.now);
+      const differences = [
+        ...comparison.stages.flatMap((s) => [...s.added.map((type) => `${s.stage}: +${type}`), ...s.removed.map((type) => `${s.stage}: -${type}`)]),
+        ...comparison.gates.now.filter((g) => g.wouldOpen).map((g) => `gate ${g.gate} at ${g.stage} would open`),
+      ];
       out(`wall time: original ${secs(originalMs)}, replay ${secs(replayMs)}: replay / original = ${ratio.toFixed(3)} (target < ${TARGET_RATIO}: ${ratio < TARGET_RATIO ? 'met' : 'NOT met'})`);
       if (diverged) out(`the replay DIVERGED: then ${comparison.outcome.then}, now ${comparison.outcome.now}${comparison.error ? ` (${comparison.error})` : ''}; attempts then ${attemptsThen}, now ${attemptsNow}`);
-      else out(`the replay reached the same outcome (${comparison.outcome.now}) with the same attempts and safety layers`);
+      else out(`the replay reached the same outcome (${comparison.outcome.now}) with the same attempts in every stage`);
+      if (differences.length > 0) out(`safety layers and gates that differ (+ now only, - then only): ${differences.join(', ')}`);
 
       const result = {
         benchmark: 'replay',
@@ -288,6 +297,7 @@ async function main(): Promise<number> {
         outcome: comparison.outcome,
         ...(comparison.error ? { error: comparison.error } : {}),
         diverged,
+        differences,
         originalMs: Math.round(originalMs),
         replayMs: Math.round(replayMs),
         ratio: Number(ratio.toFixed(3)),
