@@ -95,7 +95,7 @@ export function unthrottledConfigFile(worker: { maxCachedWorkflows?: number; wor
 export function benchWorker(
   b: Bench,
   queue: string,
-  options: Pick<WardenWorkerOptions, 'safetyInterceptors' | 'wrapActivities'> & { maxCachedWorkflows?: number } = {},
+  options: Pick<WardenWorkerOptions, 'safetyInterceptors' | 'wrapActivities' | 'intentRules'> & { maxCachedWorkflows?: number } = {},
 ): Promise<WardenWorker> {
   const config = unthrottledConfig(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {});
   return createWardenWorker({
@@ -110,6 +110,7 @@ export function benchWorker(
     safety: config.worker,
     safetyInterceptors: options.safetyInterceptors,
     wrapActivities: options.wrapActivities,
+    intentRules: options.intentRules,
     killSwitch: { enabled: true, emergencyStopFile: path.join(b.tmp, 'EMERGENCY_STOP') },
   });
 }

@@ -34,7 +34,7 @@ import { AGENT_SESSION_VARIABLE } from '../shared/decisions';
 import { buildPrompt } from './prompts';
 import { recordingContextOf } from './recording-context';
 import type { RecordingContext } from '../ledger/exchange-store';
-import { classifyTestRun, describeTestRun, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
+import { classifyTestRun, describeTestRun, feedbackTail, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
 import { holdBackSecrets, inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
@@ -191,7 +191,6 @@ export interface TestRunResult {
 }
 
 const TEST_OUTPUT_CAP = 4 * 1024 * 1024;
-const FEEDBACK_TAIL_CHARS = 1500;
 
 /**
  * Stage activities, built with their dependencies (see `createActivities`). `globalStop` (one
@@ -387,7 +386,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           failedCount: counts.failed,
           failingTests: readFailingTests(output),
           logPath,
-          tail: output.slice(-FEEDBACK_TAIL_CHARS),
+          tail: feedbackTail(output, worktreePath),
           ...(attempts ? { attempts } : {}),
           ...(foundAny(secrets) ? { secrets } : {}),
         };
@@ -430,7 +429,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         if (!command) return { moved: true, baseHead, head, same, tests: { passed: true, summary: 'no test command: nothing to run', tail: '' } };
         const { outcome, output, passed, attempts } = await runConfined({ intent, worktreePath, head, command, slot: 999, who: 'the test run after the rebase' });
         const summary = describeTestRun(outcome.exitCode, outcome.termination, readTestCounts(output));
-        return { moved: true, baseHead, head, same, tests: { passed, summary, tail: output.slice(-FEEDBACK_TAIL_CHARS), ...(attempts ? { attempts } : {}) } };
+        return { moved: true, baseHead, head, same, tests: { passed, summary, tail: feedbackTail(output, worktreePath), ...(attempts ? { attempts } : {}) } };
       });
     },
 

@@ -164,3 +164,22 @@ export function readTestStatuses(output: string): Map<string, PrintedTestStatus>
   }
   return statuses;
 }
+
+/** How much of a test run's output the next attempt is shown: its last lines, each cut to a length. */
+const FEEDBACK_TAIL_LINES = 30;
+const FEEDBACK_LINE_CHARS = 200;
+
+/**
+ * The end of a test run's output, as the next impl attempt's prompt shows it: the last
+ * FEEDBACK_TAIL_LINES lines, each cut to FEEDBACK_LINE_CHARS, with paths in the worktree made
+ * relative to it. Counted in lines, not characters: where the cut falls must not depend on how
+ * long the worktree's path is or how many digits a test's time printed with, so that a replay
+ * (another worktree, other times) shows its agent the same lines the original's was shown.
+ */
+export function feedbackTail(output: string, worktreePath: string): string {
+  const lines = output.split(`${worktreePath}/`).join('').split(worktreePath).join('.').trimEnd().split('\n');
+  return lines
+    .slice(-FEEDBACK_TAIL_LINES)
+    .map((line) => (line.length > FEEDBACK_LINE_CHARS ? `${line.slice(0, FEEDBACK_LINE_CHARS)}…` : line))
+    .join('\n');
+}

@@ -71,8 +71,15 @@ const COMMIT_ID = /(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])/g;
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 
 /**
+ * A duration as test runners print it: node's TAP `duration_ms: 0.93` and `# duration_ms 45.1`,
+ * and a number of `ms` or `s` (`(0.93ms)`, `12 ms`, `in 1.2s`). A failed impl attempt's test
+ * output is in the next attempt's prompt, and its times are new each run.
+ */
+const DURATION = /(?<=duration_ms:? *)\d+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)? ?m?s\b/g;
+
+/**
  * A request as it is matched: its JSON normalised as the matching key has it (exchange.ts), every
- * UUID and commit id in its strings masked, written with sorted keys; a body that is not JSON, as
+ * UUID, commit id and test time in its strings masked, written with sorted keys; a body that is not JSON, as
  * its text.
  */
 function comparable(body: string): { readonly value: unknown; readonly text: string } {
@@ -83,7 +90,7 @@ function comparable(body: string): { readonly value: unknown; readonly text: str
 }
 
 function masked(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(UUID, '<uuid>').replace(COMMIT_ID, '<commit>');
+  if (typeof value === 'string') return value.replace(UUID, '<uuid>').replace(DURATION, '<time>').replace(COMMIT_ID, '<commit>');
   if (Array.isArray(value)) return value.map(masked);
   if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v)]));
   return value;

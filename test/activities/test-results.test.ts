@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runProcess } from '../../src/activities/process';
-import { classifyTestRun, instructionForTestRun, TEST_RUN_INSTRUCTIONS, type TestRunClass } from '../../src/activities/test-results';
+import { classifyTestRun, feedbackTail, instructionForTestRun, TEST_RUN_INSTRUCTIONS, type TestRunClass } from '../../src/activities/test-results';
 
 let dir: string;
 beforeEach(() => {
@@ -70,4 +70,32 @@ test('one instruction per class for the next impl prompt', () => {
   expect(instructionForTestRun('timed-out')).toMatch(/^Stop the runaway test/);
   expect(instructionForTestRun('passed')).toMatch(/pass/);
   for (const line of Object.values(TEST_RUN_INSTRUCTIONS)) expect(line).not.toContain('\n');
+});
+
+describe('feedbackTail: what the next impl attempt is shown of a test run', () => {
+  /** Five failing tests, each printing its time and a stack through the worktree. */
+  const failing = `const test = require('node:test');\nconst assert = require('node:assert');\n${[1, 2, 3, 4, 5].map((n) => `test('case ${n}', () => assert.strictEqual(${n}, 0));`).join('\n')}\n`;
+
+  async function tailIn(worktree: string): Promise<string> {
+    mkdirSync(path.join(worktree, 'test'), { recursive: true });
+    writeFileSync(path.join(worktree, 'test/a.test.js'), failing);
+    const outcome = await runProcess({ command: 'node --test test/', cwd: worktree, env: process.env, timeoutMs: 30_000, maxOutputBytes: 1_000_000 });
+    const output = outcome.stdout + outcome.stderr;
+    expect(output).toContain(worktree);
+    return feedbackTail(output, worktree);
+  }
+
+  test('the same run in a worktree with a longer path, with other times, gives the same lines', async () => {
+    const short = await tailIn(path.join(dir, 'wt'));
+    const long = await tailIn(path.join(dir, 'a-much-longer-worktree-path-as-a-replay-has-it'));
+    const timesMasked = (tail: string): string => tail.replace(/\d+(\.\d+)?/g, 'N');
+    expect(timesMasked(long)).toBe(timesMasked(short));
+    expect(short).not.toContain(dir);
+    expect(short).toContain('# fail 5');
+    expect(short.split('\n').length).toBeLessThanOrEqual(30);
+  });
+
+  test('a long line is cut', () => {
+    expect(feedbackTail(`ok\n${'x'.repeat(500)}\n`, '/wt')).toBe(`ok\n${'x'.repeat(200)}…`);
+  });
 });
