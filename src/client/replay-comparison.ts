@@ -67,12 +67,18 @@ export async function compareReplay(pool: pg.Pool, originalId: string, replay: R
   };
 }
 
-/** Per stage, the event types above `info` that are not the pipeline's own steps. */
+/**
+ * Findings made of time alone: a replay answers at once where the original waited on a model, so
+ * its agents act faster and these differ by construction, not by a rule.
+ */
+const TIMING_PATTERNS = ['anomaly-rapid-actions', 'anomaly-latency-outlier', 'call-rapid-calls'];
+
+/** Per stage, the event types above `info` that are not the pipeline's own steps (nor timing findings). */
 async function firedByStage(pool: pg.Pool, intentId: string): Promise<Map<string, string[]>> {
   const { rows } = await pool.query<{ stage: string; types: string[] }>(
     `SELECT coalesce(stage, '-') AS stage, array_agg(DISTINCT event_type ORDER BY event_type) AS types
-       FROM safety_events WHERE intent_id = $1 AND severity <> 'info' GROUP BY 1`,
-    [intentId],
+       FROM safety_events WHERE intent_id = $1 AND severity <> 'info' AND coalesce(metadata->>'pattern', '') <> ALL($2::text[]) GROUP BY 1`,
+    [intentId, TIMING_PATTERNS],
   );
   // How an intent started and ended is its outcome, shown apart.
   return new Map(rows.map((r) => [r.stage, r.types.filter((t) => !PROGRESS.has(t) && !t.startsWith('INTENT_'))]));
