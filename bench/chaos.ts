@@ -23,7 +23,8 @@
  *
  * At the end: intents merged / failed (why) / still running; duplicate merges; ledger rows lost or
  * doubled against the workflows' histories (bench/chaos/ledger-vs-history.ts); worktrees, intent
- * branches and processes left; the books' difference; the highest rate of activity starts over a
+ * branches and processes left (what an intent that moved left on the live host it moved from,
+ * for that host's sweep, counted apart, as the vanished host's disk is); the books' difference; the highest rate of activity starts over a
  * sliding second (from the histories' ActivityTaskStarted times, all task queues) against
  * `worker.rateLimits.globalActivitiesPerSecond`. Then one JSON line, also written to
  * bench/results/chaos.json. Exit 1 unless every figure that must be 0 is.
@@ -128,6 +129,15 @@ function intentBranchesLeft(gitDirs: readonly string[], intentIds: readonly stri
 }
 
 /** The bare clones a host made of the intents' remotes (placement), under its home. */
+/** Worktrees under `worktreeRoot` (`<repository>/<intent id>`) of the given intents. */
+function worktreesOfIntents(worktreeRoot: string, intentIds: readonly string[]): number {
+  if (!existsSync(worktreeRoot) || intentIds.length === 0) return 0;
+  return readdirSync(worktreeRoot)
+    .filter((d) => d !== '.trash')
+    .flatMap((d) => readdirSync(path.join(worktreeRoot, d)))
+    .filter((name) => intentIds.includes(name)).length;
+}
+
 function hostClones(home: string): string[] {
   const root = path.join(home, 'clones');
   return existsSync(root) ? readdirSync(root).filter((name) => name.endsWith('.git')).map((name) => path.join(root, name)) : [];
@@ -315,10 +325,18 @@ async function main(): Promise<number> {
     const homes = [...new Set(hosts.filter((h) => !h.vanished).map((h) => h.home))];
     const goneHomes = hosts.filter((h) => h.vanished).map((h) => h.home);
     const worktreesIn = (dirs: readonly string[]) => dirs.reduce((sum, home) => sum + worktreesLeft(path.join(home, 'worktrees')), 0);
-    const worktrees = worktreesIn(homes);
     const repos = intents.map((i) => i.repo);
+    // An intent that moved left its copy on the host it moved from, which waits for that host's
+    // sweep (its INTENT_MOVED row says so): counted apart, as the vanished host's disk is.
+    const moves = (await database.pool.query<{ intent_id: string; from: string }>(`SELECT intent_id, metadata->>'from' AS from FROM safety_events WHERE event_type = 'INTENT_MOVED'`)).rows;
+    const movedFrom = (home: string): string[] => moves.filter((m) => hosts.some((h) => h.home === home && h.name === m.from)).map((m) => m.intent_id);
+    const behind = {
+      worktrees: homes.reduce((sum, home) => sum + worktreesOfIntents(path.join(home, 'worktrees'), movedFrom(home)), 0),
+      branches: homes.reduce((sum, home) => sum + intentBranchesLeft(hostClones(home), movedFrom(home).filter((id) => outcomes.mergedIds.includes(id))), 0),
+    };
+    const worktrees = worktreesIn(homes) - behind.worktrees;
     // A failed intent keeps its branch (docs/intents.md); a merged one's branches are leftovers.
-    const branches = intentBranchesLeft([...repos, ...origins.values(), ...homes.flatMap(hostClones)], outcomes.mergedIds);
+    const branches = intentBranchesLeft([...repos, ...origins.values(), ...homes.flatMap(hostClones)], outcomes.mergedIds) - behind.branches;
     const gone = { worktrees: worktreesIn(goneHomes), branches: intentBranchesLeft(goneHomes.flatMap(hostClones), outcomes.mergedIds) };
     const books = await settledBooks(database.pool);
     const duplicates = duplicateMerges(SEPARATE ? repos.map((repo) => origins.get(repo)!) : repos);
@@ -341,6 +359,7 @@ async function main(): Promise<number> {
       worktreesLeft: worktrees,
       branchesLeft: branches,
       onVanishedHost: gone,
+      leftByMoves: behind,
       processesLeft,
       booksDifferenceCents: books.differenceCents,
       openReservations: books.openReservations,
@@ -357,6 +376,7 @@ async function main(): Promise<number> {
     for (const line of [...ledgerCheck.lost.map((l) => `lost: ${l}`), ...ledgerCheck.doubled.map((d) => `doubled: ${d}`), ...ledgerCheck.unreplayable.map((u) => `did not replay: ${u}`)].slice(0, 20)) out(`  ${line}`);
     out(`worktrees / branches / processes left       ${worktrees} / ${branches} / ${processesLeft} (branches: of merged intents; a failed one keeps its own)`);
     if (goneHomes.length > 0) out(`  on the vanished host's disk, gone with it: ${gone.worktrees} worktree(s), ${gone.branches} branch(es) of merged intents`);
+    if (behind.worktrees + behind.branches > 0) out(`  on a live host an intent moved away from, for its sweep: ${behind.worktrees} worktree(s), ${behind.branches} branch(es) of merged intents`);
     out(`books difference                            ${books.differenceCents} cent(s); ${books.openReservations} reservation(s) still open`);
     out(`activity starts, highest in a sliding 1 s   ${rates.all} on all ${Object.keys(rates.byQueue).length} task queues (${starts.length} starts); the setting: ${GLOBAL_ACTIVITIES_PER_SECOND}/s a queue`);
     for (const [queue, rate] of Object.entries(rates.byQueue)) out(`  ${queue}: ${rate}`);
