@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import { ModelGateway, type GatewayLimits } from '../../src/gateway/gateway';
+import { ModelGateway } from '../../src/gateway/gateway';
 import { recordedAnswerText } from '../../src/gateway/answer-text';
 import { SpendMeter } from '../../src/gateway/spend-meter';
 import { ExchangeStore } from '../../src/ledger/exchange-store';
@@ -15,7 +15,7 @@ import type { PricingTable } from '../../src/safety/pricing';
 import { verifyLabelSignature } from '../../src/shared/label-proof';
 import { testApprover } from '../helpers/approvers';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
-import { startModelServer, testUpstream, type ModelServer } from '../helpers/model-server';
+import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
 import { gateDecision, safetyEvent } from '../ledger/fixtures';
 
 /**
@@ -35,10 +35,7 @@ const pricing: PricingTable = {
   'claude-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
   'gpt-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
 };
-const limits: GatewayLimits = {
-  circuitBreaker: { failureRate: 0.5, minimumCalls: 3, consecutiveFailures: 3, window: '60s', halfOpenAfter: '30s', probes: 1, probeInterval: '1s' },
-  rateLimits: { perAgent: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 }, perModel: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 } },
-};
+const limits = TEST_GATEWAY_LIMITS;
 
 const GOAL = 'Add retries with backoff to the payment client';
 const PATHS = ['src/payments/client.ts'];

@@ -4,7 +4,7 @@ import { ModelGateway, type GatewayLimits } from '../../src/gateway/gateway';
 import type { Lease } from '../../src/gateway/lease';
 import { SpendMeter, type BudgetBook } from '../../src/gateway/spend-meter';
 import type { PricingTable } from '../../src/safety/pricing';
-import { startModelServer, testUpstream, type ModelServer } from '../helpers/model-server';
+import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
 
 /** The gateway's per-call pattern rules, through a real gateway and a fake model server. */
 
@@ -12,10 +12,7 @@ const pricing: PricingTable = {
   'gpt-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
   'claude-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
 };
-const limits: GatewayLimits = {
-  circuitBreaker: { failureRate: 0.5, minimumCalls: 3, consecutiveFailures: 3, window: '60s', halfOpenAfter: '30s', probes: 1, probeInterval: '1s' },
-  rateLimits: { perAgent: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 }, perModel: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 } },
-};
+const limits = TEST_GATEWAY_LIMITS;
 const UPSTREAM_KEY = 'sk-upstream-real-key-0123456789';
 const book: BudgetBook = { reserve: async () => undefined, settle: async () => undefined, release: async () => undefined };
 

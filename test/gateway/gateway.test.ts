@@ -1,13 +1,13 @@
 import { ApplicationFailure } from '@temporalio/common';
 import pino from 'pino';
-import { ModelGateway, type GatewayLimits, type GatewayOptions } from '../../src/gateway/gateway';
+import { ModelGateway, type GatewayOptions } from '../../src/gateway/gateway';
 import type { Lease, LeaseSpec } from '../../src/gateway/lease';
 import { SpendMeter, type BudgetBook, type OpenCall, type PaidCall } from '../../src/gateway/spend-meter';
 import type { ModelCallInput, SafetyEventInput } from '../../src/ledger/types';
 import { costOf, type PricingTable } from '../../src/safety/pricing';
 import { compareUsd, addUsd, subUsd, ZERO_USD } from '../../src/shared/money';
 import { createRedactor } from '../../src/shared/redact';
-import { startModelServer, testUpstream, type ModelServer } from '../helpers/model-server';
+import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
 
 const pricing: PricingTable = {
   'gpt-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
@@ -15,10 +15,7 @@ const pricing: PricingTable = {
   'other-model': { inputUsdPerMillion: '1', outputUsdPerMillion: '1' },
 };
 
-const limits: GatewayLimits = {
-  circuitBreaker: { failureRate: 0.5, minimumCalls: 3, consecutiveFailures: 3, window: '60s', halfOpenAfter: '30s', probes: 1, probeInterval: '1s' },
-  rateLimits: { perAgent: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 }, perModel: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 } },
-};
+const limits = TEST_GATEWAY_LIMITS;
 
 const UPSTREAM_KEY = 'sk-upstream-real-key-0123456789';
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { createLedgerActivities } from '../../src/activities/ledger-activities';
 import { createAgent } from '../../src/activities/agents';
-import { ModelGateway, type GatewayLimits } from '../../src/gateway/gateway';
+import { ModelGateway } from '../../src/gateway/gateway';
 import type { Lease } from '../../src/gateway/lease';
 import { SpendMeter } from '../../src/gateway/spend-meter';
 import { requestKeyOf } from '../../src/gateway/exchange';
@@ -21,7 +21,7 @@ import { recordingContextOf } from '../../src/activities/recording-context';
 import { createRedactor } from '../../src/shared/redact';
 import { STAGE_DOCUMENTS } from '../helpers/cli-scripts';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
-import { startModelServer, testUpstream, type ModelServer } from '../helpers/model-server';
+import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
 import { PLANTED } from '../helpers/planted-secrets';
 import { migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
@@ -30,10 +30,7 @@ const pricing: PricingTable = {
   'claude-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
   'gpt-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
 };
-const limits: GatewayLimits = {
-  circuitBreaker: { failureRate: 0.5, minimumCalls: 3, consecutiveFailures: 3, window: '60s', halfOpenAfter: '30s', probes: 1, probeInterval: '1s' },
-  rateLimits: { perAgent: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 }, perModel: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 } },
-};
+const limits = TEST_GATEWAY_LIMITS;
 const UPSTREAM_KEY = 'sk-upstream-real-key-0123456789';
 const SECRETS = PLANTED.filter(([name]) => name === 'GitHub token' || name === 'model key').map(([, secret]) => secret);
 const logger = pino({ level: 'silent' });

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
-import { ModelGateway, type GatewayLimits } from '../../src/gateway/gateway';
+import { ModelGateway } from '../../src/gateway/gateway';
 import type { Lease } from '../../src/gateway/lease';
 import { SpendMeter } from '../../src/gateway/spend-meter';
 import { ExchangeStore, type Recording } from '../../src/ledger/exchange-store';
@@ -15,13 +15,10 @@ import { migrate } from '../../src/ledger/migrate';
 import type { PricingTable } from '../../src/safety/pricing';
 import { createRedactor } from '../../src/shared/redact';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
-import { startModelServer, testUpstream, type ModelServer } from '../helpers/model-server';
+import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
 
 const pricing: PricingTable = { 'claude-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' } };
-const limits: GatewayLimits = {
-  circuitBreaker: { failureRate: 0.5, minimumCalls: 3, consecutiveFailures: 3, window: '60s', halfOpenAfter: '30s', probes: 1, probeInterval: '1s' },
-  rateLimits: { perAgent: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 }, perModel: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 } },
-};
+const limits = TEST_GATEWAY_LIMITS;
 const UPSTREAM_KEY = 'sk-upstream-real-key-0123456789';
 const logger = pino({ level: 'silent' });
 

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { GatewayLimits } from '../../src/gateway/gateway';
 import type { UpstreamModel } from '../../src/gateway/upstream';
 
 /**
@@ -494,3 +495,9 @@ export function useModelServer(): () => ModelServer {
     return server;
   };
 }
+
+/** Gateway limits for tests that exercise something else: a breaker that needs three failures, rates nothing reaches. */
+export const TEST_GATEWAY_LIMITS: GatewayLimits = {
+  circuitBreaker: { failureRate: 0.5, minimumCalls: 3, consecutiveFailures: 3, window: '60s', halfOpenAfter: '30s', probes: 1, probeInterval: '1s' },
+  rateLimits: { perAgent: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 }, perModel: { requestsPerMinute: 1000, tokensPerMinute: 10_000_000 } },
+};
