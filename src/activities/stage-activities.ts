@@ -770,11 +770,14 @@ function firstLine(text: string): string {
 
 /** What a replayed attempt's requests are matched by: the original intent, and what differs between the runs by construction. */
 function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']>, worktreePath: string, worktreeRoot: string): ReplaySource {
+  const originalWorktree = worktreePathFor(worktreeRoot, original.repoPath, original.intentId);
   return {
     intentId: original.intentId,
     substitutions: [
-      [worktreePath, worktreePathFor(worktreeRoot, original.repoPath, original.intentId)],
+      [worktreePath, originalWorktree],
       [intent.repoPath, original.repoPath],
+      // The repository as seen from the worktree: aider names its git folder so.
+      [path.relative(worktreePath, intent.repoPath), path.relative(originalWorktree, original.repoPath)],
       [intent.id, original.intentId],
     ],
   };

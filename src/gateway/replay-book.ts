@@ -79,7 +79,8 @@ const DURATION = /(?<=duration_ms:? *)\d+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)? ?m?s
 
 /**
  * A request as it is matched: its JSON normalised as the matching key has it (exchange.ts), every
- * UUID, commit id and test time in its strings masked, written with sorted keys; a body that is not JSON, as
+ * UUID, commit id and test time in its strings masked, aider's file listings in sorted order,
+ * written with sorted keys; a body that is not JSON, as
  * its text.
  */
 function comparable(body: string): { readonly value: unknown; readonly text: string } {
@@ -89,8 +90,39 @@ function comparable(body: string): { readonly value: unknown; readonly text: str
   return { value, text: sortedJson(value) };
 }
 
+/**
+ * One file as aider shows it to the model: its path on a line, a fence line of three or more
+ * backticks, the content, the same fence. aider lists its chat's files in the order of a Python
+ * set of their absolute paths, which hold the intent's worktree (its id) and Python's hash seed,
+ * new each run: the same files come in another order.
+ */
+const FILE_BLOCK = /\n([^\n`][^\n]*)\n(`{3,})\n[\s\S]*?\2\n/g;
+
+/** `text` with each run of adjacent file blocks (FILE_BLOCK) in sorted order, so their order is left out of the match. */
+export function withFileBlocksSorted(text: string): string {
+  const blocks = [...text.matchAll(FILE_BLOCK)];
+  if (blocks.length < 2) return text;
+  let out = '';
+  let at = 0;
+  let run: string[] = [];
+  const flush = (): void => {
+    out += [...run].sort().join('');
+    run = [];
+  };
+  for (const block of blocks) {
+    if (block.index !== at) {
+      flush();
+      out += text.slice(at, block.index);
+    }
+    run.push(block[0]);
+    at = block.index + block[0].length;
+  }
+  flush();
+  return out + text.slice(at);
+}
+
 function masked(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(UUID, '<uuid>').replace(DURATION, '<time>').replace(COMMIT_ID, '<commit>');
+  if (typeof value === 'string') return withFileBlocksSorted(value).replace(UUID, '<uuid>').replace(DURATION, '<time>').replace(COMMIT_ID, '<commit>');
   if (Array.isArray(value)) return value.map(masked);
   if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v)]));
   return value;

@@ -57,3 +57,18 @@ test('a test output that differs in what failed is a divergence, named by the fi
   expect(answer.kind).toBe('diverged');
   expect(answer.kind === 'diverged' && answer.message).toMatch(/^diverged at stage impl attempt 2 call 1: the request differs from the recorded one: messages\[0\]\.content: recorded ".*slugify is missing.*", now ".*slugify keeps the case/);
 });
+
+/** aider's listing of its chat's files: each file's path, a fence, its content, the fence. */
+function listing(files: ReadonlyArray<readonly [string, string]>): string {
+  return `I have added these files to the chat:\n${files.map(([name, content]) => `\n${name}\n\`\`\`\`\n${content}\`\`\`\`\n`).join('')}\nEdit them.`;
+}
+
+test("aider's files in another order are the same request; a file whose content differs is not", () => {
+  const strings = ['lib/strings.js', "'use strict';\nmodule.exports = {};\n"] as const;
+  const design = ['docs/lineage/active/original/02-lld.md', '# Design\n```js\nslugify()\n```\n'] as const;
+  const book = bookOf(listing([design, strings]));
+  expect(book.answerFor('impl', 2, 1, body(listing([strings, design])))).toMatchObject({ kind: 'answer' });
+  const changed = book.answerFor('impl', 2, 1, body(listing([strings, [design[0], '# Design, edited\n']])));
+  expect(changed.kind).toBe('diverged');
+  expect(changed.kind === 'diverged' && changed.message).toMatch(/recorded ".*# Design\\n.*", now ".*# Design, edited/);
+});

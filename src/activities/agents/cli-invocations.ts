@@ -167,7 +167,9 @@ function aider(ctx: CliContext): CliInvocation {
   ];
   return {
     command: `${args.map(shellQuote).join(' ')} </dev/null`,
-    env: { ...COMMON_ENV, LITELLM_LOCAL_MODEL_COST_MAP: 'True', ANTHROPIC_API_BASE: ctx.gatewayUrl },
+    // A wide console: aider folds its output at the console's width, mid-path, and that output
+    // reaches the next stage's prompt; unfolded, its paths read whole (and a replay swaps them).
+    env: { ...COMMON_ENV, LITELLM_LOCAL_MODEL_COST_MAP: 'True', ANTHROPIC_API_BASE: ctx.gatewayUrl, COLUMNS: '1000' },
     homeFiles: {
       '.gitconfig': GITCONFIG,
       '.aider.model.metadata.json': JSON.stringify(metadata, null, 2),
