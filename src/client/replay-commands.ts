@@ -6,6 +6,7 @@ import type { RuntimeConfig } from '../runtime/config';
 import { compareReplay, formatComparison } from './replay-comparison';
 import { recordedBaseOf, replayIntent } from './replay-intent';
 import { formatPeriod, recordedSince, replayPeriod } from './replay-period';
+import { replayFromStage } from './replay-start';
 import { parseSince } from './ledger-commands';
 import { UserError } from '../shared/errors';
 import { connectTemporal, openLedger, startWorker, type RunningWorker } from './session';
@@ -30,9 +31,12 @@ export function addReplayCommand(program: Command, config: RuntimeConfig, io: Io
     .command('replay [id]')
     .description("Run a recorded intent again on a scratch clone at its base commit, with this Warden and the config given (--config, else the current one), every model call answered from its recording; print each stage's safety layers then and now, the gates and the outcome side by side. Never touches the repository, merges, notifies or spends")
     .option('--since <when>', 'instead of one intent, every intent recorded from this date (YYYY-MM-DD) or this long ago (7d): which would now be stopped, held at a gate, or pass')
+    .option('--from <stage>', "with an intent id: start the replay at this stage (lld, spec, impl or review), from the commit it started from then; the stages before it are the original's and do not run again")
     .option('--json', 'print the comparison (or, with --since, the table) as JSON')
-    .action(async (id: string | undefined, flags: { since?: string; json?: boolean }) => {
+    .action(async (id: string | undefined, flags: { since?: string; from?: string; json?: boolean }) => {
       if ((id === undefined) === (flags.since === undefined)) throw new UserError('give an intent id, or --since DATE for every intent recorded since then (not both)');
+      if (flags.from !== undefined && id === undefined) throw new UserError('--from goes with an intent id, not with --since');
+      replayFromStage(flags.from);
       const since = flags.since === undefined ? undefined : parseSince(flags.since);
       const safety = io.settings();
       const { ledger, database } = await openLedger(config, () => undefined);
@@ -52,7 +56,7 @@ export function addReplayCommand(program: Command, config: RuntimeConfig, io: Io
           else for (const line of ['', ...formatPeriod(entries, since)]) io.print(line);
           return;
         }
-        const comparison = await compareReplay(ledger.pool, id!, await replayIntent(replayTarget, id!));
+        const comparison = await compareReplay(ledger.pool, id!, await replayIntent(replayTarget, id!, { ...(flags.from ? { from: flags.from } : {}) }));
         if (flags.json) io.printJson(comparison);
         else for (const line of formatComparison(comparison)) io.print(line);
       } finally {

@@ -16,11 +16,15 @@ export interface StageComparison {
   readonly added: readonly string[];
   /** Fired then and do not now. */
   readonly removed: readonly string[];
+  /** True for a stage before the one the replay started from (`--from`): the original's, not run again. */
+  readonly taken?: boolean;
 }
 
 export interface ReplayComparison {
   readonly intentId: string;
   readonly replayId: string;
+  /** The stage the replay started from (`--from`), when not the whole intent. */
+  readonly from?: string;
   readonly outcome: { readonly then: string; readonly now: string };
   /** Why the replay failed, when it did ("diverged at …" when the recording could not answer). */
   readonly error?: string;
@@ -43,6 +47,10 @@ export async function compareReplay(pool: pg.Pool, originalId: string, replay: R
   const names = [...new Set([...Object.keys(then.attempts), ...Object.keys(now.attempts), ...firedThen.keys(), ...firedNow.keys()])].sort((a, b) => rank(order, a) - rank(order, b));
   const stages = names.map((stage): StageComparison => {
     const before = firedThen.get(stage) ?? [];
+    if (replay.from && rank(order, stage) < rank(order, replay.from)) {
+      const attempts = then.attempts[stage] ?? 0;
+      return { stage, attempts: { then: attempts, now: attempts }, fired: { then: before, now: before }, added: [], removed: [], taken: true };
+    }
     const after = firedNow.get(stage) ?? [];
     return {
       stage,
@@ -57,6 +65,7 @@ export async function compareReplay(pool: pg.Pool, originalId: string, replay: R
   return {
     intentId: originalId,
     replayId: replay.intentId,
+    ...(replay.from ? { from: replay.from } : {}),
     outcome: { then: outcomeThen, now: outcomeNow },
     ...(replay.error ? { error: replay.error } : {}),
     stages,
@@ -95,10 +104,10 @@ function rank(order: readonly string[], stage: string): number {
 
 /** The lines `warden replay` prints. */
 export function formatComparison(c: ReplayComparison): string[] {
-  const lines = [`replay ${c.replayId} of ${c.intentId}`, ''];
+  const lines = [`replay ${c.replayId} of ${c.intentId}${c.from ? `, from ${c.from}` : ''}`, ''];
   const rows = [['stage', 'attempts then/now', 'fired then', 'fired now', 'change']];
   for (const s of c.stages) {
-    const change = [...s.added.map((t) => `+${t}`), ...s.removed.map((t) => `-${t}`)].join(' ') || 'same';
+    const change = s.taken ? "the original's (not run again)" : [...s.added.map((t) => `+${t}`), ...s.removed.map((t) => `-${t}`)].join(' ') || 'same';
     rows.push([s.stage, `${s.attempts.then}/${s.attempts.now}`, s.fired.then.join(' ') || '-', s.fired.now.join(' ') || '-', change]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));

@@ -19,10 +19,14 @@ import { REPLAY_ID_PREFIX, workflowIdForIntent } from '../shared/ids';
 import type { IntentInput } from '../shared/intent';
 import { stateQuery } from '../shared/messages';
 import type { IntentState } from '../shared/state';
+import type { temporal } from '@temporalio/proto';
 import { failureMessage } from './follow';
+import { branchReplayStart, replayFromStage, replayStartOf } from './replay-start';
 import { intentHandle, sendDecision, startIntent } from './intents';
 
 const run = promisify(execFile);
+
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 
 /** Who a replay's gate decisions are sent as, when the original gives none to take. */
 export const REPLAY_DECIDER = 'warden-replay';
@@ -44,6 +48,8 @@ export interface ReplayRun {
   /** Why it failed (a divergence says "diverged at …"). */
   readonly error?: string;
   readonly gates: readonly ReplayedGate[];
+  /** The stage the replay started from (`--from`), when not the whole intent. */
+  readonly from?: string;
 }
 
 export interface ReplayTarget {
@@ -56,19 +62,29 @@ export interface ReplayTarget {
   readonly pollMs?: number;
 }
 
+export interface ReplayOptions {
+  /** `--from STAGE`: the stages before it are the original's (see replay-start.ts); none or triage, the whole intent. */
+  readonly from?: string;
+}
+
 /** Runs intent `originalId` again (see the module comment); returns how the replay ended. */
-export async function replayIntent(target: ReplayTarget, originalId: string): Promise<ReplayRun> {
+export async function replayIntent(target: ReplayTarget, originalId: string, options: ReplayOptions = {}): Promise<ReplayRun> {
+  const fromStage = replayFromStage(options.from);
   const baseCommit = await recordedBaseOf(target.pool, originalId);
-  const original = await startInputOf(target.client, originalId);
+  const events = await historyOf(target.client, originalId);
+  const original = startInputOf(originalId, events);
+  const start = fromStage ? replayStartOf(originalId, events, fromStage) : undefined;
   const intentId = await freeReplayId(target.client, originalId);
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'warden-replay-'));
   try {
     const repoPath = path.join(scratch, 'repo');
     await scratchClone(original.repoPath, repoPath, original.baseBranch ?? 'main', baseCommit);
-    const input: IntentInput = { ...withoutConfigRules(original), id: intentId, repoPath, replayOf: { intentId: originalId, repoPath: original.repoPath } };
+    if (start) await branchReplayStart(repoPath, start, originalId, intentId);
+    const replayOf = { intentId: originalId, repoPath: original.repoPath, ...(start ? { from: { stage: start.stage, triage: start.triage } } : {}) };
+    const input: IntentInput = { ...withoutConfigRules(original), id: intentId, repoPath, replayOf };
     await startIntent(target.client, input, target.taskQueue);
     const decisions = (await readIntentRecord(target.pool, originalId)).decisions;
-    return await answerUntilEnded(target, intentId, decisions);
+    return { ...(await answerUntilEnded(target, intentId, decisions)), ...(start ? { from: start.stage } : {}) };
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
@@ -95,16 +111,23 @@ export async function recordedBaseOf(pool: pg.Pool, intentId: string): Promise<s
   return baseCommit;
 }
 
-/** The input the original intent's workflow was started with, from its history. */
-async function startInputOf(client: Client, intentId: string): Promise<IntentInput & { readonly baseBranch?: string }> {
+const NO_HISTORY = (intentId: string): UserError => new UserError(`intent ${intentId} has no workflow history left on this Temporal server to take its start from`, 1);
+
+/** The original intent's workflow history. */
+async function historyOf(client: Client, intentId: string): Promise<HistoryEvent[]> {
   try {
-    const history = await client.workflow.getHandle(workflowIdForIntent(intentId)).fetchHistory();
-    const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-    if (payload) return defaultPayloadConverter.fromPayload<IntentInput>(payload);
+    return (await client.workflow.getHandle(workflowIdForIntent(intentId)).fetchHistory()).events ?? [];
   } catch (error) {
-    if (!(error instanceof WorkflowNotFoundError)) throw error;
+    if (error instanceof WorkflowNotFoundError) throw NO_HISTORY(intentId);
+    throw error;
   }
-  throw new UserError(`intent ${intentId} has no workflow history left on this Temporal server to take its start from`, 1);
+}
+
+/** The input the original intent's workflow was started with, from its history. */
+function startInputOf(intentId: string, events: readonly HistoryEvent[]): IntentInput & { readonly baseBranch?: string } {
+  const payload = events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  if (!payload) throw NO_HISTORY(intentId);
+  return defaultPayloadConverter.fromPayload<IntentInput>(payload);
 }
 
 /** `replay-N-ID` with the first N not yet used (cut to the 64 characters an id may have). */

@@ -122,6 +122,22 @@ export const ApprovalsSchema = z
   .strict();
 export type Approvals = z.infer<typeof ApprovalsSchema>;
 
+/** The stages a replay can start from (`warden replay --from`): from triage it is the whole replay. */
+export const REPLAY_FROM_STAGES = ['lld', 'spec', 'impl', 'review'] as const;
+
+/** Triage's assessment as the original intent made it (shared/assessments.ts TriageAssessment). */
+const ReplayedTriageSchema = z
+  .object({
+    risk: RiskClassSchema,
+    confidence: z.number().min(0).max(1),
+    affectedPaths: z.array(z.string()).readonly(),
+    rationale: z.string(),
+    predicted: z.object({ files: z.number().int().min(0), lines: z.number().int().min(0) }).strict().optional(),
+    structured: z.boolean(),
+    problems: z.string().optional(),
+  })
+  .strict();
+
 export const IntentSchema = z.object({
   id: z
     .string()
@@ -189,7 +205,16 @@ export const IntentSchema = z.object({
    * commit, every model call answered from that intent's recording (docs/replay.md).
    */
   replayOf: z
-    .object({ intentId: z.string().min(1).max(64), repoPath: z.string().startsWith('/', 'the repository path must be absolute') })
+    .object({
+      intentId: z.string().min(1).max(64),
+      repoPath: z.string().startsWith('/', 'the repository path must be absolute'),
+      /**
+       * `warden replay --from STAGE`: the stages before STAGE are the original's and do not run
+       * again. The replay's branch starts at the commit STAGE started from then (its lineage
+       * folder named for the replay), and triage's assessment is the one the original made.
+       */
+      from: z.object({ stage: z.enum(REPLAY_FROM_STAGES), triage: ReplayedTriageSchema }).strict().optional(),
+    })
     .strict()
     .optional(),
 });

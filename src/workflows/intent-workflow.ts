@@ -4,6 +4,7 @@ import { activeLineageDir, intentIdFromWorkflowId } from '../shared/ids';
 import { LADDER_DECIDER_PREFIX, ladderScope } from '../shared/ladder';
 import { stateQuery } from '../shared/messages';
 import { riskAtLeast } from '../shared/risk';
+import { STAGES } from '../shared/stages';
 import type { IntentOutcome } from '../shared/state';
 import { requireApproval, unlessApproved } from './approvals';
 import { checkPredictedSize } from './blast-radius';
@@ -61,22 +62,26 @@ async function pipeline(run: IntentRun): Promise<MutableOutcome> {
   checkDesignReviewPolicy(run.intent);
   await prepare(run);
   if (run.intent.revertOf) return revertPipeline(run, run.intent.revertOf);
-  const triage = await triageStage(run);
-  await designStage(run, 'lld', triage);
-  await designStage(run, 'spec', triage);
+  const triage = replayed(run, 'triage') ? originalTriage(run) : await triageStage(run);
+  if (!replayed(run, 'lld')) await designStage(run, 'lld', triage);
+  if (!replayed(run, 'spec')) await designStage(run, 'spec', triage);
   // A person at a gate before merge may send the change back, an unmet merge condition or a base
   // that moved underneath may too: impl and review run again (or only the gates, for a change
   // that rebased cleanly but is no longer what was approved).
   let changes: string | undefined;
   let review: ReviewAssessment | undefined;
+  let implDone = replayed(run, 'impl');
   for (;;) {
     if (!review) {
-      await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted, changes));
-      const afterImpl = await customGatesAfter(run, 'impl');
-      if (afterImpl) {
-        changes = changesRequested(afterImpl);
-        continue;
+      if (!implDone) {
+        await withinStageLimit(run, 'impl', () => runImplStage(run, triage.predicted, changes));
+        const afterImpl = await customGatesAfter(run, 'impl');
+        if (afterImpl) {
+          changes = changesRequested(afterImpl);
+          continue;
+        }
       }
+      implDone = false;
       review = await reviewStage(run);
     }
     const decision = await gatesBeforeMerge(run, review);
@@ -219,6 +224,23 @@ async function prepare(run: IntentRun): Promise<void> {
   run.placeOn(await activities.git.prepareWorktree({ intent }));
   run.ladderLevel = (await activities.ledger.readLadder({ scope: ladderScope(intent.agent) })).level;
   state.ladderLevel = run.ladderLevel;
+}
+
+/**
+ * True when `stage` comes before the stage a replay started from (`warden replay --from`): the
+ * original ran it, and its work is on the replay's branch already.
+ */
+function replayed(run: IntentRun, stage: 'triage' | 'lld' | 'spec' | 'impl'): boolean {
+  const from = run.intent.replayOf?.from;
+  return from !== undefined && STAGES.indexOf(stage) < STAGES.indexOf(from.stage);
+}
+
+/** Triage's assessment as the original made it, for a replay that starts after triage. */
+function originalTriage(run: IntentRun): TriageAssessment {
+  const triage = run.intent.replayOf!.from!.triage;
+  run.triage = triage;
+  run.state.risk = { class: triage.risk, confidence: triage.confidence, structured: triage.structured };
+  return triage;
 }
 
 /** triage, its risk (PROHIBITED halts), its predicted size, and the architecture gate for HIGH risk. */

@@ -1,4 +1,4 @@
-import { compareReplay } from '../../src/client/replay-comparison';
+import { compareReplay, formatComparison } from '../../src/client/replay-comparison';
 import { Ledger } from '../../src/ledger/ledger';
 import { migrate } from '../../src/ledger/migrate';
 import type { SafetyEventInput } from '../../src/ledger/types';
@@ -37,4 +37,21 @@ test('a layer that fires only now is added, one that fired only then removed; ra
     { stage: 'impl', added: ['CASCADE_DETECTED'], removed: ['ANOMALY_DETECTED'] },
   ]);
   expect(comparison.changed).toBe(true);
+});
+
+test("--from: the stages before it are the original's, shown as then and not as removed; the stages from it compare as ever", async () => {
+  const ledger = new Ledger(db.pool);
+  const original = 'cmp-from-original';
+  const replay = 'replay-1-cmp-from-original';
+  const row = (intentId: string, eventType: SafetyEventInput['eventType'], pattern: string, stage: string) =>
+    ledger.audit.recordSafetyEvent(safetyEvent({ intentId, stage, eventType, severity: 'medium', metadata: { pattern } }));
+  await row(original, 'COST_WARNING', 'cost-warning', 'spec');
+  await row(original, 'ANOMALY_DETECTED', 'anomaly-loop', 'impl');
+  const comparison = await compareReplay(db.pool, original, { intentId: replay, status: 'merged', gates: [], from: 'impl' });
+  expect(comparison.stages.map((s) => ({ stage: s.stage, now: s.fired.now, removed: s.removed, taken: s.taken === true }))).toEqual([
+    { stage: 'spec', now: ['COST_WARNING'], removed: [], taken: true },
+    { stage: 'impl', now: [], removed: ['ANOMALY_DETECTED'], taken: false },
+  ]);
+  expect(comparison).toMatchObject({ from: 'impl', changed: true });
+  expect(formatComparison(comparison).join('\n')).toMatch(/from impl[\s\S]*spec .*the original's \(not run again\)[\s\S]*impl .*-ANOMALY_DETECTED/);
 });
