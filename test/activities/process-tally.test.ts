@@ -1,8 +1,10 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { launch, stopLauncher } from '../../src/activities/launcher';
 import { runProcess } from '../../src/activities/process';
+import { createScriptedAgent } from '../../src/activities/agents/scripted-agent';
+import { SpendMeter } from '../../src/gateway/spend-meter';
 import { addChildTime, countLaunch, processTally, tallySince } from '../../src/activities/process-tally';
 
 const cwd = (): string => mkdtempSync(path.join(tmpdir(), 'warden-tally-'));
@@ -45,4 +47,25 @@ test("runProcess counts what it starts and adds the child's time to the kind its
   expect(tallySince(before, afterTests).childMs).toEqual({ agent: 0, tests: tests.durationMs, other: 0 });
   expect(spent.childMs).toEqual({ agent: 0, tests: tests.durationMs, other: unnamed.durationMs });
   expect(spent.launched).toEqual({ sh: 1, true: 1 });
+});
+
+test("the scripted agent runs in this process: its script's delay is the agent's time, and nothing is launched", async () => {
+  const dir = cwd();
+  const scriptPath = path.join(dir, 'script.json');
+  writeFileSync(scriptPath, JSON.stringify({ model: 'anything', stages: { lld: [{ output: 'ok', costUsd: 0, delayMs: 150 }] } }));
+  const before = processTally();
+  await createScriptedAgent(scriptPath).run({
+    intentId: 'tally-1',
+    stage: 'lld',
+    attempt: 1,
+    prompt: 'design it',
+    worktreePath: dir,
+    signal: new AbortController().signal,
+    heartbeat: () => undefined,
+    meter: new SpendMeter({ pricing: {}, declaredCapUsd: '0.50' }),
+  });
+  const spent = tallySince(before);
+  expect(spent.childMs.agent).toBeGreaterThanOrEqual(149);
+  expect(spent.childMs.tests).toBe(0);
+  expect(spent.launched).toEqual({});
 });
