@@ -5,6 +5,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { WardenWorker } from '../src/workers/host-worker';
 import pino from 'pino';
+import type pg from 'pg';
 import { startIntent } from '../src/client/intents';
 import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { resolveConfig } from '../src/config/load';
@@ -32,6 +33,8 @@ export interface Bench {
   readonly native: NativeConnection;
   /** The demo script with every delay removed: a zero-delay scripted agent. */
   readonly demoScript: string;
+  /** Queries sent on the ledger's pool so far (each one round trip to PostgreSQL): see `countRoundTrips`. */
+  ledgerRoundTrips(): number;
   close(): Promise<void>;
 }
 
@@ -55,6 +58,7 @@ export async function startBench(name: string): Promise<Bench> {
   await writeFile(demoScript, JSON.stringify(script));
   const connection = await Connection.connect({ address: server.address });
   const native = await NativeConnection.connect({ address: server.address });
+  const ledgerRoundTrips = countRoundTrips(database.pool);
   return {
     tmp,
     server,
@@ -63,6 +67,7 @@ export async function startBench(name: string): Promise<Bench> {
     client: new Client({ connection, namespace: server.namespace }),
     native,
     demoScript,
+    ledgerRoundTrips,
     async close() {
       await connection.close();
       await native.close();
@@ -71,6 +76,27 @@ export async function startBench(name: string): Promise<Bench> {
       await rm(tmp, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Counts the queries sent by every client `pool` hands out (pool.query checks one out too), from
+ * the outside, so the ledger's code is measured as it is. A query is one round trip: pg sends the
+ * extended protocol's messages of one query together and waits once. Opening a connection is not
+ * counted (the pool keeps its connections).
+ */
+function countRoundTrips(pool: pg.Pool): () => number {
+  let count = 0;
+  const counted = new WeakSet<pg.PoolClient>();
+  pool.on('acquire', (client) => {
+    if (counted.has(client)) return;
+    counted.add(client);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    client.query = ((...args: unknown[]) => {
+      count += 1;
+      return query(...args);
+    }) as unknown as typeof client.query;
+  });
+  return () => count;
 }
 
 /** The default profile with no cooldown, and worker limits that never throttle a benchmark. */

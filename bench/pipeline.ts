@@ -7,9 +7,12 @@
  *   pinned L3, so no person is in the loop) — with the safety interceptors on, then off; and a
  *   bare Temporal workflow of six no-op activities as the floor;
  * - gate latency: G intents (default 100) wait at the merge gate; the bench approves each and
- *   reads, from the workflow history, the time from the signal to the next activity's start.
+ *   reads, from the workflow history, the time from the signal to the next activity's start;
+ * - where one intent's time goes: after the timed runs, K intents (default 5) one at a time, with
+ *   the git processes Warden started, the ledger round trips, and the time of the agent and of the
+ *   repo's tests (process-tally.ts), the rest being Warden's own.
  *
- *   npx tsx bench/pipeline.ts [--intents 200] [--gates 100] [--concurrency 8] [--smoke]
+ *   npx tsx bench/pipeline.ts [--intents 200] [--gates 100] [--concurrency 8] [--measured 5] [--smoke]
  *   npm run bench:pipeline -- --intents 50
  *
  * Everything is its own (an in-memory dev server, an embedded PostgreSQL in a temp folder, the
@@ -22,6 +25,7 @@ import { Worker } from '@temporalio/worker';
 import { startIntent } from '../src/client/intents';
 import { createSampleRepo } from '../src/client/sample-repo';
 import { LadderStore } from '../src/ledger/ladder-store';
+import { processTally, tallySince } from '../src/activities/process-tally';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
@@ -32,13 +36,15 @@ const { values: flags } = parseArgs({
     intents: { type: 'string' },
     gates: { type: 'string' },
     concurrency: { type: 'string' },
+    measured: { type: 'string' },
     smoke: { type: 'boolean', default: false },
   },
 });
 const N = sized(flags.intents, flags.smoke, 200, 2);
 const G = sized(flags.gates, flags.smoke, 100, 2);
 const C = sized(flags.concurrency, flags.smoke, 8, 2);
-for (const [name, value] of [['--intents', N], ['--gates', G], ['--concurrency', C]] as const) {
+const K = sized(flags.measured, flags.smoke, 5, 2);
+for (const [name, value] of [['--intents', N], ['--gates', G], ['--concurrency', C], ['--measured', K]] as const) {
   if (!Number.isInteger(value) || value < 1) {
     out(`${name} takes a whole number ≥ 1`);
     process.exit(2);
@@ -129,6 +135,54 @@ async function gateLatency(s: Bench): Promise<{ medianMs: number; p99Ms: number;
   return { medianMs: percentile(sorted, 50)!, p99Ms: percentile(sorted, 99)!, samples: sorted.length };
 }
 
+interface PerIntent {
+  readonly intents: number;
+  readonly totalMs: number;
+  readonly wardenOwnMs: number;
+  readonly testsMs: number;
+  readonly agentMs: number;
+  readonly gitProcesses: number;
+  readonly ledgerRoundTrips: number;
+}
+
+/**
+ * K intents one at a time, after one to warm the worker up (its launcher, the sandbox probe):
+ * per intent, the total, the agent's and the tests' time from the process tally, Warden's own
+ * (the rest), the git processes it started and the queries its ledger pool sent. Kept apart from
+ * the timed runs so that nothing here touches their figures.
+ */
+async function perIntent(s: Bench): Promise<PerIntent> {
+  const queue = 'measure';
+  const agent = `bench-${queue}`;
+  await new LadderStore(s.database.pool).setLevel({ scope: `agent:${agent}`, level: 3, pinned: true, by: 'bench', defaults: { level: 0, allowLevelUp: false } });
+  const [warmUp, ...repos] = await makeRepos(s, queue, K + 1);
+  const worker = await benchWorker(s, queue);
+  return withWorker(worker, async () => {
+    await runToMerge(s, queue, { id: `${queue}-warm-up`, repo: warmUp!, agentName: agent });
+    const tallied = processTally();
+    const roundTrips = s.ledgerRoundTrips();
+    let totalMs = 0;
+    for (const [i, repo] of repos.entries()) {
+      const begun = t();
+      await runToMerge(s, queue, { id: `${queue}-${i}`, repo, agentName: agent });
+      totalMs += t() - begun;
+      progress(`one at a time: ${i + 1}/${K} merged`);
+    }
+    endProgress();
+    const spent = tallySince(tallied);
+    const each = (n: number): number => Number((n / K).toFixed(1));
+    return {
+      intents: K,
+      totalMs: each(totalMs),
+      wardenOwnMs: each(totalMs - spent.childMs.agent - spent.childMs.tests),
+      testsMs: each(spent.childMs.tests),
+      agentMs: each(spent.childMs.agent),
+      gitProcesses: each(spent.launched.git ?? 0),
+      ledgerRoundTrips: each(s.ledgerRoundTrips() - roundTrips),
+    };
+  });
+}
+
 async function makeRepos(s: Bench, label: string, count: number): Promise<string[]> {
   const repos: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -140,13 +194,14 @@ async function makeRepos(s: Bench, label: string, count: number): Promise<string
 }
 
 async function main(): Promise<number> {
-  out(`pipeline benchmark: ${N} intents per variant, ${G} gates, concurrency ${C}; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
+  out(`pipeline benchmark: ${N} intents per variant, ${G} gates, concurrency ${C}, ${K} intents one at a time; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
   const s = await startBench('pipeline');
   try {
     const on = await pipelines(s, 'safety on', 'on', true);
     const off = await pipelines(s, 'safety off', 'off', false);
     const floor = await bare(s);
     const gates = await gateLatency(s);
+    const one = await perIntent(s);
     const result = {
       intents: N,
       concurrency: C,
@@ -157,6 +212,7 @@ async function main(): Promise<number> {
       throughputOnVsOff: on.perSecond / off.perSecond,
       timeOnVsBare: on.medianMs / floor.medianMs,
       gateLatency: gates,
+      perIntent: one,
     };
     out('');
     out(`| variant | wall time | intents/s | median per intent |`);
@@ -168,11 +224,21 @@ async function main(): Promise<number> {
     out(`throughput, safety on / off: ${result.throughputOnVsOff.toFixed(3)} (target ≥ 0.95)`);
     out(`median time per intent, safety on / bare: ${result.timeOnVsBare.toFixed(1)}× (target ≤ 1.5×; the pipeline does real git work and runs the repo's tests twice, the bare one nothing)`);
     out(`gate latency (approve signal → next activity started): median ${gates.medianMs} ms, p99 ${gates.p99Ms} ms over ${gates.samples} gates`);
+    out(
+      `per intent (concurrency 1, ${one.intents} intents): total ${one.totalMs.toFixed(0)} ms, Warden's own ${one.wardenOwnMs.toFixed(0)} ms (target ≤ 500), ` +
+        `tests ${one.testsMs.toFixed(0)} ms, agent ${one.agentMs.toFixed(0)} ms; git processes ${one.gitProcesses} (target ≤ 30); ledger round trips ${one.ledgerRoundTrips}`,
+    );
     await writeResult('pipeline', result, {
       safetyOnOff: Number(result.throughputOnVsOff.toFixed(3)),
       perSecond: { safetyOn: Number(on.perSecond.toFixed(3)), safetyOff: Number(off.perSecond.toFixed(3)), bare: Number(floor.perSecond.toFixed(3)) },
       gateMedianMs: gates.medianMs,
       gateP99Ms: gates.p99Ms,
+      totalMsPerIntent: one.totalMs,
+      wardenOwnMsPerIntent: one.wardenOwnMs,
+      testsMsPerIntent: one.testsMs,
+      agentMsPerIntent: one.agentMs,
+      gitProcessesPerIntent: one.gitProcesses,
+      ledgerRoundTripsPerIntent: one.ledgerRoundTrips,
     });
     return 0;
   } finally {

@@ -12,6 +12,7 @@
 import { nodeOptionsFor } from '../shared/node-script';
 import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
+import { countLaunch } from './process-tally';
 
 const execFileAsync = promisify(execFile);
 
@@ -62,6 +63,7 @@ let nextId = 1;
  * with an error carrying `code`, `signal`, `stdout` and `stderr` otherwise), run by the launcher.
  */
 export async function launch(file: string, args: readonly string[], options: LaunchOptions): Promise<Launched> {
+  countLaunch(file);
   const current = runningLauncher();
   if (!current) return execHere(file, args, options);
   const id = nextId++;

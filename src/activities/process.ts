@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseProcStat } from '../shared/proc-stat';
 import { recordProcessGroup } from './process-registry';
+import { addChildTime, countLaunch, type ChildKind } from './process-tally';
 
 /** How long a process group gets between SIGTERM and SIGKILL. */
 const KILL_GRACE_MS = 1_000;
@@ -44,6 +45,8 @@ export interface RunProcessOptions {
    * the sandbox watcher's channel (see sandbox-watch.ts), apart from the command's own output.
    */
   readonly report?: boolean;
+  /** Whose work this is, for the process tally (see process-tally.ts); default 'other'. */
+  readonly kind?: ChildKind;
 }
 
 /** Why the process ended: on its own, or killed by us for the given reason. */
@@ -214,6 +217,7 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
       reject(spawnError(opts, err));
       return;
     }
+    countLaunch(opts.exec?.file ?? '/bin/sh');
     // Recorded until it ends, so a worker starting after a crash of this one can end it.
     const forget = child.pid === undefined ? () => undefined : recordProcessGroup(child.pid, opts.command);
 
@@ -351,17 +355,19 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessOutcome> {
       // group to be gone, within a bound, so nothing the command started outlives this call.
       const groupGone = child.pid === undefined ? Promise.resolve() : groupEnds.gone(child.pid, GROUP_GONE_WAIT_MS);
       void groupGone.then(() =>
-        finish(() =>
+        finish(() => {
+          const durationMs = Math.round(performance.now() - started);
+          addChildTime(opts.kind ?? 'other', durationMs);
           resolve({
             exitCode: code,
             termination: termination ?? 'exited',
             signal,
             stdout: Buffer.concat(stdout).toString('utf8'),
             stderr: Buffer.concat(stderr).toString('utf8'),
-            durationMs: Math.round(performance.now() - started),
+            durationMs,
             ...(opts.report ? { report: Buffer.concat(report).toString('utf8') } : {}),
-          }),
-        ),
+          });
+        }),
       );
     });
   });

@@ -208,7 +208,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
   const runConfined = async (r: { readonly intent: Intent; readonly worktreePath: string; readonly head: string; readonly command: string; readonly slot: number; readonly who: string }) => {
     const run = await confinedTestRun(r.intent, r.worktreePath, r.command, r.slot);
     const repoSnapshot = await takeRepoSnapshot(r.intent.repoPath, { worktree: r.worktreePath });
-    const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(r.intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal }));
+    const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(r.intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal, kind: 'tests' }));
     await refuseEscapes(r.intent, r.worktreePath, r.head, repoSnapshot, r.who);
     const secrets = await holdBackSecrets({ worktreePath: r.worktreePath, repoPath: r.intent.repoPath, baseCommit: r.head, allowances: allowancesOf(r.intent) });
     const output = deps.redact(`$ ${r.command}\n${outcome.stdout}${outcome.stderr}`);

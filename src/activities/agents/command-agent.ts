@@ -228,6 +228,7 @@ export function createCommandAgent(profile: CommandAgentProfile, deps: CommandAg
               signal: lease ? AbortSignal.any([request.signal, lease.stopSignal]) : request.signal,
               heartbeat: request.heartbeat,
               report: watchedRun,
+              kind: 'agent',
             });
           } catch (err) {
             // E2BIG (a prompt over the kernel's 128 KiB argument limit) will not fix itself.

@@ -7,6 +7,7 @@ import { describeIssues } from '../../shared/intent';
 import { AgentScriptSchema, type AgentScript, type ScriptAttempt } from '../../shared/script';
 import type { Agent, AgentRequest, AgentResult } from './agent';
 import { usdFromNumber } from '../../gateway/spend-meter';
+import { addChildTime } from '../process-tally';
 
 /** Reads and validates a script file; a bad file is a non-retryable `INVALID_SCRIPT` failure. */
 export function loadAgentScript(scriptPath: string): AgentScript {
@@ -87,8 +88,18 @@ export function createScriptedAgent(scriptPath: string): Agent {
   };
 }
 
+/** The script's delay stands for the agent's own work: the process tally counts it as the agent's time. */
 async function waitWhileHeartbeating(ms: number, request: AgentRequest): Promise<void> {
   if (ms <= 0) return;
+  const started = performance.now();
+  try {
+    await waitFor(ms, request);
+  } finally {
+    addChildTime('agent', performance.now() - started);
+  }
+}
+
+async function waitFor(ms: number, request: AgentRequest): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const beat = setInterval(request.heartbeat, 1000);
     const done = setTimeout(finish, ms);
