@@ -72,14 +72,8 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
     async runTests({ attempt }) {
       return { attempt, passed: true, ran: true, summary: '1 passed', passedCount: 1, failedCount: 0, failingTests: [], tail: '', kind: 'passed', instruction: '' };
     },
-    async checkImplementation() {
-      return { ok: true, stubCount: 0, tamperCount: 0, feedback: '' };
-    },
-    async checkTestPlan() {
-      return { planned: true, ok: true, tests: [], problems: [] };
-    },
-    async measureChange() {
-      return { files: 1, lines: 10 };
+    async inspectImplementation() {
+      return { size: { files: 1, lines: 10 }, checks: { ok: true, stubCount: 0, tamperCount: 0, feedback: '' }, plan: { planned: true, ok: true, tests: [], problems: [] } };
     },
     async checkDocument() {
       return { ok: true, errors: [] };

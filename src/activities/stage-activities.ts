@@ -167,6 +167,16 @@ export interface ImplementationCheck {
   readonly feedback: string;
 }
 
+/**
+ * What impl's attempt is judged on once its tests have run: the change's size, the mechanical
+ * checks, and the spec's test plan when it was asked for.
+ */
+export interface ImplementationInspection {
+  readonly size: { readonly files: number; readonly lines: number };
+  readonly checks: ImplementationCheck;
+  readonly plan?: TestPlanCheck;
+}
+
 export interface TestRunResult {
   /** What the tests' sandbox saw them try, when anything (the workflow records each and tells the merge gate). */
   readonly attempts?: AttemptReport;
@@ -468,29 +478,18 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     },
 
     /**
-     * The mechanical gates after an impl attempt: stubs the intent added (TypeScript/JavaScript by
-     * the compiler's AST, Python by patterns) and test tampering against the base branch (tests
-     * deleted, skipped, focused, or assertions removed). Findings send impl back.
+     * After an impl attempt's tests, in one call: the change's size against the base (for the
+     * blast radius), the mechanical gates, and, when `testPlan` is given (the tests passed), the
+     * spec's test plan. All three only read the worktree as the tests left it; the workflow judges
+     * them in that order.
      */
-    async checkImplementation({ intent }: IntentRef): Promise<ImplementationCheck> {
+    async inspectImplementation({ intent, testPlan }: IntentRef & { readonly testPlan?: { readonly testLogPath?: string } }): Promise<ImplementationInspection> {
       const { worktreePath } = await worktree(intent);
-      const baseRef = `refs/heads/${intent.baseBranch}`;
-      const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath })).filter((f) => f.severity === 'block');
-      const tampering = await detectTestTampering(worktreePath, baseRef);
-      const findings = [
-        ...(stubs.length ? [formatStubFindings(stubs)] : []),
-        ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),
-      ];
-      return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
-    },
-
-    /**
-     * After impl's tests pass: the spec's test plan against what impl wrote and what the run
-     * printed (see test-plan-check.ts). A broken promise sends impl back. Reads only.
-     */
-    async checkTestPlan({ intent, testLogPath }: IntentRef & { readonly testLogPath?: string }): Promise<TestPlanCheck> {
-      const { worktreePath } = await worktree(intent);
-      return checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath });
+      const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
+      const size = { files: changes.length, lines: changes.reduce((n, c) => n + c.added + c.deleted, 0) };
+      const checks = await checkImplementationIn(worktreePath, intent);
+      const plan = testPlan ? await checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath: testPlan.testLogPath }) : undefined;
+      return { size, checks, ...(plan ? { plan } : {}) };
     },
 
     /**
@@ -527,12 +526,6 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       const { worktreePath } = await worktree(intent);
       const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
       return changes.map((c) => c.path).filter((p) => globs.some((glob) => matchGlob(glob, p))).slice(0, 200);
-    },
-
-    async measureChange({ intent }: IntentRef): Promise<{ readonly files: number; readonly lines: number }> {
-      const { worktreePath } = await worktree(intent);
-      const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
-      return { files: changes.length, lines: changes.reduce((n, c) => n + c.added + c.deleted, 0) };
     },
 
     /**
@@ -781,4 +774,20 @@ function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']
       [intent.id, original.intentId],
     ],
   };
+}
+
+/**
+ * The mechanical gates after an impl attempt: stubs the intent added (TypeScript/JavaScript by
+ * the compiler's AST, Python by patterns) and test tampering against the base branch (tests
+ * deleted, skipped, focused, or assertions removed). Findings send impl back.
+ */
+async function checkImplementationIn(worktreePath: string, intent: Intent): Promise<ImplementationCheck> {
+  const baseRef = `refs/heads/${intent.baseBranch}`;
+  const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath })).filter((f) => f.severity === 'block');
+  const tampering = await detectTestTampering(worktreePath, baseRef);
+  const findings = [
+    ...(stubs.length ? [formatStubFindings(stubs)] : []),
+    ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),
+  ];
+  return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
 }

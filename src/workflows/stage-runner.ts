@@ -188,9 +188,11 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
     if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
     recordSecretScan(run, 'impl', `impl attempt ${attempt}`, 'the tests', tests.secrets);
     const testSecrets = tests.secrets?.held ?? [];
-    await checkChangeSize(run, predicted);
+    // One call reads what the tests left (size, mechanical checks, test plan); judged in that order.
+    const inspection = await run.activities.git.inspectImplementation({ intent, ...(tests.passed && testSecrets.length === 0 ? { testPlan: { testLogPath: tests.logPath } } : {}) });
+    await checkChangeSize(run, predicted, inspection.size);
     // Passing tests are not enough: no stubs, and the tests themselves left as they were.
-    const checks = await run.activities.git.checkImplementation({ intent });
+    const { checks, plan } = inspection;
     if (!checks.ok) {
       refusals += 1;
       const cap = intent.limits.attempts.completeness;
@@ -201,9 +203,8 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
       });
       enforceCompletenessCap(refusals, cap);
     }
-    if (tests.passed && checks.ok && testSecrets.length === 0) {
+    if (plan && checks.ok) {
       // Green and complete: the tests the spec promised must be among them, and have run.
-      const plan = await run.activities.git.checkTestPlan({ intent, testLogPath: tests.logPath });
       recordTestPlan(run, attempt, plan);
       if (plan.ok) return;
       feedback = testPlanRepairPrompt(plan);
