@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -156,6 +156,8 @@ export interface StageResult {
   readonly attempts?: AttemptReport;
   /** What the secret scan found in the agent's change, when it found anything (see holdBackSecrets). */
   readonly secrets?: SecretScan;
+  /** lld and spec (not their design review): the document's mechanical checks (see document-checks.ts). */
+  readonly documentCheck?: DocumentCheck;
 }
 
 /** What the mechanical gates found after an impl attempt. */
@@ -338,6 +340,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
               ),
             )
           : undefined;
+        // The document as committed is checked here, where it was written: no second call to read it back.
+        const documentCheck = (stage === 'lld' || stage === 'spec') && !designReview ? checkDesignDocument(intent, stage, output, worktreePath) : undefined;
         const detected = detectCascade(output, { goal: intent.goal, paths: intent.paths });
         const cascade = withVerdict({ level: detected.level, score: detected.score, patterns: detected.matches.map((m) => `${m.category}: ${m.excerpt}`).slice(0, 10) }, judged);
         return {
@@ -358,6 +362,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
           ...(stage === 'review' ? { review: readReviewAssessment(output) } : {}),
           ...(designReview ? { designReview: readDesignReviewAssessment(output) } : {}),
+          ...(documentCheck ? { documentCheck } : {}),
           ...(attempts ? { attempts } : {}),
           ...(foundAny(secrets) ? { secrets } : {}),
         };
@@ -526,17 +531,6 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       const { worktreePath } = await worktree(intent);
       const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
       return changes.map((c) => c.path).filter((p) => globs.some((glob) => matchGlob(glob, p))).slice(0, 200);
-    },
-
-    /**
-     * The mechanical checks of a design document (see document-checks.ts): the LLD's sections and
-     * the paths it names, the spec's requirement → test mapping. Reads only.
-     */
-    async checkDocument({ intent, stage, artifactPath }: { readonly intent: Intent; readonly stage: 'lld' | 'spec'; readonly artifactPath: string }): Promise<DocumentCheck> {
-      const { worktreePath } = await worktree(intent);
-      const text = readFileSync(path.join(worktreePath, artifactPath), 'utf8');
-      if (stage === 'spec') return checkSpec(text);
-      return checkLld(text, { declaredPaths: intent.paths, exists: (file) => existsSync(path.join(worktreePath, file)) });
     },
 
     /**
@@ -790,4 +784,10 @@ async function checkImplementationIn(worktreePath: string, intent: Intent): Prom
     ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),
   ];
   return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
+}
+
+/** The mechanical checks of a design document: the LLD's sections and the paths it names, the spec's requirement → test mapping. */
+function checkDesignDocument(intent: Intent, stage: 'lld' | 'spec', text: string, worktreePath: string): DocumentCheck {
+  if (stage === 'spec') return checkSpec(text);
+  return checkLld(text, { declaredPaths: intent.paths, exists: (file) => existsSync(path.join(worktreePath, file)) });
 }

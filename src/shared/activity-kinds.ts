@@ -39,7 +39,6 @@ const ACTIVITY_KINDS = {
   inspectImplementation: 'stage',
   changedFilesMatching: 'stage',
   revertMerge: 'stage',
-  checkDocument: 'stage',
   applyDocumentEdits: 'stage',
   checkMergeConditions: 'stage',
   rebaseOntoBase: 'stage',

@@ -69,15 +69,15 @@ export function changesRequested(decision: RecordedDecision): string {
 }
 
 /**
- * Runs lld or spec until its document passes the mechanical checks; each failure goes back to
- * the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
+ * Runs lld or spec until its document passes the mechanical checks (made by the agent-stage
+ * activity on the document it committed); each failure goes back to the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
  */
 export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec', changes?: string): Promise<string> {
-  const { intent, state, ledger } = run;
+  const { state, ledger } = run;
   let feedback = changes;
   for (;;) {
     const result = await runStage(run, stage, feedback);
-    const check = await run.activities.git.checkDocument({ intent, stage, artifactPath: result.artifactPath });
+    const check = result.documentCheck!;
     if (check.ok) return result.artifactPath;
     ledger.event('STAGE_FAILED', 'medium', `${stage} attempt ${state.attempts[stage]}: the document failed its mechanical checks: ${check.errors.join('; ').slice(0, 1000)}`, {
       stage,
