@@ -48,6 +48,18 @@ function describe(e: HistoryEvent, activityTypes: Map<string, string>): string {
 }
 
 /**
+ * The history's events as the breakdown names them, in order: `ActivityTaskScheduled(runTests)`,
+ * `LocalActivity(appendToLedger)`, `TimerStarted`… (what a test can check the shape of a run by).
+ */
+export function eventLabels(events: readonly HistoryEvent[]): string[] {
+  const activityTypes = new Map<string, string>();
+  return events.map((e) => {
+    if (e.activityTaskScheduledEventAttributes) activityTypes.set(String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name ?? '?');
+    return describe(e, activityTypes);
+  });
+}
+
+/**
  * Reads a history as workflow tasks: for each, the events that woke it (since the previous task
  * ended) and the commands and markers it wrote when it completed.
  */
