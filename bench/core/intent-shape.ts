@@ -6,13 +6,15 @@ type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 export interface IntentShape {
   readonly historyEvents: number;
   readonly workflowTasks: number;
-  /** Each workflow task, in order: what woke it and the commands it ended with. */
+  /** Each workflow task, in order: what woke it, the commands it ended with, and how long it ran. */
   readonly tasks: readonly string[];
   /** The history's events by type, most first. */
   readonly eventsByType: ReadonlyArray<readonly [string, number]>;
 }
 
 const EventType = temporal.api.enums.v1.EventType;
+
+const eventMs = (e: HistoryEvent): number => Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
 
 /** The short name of an event type (EVENT_TYPE_ACTIVITY_TASK_SCHEDULED → ActivityTaskScheduled). */
 function typeName(e: HistoryEvent): string {
@@ -69,9 +71,11 @@ export function intentShape(events: readonly HistoryEvent[]): IntentShape {
   const tasks: string[] = [];
   let woke: string[] = [];
   let wrote: string[] | undefined;
+  let startedAt = 0;
+  let ranMs = 0;
   const close = () => {
     if (!wrote) return;
-    tasks.push(`woken by ${woke.join(', ') || '–'} → ${wrote.join(', ') || '–'}`);
+    tasks.push(`woken by ${woke.join(', ') || '–'} → ${wrote.join(', ') || '–'} (ran ${ranMs.toFixed(1)} ms)`);
     wrote = undefined;
     woke = [];
   };
@@ -80,10 +84,13 @@ export function intentShape(events: readonly HistoryEvent[]): IntentShape {
     const label = describe(e, activityTypes);
     const bucket = label.replace(/\(.*\)$/, '') === 'LocalActivity' ? label : typeName(e);
     counts.set(bucket, (counts.get(bucket) ?? 0) + 1);
+    if (e.workflowTaskStartedEventAttributes) startedAt = eventMs(e);
     if (e.workflowTaskScheduledEventAttributes || e.workflowTaskStartedEventAttributes) continue;
     if (e.workflowTaskCompletedEventAttributes) {
       close();
       wrote = [];
+      // From the worker taking the task to its reply: the workflow code and its local activities.
+      ranMs = eventMs(e) - startedAt;
       continue;
     }
     if (e.workflowTaskFailedEventAttributes || e.workflowTaskTimedOutEventAttributes) {
