@@ -381,7 +381,7 @@ export async function takeRepoSnapshot(
   options: { readonly previous?: RepoSnapshot; readonly exclude?: string; readonly worktree?: string } = {},
 ): Promise<RepoSnapshot> {
   const top = realpathSync(repoPath);
-  const { commonDir, bare } = await repoKind(top);
+  const { commonDir, bare } = await repoKindOf(top);
   // The comparison only looks at the intent's own worktree record (compareGitControl), and every
   // parked intent of the repo has one: read just that one when the worktree is named.
   const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
@@ -440,7 +440,7 @@ export interface OutsideRestore {
 export async function restoreOutside(snapshot: RepoSnapshot, violations: readonly ChangeViolation[]): Promise<OutsideRestore> {
   const restored: string[] = [];
   const notRestored: string[] = [];
-  const { commonDir } = await repoKind(snapshot.repoPath);
+  const { commonDir } = await repoKindOf(snapshot.repoPath);
   // 1. git control files first: HEAD and config decide what the checkouts below do.
   for (const v of violations.filter((x) => x.kind === 'git-dir-changed' && x.path.startsWith('<git>/') && !x.path.startsWith('<git>/refs'))) {
     const rel = v.path.slice('<git>/'.length);
@@ -494,27 +494,57 @@ async function worktreeRecordRel(worktree: string, commonDir: string): Promise<s
 // ---------------------------------------------------------------------------------------------
 // git location
 
-/** The common git dir, and whether the repository is bare: one git process (a snapshot is taken twice per stage). */
-async function repoKind(cwd: string): Promise<{ readonly commonDir: string; readonly bare: boolean }> {
+/** Where a repository keeps its git state, whether it is bare, and its top level (none when bare). */
+interface RepoKind {
+  readonly commonDir: string;
+  readonly bare: boolean;
+  readonly top?: string;
+}
+
+/**
+ * The target repository's kind, by its real path. Each inspection, snapshot and restore asks for
+ * it (a dozen times an intent), and none of it changes while the repository lives: its common git
+ * dir, its bareness and its top level are set when it is made (Warden's worktrees are linked
+ * worktrees and change none of them; a changed config or .git of the repository is itself a
+ * violation the snapshot sees). A repository removed and made again at the same path could differ,
+ * so an entry whose common dir (or top level) is gone is asked again. Only target repositories go
+ * in here, never a worktree: a worktree path can be removed and made again for another repository.
+ */
+const repoKinds = new Map<string, RepoKind>();
+const MAX_REMEMBERED_REPOS = 1000;
+
+async function repoKindOf(repoPath: string): Promise<RepoKind> {
+  const key = realpathSync(repoPath);
+  const known = repoKinds.get(key);
+  if (known && existsSync(known.commonDir) && (!known.top || existsSync(known.top))) return known;
+  const kind = await askRepoKind(key);
+  if (repoKinds.size >= MAX_REMEMBERED_REPOS) repoKinds.clear();
+  repoKinds.set(key, kind);
+  return kind;
+}
+
+/** One git process for a repository with a working tree; a bare one (where `--show-toplevel` fails) takes a second. */
+async function askRepoKind(cwd: string): Promise<RepoKind> {
+  const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--is-bare-repository', '--show-toplevel']);
+  const [commonDir, bare, top] = out.stdout.trim().split('\n');
+  if (out.code === 0 && commonDir && top) return { commonDir: realpathSync(commonDir), bare: bare === 'true', top: realpathSync(top) };
+  return uncachedRepoKind(cwd);
+}
+
+/** The common git dir and whether the repository is bare, asked of git now (no top level). */
+async function uncachedRepoKind(cwd: string): Promise<RepoKind> {
   const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--is-bare-repository']);
   const [commonDir, bare] = out.stdout.trim().split('\n');
   if (out.code !== 0 || !commonDir) throw failure(`${cwd} is not a git repository: ${out.stderr.trim()}`);
   return { commonDir: realpathSync(commonDir), bare: bare === 'true' };
 }
 
-async function commonGitDir(cwd: string): Promise<string> {
-  return (await repoKind(cwd)).commonDir;
-}
-
 /** Finds the worktree's git dir from the repository's registry (`<common>/worktrees/*\/gitdir`). */
 async function locateWorktree(repoPath: string, worktreePath: string): Promise<GitLocation> {
   if (!existsSync(worktreePath)) throw failure(`worktree ${worktreePath} does not exist`);
   const worktree = realpathSync(worktreePath);
-  const commonDir = await commonGitDir(repoPath);
-  const topOut = await gitRaw(repoPath, ['rev-parse', '--show-toplevel']);
-  if (topOut.code === 0 && realpathSync(topOut.stdout.trim()) === worktree) {
-    return { worktree, commonDir, gitDir: commonDir, gitDirRel: '' };
-  }
+  const { commonDir, top } = await repoKindOf(repoPath);
+  if (top === worktree) return { worktree, commonDir, gitDir: commonDir, gitDirRel: '' };
   const [gitDir] = await recordsOfFolder(commonDir, path.basename(worktree), (folder) => existsSync(folder) && realpathSync(folder) === worktree, { firstOnly: true });
   if (!gitDir) throw failure(`${worktreePath} is not a worktree of ${repoPath}`);
   return { worktree, commonDir, gitDir, gitDirRel: `worktrees/${path.basename(gitDir)}` };
@@ -526,7 +556,7 @@ async function locateFromWorktree(worktreePath: string): Promise<GitLocation> {
   const out = await gitRaw(worktree, ['rev-parse', '--absolute-git-dir']);
   if (out.code !== 0) throw failure(`${worktreePath} is not a git worktree: ${out.stderr.trim()}`);
   const gitDir = realpathSync(out.stdout.trim());
-  const commonDir = await commonGitDir(worktree);
+  const { commonDir } = await uncachedRepoKind(worktree);
   const rel = path.relative(commonDir, gitDir);
   return { worktree, commonDir, gitDir, gitDirRel: rel === '' ? '' : rel.split(path.sep).join('/') };
 }

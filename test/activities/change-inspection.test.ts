@@ -13,6 +13,7 @@ import {
   type InspectionReport,
 } from '../../src/activities/change-inspection';
 import { ensureWorktree } from '../../src/activities/worktree';
+import { processTally, tallySince } from '../../src/activities/process-tally';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { FAKE_AWS_KEY_ID, FAKE_PRIVATE_KEY_BLOCK, stringsWithCredentials } from '../helpers/fake-credentials';
 
@@ -440,5 +441,31 @@ describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
     write(s.worktree, 'lib/strings.js', 'module.exports = { slugify: (s) => s };\n');
     expect(await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [] })).toEqual({ held: [], allowed: [] });
     expect(readFileSync(path.join(s.worktree, 'lib/strings.js'), 'utf8')).toContain('slugify');
+  });
+});
+
+describe('git processes', () => {
+  test("a repository's kind is asked once: a second inspection of its worktree starts one git process fewer", async () => {
+    const s = await setup('count');
+    const launchedBy = async (work: () => Promise<unknown>): Promise<number> => {
+      const before = processTally();
+      await work();
+      return tallySince(before).launched.git ?? 0;
+    };
+    const inspect = () => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
+    const first = await launchedBy(inspect);
+    expect(await launchedBy(inspect)).toBe(first - 1);
+  });
+
+  test('a repository removed and made again at the same path, now bare, is asked anew', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
+    roots.push(root);
+    const repo = createSampleRepo(path.join(root, 'repo'));
+    expect(Object.keys((await takeRepoSnapshot(repo)).files)).toContain('package.json');
+    rmSync(repo, { recursive: true, force: true });
+    git(root, 'init', '-q', '--bare', repo);
+    const bare = await takeRepoSnapshot(repo);
+    expect(bare.files).toEqual({});
+    expect(bare.gitControl).toHaveProperty('HEAD');
   });
 });
