@@ -168,6 +168,22 @@ interface GitLocation {
  * worktree of `repoPath` or `baseCommit` is unknown.
  */
 export async function inspectChanges(input: InspectChangesInput): Promise<InspectionReport> {
+  return (await inspectStep(input)).report;
+}
+
+/**
+ * What an inspection saw of the worktree: HEAD's commit and the changes since the start commit.
+ * Valid only until anything else runs in the worktree; it spares the secret scan that follows
+ * the inspection in the same activity ({@link holdBackSecrets}) asking git the same again.
+ */
+export interface InspectedWorktree {
+  readonly baseCommit: string;
+  readonly head: string;
+  readonly changes: readonly ChangedPath[];
+}
+
+/** {@link inspectChanges}, and what it saw of the worktree. */
+export async function inspectStep(input: InspectChangesInput): Promise<{ readonly report: InspectionReport; readonly seen: InspectedWorktree }> {
   const loc = await locateWorktree(input.repoPath, input.worktreePath);
   const run = (args: readonly string[]) => gitIn(loc, args);
   if ((await run(['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
@@ -225,7 +241,7 @@ export async function inspectChanges(input: InspectChangesInput): Promise<Inspec
   }
 
   const shown = violations.slice(0, MAX_REPORTED_VIOLATIONS);
-  return {
+  const report = {
     ok: violations.length === 0,
     violations: shown,
     omittedViolations: violations.length - shown.length,
@@ -233,6 +249,7 @@ export async function inspectChanges(input: InspectChangesInput): Promise<Inspec
     checked: { declaredPaths: true, symlinks: true, gitDir: true, gitControlFiles: Boolean(snapshot), outsideWrites: Boolean(snapshot) },
     summary: summarize(violations, changes.length),
   };
+  return { report, seen: { baseCommit: input.baseCommit, head: headCommit, changes } };
 }
 
 /**
@@ -291,6 +308,8 @@ export async function holdBackSecrets(input: {
   readonly repoPath: string;
   readonly baseCommit: string;
   readonly allowances: readonly SecretAllowance[];
+  /** What {@link inspectStep} saw from the same start commit, when nothing has run in the worktree since. */
+  readonly inspected?: InspectedWorktree;
 }): Promise<SecretScan> {
   const loc = await locateWorktree(input.repoPath, input.worktreePath);
   const findings: SecretFinding[] = [];
@@ -305,7 +324,8 @@ export async function holdBackSecrets(input: {
     }
   };
   const inWorktree = new Set<string>();
-  for (const change of await listChanges(loc, input.baseCommit)) {
+  const seen = input.inspected?.baseCommit === input.baseCommit ? input.inspected : undefined;
+  for (const change of seen?.changes ?? (await listChanges(loc, input.baseCommit))) {
     if (change.status === 'deleted' || change.path.endsWith('/')) continue;
     inWorktree.add(change.path);
     await scan(change.path, async () => {
@@ -314,7 +334,7 @@ export async function holdBackSecrets(input: {
       return readFile(path.join(loc.worktree, change.path), 'utf8');
     });
   }
-  const head = (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
+  const head = seen?.head ?? (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
   const ownCommits = head && head !== input.baseCommit;
   if (ownCommits) {
     const commits = (await gitIn(loc, ['rev-list', '-n', '50', `${input.baseCommit}..${head}`])).stdout.split('\n').filter(Boolean);

@@ -5,6 +5,7 @@ import path from 'node:path';
 import {
   holdBackSecrets,
   inspectChanges,
+  inspectStep,
   listChangedPaths,
   revertChanges,
   scanChangedFilesForStubs,
@@ -409,6 +410,25 @@ describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
     expect(readFileSync(path.join(s.worktree, 'lib/strings.js'), 'utf8')).toBe(before);
     expect(existsSync(path.join(s.worktree, 'keys/deploy.pem'))).toBe(false);
     expect(readFileSync(path.join(s.worktree, 'lib/clean.js'), 'utf8')).toBe('module.exports = 1;\n');
+  });
+
+  test("after an inspection, the scan uses what it saw: the same findings, three git processes fewer", async () => {
+    const s = await setup('secrets-inspected');
+    write(s.worktree, 'keys/deploy.pem', FAKE_PRIVATE_KEY_BLOCK);
+    write(s.worktree, 'lib/strings.js', stringsWithCredentials());
+    git(s.worktree, 'add', 'lib/strings.js');
+    git(s.worktree, 'commit', '-qm', 'agent: strings');
+    const { report, seen } = await inspectStep({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
+    expect(report.ok).toBe(true);
+    expect(seen.changes.map((c) => c.path)).toEqual(['keys/deploy.pem', 'lib/strings.js']);
+    const before = processTally();
+    const scan = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [{ paths: ['**'], reason: 'fixtures' }], inspected: seen });
+    const withSeen = tallySince(before).launched.git ?? 0;
+    const again = processTally();
+    const plain = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [{ paths: ['**'], reason: 'fixtures' }] });
+    expect(scan).toEqual(plain);
+    expect(scan.allowed.map((f) => f.path)).toEqual(expect.arrayContaining(['keys/deploy.pem', 'lib/strings.js']));
+    expect(withSeen).toBe((tallySince(again).launched.git ?? 0) - 3);
   });
 
   test('a secret the step committed itself, even one deleted again, is held back and its commits undone', async () => {
