@@ -435,11 +435,37 @@ async function refsOf(top: string): Promise<Record<string, string>> {
   return refs;
 }
 
-/** The checked-out commit and the paths that differ from it (one `git status`). */
+/**
+ * The checked-out commit and the paths that differ from it: one `git status`, whose porcelain v2
+ * header names HEAD's commit (`# branch.oid`, "(initial)" before the first commit).
+ */
 async function checkoutOf(top: string): Promise<{ head?: string; dirty: string[] }> {
-  const head = (await gitRaw(top, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim() || undefined;
-  const status = await gitRaw(top, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--no-renames']);
-  const dirty = status.stdout.split('\0').filter(Boolean).map((entry) => entry.slice(3));
+  const status = await gitRaw(top, ['status', '--porcelain=v2', '-z', '--branch', '--no-ahead-behind', '--untracked-files=all', '--no-renames']);
+  // A status that fails names no commit: then nothing is checked out again on a restore.
+  return status.code === 0 ? parseStatusV2(status.stdout) : { dirty: [] };
+}
+
+/** Fields before the path in a porcelain v2 entry, by its first letter (see git-status(1)). */
+const FIELDS_BEFORE_PATH: Readonly<Record<string, number>> = { '1': 8, '2': 9, u: 10, '?': 1, '!': 1 };
+
+function parseStatusV2(out: string): { head?: string; dirty: string[] } {
+  let head: string | undefined;
+  const dirty: string[] = [];
+  const entries = out.split('\0');
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
+    if (entry.startsWith('# branch.oid ')) {
+      const oid = entry.slice('# branch.oid '.length);
+      if (oid !== '(initial)') head = oid;
+      continue;
+    }
+    const fields = FIELDS_BEFORE_PATH[entry[0] ?? ''];
+    if (fields === undefined) continue;
+    let at = 0;
+    for (let f = 0; f < fields; f++) at = entry.indexOf(' ', at) + 1;
+    dirty.push(entry.slice(at));
+    if (entry[0] === '2') i++; // a rename's old path follows as its own entry
+  }
   return { ...(head ? { head } : {}), dirty };
 }
 

@@ -477,6 +477,28 @@ describe('git processes', () => {
     expect(await launchedBy(inspect)).toBe(first - 1);
   });
 
+  test("a snapshot before a step reads the checkout from one git status: HEAD's commit and every path that differs", async () => {
+    const s = await setup('checkout');
+    write(s.repo, 'lib/strings.js', 'changed;\n');
+    write(s.repo, 'new dir/staged file.js', '1;\n');
+    git(s.repo, 'add', 'new dir/staged file.js');
+    write(s.repo, 'notes/untracked.md', 'x\n');
+    rmSync(path.join(s.repo, 'package.json'));
+    await takeRepoSnapshot(s.repo); // the repository's kind is known from here on
+    const before = processTally();
+    const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    expect(tallySince(before).launched.git).toBe(3); // the file listing, the refs, the status
+    expect(snapshot.checkout).toEqual({
+      head: git(s.repo, 'rev-parse', 'HEAD'),
+      dirty: expect.arrayContaining(['lib/strings.js', 'new dir/staged file.js', 'notes/untracked.md', 'package.json']),
+    });
+    expect(snapshot.checkout?.dirty).toHaveLength(4);
+    const empty = path.join(s.root, 'empty');
+    git(s.root, 'init', '-q', empty);
+    write(empty, 'a.txt', 'a\n');
+    expect((await takeRepoSnapshot(empty)).checkout).toEqual({ dirty: ['a.txt'] });
+  });
+
   test('a repository removed and made again at the same path, now bare, is asked anew', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
     roots.push(root);
