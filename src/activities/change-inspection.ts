@@ -186,9 +186,7 @@ export interface InspectedWorktree {
 export async function inspectStep(input: InspectChangesInput): Promise<{ readonly report: InspectionReport; readonly seen: InspectedWorktree }> {
   const loc = await locateWorktree(input.repoPath, input.worktreePath);
   const run = (args: readonly string[]) => gitIn(loc, args);
-  if ((await run(['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
-    throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
-  }
+  const headCommit = await startAndHead(loc, input);
   const violations: ChangeViolation[] = [];
   const add = (v: ChangeViolation) => violations.push(v);
 
@@ -201,8 +199,8 @@ export async function inspectStep(input: InspectChangesInput): Promise<{ readonl
   else if ((expectedRef && head.branch !== expectedRef) || (snapshotHead && snapshotHead !== sha256(head.raw))) {
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `HEAD was switched to ${head.branch} during the step` });
   }
-  const headCommit = (await run(['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
-  const descends = headCommit !== '' && (await run(['merge-base', '--is-ancestor', input.baseCommit, headCommit])).code === 0;
+  // Nothing committed in the step (the stage commits after the inspection): HEAD is the start commit.
+  const descends = headCommit !== '' && (headCommit === input.baseCommit || (await run(['merge-base', '--is-ancestor', input.baseCommit, headCommit])).code === 0);
   if (!descends) {
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `the branch no longer contains the step's start commit ${input.baseCommit.slice(0, 12)}: its history was rewritten` });
   } else {
@@ -250,6 +248,21 @@ export async function inspectStep(input: InspectChangesInput): Promise<{ readonl
     summary: summarize(violations, changes.length),
   };
   return { report, seen: { baseCommit: input.baseCommit, head: headCommit, changes } };
+}
+
+/**
+ * HEAD's commit ('' when HEAD names none) after checking that the start commit is a commit of
+ * the repository (a non-retryable failure if not). One rev-parse for both: with the closing `--`
+ * it fails unless each names a commit, and only then are they asked one by one.
+ */
+async function startAndHead(loc: GitLocation, input: InspectChangesInput): Promise<string> {
+  const both = await gitIn(loc, ['rev-parse', `${input.baseCommit}^{commit}`, 'HEAD^{commit}', '--']);
+  const head = both.stdout.split('\n')[1]?.trim();
+  if (both.code === 0 && head) return head;
+  if ((await gitIn(loc, ['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
+    throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
+  }
+  return (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
 }
 
 /**

@@ -475,6 +475,12 @@ describe('git processes', () => {
     const inspect = () => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
     const first = await launchedBy(inspect);
     expect(await launchedBy(inspect)).toBe(first - 1);
+    // Start commit and HEAD in one rev-parse; HEAD still at the start commit needs no ancestry
+    // question; the diff and the untracked files.
+    expect(await launchedBy(inspect)).toBe(3);
+    write(s.worktree, 'lib/strings.js', 'module.exports = {};\n');
+    git(s.worktree, 'commit', '-qam', 'agent: edit');
+    expect(await launchedBy(inspect)).toBe(6); // and the ancestry, the new commits, the refs holding them
   });
 
   test("a snapshot before a step reads the checkout from one git status: HEAD's commit and every path that differs", async () => {
