@@ -287,11 +287,11 @@ export async function scanChangedFilesForStubs(input: {
   readonly worktreePath: string;
   readonly baseRef: string;
   readonly repoPath?: string;
+  /** The merge base of HEAD and `baseRef`, when the caller found it with {@link mergeBaseOf} in the same activity call. */
+  readonly mergeBase?: string;
 }): Promise<StubFinding[]> {
   const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
-  const mergeBase = await gitIn(loc, ['merge-base', 'HEAD', input.baseRef]);
-  if (mergeBase.code !== 0) throw failure(`cannot compare ${input.worktreePath} with ${input.baseRef}: ${mergeBase.stderr.trim() || 'no common commit'}`);
-  const base = mergeBase.stdout.trim();
+  const base = input.mergeBase ?? (await mergeBaseIn(loc, input.worktreePath, input.baseRef));
   const findings: StubFinding[] = [];
   for (const change of await listChanges(loc, base)) {
     if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
@@ -303,6 +303,21 @@ export async function scanChangedFilesForStubs(input: {
     findings.push(...detectNewStubs({ path: change.path, before: shown?.code === 0 ? shown.stdout : undefined, after }));
   }
   return findings;
+}
+
+/**
+ * The merge base of the worktree's HEAD and `baseRef`, asked with the worktree's registered git
+ * dir (as the stub scan does); a non-retryable `GIT_FAILED` when there is none.
+ */
+export async function mergeBaseOf(input: { readonly worktreePath: string; readonly baseRef: string; readonly repoPath?: string }): Promise<string> {
+  const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
+  return mergeBaseIn(loc, input.worktreePath, input.baseRef);
+}
+
+async function mergeBaseIn(loc: GitLocation, worktreePath: string, baseRef: string): Promise<string> {
+  const mergeBase = await gitIn(loc, ['merge-base', 'HEAD', baseRef]);
+  if (mergeBase.code !== 0) throw failure(`cannot compare ${worktreePath} with ${baseRef}: ${mergeBase.stderr.trim() || 'no common commit'}`);
+  return mergeBase.stdout.trim();
 }
 
 /**

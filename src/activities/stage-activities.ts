@@ -35,7 +35,7 @@ import { buildPrompt } from './prompts';
 import { recordingContextOf } from './recording-context';
 import type { RecordingContext } from '../ledger/exchange-store';
 import { classifyTestRun, describeTestRun, feedbackTail, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
-import { holdBackSecrets, inspectStep, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
+import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
 import { checkTestPlanIn, type TestPlanCheck } from './test-plan-check';
@@ -475,8 +475,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     async checkImplementation({ intent }: IntentRef): Promise<ImplementationCheck> {
       const { worktreePath } = await worktree(intent);
       const baseRef = `refs/heads/${intent.baseBranch}`;
-      const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath })).filter((f) => f.severity === 'block');
-      const tampering = await detectTestTampering(worktreePath, baseRef);
+      // Both checks only read the worktree as the tests left it: the merge base found once serves both.
+      const mergeBase = await mergeBaseOf({ worktreePath, baseRef, repoPath: intent.repoPath });
+      const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase })).filter((f) => f.severity === 'block');
+      const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase);
       const findings = [
         ...(stubs.length ? [formatStubFindings(stubs)] : []),
         ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),

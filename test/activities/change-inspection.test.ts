@@ -7,6 +7,7 @@ import {
   inspectChanges,
   inspectStep,
   listChangedPaths,
+  mergeBaseOf,
   revertChanges,
   scanChangedFilesForStubs,
   takeRepoSnapshot,
@@ -390,6 +391,13 @@ describe('scanChangedFilesForStubs', () => {
     git(repo, 'commit', '-qm', 'someone else');
     const findings = await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo });
     expect(findings.map((f) => `${f.path}:${f.line} ${f.kind}`)).toEqual(['lib/legacy.js:3 empty-body', 'lib/rate.py:2 not-implemented']);
+    // the merge base found once (mergeBaseOf) and handed in: the same findings, no merge-base of its own
+    const mergeBase = await mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo });
+    expect(mergeBase).toBe(git(wt, 'merge-base', 'HEAD', 'refs/heads/main'));
+    const before = processTally();
+    expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase })).toEqual(findings);
+    expect(tallySince(before).launched.git).toBe(3); // the diff, the untracked files, lib/legacy.js at the base
+    await expect(mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/nowhere', repoPath: repo })).rejects.toMatchObject({ type: 'GIT_FAILED', nonRetryable: true });
   });
 });
 
