@@ -168,11 +168,25 @@ interface GitLocation {
  * worktree of `repoPath` or `baseCommit` is unknown.
  */
 export async function inspectChanges(input: InspectChangesInput): Promise<InspectionReport> {
+  return (await inspectStep(input)).report;
+}
+
+/**
+ * What an inspection saw of the worktree: HEAD's commit and the changes since the start commit.
+ * Valid only until anything else runs in the worktree; it spares the secret scan that follows
+ * the inspection in the same activity ({@link holdBackSecrets}) asking git the same again.
+ */
+export interface InspectedWorktree {
+  readonly baseCommit: string;
+  readonly head: string;
+  readonly changes: readonly ChangedPath[];
+}
+
+/** {@link inspectChanges}, and what it saw of the worktree. */
+export async function inspectStep(input: InspectChangesInput): Promise<{ readonly report: InspectionReport; readonly seen: InspectedWorktree }> {
   const loc = await locateWorktree(input.repoPath, input.worktreePath);
   const run = (args: readonly string[]) => gitIn(loc, args);
-  if ((await run(['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
-    throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
-  }
+  const headCommit = await startAndHead(loc, input);
   const violations: ChangeViolation[] = [];
   const add = (v: ChangeViolation) => violations.push(v);
 
@@ -185,8 +199,8 @@ export async function inspectChanges(input: InspectChangesInput): Promise<Inspec
   else if ((expectedRef && head.branch !== expectedRef) || (snapshotHead && snapshotHead !== sha256(head.raw))) {
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `HEAD was switched to ${head.branch} during the step` });
   }
-  const headCommit = (await run(['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
-  const descends = headCommit !== '' && (await run(['merge-base', '--is-ancestor', input.baseCommit, headCommit])).code === 0;
+  // Nothing committed in the step (the stage commits after the inspection): HEAD is the start commit.
+  const descends = headCommit !== '' && (headCommit === input.baseCommit || (await run(['merge-base', '--is-ancestor', input.baseCommit, headCommit])).code === 0);
   if (!descends) {
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `the branch no longer contains the step's start commit ${input.baseCommit.slice(0, 12)}: its history was rewritten` });
   } else {
@@ -225,7 +239,7 @@ export async function inspectChanges(input: InspectChangesInput): Promise<Inspec
   }
 
   const shown = violations.slice(0, MAX_REPORTED_VIOLATIONS);
-  return {
+  const report = {
     ok: violations.length === 0,
     violations: shown,
     omittedViolations: violations.length - shown.length,
@@ -233,6 +247,22 @@ export async function inspectChanges(input: InspectChangesInput): Promise<Inspec
     checked: { declaredPaths: true, symlinks: true, gitDir: true, gitControlFiles: Boolean(snapshot), outsideWrites: Boolean(snapshot) },
     summary: summarize(violations, changes.length),
   };
+  return { report, seen: { baseCommit: input.baseCommit, head: headCommit, changes } };
+}
+
+/**
+ * HEAD's commit ('' when HEAD names none) after checking that the start commit is a commit of
+ * the repository (a non-retryable failure if not). One rev-parse for both: with the closing `--`
+ * it fails unless each names a commit, and only then are they asked one by one.
+ */
+async function startAndHead(loc: GitLocation, input: InspectChangesInput): Promise<string> {
+  const both = await gitIn(loc, ['rev-parse', `${input.baseCommit}^{commit}`, 'HEAD^{commit}', '--']);
+  const head = both.stdout.split('\n')[1]?.trim();
+  if (both.code === 0 && head) return head;
+  if ((await gitIn(loc, ['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
+    throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
+  }
+  return (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
 }
 
 /**
@@ -257,11 +287,11 @@ export async function scanChangedFilesForStubs(input: {
   readonly worktreePath: string;
   readonly baseRef: string;
   readonly repoPath?: string;
+  /** The merge base of HEAD and `baseRef`, when the caller found it with {@link mergeBaseOf} in the same activity call. */
+  readonly mergeBase?: string;
 }): Promise<StubFinding[]> {
   const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
-  const mergeBase = await gitIn(loc, ['merge-base', 'HEAD', input.baseRef]);
-  if (mergeBase.code !== 0) throw failure(`cannot compare ${input.worktreePath} with ${input.baseRef}: ${mergeBase.stderr.trim() || 'no common commit'}`);
-  const base = mergeBase.stdout.trim();
+  const base = input.mergeBase ?? (await mergeBaseIn(loc, input.worktreePath, input.baseRef));
   const findings: StubFinding[] = [];
   for (const change of await listChanges(loc, base)) {
     if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
@@ -273,6 +303,21 @@ export async function scanChangedFilesForStubs(input: {
     findings.push(...detectNewStubs({ path: change.path, before: shown?.code === 0 ? shown.stdout : undefined, after }));
   }
   return findings;
+}
+
+/**
+ * The merge base of the worktree's HEAD and `baseRef`, asked with the worktree's registered git
+ * dir (as the stub scan does); a non-retryable `GIT_FAILED` when there is none.
+ */
+export async function mergeBaseOf(input: { readonly worktreePath: string; readonly baseRef: string; readonly repoPath?: string }): Promise<string> {
+  const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
+  return mergeBaseIn(loc, input.worktreePath, input.baseRef);
+}
+
+async function mergeBaseIn(loc: GitLocation, worktreePath: string, baseRef: string): Promise<string> {
+  const mergeBase = await gitIn(loc, ['merge-base', 'HEAD', baseRef]);
+  if (mergeBase.code !== 0) throw failure(`cannot compare ${worktreePath} with ${baseRef}: ${mergeBase.stderr.trim() || 'no common commit'}`);
+  return mergeBase.stdout.trim();
 }
 
 /**
@@ -291,6 +336,8 @@ export async function holdBackSecrets(input: {
   readonly repoPath: string;
   readonly baseCommit: string;
   readonly allowances: readonly SecretAllowance[];
+  /** What {@link inspectStep} saw from the same start commit, when nothing has run in the worktree since. */
+  readonly inspected?: InspectedWorktree;
 }): Promise<SecretScan> {
   const loc = await locateWorktree(input.repoPath, input.worktreePath);
   const findings: SecretFinding[] = [];
@@ -305,7 +352,8 @@ export async function holdBackSecrets(input: {
     }
   };
   const inWorktree = new Set<string>();
-  for (const change of await listChanges(loc, input.baseCommit)) {
+  const seen = input.inspected?.baseCommit === input.baseCommit ? input.inspected : undefined;
+  for (const change of seen?.changes ?? (await listChanges(loc, input.baseCommit))) {
     if (change.status === 'deleted' || change.path.endsWith('/')) continue;
     inWorktree.add(change.path);
     await scan(change.path, async () => {
@@ -314,7 +362,7 @@ export async function holdBackSecrets(input: {
       return readFile(path.join(loc.worktree, change.path), 'utf8');
     });
   }
-  const head = (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
+  const head = seen?.head ?? (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
   const ownCommits = head && head !== input.baseCommit;
   if (ownCommits) {
     const commits = (await gitIn(loc, ['rev-list', '-n', '50', `${input.baseCommit}..${head}`])).stdout.split('\n').filter(Boolean);
@@ -381,7 +429,7 @@ export async function takeRepoSnapshot(
   options: { readonly previous?: RepoSnapshot; readonly exclude?: string; readonly worktree?: string } = {},
 ): Promise<RepoSnapshot> {
   const top = realpathSync(repoPath);
-  const { commonDir, bare } = await repoKind(top);
+  const { commonDir, bare } = await repoKindOf(top);
   // The comparison only looks at the intent's own worktree record (compareGitControl), and every
   // parked intent of the repo has one: read just that one when the worktree is named.
   const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
@@ -415,11 +463,37 @@ async function refsOf(top: string): Promise<Record<string, string>> {
   return refs;
 }
 
-/** The checked-out commit and the paths that differ from it (one `git status`). */
+/**
+ * The checked-out commit and the paths that differ from it: one `git status`, whose porcelain v2
+ * header names HEAD's commit (`# branch.oid`, "(initial)" before the first commit).
+ */
 async function checkoutOf(top: string): Promise<{ head?: string; dirty: string[] }> {
-  const head = (await gitRaw(top, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim() || undefined;
-  const status = await gitRaw(top, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--no-renames']);
-  const dirty = status.stdout.split('\0').filter(Boolean).map((entry) => entry.slice(3));
+  const status = await gitRaw(top, ['status', '--porcelain=v2', '-z', '--branch', '--no-ahead-behind', '--untracked-files=all', '--no-renames']);
+  // A status that fails names no commit: then nothing is checked out again on a restore.
+  return status.code === 0 ? parseStatusV2(status.stdout) : { dirty: [] };
+}
+
+/** Fields before the path in a porcelain v2 entry, by its first letter (see git-status(1)). */
+const FIELDS_BEFORE_PATH: Readonly<Record<string, number>> = { '1': 8, '2': 9, u: 10, '?': 1, '!': 1 };
+
+function parseStatusV2(out: string): { head?: string; dirty: string[] } {
+  let head: string | undefined;
+  const dirty: string[] = [];
+  const entries = out.split('\0');
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
+    if (entry.startsWith('# branch.oid ')) {
+      const oid = entry.slice('# branch.oid '.length);
+      if (oid !== '(initial)') head = oid;
+      continue;
+    }
+    const fields = FIELDS_BEFORE_PATH[entry[0] ?? ''];
+    if (fields === undefined) continue;
+    let at = 0;
+    for (let f = 0; f < fields; f++) at = entry.indexOf(' ', at) + 1;
+    dirty.push(entry.slice(at));
+    if (entry[0] === '2') i++; // a rename's old path follows as its own entry
+  }
   return { ...(head ? { head } : {}), dirty };
 }
 
@@ -440,7 +514,7 @@ export interface OutsideRestore {
 export async function restoreOutside(snapshot: RepoSnapshot, violations: readonly ChangeViolation[]): Promise<OutsideRestore> {
   const restored: string[] = [];
   const notRestored: string[] = [];
-  const { commonDir } = await repoKind(snapshot.repoPath);
+  const { commonDir } = await repoKindOf(snapshot.repoPath);
   // 1. git control files first: HEAD and config decide what the checkouts below do.
   for (const v of violations.filter((x) => x.kind === 'git-dir-changed' && x.path.startsWith('<git>/') && !x.path.startsWith('<git>/refs'))) {
     const rel = v.path.slice('<git>/'.length);
@@ -494,27 +568,57 @@ async function worktreeRecordRel(worktree: string, commonDir: string): Promise<s
 // ---------------------------------------------------------------------------------------------
 // git location
 
-/** The common git dir, and whether the repository is bare: one git process (a snapshot is taken twice per stage). */
-async function repoKind(cwd: string): Promise<{ readonly commonDir: string; readonly bare: boolean }> {
+/** Where a repository keeps its git state, whether it is bare, and its top level (none when bare). */
+interface RepoKind {
+  readonly commonDir: string;
+  readonly bare: boolean;
+  readonly top?: string;
+}
+
+/**
+ * The target repository's kind, by its real path. Each inspection, snapshot and restore asks for
+ * it (a dozen times an intent), and none of it changes while the repository lives: its common git
+ * dir, its bareness and its top level are set when it is made (Warden's worktrees are linked
+ * worktrees and change none of them; a changed config or .git of the repository is itself a
+ * violation the snapshot sees). A repository removed and made again at the same path could differ,
+ * so an entry whose common dir (or top level) is gone is asked again. Only target repositories go
+ * in here, never a worktree: a worktree path can be removed and made again for another repository.
+ */
+const repoKinds = new Map<string, RepoKind>();
+const MAX_REMEMBERED_REPOS = 1000;
+
+async function repoKindOf(repoPath: string): Promise<RepoKind> {
+  const key = realpathSync(repoPath);
+  const known = repoKinds.get(key);
+  if (known && existsSync(known.commonDir) && (!known.top || existsSync(known.top))) return known;
+  const kind = await askRepoKind(key);
+  if (repoKinds.size >= MAX_REMEMBERED_REPOS) repoKinds.clear();
+  repoKinds.set(key, kind);
+  return kind;
+}
+
+/** One git process for a repository with a working tree; a bare one (where `--show-toplevel` fails) takes a second. */
+async function askRepoKind(cwd: string): Promise<RepoKind> {
+  const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--is-bare-repository', '--show-toplevel']);
+  const [commonDir, bare, top] = out.stdout.trim().split('\n');
+  if (out.code === 0 && commonDir && top) return { commonDir: realpathSync(commonDir), bare: bare === 'true', top: realpathSync(top) };
+  return uncachedRepoKind(cwd);
+}
+
+/** The common git dir and whether the repository is bare, asked of git now (no top level). */
+async function uncachedRepoKind(cwd: string): Promise<RepoKind> {
   const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--is-bare-repository']);
   const [commonDir, bare] = out.stdout.trim().split('\n');
   if (out.code !== 0 || !commonDir) throw failure(`${cwd} is not a git repository: ${out.stderr.trim()}`);
   return { commonDir: realpathSync(commonDir), bare: bare === 'true' };
 }
 
-async function commonGitDir(cwd: string): Promise<string> {
-  return (await repoKind(cwd)).commonDir;
-}
-
 /** Finds the worktree's git dir from the repository's registry (`<common>/worktrees/*\/gitdir`). */
 async function locateWorktree(repoPath: string, worktreePath: string): Promise<GitLocation> {
   if (!existsSync(worktreePath)) throw failure(`worktree ${worktreePath} does not exist`);
   const worktree = realpathSync(worktreePath);
-  const commonDir = await commonGitDir(repoPath);
-  const topOut = await gitRaw(repoPath, ['rev-parse', '--show-toplevel']);
-  if (topOut.code === 0 && realpathSync(topOut.stdout.trim()) === worktree) {
-    return { worktree, commonDir, gitDir: commonDir, gitDirRel: '' };
-  }
+  const { commonDir, top } = await repoKindOf(repoPath);
+  if (top === worktree) return { worktree, commonDir, gitDir: commonDir, gitDirRel: '' };
   const [gitDir] = await recordsOfFolder(commonDir, path.basename(worktree), (folder) => existsSync(folder) && realpathSync(folder) === worktree, { firstOnly: true });
   if (!gitDir) throw failure(`${worktreePath} is not a worktree of ${repoPath}`);
   return { worktree, commonDir, gitDir, gitDirRel: `worktrees/${path.basename(gitDir)}` };
@@ -526,7 +630,7 @@ async function locateFromWorktree(worktreePath: string): Promise<GitLocation> {
   const out = await gitRaw(worktree, ['rev-parse', '--absolute-git-dir']);
   if (out.code !== 0) throw failure(`${worktreePath} is not a git worktree: ${out.stderr.trim()}`);
   const gitDir = realpathSync(out.stdout.trim());
-  const commonDir = await commonGitDir(worktree);
+  const { commonDir } = await uncachedRepoKind(worktree);
   const rel = path.relative(commonDir, gitDir);
   return { worktree, commonDir, gitDir, gitDirRel: rel === '' ? '' : rel.split(path.sep).join('/') };
 }

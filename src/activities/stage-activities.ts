@@ -35,7 +35,7 @@ import { buildPrompt } from './prompts';
 import { recordingContextOf } from './recording-context';
 import type { RecordingContext } from '../ledger/exchange-store';
 import { classifyTestRun, describeTestRun, feedbackTail, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
-import { holdBackSecrets, inspectChanges, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type RepoSnapshot } from './change-inspection';
+import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
 import { checkTestPlanIn, type TestPlanCheck } from './test-plan-check';
@@ -209,8 +209,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     const run = await confinedTestRun(r.intent, r.worktreePath, r.command, r.slot);
     const repoSnapshot = await takeRepoSnapshot(r.intent.repoPath, { worktree: r.worktreePath });
     const outcome = await stoppable((signal) => runProcess({ ...run, timeoutMs: parseDuration(r.intent.limits.testTimeout), maxOutputBytes: TEST_OUTPUT_CAP, signal, kind: 'tests' }));
-    await refuseEscapes(r.intent, r.worktreePath, r.head, repoSnapshot, r.who);
-    const secrets = await holdBackSecrets({ worktreePath: r.worktreePath, repoPath: r.intent.repoPath, baseCommit: r.head, allowances: allowancesOf(r.intent) });
+    const inspected = await refuseEscapes(r.intent, r.worktreePath, r.head, repoSnapshot, r.who);
+    const secrets = await holdBackSecrets({ worktreePath: r.worktreePath, repoPath: r.intent.repoPath, baseCommit: r.head, allowances: allowancesOf(r.intent), inspected });
     const output = deps.redact(`$ ${r.command}\n${outcome.stdout}${outcome.stderr}`);
     const watched = parseWatchReport(outcome.report ?? '');
     const attempts = watched.attempts.length > 0 ? watched : undefined;
@@ -301,9 +301,9 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           }),
         );
         const latencyMs = Date.now() - started;
-        await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
+        const inspected = await refuseEscapes(intent, worktreePath, baseCommit, repoSnapshot);
         // Before anything is committed: a secret in the change is put back, never committed.
-        const secrets = await holdBackSecrets({ worktreePath, repoPath: intent.repoPath, baseCommit, allowances: allowancesOf(intent) });
+        const secrets = await holdBackSecrets({ worktreePath, repoPath: intent.repoPath, baseCommit, allowances: allowancesOf(intent), inspected });
         const output = deps.redact(result.output);
         const log = result.log === undefined ? undefined : deps.redact(result.log);
         const attempts = withOutputRedactions(result.attempts, redactionsIn(result.output, output) + (log === undefined ? 0 : redactionsIn(result.log!, log)));
@@ -475,8 +475,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     async checkImplementation({ intent }: IntentRef): Promise<ImplementationCheck> {
       const { worktreePath } = await worktree(intent);
       const baseRef = `refs/heads/${intent.baseBranch}`;
-      const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath })).filter((f) => f.severity === 'block');
-      const tampering = await detectTestTampering(worktreePath, baseRef);
+      // Both checks only read the worktree as the tests left it: the merge base found once serves both.
+      const mergeBase = await mergeBaseOf({ worktreePath, baseRef, repoPath: intent.repoPath });
+      const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase })).filter((f) => f.severity === 'block');
+      const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase);
       const findings = [
         ...(stubs.length ? [formatStubFindings(stubs)] : []),
         ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),
@@ -659,12 +661,13 @@ async function confinedTestRun(intent: Intent, worktreePath: string, command: st
 /**
  * After agent-written code ran (the agent, or the repo's tests): any change outside the declared
  * paths, a symlink out of the worktree, a touch of `.git`, or a write to the target repo's own
- * tree is reverted, and the intent halts (SANDBOX_ESCAPE_ATTEMPTED).
+ * tree is reverted, and the intent halts (SANDBOX_ESCAPE_ATTEMPTED). Otherwise returns what the
+ * inspection saw, for the secret scan that follows at once.
  */
-async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: string, repoSnapshot: RepoSnapshot, who = 'the agent'): Promise<void> {
+async function refuseEscapes(intent: Intent, worktreePath: string, baseCommit: string, repoSnapshot: RepoSnapshot, who = 'the agent'): Promise<InspectedWorktree> {
   const branch = branchForIntent(intent.id);
-  const report = await inspectChanges({ worktreePath, repoPath: intent.repoPath, baseCommit, declaredPaths: intent.paths, repoSnapshot, branch });
-  if (report.ok) return;
+  const { report, seen } = await inspectStep({ worktreePath, repoPath: intent.repoPath, baseCommit, declaredPaths: intent.paths, repoSnapshot, branch });
+  if (report.ok) return seen;
   await revertChanges(worktreePath, baseCommit, { repoPath: intent.repoPath, branch });
   const { restored, notRestored } = await restoreOutside(repoSnapshot, report.violations);
   const undone = [

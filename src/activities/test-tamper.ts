@@ -43,9 +43,10 @@ const IGNORED = ['docs/lineage/**'];
  * HEAD and `baseBranchRef` (e.g. `refs/heads/main`), so tests added to the base branch by others
  * since the intent started are not mistaken for deletions. Renamed test files are compared with
  * their old selves. Returns findings in path order; an empty list means no tampering seen.
+ * `knownMergeBase`: that merge base, when the caller found it already in the same activity call.
  */
-export async function detectTestTampering(worktreePath: string, baseBranchRef: string): Promise<TamperFinding[]> {
-  const mergeBase = await gitRaw(worktreePath, ['merge-base', 'HEAD', baseBranchRef]);
+export async function detectTestTampering(worktreePath: string, baseBranchRef: string, knownMergeBase?: string): Promise<TamperFinding[]> {
+  const mergeBase = knownMergeBase ? { code: 0, stdout: knownMergeBase, stderr: '' } : await gitRaw(worktreePath, ['merge-base', 'HEAD', baseBranchRef]);
   if (mergeBase.code !== 0) {
     throw ApplicationFailure.create({
       type: FailureType.GitFailed,

@@ -67,7 +67,19 @@ async function existingWorktree(input: WorktreeRequest): Promise<WorktreeRef | u
   if (!record) return undefined;
   const checkedOut = await readFile(path.join(record, 'HEAD'), 'utf8').catch(() => '');
   if (checkedOut.trim() !== `ref: refs/heads/${branch}`) return undefined;
-  return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
+  return { worktreePath, branch, head: await branchHead(path.dirname(path.dirname(record)), worktreePath, branch) };
+}
+
+/**
+ * The commit `refs/heads/<branch>` names, from its loose ref file in the common git dir, which
+ * git itself reads first (a loose ref wins over packed-refs): every activity of an intent starts
+ * here, and it is read anew each time. Git is asked when there is no such file (a packed ref,
+ * another ref store) or it holds anything but an object name.
+ */
+async function branchHead(commonDir: string, worktreePath: string, branch: string): Promise<string> {
+  const loose = (await readFile(path.join(commonDir, 'refs', 'heads', ...branch.split('/')), 'utf8').catch(() => '')).trim();
+  if (/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(loose)) return loose;
+  return git(worktreePath, ['rev-parse', 'HEAD']);
 }
 
 async function makeWorktree(input: WorktreeRequest): Promise<WorktreeRef> {

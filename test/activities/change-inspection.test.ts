@@ -5,7 +5,9 @@ import path from 'node:path';
 import {
   holdBackSecrets,
   inspectChanges,
+  inspectStep,
   listChangedPaths,
+  mergeBaseOf,
   revertChanges,
   scanChangedFilesForStubs,
   takeRepoSnapshot,
@@ -13,6 +15,7 @@ import {
   type InspectionReport,
 } from '../../src/activities/change-inspection';
 import { ensureWorktree } from '../../src/activities/worktree';
+import { processTally, tallySince } from '../../src/activities/process-tally';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { FAKE_AWS_KEY_ID, FAKE_PRIVATE_KEY_BLOCK, stringsWithCredentials } from '../helpers/fake-credentials';
 
@@ -388,6 +391,13 @@ describe('scanChangedFilesForStubs', () => {
     git(repo, 'commit', '-qm', 'someone else');
     const findings = await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo });
     expect(findings.map((f) => `${f.path}:${f.line} ${f.kind}`)).toEqual(['lib/legacy.js:3 empty-body', 'lib/rate.py:2 not-implemented']);
+    // the merge base found once (mergeBaseOf) and handed in: the same findings, no merge-base of its own
+    const mergeBase = await mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo });
+    expect(mergeBase).toBe(git(wt, 'merge-base', 'HEAD', 'refs/heads/main'));
+    const before = processTally();
+    expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase })).toEqual(findings);
+    expect(tallySince(before).launched.git).toBe(3); // the diff, the untracked files, lib/legacy.js at the base
+    await expect(mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/nowhere', repoPath: repo })).rejects.toMatchObject({ type: 'GIT_FAILED', nonRetryable: true });
   });
 });
 
@@ -408,6 +418,25 @@ describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
     expect(readFileSync(path.join(s.worktree, 'lib/strings.js'), 'utf8')).toBe(before);
     expect(existsSync(path.join(s.worktree, 'keys/deploy.pem'))).toBe(false);
     expect(readFileSync(path.join(s.worktree, 'lib/clean.js'), 'utf8')).toBe('module.exports = 1;\n');
+  });
+
+  test("after an inspection, the scan uses what it saw: the same findings, three git processes fewer", async () => {
+    const s = await setup('secrets-inspected');
+    write(s.worktree, 'keys/deploy.pem', FAKE_PRIVATE_KEY_BLOCK);
+    write(s.worktree, 'lib/strings.js', stringsWithCredentials());
+    git(s.worktree, 'add', 'lib/strings.js');
+    git(s.worktree, 'commit', '-qm', 'agent: strings');
+    const { report, seen } = await inspectStep({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
+    expect(report.ok).toBe(true);
+    expect(seen.changes.map((c) => c.path)).toEqual(['keys/deploy.pem', 'lib/strings.js']);
+    const before = processTally();
+    const scan = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [{ paths: ['**'], reason: 'fixtures' }], inspected: seen });
+    const withSeen = tallySince(before).launched.git ?? 0;
+    const again = processTally();
+    const plain = await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [{ paths: ['**'], reason: 'fixtures' }] });
+    expect(scan).toEqual(plain);
+    expect(scan.allowed.map((f) => f.path)).toEqual(expect.arrayContaining(['keys/deploy.pem', 'lib/strings.js']));
+    expect(withSeen).toBe((tallySince(again).launched.git ?? 0) - 3);
   });
 
   test('a secret the step committed itself, even one deleted again, is held back and its commits undone', async () => {
@@ -440,5 +469,59 @@ describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
     write(s.worktree, 'lib/strings.js', 'module.exports = { slugify: (s) => s };\n');
     expect(await holdBackSecrets({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, allowances: [] })).toEqual({ held: [], allowed: [] });
     expect(readFileSync(path.join(s.worktree, 'lib/strings.js'), 'utf8')).toContain('slugify');
+  });
+});
+
+describe('git processes', () => {
+  test("a repository's kind is asked once: a second inspection of its worktree starts one git process fewer", async () => {
+    const s = await setup('count');
+    const launchedBy = async (work: () => Promise<unknown>): Promise<number> => {
+      const before = processTally();
+      await work();
+      return tallySince(before).launched.git ?? 0;
+    };
+    const inspect = () => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
+    const first = await launchedBy(inspect);
+    expect(await launchedBy(inspect)).toBe(first - 1);
+    // Start commit and HEAD in one rev-parse; HEAD still at the start commit needs no ancestry
+    // question; the diff and the untracked files.
+    expect(await launchedBy(inspect)).toBe(3);
+    write(s.worktree, 'lib/strings.js', 'module.exports = {};\n');
+    git(s.worktree, 'commit', '-qam', 'agent: edit');
+    expect(await launchedBy(inspect)).toBe(6); // and the ancestry, the new commits, the refs holding them
+  });
+
+  test("a snapshot before a step reads the checkout from one git status: HEAD's commit and every path that differs", async () => {
+    const s = await setup('checkout');
+    write(s.repo, 'lib/strings.js', 'changed;\n');
+    write(s.repo, 'new dir/staged file.js', '1;\n');
+    git(s.repo, 'add', 'new dir/staged file.js');
+    write(s.repo, 'notes/untracked.md', 'x\n');
+    rmSync(path.join(s.repo, 'package.json'));
+    await takeRepoSnapshot(s.repo); // the repository's kind is known from here on
+    const before = processTally();
+    const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    expect(tallySince(before).launched.git).toBe(3); // the file listing, the refs, the status
+    expect(snapshot.checkout).toEqual({
+      head: git(s.repo, 'rev-parse', 'HEAD'),
+      dirty: expect.arrayContaining(['lib/strings.js', 'new dir/staged file.js', 'notes/untracked.md', 'package.json']),
+    });
+    expect(snapshot.checkout?.dirty).toHaveLength(4);
+    const empty = path.join(s.root, 'empty');
+    git(s.root, 'init', '-q', empty);
+    write(empty, 'a.txt', 'a\n');
+    expect((await takeRepoSnapshot(empty)).checkout).toEqual({ dirty: ['a.txt'] });
+  });
+
+  test('a repository removed and made again at the same path, now bare, is asked anew', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
+    roots.push(root);
+    const repo = createSampleRepo(path.join(root, 'repo'));
+    expect(Object.keys((await takeRepoSnapshot(repo)).files)).toContain('package.json');
+    rmSync(repo, { recursive: true, force: true });
+    git(root, 'init', '-q', '--bare', repo);
+    const bare = await takeRepoSnapshot(repo);
+    expect(bare.files).toEqual({});
+    expect(bare.gitControl).toHaveProperty('HEAD');
   });
 });

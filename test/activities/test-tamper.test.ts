@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { compareTestFile, detectTestTampering, profileTestFile, stripComments } from '../../src/activities/test-tamper';
 import { ensureWorktree } from '../../src/activities/worktree';
+import { processTally, tallySince } from '../../src/activities/process-tally';
 import { createSampleRepo } from '../../src/client/sample-repo';
 
 const ID = ['-c', 'user.name=Agent', '-c', 'user.email=agent@localhost', '-c', 'commit.gpgsign=false'];
@@ -78,6 +79,20 @@ describe('detectTestTampering against the base branch', () => {
     const findings = await detectTestTampering(s.wt, 'refs/heads/main');
     expect(summary(findings)).toEqual(['test-deleted test/strings.test.js', 'test-deleted tests/test_calc.py']);
     expect(findings[0]!.detail).toBe('test file test/strings.test.js was deleted');
+  });
+
+  test('with the merge base already known, the same findings and one git process fewer', async () => {
+    const s = await setup();
+    git(s.wt, 'rm', '-q', 'test/strings.test.js');
+    git(s.wt, 'commit', '-qm', 'agent: drop the failing test');
+    const base = git(s.wt, 'merge-base', 'HEAD', 'refs/heads/main');
+    const asked = processTally();
+    const found = await detectTestTampering(s.wt, 'refs/heads/main');
+    const askedCount = tallySince(asked).launched.git ?? 0;
+    const known = processTally();
+    expect(await detectTestTampering(s.wt, 'refs/heads/main', base)).toEqual(found);
+    expect(tallySince(known).launched.git ?? 0).toBe(askedCount - 1);
+    expect(summary(found)).toEqual(['test-deleted test/strings.test.js']);
   });
 
   test('skipped, focused and todo tests (JavaScript)', async () => {

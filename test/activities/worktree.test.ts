@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { git } from '../../src/activities/git';
+import { processTally, tallySince } from '../../src/activities/process-tally';
 import { trashEmptied, trashOf } from '../../src/activities/trash';
 import { ensureWorktree, mergeIntoBase, removeWorktree, removeWorktreeDirectly, worktreePathFor } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
@@ -38,6 +39,23 @@ async function recordedWorktrees(): Promise<string[]> {
 }
 
 describe('making an intent worktree', () => {
+  it("finds an existing one without starting git: the branch's commit is read from its ref file, or asked of git when the ref is packed", async () => {
+    const { worktreePath, head } = await make('found');
+    await writeFile(path.join(worktreePath, 'extra.txt'), 'x\n');
+    await git(worktreePath, ['add', 'extra.txt']);
+    await git(worktreePath, ['-c', 'user.name=T', '-c', 'user.email=t@localhost', 'commit', '-qm', 'extra']);
+    const moved = await git(worktreePath, ['rev-parse', 'HEAD']);
+    expect(moved).not.toBe(head);
+    const before = processTally();
+    expect((await make('found')).head).toBe(moved);
+    expect(tallySince(before).launched.git ?? 0).toBe(0);
+    await git(repo, ['pack-refs', '--all']);
+    expect(existsSync(path.join(repo, '.git', 'refs', 'heads', 'warden', 'found'))).toBe(false);
+    const packed = processTally();
+    expect((await make('found')).head).toBe(moved);
+    expect(tallySince(packed).launched.git).toBe(1);
+  });
+
   it('makes one again whose folder was deleted while git still records it', async () => {
     const { worktreePath } = await make('a');
     await rm(worktreePath, { recursive: true, force: true });
