@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { writeAnchorRow } from '../ledger/chain';
+import { ledgerIdentity } from '../ledger/ledger-identity';
 import { inTransaction } from '../ledger/transaction';
 import { deterministicUuid } from '../ledger/event-id';
 import { formatReport } from '../ledger/report-text';
@@ -25,6 +26,8 @@ export interface LedgerAnchor {
   readonly chains: number;
   /** When, by the worker's clock (ISO). */
   readonly at: string;
+  /** Which ledger it anchors (see ledgerIdentity): verify skips anchors of another ledger on the same server. */
+  readonly ledger?: string;
 }
 
 /** One row the workflow wants written: a safety event or a gate decision. */
@@ -98,7 +101,7 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
       const id = deterministicUuid('ledger-anchor', run?.workflowId ?? activityId, run?.runId ?? '');
       const now = new Date();
       const head = await inTransaction(deps.ledger.pool, (client) => writeAnchorRow(client, id, now));
-      return { length: head.length, head: head.head, chains: head.chains, at: now.toISOString() };
+      return { length: head.length, head: head.head, chains: head.chains, at: now.toISOString(), ledger: await ledgerIdentity(deps.ledger.pool) };
     },
 
     /**

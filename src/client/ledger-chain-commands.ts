@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import { chainsToCheck, inSnapshot, verifyStoredChain, type ChainBreak, type ChainVerdict } from '../ledger/chain';
 import { chainName } from '../ledger/chained-rows';
+import { ledgerIdentity } from '../ledger/ledger-identity';
 import { ANCHORS_FILE, buildManifest, exportRows, formatRows, MANIFEST_FILE, parseManifest, verifyExport, type ExportFormat } from '../ledger/chain-export';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
@@ -34,7 +35,7 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
       try {
         const target = await connectTemporal(config, () => undefined);
         try {
-          const anchors = await readAnchors(target.client, since);
+          const anchors = await readAnchors(target.client, await ledgerIdentity(ledger.pool), since);
           const verdict = await verifyStoredChain(ledger.pool, { ...(since && { since }), anchors });
           const histories = await ledgerAgainstHistories(target.client, ledger.pool, since);
           const whole = verdict.whole && histories.disagreements.length === 0;
@@ -68,7 +69,7 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
       try {
         const target = await connectTemporal(config, () => undefined);
         try {
-          const anchors = await readAnchors(target.client);
+          const anchors = await readAnchors(target.client, await ledgerIdentity(ledger.pool));
           const { links, bounds, marks } = await inSnapshot(ledger.pool, (db) => chainsToCheck(db, { since, anchors, ...(flags.intent !== undefined && { chain: flags.intent }) }));
           const rows = exportRows(links, { redact: createRedactor(process.env) });
           const chains = new Map([...bounds].map(([chain, b]) => [chain, { start: b.start ?? { length: 0, head: '' }, end: b.end, ...(b.cuts && { cuts: b.cuts }) }]));

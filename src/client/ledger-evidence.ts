@@ -13,12 +13,13 @@ import type { LedgerAnchor } from '../workflows/ledger-anchor-workflow';
  * received. `warden ledger verify` holds the ledger against both.
  */
 
-/** Every anchor the server still keeps (from `since` on), oldest first. */
-export async function readAnchors(client: Client, since?: Date): Promise<ChainMark[]> {
+/** Every anchor of `ledger` (see ledgerIdentity) the server still keeps (from `since` on), oldest first; an anchor that names no ledger counts. */
+export async function readAnchors(client: Client, ledger: string, since?: Date): Promise<ChainMark[]> {
   const query = `WorkflowType = '${ANCHOR_WORKFLOW_TYPE}' AND ExecutionStatus = 'Completed'${since ? ` AND StartTime >= '${since.toISOString()}'` : ''}`;
   const anchors: ChainMark[] = [];
   for await (const run of client.workflow.list({ query })) {
     const anchor = await client.workflow.getHandle<() => Promise<LedgerAnchor>>(run.workflowId, run.runId).result();
+    if (anchor.ledger !== undefined && anchor.ledger !== ledger) continue;
     anchors.push({ chain: '', length: anchor.length, head: anchor.head, by: `anchor ${run.workflowId} (${anchor.at})` });
   }
   return anchors.sort((a, b) => a.length - b.length);

@@ -8,7 +8,10 @@ import { anchorScheduleId, keepAnchorSchedule } from '../../src/workers/anchor-s
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { ledgerAnchorWorkflow } from '../../src/workflows';
 import { FAKE_GITHUB_TOKEN } from '../helpers/fake-credentials';
-import { demoStages, makeSampleRepo, useTestWorld, waitFor, writeScript } from '../helpers/env';
+import { freshDatabase } from '../helpers/database';
+import { Ledger } from '../../src/ledger/ledger';
+import { migrate } from '../../src/ledger/migrate';
+import { demoStages, makeSampleRepo, testDatabaseUrl, useTestWorld, waitFor, writeScript } from '../helpers/env';
 
 const world = useTestWorld('ledger-evidence');
 const BIN = path.resolve(__dirname, '../../bin/warden.js');
@@ -58,6 +61,22 @@ test("an anchor run lists the intents' heads in the system chain and keeps its h
   // the system chain's head from the anchor run, and every intent's head from its LEDGER_ANCHOR row
   expect(verified.stdout).toMatch(/^the chains are whole: \d+ row\(s\) in \d+ chain\(s\), ([2-9]|\d\d+) anchored head\(s\) agree\n2 gate decision\(s\) and ending\(s\) agree with the workflow histories\n$/);
   expect(verified.code).toBe(0);
+});
+
+test('an anchor of another ledger whose workers share the namespace is not held against this one', async () => {
+  const other = await freshDatabase(testDatabaseUrl());
+  try {
+    await migrate(other.pool);
+    const taskQueue = `${world().taskQueue}-other-ledger`;
+    const worker = await world().worker({ taskQueue, ledger: new Ledger(other.pool) });
+    const foreign = await worker.runUntil(world().client.workflow.execute(ledgerAnchorWorkflow, { taskQueue, workflowId: `anchor-other-${Date.now()}` }));
+    expect(foreign.ledger).not.toBe((await world().client.workflow.execute(ledgerAnchorWorkflow, { taskQueue: world().taskQueue, workflowId: `anchor-own-${Date.now()}` })).ledger);
+    const verified = warden('ledger', 'verify');
+    expect(verified.stdout).toMatch(/^the chains are whole: /);
+    expect(verified.code).toBe(0);
+  } finally {
+    await other.drop();
+  }
 });
 
 test('an export verifies offline, redacts secrets, and fails after a one-byte change, naming the row', () => {
