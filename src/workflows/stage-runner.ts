@@ -51,7 +51,9 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   });
   recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
   recordSecretScan(run, stage, `${stage} attempt ${attempt}`, 'the agent', result.secrets);
-  await ledger.flush();
+  // Not written here: the next write takes these rows first, in the order recorded, before
+  // anything else acts — the next agent call's flush (usually in this same workflow task), a
+  // gate's before it waits, or the one before the tests (runImplStage). One write instead of two.
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
     run.cascadeHigh = true;
@@ -69,15 +71,15 @@ export function changesRequested(decision: RecordedDecision): string {
 }
 
 /**
- * Runs lld or spec until its document passes the mechanical checks; each failure goes back to
- * the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
+ * Runs lld or spec until its document passes the mechanical checks (made by the agent-stage
+ * activity on the document it committed); each failure goes back to the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
  */
 export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec', changes?: string): Promise<string> {
-  const { intent, state, ledger } = run;
+  const { state, ledger } = run;
   let feedback = changes;
   for (;;) {
     const result = await runStage(run, stage, feedback);
-    const check = await run.activities.git.checkDocument({ intent, stage, artifactPath: result.artifactPath });
+    const check = result.documentCheck!;
     if (check.ok) return result.artifactPath;
     ledger.event('STAGE_FAILED', 'medium', `${stage} attempt ${state.attempts[stage]}: the document failed its mechanical checks: ${check.errors.join('; ').slice(0, 1000)}`, {
       stage,
@@ -175,6 +177,8 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
     }
     // Numbered across the intent: a second round after a person asked for changes goes on counting.
     const attempt = state.attempts.impl!;
+    // What the attempt did is in the ledger before its tests run (they may take long).
+    await ledger.flush();
     const tests = await run.activities.tests.runTests({ intent, attempt });
     if (tests.commit) run.head = tests.commit;
     state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });
@@ -188,9 +192,11 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
     if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
     recordSecretScan(run, 'impl', `impl attempt ${attempt}`, 'the tests', tests.secrets);
     const testSecrets = tests.secrets?.held ?? [];
-    await checkChangeSize(run, predicted);
+    // One call reads what the tests left (size, mechanical checks, test plan); judged in that order.
+    const inspection = await run.activities.git.inspectImplementation({ intent, ...(tests.passed && testSecrets.length === 0 ? { testPlan: { testLogPath: tests.logPath } } : {}) });
+    await checkChangeSize(run, predicted, inspection.size);
     // Passing tests are not enough: no stubs, and the tests themselves left as they were.
-    const checks = await run.activities.git.checkImplementation({ intent });
+    const { checks, plan } = inspection;
     if (!checks.ok) {
       refusals += 1;
       const cap = intent.limits.attempts.completeness;
@@ -201,9 +207,8 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
       });
       enforceCompletenessCap(refusals, cap);
     }
-    if (tests.passed && checks.ok && testSecrets.length === 0) {
+    if (plan && checks.ok) {
       // Green and complete: the tests the spec promised must be among them, and have run.
-      const plan = await run.activities.git.checkTestPlan({ intent, testLogPath: tests.logPath });
       recordTestPlan(run, attempt, plan);
       if (plan.ok) return;
       feedback = testPlanRepairPrompt(plan);
