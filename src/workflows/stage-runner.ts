@@ -51,8 +51,8 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   });
   recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
   recordSecretScan(run, stage, `${stage} attempt ${attempt}`, 'the agent', result.secrets);
-  // Written now, not with the next write: whoever reads the ledger (a person at a gate, the audit
-  // of an intent halted by its time limit) must never see less than the workflow already shows.
+  // Written now, not with the next write: whoever reads the ledger (a person at the next gate,
+  // `warden audit` while the intent runs) must never see less than the workflow already shows.
   await ledger.flush();
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
