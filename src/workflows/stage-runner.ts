@@ -51,9 +51,9 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   });
   recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
   recordSecretScan(run, stage, `${stage} attempt ${attempt}`, 'the agent', result.secrets);
-  // Not written here: the next write takes these rows first, in the order recorded, before
-  // anything else acts — the next agent call's flush (usually in this same workflow task), a
-  // gate's before it waits, or the one before the tests (runImplStage). One write instead of two.
+  // Written now, not with the next write: whoever reads the ledger (a person at the next gate,
+  // `warden audit` while the intent runs) must never see less than the workflow already shows.
+  await ledger.flush();
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
     run.cascadeHigh = true;
@@ -177,8 +177,6 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
     }
     // Numbered across the intent: a second round after a person asked for changes goes on counting.
     const attempt = state.attempts.impl!;
-    // What the attempt did is in the ledger before its tests run (they may take long).
-    await ledger.flush();
     const tests = await run.activities.tests.runTests({ intent, attempt });
     if (tests.commit) run.head = tests.commit;
     state.tests.push({ attempt, passed: tests.passed, summary: tests.summary });

@@ -4,12 +4,12 @@ import { startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
 /**
  * What one intent costs the server, as its history shows it: the checks Warden makes between
- * agent calls ride in the calls and activities that need them, and a stage's ledger rows share
- * a write with what follows, so each step is one workflow task fewer (docs/benchmarks.md).
+ * agent calls ride in the calls and activities that need them, so each step is one workflow task
+ * fewer (docs/benchmarks.md); a stage's ledger rows are still written as soon as the call returns.
  */
 const world = useTestWorld('intent-shape');
 
-test('an intent runs no separate document or change checks, one inspection after each test run, and one ledger write between its design stages', async () => {
+test("an intent runs no separate document or change checks, one inspection after each test run, and writes each design stage's rows before anything else", async () => {
   const { handle } = await startSampleIntent(world(), 'shape');
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
@@ -24,11 +24,15 @@ test('an intent runs no separate document or change checks, one inspection after
   });
   expect(scheduled.filter((t) => t === 'inspectImplementation')).toHaveLength(scheduled.filter((t) => t === 'runTests').length);
 
-  // triage → lld → spec → impl: between two agent calls, one ledger write (the next call's rows after the last one's).
+  // triage → lld → spec → impl: after each agent call, its rows are written first, before the
+  // workflow does anything else (so the ledger never shows less than the workflow), then the
+  // next call's own write.
   const agentCalls = labels.flatMap((l, i) => (l === 'ActivityTaskScheduled(runAgentStage)' ? [i] : []));
   expect(agentCalls.length).toBeGreaterThanOrEqual(4);
   for (let k = 0; k < 3; k++) {
     const between = labels.slice(agentCalls[k]! + 1, agentCalls[k + 1]);
-    expect(between.filter((l) => l === 'LocalActivity(appendToLedger)')).toHaveLength(1);
+    const commands = between.slice(between.indexOf('WorkflowTaskCompleted') + 1);
+    expect(commands[0]).toBe('LocalActivity(appendToLedger)');
+    expect(between.filter((l) => l === 'LocalActivity(appendToLedger)')).toHaveLength(2);
   }
 });
