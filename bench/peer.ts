@@ -32,6 +32,7 @@ import { LadderStore } from '../src/ledger/ladder-store';
 import { workflowIdForIntent } from '../src/shared/ids';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
+import { intentShape, type IntentShape } from './core/intent-shape';
 import { noopStageActivities } from './core/noop-activities';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
 import { benchWorker, startBench, withWorker, writeResult, type Bench } from './harness';
@@ -105,16 +106,8 @@ class Rendezvous<T> {
   }
 }
 
-/** What one Warden intent costs the server: its history's events and workflow tasks. */
-interface IntentShape {
-  readonly historyEvents: number;
-  readonly workflowTasks: number;
-}
-
-async function intentShape(s: Bench, workflowId: string): Promise<IntentShape> {
-  const events = (await s.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  const completed = events.filter((e) => e.workflowTaskCompletedEventAttributes).length;
-  return { historyEvents: events.length, workflowTasks: completed };
+async function wardenIntentShape(s: Bench, workflowId: string): Promise<IntentShape> {
+  return intentShape((await s.client.workflow.getHandle(workflowId).fetchHistory()).events ?? []);
 }
 
 async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape }> {
@@ -146,7 +139,7 @@ async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape }
     return latency;
   };
   const runs = await withWorker(worker, () => runLevels('Warden core (intentWorkflow, safety on, no-op stages)', pipeline));
-  return { runs, shape: await intentShape(s, workflowIdForIntent(`core-${WARMUP}`)) };
+  return { runs, shape: await wardenIntentShape(s, workflowIdForIntent(`core-${WARMUP}`)) };
 }
 
 async function peerRuns(s: Bench, createPeerPipeline: CreatePeerPipeline, durability: 'async' | 'sync'): Promise<Run[]> {
@@ -232,6 +225,8 @@ async function main(): Promise<number> {
       out(`concurrency ${r.concurrency}: throughput Warden / peer (its default durability) ${r.throughput.toFixed(2)}× (target ≥ 1.0), median gate resume Warden / peer ${r.gateMedian.toFixed(2)}× (target ≤ 1.0)`);
     }
     out(`one Warden intent: ${shape.workflowTasks} workflow tasks, ${shape.historyEvents} history events`);
+    out(`  its events by type: ${shape.eventsByType.map(([type, n]) => `${type} ${n}`).join(', ')}`);
+    shape.tasks.forEach((task, i) => out(`  workflow task ${i + 1}: ${task}`));
     const perLevel = (runs: Run[]) => Object.fromEntries(runs.map((r) => [`c${r.concurrency}`, Number(r.perSecond.toFixed(3))]));
     const first = warden[0]!;
     await writeResult('peer', { pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios, shape }, {

@@ -9,7 +9,7 @@ import { launch } from './launcher';
  * Commits made by Warden carry this identity, so they work on machines with no git config. And no
  * file-system monitor: a repository's config could name one, and git would run it on every status.
  */
-const IDENTITY = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false', '-c', 'core.fsmonitor=false'];
+export const WARDEN_GIT_IDENTITY: readonly string[] = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false', '-c', 'core.fsmonitor=false'];
 
 export interface GitResult {
   readonly stdout: string;
@@ -25,7 +25,7 @@ export interface GitOptions {
 /** Runs git in `cwd` (from the launcher: see launcher.ts) and returns its output whatever the exit code. */
 export async function gitRaw(cwd: string, args: readonly string[], options: GitOptions = {}): Promise<GitResult> {
   try {
-    const { stdout, stderr } = await launch('git', [...IDENTITY, ...args], {
+    const { stdout, stderr } = await launch('git', [...WARDEN_GIT_IDENTITY, ...args], {
       cwd,
       maxBuffer: 64 * 1024 * 1024,
       env: { ...process.env, ...options.env, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -156,6 +156,8 @@ export interface StageResult {
   readonly attempts?: AttemptReport;
   /** What the secret scan found in the agent's change, when it found anything (see holdBackSecrets). */
   readonly secrets?: SecretScan;
+  /** lld and spec (not their design review): the document's mechanical checks (see document-checks.ts). */
+  readonly documentCheck?: DocumentCheck;
 }
 
 /** What the mechanical gates found after an impl attempt. */
@@ -165,6 +167,16 @@ export interface ImplementationCheck {
   readonly tamperCount: number;
   /** The findings, for the next impl prompt. */
   readonly feedback: string;
+}
+
+/**
+ * What impl's attempt is judged on once its tests have run: the change's size, the mechanical
+ * checks, and the spec's test plan when it was asked for.
+ */
+export interface ImplementationInspection {
+  readonly size: { readonly files: number; readonly lines: number };
+  readonly checks: ImplementationCheck;
+  readonly plan?: TestPlanCheck;
 }
 
 export interface TestRunResult {
@@ -328,6 +340,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
               ),
             )
           : undefined;
+        // The document as committed is checked here, where it was written: no second call to read it back.
+        const documentCheck = (stage === 'lld' || stage === 'spec') && !designReview ? checkDesignDocument(intent, stage, output, worktreePath) : undefined;
         const detected = detectCascade(output, { goal: intent.goal, paths: intent.paths });
         const cascade = withVerdict({ level: detected.level, score: detected.score, patterns: detected.matches.map((m) => `${m.category}: ${m.excerpt}`).slice(0, 10) }, judged);
         return {
@@ -348,6 +362,7 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           ...(stage === 'triage' ? { triage: readTriageAssessment(output) } : {}),
           ...(stage === 'review' ? { review: readReviewAssessment(output) } : {}),
           ...(designReview ? { designReview: readDesignReviewAssessment(output) } : {}),
+          ...(documentCheck ? { documentCheck } : {}),
           ...(attempts ? { attempts } : {}),
           ...(foundAny(secrets) ? { secrets } : {}),
         };
@@ -468,31 +483,18 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
     },
 
     /**
-     * The mechanical gates after an impl attempt: stubs the intent added (TypeScript/JavaScript by
-     * the compiler's AST, Python by patterns) and test tampering against the base branch (tests
-     * deleted, skipped, focused, or assertions removed). Findings send impl back.
+     * After an impl attempt's tests, in one call: the change's size against the base (for the
+     * blast radius), the mechanical gates, and, when `testPlan` is given (the tests passed), the
+     * spec's test plan. All three only read the worktree as the tests left it; the workflow judges
+     * them in that order.
      */
-    async checkImplementation({ intent }: IntentRef): Promise<ImplementationCheck> {
+    async inspectImplementation({ intent, testPlan }: IntentRef & { readonly testPlan?: { readonly testLogPath?: string } }): Promise<ImplementationInspection> {
       const { worktreePath } = await worktree(intent);
-      const baseRef = `refs/heads/${intent.baseBranch}`;
-      // Both checks only read the worktree as the tests left it: the merge base found once serves both.
-      const mergeBase = await mergeBaseOf({ worktreePath, baseRef, repoPath: intent.repoPath });
-      const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase })).filter((f) => f.severity === 'block');
-      const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase);
-      const findings = [
-        ...(stubs.length ? [formatStubFindings(stubs)] : []),
-        ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),
-      ];
-      return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
-    },
-
-    /**
-     * After impl's tests pass: the spec's test plan against what impl wrote and what the run
-     * printed (see test-plan-check.ts). A broken promise sends impl back. Reads only.
-     */
-    async checkTestPlan({ intent, testLogPath }: IntentRef & { readonly testLogPath?: string }): Promise<TestPlanCheck> {
-      const { worktreePath } = await worktree(intent);
-      return checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath });
+      const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
+      const size = { files: changes.length, lines: changes.reduce((n, c) => n + c.added + c.deleted, 0) };
+      const checks = await checkImplementationIn(worktreePath, intent);
+      const plan = testPlan ? await checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath: testPlan.testLogPath }) : undefined;
+      return { size, checks, ...(plan ? { plan } : {}) };
     },
 
     /**
@@ -529,23 +531,6 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       const { worktreePath } = await worktree(intent);
       const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
       return changes.map((c) => c.path).filter((p) => globs.some((glob) => matchGlob(glob, p))).slice(0, 200);
-    },
-
-    async measureChange({ intent }: IntentRef): Promise<{ readonly files: number; readonly lines: number }> {
-      const { worktreePath } = await worktree(intent);
-      const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
-      return { files: changes.length, lines: changes.reduce((n, c) => n + c.added + c.deleted, 0) };
-    },
-
-    /**
-     * The mechanical checks of a design document (see document-checks.ts): the LLD's sections and
-     * the paths it names, the spec's requirement → test mapping. Reads only.
-     */
-    async checkDocument({ intent, stage, artifactPath }: { readonly intent: Intent; readonly stage: 'lld' | 'spec'; readonly artifactPath: string }): Promise<DocumentCheck> {
-      const { worktreePath } = await worktree(intent);
-      const text = readFileSync(path.join(worktreePath, artifactPath), 'utf8');
-      if (stage === 'spec') return checkSpec(text);
-      return checkLld(text, { declaredPaths: intent.paths, exists: (file) => existsSync(path.join(worktreePath, file)) });
     },
 
     /**
@@ -784,4 +769,28 @@ function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']
       [intent.id, original.intentId],
     ],
   };
+}
+
+/**
+ * The mechanical gates after an impl attempt: stubs the intent added (TypeScript/JavaScript by
+ * the compiler's AST, Python by patterns) and test tampering against the base branch (tests
+ * deleted, skipped, focused, or assertions removed). Findings send impl back.
+ */
+async function checkImplementationIn(worktreePath: string, intent: Intent): Promise<ImplementationCheck> {
+  const baseRef = `refs/heads/${intent.baseBranch}`;
+  // Both checks only read the worktree as the tests left it: the merge base found once serves both.
+  const mergeBase = await mergeBaseOf({ worktreePath, baseRef, repoPath: intent.repoPath });
+  const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase })).filter((f) => f.severity === 'block');
+  const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase);
+  const findings = [
+    ...(stubs.length ? [formatStubFindings(stubs)] : []),
+    ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),
+  ];
+  return { ok: findings.length === 0, stubCount: stubs.length, tamperCount: tampering.length, feedback: findings.join('\n').slice(0, 4000) };
+}
+
+/** The mechanical checks of a design document: the LLD's sections and the paths it names, the spec's requirement → test mapping. */
+function checkDesignDocument(intent: Intent, stage: 'lld' | 'spec', text: string, worktreePath: string): DocumentCheck {
+  if (stage === 'spec') return checkSpec(text);
+  return checkLld(text, { declaredPaths: intent.paths, exists: (file) => existsSync(path.join(worktreePath, file)) });
 }

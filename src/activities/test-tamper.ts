@@ -13,6 +13,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { isTestFile, matchGlob } from '../shared/glob';
+import { mergeBaseOf } from './change-inspection';
 import { gitRaw } from './git';
 
 export type TamperKind = 'test-deleted' | 'test-skipped' | 'test-focused' | 'tests-removed' | 'assertions-removed';
@@ -46,15 +47,7 @@ const IGNORED = ['docs/lineage/**'];
  * `knownMergeBase`: that merge base, when the caller found it already in the same activity call.
  */
 export async function detectTestTampering(worktreePath: string, baseBranchRef: string, knownMergeBase?: string): Promise<TamperFinding[]> {
-  const mergeBase = knownMergeBase ? { code: 0, stdout: knownMergeBase, stderr: '' } : await gitRaw(worktreePath, ['merge-base', 'HEAD', baseBranchRef]);
-  if (mergeBase.code !== 0) {
-    throw ApplicationFailure.create({
-      type: FailureType.GitFailed,
-      message: `cannot compare ${worktreePath} with ${baseBranchRef}: ${mergeBase.stderr.trim() || 'no common commit'}`,
-      nonRetryable: true,
-    });
-  }
-  const base = mergeBase.stdout.trim();
+  const base = knownMergeBase ?? (await mergeBaseOf({ worktreePath, baseRef: baseBranchRef }));
   const changes = await changedTestFiles(worktreePath, base);
   const findings: TamperFinding[] = [];
   for (const change of changes) {

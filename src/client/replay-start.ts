@@ -13,6 +13,7 @@ import { UserError } from '../shared/errors';
 import { activeLineageDir, branchForIntent } from '../shared/ids';
 import { REPLAY_FROM_STAGES } from '../shared/intent';
 import { findResetPoint } from './resume';
+import { WARDEN_GIT_IDENTITY } from '../activities/git';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type FromStage = (typeof REPLAY_FROM_STAGES)[number];
@@ -76,7 +77,6 @@ function triageOf(events: readonly HistoryEvent[]): TriageAssessment | undefined
 export async function branchReplayStart(scratch: string, start: ReplayStart, originalId: string, replayId: string): Promise<void> {
   const known = await run('git', ['-C', scratch, 'cat-file', '-e', `${start.commit}^{commit}`]).then(() => true, () => false);
   if (!known) throw new UserError(`the commit intent ${originalId}'s ${start.stage} stage started from (${start.commit.slice(0, 12)}) is no longer in its repository: replay it whole`, 1);
-  const identity = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false'];
   const back = (await run('git', ['-C', scratch, 'symbolic-ref', '--short', 'HEAD'])).stdout.trim();
   await run('git', ['-C', scratch, 'checkout', '--quiet', '-b', branchForIntent(replayId), start.commit]);
   const from = activeLineageDir(originalId);
@@ -85,7 +85,7 @@ export async function branchReplayStart(scratch: string, start: ReplayStart, ori
     await run('git', ['-C', scratch, 'mv', from, activeLineageDir(replayId)]);
     // Into the commit it started from, message and author kept: the agents see the branch's log
     // as the original's agents saw it (its commit ids are masked in the match, its words are not).
-    await run('git', ['-C', scratch, ...identity, 'commit', '--quiet', '--no-verify', '--amend', '--no-edit']);
+    await run('git', ['-C', scratch, ...WARDEN_GIT_IDENTITY, 'commit', '--quiet', '--no-verify', '--amend', '--no-edit']);
   }
   await run('git', ['-C', scratch, 'checkout', '--quiet', back]);
 }

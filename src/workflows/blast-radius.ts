@@ -30,13 +30,12 @@ export async function checkPredictedSize(run: IntentRun, predicted: ChangeSize |
 }
 
 /**
- * After every impl attempt: a change beyond 1.5× triage's prediction or the hard cap stops at a
+ * After every impl attempt, on the change's size as inspectImplementation measured it: a change beyond 1.5× triage's prediction or the hard cap stops at a
  * gate. A later attempt beyond 1.5× what was approved, or beyond both the hard cap and that,
  * stops at the gate again.
  */
-export async function checkChangeSize(run: IntentRun, predicted: ChangeSize | undefined): Promise<void> {
+export async function checkChangeSize(run: IntentRun, predicted: ChangeSize | undefined, actual: ChangeSize): Promise<void> {
   const { intent, state, ledger } = run;
-  const actual = await run.activities.git.measureChange({ intent });
   state.blastRadius = { predicted, actual };
   const check = checkBlastRadius({
     predicted: predicted ?? hardCap(run),

@@ -12,7 +12,7 @@ import { checkedIntent, refuseForeignWorkflowId } from './intent-input';
 import { endEarly, finishIntent, type Ending, type MutableOutcome } from './intent-ending';
 import { enterStage, relocateArtifacts, setStatus, startingState } from './intent-status';
 import { handlePauseSignals, withinPauseLimit } from './pause-signals';
-import { assessRisk, checkDesignReviewPolicy, checkReviewPolicy } from './risk-review';
+import { assessRisk, holdRisk, checkDesignReviewPolicy, checkReviewPolicy } from './risk-review';
 import { IntentRun } from './run-context';
 import { withinStageLimit, withinTotalLimit } from './stage-limits';
 import { customGatesAfter } from './custom-gate-runner';
@@ -239,7 +239,7 @@ function replayed(run: IntentRun, stage: 'triage' | 'lld' | 'spec' | 'impl'): bo
 function originalTriage(run: IntentRun): TriageAssessment {
   const triage = run.intent.replayOf!.from!.triage;
   run.triage = triage;
-  run.state.risk = { class: triage.risk, confidence: triage.confidence, structured: triage.structured };
+  holdRisk(run, triage);
   return triage;
 }
 

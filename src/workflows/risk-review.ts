@@ -11,12 +11,17 @@ import type { IntentRun } from './run-context';
  * change.
  */
 
+/** Keeps triage's assessment as the run's risk, which the later gates read. */
+export function holdRisk(run: IntentRun, assessment: TriageAssessment): void {
+  run.state.risk = { class: assessment.risk, confidence: assessment.confidence, structured: assessment.structured };
+}
+
 /**
  * Records triage's assessment in the state and the ledger (RISK_ASSESSED). PROHIBITED work never
  * reaches a gate: the intent halts here.
  */
 export function assessRisk(run: IntentRun, assessment: TriageAssessment): void {
-  run.state.risk = { class: assessment.risk, confidence: assessment.confidence, structured: assessment.structured };
+  holdRisk(run, assessment);
   const confidence = confidenceRefusal(assessment);
   const severity = assessment.risk === 'PROHIBITED' ? 'critical' : assessment.risk === 'HIGH' ? 'high' : assessment.structured ? 'info' : 'medium';
   const prohibited = 'Warden does not carry out PROHIBITED work: a person does it by hand, or the intent is rewritten so it no longer needs it.';

@@ -51,6 +51,8 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   });
   recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
   recordSecretScan(run, stage, `${stage} attempt ${attempt}`, 'the agent', result.secrets);
+  // Written now, not with the next write: whoever reads the ledger (a person at the next gate,
+  // `warden audit` while the intent runs) must never see less than the workflow already shows.
   await ledger.flush();
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
@@ -69,15 +71,15 @@ export function changesRequested(decision: RecordedDecision): string {
 }
 
 /**
- * Runs lld or spec until its document passes the mechanical checks; each failure goes back to
- * the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
+ * Runs lld or spec until its document passes the mechanical checks (made by the agent-stage
+ * activity on the document it committed); each failure goes back to the agent with the errors. The stage guard bounds the attempts (MAX_ITERATIONS_EXCEEDED).
  */
 export async function runDesignStage(run: IntentRun, stage: 'lld' | 'spec', changes?: string): Promise<string> {
-  const { intent, state, ledger } = run;
+  const { state, ledger } = run;
   let feedback = changes;
   for (;;) {
     const result = await runStage(run, stage, feedback);
-    const check = await run.activities.git.checkDocument({ intent, stage, artifactPath: result.artifactPath });
+    const check = result.documentCheck!;
     if (check.ok) return result.artifactPath;
     ledger.event('STAGE_FAILED', 'medium', `${stage} attempt ${state.attempts[stage]}: the document failed its mechanical checks: ${check.errors.join('; ').slice(0, 1000)}`, {
       stage,
@@ -188,9 +190,11 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
     if (tests.logPath) state.artifacts[tests.logPath.split('/').pop()!] = tests.logPath;
     recordSecretScan(run, 'impl', `impl attempt ${attempt}`, 'the tests', tests.secrets);
     const testSecrets = tests.secrets?.held ?? [];
-    await checkChangeSize(run, predicted);
+    // One call reads what the tests left (size, mechanical checks, test plan); judged in that order.
+    const inspection = await run.activities.git.inspectImplementation({ intent, ...(tests.passed && testSecrets.length === 0 ? { testPlan: { testLogPath: tests.logPath } } : {}) });
+    await checkChangeSize(run, predicted, inspection.size);
     // Passing tests are not enough: no stubs, and the tests themselves left as they were.
-    const checks = await run.activities.git.checkImplementation({ intent });
+    const { checks, plan } = inspection;
     if (!checks.ok) {
       refusals += 1;
       const cap = intent.limits.attempts.completeness;
@@ -201,9 +205,8 @@ export async function runImplStage(run: IntentRun, predicted: ChangeSize | undef
       });
       enforceCompletenessCap(refusals, cap);
     }
-    if (tests.passed && checks.ok && testSecrets.length === 0) {
+    if (plan && checks.ok) {
       // Green and complete: the tests the spec promised must be among them, and have run.
-      const plan = await run.activities.git.checkTestPlan({ intent, testLogPath: tests.logPath });
       recordTestPlan(run, attempt, plan);
       if (plan.ok) return;
       feedback = testPlanRepairPrompt(plan);

@@ -53,8 +53,9 @@ export async function withWatch<T>(watch: () => Promise<void>, expired: TimeLimi
     },
     () => undefined, // cancelled: the body ended first, or the whole intent is being cancelled
   );
+  let result: T;
   try {
-    return await bodyScope.run(body);
+    result = await bodyScope.run(body);
   } catch (error) {
     // Whatever the cancelled body ended with (a cancellation, or a failure on its way out), the
     // watch is why it ended.
@@ -63,4 +64,8 @@ export async function withWatch<T>(watch: () => Promise<void>, expired: TimeLimi
   } finally {
     watchScope.cancel();
   }
+  // The body may also end well once its scope was cancelled (an activity that finished as the
+  // cancellation reached it): the limit has passed all the same.
+  if (fired) throw expired();
+  return result;
 }

@@ -81,7 +81,7 @@ describe('detectTestTampering against the base branch', () => {
     expect(findings[0]!.detail).toBe('test file test/strings.test.js was deleted');
   });
 
-  test('with the merge base already known, the same findings and one git process fewer', async () => {
+  test('with the merge base already known, the same findings and no git process to find it', async () => {
     const s = await setup();
     git(s.wt, 'rm', '-q', 'test/strings.test.js');
     git(s.wt, 'commit', '-qm', 'agent: drop the failing test');
@@ -91,7 +91,8 @@ describe('detectTestTampering against the base branch', () => {
     const askedCount = tallySince(asked).launched.git ?? 0;
     const known = processTally();
     expect(await detectTestTampering(s.wt, 'refs/heads/main', base)).toEqual(found);
-    expect(tallySince(known).launched.git ?? 0).toBe(askedCount - 1);
+    // Alone it locates the worktree's repository and asks for the merge base; told, it asks neither.
+    expect(tallySince(known).launched.git ?? 0).toBeLessThan(askedCount);
     expect(summary(found)).toEqual(['test-deleted test/strings.test.js']);
   });
 

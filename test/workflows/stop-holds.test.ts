@@ -289,7 +289,7 @@ describe('kill switches on stage activities', () => {
       async () => {
         const { handle, repo, id, before } = await startSampleIntent(world, 'ef');
         expect((await failureOf(handle)).join('\n')).toContain(`kill switch (EMERGENCY_STOP): the emergency stop file ${stopFile} exists; runTests was not started`);
-        expect(await scheduled(handle)).toEqual(['prepareWorktree', 'runAgentStage', 'runAgentStage', 'checkDocument', 'runAgentStage', 'checkDocument', 'runAgentStage', 'runTests']);
+        expect(await scheduled(handle)).toEqual(['prepareWorktree', 'runAgentStage', 'runAgentStage', 'runAgentStage', 'runAgentStage', 'runTests']);
         expect((await handle.query(stateQuery)).tests).toEqual([]);
         expect(await eventsOf(id, 'INTENT_STOPPED')).toEqual([expect.objectContaining({ metadata: expect.objectContaining({ killSwitch: 'EMERGENCY_STOP', activityType: 'runTests' }) })]);
         expect(git(repo, 'rev-parse', 'main')).toBe(before);

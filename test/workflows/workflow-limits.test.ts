@@ -38,7 +38,7 @@ async function failure(handle: WorkflowHandle): Promise<string> {
 
 type Event = { event_type: string; severity: string; reason: string; suggestion: string | null; stage: string | null };
 async function events(id: string): Promise<Event[]> {
-  return (await world().pool.query('SELECT event_type, severity, reason, suggestion, stage FROM safety_events WHERE intent_id = $1 ORDER BY timestamp', [id])).rows;
+  return (await world().pool.query('SELECT event_type, severity, reason, suggestion, stage FROM safety_events WHERE intent_id = $1 ORDER BY seq, timestamp', [id])).rows;
 }
 
 async function until(handle: WorkflowHandle, test: (s: IntentState) => boolean, what: string): Promise<IntentState> {
