@@ -102,16 +102,20 @@ async function waitWhileHeartbeating(ms: number, request: AgentRequest): Promise
 async function waitFor(ms: number, request: AgentRequest): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const beat = setInterval(request.heartbeat, 1000);
-    const done = setTimeout(finish, ms);
+    const done = setTimeout(() => {
+      stopWaiting();
+      resolve();
+    }, ms);
+    // Cancellation must reject, not end the wait as if the work were done: the stage would then
+    // complete with the agent's edits after the workflow asked it to stop.
     const onAbort = (): void => {
-      finish();
+      stopWaiting();
       reject(new CancelledFailure('agent cancelled'));
     };
-    function finish(): void {
+    function stopWaiting(): void {
       clearInterval(beat);
       clearTimeout(done);
       request.signal.removeEventListener('abort', onAbort);
-      resolve();
     }
     if (request.signal.aborted) return onAbort();
     request.signal.addEventListener('abort', onAbort);
