@@ -26,6 +26,7 @@ import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { startIntent } from '../src/client/intents';
 import { LadderStore } from '../src/ledger/ladder-store';
@@ -110,7 +111,7 @@ async function wardenIntentShape(s: Bench, workflowId: string): Promise<IntentSh
   return intentShape((await s.client.workflow.getHandle(workflowId).fetchHistory()).events ?? []);
 }
 
-async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape }> {
+async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape; eagerStarts: number }> {
   const atGate = new Rendezvous<void>();
   const mergeAt = new Rendezvous<number>();
   const worker = await benchWorker(s, 'core', {
@@ -123,9 +124,13 @@ async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape }
   // Pinned at L0: every merge waits for a person however many runs succeed (the ladder would climb).
   await new LadderStore(s.database.pool).setLevel({ scope: 'agent:bench-core', level: 0, pinned: true, by: 'bench', defaults: { level: 0, allowLevelUp: false } });
   const repoPath = path.join(s.tmp, 'no-repo'); // never opened: no stage touches it
+  // As `warden run` starts an intent: through the worker's own connection, eagerly.
+  const starter = new Client({ connection: s.native, namespace: s.server.namespace });
+  let eagerStarts = 0;
   const pipeline: Pipeline = async (index) => {
     const id = `core-${index}`;
-    const handle = await startIntent(s.client, { id, goal: 'No-op pipeline', repoPath, paths: ['lib/**'], agent: { kind: 'scripted', name: 'bench-core', scriptPath: s.demoScript }, limits: { cooldown: '0s' } }, 'core');
+    const handle = await startIntent(starter, { id, goal: 'No-op pipeline', repoPath, paths: ['lib/**'], agent: { kind: 'scripted', name: 'bench-core', scriptPath: s.demoScript }, limits: { cooldown: '0s' } }, 'core', { eager: true });
+    if (handle.eagerlyStarted) eagerStarts += 1;
     // Approve once the gate is open as a person finds it: its review package shown, the workflow
     // waiting (LangGraph's is open once the graph has returned at its interrupt).
     await atGate.wait(id);
@@ -139,7 +144,7 @@ async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape }
     return latency;
   };
   const runs = await withWorker(worker, () => runLevels('Warden core (intentWorkflow, safety on, no-op stages)', pipeline));
-  return { runs, shape: await wardenIntentShape(s, workflowIdForIntent(`core-${WARMUP}`)) };
+  return { runs, shape: await wardenIntentShape(s, workflowIdForIntent(`core-${WARMUP}`)), eagerStarts };
 }
 
 async function peerRuns(s: Bench, createPeerPipeline: CreatePeerPipeline, durability: 'async' | 'sync'): Promise<Run[]> {
@@ -203,7 +208,7 @@ async function main(): Promise<number> {
   const createPeerPipeline = loadPeer();
   const s = await startBench('peer');
   try {
-    const { runs: warden, shape } = await wardenRuns(s);
+    const { runs: warden, shape, eagerStarts } = await wardenRuns(s);
     const peer = await peerRuns(s, createPeerPipeline, 'async');
     const peerSync = await peerRuns(s, createPeerPipeline, 'sync');
     const floor = await bareRuns(s);
@@ -219,19 +224,23 @@ async function main(): Promise<number> {
     const ratios = LEVELS.map((c) => {
       const w = warden.find((r) => r.concurrency === c)!;
       const p = peer.find((r) => r.concurrency === c)!;
-      return { concurrency: c, throughput: w.perSecond / p.perSecond, gateMedian: w.gate.medianMs / p.gate.medianMs };
+      const b = floor.find((r) => r.concurrency === c)!;
+      return { concurrency: c, throughput: w.perSecond / p.perSecond, gateMedian: w.gate.medianMs / p.gate.medianMs, overBare: w.perSecond / b.perSecond };
     });
     for (const r of ratios) {
       out(`concurrency ${r.concurrency}: throughput Warden / peer (its default durability) ${r.throughput.toFixed(2)}× (target ≥ 1.0), median gate resume Warden / peer ${r.gateMedian.toFixed(2)}× (target ≤ 1.0)`);
+      out(`concurrency ${r.concurrency}: throughput Warden / bare Temporal workflow ${r.overBare.toFixed(2)}× (target ≥ 1.0)`);
     }
+    out(`Warden intents started eagerly (first workflow task in the start's answer): ${eagerStarts} of ${WARMUP + N * LEVELS.length}`);
     out(`one Warden intent: ${shape.workflowTasks} workflow tasks, ${shape.historyEvents} history events`);
     out(`  its events by type: ${shape.eventsByType.map(([type, n]) => `${type} ${n}`).join(', ')}`);
     shape.tasks.forEach((task, i) => out(`  workflow task ${i + 1}: ${task}`));
     const perLevel = (runs: Run[]) => Object.fromEntries(runs.map((r) => [`c${r.concurrency}`, Number(r.perSecond.toFixed(3))]));
     const first = warden[0]!;
-    await writeResult('peer', { pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios, shape }, {
+    await writeResult('peer', { pipelines: N, warmup: WARMUP, cores: os.cpus().length, runs: all, ratios, shape, eagerStarts }, {
       warden: perLevel(warden),
       bare: perLevel(floor),
+      overBare: Object.fromEntries(ratios.map((r) => [`c${r.concurrency}`, Number(r.overBare.toFixed(3))])),
       langgraph: perLevel(peer),
       langgraphSync: perLevel(peerSync),
       gateMedianMs: Number(first.gate.medianMs.toFixed(1)),

@@ -3,6 +3,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
+import { DEV_SERVER_DYNAMIC_CONFIG } from '../src/runtime/dev-server';
 import { CLUSTER_FILES, DEFAULT_FRONTEND_PORT, POSTGRES_PLUGIN, RETENTION_DAYS, schemaToolSteps, TEMPORAL_DATABASES } from '../src/runtime/temporal-cluster';
 import { TEMPORAL_SERVER_VERSION } from '../src/runtime/temporal-server-install';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../src/shared/search-attributes';
@@ -150,6 +151,13 @@ describe('docker-compose.temporal.yml', () => {
     const mount = mounts.find((m) => m.split(':')[1] === dynamic);
     expect(mount).toBeDefined();
     expect(path.resolve(path.dirname(file), mount!.split(':')[0]!)).toBe(CLUSTER_FILES.dynamicConfig);
+  });
+
+  it("its dynamic config sets what Warden's dev server sets, to the same values (poll rates, eager start and dispatch)", () => {
+    const dynamic = parse(readFileSync(CLUSTER_FILES.dynamicConfig, 'utf8')) as Record<string, { value: unknown }[]>;
+    for (const [key, value] of Object.entries(DEV_SERVER_DYNAMIC_CONFIG)) {
+      expect({ key, values: dynamic[key]?.map((v) => v.value) }).toEqual({ key, values: [value] });
+    }
   });
 
   it('sets up both databases with the schema tool steps cluster:up runs', () => {

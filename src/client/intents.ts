@@ -1,4 +1,4 @@
-import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type Client, type WorkflowHandle, type WorkflowHandleWithStartDetails } from '@temporalio/client';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 import { readApproverKey, signDecision } from './approver-keys';
 import { answeringState } from './worker-presence';
@@ -29,16 +29,23 @@ export function validateIntent(input: IntentInput): Intent {
  * worker completes from its config (intent-completion.ts). The schema's defaults filled in here
  * would reach the worker as values the start asked for, and be refused where the config is
  * stricter than they are.
+ *
+ * `eager`: this process runs a worker on `taskQueue` and `client` is on that worker's native
+ * connection (see RunningWorker.client): the server then hands the intent's first workflow task
+ * back with the start's answer, to that worker, instead of through the task queue. When that
+ * worker has no free slot the start goes through the queue as usual.
  */
 export async function startIntent(
   client: Client,
   input: IntentInput,
   taskQueue: string = TASK_QUEUE,
-): Promise<WorkflowHandle<typeof intentWorkflow>> {
+  { eager = false }: { readonly eager?: boolean } = {},
+): Promise<WorkflowHandleWithStartDetails<typeof intentWorkflow>> {
   const intent = validateIntent(input);
   try {
     return await client.workflow.start<typeof intentWorkflow>('intentWorkflow', {
       taskQueue,
+      ...(eager ? { requestEagerStart: true } : {}),
       workflowId: workflowIdForIntent(intent.id),
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,

@@ -201,11 +201,19 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
  * The server throttles its history task readers to 20 polls a second, so every workflow task
  * waited ~50 ms before it was dispatched (a six-activity workflow took 350 ms, 50 ms without the
  * throttle). One process on one machine has the headroom to poll as fast as tasks come.
+ *
+ * Eager start and eager activity dispatch skip a trip through the task queue: an intent started
+ * by a process whose worker polls its queue gets its first workflow task in the start's answer,
+ * and an activity on the workflow's own queue comes back in the answer to the workflow task that
+ * scheduled it. The server still records each in the history before the worker has it; nothing is
+ * skipped. (Eager start is on by default in the server the CLI runs; set so it stays on.)
  */
-export const DEV_SERVER_DYNAMIC_CONFIG: Readonly<Record<string, number>> = {
+export const DEV_SERVER_DYNAMIC_CONFIG: Readonly<Record<string, number | boolean>> = {
   'history.transferProcessorMaxPollRPS': 1000,
   'history.timerProcessorMaxPollRPS': 1000,
   'history.visibilityProcessorMaxPollRPS': 1000,
+  'system.enableEagerWorkflowStart': true,
+  'system.enableActivityEagerExecution': true,
 };
 
 /**

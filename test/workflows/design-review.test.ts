@@ -1,4 +1,6 @@
+import type { WorkflowHandle } from '@temporalio/client';
 import { startIntent } from '../../src/client/intents';
+import type { intentWorkflow } from '../../src/workflows';
 import { renderPendingGate } from '../../src/client/gate-prompt';
 import { intentStatus, renderIntentStatus } from '../../src/client/intent-status';
 import { SAMPLE_LLD, SAMPLE_SPEC } from '../../src/client/sample-repo';
@@ -62,7 +64,7 @@ async function start(extra: Partial<IntentInput> = {}) {
   return { handle, repo, id };
 }
 
-async function gate(handle: Awaited<ReturnType<typeof start>>['handle'], name: string) {
+async function gate(handle: WorkflowHandle<typeof intentWorkflow>, name: string) {
   return waitFor(async () => {
     const pending = (await handle.query(stateQuery)).pendingGate;
     return pending?.gate === name ? pending : undefined;
