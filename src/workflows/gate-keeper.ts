@@ -191,6 +191,8 @@ export class GateKeeper {
     const { state, ledger, intent } = this.o;
     const refusal = this.autoPassRefusal(gate);
     if (refusal === undefined) return this.autoPassed(gate, prompt, this.o.autoPass(gate).level);
+    // A person at this gate sees every decision before it in the ledger.
+    if (ledger.owesRows) await ledger.flush();
 
     const timeout = this.settings(gate).timeout ?? intent.limits.gateTimeout;
     const requestedAt = new Date();
@@ -306,7 +308,8 @@ export class GateKeeper {
       stage: state.stage,
       metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut, signed: decision.signed === true, ...(decision.via ? { via: decision.via } : {}) },
     });
-    await ledger.flush();
+    // Written before anything acts on it, at no cost of its own where the next activity can carry it.
+    await ledger.writeBeforeNextStep();
     state.decisions.push(decision);
     state.pendingGate = undefined;
     this.decision = undefined;
