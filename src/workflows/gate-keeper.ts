@@ -212,10 +212,6 @@ export class GateKeeper {
     this.o.onWaiting(gate);
     this.showDetails();
     const reviewPackage = await this.o.reviewPackage();
-    if (reviewPackage && state.pendingGate) {
-      state.pendingGate = { ...state.pendingGate, package: reviewPackage };
-      this.showDetails();
-    }
     // Written with what a person deciding from a notification needs first: risk, spend, tests, size.
     ledger.event('GATE_REQUESTED', 'info', prompt, {
       stage: state.stage,
@@ -224,6 +220,11 @@ export class GateKeeper {
     });
     // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
     await ledger.flush('task-queue');
+    // Shown once the request is on record: a person who finds the package finds GATE_REQUESTED in the ledger.
+    if (reviewPackage && state.pendingGate) {
+      state.pendingGate = { ...state.pendingGate, package: reviewPackage };
+      this.showDetails();
+    }
 
     const policy = this.settings(gate).onTimeout ?? 'reject';
     let decided = await this.waitUntilDeadline(gate, timeout);

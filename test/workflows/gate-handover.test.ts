@@ -30,6 +30,9 @@ async function until(handle: WorkflowHandle, ok: (s: IntentState) => boolean, wh
 test("the merge gate's approval rides on the merge stage's first activity, written before it starts", async () => {
   const { handle, id } = await startSampleIntent(world(), 'ho');
   await until(handle, (s) => s.pendingGate?.gate === 'merge' && s.pendingGate.package !== undefined, 'the merge gate');
+  // A person who finds the gate's package finds its request in the ledger too.
+  const requested = await world().pool.query("SELECT count(*)::int AS n FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_REQUESTED' AND metadata->>'gate' = 'merge'", [id]);
+  expect(requested.rows[0]).toEqual({ n: 1 });
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
 
