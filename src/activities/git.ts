@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -68,13 +68,60 @@ export async function withTemporaryIndex<T>(work: (options: GitOptions) => Promi
   }
 }
 
-/** Stages everything in the worktree and commits it; returns the new commit, or undefined if nothing changed. */
+/** The commit `ref` names, or undefined when it names none: one rev-parse, where asking whether it exists and then what it is took two. */
+export async function commitOf(cwd: string, ref: string): Promise<string | undefined> {
+  const result = await gitRaw(cwd, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`]);
+  return result.code === 0 ? result.stdout.trim() : undefined;
+}
+
+/**
+ * Stages everything in the worktree and commits it; returns the new commit, or undefined if
+ * nothing changed. Two git processes: `git commit` itself says when nothing is staged (it exits
+ * 1), and only then is the index asked, to tell that apart from a commit that failed.
+ */
 export async function commitAll(worktreePath: string, message: string): Promise<string | undefined> {
   await git(worktreePath, ['add', '-A']);
-  const staged = await gitRaw(worktreePath, ['diff', '--cached', '--quiet']);
-  if (staged.code === 0) return undefined; // nothing to commit: a retried activity lands here
-  await git(worktreePath, ['commit', '--no-verify', '-q', '-m', message]);
-  return git(worktreePath, ['rev-parse', 'HEAD']);
+  const args = ['commit', '--no-verify', '-q', '-m', message];
+  const committed = await gitRaw(worktreePath, args);
+  if (committed.code !== 0) {
+    if ((await gitRaw(worktreePath, ['diff', '--cached', '--quiet'])).code === 0) return undefined; // nothing to commit: a retried activity lands here
+    throw gitFailed(worktreePath, args, committed);
+  }
+  return headOf(worktreePath);
+}
+
+const OBJECT_NAME = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/**
+ * The commit checked out in `worktreePath`, read from git's own files the way git reads them:
+ * the worktree's `.git`, its HEAD, and the loose file of the branch HEAD names (a loose ref wins
+ * over packed-refs). Read anew on every call, never kept. Git is asked when any of it is not
+ * plain (a packed ref, a ref store other than files, a HEAD naming something else).
+ */
+export async function headOf(worktreePath: string): Promise<string> {
+  return (await headFromFiles(worktreePath)) ?? git(worktreePath, ['rev-parse', 'HEAD']);
+}
+
+async function headFromFiles(worktreePath: string): Promise<string | undefined> {
+  const dotGit = path.join(worktreePath, '.git');
+  const stat = await lstat(dotGit).catch(() => undefined);
+  let gitDir = dotGit;
+  if (stat?.isFile()) {
+    const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
+    if (!pointer) return undefined;
+    gitDir = path.resolve(worktreePath, pointer);
+  } else if (!stat?.isDirectory()) {
+    return undefined;
+  }
+  const head = (await readFile(path.join(gitDir, 'HEAD'), 'utf8').catch(() => '')).trim();
+  if (OBJECT_NAME.test(head)) return head;
+  // Branches live in the common git dir (a linked worktree's `commondir` names it).
+  const branch = /^ref: (refs\/heads\/\S+)$/.exec(head)?.[1];
+  if (!branch) return undefined;
+  const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
+  const commonDir = common ? path.resolve(gitDir, common) : gitDir;
+  const loose = (await readFile(path.join(commonDir, ...branch.split('/')), 'utf8').catch(() => '')).trim();
+  return OBJECT_NAME.test(loose) ? loose : undefined;
 }
 
 /** One file of a diff: its path and the lines added and deleted (binary files count 0). */

@@ -1,5 +1,5 @@
 import { RESUME_REF_PREFIX, branchForIntent, resumeRefFor } from '../shared/ids';
-import { git, gitRaw, refExists } from './git';
+import { commitOf, git, gitRaw, refExists } from './git';
 
 /*
  * What an ended intent keeps for `warden resume`: its branch may be deleted (a rejection deletes
@@ -24,10 +24,10 @@ export interface ResumeRef {
  */
 export async function keepForResume(repoPath: string, intentId: string, keepMs: number, now: Date): Promise<ResumeRef | undefined> {
   const branch = `refs/heads/${branchForIntent(intentId)}`;
-  if (!(await refExists(repoPath, branch))) return undefined;
+  const head = await commitOf(repoPath, branch);
+  if (!head) return undefined;
   const ref = resumeRefFor(intentId);
-  const head = await git(repoPath, ['rev-parse', branch]);
-  const earlier = (await refExists(repoPath, ref)) ? await git(repoPath, ['rev-parse', ref]) : undefined;
+  const earlier = await commitOf(repoPath, ref);
   // The earlier commit keeps the earlier run's commits, unless it kept this very head.
   const earlierParents = earlier ? (await git(repoPath, ['log', '-1', '--format=%P', earlier])).split(' ').filter(Boolean) : [];
   const keepEarlier = earlier !== undefined && earlierParents[0] !== head;

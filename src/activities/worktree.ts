@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { activeLineageDir, branchForIntent, doneLineageDir } from '../shared/ids';
-import { git, gitFailed, gitRaw, listWorktrees, refExists, withTemporaryIndex, type GitResult } from './git';
+import { git, gitFailed, gitRaw, headOf, listWorktrees, refExists, withTemporaryIndex, type GitResult } from './git';
 import { OneAtATime } from './one-at-a-time';
 import { throwAway, trashOf } from './trash';
 import { folderOfRecord, recordNamedBy, recordsOfFolder } from './worktree-records';
@@ -105,7 +105,7 @@ async function makeWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
     added = await addWorktree(input, worktreePath, branch);
   }
   if (added.code !== 0) throw gitFailed(input.repoPath, ['worktree', 'add', worktreePath], added);
-  return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
+  return { worktreePath, branch, head: await headOf(worktreePath) };
 }
 
 /** `git worktree add` of the intent branch, made from the base branch if it does not exist yet (a failed add may have made it). */
@@ -139,8 +139,10 @@ export async function removeWorktree(input: {
   }
   await rmdir(path.dirname(worktreePath)).catch(() => undefined); // only if no other intent of this repo is there
   const branch = branchForIntent(input.intentId);
-  if (input.deleteBranch && (await refExists(input.repoPath, `refs/heads/${branch}`))) {
-    await git(input.repoPath, ['branch', '-D', '-q', branch]);
+  if (input.deleteBranch) {
+    // Deleted straight away; only a failed delete asks whether there was a branch (a retry finds none).
+    const deleted = await gitRaw(input.repoPath, ['branch', '-D', '-q', branch]);
+    if (deleted.code !== 0 && (await refExists(input.repoPath, `refs/heads/${branch}`))) throw gitFailed(input.repoPath, ['branch', '-D', '-q', branch], deleted);
   }
   return { lineageCopy };
 }
@@ -273,7 +275,7 @@ export async function mergeIntoBase(input: {
       await gitRaw(checkedOutAt, ['merge', '--abort']);
       throw mergeConflict(input.baseBranch, branch, merged.stdout + merged.stderr);
     }
-    return git(checkedOutAt, ['rev-parse', 'HEAD']);
+    return headOf(checkedOutAt);
   }
 
   const baseHead = await git(input.repoPath, ['rev-parse', baseRef]);
