@@ -185,8 +185,9 @@ export interface InspectedWorktree {
 /** {@link inspectChanges}, and what it saw of the worktree. */
 export async function inspectStep(input: InspectChangesInput): Promise<{ readonly report: InspectionReport; readonly seen: InspectedWorktree }> {
   const loc = await locateWorktree(input.repoPath, input.worktreePath);
-  const run = (args: readonly string[]) => gitIn(loc, args);
-  const headCommit = await startAndHead(loc, input);
+  // One status answers HEAD, the untracked files and, most often, the whole change.
+  const status = await worktreeStatus(loc);
+  const headCommit = status?.head ?? (await startAndHead(loc, input));
   const violations: ChangeViolation[] = [];
   const add = (v: ChangeViolation) => violations.push(v);
 
@@ -200,7 +201,7 @@ export async function inspectStep(input: InspectChangesInput): Promise<{ readonl
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `HEAD was switched to ${head.branch} during the step` });
   }
   // Nothing committed in the step (the stage commits after the inspection): HEAD is the start commit.
-  const descends = headCommit !== '' && (headCommit === input.baseCommit || (await run(['merge-base', '--is-ancestor', input.baseCommit, headCommit])).code === 0);
+  const descends = headCommit !== '' && (headCommit === input.baseCommit || (await descendsFrom(loc, input, headCommit)));
   if (!descends) {
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `the branch no longer contains the step's start commit ${input.baseCommit.slice(0, 12)}: its history was rewritten` });
   } else {
@@ -210,7 +211,8 @@ export async function inspectStep(input: InspectChangesInput): Promise<{ readonl
   }
 
   // 2. the worktree's changes: declared paths, symlinks, nested repositories
-  const changes = await listChanges(loc, input.baseCommit);
+  const changes =
+    status && headCommit === input.baseCommit && status.againstHead ? withUntracked(status.againstHead, status.untracked) : await listChanges(loc, input.baseCommit, status?.untracked);
   const allowed = input.alwaysAllowed ?? WARDEN_OWN_PATHS;
   for (const change of changes) {
     const rel = change.path.replace(/\/$/, '');
@@ -263,6 +265,89 @@ async function startAndHead(loc: GitLocation, input: InspectChangesInput): Promi
     throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
   }
   return (await gitIn(loc, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'])).stdout.trim();
+}
+
+/**
+ * Whether HEAD still contains the start commit, HEAD's commit known from the status. The ancestry
+ * question fails (exit 128) when the start commit is not a commit at all: only then is it asked
+ * on its own, to fail the inspection as {@link startAndHead} does.
+ */
+async function descendsFrom(loc: GitLocation, input: InspectChangesInput, head: string): Promise<boolean> {
+  const asked = await gitIn(loc, ['merge-base', '--is-ancestor', input.baseCommit, head]);
+  if (asked.code === 0 || asked.code === 1) return asked.code === 0;
+  if ((await gitIn(loc, ['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
+    throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
+  }
+  return false;
+}
+
+/** What one `git status` of the worktree says. */
+interface WorktreeStatus {
+  /** HEAD's commit; undefined before the first commit. */
+  readonly head?: string;
+  /** Untracked files, not ignored ones (as `ls-files --others --exclude-standard` lists them). */
+  readonly untracked: readonly string[];
+  /**
+   * Tracked paths that differ from HEAD, as `git diff --name-status --no-renames HEAD` would name
+   * them; undefined when an entry cannot say so alone (changed both in the index and after it,
+   * unmerged, a submodule): then the diff is asked.
+   */
+  readonly againstHead?: ReadonlyMap<string, ChangeStatus>;
+}
+
+/**
+ * The worktree's `git status` (porcelain v2): one process where HEAD's commit, the diff against
+ * it and the untracked files took three. `--no-optional-locks`: the inspection writes nothing,
+ * not even the index's refreshed stat data. Undefined when the status fails.
+ */
+async function worktreeStatus(loc: GitLocation): Promise<WorktreeStatus | undefined> {
+  const status = await gitRaw(loc.worktree, [
+    '--no-optional-locks', `--git-dir=${loc.gitDir}`, `--work-tree=${loc.worktree}`,
+    'status', '--porcelain=v2', '-z', '--branch', '--no-ahead-behind', '--untracked-files=all', '--no-renames', '--ignore-submodules=none',
+  ]);
+  if (status.code !== 0) return undefined;
+  let head: string | undefined;
+  const untracked: string[] = [];
+  const againstHead = new Map<string, ChangeStatus>();
+  let plain = true;
+  for (const entry of status.stdout.split('\0')) {
+    if (entry.startsWith('# branch.oid ')) {
+      const oid = entry.slice('# branch.oid '.length);
+      if (oid !== '(initial)') head = oid;
+    } else if (entry.startsWith('? ')) {
+      untracked.push(entry.slice(2));
+    } else if (entry.startsWith('1 ')) {
+      // 1 XY sub mH mI mW hH hI path
+      const fields = entry.split(' ');
+      const change = fields[2] === 'N...' ? againstHeadOf(fields[1]!) : undefined;
+      if (change) againstHead.set(fields.slice(8).join(' '), change);
+      else plain = false;
+    } else if (entry !== '' && !entry.startsWith('#')) {
+      plain = false; // unmerged ('u'), or a rename git was told not to look for ('2')
+    }
+  }
+  return { ...(head ? { head } : {}), untracked, ...(plain ? { againstHead } : {}) };
+}
+
+/**
+ * A status entry's X (index against HEAD) and Y (worktree against the index) as the diff of
+ * the worktree against HEAD names the path, when they alone decide it.
+ */
+function againstHeadOf(xy: string): ChangeStatus | undefined {
+  const [x, y] = [xy[0], xy[1]];
+  const named = (code: string | undefined): ChangeStatus | undefined => (code === 'M' ? 'modified' : code === 'T' ? 'type-changed' : code === 'A' ? 'added' : code === 'D' ? 'deleted' : undefined);
+  if (x === '.') return named(y);
+  if (y === '.') return named(x);
+  if (y === 'D' && (x === 'M' || x === 'T')) return 'deleted'; // at HEAD, and gone from the worktree
+  if (x === 'A' && (y === 'M' || y === 'T')) return 'added'; // not at HEAD, and in the worktree
+  return undefined; // e.g. staged, then changed back in the worktree: only a diff can tell
+}
+
+/** Changes against HEAD and the untracked files, in {@link listChanges}' form. */
+function withUntracked(againstHead: ReadonlyMap<string, ChangeStatus>, untracked: readonly string[]): ChangedPath[] {
+  const byPath = new Map(againstHead);
+  for (const file of untracked) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  return sortedChanges(byPath);
 }
 
 /**
@@ -698,7 +783,8 @@ async function refsHoldingNewCommits(loc: GitLocation, base: string, head: strin
     .filter((r) => r && r !== ownRef);
 }
 
-async function listChanges(loc: GitLocation, baseCommit: string): Promise<ChangedPath[]> {
+/** `untracked`: the untracked files when a status of the same moment listed them already. */
+async function listChanges(loc: GitLocation, baseCommit: string, untracked?: readonly string[]): Promise<ChangedPath[]> {
   const diff = await gitIn(loc, ['diff', '--name-status', '-z', '--no-renames', '--no-ext-diff', '--ignore-submodules=none', baseCommit]);
   if (diff.code !== 0) throw failure(`git diff ${baseCommit} failed in ${loc.worktree}: ${diff.stderr.trim()}`);
   const byPath = new Map<string, ChangeStatus>();
@@ -709,8 +795,12 @@ async function listChanges(loc: GitLocation, baseCommit: string): Promise<Change
     if (!code) break;
     byPath.set(file, code.startsWith('A') ? 'added' : code.startsWith('D') ? 'deleted' : code.startsWith('T') ? 'type-changed' : 'modified');
   }
-  const untracked = await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard']);
-  for (const file of untracked.stdout.split('\0').filter(Boolean)) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  const others = untracked ?? (await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard'])).stdout.split('\0').filter(Boolean);
+  for (const file of others) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  return sortedChanges(byPath);
+}
+
+function sortedChanges(byPath: ReadonlyMap<string, ChangeStatus>): ChangedPath[] {
   return [...byPath].map(([p, status]) => ({ path: p, status })).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 

@@ -483,12 +483,64 @@ describe('git processes', () => {
     const inspect = () => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
     const first = await launchedBy(inspect);
     expect(await launchedBy(inspect)).toBe(first - 1);
-    // Start commit and HEAD in one rev-parse; HEAD still at the start commit needs no ancestry
-    // question; the diff and the untracked files.
-    expect(await launchedBy(inspect)).toBe(3);
-    write(s.worktree, 'lib/strings.js', 'module.exports = {};\n');
+    // One status: HEAD still at the start commit (so the start commit is a commit, and no
+    // ancestry question), the change against it and the untracked files.
+    write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
+    write(s.worktree, 'lib/new.js', '1;\n');
+    expect(await launchedBy(inspect)).toBe(1);
     git(s.worktree, 'commit', '-qam', 'agent: edit');
-    expect(await launchedBy(inspect)).toBe(6); // and the ancestry, the new commits, the refs holding them
+    // HEAD moved: the ancestry, the new commits, the refs holding them, the diff from the start commit
+    expect(await launchedBy(inspect)).toBe(5);
+  });
+
+  test('the change read from one status is the change the diff and the untracked listing name, however it was made', async () => {
+    const s = await setup('status-as-diff');
+    const w = s.worktree;
+    write(w, 'docs/a.md', 'a\n');
+    write(w, 'docs/b.md', 'b\n');
+    write(w, 'docs/c.md', 'c\n');
+    write(w, 'docs/d.md', 'd\n');
+    write(w, 'docs/e.md', 'e\n');
+    write(w, 'docs/f.md', 'f\n');
+    git(w, 'add', '-A');
+    git(w, 'commit', '-qm', 'base files');
+    const base = git(w, 'rev-parse', 'HEAD');
+    write(w, 'lib/strings.js', 'changed;\n'); // changed in the worktree
+    write(w, 'docs/a.md', 'a2\n');
+    git(w, 'add', 'docs/a.md'); // staged
+    rmSync(path.join(w, 'docs/b.md')); // deleted
+    git(w, 'rm', '-q', '--cached', 'docs/c.md'); // untracked again: a deletion
+    write(w, 'docs/d.md', 'd2\n');
+    git(w, 'add', 'docs/d.md');
+    rmSync(path.join(w, 'docs/d.md')); // staged, then deleted
+    rmSync(path.join(w, 'docs/e.md'));
+    symlinkSync('a.md', path.join(w, 'docs/e.md')); // a file become a link
+    write(w, 'new/staged.js', '1;\n');
+    git(w, 'add', 'new/staged.js');
+    write(w, 'new/staged then changed.js', '1;\n');
+    git(w, 'add', 'new/staged then changed.js');
+    write(w, 'new/staged then changed.js', '2;\n');
+    write(w, 'new/intent.js', '1;\n');
+    git(w, 'add', '-N', 'new/intent.js');
+    write(w, 'new/untracked dir/deep.txt', 'x\n');
+    git(w, 'init', '-q', path.join(w, 'nested'));
+    const viaDiff = await listChangedPaths(w, base, s.repo);
+    const inspect = () => inspectStep({ worktreePath: w, repoPath: s.repo, baseCommit: base, declaredPaths: ['**'] });
+    const before = processTally();
+    const { seen } = await inspect();
+    expect(tallySince(before).launched.git).toBe(1);
+    expect(seen.changes).toEqual(viaDiff);
+    expect(viaDiff.map((c) => `${c.status} ${c.path}`)).toEqual([
+      'modified docs/a.md', 'deleted docs/b.md', 'deleted docs/c.md', 'deleted docs/d.md', 'type-changed docs/e.md',
+      'modified lib/strings.js', 'untracked nested/', 'added new/intent.js', 'added new/staged then changed.js', 'added new/staged.js', 'untracked new/untracked dir/deep.txt',
+    ]);
+    // Staged and then changed back in the worktree: the status cannot tell, the diff is asked.
+    write(w, 'docs/f.md', 'f2\n');
+    git(w, 'add', 'docs/f.md');
+    write(w, 'docs/f.md', 'f\n');
+    const asked = processTally();
+    expect((await inspect()).seen.changes).toEqual(await listChangedPaths(w, base, s.repo));
+    expect(tallySince(asked).launched.git).toBe(2 + 2); // the status and the diff; then the listing's diff and untracked files
   });
 
   test("a snapshot before a step reads the checkout from one git status: HEAD's commit and every path that differs", async () => {
