@@ -374,11 +374,13 @@ export async function scanChangedFilesForStubs(input: {
   readonly repoPath?: string;
   /** The merge base of HEAD and `baseRef`, when the caller found it with {@link mergeBaseOf} in the same activity call. */
   readonly mergeBase?: string;
+  /** The untracked files, when the caller listed them with {@link untrackedFilesOf} in the same activity call. */
+  readonly untracked?: readonly string[];
 }): Promise<StubFinding[]> {
   const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
   const base = input.mergeBase ?? (await mergeBaseIn(loc, input.worktreePath, input.baseRef));
   const findings: StubFinding[] = [];
-  for (const change of await listChanges(loc, base)) {
+  for (const change of await listChanges(loc, base, input.untracked)) {
     if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
     const abs = path.join(loc.worktree, change.path);
     const info = await lstat(abs).catch(() => undefined);
@@ -397,6 +399,17 @@ export async function scanChangedFilesForStubs(input: {
 export async function mergeBaseOf(input: { readonly worktreePath: string; readonly baseRef: string; readonly repoPath?: string }): Promise<string> {
   const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
   return mergeBaseIn(loc, input.worktreePath, input.baseRef);
+}
+
+/**
+ * The worktree's untracked files (not ignored ones), asked with its registered git dir: for checks
+ * of one activity call that each need them, with nothing run in the worktree between them.
+ */
+export async function untrackedFilesOf(input: { readonly worktreePath: string; readonly repoPath?: string }): Promise<string[]> {
+  const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
+  const listed = await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard']);
+  if (listed.code !== 0) throw failure(`cannot list the untracked files of ${input.worktreePath}: ${listed.stderr.trim()}`);
+  return listed.stdout.split('\0').filter(Boolean);
 }
 
 async function mergeBaseIn(loc: GitLocation, worktreePath: string, baseRef: string): Promise<string> {

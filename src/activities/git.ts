@@ -133,10 +133,11 @@ export interface FileChange {
 
 /**
  * What the branch checked out in `worktreePath` changed against where it left `baseBranch`,
- * file by file, Warden's own lineage folder excluded.
+ * file by file, Warden's own lineage folder excluded. `mergeBase`: that point, when the caller
+ * found it in the same activity call.
  */
-export async function changesAgainstBase(worktreePath: string, baseBranch: string): Promise<FileChange[]> {
-  const base = await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${baseBranch}`]);
+export async function changesAgainstBase(worktreePath: string, baseBranch: string, mergeBase?: string): Promise<FileChange[]> {
+  const base = mergeBase ?? (await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${baseBranch}`]));
   const numstat = await git(worktreePath, ['diff', '--numstat', base, 'HEAD', '--', '.', ':(exclude)docs/lineage']);
   return numstat
     .split('\n')

@@ -43,9 +43,10 @@ const IGNORED = ['docs/lineage/**'];
  * HEAD and `baseBranchRef` (e.g. `refs/heads/main`), so tests added to the base branch by others
  * since the intent started are not mistaken for deletions. Renamed test files are compared with
  * their old selves. Returns findings in path order; an empty list means no tampering seen.
- * `knownMergeBase`: that merge base, when the caller found it already in the same activity call.
+ * `knownMergeBase`: that merge base, and `knownUntracked`: the untracked files, when the caller
+ * found them already in the same activity call with nothing run in the worktree since.
  */
-export async function detectTestTampering(worktreePath: string, baseBranchRef: string, knownMergeBase?: string): Promise<TamperFinding[]> {
+export async function detectTestTampering(worktreePath: string, baseBranchRef: string, knownMergeBase?: string, knownUntracked?: readonly string[]): Promise<TamperFinding[]> {
   const mergeBase = knownMergeBase ? { code: 0, stdout: knownMergeBase, stderr: '' } : await gitRaw(worktreePath, ['merge-base', 'HEAD', baseBranchRef]);
   if (mergeBase.code !== 0) {
     throw ApplicationFailure.create({
@@ -55,7 +56,7 @@ export async function detectTestTampering(worktreePath: string, baseBranchRef: s
     });
   }
   const base = mergeBase.stdout.trim();
-  const changes = await changedTestFiles(worktreePath, base);
+  const changes = await changedTestFiles(worktreePath, base, knownUntracked);
   const findings: TamperFinding[] = [];
   for (const change of changes) {
     if (change.status === 'D') {
@@ -210,7 +211,7 @@ interface TestChange {
   readonly oldPath: string;
 }
 
-async function changedTestFiles(worktreePath: string, base: string): Promise<TestChange[]> {
+async function changedTestFiles(worktreePath: string, base: string, knownUntracked?: readonly string[]): Promise<TestChange[]> {
   const diff = await gitRaw(worktreePath, ['diff', '--name-status', '-z', '-M', '--no-ext-diff', base]);
   if (diff.code !== 0) {
     throw ApplicationFailure.create({ type: FailureType.GitFailed, message: `git diff ${base} failed in ${worktreePath}: ${diff.stderr.trim()}` });
@@ -235,8 +236,8 @@ async function changedTestFiles(worktreePath: string, base: string): Promise<Tes
     const status = code.startsWith('D') ? 'D' : code.startsWith('A') ? 'A' : 'M';
     out.push({ status, path: file, oldPath: status === 'A' ? '' : file });
   }
-  const untracked = await gitRaw(worktreePath, ['ls-files', '-z', '--others', '--exclude-standard']);
-  for (const file of untracked.stdout.split('\0').filter(Boolean)) {
+  const untracked = knownUntracked ?? (await gitRaw(worktreePath, ['ls-files', '-z', '--others', '--exclude-standard'])).stdout.split('\0').filter(Boolean);
+  for (const file of untracked) {
     if (relevant(file) && !out.some((c) => c.path === file)) out.push({ status: 'U', path: file, oldPath: '' });
   }
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));

@@ -11,6 +11,7 @@ import {
   revertChanges,
   scanChangedFilesForStubs,
   takeRepoSnapshot,
+  untrackedFilesOf,
   type ChangeViolation,
   type InspectionReport,
 } from '../../src/activities/change-inspection';
@@ -397,6 +398,12 @@ describe('scanChangedFilesForStubs', () => {
     const before = processTally();
     expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase })).toEqual(findings);
     expect(tallySince(before).launched.git).toBe(3); // the diff, the untracked files, lib/legacy.js at the base
+    // the untracked files listed once (untrackedFilesOf) and handed in as well: no listing of its own
+    const untracked = await untrackedFilesOf({ worktreePath: wt, repoPath: repo });
+    expect(untracked).toEqual(['NOTES.md', 'docs/lineage/active/stubs/impl-1.ts', 'lib/rate.py']);
+    const known = processTally();
+    expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase, untracked })).toEqual(findings);
+    expect(tallySince(known).launched.git).toBe(2);
     await expect(mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/nowhere', repoPath: repo })).rejects.toMatchObject({ type: 'GIT_FAILED', nonRetryable: true });
   });
 });

@@ -95,6 +95,20 @@ describe('detectTestTampering against the base branch', () => {
     expect(summary(found)).toEqual(['test-deleted test/strings.test.js']);
   });
 
+  test('with the untracked files already known too, the same findings and one more git process fewer', async () => {
+    const s = await setup();
+    writeFileSync(path.join(s.wt, 'test/new.test.js'), "it.skip('later', () => {});\n");
+    const base = git(s.wt, 'merge-base', 'HEAD', 'refs/heads/main');
+    const untracked = git(s.wt, 'ls-files', '--others', '--exclude-standard').split('\n').filter(Boolean);
+    const asked = processTally();
+    const found = await detectTestTampering(s.wt, 'refs/heads/main', base);
+    const askedCount = tallySince(asked).launched.git ?? 0;
+    const known = processTally();
+    expect(await detectTestTampering(s.wt, 'refs/heads/main', base, untracked)).toEqual(found);
+    expect(tallySince(known).launched.git ?? 0).toBe(askedCount - 1);
+    expect(summary(found)).toEqual(['test-skipped test/new.test.js:1']);
+  });
+
   test('skipped, focused and todo tests (JavaScript)', async () => {
     const s = await setup();
     const file = path.join(s.wt, 'test/strings.test.js');
