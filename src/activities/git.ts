@@ -68,10 +68,30 @@ export async function withTemporaryIndex<T>(work: (options: GitOptions) => Promi
   }
 }
 
-/** The commit `ref` names, or undefined when it names none: one rev-parse, where asking whether it exists and then what it is took two. */
-export async function commitOf(cwd: string, ref: string): Promise<string | undefined> {
-  const result = await gitRaw(cwd, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`]);
-  return result.code === 0 ? result.stdout.trim() : undefined;
+/** A commit a ref names, with what Warden reads of it. */
+export interface RefCommit {
+  readonly commit: string;
+  readonly tree: string;
+  readonly parents: readonly string[];
+  /** The committer date as `--date=raw` prints it (`<seconds> <zone>`). */
+  readonly committerDate: string;
+}
+
+/**
+ * The commits the full ref names `refs` name, with their trees, parents and dates: one
+ * for-each-ref for all of them, where a check, a rev-parse and a log took three for each. A ref
+ * that does not exist, or names anything but a commit, is not in the map.
+ */
+export async function refCommits(cwd: string, refs: readonly string[]): Promise<Map<string, RefCommit>> {
+  const listed = await git(cwd, ['for-each-ref', '--format=%(refname)%00%(objecttype)%00%(objectname)%00%(tree)%00%(parent)%00%(committerdate:raw)', ...refs]);
+  const found = new Map<string, RefCommit>();
+  for (const line of listed.split('\n')) {
+    const [name, type, commit, tree, parents, committerDate] = line.split('\0');
+    // A pattern also matches the refs below it (refs/heads/a matches refs/heads/a/b): only exact names count.
+    if (!name || type !== 'commit' || !refs.includes(name) || !commit || !tree) continue;
+    found.set(name, { commit, tree, parents: (parents ?? '').split(' ').filter(Boolean), committerDate: committerDate ?? '' });
+  }
+  return found;
 }
 
 /**

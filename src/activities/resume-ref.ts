@@ -1,5 +1,5 @@
 import { RESUME_REF_PREFIX, branchForIntent, resumeRefFor } from '../shared/ids';
-import { commitOf, git, gitRaw, refExists } from './git';
+import { git, gitRaw, refCommits, refExists } from './git';
 
 /*
  * What an ended intent keeps for `warden resume`: its branch may be deleted (a rejection deletes
@@ -24,18 +24,19 @@ export interface ResumeRef {
  */
 export async function keepForResume(repoPath: string, intentId: string, keepMs: number, now: Date): Promise<ResumeRef | undefined> {
   const branch = `refs/heads/${branchForIntent(intentId)}`;
-  const head = await commitOf(repoPath, branch);
-  if (!head) return undefined;
   const ref = resumeRefFor(intentId);
-  const earlier = await commitOf(repoPath, ref);
+  const known = await refCommits(repoPath, [branch, ref]);
+  const branchCommit = known.get(branch);
+  if (!branchCommit) return undefined;
+  const head = branchCommit.commit;
+  const earlier = known.get(ref)?.commit;
   // The earlier commit keeps the earlier run's commits, unless it kept this very head.
-  const earlierParents = earlier ? (await git(repoPath, ['log', '-1', '--format=%P', earlier])).split(' ').filter(Boolean) : [];
+  const earlierParents = known.get(ref)?.parents ?? [];
   const keepEarlier = earlier !== undefined && earlierParents[0] !== head;
   const parents = [head, ...(keepEarlier ? [earlier] : earlierParents.slice(1))];
   const keptUntil = new Date(now.getTime() + keepMs);
   const message = `warden(${intentId}): kept for resume\n\nThe first parent is the intent branch as the intent ended: warden resume ${intentId} continues from it.\n\n${KEPT_UNTIL}${keptUntil.toISOString()}\n`;
-  const tree = await git(repoPath, ['rev-parse', `${head}^{tree}`]);
-  const commit = await git(repoPath, ['commit-tree', tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
+  const commit = await git(repoPath, ['commit-tree', branchCommit.tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
   await git(repoPath, ['update-ref', '-m', `warden: kept ${intentId} for resume`, ref, commit, earlier ?? '']);
   return { ref, keptUntil };
 }

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { activeLineageDir, branchForIntent, doneLineageDir } from '../shared/ids';
-import { git, gitFailed, gitRaw, headOf, listWorktrees, refExists, withTemporaryIndex, type GitResult } from './git';
+import { git, gitFailed, gitRaw, headOf, listWorktrees, refCommits, refExists, withTemporaryIndex, type GitResult } from './git';
 import { OneAtATime } from './one-at-a-time';
 import { throwAway, trashOf } from './trash';
 import { folderOfRecord, recordNamedBy, recordsOfFolder } from './worktree-records';
@@ -253,9 +253,11 @@ export async function mergeIntoBase(input: {
 }): Promise<string> {
   const branch = branchForIntent(input.intentId);
   const baseRef = `refs/heads/${input.baseBranch}`;
-  const branchHead = await git(input.repoPath, ['rev-parse', `refs/heads/${branch}`]);
+  const head = (await refCommits(input.repoPath, [`refs/heads/${branch}`])).get(`refs/heads/${branch}`);
+  if (!head) throw ApplicationFailure.create({ type: FailureType.GitFailed, message: `cannot merge ${branch}: the repository ${input.repoPath} has no such branch` });
+  const branchHead = head.commit;
   const merging = input.withoutLineage
-    ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, intentId: input.intentId, message: input.withoutLineage.message })
+    ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, date: head.committerDate, intentId: input.intentId, message: input.withoutLineage.message })
     : branchHead;
   const alreadyMerged = await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', merging, baseRef]);
   if (alreadyMerged.code === 0) return git(input.repoPath, ['rev-parse', baseRef]);
@@ -297,13 +299,14 @@ async function changeWithoutLineage(input: {
   readonly repoPath: string;
   readonly baseRef: string;
   readonly branchHead: string;
+  /** The branch head's committer date, `--date=raw`. */
+  readonly date: string;
   readonly intentId: string;
   readonly message: string;
 }): Promise<string> {
-  const { repoPath, branchHead } = input;
+  const { repoPath, branchHead, date } = input;
   const forkPoint = await git(repoPath, ['merge-base', input.baseRef, branchHead]);
   const tree = await treeWithoutLineage(repoPath, branchHead, input.intentId);
-  const date = await git(repoPath, ['log', '-1', '--format=%cd', '--date=raw', branchHead]);
   return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
 }
 

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { commitAll, commitOf, headOf } from '../../src/activities/git';
+import { commitAll, headOf, refCommits } from '../../src/activities/git';
 import { processTally, tallySince } from '../../src/activities/process-tally';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
@@ -72,10 +72,23 @@ describe('headOf', () => {
   });
 });
 
-describe('commitOf', () => {
-  test('the commit a ref names in one git process, or undefined', async () => {
-    const { repo } = await worktree('commit-of');
-    expect(await gitProcessesOf(() => commitOf(repo, 'refs/heads/main'))).toEqual({ result: gitSync(repo, 'rev-parse', 'main'), git: 1 });
-    expect(await commitOf(repo, 'refs/heads/nowhere')).toBeUndefined();
+describe('refCommits', () => {
+  test('the commits several refs name, with tree, parents and date, in one git process; missing refs, refs below a name asked for and tags left out', async () => {
+    const { repo } = await worktree('ref-commits');
+    gitSync(repo, 'tag', '-a', '-m', 'annotated', 'v1');
+    const main = gitSync(repo, 'rev-parse', 'main');
+    const { result, git } = await gitProcessesOf(() => refCommits(repo, ['refs/heads/main', 'refs/heads/nowhere', 'refs/tags/v1', 'refs/heads/warden', 'refs/heads/warden/ref-commits']));
+    expect(git).toBe(1);
+    expect([...result.keys()].sort()).toEqual(['refs/heads/main', 'refs/heads/warden/ref-commits']);
+    expect(result.get('refs/heads/main')).toEqual({
+      commit: main,
+      tree: gitSync(repo, 'rev-parse', 'main^{tree}'),
+      parents: [],
+      committerDate: gitSync(repo, 'log', '-1', '--format=%cd', '--date=raw', 'main'),
+    });
+    writeFileSync(path.join(repo, 'second.txt'), '2\n');
+    gitSync(repo, 'add', 'second.txt');
+    gitSync(repo, 'commit', '-qm', 'second');
+    expect((await refCommits(repo, ['refs/heads/main'])).get('refs/heads/main')?.parents).toEqual([main]);
   });
 });
