@@ -110,8 +110,11 @@ export interface RepoSnapshot {
   readonly gitControlCopies?: Readonly<Record<string, ControlCopy>>;
   /** Every ref and its commit, to put back a ref an escape moved. */
   readonly refs?: Readonly<Record<string, string>>;
-  /** The target repo's checked-out commit, and its paths that differed from it (changed, staged or untracked). */
-  readonly checkout?: { readonly head?: string; readonly dirty: readonly string[] };
+  /**
+   * The target repo's index (a hash of the file git keeps it in; undefined when there is none to
+   * read), and the paths whose working-tree file differed from it: changed, deleted or untracked.
+   */
+  readonly checkout?: { readonly index?: string; readonly dirty: readonly string[] };
   /**
    * `worktrees/<name>`: the one worktree record read (the intent's own), when the snapshot was
    * taken for a worktree; otherwise every worktree's record was read.
@@ -532,11 +535,18 @@ export async function takeRepoSnapshot(
   // parked intent of the repo has one: read just that one when the worktree is named.
   const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
   const files: Record<string, FileStamp> = {};
+  let checkout: RepoSnapshot['checkout'];
   if (!bare) {
-    const listing = await gitRaw(top, ['ls-files', '-z', '--cached', '--others', '--exclude-standard']);
+    // Before a step the same listing also tags the files that differ from the index (-t: `C`
+    // changed, `R` deleted, `?` untracked; `H` tracked): what a restore may take from the index.
+    const before = !options.previous;
+    const listing = await gitRaw(top, ['ls-files', '-z', ...(before ? ['-t', '--modified', '--deleted'] : []), '--cached', '--others', '--exclude-standard']);
     if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
+    const entries = listing.stdout.split('\0').filter(Boolean);
+    const listed = before ? entries.map((entry) => entry.slice(2)) : entries;
+    if (before) checkout = { index: await indexHashOf(top), dirty: [...new Set(entries.filter((entry) => !entry.startsWith('H ')).map((entry) => entry.slice(2)))] };
     const excludeRel = options.exclude ? path.relative(top, options.exclude) : undefined;
-    const names = [...new Set(listing.stdout.split('\0').filter(Boolean))].filter(
+    const names = [...new Set(listed)].filter(
       (name) => !excludeRel || excludeRel.startsWith('..') || path.isAbsolute(excludeRel) || !(name === excludeRel || name.startsWith(`${excludeRel}/`)),
     );
     await forEachLimited(names, STAT_CONCURRENCY, async (name) => {
@@ -546,7 +556,7 @@ export async function takeRepoSnapshot(
   }
   const control = await gitControlFiles(commonDir, ownRecord);
   // Before a step (not when comparing after it): what it takes to put things back.
-  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top), checkout: bare ? undefined : await checkoutOf(top) };
+  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top), ...(checkout ? { checkout } : {}) };
   return { repoPath: top, files, gitControl: control.hashes, ...restorable, ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
 }
 
@@ -562,37 +572,22 @@ async function refsOf(top: string): Promise<Record<string, string>> {
 }
 
 /**
- * The checked-out commit and the paths that differ from it: one `git status`, whose porcelain v2
- * header names HEAD's commit (`# branch.oid`, "(initial)" before the first commit).
+ * A hash of the target repo's index, the file git keeps it in (in the git dir its `.git` is or
+ * points to); 'none' when there is no index yet, undefined when it cannot be read.
  */
-async function checkoutOf(top: string): Promise<{ head?: string; dirty: string[] }> {
-  const status = await gitRaw(top, ['status', '--porcelain=v2', '-z', '--branch', '--no-ahead-behind', '--untracked-files=all', '--no-renames']);
-  // A status that fails names no commit: then nothing is checked out again on a restore.
-  return status.code === 0 ? parseStatusV2(status.stdout) : { dirty: [] };
-}
-
-/** Fields before the path in a porcelain v2 entry, by its first letter (see git-status(1)). */
-const FIELDS_BEFORE_PATH: Readonly<Record<string, number>> = { '1': 8, '2': 9, u: 10, '?': 1, '!': 1 };
-
-function parseStatusV2(out: string): { head?: string; dirty: string[] } {
-  let head: string | undefined;
-  const dirty: string[] = [];
-  const entries = out.split('\0');
-  for (let i = 0; i < entries.length; i++) {
-    const entry = entries[i]!;
-    if (entry.startsWith('# branch.oid ')) {
-      const oid = entry.slice('# branch.oid '.length);
-      if (oid !== '(initial)') head = oid;
-      continue;
-    }
-    const fields = FIELDS_BEFORE_PATH[entry[0] ?? ''];
-    if (fields === undefined) continue;
-    let at = 0;
-    for (let f = 0; f < fields; f++) at = entry.indexOf(' ', at) + 1;
-    dirty.push(entry.slice(at));
-    if (entry[0] === '2') i++; // a rename's old path follows as its own entry
+async function indexHashOf(top: string): Promise<string | undefined> {
+  const dotGit = path.join(top, '.git');
+  const stat = await lstat(dotGit).catch(() => undefined);
+  let gitDir = dotGit;
+  if (stat?.isFile()) {
+    const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
+    if (!pointer) return undefined;
+    gitDir = path.resolve(top, pointer);
+  } else if (!stat?.isDirectory()) {
+    return undefined;
   }
-  return { ...(head ? { head } : {}), dirty };
+  const index = await readFile(path.join(gitDir, 'index')).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? 'none' : undefined));
+  return index === undefined || index === 'none' ? index : sha256(index);
 }
 
 /** What {@link restoreOutside} put back, and what it could not. */
@@ -606,8 +601,9 @@ export interface OutsideRestore {
  * control files (config, hooks, info/, HEAD, the worktree's own record) to their old bytes, or
  * removed when new; refs the step moved to hold its commits, to their old commit, or deleted when
  * new; in the target repo's working tree, files the step created are removed and files it changed
- * or deleted are checked out again when they were clean before. A file that already differed
- * from the checkout before the step cannot be put back from git: it is named in `notRestored`.
+ * or deleted are checked out of the index again when they matched it before. A file that already
+ * differed from the index before the step (or any, when the step changed the index) cannot be put
+ * back from git: it is named in `notRestored`.
  */
 export async function restoreOutside(snapshot: RepoSnapshot, violations: readonly ChangeViolation[]): Promise<OutsideRestore> {
   const restored: string[] = [];
@@ -639,19 +635,29 @@ export async function restoreOutside(snapshot: RepoSnapshot, violations: readonl
     const result = before ? await gitRaw(snapshot.repoPath, ['update-ref', v.path, before]) : await gitRaw(snapshot.repoPath, ['update-ref', '-d', v.path]);
     (result.code === 0 ? restored : notRestored).push(v.path);
   }
-  // 3. the target repo's working tree
+  // 3. the target repo's working tree: created files go; a file that matched the index before the
+  // step is checked out of the index again (which leaves the index as it is), while the index is
+  // the one the snapshot saw: a step that staged something there could otherwise put it back.
   const dirty = new Set(snapshot.checkout?.dirty ?? []);
+  const fromIndex: string[] = [];
   for (const v of violations.filter((x) => x.kind === 'outside-worktree-write')) {
-    const abs = path.join(snapshot.repoPath, v.path);
-    const existed = v.path in snapshot.files;
-    if (!existed) {
-      await rm(abs, { force: true, recursive: true });
+    if (!(v.path in snapshot.files)) {
+      await rm(path.join(snapshot.repoPath, v.path), { force: true, recursive: true });
       restored.push(v.path);
-    } else if (!dirty.has(v.path) && snapshot.checkout?.head) {
-      const result = await gitRaw(snapshot.repoPath, ['checkout', snapshot.checkout.head, '--', v.path]);
-      (result.code === 0 ? restored : notRestored).push(v.path);
-    } else {
+    } else if (dirty.has(v.path) || !snapshot.checkout) {
       notRestored.push(v.path);
+    } else {
+      fromIndex.push(v.path);
+    }
+  }
+  if (fromIndex.length > 0) {
+    const index = snapshot.checkout?.index;
+    if (index === undefined || index === 'none' || (await indexHashOf(snapshot.repoPath)) !== index) {
+      notRestored.push(...fromIndex);
+    } else if ((await gitRaw(snapshot.repoPath, ['--literal-pathspecs', 'checkout', '-q', '--', ...fromIndex])).code === 0) {
+      restored.push(...fromIndex);
+    } else {
+      for (const file of fromIndex) ((await gitRaw(snapshot.repoPath, ['--literal-pathspecs', 'checkout', '-q', '--', file])).code === 0 ? restored : notRestored).push(file);
     }
   }
   return { restored, notRestored };

@@ -8,6 +8,7 @@ import {
   inspectStep,
   listChangedPaths,
   mergeBaseOf,
+  restoreOutside,
   revertChanges,
   scanChangedFilesForStubs,
   takeRepoSnapshot,
@@ -550,7 +551,7 @@ describe('git processes', () => {
     expect(tallySince(asked).launched.git).toBe(2 + 2); // the status and the diff; then the listing's diff and untracked files
   });
 
-  test("a snapshot before a step reads the checkout from one git status: HEAD's commit and every path that differs", async () => {
+  test('a snapshot before a step reads its files and which of them differ from the index in one listing: two git processes with the refs', async () => {
     const s = await setup('checkout');
     write(s.repo, 'lib/strings.js', 'changed;\n');
     write(s.repo, 'new dir/staged file.js', '1;\n');
@@ -560,16 +561,48 @@ describe('git processes', () => {
     await takeRepoSnapshot(s.repo); // the repository's kind is known from here on
     const before = processTally();
     const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
-    expect(tallySince(before).launched.git).toBe(3); // the file listing, the refs, the status
+    expect(tallySince(before).launched.git).toBe(2); // the file listing, the refs
+    // Staged and unchanged since, the new file matches the index: not dirty.
     expect(snapshot.checkout).toEqual({
-      head: git(s.repo, 'rev-parse', 'HEAD'),
-      dirty: expect.arrayContaining(['lib/strings.js', 'new dir/staged file.js', 'notes/untracked.md', 'package.json']),
+      index: expect.stringMatching(/^[0-9a-f]{64}$/),
+      dirty: expect.arrayContaining(['lib/strings.js', 'notes/untracked.md', 'package.json']),
     });
-    expect(snapshot.checkout?.dirty).toHaveLength(4);
+    expect(snapshot.checkout?.dirty).toHaveLength(3);
+    expect(Object.keys(snapshot.files)).toEqual(expect.arrayContaining(['lib/strings.js', 'new dir/staged file.js', 'notes/untracked.md', 'README.md']));
+    expect(Object.keys(snapshot.files)).not.toContain('package.json');
     const empty = path.join(s.root, 'empty');
     git(s.root, 'init', '-q', empty);
     write(empty, 'a.txt', 'a\n');
-    expect((await takeRepoSnapshot(empty)).checkout).toEqual({ dirty: ['a.txt'] });
+    expect((await takeRepoSnapshot(empty)).checkout).toEqual({ index: 'none', dirty: ['a.txt'] });
+  });
+
+  test('what a step wrote in the target repo is put back from the index where the file matched it before, a staged change kept; never once the step changed the index', async () => {
+    const s = await setup('restore');
+    write(s.repo, 'lib/strings.js', 'staged;\n');
+    git(s.repo, 'add', 'lib/strings.js'); // staged: the file matches the index
+    write(s.repo, 'README.md', 'edited, not staged\n'); // differs from the index
+    const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    write(s.repo, 'lib/strings.js', 'the agent;\n');
+    write(s.repo, 'README.md', 'the agent;\n');
+    write(s.repo, 'planted.txt', 'x\n');
+    rmSync(path.join(s.repo, 'package.json'));
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: snapshot });
+    expect(kinds(report)).toEqual(['README.md', 'lib/strings.js', 'package.json', 'planted.txt'].map((p) => `outside-worktree-write ${p}`));
+    const before = processTally();
+    const result = await restoreOutside(snapshot, report.violations);
+    expect(tallySince(before).launched.git).toBe(1); // one checkout for both files
+    expect({ restored: [...result.restored].sort(), notRestored: result.notRestored }).toEqual({ restored: ['lib/strings.js', 'package.json', 'planted.txt'], notRestored: ['README.md'] });
+    expect(readFileSync(path.join(s.repo, 'lib/strings.js'), 'utf8')).toBe('staged;\n');
+    expect(existsSync(path.join(s.repo, 'package.json'))).toBe(true);
+    expect(existsSync(path.join(s.repo, 'planted.txt'))).toBe(false);
+    expect(git(s.repo, 'status', '--porcelain', '--', 'lib/strings.js', 'package.json')).toBe('M  lib/strings.js');
+
+    const again = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    write(s.repo, 'lib/strings.js', 'the agent, staged;\n');
+    git(s.repo, 'add', 'lib/strings.js');
+    const staged = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: again });
+    expect(await restoreOutside(again, staged.violations)).toEqual({ restored: [], notRestored: ['lib/strings.js'] });
+    expect(readFileSync(path.join(s.repo, 'lib/strings.js'), 'utf8')).toBe('the agent, staged;\n');
   });
 
   test('a repository removed and made again at the same path, now bare, is asked anew', async () => {
