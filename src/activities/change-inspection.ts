@@ -40,6 +40,7 @@ import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
 import { gitRaw, type GitResult } from './git';
+import { refsFromFiles } from './ref-files';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
 import { applyAllowances, MAX_SECRET_SCAN_BYTES, scanTextForSecrets } from '../safety/secret-scan';
@@ -556,12 +557,22 @@ export async function takeRepoSnapshot(
   }
   const control = await gitControlFiles(commonDir, ownRecord);
   // Before a step (not when comparing after it): what it takes to put things back.
-  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top), ...(checkout ? { checkout } : {}) };
+  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top, commonDir), ...(checkout ? { checkout } : {}) };
   return { repoPath: top, files, gitControl: control.hashes, ...restorable, ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
 }
 
-/** Every ref of the repository and the object it names. */
-async function refsOf(top: string): Promise<Record<string, string>> {
+/**
+ * Every ref of the repository and the object it names: read from the common git dir's files
+ * like the other control files when `top` is the repository's own checkout (its `.git` is the
+ * common dir); otherwise, or when the refs are not plain files, asked of git.
+ */
+async function refsOf(top: string, commonDir: string): Promise<Record<string, string>> {
+  const dotGit = path.join(top, '.git');
+  const own = existsSync(dotGit) && (await lstat(dotGit)).isDirectory() && realpathSync(dotGit) === commonDir;
+  return (own ? await refsFromFiles(commonDir) : undefined) ?? (await refsFromGit(top));
+}
+
+async function refsFromGit(top: string): Promise<Record<string, string>> {
   const listing = await gitRaw(top, ['for-each-ref', '--format=%(objectname) %(refname)']);
   const refs: Record<string, string> = {};
   for (const line of listing.stdout.split('\n')) {

@@ -551,7 +551,7 @@ describe('git processes', () => {
     expect(tallySince(asked).launched.git).toBe(2 + 2); // the status and the diff; then the listing's diff and untracked files
   });
 
-  test('a snapshot before a step reads its files and which of them differ from the index in one listing: two git processes with the refs', async () => {
+  test('a snapshot before a step reads its files and which of them differ from the index in one listing, its refs from their files: one git process', async () => {
     const s = await setup('checkout');
     write(s.repo, 'lib/strings.js', 'changed;\n');
     write(s.repo, 'new dir/staged file.js', '1;\n');
@@ -561,7 +561,8 @@ describe('git processes', () => {
     await takeRepoSnapshot(s.repo); // the repository's kind is known from here on
     const before = processTally();
     const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
-    expect(tallySince(before).launched.git).toBe(2); // the file listing, the refs
+    expect(tallySince(before).launched.git).toBe(1); // the file listing
+    expect(snapshot.refs).toEqual({ 'refs/heads/main': git(s.repo, 'rev-parse', 'main'), 'refs/heads/warden/checkout': s.base });
     // Staged and unchanged since, the new file matches the index: not dirty.
     expect(snapshot.checkout).toEqual({
       index: expect.stringMatching(/^[0-9a-f]{64}$/),
