@@ -39,7 +39,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitRaw, type GitResult } from './git';
+import { gitRaw, parseNameStatus, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
@@ -380,11 +380,14 @@ export async function scanChangedFilesForStubs(input: {
   readonly mergeBase?: string;
   /** The untracked files, when the caller listed them with {@link untrackedFilesOf} in the same activity call. */
   readonly untracked?: readonly string[];
+  /** The diff from the merge base, when the caller asked for it with {@link diffFromBaseOf} in the same activity call (with the untracked files). */
+  readonly diff?: readonly NameStatus[];
 }): Promise<StubFinding[]> {
   const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
   const base = input.mergeBase ?? (await mergeBaseIn(loc, input.worktreePath, input.baseRef));
   const findings: StubFinding[] = [];
-  for (const change of await listChanges(loc, base, input.untracked)) {
+  const changes = input.diff && input.untracked ? changesOf(input.diff, input.untracked) : await listChanges(loc, base, input.untracked);
+  for (const change of changes) {
     if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
     const abs = path.join(loc.worktree, change.path);
     const info = await lstat(abs).catch(() => undefined);
@@ -414,6 +417,34 @@ export async function untrackedFilesOf(input: { readonly worktreePath: string; r
   const listed = await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard']);
   if (listed.code !== 0) throw failure(`cannot list the untracked files of ${input.worktreePath}: ${listed.stderr.trim()}`);
   return listed.stdout.split('\0').filter(Boolean);
+}
+
+/**
+ * The worktree's diff from `base` (committed or not, untracked files aside), renames found, asked
+ * with its registered git dir: for the checks of one activity call that each read it (the stub
+ * scan takes a rename as a deletion and an addition, the tamper check compares a renamed test
+ * with its old self), with nothing run in the worktree between them.
+ */
+export async function diffFromBaseOf(input: { readonly worktreePath: string; readonly repoPath?: string; readonly base: string }): Promise<NameStatus[]> {
+  const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
+  const diff = await gitIn(loc, ['diff', '--name-status', '-z', '-M', '--no-ext-diff', '--ignore-submodules=none', input.base]);
+  if (diff.code !== 0) throw failure(`git diff ${input.base} failed in ${input.worktreePath}: ${diff.stderr.trim()}`);
+  return parseNameStatus(diff.stdout);
+}
+
+/** A diff with renames and the untracked files, in {@link listChanges}' form: a rename is a deletion and an addition, a copy an addition. */
+function changesOf(diff: readonly NameStatus[], untracked: readonly string[]): ChangedPath[] {
+  const byPath = new Map<string, ChangeStatus>();
+  for (const { code, path: file, from } of diff) {
+    if (from !== undefined) {
+      if (code.startsWith('R')) byPath.set(from, 'deleted');
+      byPath.set(file, 'added');
+    } else {
+      byPath.set(file, code.startsWith('A') ? 'added' : code.startsWith('D') ? 'deleted' : code.startsWith('T') ? 'type-changed' : 'modified');
+    }
+  }
+  for (const file of untracked) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  return sortedChanges(byPath);
 }
 
 async function mergeBaseIn(loc: GitLocation, worktreePath: string, baseRef: string): Promise<string> {

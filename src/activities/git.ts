@@ -144,6 +144,30 @@ async function headFromFiles(worktreePath: string): Promise<string | undefined> 
   return OBJECT_NAME.test(loose) ? loose : undefined;
 }
 
+/** One entry of `git diff --name-status -z`: its status (`M`, `A`, `R087`…) and path; `from` for a rename or copy. */
+export interface NameStatus {
+  readonly code: string;
+  readonly path: string;
+  readonly from?: string;
+}
+
+/** Parses `git diff --name-status -z` output (a rename or copy names two paths, old first). */
+export function parseNameStatus(out: string): NameStatus[] {
+  const entries: NameStatus[] = [];
+  const parts = out.split('\0');
+  for (let i = 0; i < parts.length && parts[i]; ) {
+    const code = parts[i]!;
+    if (code.startsWith('R') || code.startsWith('C')) {
+      entries.push({ code, from: parts[i + 1]!, path: parts[i + 2]! });
+      i += 3;
+    } else {
+      entries.push({ code, path: parts[i + 1]! });
+      i += 2;
+    }
+  }
+  return entries;
+}
+
 /** One file of a diff: its path and the lines added and deleted (binary files count 0). */
 export interface FileChange {
   readonly path: string;

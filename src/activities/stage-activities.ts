@@ -35,7 +35,7 @@ import { buildPrompt } from './prompts';
 import { recordingContextOf } from './recording-context';
 import type { RecordingContext } from '../ledger/exchange-store';
 import { classifyTestRun, describeTestRun, feedbackTail, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
-import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, untrackedFilesOf, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
+import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, untrackedFilesOf, diffFromBaseOf, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
 import { checkTestPlanIn, type TestPlanCheck } from './test-plan-check';
@@ -782,10 +782,11 @@ function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']
  */
 async function checkImplementationIn(worktreePath: string, intent: Intent, mergeBase: string): Promise<ImplementationCheck> {
   const baseRef = `refs/heads/${intent.baseBranch}`;
-  // Both checks only read the worktree as the tests left it: the untracked files listed once serve both.
+  // Both checks only read the worktree as the tests left it: the diff and the untracked files found once serve both.
   const untracked = await untrackedFilesOf({ worktreePath, repoPath: intent.repoPath });
-  const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase, untracked })).filter((f) => f.severity === 'block');
-  const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase, untracked);
+  const diff = await diffFromBaseOf({ worktreePath, repoPath: intent.repoPath, base: mergeBase });
+  const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase, untracked, diff })).filter((f) => f.severity === 'block');
+  const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase, untracked, diff);
   const findings = [
     ...(stubs.length ? [formatStubFindings(stubs)] : []),
     ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),

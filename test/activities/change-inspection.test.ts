@@ -13,6 +13,7 @@ import {
   scanChangedFilesForStubs,
   takeRepoSnapshot,
   untrackedFilesOf,
+  diffFromBaseOf,
   type ChangeViolation,
   type InspectionReport,
 } from '../../src/activities/change-inspection';
@@ -405,6 +406,11 @@ describe('scanChangedFilesForStubs', () => {
     const known = processTally();
     expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase, untracked })).toEqual(findings);
     expect(tallySince(known).launched.git).toBe(2);
+    // and the diff from the merge base (diffFromBaseOf, renames found) too: only lib/legacy.js at the base
+    const diff = await diffFromBaseOf({ worktreePath: wt, repoPath: repo, base: mergeBase });
+    const withDiff = processTally();
+    expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase, untracked, diff })).toEqual(findings);
+    expect(tallySince(withDiff).launched.git).toBe(1);
     await expect(mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/nowhere', repoPath: repo })).rejects.toMatchObject({ type: 'GIT_FAILED', nonRetryable: true });
   });
 });

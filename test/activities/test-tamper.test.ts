@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { diffFromBaseOf } from '../../src/activities/change-inspection';
 import { compareTestFile, detectTestTampering, profileTestFile, stripComments } from '../../src/activities/test-tamper';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { processTally, tallySince } from '../../src/activities/process-tally';
@@ -172,6 +173,13 @@ describe('detectTestTampering against the base branch', () => {
     expect(await detectTestTampering(s.wt, 'refs/heads/main')).toEqual([]);
     edit(path.join(s.wt, 'test/strings.spec.js'), "test('capitalize", "test.skip('capitalize");
     expect(summary(await detectTestTampering(s.wt, 'refs/heads/main'))).toEqual(['test-skipped test/strings.spec.js:6']);
+    // The diff (renames found) and the untracked files handed in: the same findings, from the show of the old self alone
+    const base = git(s.wt, 'merge-base', 'HEAD', 'refs/heads/main');
+    const diff = await diffFromBaseOf({ worktreePath: s.wt, repoPath: s.repo, base });
+    expect(diff).toEqual([{ code: expect.stringMatching(/^R/), from: 'test/strings.test.js', path: 'test/strings.spec.js' }]);
+    const known = processTally();
+    expect(summary(await detectTestTampering(s.wt, 'refs/heads/main', base, [], diff))).toEqual(['test-skipped test/strings.spec.js:6']);
+    expect(tallySince(known).launched.git).toBe(1);
     git(s.wt, 'checkout', '-q', '--', '.');
     mkdirSync(path.join(s.wt, 'lib/old'));
     git(s.wt, 'mv', 'test/strings.spec.js', 'lib/old/strings.js');
