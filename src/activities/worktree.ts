@@ -262,7 +262,7 @@ export async function mergeIntoBase(input: {
   const alreadyMerged = await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', merging, baseRef]);
   if (alreadyMerged.code === 0) return git(input.repoPath, ['rev-parse', baseRef]);
 
-  const checkedOutAt = [...(await listWorktrees(input.repoPath))].find(([, ref]) => ref === baseRef)?.[0];
+  const checkedOutAt = await checkoutOfBranch(input.repoPath, baseRef);
   if (checkedOutAt) {
     const dirty = await git(checkedOutAt, ['status', '--porcelain', '--untracked-files=no']);
     if (dirty) {
@@ -287,6 +287,18 @@ export async function mergeIntoBase(input: {
   const commit = await git(input.repoPath, ['commit-tree', treeId, '-p', baseHead, '-p', merging, '-m', input.message]);
   await git(input.repoPath, ['update-ref', '-m', `warden: merge ${branch}`, baseRef, commit, baseHead]);
   return commit;
+}
+
+/**
+ * Where `ref` is checked out, if anywhere. The repository's own checkout comes first, as in
+ * `git worktree list`, and it is most often the one: its HEAD file says so without starting git.
+ * Otherwise git lists the worktrees.
+ */
+async function checkoutOfBranch(repoPath: string, ref: string): Promise<string | undefined> {
+  const dotGit = path.join(repoPath, '.git');
+  const own = await stat(dotGit).catch(() => undefined);
+  if (own?.isDirectory() && (await readFile(path.join(dotGit, 'HEAD'), 'utf8').catch(() => '')).trim() === `ref: ${ref}`) return realpathSync(repoPath);
+  return [...(await listWorktrees(repoPath))].find(([, checkedOut]) => checkedOut === ref)?.[0];
 }
 
 /**

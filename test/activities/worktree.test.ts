@@ -239,6 +239,25 @@ describe('merging an intent', () => {
     expect(await git(repo, ['rev-list', '--count', 'main'])).toBe('3');
   });
 
+  it("merges where the base branch is checked out: the repository's own checkout is read from its HEAD, another worktree found by listing them", async () => {
+    await intentWithChange('a');
+    const own = processTally();
+    const merged = await merge('a', false);
+    // the branch head, whether it is merged already, the checkout's status, the merge
+    expect(tallySince(own).launched.git).toBe(4);
+    expect(await git(repo, ['rev-parse', 'HEAD'])).toBe(merged);
+
+    await intentWithChange('b');
+    await git(repo, ['checkout', '-q', '-b', 'elsewhere']);
+    const other = path.join(tmp, 'main-checkout');
+    await git(repo, ['worktree', 'add', '-q', other, 'main']);
+    const listed = processTally();
+    const second = await merge('b', false);
+    expect(tallySince(listed).launched.git).toBe(5); // and the worktree list
+    expect(await git(other, ['rev-parse', 'HEAD'])).toBe(second);
+    expect(await git(repo, ['rev-parse', 'HEAD'])).toBe(merged);
+  });
+
   it('with the lineage, the base branch gets the intent branch as it is', async () => {
     const worktreePath = await intentWithChange('a');
     const merged = await merge('a', false);
