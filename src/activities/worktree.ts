@@ -108,11 +108,15 @@ async function makeWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
   return { worktreePath, branch, head: await headOf(worktreePath) };
 }
 
-/** `git worktree add` of the intent branch, made from the base branch if it does not exist yet (a failed add may have made it). */
+/**
+ * `git worktree add` of the intent branch, made from the base branch if it does not exist yet (a
+ * failed add may have made it). Made first, as a new intent's is: git refuses `-b` for a branch
+ * that exists before it makes anything, and only then is the branch asked for.
+ */
 async function addWorktree(input: WorktreeRequest, worktreePath: string, branch: string): Promise<GitResult> {
-  return (await refExists(input.repoPath, `refs/heads/${branch}`))
-    ? gitRaw(input.repoPath, ['worktree', 'add', '-q', worktreePath, branch])
-    : gitRaw(input.repoPath, ['worktree', 'add', '-q', '-b', branch, worktreePath, input.baseBranch]);
+  const made = await gitRaw(input.repoPath, ['worktree', 'add', '-q', '-b', branch, worktreePath, input.baseBranch]);
+  if (made.code === 0 || !(await refExists(input.repoPath, `refs/heads/${branch}`))) return made;
+  return gitRaw(input.repoPath, ['worktree', 'add', '-q', worktreePath, branch]);
 }
 
 /**

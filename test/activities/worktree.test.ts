@@ -66,6 +66,21 @@ describe('making an intent worktree', () => {
     expect((await readdir(path.join(repo, '.git'))).filter((name) => name.startsWith('warden-removing-'))).toEqual([]);
   });
 
+  it("makes a new intent's worktree and branch in one git process; on a branch kept from before, the branch is checked out as it is", async () => {
+    const fresh = processTally();
+    const { worktreePath, head } = await make('new');
+    expect(tallySince(fresh).launched.git).toBe(1);
+    expect(head).toBe(await git(repo, ['rev-parse', 'main']));
+    await writeFile(path.join(worktreePath, 'kept.txt'), 'kept\n');
+    await git(worktreePath, ['add', 'kept.txt']);
+    await git(worktreePath, ['-c', 'user.name=T', '-c', 'user.email=t@localhost', 'commit', '-qm', 'kept']);
+    const kept = await git(worktreePath, ['rev-parse', 'HEAD']);
+    await remove('new');
+    const again = processTally();
+    expect((await make('new')).head).toBe(kept);
+    expect(tallySince(again).launched.git).toBe(3); // the add refused, the branch asked for, the add of it
+  });
+
   it('works on a repo that is itself a linked worktree of another', async () => {
     const linked = path.join(tmp, 'linked');
     await git(repo, ['worktree', 'add', '-q', '-b', 'side', linked, 'main']);
