@@ -1,5 +1,8 @@
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
 import { RESUME_REF_PREFIX, branchForIntent, resumeRefFor } from '../shared/ids';
 import { git, gitRaw, refCommits, refExists } from './git';
+import { refsFromFiles } from './ref-files';
 
 /*
  * What an ended intent keeps for `warden resume`: its branch may be deleted (a rejection deletes
@@ -64,6 +67,7 @@ export async function resumableFrom(repoPath: string, intentId: string, commit: 
 
 /** Deletes the resume refs of `repoPath` whose date has passed; returns the intents whose ref went. */
 export async function dropExpiredResumeRefs(repoPath: string, now: Date): Promise<string[]> {
+  if (!(await mayKeepResumeRefs(repoPath))) return [];
   const listed = await gitRaw(repoPath, ['for-each-ref', '--format=%(refname)%00%(contents)%00', RESUME_REF_PREFIX]);
   if (listed.code !== 0) return [];
   const fields = listed.stdout.split('\0');
@@ -76,6 +80,18 @@ export async function dropExpiredResumeRefs(repoPath: string, now: Date): Promis
     dropped.push(ref.slice(RESUME_REF_PREFIX.length));
   }
   return dropped;
+}
+
+/**
+ * False when the repository's ref files, read now, hold no resume ref: most repositories keep
+ * none (a merged intent leaves nothing to resume), and their files say so without starting git.
+ * True when it may (one is there, or the refs are not plain files in the repository's `.git`).
+ */
+async function mayKeepResumeRefs(repoPath: string): Promise<boolean> {
+  const dotGit = path.join(repoPath, '.git');
+  if (!(await stat(dotGit).catch(() => undefined))?.isDirectory()) return true;
+  const refs = await refsFromFiles(dotGit);
+  return refs === undefined || Object.keys(refs).some((ref) => ref.startsWith(RESUME_REF_PREFIX));
 }
 
 /** The date in a resume commit's message; a message without one counts as expired. */
