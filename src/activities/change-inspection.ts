@@ -39,7 +39,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitRaw, type GitResult } from './git';
+import { gitRaw, parseNameStatus, type GitResult, type NameStatus } from './git';
+import { refsFromFiles } from './ref-files';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
 import { applyAllowances, MAX_SECRET_SCAN_BYTES, scanTextForSecrets } from '../safety/secret-scan';
@@ -110,8 +111,11 @@ export interface RepoSnapshot {
   readonly gitControlCopies?: Readonly<Record<string, ControlCopy>>;
   /** Every ref and its commit, to put back a ref an escape moved. */
   readonly refs?: Readonly<Record<string, string>>;
-  /** The target repo's checked-out commit, and its paths that differed from it (changed, staged or untracked). */
-  readonly checkout?: { readonly head?: string; readonly dirty: readonly string[] };
+  /**
+   * The target repo's index (a hash of the file git keeps it in; undefined when there is none to
+   * read), and the paths whose working-tree file differed from it: changed, deleted or untracked.
+   */
+  readonly checkout?: { readonly index?: string; readonly dirty: readonly string[] };
   /**
    * `worktrees/<name>`: the one worktree record read (the intent's own), when the snapshot was
    * taken for a worktree; otherwise every worktree's record was read.
@@ -185,8 +189,9 @@ export interface InspectedWorktree {
 /** {@link inspectChanges}, and what it saw of the worktree. */
 export async function inspectStep(input: InspectChangesInput): Promise<{ readonly report: InspectionReport; readonly seen: InspectedWorktree }> {
   const loc = await locateWorktree(input.repoPath, input.worktreePath);
-  const run = (args: readonly string[]) => gitIn(loc, args);
-  const headCommit = await startAndHead(loc, input);
+  // One status answers HEAD, the untracked files and, most often, the whole change.
+  const status = await worktreeStatus(loc);
+  const headCommit = status?.head ?? (await startAndHead(loc, input));
   const violations: ChangeViolation[] = [];
   const add = (v: ChangeViolation) => violations.push(v);
 
@@ -200,7 +205,7 @@ export async function inspectStep(input: InspectChangesInput): Promise<{ readonl
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `HEAD was switched to ${head.branch} during the step` });
   }
   // Nothing committed in the step (the stage commits after the inspection): HEAD is the start commit.
-  const descends = headCommit !== '' && (headCommit === input.baseCommit || (await run(['merge-base', '--is-ancestor', input.baseCommit, headCommit])).code === 0);
+  const descends = headCommit !== '' && (headCommit === input.baseCommit || (await descendsFrom(loc, input, headCommit)));
   if (!descends) {
     add({ kind: 'git-dir-changed', path: '<git>/HEAD', detail: `the branch no longer contains the step's start commit ${input.baseCommit.slice(0, 12)}: its history was rewritten` });
   } else {
@@ -210,7 +215,8 @@ export async function inspectStep(input: InspectChangesInput): Promise<{ readonl
   }
 
   // 2. the worktree's changes: declared paths, symlinks, nested repositories
-  const changes = await listChanges(loc, input.baseCommit);
+  const changes =
+    status && headCommit === input.baseCommit && status.againstHead ? withUntracked(status.againstHead, status.untracked) : await listChanges(loc, input.baseCommit, status?.untracked);
   const allowed = input.alwaysAllowed ?? WARDEN_OWN_PATHS;
   for (const change of changes) {
     const rel = change.path.replace(/\/$/, '');
@@ -266,6 +272,89 @@ async function startAndHead(loc: GitLocation, input: InspectChangesInput): Promi
 }
 
 /**
+ * Whether HEAD still contains the start commit, HEAD's commit known from the status. The ancestry
+ * question fails (exit 128) when the start commit is not a commit at all: only then is it asked
+ * on its own, to fail the inspection as {@link startAndHead} does.
+ */
+async function descendsFrom(loc: GitLocation, input: InspectChangesInput, head: string): Promise<boolean> {
+  const asked = await gitIn(loc, ['merge-base', '--is-ancestor', input.baseCommit, head]);
+  if (asked.code === 0 || asked.code === 1) return asked.code === 0;
+  if ((await gitIn(loc, ['rev-parse', '--verify', '--quiet', `${input.baseCommit}^{commit}`])).code !== 0) {
+    throw failure(`cannot inspect ${input.worktreePath}: ${input.baseCommit} is not a commit of ${input.repoPath}`);
+  }
+  return false;
+}
+
+/** What one `git status` of the worktree says. */
+interface WorktreeStatus {
+  /** HEAD's commit; undefined before the first commit. */
+  readonly head?: string;
+  /** Untracked files, not ignored ones (as `ls-files --others --exclude-standard` lists them). */
+  readonly untracked: readonly string[];
+  /**
+   * Tracked paths that differ from HEAD, as `git diff --name-status --no-renames HEAD` would name
+   * them; undefined when an entry cannot say so alone (changed both in the index and after it,
+   * unmerged, a submodule): then the diff is asked.
+   */
+  readonly againstHead?: ReadonlyMap<string, ChangeStatus>;
+}
+
+/**
+ * The worktree's `git status` (porcelain v2): one process where HEAD's commit, the diff against
+ * it and the untracked files took three. `--no-optional-locks`: the inspection writes nothing,
+ * not even the index's refreshed stat data. Undefined when the status fails.
+ */
+async function worktreeStatus(loc: GitLocation): Promise<WorktreeStatus | undefined> {
+  const status = await gitRaw(loc.worktree, [
+    '--no-optional-locks', `--git-dir=${loc.gitDir}`, `--work-tree=${loc.worktree}`,
+    'status', '--porcelain=v2', '-z', '--branch', '--no-ahead-behind', '--untracked-files=all', '--no-renames', '--ignore-submodules=none',
+  ]);
+  if (status.code !== 0) return undefined;
+  let head: string | undefined;
+  const untracked: string[] = [];
+  const againstHead = new Map<string, ChangeStatus>();
+  let plain = true;
+  for (const entry of status.stdout.split('\0')) {
+    if (entry.startsWith('# branch.oid ')) {
+      const oid = entry.slice('# branch.oid '.length);
+      if (oid !== '(initial)') head = oid;
+    } else if (entry.startsWith('? ')) {
+      untracked.push(entry.slice(2));
+    } else if (entry.startsWith('1 ')) {
+      // 1 XY sub mH mI mW hH hI path
+      const fields = entry.split(' ');
+      const change = fields[2] === 'N...' ? againstHeadOf(fields[1]!) : undefined;
+      if (change) againstHead.set(fields.slice(8).join(' '), change);
+      else plain = false;
+    } else if (entry !== '' && !entry.startsWith('#')) {
+      plain = false; // unmerged ('u'), or a rename git was told not to look for ('2')
+    }
+  }
+  return { ...(head ? { head } : {}), untracked, ...(plain ? { againstHead } : {}) };
+}
+
+/**
+ * A status entry's X (index against HEAD) and Y (worktree against the index) as the diff of
+ * the worktree against HEAD names the path, when they alone decide it.
+ */
+function againstHeadOf(xy: string): ChangeStatus | undefined {
+  const [x, y] = [xy[0], xy[1]];
+  const named = (code: string | undefined): ChangeStatus | undefined => (code === 'M' ? 'modified' : code === 'T' ? 'type-changed' : code === 'A' ? 'added' : code === 'D' ? 'deleted' : undefined);
+  if (x === '.') return named(y);
+  if (y === '.') return named(x);
+  if (y === 'D' && (x === 'M' || x === 'T')) return 'deleted'; // at HEAD, and gone from the worktree
+  if (x === 'A' && (y === 'M' || y === 'T')) return 'added'; // not at HEAD, and in the worktree
+  return undefined; // e.g. staged, then changed back in the worktree: only a diff can tell
+}
+
+/** Changes against HEAD and the untracked files, in {@link listChanges}' form. */
+function withUntracked(againstHead: ReadonlyMap<string, ChangeStatus>, untracked: readonly string[]): ChangedPath[] {
+  const byPath = new Map(againstHead);
+  for (const file of untracked) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  return sortedChanges(byPath);
+}
+
+/**
  * Every path changed in the worktree since `baseCommit`: committed, staged, unstaged, and
  * untracked (not ignored). Renames are a deletion and an addition. Sorted by path.
  * `repoPath` makes git use the worktree's registered git dir rather than trusting `.git`.
@@ -289,11 +378,16 @@ export async function scanChangedFilesForStubs(input: {
   readonly repoPath?: string;
   /** The merge base of HEAD and `baseRef`, when the caller found it with {@link mergeBaseOf} in the same activity call. */
   readonly mergeBase?: string;
+  /** The untracked files, when the caller listed them with {@link untrackedFilesOf} in the same activity call. */
+  readonly untracked?: readonly string[];
+  /** The diff from the merge base, when the caller asked for it with {@link diffFromBaseOf} in the same activity call (with the untracked files). */
+  readonly diff?: readonly NameStatus[];
 }): Promise<StubFinding[]> {
   const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
   const base = input.mergeBase ?? (await mergeBaseIn(loc, input.worktreePath, input.baseRef));
   const findings: StubFinding[] = [];
-  for (const change of await listChanges(loc, base)) {
+  const changes = input.diff && input.untracked ? changesOf(input.diff, input.untracked) : await listChanges(loc, base, input.untracked);
+  for (const change of changes) {
     if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
     const abs = path.join(loc.worktree, change.path);
     const info = await lstat(abs).catch(() => undefined);
@@ -312,6 +406,45 @@ export async function scanChangedFilesForStubs(input: {
 export async function mergeBaseOf(input: { readonly worktreePath: string; readonly baseRef: string; readonly repoPath?: string }): Promise<string> {
   const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
   return mergeBaseIn(loc, input.worktreePath, input.baseRef);
+}
+
+/**
+ * The worktree's untracked files (not ignored ones), asked with its registered git dir: for checks
+ * of one activity call that each need them, with nothing run in the worktree between them.
+ */
+export async function untrackedFilesOf(input: { readonly worktreePath: string; readonly repoPath?: string }): Promise<string[]> {
+  const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
+  const listed = await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard']);
+  if (listed.code !== 0) throw failure(`cannot list the untracked files of ${input.worktreePath}: ${listed.stderr.trim()}`);
+  return listed.stdout.split('\0').filter(Boolean);
+}
+
+/**
+ * The worktree's diff from `base` (committed or not, untracked files aside), renames found, asked
+ * with its registered git dir: for the checks of one activity call that each read it (the stub
+ * scan takes a rename as a deletion and an addition, the tamper check compares a renamed test
+ * with its old self), with nothing run in the worktree between them.
+ */
+export async function diffFromBaseOf(input: { readonly worktreePath: string; readonly repoPath?: string; readonly base: string }): Promise<NameStatus[]> {
+  const loc = input.repoPath ? await locateWorktree(input.repoPath, input.worktreePath) : await locateFromWorktree(input.worktreePath);
+  const diff = await gitIn(loc, ['diff', '--name-status', '-z', '-M', '--no-ext-diff', '--ignore-submodules=none', input.base]);
+  if (diff.code !== 0) throw failure(`git diff ${input.base} failed in ${input.worktreePath}: ${diff.stderr.trim()}`);
+  return parseNameStatus(diff.stdout);
+}
+
+/** A diff with renames and the untracked files, in {@link listChanges}' form: a rename is a deletion and an addition, a copy an addition. */
+function changesOf(diff: readonly NameStatus[], untracked: readonly string[]): ChangedPath[] {
+  const byPath = new Map<string, ChangeStatus>();
+  for (const { code, path: file, from } of diff) {
+    if (from !== undefined) {
+      if (code.startsWith('R')) byPath.set(from, 'deleted');
+      byPath.set(file, 'added');
+    } else {
+      byPath.set(file, code.startsWith('A') ? 'added' : code.startsWith('D') ? 'deleted' : code.startsWith('T') ? 'type-changed' : 'modified');
+    }
+  }
+  for (const file of untracked) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  return sortedChanges(byPath);
 }
 
 async function mergeBaseIn(loc: GitLocation, worktreePath: string, baseRef: string): Promise<string> {
@@ -434,11 +567,18 @@ export async function takeRepoSnapshot(
   // parked intent of the repo has one: read just that one when the worktree is named.
   const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
   const files: Record<string, FileStamp> = {};
+  let checkout: RepoSnapshot['checkout'];
   if (!bare) {
-    const listing = await gitRaw(top, ['ls-files', '-z', '--cached', '--others', '--exclude-standard']);
+    // Before a step the same listing also tags the files that differ from the index (-t: `C`
+    // changed, `R` deleted, `?` untracked; `H` tracked): what a restore may take from the index.
+    const before = !options.previous;
+    const listing = await gitRaw(top, ['ls-files', '-z', ...(before ? ['-t', '--modified', '--deleted'] : []), '--cached', '--others', '--exclude-standard']);
     if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
+    const entries = listing.stdout.split('\0').filter(Boolean);
+    const listed = before ? entries.map((entry) => entry.slice(2)) : entries;
+    if (before) checkout = { index: await indexHashOf(top), dirty: [...new Set(entries.filter((entry) => !entry.startsWith('H ')).map((entry) => entry.slice(2)))] };
     const excludeRel = options.exclude ? path.relative(top, options.exclude) : undefined;
-    const names = [...new Set(listing.stdout.split('\0').filter(Boolean))].filter(
+    const names = [...new Set(listed)].filter(
       (name) => !excludeRel || excludeRel.startsWith('..') || path.isAbsolute(excludeRel) || !(name === excludeRel || name.startsWith(`${excludeRel}/`)),
     );
     await forEachLimited(names, STAT_CONCURRENCY, async (name) => {
@@ -448,12 +588,22 @@ export async function takeRepoSnapshot(
   }
   const control = await gitControlFiles(commonDir, ownRecord);
   // Before a step (not when comparing after it): what it takes to put things back.
-  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top), checkout: bare ? undefined : await checkoutOf(top) };
+  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top, commonDir), ...(checkout ? { checkout } : {}) };
   return { repoPath: top, files, gitControl: control.hashes, ...restorable, ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
 }
 
-/** Every ref of the repository and the object it names. */
-async function refsOf(top: string): Promise<Record<string, string>> {
+/**
+ * Every ref of the repository and the object it names: read from the common git dir's files
+ * like the other control files when `top` is the repository's own checkout (its `.git` is the
+ * common dir); otherwise, or when the refs are not plain files, asked of git.
+ */
+async function refsOf(top: string, commonDir: string): Promise<Record<string, string>> {
+  const dotGit = path.join(top, '.git');
+  const own = existsSync(dotGit) && (await lstat(dotGit)).isDirectory() && realpathSync(dotGit) === commonDir;
+  return (own ? await refsFromFiles(commonDir) : undefined) ?? (await refsFromGit(top));
+}
+
+async function refsFromGit(top: string): Promise<Record<string, string>> {
   const listing = await gitRaw(top, ['for-each-ref', '--format=%(objectname) %(refname)']);
   const refs: Record<string, string> = {};
   for (const line of listing.stdout.split('\n')) {
@@ -464,37 +614,22 @@ async function refsOf(top: string): Promise<Record<string, string>> {
 }
 
 /**
- * The checked-out commit and the paths that differ from it: one `git status`, whose porcelain v2
- * header names HEAD's commit (`# branch.oid`, "(initial)" before the first commit).
+ * A hash of the target repo's index, the file git keeps it in (in the git dir its `.git` is or
+ * points to); 'none' when there is no index yet, undefined when it cannot be read.
  */
-async function checkoutOf(top: string): Promise<{ head?: string; dirty: string[] }> {
-  const status = await gitRaw(top, ['status', '--porcelain=v2', '-z', '--branch', '--no-ahead-behind', '--untracked-files=all', '--no-renames']);
-  // A status that fails names no commit: then nothing is checked out again on a restore.
-  return status.code === 0 ? parseStatusV2(status.stdout) : { dirty: [] };
-}
-
-/** Fields before the path in a porcelain v2 entry, by its first letter (see git-status(1)). */
-const FIELDS_BEFORE_PATH: Readonly<Record<string, number>> = { '1': 8, '2': 9, u: 10, '?': 1, '!': 1 };
-
-function parseStatusV2(out: string): { head?: string; dirty: string[] } {
-  let head: string | undefined;
-  const dirty: string[] = [];
-  const entries = out.split('\0');
-  for (let i = 0; i < entries.length; i++) {
-    const entry = entries[i]!;
-    if (entry.startsWith('# branch.oid ')) {
-      const oid = entry.slice('# branch.oid '.length);
-      if (oid !== '(initial)') head = oid;
-      continue;
-    }
-    const fields = FIELDS_BEFORE_PATH[entry[0] ?? ''];
-    if (fields === undefined) continue;
-    let at = 0;
-    for (let f = 0; f < fields; f++) at = entry.indexOf(' ', at) + 1;
-    dirty.push(entry.slice(at));
-    if (entry[0] === '2') i++; // a rename's old path follows as its own entry
+async function indexHashOf(top: string): Promise<string | undefined> {
+  const dotGit = path.join(top, '.git');
+  const stat = await lstat(dotGit).catch(() => undefined);
+  let gitDir = dotGit;
+  if (stat?.isFile()) {
+    const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
+    if (!pointer) return undefined;
+    gitDir = path.resolve(top, pointer);
+  } else if (!stat?.isDirectory()) {
+    return undefined;
   }
-  return { ...(head ? { head } : {}), dirty };
+  const index = await readFile(path.join(gitDir, 'index')).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? 'none' : undefined));
+  return index === undefined || index === 'none' ? index : sha256(index);
 }
 
 /** What {@link restoreOutside} put back, and what it could not. */
@@ -508,8 +643,9 @@ export interface OutsideRestore {
  * control files (config, hooks, info/, HEAD, the worktree's own record) to their old bytes, or
  * removed when new; refs the step moved to hold its commits, to their old commit, or deleted when
  * new; in the target repo's working tree, files the step created are removed and files it changed
- * or deleted are checked out again when they were clean before. A file that already differed
- * from the checkout before the step cannot be put back from git: it is named in `notRestored`.
+ * or deleted are checked out of the index again when they matched it before. A file that already
+ * differed from the index before the step (or any, when the step changed the index) cannot be put
+ * back from git: it is named in `notRestored`.
  */
 export async function restoreOutside(snapshot: RepoSnapshot, violations: readonly ChangeViolation[]): Promise<OutsideRestore> {
   const restored: string[] = [];
@@ -541,19 +677,29 @@ export async function restoreOutside(snapshot: RepoSnapshot, violations: readonl
     const result = before ? await gitRaw(snapshot.repoPath, ['update-ref', v.path, before]) : await gitRaw(snapshot.repoPath, ['update-ref', '-d', v.path]);
     (result.code === 0 ? restored : notRestored).push(v.path);
   }
-  // 3. the target repo's working tree
+  // 3. the target repo's working tree: created files go; a file that matched the index before the
+  // step is checked out of the index again (which leaves the index as it is), while the index is
+  // the one the snapshot saw: a step that staged something there could otherwise put it back.
   const dirty = new Set(snapshot.checkout?.dirty ?? []);
+  const fromIndex: string[] = [];
   for (const v of violations.filter((x) => x.kind === 'outside-worktree-write')) {
-    const abs = path.join(snapshot.repoPath, v.path);
-    const existed = v.path in snapshot.files;
-    if (!existed) {
-      await rm(abs, { force: true, recursive: true });
+    if (!(v.path in snapshot.files)) {
+      await rm(path.join(snapshot.repoPath, v.path), { force: true, recursive: true });
       restored.push(v.path);
-    } else if (!dirty.has(v.path) && snapshot.checkout?.head) {
-      const result = await gitRaw(snapshot.repoPath, ['checkout', snapshot.checkout.head, '--', v.path]);
-      (result.code === 0 ? restored : notRestored).push(v.path);
-    } else {
+    } else if (dirty.has(v.path) || !snapshot.checkout) {
       notRestored.push(v.path);
+    } else {
+      fromIndex.push(v.path);
+    }
+  }
+  if (fromIndex.length > 0) {
+    const index = snapshot.checkout?.index;
+    if (index === undefined || index === 'none' || (await indexHashOf(snapshot.repoPath)) !== index) {
+      notRestored.push(...fromIndex);
+    } else if ((await gitRaw(snapshot.repoPath, ['--literal-pathspecs', 'checkout', '-q', '--', ...fromIndex])).code === 0) {
+      restored.push(...fromIndex);
+    } else {
+      for (const file of fromIndex) ((await gitRaw(snapshot.repoPath, ['--literal-pathspecs', 'checkout', '-q', '--', file])).code === 0 ? restored : notRestored).push(file);
     }
   }
   return { restored, notRestored };
@@ -698,7 +844,8 @@ async function refsHoldingNewCommits(loc: GitLocation, base: string, head: strin
     .filter((r) => r && r !== ownRef);
 }
 
-async function listChanges(loc: GitLocation, baseCommit: string): Promise<ChangedPath[]> {
+/** `untracked`: the untracked files when a status of the same moment listed them already. */
+async function listChanges(loc: GitLocation, baseCommit: string, untracked?: readonly string[]): Promise<ChangedPath[]> {
   const diff = await gitIn(loc, ['diff', '--name-status', '-z', '--no-renames', '--no-ext-diff', '--ignore-submodules=none', baseCommit]);
   if (diff.code !== 0) throw failure(`git diff ${baseCommit} failed in ${loc.worktree}: ${diff.stderr.trim()}`);
   const byPath = new Map<string, ChangeStatus>();
@@ -709,8 +856,12 @@ async function listChanges(loc: GitLocation, baseCommit: string): Promise<Change
     if (!code) break;
     byPath.set(file, code.startsWith('A') ? 'added' : code.startsWith('D') ? 'deleted' : code.startsWith('T') ? 'type-changed' : 'modified');
   }
-  const untracked = await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard']);
-  for (const file of untracked.stdout.split('\0').filter(Boolean)) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  const others = untracked ?? (await gitIn(loc, ['ls-files', '-z', '--others', '--exclude-standard'])).stdout.split('\0').filter(Boolean);
+  for (const file of others) if (!byPath.has(file)) byPath.set(file, 'untracked');
+  return sortedChanges(byPath);
+}
+
+function sortedChanges(byPath: ReadonlyMap<string, ChangeStatus>): ChangedPath[] {
   return [...byPath].map(([p, status]) => ({ path: p, status })).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -68,13 +68,104 @@ export async function withTemporaryIndex<T>(work: (options: GitOptions) => Promi
   }
 }
 
-/** Stages everything in the worktree and commits it; returns the new commit, or undefined if nothing changed. */
+/** A commit a ref names, with what Warden reads of it. */
+export interface RefCommit {
+  readonly commit: string;
+  readonly tree: string;
+  readonly parents: readonly string[];
+  /** The committer date as `--date=raw` prints it (`<seconds> <zone>`). */
+  readonly committerDate: string;
+}
+
+/**
+ * The commits the full ref names `refs` name, with their trees, parents and dates: one
+ * for-each-ref for all of them, where a check, a rev-parse and a log took three for each. A ref
+ * that does not exist, or names anything but a commit, is not in the map.
+ */
+export async function refCommits(cwd: string, refs: readonly string[]): Promise<Map<string, RefCommit>> {
+  const listed = await git(cwd, ['for-each-ref', '--format=%(refname)%00%(objecttype)%00%(objectname)%00%(tree)%00%(parent)%00%(committerdate:raw)', ...refs]);
+  const found = new Map<string, RefCommit>();
+  for (const line of listed.split('\n')) {
+    const [name, type, commit, tree, parents, committerDate] = line.split('\0');
+    // A pattern also matches the refs below it (refs/heads/a matches refs/heads/a/b): only exact names count.
+    if (!name || type !== 'commit' || !refs.includes(name) || !commit || !tree) continue;
+    found.set(name, { commit, tree, parents: (parents ?? '').split(' ').filter(Boolean), committerDate: committerDate ?? '' });
+  }
+  return found;
+}
+
+/**
+ * Stages everything in the worktree and commits it; returns the new commit, or undefined if
+ * nothing changed. Two git processes: `git commit` itself says when nothing is staged (it exits
+ * 1), and only then is the index asked, to tell that apart from a commit that failed.
+ */
 export async function commitAll(worktreePath: string, message: string): Promise<string | undefined> {
   await git(worktreePath, ['add', '-A']);
-  const staged = await gitRaw(worktreePath, ['diff', '--cached', '--quiet']);
-  if (staged.code === 0) return undefined; // nothing to commit: a retried activity lands here
-  await git(worktreePath, ['commit', '--no-verify', '-q', '-m', message]);
-  return git(worktreePath, ['rev-parse', 'HEAD']);
+  const args = ['commit', '--no-verify', '-q', '-m', message];
+  const committed = await gitRaw(worktreePath, args);
+  if (committed.code !== 0) {
+    if ((await gitRaw(worktreePath, ['diff', '--cached', '--quiet'])).code === 0) return undefined; // nothing to commit: a retried activity lands here
+    throw gitFailed(worktreePath, args, committed);
+  }
+  return headOf(worktreePath);
+}
+
+const OBJECT_NAME = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/**
+ * The commit checked out in `worktreePath`, read from git's own files the way git reads them:
+ * the worktree's `.git`, its HEAD, and the loose file of the branch HEAD names (a loose ref wins
+ * over packed-refs). Read anew on every call, never kept. Git is asked when any of it is not
+ * plain (a packed ref, a ref store other than files, a HEAD naming something else).
+ */
+export async function headOf(worktreePath: string): Promise<string> {
+  return (await headFromFiles(worktreePath)) ?? git(worktreePath, ['rev-parse', 'HEAD']);
+}
+
+async function headFromFiles(worktreePath: string): Promise<string | undefined> {
+  const dotGit = path.join(worktreePath, '.git');
+  const stat = await lstat(dotGit).catch(() => undefined);
+  let gitDir = dotGit;
+  if (stat?.isFile()) {
+    const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
+    if (!pointer) return undefined;
+    gitDir = path.resolve(worktreePath, pointer);
+  } else if (!stat?.isDirectory()) {
+    return undefined;
+  }
+  const head = (await readFile(path.join(gitDir, 'HEAD'), 'utf8').catch(() => '')).trim();
+  if (OBJECT_NAME.test(head)) return head;
+  // Branches live in the common git dir (a linked worktree's `commondir` names it).
+  const branch = /^ref: (refs\/heads\/\S+)$/.exec(head)?.[1];
+  if (!branch) return undefined;
+  const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
+  const commonDir = common ? path.resolve(gitDir, common) : gitDir;
+  const loose = (await readFile(path.join(commonDir, ...branch.split('/')), 'utf8').catch(() => '')).trim();
+  return OBJECT_NAME.test(loose) ? loose : undefined;
+}
+
+/** One entry of `git diff --name-status -z`: its status (`M`, `A`, `R087`…) and path; `from` for a rename or copy. */
+export interface NameStatus {
+  readonly code: string;
+  readonly path: string;
+  readonly from?: string;
+}
+
+/** Parses `git diff --name-status -z` output (a rename or copy names two paths, old first). */
+export function parseNameStatus(out: string): NameStatus[] {
+  const entries: NameStatus[] = [];
+  const parts = out.split('\0');
+  for (let i = 0; i < parts.length && parts[i]; ) {
+    const code = parts[i]!;
+    if (code.startsWith('R') || code.startsWith('C')) {
+      entries.push({ code, from: parts[i + 1]!, path: parts[i + 2]! });
+      i += 3;
+    } else {
+      entries.push({ code, path: parts[i + 1]! });
+      i += 2;
+    }
+  }
+  return entries;
 }
 
 /** One file of a diff: its path and the lines added and deleted (binary files count 0). */
@@ -86,10 +177,11 @@ export interface FileChange {
 
 /**
  * What the branch checked out in `worktreePath` changed against where it left `baseBranch`,
- * file by file, Warden's own lineage folder excluded.
+ * file by file, Warden's own lineage folder excluded. `mergeBase`: that point, when the caller
+ * found it in the same activity call.
  */
-export async function changesAgainstBase(worktreePath: string, baseBranch: string): Promise<FileChange[]> {
-  const base = await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${baseBranch}`]);
+export async function changesAgainstBase(worktreePath: string, baseBranch: string, mergeBase?: string): Promise<FileChange[]> {
+  const base = mergeBase ?? (await git(worktreePath, ['merge-base', 'HEAD', `refs/heads/${baseBranch}`]));
   const numstat = await git(worktreePath, ['diff', '--numstat', base, 'HEAD', '--', '.', ':(exclude)docs/lineage']);
   return numstat
     .split('\n')

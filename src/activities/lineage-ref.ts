@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { branchForIntent, lineageRefFor } from '../shared/ids';
-import { git, gitRaw, refExists, withTemporaryIndex } from './git';
+import { git, gitRaw, refCommits, refExists, withTemporaryIndex } from './git';
 
 /** Files hashed or indexed per git call: far below the kernel's argument limit. */
 const FILES_PER_CALL = 200;
@@ -20,12 +20,11 @@ export async function recordLineageRef(repoPath: string, intentId: string, folde
   if (files.length === 0) return (await refExists(repoPath, ref)) ? ref : undefined;
   const tree = await treeOfFiles(repoPath, folder, files);
   const branch = `refs/heads/${branchForIntent(intentId)}`;
-  const branchHead = (await refExists(repoPath, branch)) ? await git(repoPath, ['rev-parse', branch]) : undefined;
-  const earlier = (await refExists(repoPath, ref)) ? await git(repoPath, ['rev-parse', ref]) : undefined;
-  if (earlier) {
-    const [earlierTree, earlierParent] = (await git(repoPath, ['log', '-1', '--format=%T %P', earlier])).split(' ');
-    if (earlierTree === tree && earlierParent === branchHead) return ref;
-  }
+  const known = await refCommits(repoPath, [branch, ref]);
+  const branchHead = known.get(branch)?.commit;
+  const earlierCommit = known.get(ref);
+  const earlier = earlierCommit?.commit;
+  if (earlierCommit && earlierCommit.tree === tree && earlierCommit.parents[0] === branchHead) return ref;
   const parents = [branchHead, earlier].filter((commit): commit is string => commit !== undefined).flatMap((commit) => ['-p', commit]);
   const message = `warden(${intentId}): lineage\n\nThe prompts, logs and documents of intent ${intentId}.${branchHead ? ' The first parent is its branch as it was then.' : ''}\n`;
   const commit = await git(repoPath, ['commit-tree', tree, ...parents, '-m', message]);

@@ -1,5 +1,8 @@
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
 import { RESUME_REF_PREFIX, branchForIntent, resumeRefFor } from '../shared/ids';
-import { git, gitRaw, refExists } from './git';
+import { git, gitRaw, refCommits, refExists } from './git';
+import { refsFromFiles } from './ref-files';
 
 /*
  * What an ended intent keeps for `warden resume`: its branch may be deleted (a rejection deletes
@@ -24,18 +27,19 @@ export interface ResumeRef {
  */
 export async function keepForResume(repoPath: string, intentId: string, keepMs: number, now: Date): Promise<ResumeRef | undefined> {
   const branch = `refs/heads/${branchForIntent(intentId)}`;
-  if (!(await refExists(repoPath, branch))) return undefined;
   const ref = resumeRefFor(intentId);
-  const head = await git(repoPath, ['rev-parse', branch]);
-  const earlier = (await refExists(repoPath, ref)) ? await git(repoPath, ['rev-parse', ref]) : undefined;
+  const known = await refCommits(repoPath, [branch, ref]);
+  const branchCommit = known.get(branch);
+  if (!branchCommit) return undefined;
+  const head = branchCommit.commit;
+  const earlier = known.get(ref)?.commit;
   // The earlier commit keeps the earlier run's commits, unless it kept this very head.
-  const earlierParents = earlier ? (await git(repoPath, ['log', '-1', '--format=%P', earlier])).split(' ').filter(Boolean) : [];
+  const earlierParents = known.get(ref)?.parents ?? [];
   const keepEarlier = earlier !== undefined && earlierParents[0] !== head;
   const parents = [head, ...(keepEarlier ? [earlier] : earlierParents.slice(1))];
   const keptUntil = new Date(now.getTime() + keepMs);
   const message = `warden(${intentId}): kept for resume\n\nThe first parent is the intent branch as the intent ended: warden resume ${intentId} continues from it.\n\n${KEPT_UNTIL}${keptUntil.toISOString()}\n`;
-  const tree = await git(repoPath, ['rev-parse', `${head}^{tree}`]);
-  const commit = await git(repoPath, ['commit-tree', tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
+  const commit = await git(repoPath, ['commit-tree', branchCommit.tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
   await git(repoPath, ['update-ref', '-m', `warden: kept ${intentId} for resume`, ref, commit, earlier ?? '']);
   return { ref, keptUntil };
 }
@@ -63,6 +67,7 @@ export async function resumableFrom(repoPath: string, intentId: string, commit: 
 
 /** Deletes the resume refs of `repoPath` whose date has passed; returns the intents whose ref went. */
 export async function dropExpiredResumeRefs(repoPath: string, now: Date): Promise<string[]> {
+  if (!(await mayKeepResumeRefs(repoPath))) return [];
   const listed = await gitRaw(repoPath, ['for-each-ref', '--format=%(refname)%00%(contents)%00', RESUME_REF_PREFIX]);
   if (listed.code !== 0) return [];
   const fields = listed.stdout.split('\0');
@@ -75,6 +80,18 @@ export async function dropExpiredResumeRefs(repoPath: string, now: Date): Promis
     dropped.push(ref.slice(RESUME_REF_PREFIX.length));
   }
   return dropped;
+}
+
+/**
+ * False when the repository's ref files, read now, hold no resume ref: most repositories keep
+ * none (a merged intent leaves nothing to resume), and their files say so without starting git.
+ * True when it may (one is there, or the refs are not plain files in the repository's `.git`).
+ */
+async function mayKeepResumeRefs(repoPath: string): Promise<boolean> {
+  const dotGit = path.join(repoPath, '.git');
+  if (!(await stat(dotGit).catch(() => undefined))?.isDirectory()) return true;
+  const refs = await refsFromFiles(dotGit);
+  return refs === undefined || Object.keys(refs).some((ref) => ref.startsWith(RESUME_REF_PREFIX));
 }
 
 /** The date in a resume commit's message; a message without one counts as expired. */

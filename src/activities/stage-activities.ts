@@ -35,7 +35,7 @@ import { buildPrompt } from './prompts';
 import { recordingContextOf } from './recording-context';
 import type { RecordingContext } from '../ledger/exchange-store';
 import { classifyTestRun, describeTestRun, feedbackTail, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
-import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
+import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, untrackedFilesOf, diffFromBaseOf, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
 import { checkTestPlanIn, type TestPlanCheck } from './test-plan-check';
@@ -490,10 +490,14 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
      */
     async inspectImplementation({ intent, testPlan }: IntentRef & { readonly testPlan?: { readonly testLogPath?: string } }): Promise<ImplementationInspection> {
       const { worktreePath } = await worktree(intent);
-      const changes = await changesAgainstBase(worktreePath, intent.baseBranch);
+      // Nothing runs in the worktree during this call: the merge base and the change found once serve every check.
+      const mergeBase = await mergeBaseOf({ worktreePath, baseRef: `refs/heads/${intent.baseBranch}`, repoPath: intent.repoPath });
+      const changes = await changesAgainstBase(worktreePath, intent.baseBranch, mergeBase);
       const size = { files: changes.length, lines: changes.reduce((n, c) => n + c.added + c.deleted, 0) };
-      const checks = await checkImplementationIn(worktreePath, intent);
-      const plan = testPlan ? await checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath: testPlan.testLogPath }) : undefined;
+      const checks = await checkImplementationIn(worktreePath, intent, mergeBase);
+      const plan = testPlan
+        ? await checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath: testPlan.testLogPath, changedFiles: changes.map((c) => c.path) })
+        : undefined;
       return { size, checks, ...(plan ? { plan } : {}) };
     },
 
@@ -776,12 +780,13 @@ function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']
  * the compiler's AST, Python by patterns) and test tampering against the base branch (tests
  * deleted, skipped, focused, or assertions removed). Findings send impl back.
  */
-async function checkImplementationIn(worktreePath: string, intent: Intent): Promise<ImplementationCheck> {
+async function checkImplementationIn(worktreePath: string, intent: Intent, mergeBase: string): Promise<ImplementationCheck> {
   const baseRef = `refs/heads/${intent.baseBranch}`;
-  // Both checks only read the worktree as the tests left it: the merge base found once serves both.
-  const mergeBase = await mergeBaseOf({ worktreePath, baseRef, repoPath: intent.repoPath });
-  const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase })).filter((f) => f.severity === 'block');
-  const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase);
+  // Both checks only read the worktree as the tests left it: the diff and the untracked files found once serve both.
+  const untracked = await untrackedFilesOf({ worktreePath, repoPath: intent.repoPath });
+  const diff = await diffFromBaseOf({ worktreePath, repoPath: intent.repoPath, base: mergeBase });
+  const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase, untracked, diff })).filter((f) => f.severity === 'block');
+  const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase, untracked, diff);
   const findings = [
     ...(stubs.length ? [formatStubFindings(stubs)] : []),
     ...tampering.map((t) => `test tampering (${t.kind}) in ${t.path}${t.line ? `:${t.line}` : ''}: ${t.detail}`),

@@ -29,11 +29,18 @@ const MAX_TEST_FILE_BYTES = 2 * 1024 * 1024;
  * file, that file is part of the change (unless the plan marks it existing), and the test run
  * logged at `testLogPath` printed it as run, not skipped. Reads only.
  */
-export async function checkTestPlanIn(r: { readonly worktreePath: string; readonly intentId: string; readonly baseBranch: string; readonly testLogPath?: string }): Promise<TestPlanCheck> {
+export async function checkTestPlanIn(r: {
+  readonly worktreePath: string;
+  readonly intentId: string;
+  readonly baseBranch: string;
+  readonly testLogPath?: string;
+  /** The change's files against the base, when the caller listed them in the same activity call. */
+  readonly changedFiles?: readonly string[];
+}): Promise<TestPlanCheck> {
   const specPath = await latestArtifact(r.worktreePath, r.intentId, 'spec');
   const plan = specPath ? readTestPlan(readFileSync(path.join(r.worktreePath, specPath), 'utf8')) : [];
   if (plan.length === 0) return { planned: false, ok: true, tests: [], problems: [], ...(specPath ? { specPath } : {}) };
-  const changedFiles = (await changesAgainstBase(r.worktreePath, r.baseBranch)).map((c) => c.path);
+  const changedFiles = r.changedFiles ?? (await changesAgainstBase(r.worktreePath, r.baseBranch)).map((c) => c.path);
   const log = r.testLogPath ? readInside(r.worktreePath, r.testLogPath) : undefined;
   const verdict = judgeTestPlan(plan, { read: (file) => readInside(r.worktreePath, file), changedFiles, statuses: readTestStatuses(log ?? '') });
   return { planned: true, ok: verdict.ok, tests: verdict.tests.slice(0, MAX_PLANNED_TESTS), problems: verdict.problems, specPath };

@@ -14,7 +14,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { isTestFile, matchGlob } from '../shared/glob';
 import { mergeBaseOf } from './change-inspection';
-import { gitRaw } from './git';
+import { gitRaw, parseNameStatus, type NameStatus } from './git';
 
 export type TamperKind = 'test-deleted' | 'test-skipped' | 'test-focused' | 'tests-removed' | 'assertions-removed';
 
@@ -44,11 +44,19 @@ const IGNORED = ['docs/lineage/**'];
  * HEAD and `baseBranchRef` (e.g. `refs/heads/main`), so tests added to the base branch by others
  * since the intent started are not mistaken for deletions. Renamed test files are compared with
  * their old selves. Returns findings in path order; an empty list means no tampering seen.
- * `knownMergeBase`: that merge base, when the caller found it already in the same activity call.
+ * `knownMergeBase`: that merge base, `knownUntracked`: the untracked files, and `knownDiff`: the
+ * worktree's diff from the merge base with renames found (`git diff --name-status -M`), when the
+ * caller found them already in the same activity call with nothing run in the worktree since.
  */
-export async function detectTestTampering(worktreePath: string, baseBranchRef: string, knownMergeBase?: string): Promise<TamperFinding[]> {
+export async function detectTestTampering(
+  worktreePath: string,
+  baseBranchRef: string,
+  knownMergeBase?: string,
+  knownUntracked?: readonly string[],
+  knownDiff?: readonly NameStatus[],
+): Promise<TamperFinding[]> {
   const base = knownMergeBase ?? (await mergeBaseOf({ worktreePath, baseRef: baseBranchRef }));
-  const changes = await changedTestFiles(worktreePath, base);
+  const changes = await changedTestFiles(worktreePath, base, knownUntracked, knownDiff);
   const findings: TamperFinding[] = [];
   for (const change of changes) {
     if (change.status === 'D') {
@@ -203,33 +211,30 @@ interface TestChange {
   readonly oldPath: string;
 }
 
-async function changedTestFiles(worktreePath: string, base: string): Promise<TestChange[]> {
-  const diff = await gitRaw(worktreePath, ['diff', '--name-status', '-z', '-M', '--no-ext-diff', base]);
-  if (diff.code !== 0) {
-    throw ApplicationFailure.create({ type: FailureType.GitFailed, message: `git diff ${base} failed in ${worktreePath}: ${diff.stderr.trim()}` });
+async function changedTestFiles(worktreePath: string, base: string, knownUntracked?: readonly string[], knownDiff?: readonly NameStatus[]): Promise<TestChange[]> {
+  let entries = knownDiff;
+  if (!entries) {
+    const diff = await gitRaw(worktreePath, ['diff', '--name-status', '-z', '-M', '--no-ext-diff', base]);
+    if (diff.code !== 0) {
+      throw ApplicationFailure.create({ type: FailureType.GitFailed, message: `git diff ${base} failed in ${worktreePath}: ${diff.stderr.trim()}` });
+    }
+    entries = parseNameStatus(diff.stdout);
   }
   const out: TestChange[] = [];
-  const parts = diff.stdout.split('\0');
-  for (let i = 0; i < parts.length && parts[i]; ) {
-    const code = parts[i]!;
-    if (code.startsWith('R') || code.startsWith('C')) {
-      const from = parts[i + 1]!;
-      const to = parts[i + 2]!;
-      i += 3;
+  for (const { code, path: file, from } of entries) {
+    if (from !== undefined) {
       if (code.startsWith('C')) {
-        if (relevant(to)) out.push({ status: 'A', path: to, oldPath: '' });
-      } else if (relevant(from) && !relevant(to)) out.push({ status: 'D', path: from, oldPath: from });
-      else if (relevant(to)) out.push({ status: 'R', path: to, oldPath: relevant(from) ? from : '' });
+        if (relevant(file)) out.push({ status: 'A', path: file, oldPath: '' });
+      } else if (relevant(from) && !relevant(file)) out.push({ status: 'D', path: from, oldPath: from });
+      else if (relevant(file)) out.push({ status: 'R', path: file, oldPath: relevant(from) ? from : '' });
       continue;
     }
-    const file = parts[i + 1]!;
-    i += 2;
     if (!relevant(file)) continue;
     const status = code.startsWith('D') ? 'D' : code.startsWith('A') ? 'A' : 'M';
     out.push({ status, path: file, oldPath: status === 'A' ? '' : file });
   }
-  const untracked = await gitRaw(worktreePath, ['ls-files', '-z', '--others', '--exclude-standard']);
-  for (const file of untracked.stdout.split('\0').filter(Boolean)) {
+  const untracked = knownUntracked ?? (await gitRaw(worktreePath, ['ls-files', '-z', '--others', '--exclude-standard'])).stdout.split('\0').filter(Boolean);
+  for (const file of untracked) {
     if (relevant(file) && !out.some((c) => c.path === file)) out.push({ status: 'U', path: file, oldPath: '' });
   }
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));

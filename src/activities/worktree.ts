@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { activeLineageDir, branchForIntent, doneLineageDir } from '../shared/ids';
-import { git, gitFailed, gitRaw, listWorktrees, refExists, withTemporaryIndex, type GitResult } from './git';
+import { git, gitFailed, gitRaw, headOf, listWorktrees, refCommits, refExists, withTemporaryIndex, type GitResult } from './git';
 import { OneAtATime } from './one-at-a-time';
 import { throwAway, trashOf } from './trash';
 import { folderOfRecord, recordNamedBy, recordsOfFolder } from './worktree-records';
@@ -105,14 +105,18 @@ async function makeWorktree(input: WorktreeRequest): Promise<WorktreeRef> {
     added = await addWorktree(input, worktreePath, branch);
   }
   if (added.code !== 0) throw gitFailed(input.repoPath, ['worktree', 'add', worktreePath], added);
-  return { worktreePath, branch, head: await git(worktreePath, ['rev-parse', 'HEAD']) };
+  return { worktreePath, branch, head: await headOf(worktreePath) };
 }
 
-/** `git worktree add` of the intent branch, made from the base branch if it does not exist yet (a failed add may have made it). */
+/**
+ * `git worktree add` of the intent branch, made from the base branch if it does not exist yet (a
+ * failed add may have made it). Made first, as a new intent's is: git refuses `-b` for a branch
+ * that exists before it makes anything, and only then is the branch asked for.
+ */
 async function addWorktree(input: WorktreeRequest, worktreePath: string, branch: string): Promise<GitResult> {
-  return (await refExists(input.repoPath, `refs/heads/${branch}`))
-    ? gitRaw(input.repoPath, ['worktree', 'add', '-q', worktreePath, branch])
-    : gitRaw(input.repoPath, ['worktree', 'add', '-q', '-b', branch, worktreePath, input.baseBranch]);
+  const made = await gitRaw(input.repoPath, ['worktree', 'add', '-q', '-b', branch, worktreePath, input.baseBranch]);
+  if (made.code === 0 || !(await refExists(input.repoPath, `refs/heads/${branch}`))) return made;
+  return gitRaw(input.repoPath, ['worktree', 'add', '-q', worktreePath, branch]);
 }
 
 /**
@@ -139,8 +143,10 @@ export async function removeWorktree(input: {
   }
   await rmdir(path.dirname(worktreePath)).catch(() => undefined); // only if no other intent of this repo is there
   const branch = branchForIntent(input.intentId);
-  if (input.deleteBranch && (await refExists(input.repoPath, `refs/heads/${branch}`))) {
-    await git(input.repoPath, ['branch', '-D', '-q', branch]);
+  if (input.deleteBranch) {
+    // Deleted straight away; only a failed delete asks whether there was a branch (a retry finds none).
+    const deleted = await gitRaw(input.repoPath, ['branch', '-D', '-q', branch]);
+    if (deleted.code !== 0 && (await refExists(input.repoPath, `refs/heads/${branch}`))) throw gitFailed(input.repoPath, ['branch', '-D', '-q', branch], deleted);
   }
   return { lineageCopy };
 }
@@ -251,14 +257,16 @@ export async function mergeIntoBase(input: {
 }): Promise<string> {
   const branch = branchForIntent(input.intentId);
   const baseRef = `refs/heads/${input.baseBranch}`;
-  const branchHead = await git(input.repoPath, ['rev-parse', `refs/heads/${branch}`]);
+  const head = (await refCommits(input.repoPath, [`refs/heads/${branch}`])).get(`refs/heads/${branch}`);
+  if (!head) throw ApplicationFailure.create({ type: FailureType.GitFailed, message: `cannot merge ${branch}: the repository ${input.repoPath} has no such branch` });
+  const branchHead = head.commit;
   const merging = input.withoutLineage
-    ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, intentId: input.intentId, message: input.withoutLineage.message })
+    ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, date: head.committerDate, intentId: input.intentId, message: input.withoutLineage.message })
     : branchHead;
   const alreadyMerged = await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', merging, baseRef]);
   if (alreadyMerged.code === 0) return git(input.repoPath, ['rev-parse', baseRef]);
 
-  const checkedOutAt = [...(await listWorktrees(input.repoPath))].find(([, ref]) => ref === baseRef)?.[0];
+  const checkedOutAt = await checkoutOfBranch(input.repoPath, baseRef);
   if (checkedOutAt) {
     const dirty = await git(checkedOutAt, ['status', '--porcelain', '--untracked-files=no']);
     if (dirty) {
@@ -273,7 +281,7 @@ export async function mergeIntoBase(input: {
       await gitRaw(checkedOutAt, ['merge', '--abort']);
       throw mergeConflict(input.baseBranch, branch, merged.stdout + merged.stderr);
     }
-    return git(checkedOutAt, ['rev-parse', 'HEAD']);
+    return headOf(checkedOutAt);
   }
 
   const baseHead = await git(input.repoPath, ['rev-parse', baseRef]);
@@ -286,6 +294,18 @@ export async function mergeIntoBase(input: {
 }
 
 /**
+ * Where `ref` is checked out, if anywhere. The repository's own checkout comes first, as in
+ * `git worktree list`, and it is most often the one: its HEAD file says so without starting git.
+ * Otherwise git lists the worktrees.
+ */
+async function checkoutOfBranch(repoPath: string, ref: string): Promise<string | undefined> {
+  const dotGit = path.join(repoPath, '.git');
+  const own = await stat(dotGit).catch(() => undefined);
+  if (own?.isDirectory() && (await readFile(path.join(dotGit, 'HEAD'), 'utf8').catch(() => '')).trim() === `ref: ${ref}`) return realpathSync(repoPath);
+  return [...(await listWorktrees(repoPath))].find(([, checkedOut]) => checkedOut === ref)?.[0];
+}
+
+/**
  * The intent's change without its lineage: one commit on the point where the intent branch left
  * the base, whose tree is the branch head's less the intent's lineage folders. It is dated as the
  * branch head, so the same branch always makes the same commit and a retried merge finds it
@@ -295,13 +315,14 @@ async function changeWithoutLineage(input: {
   readonly repoPath: string;
   readonly baseRef: string;
   readonly branchHead: string;
+  /** The branch head's committer date, `--date=raw`. */
+  readonly date: string;
   readonly intentId: string;
   readonly message: string;
 }): Promise<string> {
-  const { repoPath, branchHead } = input;
+  const { repoPath, branchHead, date } = input;
   const forkPoint = await git(repoPath, ['merge-base', input.baseRef, branchHead]);
   const tree = await treeWithoutLineage(repoPath, branchHead, input.intentId);
-  const date = await git(repoPath, ['log', '-1', '--format=%cd', '--date=raw', branchHead]);
   return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
 }
 

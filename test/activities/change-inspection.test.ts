@@ -8,9 +8,12 @@ import {
   inspectStep,
   listChangedPaths,
   mergeBaseOf,
+  restoreOutside,
   revertChanges,
   scanChangedFilesForStubs,
   takeRepoSnapshot,
+  untrackedFilesOf,
+  diffFromBaseOf,
   type ChangeViolation,
   type InspectionReport,
 } from '../../src/activities/change-inspection';
@@ -397,6 +400,17 @@ describe('scanChangedFilesForStubs', () => {
     const before = processTally();
     expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase })).toEqual(findings);
     expect(tallySince(before).launched.git).toBe(3); // the diff, the untracked files, lib/legacy.js at the base
+    // the untracked files listed once (untrackedFilesOf) and handed in as well: no listing of its own
+    const untracked = await untrackedFilesOf({ worktreePath: wt, repoPath: repo });
+    expect(untracked).toEqual(['NOTES.md', 'docs/lineage/active/stubs/impl-1.ts', 'lib/rate.py']);
+    const known = processTally();
+    expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase, untracked })).toEqual(findings);
+    expect(tallySince(known).launched.git).toBe(2);
+    // and the diff from the merge base (diffFromBaseOf, renames found) too: only lib/legacy.js at the base
+    const diff = await diffFromBaseOf({ worktreePath: wt, repoPath: repo, base: mergeBase });
+    const withDiff = processTally();
+    expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase, untracked, diff })).toEqual(findings);
+    expect(tallySince(withDiff).launched.git).toBe(1);
     await expect(mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/nowhere', repoPath: repo })).rejects.toMatchObject({ type: 'GIT_FAILED', nonRetryable: true });
   });
 });
@@ -483,15 +497,67 @@ describe('git processes', () => {
     const inspect = () => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
     const first = await launchedBy(inspect);
     expect(await launchedBy(inspect)).toBe(first - 1);
-    // Start commit and HEAD in one rev-parse; HEAD still at the start commit needs no ancestry
-    // question; the diff and the untracked files.
-    expect(await launchedBy(inspect)).toBe(3);
-    write(s.worktree, 'lib/strings.js', 'module.exports = {};\n');
+    // One status: HEAD still at the start commit (so the start commit is a commit, and no
+    // ancestry question), the change against it and the untracked files.
+    write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
+    write(s.worktree, 'lib/new.js', '1;\n');
+    expect(await launchedBy(inspect)).toBe(1);
     git(s.worktree, 'commit', '-qam', 'agent: edit');
-    expect(await launchedBy(inspect)).toBe(6); // and the ancestry, the new commits, the refs holding them
+    // HEAD moved: the ancestry, the new commits, the refs holding them, the diff from the start commit
+    expect(await launchedBy(inspect)).toBe(5);
   });
 
-  test("a snapshot before a step reads the checkout from one git status: HEAD's commit and every path that differs", async () => {
+  test('the change read from one status is the change the diff and the untracked listing name, however it was made', async () => {
+    const s = await setup('status-as-diff');
+    const w = s.worktree;
+    write(w, 'docs/a.md', 'a\n');
+    write(w, 'docs/b.md', 'b\n');
+    write(w, 'docs/c.md', 'c\n');
+    write(w, 'docs/d.md', 'd\n');
+    write(w, 'docs/e.md', 'e\n');
+    write(w, 'docs/f.md', 'f\n');
+    git(w, 'add', '-A');
+    git(w, 'commit', '-qm', 'base files');
+    const base = git(w, 'rev-parse', 'HEAD');
+    write(w, 'lib/strings.js', 'changed;\n'); // changed in the worktree
+    write(w, 'docs/a.md', 'a2\n');
+    git(w, 'add', 'docs/a.md'); // staged
+    rmSync(path.join(w, 'docs/b.md')); // deleted
+    git(w, 'rm', '-q', '--cached', 'docs/c.md'); // untracked again: a deletion
+    write(w, 'docs/d.md', 'd2\n');
+    git(w, 'add', 'docs/d.md');
+    rmSync(path.join(w, 'docs/d.md')); // staged, then deleted
+    rmSync(path.join(w, 'docs/e.md'));
+    symlinkSync('a.md', path.join(w, 'docs/e.md')); // a file become a link
+    write(w, 'new/staged.js', '1;\n');
+    git(w, 'add', 'new/staged.js');
+    write(w, 'new/staged then changed.js', '1;\n');
+    git(w, 'add', 'new/staged then changed.js');
+    write(w, 'new/staged then changed.js', '2;\n');
+    write(w, 'new/intent.js', '1;\n');
+    git(w, 'add', '-N', 'new/intent.js');
+    write(w, 'new/untracked dir/deep.txt', 'x\n');
+    git(w, 'init', '-q', path.join(w, 'nested'));
+    const viaDiff = await listChangedPaths(w, base, s.repo);
+    const inspect = () => inspectStep({ worktreePath: w, repoPath: s.repo, baseCommit: base, declaredPaths: ['**'] });
+    const before = processTally();
+    const { seen } = await inspect();
+    expect(tallySince(before).launched.git).toBe(1);
+    expect(seen.changes).toEqual(viaDiff);
+    expect(viaDiff.map((c) => `${c.status} ${c.path}`)).toEqual([
+      'modified docs/a.md', 'deleted docs/b.md', 'deleted docs/c.md', 'deleted docs/d.md', 'type-changed docs/e.md',
+      'modified lib/strings.js', 'untracked nested/', 'added new/intent.js', 'added new/staged then changed.js', 'added new/staged.js', 'untracked new/untracked dir/deep.txt',
+    ]);
+    // Staged and then changed back in the worktree: the status cannot tell, the diff is asked.
+    write(w, 'docs/f.md', 'f2\n');
+    git(w, 'add', 'docs/f.md');
+    write(w, 'docs/f.md', 'f\n');
+    const asked = processTally();
+    expect((await inspect()).seen.changes).toEqual(await listChangedPaths(w, base, s.repo));
+    expect(tallySince(asked).launched.git).toBe(2 + 2); // the status and the diff; then the listing's diff and untracked files
+  });
+
+  test('a snapshot before a step reads its files and which of them differ from the index in one listing, its refs from their files: one git process', async () => {
     const s = await setup('checkout');
     write(s.repo, 'lib/strings.js', 'changed;\n');
     write(s.repo, 'new dir/staged file.js', '1;\n');
@@ -501,16 +567,49 @@ describe('git processes', () => {
     await takeRepoSnapshot(s.repo); // the repository's kind is known from here on
     const before = processTally();
     const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
-    expect(tallySince(before).launched.git).toBe(3); // the file listing, the refs, the status
+    expect(tallySince(before).launched.git).toBe(1); // the file listing
+    expect(snapshot.refs).toEqual({ 'refs/heads/main': git(s.repo, 'rev-parse', 'main'), 'refs/heads/warden/checkout': s.base });
+    // Staged and unchanged since, the new file matches the index: not dirty.
     expect(snapshot.checkout).toEqual({
-      head: git(s.repo, 'rev-parse', 'HEAD'),
-      dirty: expect.arrayContaining(['lib/strings.js', 'new dir/staged file.js', 'notes/untracked.md', 'package.json']),
+      index: expect.stringMatching(/^[0-9a-f]{64}$/),
+      dirty: expect.arrayContaining(['lib/strings.js', 'notes/untracked.md', 'package.json']),
     });
-    expect(snapshot.checkout?.dirty).toHaveLength(4);
+    expect(snapshot.checkout?.dirty).toHaveLength(3);
+    expect(Object.keys(snapshot.files)).toEqual(expect.arrayContaining(['lib/strings.js', 'new dir/staged file.js', 'notes/untracked.md', 'README.md']));
+    expect(Object.keys(snapshot.files)).not.toContain('package.json');
     const empty = path.join(s.root, 'empty');
     git(s.root, 'init', '-q', empty);
     write(empty, 'a.txt', 'a\n');
-    expect((await takeRepoSnapshot(empty)).checkout).toEqual({ dirty: ['a.txt'] });
+    expect((await takeRepoSnapshot(empty)).checkout).toEqual({ index: 'none', dirty: ['a.txt'] });
+  });
+
+  test('what a step wrote in the target repo is put back from the index where the file matched it before, a staged change kept; never once the step changed the index', async () => {
+    const s = await setup('restore');
+    write(s.repo, 'lib/strings.js', 'staged;\n');
+    git(s.repo, 'add', 'lib/strings.js'); // staged: the file matches the index
+    write(s.repo, 'README.md', 'edited, not staged\n'); // differs from the index
+    const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    write(s.repo, 'lib/strings.js', 'the agent;\n');
+    write(s.repo, 'README.md', 'the agent;\n');
+    write(s.repo, 'planted.txt', 'x\n');
+    rmSync(path.join(s.repo, 'package.json'));
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: snapshot });
+    expect(kinds(report)).toEqual(['README.md', 'lib/strings.js', 'package.json', 'planted.txt'].map((p) => `outside-worktree-write ${p}`));
+    const before = processTally();
+    const result = await restoreOutside(snapshot, report.violations);
+    expect(tallySince(before).launched.git).toBe(1); // one checkout for both files
+    expect({ restored: [...result.restored].sort(), notRestored: result.notRestored }).toEqual({ restored: ['lib/strings.js', 'package.json', 'planted.txt'], notRestored: ['README.md'] });
+    expect(readFileSync(path.join(s.repo, 'lib/strings.js'), 'utf8')).toBe('staged;\n');
+    expect(existsSync(path.join(s.repo, 'package.json'))).toBe(true);
+    expect(existsSync(path.join(s.repo, 'planted.txt'))).toBe(false);
+    expect(git(s.repo, 'status', '--porcelain', '--', 'lib/strings.js', 'package.json')).toBe('M  lib/strings.js');
+
+    const again = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    write(s.repo, 'lib/strings.js', 'the agent, staged;\n');
+    git(s.repo, 'add', 'lib/strings.js');
+    const staged = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: again });
+    expect(await restoreOutside(again, staged.violations)).toEqual({ restored: [], notRestored: ['lib/strings.js'] });
+    expect(readFileSync(path.join(s.repo, 'lib/strings.js'), 'utf8')).toBe('the agent, staged;\n');
   });
 
   test('a repository removed and made again at the same path, now bare, is asked anew', async () => {

@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { git } from '../../src/activities/git';
+import { processTally, tallySince } from '../../src/activities/process-tally';
 import { lineageRefFiles, readLineageRefFile, recordLineageRef } from '../../src/activities/lineage-ref';
 import { trashEmptied } from '../../src/activities/trash';
 import { ensureWorktree } from '../../src/activities/worktree';
@@ -70,8 +71,11 @@ describe('the lineage ref', () => {
     const { worktreePath, folder } = await intentWithLineage('a', { '01-triage.md': 'risk LOW\n' });
     await recordLineageRef(repo, 'a', folder);
     const first = await git(repo, ['rev-parse', lineageRefFor('a')]);
+    const again = processTally();
     await recordLineageRef(repo, 'a', folder);
     expect(await git(repo, ['rev-parse', lineageRefFor('a')])).toBe(first);
+    // The files' tree (hash-object, update-index, write-tree), then one for-each-ref for the branch and the ref
+    expect(tallySince(again).launched.git).toBe(3 + 1 + 1); // and the rev-parse above
 
     await writeFile(path.join(folder, '02-lld.md'), '# design\n');
     await git(worktreePath, ['add', '-A']);

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { git, gitRaw } from '../../src/activities/git';
 import { dropExpiredResumeRefs, keepForResume, readResumeRef, resumableFrom } from '../../src/activities/resume-ref';
+import { processTally, tallySince } from '../../src/activities/process-tally';
 import { createSampleRepo } from '../../src/client/sample-repo';
 
 let tmp: string;
@@ -44,6 +45,20 @@ test("an ended intent's commits stay resumable after its branch is deleted, unti
   expect(await readResumeRef(repo, 'a')).toBeUndefined();
   expect(await resumableFrom(repo, 'a', first)).toBe(false);
   expect((await readResumeRef(repo, 'b'))?.keptUntil).toEqual(new Date(now.getTime() + 10 * HOUR));
+});
+
+test('a repository whose ref files hold no resume ref is not asked: no git process; one holding one, packed or loose, is', async () => {
+  const launched = async (): Promise<number> => {
+    const before = processTally();
+    expect(await dropExpiredResumeRefs(repo, new Date(now.getTime() + 3 * HOUR))).toEqual([]);
+    return tallySince(before).launched.git ?? 0;
+  };
+  expect(await launched()).toBe(0);
+  await commitOnBranch('d', 'spec');
+  await keepForResume(repo, 'd', 10 * HOUR, now);
+  expect(await launched()).toBe(1);
+  await git(repo, ['pack-refs', '--all']);
+  expect(await launched()).toBe(1);
 });
 
 test('a second ending keeps the first ending\'s commits too; no branch, no new ref', async () => {

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { diffFromBaseOf } from '../../src/activities/change-inspection';
 import { compareTestFile, detectTestTampering, profileTestFile, stripComments } from '../../src/activities/test-tamper';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { processTally, tallySince } from '../../src/activities/process-tally';
@@ -96,6 +97,20 @@ describe('detectTestTampering against the base branch', () => {
     expect(summary(found)).toEqual(['test-deleted test/strings.test.js']);
   });
 
+  test('with the untracked files already known too, the same findings and one more git process fewer', async () => {
+    const s = await setup();
+    writeFileSync(path.join(s.wt, 'test/new.test.js'), "it.skip('later', () => {});\n");
+    const base = git(s.wt, 'merge-base', 'HEAD', 'refs/heads/main');
+    const untracked = git(s.wt, 'ls-files', '--others', '--exclude-standard').split('\n').filter(Boolean);
+    const asked = processTally();
+    const found = await detectTestTampering(s.wt, 'refs/heads/main', base);
+    const askedCount = tallySince(asked).launched.git ?? 0;
+    const known = processTally();
+    expect(await detectTestTampering(s.wt, 'refs/heads/main', base, untracked)).toEqual(found);
+    expect(tallySince(known).launched.git ?? 0).toBe(askedCount - 1);
+    expect(summary(found)).toEqual(['test-skipped test/new.test.js:1']);
+  });
+
   test('skipped, focused and todo tests (JavaScript)', async () => {
     const s = await setup();
     const file = path.join(s.wt, 'test/strings.test.js');
@@ -159,6 +174,13 @@ describe('detectTestTampering against the base branch', () => {
     expect(await detectTestTampering(s.wt, 'refs/heads/main')).toEqual([]);
     edit(path.join(s.wt, 'test/strings.spec.js'), "test('capitalize", "test.skip('capitalize");
     expect(summary(await detectTestTampering(s.wt, 'refs/heads/main'))).toEqual(['test-skipped test/strings.spec.js:6']);
+    // The diff (renames found) and the untracked files handed in: the same findings, from the show of the old self alone
+    const base = git(s.wt, 'merge-base', 'HEAD', 'refs/heads/main');
+    const diff = await diffFromBaseOf({ worktreePath: s.wt, repoPath: s.repo, base });
+    expect(diff).toEqual([{ code: expect.stringMatching(/^R/), from: 'test/strings.test.js', path: 'test/strings.spec.js' }]);
+    const known = processTally();
+    expect(summary(await detectTestTampering(s.wt, 'refs/heads/main', base, [], diff))).toEqual(['test-skipped test/strings.spec.js:6']);
+    expect(tallySince(known).launched.git).toBe(1);
     git(s.wt, 'checkout', '-q', '--', '.');
     mkdirSync(path.join(s.wt, 'lib/old'));
     git(s.wt, 'mv', 'test/strings.spec.js', 'lib/old/strings.js');

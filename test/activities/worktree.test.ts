@@ -66,6 +66,21 @@ describe('making an intent worktree', () => {
     expect((await readdir(path.join(repo, '.git'))).filter((name) => name.startsWith('warden-removing-'))).toEqual([]);
   });
 
+  it("makes a new intent's worktree and branch in one git process; on a branch kept from before, the branch is checked out as it is", async () => {
+    const fresh = processTally();
+    const { worktreePath, head } = await make('new');
+    expect(tallySince(fresh).launched.git).toBe(1);
+    expect(head).toBe(await git(repo, ['rev-parse', 'main']));
+    await writeFile(path.join(worktreePath, 'kept.txt'), 'kept\n');
+    await git(worktreePath, ['add', 'kept.txt']);
+    await git(worktreePath, ['-c', 'user.name=T', '-c', 'user.email=t@localhost', 'commit', '-qm', 'kept']);
+    const kept = await git(worktreePath, ['rev-parse', 'HEAD']);
+    await remove('new');
+    const again = processTally();
+    expect((await make('new')).head).toBe(kept);
+    expect(tallySince(again).launched.git).toBe(3); // the add refused, the branch asked for, the add of it
+  });
+
   it('works on a repo that is itself a linked worktree of another', async () => {
     const linked = path.join(tmp, 'linked');
     await git(repo, ['worktree', 'add', '-q', '-b', 'side', linked, 'main']);
@@ -237,6 +252,25 @@ describe('merging an intent', () => {
     expect(await git(repo, ['log', '-1', '--format=%aI %cI', `${merged}^2`])).toBe('2001-02-03T04:05:06+00:00 2001-02-03T04:05:06+00:00');
     await expect(merge('a', true)).resolves.toBe(merged);
     expect(await git(repo, ['rev-list', '--count', 'main'])).toBe('3');
+  });
+
+  it("merges where the base branch is checked out: the repository's own checkout is read from its HEAD, another worktree found by listing them", async () => {
+    await intentWithChange('a');
+    const own = processTally();
+    const merged = await merge('a', false);
+    // the branch head, whether it is merged already, the checkout's status, the merge
+    expect(tallySince(own).launched.git).toBe(4);
+    expect(await git(repo, ['rev-parse', 'HEAD'])).toBe(merged);
+
+    await intentWithChange('b');
+    await git(repo, ['checkout', '-q', '-b', 'elsewhere']);
+    const other = path.join(tmp, 'main-checkout');
+    await git(repo, ['worktree', 'add', '-q', other, 'main']);
+    const listed = processTally();
+    const second = await merge('b', false);
+    expect(tallySince(listed).launched.git).toBe(5); // and the worktree list
+    expect(await git(other, ['rev-parse', 'HEAD'])).toBe(second);
+    expect(await git(repo, ['rev-parse', 'HEAD'])).toBe(merged);
   });
 
   it('with the lineage, the base branch gets the intent branch as it is', async () => {

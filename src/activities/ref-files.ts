@@ -1,0 +1,66 @@
+/**
+ * Every ref of a repository read from the files git keeps them in, without starting git: the
+ * snapshot before each agent stage and test run needs them all (to put back a ref a step moved),
+ * and reads the repository's other control files the same way.
+ *
+ * Git's files backend keeps refs in `packed-refs` (`<object> <ref>` lines, `^<object>` for a
+ * tag's peeled commit) and as loose files under `refs/`, which win over packed ones; a loose file
+ * holds an object name or `ref: <target>` (a symbolic ref, e.g. refs/remotes/origin/HEAD). What
+ * this cannot read with certainty (another ref store, an unexpected file) it leaves to git.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+
+const OBJECT_NAME = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+/** Symbolic refs pointing at symbolic refs: git follows five levels. */
+const MAX_SYMBOLIC_DEPTH = 5;
+
+/**
+ * Ref name → the object it names (a symbolic ref: its target's object), as `git for-each-ref
+ * --format='%(objectname) %(refname)'` lists them in the repository whose common git dir is
+ * `commonDir`; undefined when the refs are not kept as plain files there (a reftable store, a
+ * loose file git would have to interpret).
+ */
+export async function refsFromFiles(commonDir: string): Promise<Record<string, string> | undefined> {
+  if ((await readdir(commonDir).catch(() => [] as string[])).includes('reftable')) return undefined;
+  const refs = new Map<string, string>();
+  const packed = await readFile(path.join(commonDir, 'packed-refs'), 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? '' : undefined));
+  if (packed === undefined) return undefined;
+  for (const line of packed.split('\n')) {
+    if (line === '' || line.startsWith('#') || line.startsWith('^')) continue;
+    const [name, ref, more] = line.split(' ');
+    if (!name || !ref || more !== undefined || !OBJECT_NAME.test(name) || !ref.startsWith('refs/')) return undefined;
+    refs.set(ref, name);
+  }
+  const symbolic = new Map<string, string>();
+  if (!(await readLoose(commonDir, 'refs', refs, symbolic))) return undefined;
+  for (const [ref, target] of symbolic) {
+    let at = target;
+    for (let depth = 0; depth < MAX_SYMBOLIC_DEPTH && symbolic.has(at); depth++) at = symbolic.get(at)!;
+    const name = refs.get(at);
+    // A symbolic ref whose target is missing is left out, as git leaves out a broken ref.
+    if (name) refs.set(ref, name);
+  }
+  return Object.fromEntries(refs);
+}
+
+/** Loose refs under `rel` into `refs` (object names) and `symbolic` (targets); false on anything else. */
+async function readLoose(commonDir: string, rel: string, refs: Map<string, string>, symbolic: Map<string, string>): Promise<boolean> {
+  const entries = await readdir(path.join(commonDir, rel), { withFileTypes: true }).catch(() => undefined);
+  if (!entries) return rel !== 'refs'; // no refs folder at all is not a files store
+  for (const entry of entries) {
+    const name = `${rel}/${entry.name}`;
+    if (entry.isDirectory()) {
+      if (!(await readLoose(commonDir, name, refs, symbolic))) return false;
+    } else if (entry.isFile()) {
+      if (entry.name.endsWith('.lock')) continue; // an update in progress; no ref is named so
+      const content = (await readFile(path.join(commonDir, name), 'utf8').catch(() => '')).trim();
+      if (OBJECT_NAME.test(content)) refs.set(name, content);
+      else if (/^ref: refs\/\S+$/.test(content)) symbolic.set(name, content.slice('ref: '.length));
+      else return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}

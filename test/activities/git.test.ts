@@ -1,0 +1,94 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { commitAll, headOf, refCommits } from '../../src/activities/git';
+import { processTally, tallySince } from '../../src/activities/process-tally';
+import { ensureWorktree } from '../../src/activities/worktree';
+import { createSampleRepo } from '../../src/client/sample-repo';
+
+const roots: string[] = [];
+afterAll(() => {
+  for (const root of roots) rmSync(root, { recursive: true, force: true });
+});
+
+function gitSync(cwd: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@localhost', ...args], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+}
+
+async function worktree(id: string): Promise<{ readonly repo: string; readonly worktreePath: string }> {
+  const root = mkdtempSync(path.join(tmpdir(), 'warden-git-'));
+  roots.push(root);
+  const repo = createSampleRepo(path.join(root, 'repo'));
+  const { worktreePath } = await ensureWorktree({ repoPath: repo, baseBranch: 'main', intentId: id, worktreeRoot: path.join(root, 'worktrees') });
+  return { repo, worktreePath };
+}
+
+async function gitProcessesOf<T>(work: () => Promise<T>): Promise<{ readonly result: T; readonly git: number }> {
+  const before = processTally();
+  const result = await work();
+  return { result, git: tallySince(before).launched.git ?? 0 };
+}
+
+describe('commitAll', () => {
+  test('commits every change, untracked files too, in two git processes, and returns the new commit', async () => {
+    const { worktreePath } = await worktree('commit-all');
+    writeFileSync(path.join(worktreePath, 'lib', 'strings.js'), 'module.exports = {};\n');
+    writeFileSync(path.join(worktreePath, 'new file.txt'), 'new\n');
+    const { result: commit, git } = await gitProcessesOf(() => commitAll(worktreePath, 'everything'));
+    expect(git).toBe(2); // add -A, commit: the new commit is read from the branch's ref file
+    expect(commit).toBe(gitSync(worktreePath, 'rev-parse', 'HEAD'));
+    expect(gitSync(worktreePath, 'status', '--porcelain')).toBe('');
+    expect(gitSync(worktreePath, 'show', '--name-only', '--format=%s', 'HEAD').split('\n')).toEqual(['everything', '', 'lib/strings.js', 'new file.txt']);
+  });
+
+  test('with nothing to commit, commits nothing and returns undefined', async () => {
+    const { worktreePath } = await worktree('commit-nothing');
+    const head = gitSync(worktreePath, 'rev-parse', 'HEAD');
+    expect(await commitAll(worktreePath, 'nothing')).toBeUndefined();
+    expect(gitSync(worktreePath, 'rev-parse', 'HEAD')).toBe(head);
+  });
+
+  test('a commit that fails for another reason is a GIT_FAILED failure, not "nothing to commit"', async () => {
+    const { repo, worktreePath } = await worktree('commit-locked');
+    writeFileSync(path.join(worktreePath, 'lib', 'strings.js'), 'module.exports = {};\n');
+    gitSync(worktreePath, 'add', '-A');
+    // The branch's ref is locked: git cannot move it.
+    writeFileSync(path.join(repo, '.git', 'refs', 'heads', 'warden', 'commit-locked.lock'), '');
+    await expect(commitAll(worktreePath, 'blocked')).rejects.toMatchObject({ type: 'GIT_FAILED' });
+  });
+});
+
+describe('headOf', () => {
+  test("reads a worktree's commit from git's files; asks git when the branch is packed or HEAD is detached", async () => {
+    const { repo, worktreePath } = await worktree('head-of');
+    const head = gitSync(worktreePath, 'rev-parse', 'HEAD');
+    expect(await gitProcessesOf(() => headOf(worktreePath))).toEqual({ result: head, git: 0 });
+    expect(await gitProcessesOf(() => headOf(repo))).toEqual({ result: gitSync(repo, 'rev-parse', 'HEAD'), git: 0 });
+    gitSync(repo, 'pack-refs', '--all');
+    expect(await gitProcessesOf(() => headOf(worktreePath))).toEqual({ result: head, git: 1 });
+    gitSync(worktreePath, 'checkout', '-q', '--detach');
+    expect(await gitProcessesOf(() => headOf(worktreePath))).toEqual({ result: head, git: 0 });
+  });
+});
+
+describe('refCommits', () => {
+  test('the commits several refs name, with tree, parents and date, in one git process; missing refs, refs below a name asked for and tags left out', async () => {
+    const { repo } = await worktree('ref-commits');
+    gitSync(repo, 'tag', '-a', '-m', 'annotated', 'v1');
+    const main = gitSync(repo, 'rev-parse', 'main');
+    const { result, git } = await gitProcessesOf(() => refCommits(repo, ['refs/heads/main', 'refs/heads/nowhere', 'refs/tags/v1', 'refs/heads/warden', 'refs/heads/warden/ref-commits']));
+    expect(git).toBe(1);
+    expect([...result.keys()].sort()).toEqual(['refs/heads/main', 'refs/heads/warden/ref-commits']);
+    expect(result.get('refs/heads/main')).toEqual({
+      commit: main,
+      tree: gitSync(repo, 'rev-parse', 'main^{tree}'),
+      parents: [],
+      committerDate: gitSync(repo, 'log', '-1', '--format=%cd', '--date=raw', 'main'),
+    });
+    writeFileSync(path.join(repo, 'second.txt'), '2\n');
+    gitSync(repo, 'add', 'second.txt');
+    gitSync(repo, 'commit', '-qm', 'second');
+    expect((await refCommits(repo, ['refs/heads/main'])).get('refs/heads/main')?.parents).toEqual([main]);
+  });
+});
