@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { storable } from './storable';
 import { deterministicUuid } from './event-id';
 import { inTransaction } from './transaction';
-import { inBatchedTransaction } from './batched-transaction';
+import { inBatchedTransaction, type Statement } from './batched-transaction';
 import { costRow } from './chained-rows';
 import type { LedgerWriter } from './ledger-writer';
 import { LedgerError } from './ledger-error';
@@ -131,15 +131,26 @@ export class BudgetStore {
    * recorded at its real cost, marked as an overrun). With `call`, the call's cost row is written
    * in the same transaction (one per reservation), so the budgets and cost_events count the same
    * calls at the same amounts whatever crashes. A retry with the same amount is a no-op; a
-   * different amount, or a released or denied reservation, is a LedgerError.
+   * different amount, or a released or denied reservation, is a LedgerError. With `spendOf`,
+   * returns what those budgets have really spent (settled reservations only) once this
+   * settlement counts, read in the same transaction: to warn as spend nears a limit.
    */
-  async settle(id: string, actualUsd: string, options: { readonly overrun?: boolean; readonly call?: SettledCall } = {}): Promise<void> {
+  async settle(
+    id: string,
+    actualUsd: string,
+    options: { readonly overrun?: boolean; readonly call?: SettledCall; readonly spendOf?: SpendScope } = {},
+  ): Promise<Record<BudgetScope, string> | undefined> {
     ReservationIdSchema.parse(id);
     const actual = UsdSchema.parse(actualUsd);
     const call = options.call === undefined ? undefined : SettledCallSchema.parse(storable(options.call));
+    const spend = options.spendOf === undefined ? undefined : settledSpendOf(options.spendOf);
     // BEGIN, the reservation, an earlier settlement and the guarded insert in one round trip; the
-    // cost row (when this call settled it) on its own; COMMIT in a third.
-    const written = await inBatchedTransaction(this.pool, async (tx) => {
+    // cost row (when this call settled it) on its own; the spend read and COMMIT in a third.
+    const { written, spent } = await inBatchedTransaction(this.pool, async (tx) => {
+      const commit = async (written?: CostEventInput) => {
+        const [read] = await tx.commit(spend ? [spend] : []);
+        return { written, spent: read?.rows[0] as Record<BudgetScope, string> | undefined };
+      };
       const [found, earlier, inserted] = await tx.open([
         { text: 'SELECT granted, $2::numeric <= amount_usd AS fits, amount_usd::text AS amount FROM budget_reservations WHERE id = $1', values: [id, actual] },
         { text: EARLIER_SETTLEMENT, values: [id, actual] },
@@ -156,11 +167,11 @@ export class BudgetStore {
       if (!reservation) throw new LedgerError(`there is no budget reservation ${id}`);
       if (!reservation.granted) throw new LedgerError(`budget reservation ${id} was denied; there is nothing to settle`);
       if (!reservation.fits && !options.overrun) throw new LedgerError(`cannot settle budget reservation ${id} at $${actual}: only $${reservation.amount} was reserved`);
-      if (inserted!.rowCount === 1) return call ? await insertSettledCost(tx.client, id, actual, call, this.writer) : undefined;
+      if (inserted!.rowCount === 1) return commit(call ? await insertSettledCost(tx.client, id, actual, call, this.writer) : undefined);
       // Another settlement of the same reservation that committed after the batch's read is read now.
       const settlement = ((earlier!.rows[0] as SettlementRow | undefined) ??
         (await tx.client.query<SettlementRow>(EARLIER_SETTLEMENT, [id, actual])).rows[0])!;
-      if (settlement.kind === 'settled' && settlement.same) return undefined;
+      if (settlement.kind === 'settled' && settlement.same) return commit();
       throw new LedgerError(
         settlement.kind === 'released'
           ? `budget reservation ${id} was released; it cannot be settled`
@@ -168,6 +179,7 @@ export class BudgetStore {
       );
     });
     if (written) this.writer.observer?.cost(written);
+    return spent;
   }
 
   /** Cancels a granted, unsettled reservation. True if released now; false if it was already settled, released or denied. */
@@ -263,25 +275,6 @@ export class BudgetStore {
   }
 
   /**
-   * What each budget a call counts against has really spent (settled reservations only): the
-   * day's, the agent's that day, the intent's and its stage's. Read after a settlement, to warn
-   * as spend nears a limit.
-   */
-  async settledSpend(scope: { readonly day: string; readonly agentId: string; readonly intentId: string; readonly stage: string }): Promise<Record<BudgetScope, string>> {
-    DaySchema.parse(scope.day);
-    const result = await this.pool.query<Record<BudgetScope, string>>(
-      `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
-              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $2), 0), 6)::text AS agent,
-              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3), 0), 6)::text AS intent,
-              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3 AND r.stage = $4), 0), 6)::text AS stage
-         FROM budget_reservations r JOIN budget_settlements s ON s.reservation_id = r.id AND s.kind <> 'released'
-        WHERE r.granted AND (r.day = $1::date OR r.intent_id = $3)`,
-      [scope.day, scope.agentId, scope.intentId, scope.stage],
-    );
-    return result.rows[0]!;
-  }
-
-  /**
    * Each intent's spend in the budget tables (settled and reconciled reservations) beside its
    * cost_events total: the two agree to the cent when every paid call was counted once in both.
    * Every intent with a reservation or a cost row, or the one `intentId`.
@@ -306,6 +299,28 @@ export class BudgetStore {
     );
     return result.rows.map((r) => ({ intentId: r.intent_id, budgetUsd: normalizeUsd(r.budget), costEventsUsd: normalizeUsd(r.costs), openReservations: r.open }));
   }
+}
+
+/** The budgets one call counts against: the day's, its agent's that day, its intent's and its stage's. */
+export interface SpendScope {
+  readonly day: string;
+  readonly agentId: string;
+  readonly intentId: string;
+  readonly stage: string;
+}
+
+/** What `scope`'s budgets have really spent (settled reservations only). */
+function settledSpendOf(scope: SpendScope): Statement {
+  DaySchema.parse(scope.day);
+  return {
+    text: `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
+                  round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $2), 0), 6)::text AS agent,
+                  round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3), 0), 6)::text AS intent,
+                  round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3 AND r.stage = $4), 0), 6)::text AS stage
+             FROM budget_reservations r JOIN budget_settlements s ON s.reservation_id = r.id AND s.kind <> 'released'
+            WHERE r.granted AND (r.day = $1::date OR r.intent_id = $3)`,
+    values: [scope.day, scope.agentId, scope.intentId, scope.stage],
+  };
 }
 
 function reservationOf(granted: boolean, committedUsd: string, limitUsd: string, deniedBy: BudgetScope | null, amountUsd: string): BudgetReservation {

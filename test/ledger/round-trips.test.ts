@@ -64,13 +64,15 @@ describeOnBackends('ledger round trips on the %s PostgreSQL', (baseUrl) => {
     expect(denied.trips).toBe(2);
   });
 
-  test('a settlement with its cost row is three round trips; a repeat is two and writes nothing', async () => {
+  test('a settlement with its cost row and the spend it leaves is three round trips; a repeat is two and writes nothing', async () => {
     await ledger.budget.reserve(reservation('s-1'));
     const call = { timestamp: new Date(), intentId: 'intent-s-1', stage: 'impl', attempt: 1, agentId: 'agent-a', modelId: 'model-a', inputTokens: 10, outputTokens: 5 };
-    const settled = await counted(() => ledger.budget.settle('s-1', '0.25', { call }));
-    expect(settled.trips).toBe(3);
+    // The budgets' spend, read for the warnings near a limit, comes with the settlement's COMMIT.
+    const spendOf = { day: '2031-02-03', agentId: 'agent-a', intentId: 'intent-s-1', stage: 'impl' };
+    const settled = await counted(() => ledger.budget.settle('s-1', '0.25', { call, spendOf }));
+    expect(settled).toEqual({ result: { day: expect.any(String), agent: expect.any(String), intent: '0.250000', stage: '0.250000' }, trips: 3 });
     const repeat = await counted(() => ledger.budget.settle('s-1', '0.25', { call }));
-    expect(repeat.trips).toBe(2);
+    expect(repeat).toEqual({ result: undefined, trips: 2 });
     const books = await ledger.budget.books({ intentId: 'intent-s-1' });
     expect(books).toEqual([{ intentId: 'intent-s-1', budgetUsd: '0.250000', costEventsUsd: '0.250000', openReservations: 0 }]);
     // A different amount is refused, and the refusal leaves the settlement as it was.
