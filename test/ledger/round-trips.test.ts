@@ -94,6 +94,39 @@ describeOnBackends('ledger round trips on the %s PostgreSQL', (baseUrl) => {
     expect(readOnly).toEqual({ result: { [keys[0]!]: { tokens: 3, note: "it's \\ fine" } }, trips: 2 });
   });
 
+  test('activity runs recorded at the same time share a round trip; each says whether it was new', async () => {
+    const run = (activityId: string) => ({
+      workflowId: 'wf-runs', runId: 'run-1', activityId, attempt: 1, activityType: 'runTests', taskQueue: 'q',
+      startedAt: new Date('2031-02-03T04:05:06.007Z'), endedAt: new Date('2031-02-03T04:05:07.500Z'), outcome: 'completed' as const,
+    });
+    const recorded = await counted(() =>
+      Promise.all([
+        ledger.activityRuns.record(run('1')),
+        ledger.activityRuns.record(run('2')),
+        ledger.activityRuns.record({ ...run('3'), stage: 'impl', spendUsd: '0.012', agentId: "o'brien" }),
+        ledger.activityRuns.record(run('2')),
+      ]),
+    );
+    // The first goes alone at once; the three made meanwhile go together.
+    expect(recorded).toEqual({ result: [true, true, true, false], trips: 2 });
+    const rows = await ledger.activityRuns.ofWorkflow('wf-runs');
+    expect(rows.map((r) => [r.activityId, r.durationMs, r.spendUsd, r.agentId, r.startedAt.toISOString()])).toEqual([
+      ['1', 1493, undefined, undefined, '2031-02-03T04:05:06.007Z'],
+      ['2', 1493, undefined, undefined, '2031-02-03T04:05:06.007Z'],
+      ['3', 1493, '0.012000', "o'brien", '2031-02-03T04:05:06.007Z'],
+    ]);
+    expect(await ledger.activityRuns.record(run('1'))).toBe(false);
+  });
+
+  test('stop-flag reads made at the same time share a round trip, and each sees the flag as it was when it asked', async () => {
+    const reads = await counted(() => Promise.all([ledger.globalStop.current(), ledger.globalStop.current(), ledger.globalStop.current()]));
+    expect(reads).toEqual({ result: [{ stopped: false }, { stopped: false }, { stopped: false }], trips: 2 });
+    await ledger.globalStop.set('tester', 'checking the reads');
+    expect(await ledger.globalStop.current()).toMatchObject({ stopped: true, by: 'tester' });
+    await ledger.globalStop.clear('tester', 'done');
+    expect(await ledger.globalStop.current()).toMatchObject({ stopped: false });
+  });
+
   test('a batched transaction commits all of its statements or none', async () => {
     await pool.query('CREATE TABLE batch_probe (id int PRIMARY KEY, note text)');
     // The commit's own statement fails: what the opening statements wrote is rolled back.
