@@ -23,7 +23,7 @@ const transformIgnorePatterns = [`/node_modules/(?!(?:${ESM_PACKAGES.join('|')})
  */
 const UNIT = [
   'test/shared/**/*.test.ts',
-  'test/ledger/chained-rows.test.ts',
+  'test/ledger/{chained-rows,round-trip-group}.test.ts',
   'test/config/**/*.test.ts',
   'test/safety/{secret-scan,scope-judge,cascade-detector,circuit-breaker,document-checks,test-plan,error-rate,limits,money,pricing,stub-detector,token-bucket}.test.ts',
   'test/activities/{change-inspection,edit-blocks,git,ref-files,launcher,process-tally,scripted-agent,global-stop-watch,lineage-ref,model-http,resume-ref,one-at-a-time,test-results,test-tamper,trash,worktree,worktree-records}.test.ts',

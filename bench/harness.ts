@@ -5,7 +5,6 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { WardenWorker } from '../src/workers/host-worker';
 import pino from 'pino';
-import type pg from 'pg';
 import { startIntent } from '../src/client/intents';
 import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { resolveConfig } from '../src/config/load';
@@ -19,6 +18,7 @@ import { createRedactor } from '../src/shared/redact';
 import { createWardenWorker, type WardenWorkerOptions } from '../src/workers/warden-worker';
 import type { intentWorkflow } from '../src/workflows';
 import { endProgress, out, progress, secs, t } from './console';
+import { countRoundTrips } from './round-trips';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
 export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
@@ -76,27 +76,6 @@ export async function startBench(name: string): Promise<Bench> {
       await rm(tmp, { recursive: true, force: true });
     },
   };
-}
-
-/**
- * Counts the queries sent by every client `pool` hands out (pool.query checks one out too), from
- * the outside, so the ledger's code is measured as it is. A query is one round trip: pg sends the
- * extended protocol's messages of one query together and waits once. Opening a connection is not
- * counted (the pool keeps its connections).
- */
-function countRoundTrips(pool: pg.Pool): () => number {
-  let count = 0;
-  const counted = new WeakSet<pg.PoolClient>();
-  pool.on('acquire', (client) => {
-    if (counted.has(client)) return;
-    counted.add(client);
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    client.query = ((...args: unknown[]) => {
-      count += 1;
-      return query(...args);
-    }) as unknown as typeof client.query;
-  });
-  return () => count;
 }
 
 /** The default profile with no cooldown, and worker limits that never throttle a benchmark. */

@@ -1,7 +1,15 @@
 import type pg from 'pg';
 import { z } from 'zod';
+import { RoundTripGroup } from './round-trip-group';
 import { storable } from './storable';
 import { ActivityRunSchema, type ActivityOutcome, type ActivityRun, type ActivityRunInput } from './types';
+
+/** An activity attempt as it is stored. */
+type StorableRun = z.output<typeof ActivityRunSchema>;
+
+function keyOf(workflowId: string, runId: string, activityId: string, attempt: number): string {
+  return JSON.stringify([workflowId, runId, activityId, attempt]);
+}
 
 /**
  * The activity attempts the worker ran (`activity_runs`): start, end, outcome and spend of each,
@@ -10,37 +18,56 @@ import { ActivityRunSchema, type ActivityOutcome, type ActivityRun, type Activit
 export class ActivityRunStore {
   constructor(private readonly pool: pg.Pool) {}
 
+  /** Rows recorded at the same time go in one statement (see RoundTripGroup). */
+  private readonly writes = new RoundTripGroup<StorableRun, boolean>((rows) => this.insert(rows));
+
   /**
    * Records one activity attempt (start, end, duration, outcome, spend). True if inserted; false
    * if this (workflow, run, activity, attempt) is already recorded: a repeated write is a no-op.
+   * Resolves once the row is committed.
    */
   async record(input: ActivityRunInput): Promise<boolean> {
-    const r = ActivityRunSchema.parse(storable(input));
-    const result = await this.pool.query(
+    return this.writes.run(ActivityRunSchema.parse(storable(input)));
+  }
+
+  private async insert(rows: readonly StorableRun[]): Promise<boolean[]> {
+    const result = await this.pool.query<{ workflow_id: string; run_id: string; activity_id: string; attempt: number }>(
       `INSERT INTO activity_runs (workflow_id, run_id, activity_id, attempt, activity_type, task_queue, intent_id, stage,
                                   agent_id, model_id, started_at, ended_at, duration_ms, outcome, failure_type, spend_usd)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-       ON CONFLICT (workflow_id, run_id, activity_id, attempt) DO NOTHING`,
+       SELECT workflow_id, run_id, activity_id, attempt, activity_type, task_queue, intent_id, stage,
+              agent_id, model_id, started_at, ended_at, duration_ms, outcome, failure_type, spend_usd
+         FROM jsonb_to_recordset($1::jsonb) AS r(workflow_id text, run_id text, activity_id text, attempt int, activity_type text,
+                                                 task_queue text, intent_id text, stage text, agent_id text, model_id text,
+                                                 started_at timestamptz, ended_at timestamptz, duration_ms int, outcome text,
+                                                 failure_type text, spend_usd numeric)
+       ON CONFLICT (workflow_id, run_id, activity_id, attempt) DO NOTHING
+       RETURNING workflow_id, run_id, activity_id, attempt`,
       [
-        r.workflowId,
-        r.runId,
-        r.activityId,
-        r.attempt,
-        r.activityType,
-        r.taskQueue,
-        r.intentId ?? null,
-        r.stage ?? null,
-        r.agentId ?? null,
-        r.modelId ?? null,
-        r.startedAt,
-        r.endedAt,
-        r.endedAt.getTime() - r.startedAt.getTime(),
-        r.outcome,
-        r.failureType ?? null,
-        r.spendUsd ?? null,
+        JSON.stringify(
+          rows.map((r) => ({
+            workflow_id: r.workflowId,
+            run_id: r.runId,
+            activity_id: r.activityId,
+            attempt: r.attempt,
+            activity_type: r.activityType,
+            task_queue: r.taskQueue,
+            intent_id: r.intentId ?? null,
+            stage: r.stage ?? null,
+            agent_id: r.agentId ?? null,
+            model_id: r.modelId ?? null,
+            started_at: r.startedAt.toISOString(),
+            ended_at: r.endedAt.toISOString(),
+            duration_ms: r.endedAt.getTime() - r.startedAt.getTime(),
+            outcome: r.outcome,
+            failure_type: r.failureType ?? null,
+            spend_usd: r.spendUsd ?? null,
+          })),
+        ),
       ],
     );
-    return result.rowCount === 1;
+    const inserted = new Set(result.rows.map((row) => keyOf(row.workflow_id, row.run_id, row.activity_id, row.attempt)));
+    // Of two equal rows in one statement the first is inserted, the second is a repeat.
+    return rows.map((r) => inserted.delete(keyOf(r.workflowId, r.runId, r.activityId, r.attempt)));
   }
 
   /** The activity attempts recorded for a workflow id (every run), in the order they started. */

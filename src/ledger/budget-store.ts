@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { storable } from './storable';
 import { deterministicUuid } from './event-id';
 import { inTransaction } from './transaction';
+import { inBatchedTransaction, type Statement } from './batched-transaction';
 import { costRow } from './chained-rows';
 import type { LedgerWriter } from './ledger-writer';
 import { LedgerError } from './ledger-error';
@@ -27,6 +28,13 @@ const BUDGET_LOCK_CLASS = 0x57424447;
 /** pg_advisory_xact_lock class for an intent's budget reservations ('WBIN'); the object is a hash of the intent id. */
 const INTENT_BUDGET_LOCK_CLASS = 0x5742494e;
 const ReservationIdSchema = z.string().min(1).max(200);
+/** A reservation's settlement, if any, and whether it was at `$2`. */
+const EARLIER_SETTLEMENT = 'SELECT kind, actual_usd::text AS actual, actual_usd = $2::numeric AS same FROM budget_settlements WHERE reservation_id = $1';
+interface SettlementRow {
+  readonly kind: string;
+  readonly actual: string;
+  readonly same: boolean;
+}
 
 /**
  * The budget in the ledger: reservations of paid calls against the day's, an agent's, an
@@ -51,37 +59,41 @@ export class BudgetStore {
    */
   async reserve(request: BudgetReservationRequest): Promise<BudgetReservation> {
     const r = BudgetReservationRequestSchema.parse(request);
-    return inTransaction(this.pool, async (client) => {
-      // Always the day first, then the intent: two reservations never wait on each other in a cycle.
-      await client.query(`SELECT pg_advisory_xact_lock($1, $2::date - '1970-01-01'::date)`, [BUDGET_LOCK_CLASS, r.day]);
-      await client.query(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, [INTENT_BUDGET_LOCK_CLASS, r.intentId]);
-      // A shrinkable request may have been granted less than it asked: the same request still.
-      const previous = await client.query<{ granted: boolean; committed: string; limit: string; denied_by: BudgetScope | null; amount: string; same: boolean }>(
-        `SELECT granted, committed_usd::text AS committed, limit_usd::text AS limit, denied_by, amount_usd::text AS amount,
-                (day = $2::date AND intent_id = $3
-                 AND (amount_usd = $4::numeric OR ($7::numeric IS NOT NULL AND amount_usd BETWEEN $7::numeric AND $4::numeric))
-                 AND agent_id IS NOT DISTINCT FROM $5 AND stage IS NOT DISTINCT FROM $6) AS same
-           FROM budget_reservations WHERE id = $1`,
-        [r.id, r.day, r.intentId, r.amountUsd, r.agentId ?? null, r.stage ?? null, r.minAmountUsd ?? null],
-      );
-      const row = previous.rows[0];
+    // BEGIN, the locks and both reads go in one round trip, the decision's row and COMMIT in another.
+    return inBatchedTransaction(this.pool, async (tx) => {
+      const [, , previous, committed] = await tx.open([
+        // Always the day first, then the intent: two reservations never wait on each other in a cycle.
+        { text: `SELECT pg_advisory_xact_lock($1, $2::date - '1970-01-01'::date)`, values: [BUDGET_LOCK_CLASS, r.day] },
+        { text: `SELECT pg_advisory_xact_lock($1, hashtext($2))`, values: [INTENT_BUDGET_LOCK_CLASS, r.intentId] },
+        // A shrinkable request may have been granted less than it asked: the same request still.
+        {
+          text: `SELECT granted, committed_usd::text AS committed, limit_usd::text AS limit, denied_by, amount_usd::text AS amount,
+                        (day = $2::date AND intent_id = $3
+                         AND (amount_usd = $4::numeric OR ($7::numeric IS NOT NULL AND amount_usd BETWEEN $7::numeric AND $4::numeric))
+                         AND agent_id IS NOT DISTINCT FROM $5::text AND stage IS NOT DISTINCT FROM $6::text) AS same
+                   FROM budget_reservations WHERE id = $1`,
+          values: [r.id, r.day, r.intentId, r.amountUsd, r.agentId, r.stage, r.minAmountUsd],
+        },
+        // What each budget has committed: settled spend (real cost, overruns included) plus open reservations.
+        // Each statement of the batch reads after the locks are held, with a snapshot of its own.
+        {
+          text: `SELECT round(coalesce(sum(u.usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
+                        round(coalesce(sum(u.usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $3::text), 0), 6)::text AS agent,
+                        round(coalesce(sum(u.usd) FILTER (WHERE r.intent_id = $2), 0), 6)::text AS intent,
+                        round(coalesce(sum(u.usd) FILTER (WHERE r.intent_id = $2 AND r.stage = $4::text), 0), 6)::text AS stage
+                   FROM budget_reservations r
+                   LEFT JOIN budget_settlements s ON s.reservation_id = r.id
+                   CROSS JOIN LATERAL (SELECT coalesce(s.actual_usd, r.amount_usd) AS usd) u
+                  WHERE r.granted AND (r.day = $1::date OR r.intent_id = $2)`,
+          values: [r.day, r.intentId, r.agentId, r.stage],
+        },
+      ]);
+      const row = previous!.rows[0] as { granted: boolean; committed: string; limit: string; denied_by: BudgetScope | null; amount: string; same: boolean } | undefined;
       if (row) {
         if (!row.same) throw new LedgerError(`budget reservation ${r.id} already exists for a different day, intent, agent, stage or amount`);
         return reservationOf(row.granted, row.committed, row.limit, row.denied_by, row.amount);
       }
-      // What each budget has committed: settled spend (real cost, overruns included) plus open reservations.
-      const committed = await client.query<Record<BudgetScope, string>>(
-        `SELECT round(coalesce(sum(u.usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
-                round(coalesce(sum(u.usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $3), 0), 6)::text AS agent,
-                round(coalesce(sum(u.usd) FILTER (WHERE r.intent_id = $2), 0), 6)::text AS intent,
-                round(coalesce(sum(u.usd) FILTER (WHERE r.intent_id = $2 AND r.stage = $4), 0), 6)::text AS stage
-           FROM budget_reservations r
-           LEFT JOIN budget_settlements s ON s.reservation_id = r.id
-           CROSS JOIN LATERAL (SELECT coalesce(s.actual_usd, r.amount_usd) AS usd) u
-          WHERE r.granted AND (r.day = $1::date OR r.intent_id = $2)`,
-        [r.day, r.intentId, r.agentId ?? null, r.stage ?? null],
-      );
-      const spent = committed.rows[0]!;
+      const spent = committed!.rows[0] as Record<BudgetScope, string>;
       const limits: Record<BudgetScope, string | undefined> = { day: r.limitUsd, agent: r.agentLimitUsd, intent: r.intentLimitUsd, stage: r.stageLimitUsd };
       // The most every budget still allows; a shrinkable request takes that when it is enough.
       const headroom = BUDGET_SCOPES.reduce<bigint | undefined>((least, scope) => {
@@ -98,15 +110,17 @@ export class BudgetStore {
       });
       const decidedBy = deniedBy ?? 'day';
       const amountUsd = fromMicros(amount);
-      const inserted = await client.query<{ committed: string; limit: string }>(
-        `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, agent_id, stage, denied_by,
-                                          workflow_id, run_id, activity_id, activity_attempt)
-         VALUES ($1, $2::date, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8, $9, $10, $11, $12, $13, $14)
-         RETURNING committed_usd::text AS committed, limit_usd::text AS limit`,
-        [r.id, r.day, r.intentId, amountUsd, limits[decidedBy], deniedBy === undefined, spent[decidedBy], r.agentId ?? null, r.stage ?? null, deniedBy ?? null,
-         r.activity?.workflowId ?? null, r.activity?.runId ?? null, r.activity?.activityId ?? null, r.activity?.attempt ?? null],
-      );
-      const made = inserted.rows[0]!;
+      const [inserted] = await tx.commit([
+        {
+          text: `INSERT INTO budget_reservations (id, day, intent_id, amount_usd, limit_usd, granted, committed_usd, agent_id, stage, denied_by,
+                                                  workflow_id, run_id, activity_id, activity_attempt)
+                 VALUES ($1, $2::date, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8, $9, $10, $11, $12, $13, $14)
+                 RETURNING committed_usd::text AS committed, limit_usd::text AS limit`,
+          values: [r.id, r.day, r.intentId, amountUsd, limits[decidedBy], deniedBy === undefined, spent[decidedBy], r.agentId, r.stage, deniedBy,
+            r.activity?.workflowId, r.activity?.runId, r.activity?.activityId, r.activity?.attempt],
+        },
+      ]);
+      const made = inserted!.rows[0] as { committed: string; limit: string };
       return reservationOf(deniedBy === undefined, made.committed, made.limit, deniedBy ?? null, amountUsd);
     });
   }
@@ -117,32 +131,47 @@ export class BudgetStore {
    * recorded at its real cost, marked as an overrun). With `call`, the call's cost row is written
    * in the same transaction (one per reservation), so the budgets and cost_events count the same
    * calls at the same amounts whatever crashes. A retry with the same amount is a no-op; a
-   * different amount, or a released or denied reservation, is a LedgerError.
+   * different amount, or a released or denied reservation, is a LedgerError. With `spendOf`,
+   * returns what those budgets have really spent (settled reservations only) once this
+   * settlement counts, read in the same transaction: to warn as spend nears a limit.
    */
-  async settle(id: string, actualUsd: string, options: { readonly overrun?: boolean; readonly call?: SettledCall } = {}): Promise<void> {
+  async settle(
+    id: string,
+    actualUsd: string,
+    options: { readonly overrun?: boolean; readonly call?: SettledCall; readonly spendOf?: SpendScope } = {},
+  ): Promise<Record<BudgetScope, string> | undefined> {
     ReservationIdSchema.parse(id);
     const actual = UsdSchema.parse(actualUsd);
     const call = options.call === undefined ? undefined : SettledCallSchema.parse(storable(options.call));
-    const written = await inTransaction(this.pool, async (client) => {
-      const found = await client.query<{ granted: boolean; fits: boolean; amount: string }>(
-        'SELECT granted, $2::numeric <= amount_usd AS fits, amount_usd::text AS amount FROM budget_reservations WHERE id = $1',
-        [id, actual],
-      );
-      const reservation = found.rows[0];
+    const spend = options.spendOf === undefined ? undefined : settledSpendOf(options.spendOf);
+    // BEGIN, the reservation, an earlier settlement and the guarded insert in one round trip; the
+    // cost row (when this call settled it) on its own; the spend read and COMMIT in a third.
+    const { written, spent } = await inBatchedTransaction(this.pool, async (tx) => {
+      const commit = async (written?: CostEventInput) => {
+        const [read] = await tx.commit(spend ? [spend] : []);
+        return { written, spent: read?.rows[0] as Record<BudgetScope, string> | undefined };
+      };
+      const [found, earlier, inserted] = await tx.open([
+        { text: 'SELECT granted, $2::numeric <= amount_usd AS fits, amount_usd::text AS amount FROM budget_reservations WHERE id = $1', values: [id, actual] },
+        { text: EARLIER_SETTLEMENT, values: [id, actual] },
+        // Inserts only what the checks below allow; when they refuse, the rollback undoes nothing.
+        {
+          text: `INSERT INTO budget_settlements (reservation_id, kind, actual_usd, overrun)
+                 SELECT id, 'settled', $2::numeric, NOT ($2::numeric <= amount_usd) FROM budget_reservations
+                  WHERE id = $1 AND granted AND ($2::numeric <= amount_usd OR $3::boolean)
+                 ON CONFLICT (reservation_id) DO NOTHING`,
+          values: [id, actual, options.overrun === true],
+        },
+      ]);
+      const reservation = found!.rows[0] as { granted: boolean; fits: boolean; amount: string } | undefined;
       if (!reservation) throw new LedgerError(`there is no budget reservation ${id}`);
       if (!reservation.granted) throw new LedgerError(`budget reservation ${id} was denied; there is nothing to settle`);
       if (!reservation.fits && !options.overrun) throw new LedgerError(`cannot settle budget reservation ${id} at $${actual}: only $${reservation.amount} was reserved`);
-      const inserted = await client.query(
-        `INSERT INTO budget_settlements (reservation_id, kind, actual_usd, overrun) VALUES ($1, 'settled', $2, $3) ON CONFLICT (reservation_id) DO NOTHING`,
-        [id, actual, !reservation.fits],
-      );
-      if (inserted.rowCount === 1) return call ? await insertSettledCost(client, id, actual, call, this.writer) : undefined;
-      const earlier = await client.query<{ kind: string; actual: string; same: boolean }>(
-        'SELECT kind, actual_usd::text AS actual, actual_usd = $2::numeric AS same FROM budget_settlements WHERE reservation_id = $1',
-        [id, actual],
-      );
-      const settlement = earlier.rows[0]!;
-      if (settlement.kind === 'settled' && settlement.same) return undefined;
+      if (inserted!.rowCount === 1) return commit(call ? await insertSettledCost(tx.client, id, actual, call, this.writer) : undefined);
+      // Another settlement of the same reservation that committed after the batch's read is read now.
+      const settlement = ((earlier!.rows[0] as SettlementRow | undefined) ??
+        (await tx.client.query<SettlementRow>(EARLIER_SETTLEMENT, [id, actual])).rows[0])!;
+      if (settlement.kind === 'settled' && settlement.same) return commit();
       throw new LedgerError(
         settlement.kind === 'released'
           ? `budget reservation ${id} was released; it cannot be settled`
@@ -150,6 +179,7 @@ export class BudgetStore {
       );
     });
     if (written) this.writer.observer?.cost(written);
+    return spent;
   }
 
   /** Cancels a granted, unsettled reservation. True if released now; false if it was already settled, released or denied. */
@@ -245,25 +275,6 @@ export class BudgetStore {
   }
 
   /**
-   * What each budget a call counts against has really spent (settled reservations only): the
-   * day's, the agent's that day, the intent's and its stage's. Read after a settlement, to warn
-   * as spend nears a limit.
-   */
-  async settledSpend(scope: { readonly day: string; readonly agentId: string; readonly intentId: string; readonly stage: string }): Promise<Record<BudgetScope, string>> {
-    DaySchema.parse(scope.day);
-    const result = await this.pool.query<Record<BudgetScope, string>>(
-      `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
-              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $2), 0), 6)::text AS agent,
-              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3), 0), 6)::text AS intent,
-              round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3 AND r.stage = $4), 0), 6)::text AS stage
-         FROM budget_reservations r JOIN budget_settlements s ON s.reservation_id = r.id AND s.kind <> 'released'
-        WHERE r.granted AND (r.day = $1::date OR r.intent_id = $3)`,
-      [scope.day, scope.agentId, scope.intentId, scope.stage],
-    );
-    return result.rows[0]!;
-  }
-
-  /**
    * Each intent's spend in the budget tables (settled and reconciled reservations) beside its
    * cost_events total: the two agree to the cent when every paid call was counted once in both.
    * Every intent with a reservation or a cost row, or the one `intentId`.
@@ -288,6 +299,28 @@ export class BudgetStore {
     );
     return result.rows.map((r) => ({ intentId: r.intent_id, budgetUsd: normalizeUsd(r.budget), costEventsUsd: normalizeUsd(r.costs), openReservations: r.open }));
   }
+}
+
+/** The budgets one call counts against: the day's, its agent's that day, its intent's and its stage's. */
+export interface SpendScope {
+  readonly day: string;
+  readonly agentId: string;
+  readonly intentId: string;
+  readonly stage: string;
+}
+
+/** What `scope`'s budgets have really spent (settled reservations only). */
+function settledSpendOf(scope: SpendScope): Statement {
+  DaySchema.parse(scope.day);
+  return {
+    text: `SELECT round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date), 0), 6)::text AS day,
+                  round(coalesce(sum(s.actual_usd) FILTER (WHERE r.day = $1::date AND r.agent_id = $2), 0), 6)::text AS agent,
+                  round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3), 0), 6)::text AS intent,
+                  round(coalesce(sum(s.actual_usd) FILTER (WHERE r.intent_id = $3 AND r.stage = $4), 0), 6)::text AS stage
+             FROM budget_reservations r JOIN budget_settlements s ON s.reservation_id = r.id AND s.kind <> 'released'
+            WHERE r.granted AND (r.day = $1::date OR r.intent_id = $3)`,
+    values: [scope.day, scope.agentId, scope.intentId, scope.stage],
+  };
 }
 
 function reservationOf(granted: boolean, committedUsd: string, limitUsd: string, deniedBy: BudgetScope | null, amountUsd: string): BudgetReservation {

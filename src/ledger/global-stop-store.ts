@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { inTransaction } from './transaction';
+import { RoundTripGroup } from './round-trip-group';
 import { safetyEventRow } from './chained-rows';
 import type { LedgerWriter } from './ledger-writer';
 import { SafetyEventSchema, type GlobalStop } from './types';
@@ -19,8 +20,18 @@ export class GlobalStopStore {
     private readonly writer: LedgerWriter,
   ) {}
 
-  /** The global stop flag: its latest change decides. */
-  async current(): Promise<GlobalStop> {
+  /** Reads that arrive together share one (none older than its request: see RoundTripGroup). */
+  private readonly reads = new RoundTripGroup<void, GlobalStop>(async (requests) => {
+    const stop = await this.readFlag();
+    return requests.map(() => stop);
+  });
+
+  /** The global stop flag: its latest change decides. Read fresh for every call. */
+  current(): Promise<GlobalStop> {
+    return this.reads.run(undefined);
+  }
+
+  private async readFlag(): Promise<GlobalStop> {
     const result = await this.pool.query<{ active: boolean; set_by: string; reason: string; at: Date }>(
       `SELECT active, set_by, reason, at FROM controls WHERE control = 'global_stop' ORDER BY seq DESC LIMIT 1`,
     );

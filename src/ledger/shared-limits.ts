@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { inTransaction } from './transaction';
+import { inBatchedTransaction } from './batched-transaction';
 
 /**
  * The state of limits that every worker shares (rate buckets, circuits, error windows): one
@@ -60,28 +60,35 @@ export class SharedLimitStore {
     if (sorted.length === 0) throw new RangeError('a shared step needs at least one key');
     // A limit's state is not a ledger record: losing its last instants to a database crash lets
     // a few calls too many through once, while waiting for the WAL flush at every step would
-    // double what a call pays.
-    return inTransaction(
+    // double what a call pays. BEGIN goes with the lock and COMMIT with the write: two round trips.
+    return inBatchedTransaction(
       this.pool,
-      async (client) => {
+      async (tx) => {
         // The no-op DO UPDATE is what locks an existing row; the time is read once every lock is held.
-        const { rows } = await client.query<{ key: string; state: unknown; now: number }>(
-          `INSERT INTO shared_limits (key)
-             SELECT key FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) ORDER BY n
-           ON CONFLICT (key) DO UPDATE SET state = shared_limits.state
-           RETURNING key, state, ${NOW_MS} AS now`,
-          [sorted],
-        );
+        const [locked] = await tx.open([
+          {
+            text: `INSERT INTO shared_limits (key)
+                     SELECT key FROM jsonb_array_elements_text($1::jsonb) WITH ORDINALITY AS k(key, n) ORDER BY n
+                   ON CONFLICT (key) DO UPDATE SET state = shared_limits.state
+                   RETURNING key, state, ${NOW_MS} AS now`,
+            values: [JSON.stringify(sorted)],
+          },
+        ]);
+        const rows = locked!.rows as Array<{ key: string; state: unknown; now: number }>;
         const now = Math.max(...rows.map((r) => r.now));
         const states = new Map(rows.filter((r) => r.state !== null).map((r) => [r.key, r.state]));
         const step = apply(states, now);
-        if (step.write && step.write.size > 0) {
-          await client.query(
-            `UPDATE shared_limits AS s SET state = v.state, updated_at = clock_timestamp()
-               FROM jsonb_each($1::jsonb) AS v(key, state) WHERE s.key = v.key`,
-            [JSON.stringify(Object.fromEntries(step.write))],
-          );
-        }
+        await tx.commit(
+          step.write && step.write.size > 0
+            ? [
+                {
+                  text: `UPDATE shared_limits AS s SET state = v.state, updated_at = clock_timestamp()
+                           FROM jsonb_each($1::jsonb) AS v(key, state) WHERE s.key = v.key`,
+                  values: [JSON.stringify(Object.fromEntries(step.write))],
+                },
+              ]
+            : [],
+        );
         return step.result;
       },
       { synchronousCommit: false },

@@ -160,15 +160,19 @@ export function ledgerBudgetBook(deps: { readonly ledger: Ledger; readonly confi
         inputTokens: paid.usage.inputTokens,
         outputTokens: paid.usage.outputTokens,
       };
-      const wasSettled = await call.patiently('settle the reservation', () => deps.ledger.budget.settle(idOf(open), paid.costUsd, { overrun: paid.overrun, call: settled })).then(
-        () => true,
-        (error: unknown) => {
+      const limitsOfCall: Record<BudgetScope, string | undefined> = { day: limited(dayBudgetUsd), agent: limited(agentDayBudgetUsd), intent: limited(limits.budgetUsd), stage: limited(stageLimit) };
+      // With a limit to warn of, the budgets' spend is read in the settlement's own transaction.
+      const spendOf = BUDGET_SCOPES.some((scope) => limitsOfCall[scope] !== undefined)
+        ? { day, agentId: agent.agentId, intentId: intentOf(call), stage: input.stage }
+        : undefined;
+      const spent = await call
+        .patiently('settle the reservation', () => deps.ledger.budget.settle(idOf(open), paid.costUsd, { overrun: paid.overrun, call: settled, spendOf }))
+        .catch((error: unknown) => {
           // The call was made and paid for: failing the attempt now would only make it again.
           log.error({ reservationId: idOf(open), costUsd: paid.costUsd, error: messageOf(error) }, 'could not settle the budget reservation; it stays open at its maximum');
-          return false;
-        },
-      );
-      if (wasSettled) await warnNearLimits(deps, call, { day, limits: { day: limited(dayBudgetUsd), agent: limited(agentDayBudgetUsd), intent: limited(limits.budgetUsd), stage: limited(stageLimit) } });
+          return undefined;
+        });
+      if (spent) await warnNearLimits(deps, call, { day, limits: limitsOfCall, spent });
     },
     release: async (open) => {
       await call.patiently('release the reservation', () => deps.ledger.budget.release(idOf(open))).catch((error: unknown) =>
@@ -191,20 +195,19 @@ function intentOf(call: AgentCall): string {
 }
 
 /**
- * After a settlement: each budget whose settled spend has reached 80 % or 90 % of its limit is
- * announced with a COST_WARNING, once per budget, limit and share whichever worker, attempt or
- * intent gets there first (the event's id is made of exactly those, and a repeat adds nothing).
- * A ledger that cannot be read or written is logged: a warning never fails a paid call.
+ * After a settlement: each budget whose settled spend (as the settlement read it) has reached
+ * 80 % or 90 % of its limit is announced with a COST_WARNING, once per budget, limit and share
+ * whichever worker, attempt or intent gets there first (the event's id is made of exactly those,
+ * and a repeat adds nothing). A ledger that cannot be written is logged: a warning never fails a
+ * paid call.
  */
 async function warnNearLimits(
   deps: { readonly ledger: Ledger; readonly logger: Logger },
   call: AgentCall,
-  budgets: { readonly day: string; readonly limits: Record<BudgetScope, string | undefined> },
+  budgets: { readonly day: string; readonly limits: Record<BudgetScope, string | undefined>; readonly spent: Record<BudgetScope, string> },
 ): Promise<void> {
-  const { day, limits } = budgets;
-  if (BUDGET_SCOPES.every((scope) => limits[scope] === undefined)) return;
+  const { day, limits, spent } = budgets;
   try {
-    const spent = await call.patiently('read the budgets', () => deps.ledger.budget.settledSpend({ day, agentId: call.agent.agentId, intentId: intentOf(call), stage: call.input.stage }));
     for (const scope of BUDGET_SCOPES) {
       const limit = limits[scope];
       if (limit === undefined) continue;
