@@ -4,7 +4,8 @@
  * - safety overhead: N intents (default 200) through the whole pipeline with the zero-delay
  *   scripted demo agent — worktree, five agent stages, the repo's tests (impl fails once, then
  *   passes), the mechanical checks, the ledger, the merge (passed by the automation ladder at a
- *   pinned L3, so no person is in the loop) — with the safety interceptors on, then off; and a
+ *   pinned L3, so no person is in the loop) — with the safety interceptors on and off, in halves
+ *   run on, off, off, on so that a drifting load weighs on both alike; and a
  *   bare Temporal workflow of six no-op activities as the floor;
  * - gate latency: G intents (default 100) wait at the merge gate; the bench approves each and
  *   reads, from the workflow history, the time from the signal to the next activity's start;
@@ -51,11 +52,17 @@ for (const [name, value] of [['--intents', N], ['--gates', G], ['--concurrency',
   }
 }
 
-/** N intents through the whole pipeline, C at a time; the ladder passes the merge. */
-async function pipelines(s: Bench, label: string, queue: string, safety: boolean): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
+interface Run {
+  readonly count: number;
+  readonly wallMs: number;
+  readonly durations: readonly number[];
+}
+
+/** `count` intents through the whole pipeline, C at a time; the ladder passes the merge. */
+async function pipelines(s: Bench, label: string, queue: string, safety: boolean, count: number): Promise<Run> {
   const agent = `bench-${queue}`;
   await new LadderStore(s.database.pool).setLevel({ scope: `agent:${agent}`, level: 3, pinned: true, by: 'bench', defaults: { level: 0, allowLevelUp: false } });
-  const repos = await makeRepos(s, queue, N);
+  const repos = await makeRepos(s, queue, count);
   const worker = await benchWorker(s, queue, { safetyInterceptors: safety });
   const durations: number[] = [];
   let done = 0;
@@ -66,12 +73,39 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
       await runToMerge(s, queue, { id: `${queue}-${i}`, repo, agentName: agent });
       durations.push(t() - begun);
       done += 1;
-      progress(`${label}: ${done}/${N} merged, ${secs(t() - started)}`);
+      progress(`${label}: ${done}/${count} merged, ${secs(t() - started)}`);
     }),
   );
   endProgress();
-  const wallMs = t() - started;
-  return { wallMs, perSecond: N / (wallMs / 1000), medianMs: percentile([...durations].sort((a, b) => a - b), 50)! };
+  return { count, wallMs: t() - started, durations };
+}
+
+/**
+ * Safety on and off, N intents each, in four halves in the order on, off, off, on: a load that
+ * rises or falls steadily over the run (other work on the machine) weighs on both sides alike,
+ * where on-then-off would hand all of it to one side.
+ */
+async function onAndOff(s: Bench): Promise<{ on: Throughput; off: Throughput }> {
+  const first = Math.ceil(N / 2);
+  const second = N - first;
+  const on1 = await pipelines(s, 'safety on (1/2)', 'on-1', true, first);
+  const off1 = await pipelines(s, 'safety off (1/2)', 'off-1', false, first);
+  const off2 = second > 0 ? await pipelines(s, 'safety off (2/2)', 'off-2', false, second) : undefined;
+  const on2 = second > 0 ? await pipelines(s, 'safety on (2/2)', 'on-2', true, second) : undefined;
+  return { on: throughputOf([on1, ...(on2 ? [on2] : [])]), off: throughputOf([off1, ...(off2 ? [off2] : [])]) };
+}
+
+interface Throughput {
+  readonly wallMs: number;
+  readonly perSecond: number;
+  readonly medianMs: number;
+}
+
+function throughputOf(runs: readonly Run[]): Throughput {
+  const wallMs = runs.reduce((sum, r) => sum + r.wallMs, 0);
+  const count = runs.reduce((sum, r) => sum + r.count, 0);
+  const durations = runs.flatMap((r) => r.durations).sort((a, b) => a - b);
+  return { wallMs, perSecond: count / (wallMs / 1000), medianMs: percentile(durations, 50)! };
 }
 
 async function bare(s: Bench): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
@@ -197,8 +231,7 @@ async function main(): Promise<number> {
   out(`pipeline benchmark: ${N} intents per variant, ${G} gates, concurrency ${C}, ${K} intents one at a time; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}), node ${process.version}`);
   const s = await startBench('pipeline');
   try {
-    const on = await pipelines(s, 'safety on', 'on', true);
-    const off = await pipelines(s, 'safety off', 'off', false);
+    const { on, off } = await onAndOff(s);
     const floor = await bare(s);
     const gates = await gateLatency(s);
     const one = await perIntent(s);
