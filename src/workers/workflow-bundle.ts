@@ -68,7 +68,8 @@ export async function cachedBundlePath(interceptorModules: readonly string[]): P
 
 /**
  * A hash of what the bundle is made of: Warden's code (src/ in a checkout, dist/ in the installed
- * package), the SDK's version, the lock file where there is one, and the module list.
+ * package), the SDK's version, the lock file where there is one, the module list, and the
+ * modules in it that live outside that code.
  */
 export async function sourceKey(interceptorModules: readonly string[], root = ROOT): Promise<string> {
   const hash = createHash('sha256');
@@ -78,6 +79,10 @@ export async function sourceKey(interceptorModules: readonly string[], root = RO
   for (const file of await filesUnder(code)) {
     hash.update(`\0${path.relative(root, file)}\0`);
     hash.update(await readFile(file));
+  }
+  // An interceptor module from outside that code (a benchmark's, a test's) is part of the bundle too.
+  for (const module of interceptorModules) {
+    if (!module.startsWith(code + path.sep) && existsSync(module)) hash.update(await readFile(module));
   }
   const lock = path.join(root, 'package-lock.json');
   if (existsSync(lock)) hash.update(await readFile(lock));

@@ -42,7 +42,7 @@ test('a bundle is kept under node_modules/.cache and used again while its source
   expect(await cachedBundlePath([])).not.toBe(cached);
 });
 
-test('the cache key changes with any file under src/, the lock file, or the module list', async () => {
+test('the cache key changes with any file under src/, the lock file, the module list, or a listed module from outside src/', async () => {
   const root = mkdtempSync(path.join(tmpdir(), 'warden-bundle-key-'));
   mkdirSync(path.join(root, 'src', 'workflows'), { recursive: true });
   writeFileSync(path.join(root, 'src', 'workflows', 'a.ts'), 'export const a = 1;\n');
@@ -62,5 +62,11 @@ test('the cache key changes with any file under src/, the lock file, or the modu
   writeFileSync(path.join(root, 'package-lock.json'), '{"lockfileVersion":3,"packages":{}}\n');
   await key();
   await key(['/some/interceptors.ts']);
-  expect(keys.size).toBe(5);
+  // A benchmark's own interceptor module, outside src/: its content is part of the bundle too.
+  const outside = path.join(root, 'bench-interceptor.ts');
+  writeFileSync(outside, 'export const x = 1;\n');
+  await key([outside]);
+  writeFileSync(outside, 'export const x = 2;\n');
+  await key([outside]);
+  expect(keys.size).toBe(7);
 });
