@@ -124,7 +124,7 @@ async function wardenRuns(s: Bench): Promise<{ runs: Run[]; shape: IntentShape; 
   // Pinned at L0: every merge waits for a person however many runs succeed (the ladder would climb).
   await new LadderStore(s.database.pool).setLevel({ scope: 'agent:bench-core', level: 0, pinned: true, by: 'bench', defaults: { level: 0, allowLevelUp: false } });
   const repoPath = path.join(s.tmp, 'no-repo'); // never opened: no stage touches it
-  // As `warden run` starts an intent: through the worker's own connection, eagerly.
+  // Through the worker's own connection, eagerly (startIntent's `eager`).
   const starter = new Client({ connection: s.native, namespace: s.server.namespace });
   let eagerStarts = 0;
   const pipeline: Pipeline = async (index) => {

@@ -1,6 +1,5 @@
 import path from 'node:path';
 import type { WardenWorker } from '../workers/host-worker';
-import { Client } from '@temporalio/client';
 import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { serveUrl, type TelemetryConfig, type WardenConfig } from '../config/schema';
@@ -34,11 +33,6 @@ export interface RunningWorker {
   readonly identity: string;
   /** The host it is (its own task queue's name after the @). */
   readonly host: string;
-  /**
-   * A client on the worker's own connection: an intent started through it with `eager` gets its
-   * first workflow task handed to this worker in the start's answer (see startIntent).
-   */
-  readonly client: Client;
   stop(): Promise<void>;
 }
 
@@ -91,10 +85,9 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
   const tracing = startTracing(warden.telemetry.otlpEndpoint, 'warden-worker');
   const redact = createRedactor(process.env);
   const gateway = await startWorkerGateway({ safety: warden.worker, logger, redact, ledger }, { onCircuitChange: (change) => metrics?.circuitChanged(change) });
-  const connection = await target.nativeConnection();
   const worker = await createWardenWorker({
     tracing: tracing?.worker,
-    connection,
+    connection: await target.nativeConnection(),
     namespace: target.namespace,
     worktreeRoot: config.worktreeRoot,
     lineageRoot: config.lineageRoot,
@@ -120,7 +113,6 @@ export async function startWorker(target: TemporalTarget, config: RuntimeConfig,
     worker,
     identity: worker.identity,
     host: hostOfQueue(worker.hostQueue),
-    client: new Client({ connection, namespace: target.namespace, interceptors: target.client.options.interceptors }),
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;

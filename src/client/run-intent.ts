@@ -80,8 +80,7 @@ export async function runIntent(input: IntentInput, options: RunIntentOptions): 
         options.print('note: no worker is running; the intent waits until one starts (`warden worker` or `warden dev`)');
       }
       beforeStart();
-      // With a worker here, the intent's first workflow task comes back with the start's answer.
-      await startIntent(worker?.client ?? target.client, input, undefined, { eager: worker !== undefined });
+      await startIntent(target.client, input);
       options.print(`started intent ${intent.id}: ${intent.goal}`);
       const link = webUiLink(target, intent.id);
       if (link) options.print(`Web UI: ${link}`);
