@@ -59,16 +59,6 @@ export interface LedgerActivityDeps {
 /** How loud a daily report is in the ledger: RED is a high-severity safety event. */
 const REPORT_SEVERITY: Record<DailyReport['health'], Severity> = { GREEN: 'info', YELLOW: 'medium', RED: 'high' };
 
-/**
- * Writes a batch the workflow recorded, redacted, in one statement: it joins its intent's hash
- * chain whole, or not at all. Returns how many rows were new (ids come from the workflow, so a
- * repeated batch inserts nothing).
- */
-export async function appendLedgerBatch(ledger: Ledger, redact: Redactor, batch: LedgerBatch): Promise<number> {
-  const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, redact) } : { safetyEvent: redactDeep(row.safetyEvent, redact) }));
-  return ledger.audit.recordBatch(rows);
-}
-
 /** Before a profile's first run: Manual, allowed to climb (the default profile's setting). */
 export const DEFAULT_LADDER: LadderDefaults = { level: 0, allowLevelUp: true };
 
@@ -96,7 +86,9 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
      * Returns how many rows were new.
      */
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
-      return { inserted: await appendLedgerBatch(deps.ledger, deps.redact, batch) };
+      // One statement: the batch joins its intent's hash chain whole, or not at all.
+      const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
+      return { inserted: await deps.ledger.audit.recordBatch(rows) };
     },
 
     /**

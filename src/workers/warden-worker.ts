@@ -26,7 +26,6 @@ import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
 import { stageKillSwitchInterceptor } from './interceptors/stage-kill-switch';
-import { ledgerHandOverInterceptor } from './interceptors/ledger-handover';
 import { attemptStillRunsOn, RECONCILE_EVERY_MS, reconcileReservations } from './stale-reservations';
 import { killStrays, recordProcessesIn } from '../activities/process-registry';
 import { bundleWorkflowsApart } from './workflow-bundle';
@@ -178,8 +177,6 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     interceptors: {
       activity: [
         activityContextInterceptor(options.logger, options.redact),
-        // Before every check and the activity itself: the rows it carries (a gate's decision) come first.
-        ledgerHandOverInterceptor({ ledger: options.ledger, redact: options.redact, logger: options.logger }),
         ...(options.safetyInterceptors === false
           ? []
           : [

@@ -191,8 +191,6 @@ export class GateKeeper {
     const { state, ledger, intent } = this.o;
     const refusal = this.autoPassRefusal(gate);
     if (refusal === undefined) return this.autoPassed(gate, prompt, this.o.autoPass(gate).level);
-    // A person at this gate sees every decision before it in the ledger.
-    if (ledger.owesRows) await ledger.flush();
 
     const timeout = this.settings(gate).timeout ?? intent.limits.gateTimeout;
     const requestedAt = new Date();
@@ -212,6 +210,10 @@ export class GateKeeper {
     this.o.onWaiting(gate);
     this.showDetails();
     const reviewPackage = await this.o.reviewPackage();
+    if (reviewPackage && state.pendingGate) {
+      state.pendingGate = { ...state.pendingGate, package: reviewPackage };
+      this.showDetails();
+    }
     // Written with what a person deciding from a notification needs first: risk, spend, tests, size.
     ledger.event('GATE_REQUESTED', 'info', prompt, {
       stage: state.stage,
@@ -220,11 +222,6 @@ export class GateKeeper {
     });
     // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
     await ledger.flush('task-queue');
-    // Shown once the request is on record: a person who finds the package finds GATE_REQUESTED in the ledger.
-    if (reviewPackage && state.pendingGate) {
-      state.pendingGate = { ...state.pendingGate, package: reviewPackage };
-      this.showDetails();
-    }
 
     const policy = this.settings(gate).onTimeout ?? 'reject';
     let decided = await this.waitUntilDeadline(gate, timeout);
@@ -309,8 +306,7 @@ export class GateKeeper {
       stage: state.stage,
       metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut, signed: decision.signed === true, ...(decision.via ? { via: decision.via } : {}) },
     });
-    // Written before anything acts on it, at no cost of its own where the next activity can carry it.
-    await ledger.writeBeforeNextStep();
+    await ledger.flush();
     state.decisions.push(decision);
     state.pendingGate = undefined;
     this.decision = undefined;

@@ -23,10 +23,6 @@ export type LedgerRoute = 'local' | 'task-queue';
  */
 export class LedgerRecorder {
   private queue: LedgerRow[] = [];
-  /** Whether what is queued must be in the ledger before the intent's next step acts (see writeBeforeNextStep). */
-  private owed = false;
-  /** Rows handed to activities that have not ended yet, each batch as handed over. */
-  private handedOver: LedgerRow[][] = [];
   /** Told of every event as it is recorded (e.g. to say it on the intent's pull request). */
   observer?: (eventType: SafetyEventType, severity: Severity, reason: string) => void;
 
@@ -57,89 +53,16 @@ export class LedgerRecorder {
     return this.queue.length > 0;
   }
 
-  /**
-   * What is queued (a gate's decision) must be in the ledger before the intent's next step acts on
-   * it. Where the workflow interceptors hand rows over, it costs no write of its own: the next
-   * activity carries the rows and its worker writes them before anything else it does
-   * (`handOver`); the interceptors write them at once instead when the next step is not an
-   * activity that starts now (a timer, a local activity, an activity a pause or an agent call's
-   * checks may hold). Without those interceptors they are written here and now.
-   */
-  async writeBeforeNextStep(): Promise<void> {
-    if (!this.pending) return;
-    if (!ledgerHandOverRegistered()) return this.flush();
-    this.owed = true;
-  }
-
-  /** Whether rows wait to be written before the next step (see writeBeforeNextStep). */
-  get owesRows(): boolean {
-    return this.owed && this.pending;
-  }
-
-  /**
-   * The owed rows, for the activity about to be scheduled to carry, or undefined when none are
-   * owed. `settle` must be told how that activity ended.
-   */
-  handOver(): LedgerRow[] | undefined {
-    if (!this.owesRows) return undefined;
-    const rows = this.queue;
-    this.queue = [];
-    this.owed = false;
-    this.handedOver.push(rows);
-    return rows;
-  }
-
-  /**
-   * The activity that carried `rows` ended. Completed: its worker wrote them first. Otherwise they
-   * may never have been written (it was never started, or refused before): they go back to the
-   * front of the queue, still owed; a repeat of a written row inserts nothing.
-   */
-  settle(rows: LedgerRow[], completed: boolean): void {
-    this.handedOver = this.handedOver.filter((batch) => batch !== rows);
-    if (completed) return;
-    this.queue = [...rows, ...this.queue];
-    this.owed = true;
-  }
-
-  /**
-   * Writes everything queued; on failure the rows go back to the queue and the error propagates.
-   * Rows handed to an activity still under way go first (a repeat inserts nothing): the ledger's
-   * order stays the order they were recorded in.
-   */
+  /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
   async flush(route: LedgerRoute = 'local'): Promise<void> {
     if (!this.pending) return;
     const rows = this.queue;
     this.queue = [];
-    this.owed = false;
     try {
-      await this.append[route]({ rows: [...this.handedOver.flat(), ...rows] });
+      await this.append[route]({ rows });
     } catch (error) {
       this.queue = [...rows, ...this.queue];
       throw error;
     }
   }
-}
-
-// The recorder lives on this workflow's own globalThis (the SDK gives every workflow its own
-// globals), where the workflow interceptors find it; they say there that they hand rows over.
-const RECORDER_KEY = '__wardenLedgerRecorder';
-const HAND_OVER_KEY = '__wardenLedgerHandOver';
-
-/** Makes `recorder` the one the workflow interceptors hand rows over from. */
-export function installLedgerRecorder(recorder: LedgerRecorder): void {
-  (globalThis as Record<string, unknown>)[RECORDER_KEY] = recorder;
-}
-
-/** This workflow's ledger recorder; undefined in a workflow that installed none. */
-export function currentLedgerRecorder(): LedgerRecorder | undefined {
-  return (globalThis as Record<string, unknown>)[RECORDER_KEY] as LedgerRecorder | undefined;
-}
-
-/** Said by the workflow interceptors as the workflow starts: activities carry owed rows. */
-export function registerLedgerHandOver(): void {
-  (globalThis as Record<string, unknown>)[HAND_OVER_KEY] = true;
-}
-
-function ledgerHandOverRegistered(): boolean {
-  return (globalThis as Record<string, unknown>)[HAND_OVER_KEY] === true;
 }

@@ -14,7 +14,7 @@ import { intentActivities, type IntentActivities } from './intent-activities';
 import { HOST_KINDS, HostRouting, type HostKind } from './host-routing';
 import { hostOfQueue, workBranchFor } from '../shared/ids';
 import { setStatus, showInMemo, startingState } from './intent-status';
-import { LedgerRecorder, installLedgerRecorder } from './ledger-recorder';
+import { LedgerRecorder } from './ledger-recorder';
 import { StageGuard, installStageGuard } from './stage-guard';
 import { WorkClock } from './time-limits';
 
@@ -84,7 +84,6 @@ export class IntentRun {
       local: (batch) => this.activities.ledger.appendToLedger(batch),
       'task-queue': (batch) => this.activities.ledgerQueued.appendToLedger(batch),
     });
-    installLedgerRecorder(this.ledger);
     this.guard = new StageGuard(intent.limits, {
       onCooldown: (wait) => {
         this.state.cooldown = wait;
