@@ -1,12 +1,9 @@
 /**
  * A workflow interceptor module for replay only (bench/chaos/ledger-vs-history.ts): each
- * `appendToLedger` call that the history shows completed, and each activity that completed carrying
- * rows in its ledger header (a gate's decision handed over), hands the ids of those rows to the
+ * `appendToLedger` call that the history shows completed hands the ids of the rows it wrote to the
  * `ledgerCapture` sink. The workflow makes those ids itself (its deterministic uuid4), so replaying
  * a history gives exactly the rows its run put in the ledger.
  */
-import { defaultPayloadConverter } from '@temporalio/common';
-import { LEDGER_ROWS_HEADER } from '../../src/shared/ledger-handover';
 import { proxySinks, type ActivityInput, type LocalActivityInput, type Next, type Sinks, type WorkflowInterceptorsFactory, type WorkflowOutboundCallsInterceptor } from '@temporalio/workflow';
 
 export interface LedgerCaptureSinks extends Sinks {
@@ -24,8 +21,6 @@ class LedgerCapture implements WorkflowOutboundCallsInterceptor {
   async scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>): Promise<unknown> {
     const result = await next(input);
     if (input.activityType === 'appendToLedger') ledgerCapture.written(idsOf(input.args));
-    const carried = input.headers[LEDGER_ROWS_HEADER];
-    if (carried) ledgerCapture.written(idsOf([defaultPayloadConverter.fromPayload(carried)]));
     return result;
   }
 
