@@ -209,8 +209,14 @@ describeWith('prometheus', 'the alerting rules on a real worker and a real Prome
     // breaker: each of its metrics has a series but the two counters nothing here adds to (no
     // budget warning, and no trip the ledger records: the gateway's circuit is no ledger row).
     const notDriven = new Set(['warden_budget_warnings', 'warden_safety_trips']);
-    const names = new Set(await prometheusApi<string[]>('/api/v1/label/__name__/values'));
-    const missing = [...new Set(queries.flatMap(({ expr }) => metricNames(expr)))].filter((name) => name.startsWith('warden_') && !notDriven.has(name) && !names.has(name));
+    const missingNow = async (): Promise<string[]> => {
+      const names = new Set(await prometheusApi<string[]>('/api/v1/label/__name__/values'));
+      return [...new Set(queries.flatMap(({ expr }) => metricNames(expr)))].filter((name) => name.startsWith('warden_') && !notDriven.has(name) && !names.has(name));
+    };
+    // The intent's last rows (its ending among them) are written after its status reads merged,
+    // and Prometheus sees them at its next scrape: wait for that scrape, not for a fixed moment.
+    let missing = await missingNow();
+    await waitFor(async () => ((missing = await missingNow()).length === 0 ? true : undefined), 60_000, 'every metric the dashboard names in a scrape').catch(() => undefined);
     expect(missing).toEqual([]);
   });
 
