@@ -39,7 +39,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitRaw, parseNameStatus, type GitResult, type NameStatus } from './git';
+import { gitDirOf, gitRaw, parseNameStatus, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
@@ -618,16 +618,8 @@ async function refsFromGit(top: string): Promise<Record<string, string>> {
  * points to); 'none' when there is no index yet, undefined when it cannot be read.
  */
 async function indexHashOf(top: string): Promise<string | undefined> {
-  const dotGit = path.join(top, '.git');
-  const stat = await lstat(dotGit).catch(() => undefined);
-  let gitDir = dotGit;
-  if (stat?.isFile()) {
-    const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
-    if (!pointer) return undefined;
-    gitDir = path.resolve(top, pointer);
-  } else if (!stat?.isDirectory()) {
-    return undefined;
-  }
+  const gitDir = await gitDirOf(top);
+  if (!gitDir) return undefined;
   const index = await readFile(path.join(gitDir, 'index')).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? 'none' : undefined));
   return index === undefined || index === 'none' ? index : sha256(index);
 }

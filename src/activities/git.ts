@@ -122,17 +122,22 @@ export async function headOf(worktreePath: string): Promise<string> {
   return (await headFromFiles(worktreePath)) ?? git(worktreePath, ['rev-parse', 'HEAD']);
 }
 
-async function headFromFiles(worktreePath: string): Promise<string | undefined> {
-  const dotGit = path.join(worktreePath, '.git');
+/**
+ * The git dir of the checkout at `top`, from its `.git`: that folder, or the one its `gitdir:`
+ * file points to (a linked worktree); undefined when neither is there.
+ */
+export async function gitDirOf(top: string): Promise<string | undefined> {
+  const dotGit = path.join(top, '.git');
   const stat = await lstat(dotGit).catch(() => undefined);
-  let gitDir = dotGit;
-  if (stat?.isFile()) {
-    const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
-    if (!pointer) return undefined;
-    gitDir = path.resolve(worktreePath, pointer);
-  } else if (!stat?.isDirectory()) {
-    return undefined;
-  }
+  if (stat?.isDirectory()) return dotGit;
+  if (!stat?.isFile()) return undefined;
+  const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8'))?.[1];
+  return pointer ? path.resolve(top, pointer) : undefined;
+}
+
+async function headFromFiles(worktreePath: string): Promise<string | undefined> {
+  const gitDir = await gitDirOf(worktreePath);
+  if (!gitDir) return undefined;
   const head = (await readFile(path.join(gitDir, 'HEAD'), 'utf8').catch(() => '')).trim();
   if (OBJECT_NAME.test(head)) return head;
   // Branches live in the common git dir (a linked worktree's `commondir` names it).
