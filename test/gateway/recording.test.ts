@@ -89,6 +89,17 @@ async function callsOf(intentId: string): Promise<Array<{ id: string; request_ha
   return rows;
 }
 
+/** Waits until the gateway has kept `count` exchanges of the intent (a hang guard of two minutes). */
+async function exchangesKept(intentId: string, count: number): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM model_exchanges WHERE intent_id = $1`, [intentId]);
+    if (rows[0].n >= count) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${count} kept exchanges of ${intentId}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 beforeAll(async () => {
   db = await freshDatabase(process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL!);
   await migrate(db.pool);
@@ -177,7 +188,12 @@ test('past the per-intent cap calls go on and rows are written, bodies are not s
   const gateway = await gatewayRecording(0.001);
   const { lease: l, events } = lease(gateway, intentId);
   upstream.respond = () => ({ text: 'a short answer', usage: { input: 100, output: 20 } });
-  for (const n of [1, 2, 3]) expect((await post(gateway, l.key, ask(`question ${n} ${'x'.repeat(400)}`))).status).toBe(200);
+  // The gateway keeps an exchange after its answer is sent, so the next call waits until the last
+  // one is kept: calls in flight together may each pass the cap check (the store says so).
+  for (const n of [1, 2, 3]) {
+    expect((await post(gateway, l.key, ask(`question ${n} ${'x'.repeat(400)}`))).status).toBe(200);
+    await exchangesKept(intentId, n);
+  }
   await l.end();
   const calls = await callsOf(intentId);
   expect(calls.map((c) => c.stored)).toEqual([true, false, false]);
