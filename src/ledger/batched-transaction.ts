@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { beginStatement, onPooledClient, type TransactionOptions } from './transaction';
 
 /** A parameter as the ledger's statements pass them. */
 export type Literal = string | number | boolean | Date | null | undefined;
@@ -84,24 +85,11 @@ export class BatchedTransaction {
  * aborted), and the client is dropped if even that fails. `synchronousCommit: false` as for
  * `inTransaction`: not for ledger records.
  */
-export async function inBatchedTransaction<T>(
-  pool: pg.Pool,
-  fn: (tx: BatchedTransaction) => Promise<T>,
-  options: { readonly synchronousCommit?: boolean } = {},
-): Promise<T> {
-  const client = await pool.connect();
-  const tx = new BatchedTransaction(client, options.synchronousCommit === false ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN');
-  let broken: Error | undefined;
-  try {
+export async function inBatchedTransaction<T>(pool: pg.Pool, fn: (tx: BatchedTransaction) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  return onPooledClient(pool, async (client) => {
+    const tx = new BatchedTransaction(client, beginStatement(options));
     const result = await fn(tx);
     if (tx.awaitsCommit) await tx.commit();
     return result;
-  } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-      broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-    });
-    throw error;
-  } finally {
-    client.release(broken);
-  }
+  });
 }
