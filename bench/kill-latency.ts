@@ -13,7 +13,7 @@
  * workflow task of theirs replays. `--cpu-profile FILE` profiles the worker's main thread from
  * the stop until all is closed and prints its top functions; `--log-level info` puts every
  * activity's duration in the worker log. The run also prints the CPU time the worker, the dev
- * server and PostgreSQL used until all was closed.
+ * server and PostgreSQL used until all was closed, and the processes the worker started.
  *
  * Everything is its own: an in-memory Temporal dev server on free ports (UI off), an embedded
  * PostgreSQL in a temp folder, one in-process worker, N sample repos. The temporal CLI comes from
