@@ -13,7 +13,7 @@
  * workflow task of theirs replays. `--cpu-profile FILE` profiles the worker's main thread from
  * the stop until all is closed and prints its top functions; `--log-level info` puts every
  * activity's duration in the worker log. The run also prints the CPU time the worker, the dev
- * server and PostgreSQL used until all was closed.
+ * server and PostgreSQL used until all was closed, and the processes the worker started.
  *
  * Everything is its own: an in-memory Temporal dev server on free ports (UI off), an embedded
  * PostgreSQL in a temp folder, one in-process worker, N sample repos. The temporal CLI comes from
@@ -32,6 +32,7 @@ import { NativeConnection } from '@temporalio/worker';
 import type { WardenWorker } from '../src/workers/host-worker';
 import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
+import { processTally, tallySince } from '../src/activities/process-tally';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { startCpuProfile, startCpuWindow } from './cpu';
@@ -323,6 +324,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     ...(res.database!.server ? [['PostgreSQL', res.database!.server.pid] as [string, number]] : []),
   ]);
   const cpuWindow = startCpuWindow(cpuRoots);
+  const launchedBefore = processTally();
   const profiler = flags['cpu-profile'] ? await startCpuProfile() : undefined;
   const deaths = new Map<number, number>();
   let zombieOnlyGroups = 0;
@@ -343,6 +345,9 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     ),
   ]);
   const cpu = cpuWindow.end();
+  // The worker is this process: what it launched until all had closed. The CPU above counts
+  // only processes still alive at the end, so the git processes that came and went are not in it.
+  const launchedDuringStop = tallySince(launchedBefore).launched;
   if (profiler) await profiler.stopInto(flags['cpu-profile']!);
   const bothMs = workflowsMs === undefined || agentsMs === undefined ? undefined : Math.max(workflowsMs, agentsMs);
   const deathTimes = [...deaths.values()].sort((a, b) => a - b);
@@ -387,6 +392,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     workflowCloseMs: { first: round(closes[0]), p50: round(percentile(closes, 50)), p90: round(percentile(closes, 90)), last: round(closes.at(-1)) },
     zombieOnlyGroups,
     cpuDuringStop: cpu,
+    processesLaunchedDuringStop: launchedDuringStop,
     finalStatuses: statuses,
     lastToClose: lastClosed ? { intentId: lastClosed.id, timeline: lastTimeline } : null,
     setupMs: setupTimes,
@@ -410,6 +416,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
         .map(([label, seconds]) => `${label} ${seconds.toFixed(2)} s`)
         .join(', ')}`,
     ],
+    ['processes the worker started until then', Object.entries(launchedDuringStop).map(([program, count]) => `${program} ${count}`).join(', ') || 'none'],
     ['final workflow statuses', Object.entries(statuses).map(([k, v]) => `${k} ${v}`).join(', ')],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));

@@ -65,9 +65,14 @@ export async function resumableFrom(repoPath: string, intentId: string, commit: 
   return false;
 }
 
-/** Deletes the resume refs of `repoPath` whose date has passed; returns the intents whose ref went. */
-export async function dropExpiredResumeRefs(repoPath: string, now: Date): Promise<string[]> {
-  if (!(await mayKeepResumeRefs(repoPath))) return [];
+/**
+ * Deletes the resume refs of `repoPath` whose date has passed; returns the intents whose ref went.
+ * `keptNow` names a ref the caller has just dated after `now` (an ending intent's own): when the
+ * ref files hold no other, git is not asked, since nothing there can have expired.
+ */
+export async function dropExpiredResumeRefs(repoPath: string, now: Date, keptNow?: ResumeRef): Promise<string[]> {
+  const notExpired = keptNow && keptNow.keptUntil.getTime() > now.getTime() ? keptNow.ref : undefined;
+  if (!(await mayKeepResumeRefs(repoPath, notExpired))) return [];
   const listed = await gitRaw(repoPath, ['for-each-ref', '--format=%(refname)%00%(contents)%00', RESUME_REF_PREFIX]);
   if (listed.code !== 0) return [];
   const fields = listed.stdout.split('\0');
@@ -83,15 +88,16 @@ export async function dropExpiredResumeRefs(repoPath: string, now: Date): Promis
 }
 
 /**
- * False when the repository's ref files, read now, hold no resume ref: most repositories keep
- * none (a merged intent leaves nothing to resume), and their files say so without starting git.
- * True when it may (one is there, or the refs are not plain files in the repository's `.git`).
+ * False when the repository's ref files, read now, hold no resume ref but `except`: most
+ * repositories keep none (a merged intent leaves nothing to resume), and their files say so
+ * without starting git. True when it may (one is there, or the refs are not plain files in the
+ * repository's `.git`).
  */
-async function mayKeepResumeRefs(repoPath: string): Promise<boolean> {
+async function mayKeepResumeRefs(repoPath: string, except?: string): Promise<boolean> {
   const dotGit = path.join(repoPath, '.git');
   if (!(await stat(dotGit).catch(() => undefined))?.isDirectory()) return true;
   const refs = await refsFromFiles(dotGit);
-  return refs === undefined || Object.keys(refs).some((ref) => ref.startsWith(RESUME_REF_PREFIX));
+  return refs === undefined || Object.keys(refs).some((ref) => ref.startsWith(RESUME_REF_PREFIX) && ref !== except);
 }
 
 /** The date in a resume commit's message; a message without one counts as expired. */

@@ -582,8 +582,9 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
           : undefined;
       // Before the branch may go: what a later `warden resume` continues from, kept for the retention.
       // (A merged intent has nothing to resume; a workflow from before the flag keeps its commits.)
-      if (input.keepForResume ?? true) await keepForResume(intent.repoPath, intent.id, parseDuration(keepForResumeOf(intent)), new Date());
-      await dropExpiredResumeRefs(intent.repoPath, new Date());
+      const now = new Date();
+      const kept = (input.keepForResume ?? true) ? await keepForResume(intent.repoPath, intent.id, parseDuration(keepForResumeOf(intent)), now) : undefined;
+      await dropExpiredResumeRefs(intent.repoPath, now, kept);
       const removed = await removeWorktree({
         repoPath: intent.repoPath,
         intentId: intent.id,

@@ -90,12 +90,27 @@ async function recordStop(ledger: Ledger, intentId: string, description: Workflo
   });
 }
 
-/** Waits for a cancelled intent to close; past the wait, terminates it and starts a sweep. */
+/**
+ * Waits for a cancelled intent to close; past the wait, terminates it and starts a sweep. The
+ * wait is one long poll for the workflow's close, not a describe every moment: a stop of a
+ * hundred intents otherwise asks the server hundreds of times a second while it and the worker
+ * are closing them, on the same cores.
+ */
 async function settle(client: Client, ledger: Ledger, handle: WorkflowHandle, intentId: string, started: number, options: StopOptions): Promise<StopOutcome> {
   const waitMs = options.waitMs ?? STOP_WAIT_MS;
   const seconds = () => Math.round((Date.now() - started) / 100) / 10;
-  let nextProgress = Date.now() + 5_000;
+  // A long poll that settles when the workflow closes, however it closed (the describe below says
+  // how). Once it has settled (or failed) the wait looks every moment, as it would without it.
+  let polling = true;
+  let nextProgress = Date.now() + PROGRESS_EVERY_MS;
+  const closed = handle.result().then(
+    () => (polling = false),
+    () => (polling = false),
+  );
   for (;;) {
+    const left = started + waitMs - Date.now();
+    const nextLook = Math.min(left, options.onProgress ? nextProgress - Date.now() : left, polling ? left : LOOK_EVERY_MS);
+    await untilFirst(polling ? closed : NEVER, Math.max(0, nextLook));
     const description = await handle.describe();
     const status = description.status.name;
     if (status === 'CANCELLED') return { intentId, outcome: 'stopped', seconds: seconds() };
@@ -106,11 +121,23 @@ async function settle(client: Client, ledger: Ledger, handle: WorkflowHandle, in
       return { intentId, outcome: 'terminated', stillRunning, seconds: seconds() };
     }
     if (options.onProgress && Date.now() >= nextProgress) {
-      nextProgress = Date.now() + 5_000;
+      nextProgress = Date.now() + PROGRESS_EVERY_MS;
       options.onProgress(`${intentId} has not closed yet (${seconds().toFixed(0)} s): ${await whatStillRuns(client, description, options.namespace ?? 'default')}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, 250));
   }
+}
+
+/** How often a stop that waits says so. */
+const PROGRESS_EVERY_MS = 5_000;
+/** How often a stop looks when it cannot long-poll. */
+const LOOK_EVERY_MS = 250;
+const NEVER = new Promise<never>(() => undefined);
+
+/** Resolves when `promise` settles or after `ms`, whichever comes first. */
+async function untilFirst(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 /** What keeps a cancelled intent's workflow open, in words: its pending activities, a workflow task no worker takes. */

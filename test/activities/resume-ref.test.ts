@@ -61,6 +61,27 @@ test('a repository whose ref files hold no resume ref is not asked: no git proce
   expect(await launched()).toBe(1);
 });
 
+test("an ending intent's own ref, just dated, is no reason to ask git; another intent's ref is, and so is its own dated no later than now", async () => {
+  const launched = async (keptNow: Awaited<ReturnType<typeof keepForResume>>, at: Date, dropped: string[]): Promise<number> => {
+    const before = processTally();
+    expect(await dropExpiredResumeRefs(repo, at, keptNow)).toEqual(dropped);
+    return tallySince(before).launched.git ?? 0;
+  };
+  await commitOnBranch('e', 'impl');
+  const kept = await keepForResume(repo, 'e', HOUR, now);
+  expect(await launched(kept, now, [])).toBe(0);
+  // Its date has passed: it goes (listed, then deleted), as it would without the hint.
+  expect(await launched(kept, new Date(now.getTime() + 2 * HOUR), ['e'])).toBe(2);
+  // Kept for no time at all: expired at once.
+  const keptForNothing = await keepForResume(repo, 'e', 0, now);
+  expect(await launched(keptForNothing, now, ['e'])).toBe(2);
+  // Another intent's ref in the files: git is asked.
+  await commitOnBranch('f', 'impl');
+  await keepForResume(repo, 'f', 10 * HOUR, now);
+  const keptAgain = await keepForResume(repo, 'e', HOUR, now);
+  expect(await launched(keptAgain, now, [])).toBe(1);
+});
+
 test('a second ending keeps the first ending\'s commits too; no branch, no new ref', async () => {
   expect(await keepForResume(repo, 'c', HOUR, now)).toBeUndefined();
   const firstRun = await commitOnBranch('c', 'impl attempt 1');
