@@ -41,6 +41,8 @@ import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
 import { gitDirOf, gitRaw, parseNameStatus, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
+import { listAfterStep, listBeforeStep, type ListingBefore } from './repo-listing';
+import { forEachLimited } from '../shared/for-each-limited';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
 import { applyAllowances, MAX_SECRET_SCAN_BYTES, scanTextForSecrets } from '../safety/secret-scan';
@@ -116,6 +118,8 @@ export interface RepoSnapshot {
    * read), and the paths whose working-tree file differed from it: changed, deleted or untracked.
    */
   readonly checkout?: { readonly index?: string; readonly dirty: readonly string[] };
+  /** The listing before the step, and what proves it still holds after (see repo-listing.ts). */
+  readonly listing?: ListingBefore;
   /**
    * `worktrees/<name>`: the one worktree record read (the intent's own), when the snapshot was
    * taken for a worktree; otherwise every worktree's record was read.
@@ -568,17 +572,23 @@ export async function takeRepoSnapshot(
   const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
   const files: Record<string, FileStamp> = {};
   let checkout: RepoSnapshot['checkout'];
+  let listing: RepoSnapshot['listing'];
+  // The control files first: after a step, the listing may be taken over only while they are the same.
+  const control = await gitControlFiles(commonDir, ownRecord);
   if (!bare) {
-    // Before a step the same listing also tags the files that differ from the index (-t: `C`
-    // changed, `R` deleted, `?` untracked; `H` tracked): what a restore may take from the index.
-    const before = !options.previous;
-    const listing = await gitRaw(top, ['ls-files', '-z', ...(before ? ['-t', '--modified', '--deleted'] : []), '--cached', '--others', '--exclude-standard']);
-    if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
-    const entries = listing.stdout.split('\0').filter(Boolean);
-    const listed = before ? entries.map((entry) => entry.slice(2)) : entries;
-    if (before) checkout = { index: await indexHashOf(top), dirty: [...new Set(entries.filter((entry) => !entry.startsWith('H ')).map((entry) => entry.slice(2)))] };
+    const previous = options.previous;
+    let listed: readonly string[];
+    if (previous) {
+      const rulesUnchanged = sameRecord(previous.gitControl, control.hashes);
+      listed = (await listAfterStep(top, { names: previous.listing?.names ?? [], proof: previous.listing?.proof }, rulesUnchanged)).names;
+    } else {
+      // Also the files that differ from the index: what a restore may take from the index.
+      listing = await listBeforeStep(top, options.worktree ? realpathOr(options.worktree) : undefined);
+      checkout = { ...(listing.index ? { index: listing.index } : {}), dirty: listing.dirty };
+      listed = listing.names;
+    }
     const excludeRel = options.exclude ? path.relative(top, options.exclude) : undefined;
-    const names = [...new Set(listed)].filter(
+    const names = listed.filter(
       (name) => !excludeRel || excludeRel.startsWith('..') || path.isAbsolute(excludeRel) || !(name === excludeRel || name.startsWith(`${excludeRel}/`)),
     );
     await forEachLimited(names, STAT_CONCURRENCY, async (name) => {
@@ -586,9 +596,8 @@ export async function takeRepoSnapshot(
       if (stamp) files[name] = stamp;
     });
   }
-  const control = await gitControlFiles(commonDir, ownRecord);
   // Before a step (not when comparing after it): what it takes to put things back.
-  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top, commonDir), ...(checkout ? { checkout } : {}) };
+  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top, commonDir), ...(checkout ? { checkout } : {}), ...(listing ? { listing } : {}) };
   return { repoPath: top, files, gitControl: control.hashes, ...restorable, ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
 }
 
@@ -695,6 +704,20 @@ export async function restoreOutside(snapshot: RepoSnapshot, violations: readonl
     }
   }
   return { restored, notRestored };
+}
+
+/** Whether two maps of control-file hashes are the same. */
+function sameRecord(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
+}
+
+function realpathOr(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    return path.resolve(file);
+  }
 }
 
 /** `worktrees/<name>` of the linked worktree at `worktree`, from its `.git` file; undefined for anything else. */
@@ -985,12 +1008,4 @@ function joinRel(dir: string, file: string): string {
 
 function sha256(data: string | Buffer): string {
   return createHash('sha256').update(data).digest('hex');
-}
-
-async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  });
-  await Promise.all(workers);
 }

@@ -19,6 +19,7 @@ import {
 } from '../../src/activities/change-inspection';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { processTally, tallySince } from '../../src/activities/process-tally';
+import type { RepoSnapshot } from '../../src/activities/change-inspection';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { FAKE_AWS_KEY_ID, FAKE_PRIVATE_KEY_BLOCK, stringsWithCredentials } from '../helpers/fake-credentials';
 
@@ -51,6 +52,24 @@ async function setup(id = 'inspect'): Promise<Setup> {
 function write(dir: string, rel: string, content: string): void {
   mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
   writeFileSync(path.join(dir, rel), content);
+}
+
+/**
+ * A snapshot of the target repo, taken for the worktree once its folders, index and ignore files
+ * are old enough for their stat data to prove nothing changed (see repo-listing.ts): ignored
+ * files in `build/`, an ignored `node_modules/`, an empty folder. Waits for that by taking it
+ * again until it holds the proof.
+ */
+async function settledSnapshot(s: Setup): Promise<RepoSnapshot> {
+  write(s.repo, '.gitignore', 'build/*.log\nnode_modules/\n');
+  write(s.repo, 'build/out.log', 'x\n');
+  write(s.repo, 'node_modules/pkg/index.js', '1;\n');
+  mkdirSync(path.join(s.repo, 'empty'));
+  for (;;) {
+    const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    if (snapshot.listing?.proof) return snapshot;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 function kinds(report: InspectionReport): string[] {
@@ -557,7 +576,7 @@ describe('git processes', () => {
     expect(tallySince(asked).launched.git).toBe(2 + 2); // the status and the diff; then the listing's diff and untracked files
   });
 
-  test('a snapshot before a step reads its files and which of them differ from the index in one listing, its refs from their files: one git process', async () => {
+  test('a snapshot before a step reads its files and which of them differ from the index from one status and the index file, its refs from their files: one git process', async () => {
     const s = await setup('checkout');
     write(s.repo, 'lib/strings.js', 'changed;\n');
     write(s.repo, 'new dir/staged file.js', '1;\n');
@@ -567,7 +586,7 @@ describe('git processes', () => {
     await takeRepoSnapshot(s.repo); // the repository's kind is known from here on
     const before = processTally();
     const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
-    expect(tallySince(before).launched.git).toBe(1); // the file listing
+    expect(tallySince(before).launched.git).toBe(1); // the status
     expect(snapshot.refs).toEqual({ 'refs/heads/main': git(s.repo, 'rev-parse', 'main'), 'refs/heads/warden/checkout': s.base });
     // Staged and unchanged since, the new file matches the index: not dirty.
     expect(snapshot.checkout).toEqual({
@@ -610,6 +629,46 @@ describe('git processes', () => {
     const staged = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: again });
     expect(await restoreOutside(again, staged.violations)).toEqual({ restored: [], notRestored: ['lib/strings.js'] });
     expect(readFileSync(path.join(s.repo, 'lib/strings.js'), 'utf8')).toBe('the agent, staged;\n');
+  });
+
+  test('after a step that wrote nothing outside its worktree, the target repo is not listed again: the inspection is one git process', async () => {
+    const s = await setup('unlisted');
+    write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
+    const snapshot = await settledSnapshot(s);
+    const before = processTally();
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'], repoSnapshot: snapshot });
+    expect(tallySince(before).launched.git).toBe(1); // the worktree's status
+    expect(report.ok).toBe(true);
+    expect(report.checked.outsideWrites).toBe(true);
+  });
+
+  // Each write below changes what `git ls-files` lists after the step, or a listed file: the
+  // inspection must report what it reports when git lists the repository again.
+  test.each([
+    ['a file in a folder that holds only ignored files', (repo: string) => write(repo, 'build/evil.js', '1;\n')],
+    ['a file in an empty folder', (repo: string) => write(repo, 'empty/evil.js', '1;\n')],
+    ['a file in new folders, the parent folder\'s times set back', (repo: string) => {
+      write(repo, 'lib/deep/er/evil.js', '1;\n');
+      utimesSync(path.join(repo, 'lib'), new Date(2020, 0, 1), new Date(2020, 0, 1));
+    }],
+    ['an ignored file un-ignored by a .gitignore of the same size with its times set back', (repo: string) => {
+      write(repo, '.gitignore', 'build/*.lxg\nnode_modules/\n');
+      utimesSync(path.join(repo, '.gitignore'), new Date(2020, 0, 1), new Date(2020, 0, 1));
+    }],
+    ['a file staged in the target repo', (repo: string) => git(repo, 'add', '-f', 'build/out.log')],
+    ['info/exclude un-ignoring nothing but changed', (repo: string) => write(repo, '.git/info/exclude', '# changed\n')],
+    ['a tracked file changed', (repo: string) => write(repo, 'lib/strings.js', 'evil;\n')],
+    ['a file written into an ignored folder (not listed, so not reported)', (repo: string) => write(repo, 'node_modules/pkg/evil.js', '1;\n')],
+  ])('a write outside the worktree is found as when git lists the repo again: %s', async (_what, escape) => {
+    const s = await setup('escape');
+    const snapshot = await settledSnapshot(s);
+    escape(s.repo);
+    const withGit: RepoSnapshot = { ...snapshot, listing: { ...snapshot.listing!, proof: undefined } };
+    const inspect = (repoSnapshot: RepoSnapshot) => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot });
+    const report = await inspect(snapshot);
+    expect(report).toEqual(await inspect(withGit));
+    if (_what.includes('not reported')) expect(report.ok).toBe(true);
+    else expect(report.ok).toBe(false);
   });
 
   test('a repository removed and made again at the same path, now bare, is asked anew', async () => {
