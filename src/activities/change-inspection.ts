@@ -758,12 +758,35 @@ async function repoKindOf(repoPath: string): Promise<RepoKind> {
   return kind;
 }
 
-/** One git process for a repository with a working tree; a bare one (where `--show-toplevel` fails) takes a second. */
+/**
+ * From the files git keeps when `cwd` is a repository's top level with its own `.git` folder
+ * (the usual target repository): none started. Otherwise one git process for a repository with
+ * a working tree; a bare one (where `--show-toplevel` fails) takes a second.
+ */
 async function askRepoKind(cwd: string): Promise<RepoKind> {
+  const fromFiles = await repoKindFromFiles(cwd);
+  if (fromFiles) return fromFiles;
   const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--is-bare-repository', '--show-toplevel']);
   const [commonDir, bare, top] = out.stdout.trim().split('\n');
   if (out.code === 0 && commonDir && top) return { commonDir: realpathSync(commonDir), bare: bare === 'true', top: realpathSync(top) };
   return uncachedRepoKind(cwd);
+}
+
+/**
+ * `top`'s kind when its `.git` is a folder git would take as it is: git finds a `.git` folder in
+ * the folder it starts in before looking anywhere else, and then that folder is the top level and
+ * `.git` the common git dir, unless the environment names other folders, the folder is another
+ * worktree's (`commondir`), or its config says otherwise (`core.worktree`, `core.bare`, or a
+ * `config.worktree` or an include that could): those are left to git.
+ */
+async function repoKindFromFiles(top: string): Promise<RepoKind | undefined> {
+  if (process.env.GIT_DIR || process.env.GIT_WORK_TREE || process.env.GIT_COMMON_DIR) return undefined;
+  const dotGit = path.join(top, '.git');
+  if (!(await lstat(dotGit).catch(() => undefined))?.isDirectory()) return undefined;
+  if (!existsSync(path.join(dotGit, 'HEAD')) || existsSync(path.join(dotGit, 'commondir')) || existsSync(path.join(dotGit, 'config.worktree'))) return undefined;
+  const config = await readFile(path.join(dotGit, 'config'), 'utf8').catch(() => undefined);
+  if (config === undefined || /^\s*(?:worktree\b|bare[ \t]*(?:$|=[ \t]*(?![ \t]|false\b|no\b|off\b|0\b))|\[\s*include)/im.test(config)) return undefined;
+  return { commonDir: realpathSync(dotGit), bare: false, top };
 }
 
 /** The common git dir and whether the repository is bare, asked of git now (no top level). */

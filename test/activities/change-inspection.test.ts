@@ -506,7 +506,7 @@ describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
 });
 
 describe('git processes', () => {
-  test("a repository's kind is asked once: a second inspection of its worktree starts one git process fewer", async () => {
+  test("a repository's kind is read from its .git folder, or asked of git once where its config could move it: then a second inspection starts one git process fewer", async () => {
     const s = await setup('count');
     const launchedBy = async (work: () => Promise<unknown>): Promise<number> => {
       const before = processTally();
@@ -514,8 +514,13 @@ describe('git processes', () => {
       return tallySince(before).launched.git ?? 0;
     };
     const inspect = () => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
-    const first = await launchedBy(inspect);
-    expect(await launchedBy(inspect)).toBe(first - 1);
+    expect(await launchedBy(inspect)).toBe(1); // the worktree's status
+    expect(await launchedBy(inspect)).toBe(1);
+    const included = await setup('count-included');
+    git(included.repo, 'config', 'include.path', path.join(included.root, 'more.gitconfig'));
+    const inspectIncluded = () => inspectChanges({ worktreePath: included.worktree, repoPath: included.repo, baseCommit: included.base, declaredPaths: ['**'] });
+    expect(await launchedBy(inspectIncluded)).toBe(2);
+    expect(await launchedBy(inspectIncluded)).toBe(1);
     // One status: HEAD still at the start commit (so the start commit is a commit, and no
     // ancestry question), the change against it and the untracked files.
     write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
