@@ -39,7 +39,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitDirOf, gitRaw, parseNameStatus, type GitResult, type NameStatus } from './git';
+import { gitDirOf, gitRaw, parseNameStatus, readBlobs, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
 import { listAfterStep, listBeforeStep, type ListingBefore } from './repo-listing';
 import { forEachLimited } from '../shared/for-each-limited';
@@ -391,14 +391,20 @@ export async function scanChangedFilesForStubs(input: {
   const base = input.mergeBase ?? (await mergeBaseIn(loc, input.worktreePath, input.baseRef));
   const findings: StubFinding[] = [];
   const changes = input.diff && input.untracked ? changesOf(input.diff, input.untracked) : await listChanges(loc, base, input.untracked);
+  const scanned: { readonly change: ChangedPath; readonly after: string }[] = [];
   for (const change of changes) {
     if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
     const abs = path.join(loc.worktree, change.path);
     const info = await lstat(abs).catch(() => undefined);
     if (!info?.isFile() || info.size > MAX_STUB_SCAN_BYTES) continue;
-    const after = await readFile(abs, 'utf8');
-    const shown = change.status === 'modified' || change.status === 'type-changed' ? await gitIn(loc, ['show', `${base}:${change.path}`]) : undefined;
-    findings.push(...detectNewStubs({ path: change.path, before: shown?.code === 0 ? shown.stdout : undefined, after }));
+    scanned.push({ change, after: await readFile(abs, 'utf8') });
+  }
+  // The changed files' versions at the base, from one git process.
+  const changedBefore = (change: ChangedPath) => change.status === 'modified' || change.status === 'type-changed';
+  const atBase = await readBlobs(loc.worktree, scanned.filter(({ change }) => changedBefore(change)).map(({ change }) => `${base}:${change.path}`), gitDirArgs(loc));
+  for (const { change, after } of scanned) {
+    const before = changedBefore(change) ? atBase.get(`${base}:${change.path}`) : undefined;
+    findings.push(...detectNewStubs({ path: change.path, before, after }));
   }
   return findings;
 }
@@ -820,7 +826,11 @@ async function locateFromWorktree(worktreePath: string): Promise<GitLocation> {
 }
 
 function gitIn(loc: GitLocation, args: readonly string[]): Promise<GitResult> {
-  return gitRaw(loc.worktree, [`--git-dir=${loc.gitDir}`, `--work-tree=${loc.worktree}`, ...args]);
+  return gitRaw(loc.worktree, [...gitDirArgs(loc), ...args]);
+}
+
+function gitDirArgs(loc: GitLocation): string[] {
+  return [`--git-dir=${loc.gitDir}`, `--work-tree=${loc.worktree}`];
 }
 
 async function gitOrThrow(loc: GitLocation, args: readonly string[]): Promise<string> {

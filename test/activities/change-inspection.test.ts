@@ -434,6 +434,24 @@ describe('scanChangedFilesForStubs', () => {
   });
 });
 
+describe('scanChangedFilesForStubs, several changed files', () => {
+  test('reads every changed file at the base from one git process', async () => {
+    const s = await setup('stubs-many');
+    for (const name of ['a', 'b', 'c']) write(s.repo, `lib/${name}.js`, `function ${name}(x) { return x; }\nmodule.exports = { ${name} };\n`);
+    git(s.repo, 'add', '-A');
+    git(s.repo, 'commit', '-qm', 'three files');
+    git(s.worktree, 'merge', '-q', '--ff-only', 'main');
+    for (const name of ['a', 'b', 'c']) write(s.worktree, `lib/${name}.js`, `function ${name}(x) { return x; }\nfunction ${name}2(y) {}\nmodule.exports = { ${name}, ${name}2 };\n`);
+    const mergeBase = await mergeBaseOf({ worktreePath: s.worktree, baseRef: 'refs/heads/main', repoPath: s.repo });
+    const untracked = await untrackedFilesOf({ worktreePath: s.worktree, repoPath: s.repo });
+    const diff = await diffFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base: mergeBase });
+    const before = processTally();
+    const findings = await scanChangedFilesForStubs({ worktreePath: s.worktree, baseRef: 'refs/heads/main', repoPath: s.repo, mergeBase, untracked, diff });
+    expect(tallySince(before).launched.git).toBe(1); // one a file before
+    expect(findings.map((f) => `${f.path}:${f.line} ${f.kind}`)).toEqual(['lib/a.js:2 empty-body', 'lib/b.js:2 empty-body', 'lib/c.js:2 empty-body']);
+  });
+});
+
 describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
   test('a secret in a changed file and one in a new file are held back: the files are put back, the rest of the change stays', async () => {
     const s = await setup('secrets-held');
