@@ -39,7 +39,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitDirOf, gitRaw, parseNameStatus, readBlobs, type GitResult, type NameStatus } from './git';
+import { gitDirOf, gitRaw, parseNameStatus, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
 import { listAfterStep, listBeforeStep, type ListingBefore } from './repo-listing';
 import { forEachLimited } from '../shared/for-each-limited';
@@ -440,6 +440,57 @@ export async function diffFromBaseOf(input: { readonly worktreePath: string; rea
   const diff = await gitIn(loc, ['diff', '--name-status', '-z', '-M', '--no-ext-diff', '--ignore-submodules=none', input.base]);
   if (diff.code !== 0) throw failure(`git diff ${input.base} failed in ${input.worktreePath}: ${diff.stderr.trim()}`);
   return parseNameStatus(diff.stdout);
+}
+
+/**
+ * What the checks after an impl attempt read of the worktree against `base` (the merge base), in
+ * two git processes where three took one each: the untracked files and the diff from the base
+ * with renames found (as {@link untrackedFilesOf} and {@link diffFromBaseOf} give them, a copy
+ * named as a copy: the checks take it as an addition, as they take that diff's), and,
+ * when the status shows the tracked files as committed and the diff has no rename or copy, the
+ * change's size per file against the base (as `changesAgainstBase` counts it: the committed
+ * change, Warden's lineage left out), from the same diff. Otherwise `committed` is undefined and
+ * the caller asks for it. Nothing may run in the worktree between this and the checks.
+ */
+export async function changeFromBaseOf(input: { readonly worktreePath: string; readonly repoPath: string; readonly base: string }): Promise<{
+  readonly untracked: string[];
+  readonly diff: NameStatus[];
+  readonly committed?: FileChange[];
+}> {
+  const loc = await locateWorktree(input.repoPath, input.worktreePath);
+  const status = await gitIn(loc, ['--no-optional-locks', 'status', '--porcelain=v2', '-z', '--untracked-files=all', '--no-renames', '--ignore-submodules=none']);
+  if (status.code !== 0) throw failure(`cannot read the status of ${input.worktreePath}: ${status.stderr.trim()}`);
+  const entries = status.stdout.split('\0').filter(Boolean);
+  const untracked = entries.filter((entry) => entry.startsWith('? ')).map((entry) => entry.slice(2));
+  const asCommitted = entries.every((entry) => entry.startsWith('? ') || entry.startsWith('#'));
+  // -C as well: a copy the configuration (diff.renames) would have the size count finds no size here.
+  const diffed = await gitIn(loc, ['diff', '-z', '-M', '-C', '--raw', '--numstat', '--no-ext-diff', '--ignore-submodules=none', input.base]);
+  if (diffed.code !== 0) throw failure(`git diff ${input.base} failed in ${input.worktreePath}: ${diffed.stderr.trim()}`);
+  const diff: NameStatus[] = [];
+  const numstat: FileChange[] = [];
+  const tokens = diffed.stdout.split('\0');
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    if (token.startsWith(':')) {
+      // :<mode> <mode> <object> <object> <status>, then the path (two for a rename or copy)
+      const code = token.split(' ').pop()!;
+      if (code.startsWith('R') || code.startsWith('C')) {
+        diff.push({ code, from: tokens[i + 1]!, path: tokens[i + 2]! });
+        i += 2;
+      } else {
+        diff.push({ code, path: tokens[i + 1]! });
+        i += 1;
+      }
+      continue;
+    }
+    const counted = /^(\d+|-)\t(\d+|-)\t([^]*)$/.exec(token);
+    if (!counted) continue;
+    if (counted[3] === '') i += 2; // a rename's two paths: no size from here then
+    else numstat.push({ path: counted[3]!, added: Number(counted[1]) || 0, deleted: Number(counted[2]) || 0 }); // binary files show "-"
+  }
+  const renamed = diff.some((entry) => entry.from !== undefined);
+  const committed = asCommitted && !renamed ? numstat.filter((change) => !pathAllowed(['docs/lineage', 'docs/lineage/**'], change.path)) : undefined;
+  return { untracked, diff, ...(committed ? { committed } : {}) };
 }
 
 /** A diff with renames and the untracked files, in {@link listChanges}' form: a rename is a deletion and an addition, a copy an addition. */

@@ -14,10 +14,12 @@ import {
   takeRepoSnapshot,
   untrackedFilesOf,
   diffFromBaseOf,
+  changeFromBaseOf,
   type ChangeViolation,
   type InspectionReport,
 } from '../../src/activities/change-inspection';
 import { ensureWorktree } from '../../src/activities/worktree';
+import { changesAgainstBase } from '../../src/activities/git';
 import { processTally, tallySince } from '../../src/activities/process-tally';
 import type { RepoSnapshot } from '../../src/activities/change-inspection';
 import { createSampleRepo } from '../../src/client/sample-repo';
@@ -431,6 +433,45 @@ describe('scanChangedFilesForStubs', () => {
     expect(await scanChangedFilesForStubs({ worktreePath: wt, baseRef: 'refs/heads/main', repoPath: repo, mergeBase, untracked, diff })).toEqual(findings);
     expect(tallySince(withDiff).launched.git).toBe(1);
     await expect(mergeBaseOf({ worktreePath: wt, baseRef: 'refs/heads/nowhere', repoPath: repo })).rejects.toMatchObject({ type: 'GIT_FAILED', nonRetryable: true });
+  });
+});
+
+describe('changeFromBaseOf', () => {
+  test('the untracked files, the diff from the base and, once all is committed, the change\'s size: what three git processes said, from two', async () => {
+    const s = await setup('from-base');
+    const base = s.base;
+    write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
+    write(s.worktree, 'lib/new.js', 'one;\ntwo;\n');
+    write(s.worktree, 'docs/lineage/active/from-base/04-impl-attempt-1.md', 'lineage\n');
+    rmSync(path.join(s.worktree, 'README.md'));
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'impl');
+    write(s.worktree, 'notes/untracked.md', 'x\n');
+    const separately = async () => ({
+      untracked: await untrackedFilesOf({ worktreePath: s.worktree, repoPath: s.repo }),
+      diff: await diffFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base }),
+      committed: await changesAgainstBase(s.worktree, 'main', base),
+    });
+    const expected = await separately();
+    const before = processTally();
+    const seen = await changeFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base });
+    expect(tallySince(before).launched.git).toBe(2);
+    expect(seen).toEqual(expected);
+    expect(seen.committed?.map((c) => c.path)).toEqual(['README.md', 'lib/new.js', 'lib/strings.js']);
+
+    // A tracked file changed since the commit: the size is the caller's to ask.
+    write(s.worktree, 'lib/new.js', 'one;\n');
+    const dirty = await changeFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base });
+    expect(dirty.committed).toBeUndefined();
+    expect(dirty.diff).toEqual((await separately()).diff);
+    git(s.worktree, 'checkout', '--', 'lib/new.js');
+
+    // A rename: the same.
+    git(s.worktree, 'mv', 'package.json', 'package.renamed.json');
+    git(s.worktree, 'commit', '-qm', 'rename');
+    const renamed = await changeFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base });
+    expect(renamed.committed).toBeUndefined();
+    expect(renamed.diff).toEqual((await separately()).diff);
   });
 });
 
