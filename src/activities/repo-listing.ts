@@ -18,7 +18,7 @@
  * own, out of an agent's reach, and not looked at.
  */
 import { createHash } from 'node:crypto';
-import { lstat, open, readdir } from 'node:fs/promises';
+import { lstat, open, readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
@@ -43,6 +43,8 @@ export const RACY_MARGIN_MS = 100;
 /** More folders than this are not stamped (git is asked after the step instead). */
 export const MAX_STAMPED_FOLDERS = 20_000;
 const STAT_CONCURRENCY = 64;
+/** The stamp of a file that is not there (a repository without an index yet). */
+const ABSENT = 'absent';
 
 /**
  * The listing before a step, in the checkout at `top` (a real path). `skip`: a folder under it
@@ -57,7 +59,7 @@ export async function listBeforeStep(top: string, skip?: string): Promise<Listin
     '--no-optional-locks', 'status', '--porcelain=v2', '-z', '--untracked-files=all', '--ignored=matching', '--no-renames', '--ignore-submodules=all',
   ]);
   const tracked = index?.data === 'none' ? [] : index ? indexPaths(index.data) : undefined;
-  if (status.code !== 0 || !tracked) return listWithGit(top);
+  if (status.code !== 0 || !gitDir || !index || !tracked) return listWithGit(top);
   const untracked: string[] = [];
   const ignored: string[] = [];
   const dirty = new Set<string>();
@@ -77,7 +79,12 @@ export async function listBeforeStep(top: string, skip?: string): Promise<Listin
   }
   const names = [...new Set([...tracked, ...untracked])];
   const indexHash = index?.data === 'none' ? 'none' : index ? createHash('sha256').update(index.data).digest('hex') : undefined;
-  const proof = await stampListing(top, { since, names, ignored, skip, index: index && index.data !== 'none' ? { file: index.file, stamp: index.stamp } : undefined });
+  // An ignore file the repository's config names could be anywhere, and a checkout whose .git is
+  // a file keeps its config elsewhere: then git is asked after the step.
+  const config = gitDir === path.join(top, '.git') ? await readFile(path.join(gitDir, 'config'), 'utf8').catch(() => undefined) : undefined;
+  const proof = config === undefined || /excludesfile/i.test(config)
+    ? undefined
+    : await stampListing(top, { since, names, ignored, skip, index: { file: index.file, stamp: index.data === 'none' ? ABSENT : index.stamp } });
   return { names, ...(indexHash ? { index: indexHash } : {}), dirty: [...dirty], ...(proof ? { proof } : {}) };
 }
 
@@ -143,7 +150,7 @@ function stampText(stat: BigStat): string {
  */
 async function stampListing(
   top: string,
-  input: { readonly since: number; readonly names: readonly string[]; readonly ignored: readonly string[]; readonly skip?: string; readonly index?: { readonly file: string; readonly stamp?: string } },
+  input: { readonly since: number; readonly names: readonly string[]; readonly ignored: readonly string[]; readonly skip?: string; readonly index: { readonly file: string; readonly stamp?: string } },
 ): Promise<Record<string, string> | undefined> {
   const settled = BigInt(input.since - RACY_MARGIN_MS) * 1_000_000n;
   const stamps: Record<string, string> = {};
@@ -152,12 +159,12 @@ async function stampListing(
     stamps[abs] = stampText(stat);
     return true;
   };
-  if (input.index) {
-    if (!input.index.stamp) return undefined;
+  if (!input.index.stamp) return undefined;
+  if (input.index.stamp !== ABSENT) {
     const [, , , ctime, mtime] = input.index.stamp.split(':');
     if (BigInt(ctime!) >= settled || BigInt(mtime!) >= settled) return undefined;
-    stamps[input.index.file] = input.index.stamp;
   }
+  stamps[input.index.file] = input.index.stamp;
   const ignoredFolders = new Set(input.ignored.filter((name) => name.endsWith('/')).map((name) => path.join(top, name.slice(0, -1))));
   const skip = input.skip ? path.resolve(input.skip) : undefined;
   let folders = 0;
@@ -196,7 +203,7 @@ async function proofHolds(proof: Readonly<Record<string, string>>): Promise<bool
   await forEachLimited(Object.entries(proof), STAT_CONCURRENCY, async ([abs, before]) => {
     if (!holds) return;
     const stat = await lstat(abs, { bigint: true }).catch(() => undefined);
-    if (!stat || stampText(stat) !== before) holds = false;
+    if (stat ? stampText(stat) !== before : before !== ABSENT) holds = false;
   });
   return holds;
 }

@@ -735,6 +735,25 @@ describe('git processes', () => {
     else expect(report.ok).toBe(false);
   });
 
+  test('a repository without an index yet: an ignored file staged after the snapshot is found; with an ignore file named in its config, git lists it again', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
+    roots.push(root);
+    const repo = path.join(root, 'fresh');
+    git(root, 'init', '-q', repo);
+    write(repo, '.gitignore', '*.log\n');
+    write(repo, 'out.log', 'x\n');
+    let snapshot: RepoSnapshot;
+    do {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      snapshot = await takeRepoSnapshot(repo);
+    } while (!snapshot.listing?.proof);
+    git(repo, 'add', '-f', 'out.log');
+    const after = await takeRepoSnapshot(repo, { previous: snapshot });
+    expect(Object.keys(after.files).sort()).toEqual(['.gitignore', 'out.log']);
+    git(repo, 'config', 'core.excludesFile', path.join(root, 'ignores'));
+    expect((await takeRepoSnapshot(repo)).listing?.proof).toBeUndefined();
+  });
+
   test('a repository removed and made again at the same path, now bare, is asked anew', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
     roots.push(root);
