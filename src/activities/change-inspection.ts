@@ -39,8 +39,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitDirOf, gitRaw, parseNameStatus, type GitResult, type NameStatus } from './git';
+import { gitDirOf, gitRaw, parseNameStatus, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
+import { listAfterStep, listBeforeStep, type ListingBefore } from './repo-listing';
+import { forEachLimited } from '../shared/for-each-limited';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
 import { applyAllowances, MAX_SECRET_SCAN_BYTES, scanTextForSecrets } from '../safety/secret-scan';
@@ -116,6 +118,8 @@ export interface RepoSnapshot {
    * read), and the paths whose working-tree file differed from it: changed, deleted or untracked.
    */
   readonly checkout?: { readonly index?: string; readonly dirty: readonly string[] };
+  /** The listing before the step, and what proves it still holds after (see repo-listing.ts). */
+  readonly listing?: ListingBefore;
   /**
    * `worktrees/<name>`: the one worktree record read (the intent's own), when the snapshot was
    * taken for a worktree; otherwise every worktree's record was read.
@@ -387,14 +391,20 @@ export async function scanChangedFilesForStubs(input: {
   const base = input.mergeBase ?? (await mergeBaseIn(loc, input.worktreePath, input.baseRef));
   const findings: StubFinding[] = [];
   const changes = input.diff && input.untracked ? changesOf(input.diff, input.untracked) : await listChanges(loc, base, input.untracked);
+  const scanned: { readonly change: ChangedPath; readonly after: string }[] = [];
   for (const change of changes) {
     if (change.status === 'deleted' || !stubLanguage(change.path) || pathAllowed(WARDEN_OWN_PATHS, change.path)) continue;
     const abs = path.join(loc.worktree, change.path);
     const info = await lstat(abs).catch(() => undefined);
     if (!info?.isFile() || info.size > MAX_STUB_SCAN_BYTES) continue;
-    const after = await readFile(abs, 'utf8');
-    const shown = change.status === 'modified' || change.status === 'type-changed' ? await gitIn(loc, ['show', `${base}:${change.path}`]) : undefined;
-    findings.push(...detectNewStubs({ path: change.path, before: shown?.code === 0 ? shown.stdout : undefined, after }));
+    scanned.push({ change, after: await readFile(abs, 'utf8') });
+  }
+  // The changed files' versions at the base, from one git process.
+  const changedBefore = (change: ChangedPath) => change.status === 'modified' || change.status === 'type-changed';
+  const atBase = await readBlobs(loc.worktree, scanned.filter(({ change }) => changedBefore(change)).map(({ change }) => `${base}:${change.path}`), gitDirArgs(loc));
+  for (const { change, after } of scanned) {
+    const before = changedBefore(change) ? atBase.get(`${base}:${change.path}`) : undefined;
+    findings.push(...detectNewStubs({ path: change.path, before, after }));
   }
   return findings;
 }
@@ -430,6 +440,57 @@ export async function diffFromBaseOf(input: { readonly worktreePath: string; rea
   const diff = await gitIn(loc, ['diff', '--name-status', '-z', '-M', '--no-ext-diff', '--ignore-submodules=none', input.base]);
   if (diff.code !== 0) throw failure(`git diff ${input.base} failed in ${input.worktreePath}: ${diff.stderr.trim()}`);
   return parseNameStatus(diff.stdout);
+}
+
+/**
+ * What the checks after an impl attempt read of the worktree against `base` (the merge base), in
+ * two git processes where three took one each: the untracked files and the diff from the base
+ * with renames found (as {@link untrackedFilesOf} and {@link diffFromBaseOf} give them, a copy
+ * named as a copy: the checks take it as an addition, as they take that diff's), and,
+ * when the status shows the tracked files as committed and the diff has no rename or copy, the
+ * change's size per file against the base (as `changesAgainstBase` counts it: the committed
+ * change, Warden's lineage left out), from the same diff. Otherwise `committed` is undefined and
+ * the caller asks for it. Nothing may run in the worktree between this and the checks.
+ */
+export async function changeFromBaseOf(input: { readonly worktreePath: string; readonly repoPath: string; readonly base: string }): Promise<{
+  readonly untracked: string[];
+  readonly diff: NameStatus[];
+  readonly committed?: FileChange[];
+}> {
+  const loc = await locateWorktree(input.repoPath, input.worktreePath);
+  const status = await gitIn(loc, ['--no-optional-locks', 'status', '--porcelain=v2', '-z', '--untracked-files=all', '--no-renames', '--ignore-submodules=none']);
+  if (status.code !== 0) throw failure(`cannot read the status of ${input.worktreePath}: ${status.stderr.trim()}`);
+  const entries = status.stdout.split('\0').filter(Boolean);
+  const untracked = entries.filter((entry) => entry.startsWith('? ')).map((entry) => entry.slice(2));
+  const asCommitted = entries.every((entry) => entry.startsWith('? ') || entry.startsWith('#'));
+  // -C as well: a copy the configuration (diff.renames) would have the size count finds no size here.
+  const diffed = await gitIn(loc, ['diff', '-z', '-M', '-C', '--raw', '--numstat', '--no-ext-diff', '--ignore-submodules=none', input.base]);
+  if (diffed.code !== 0) throw failure(`git diff ${input.base} failed in ${input.worktreePath}: ${diffed.stderr.trim()}`);
+  const diff: NameStatus[] = [];
+  const numstat: FileChange[] = [];
+  const tokens = diffed.stdout.split('\0');
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    if (token.startsWith(':')) {
+      // :<mode> <mode> <object> <object> <status>, then the path (two for a rename or copy)
+      const code = token.split(' ').pop()!;
+      if (code.startsWith('R') || code.startsWith('C')) {
+        diff.push({ code, from: tokens[i + 1]!, path: tokens[i + 2]! });
+        i += 2;
+      } else {
+        diff.push({ code, path: tokens[i + 1]! });
+        i += 1;
+      }
+      continue;
+    }
+    const counted = /^(\d+|-)\t(\d+|-)\t([^]*)$/.exec(token);
+    if (!counted) continue;
+    if (counted[3] === '') i += 2; // a rename's two paths: no size from here then
+    else numstat.push({ path: counted[3]!, added: Number(counted[1]) || 0, deleted: Number(counted[2]) || 0 }); // binary files show "-"
+  }
+  const renamed = diff.some((entry) => entry.from !== undefined);
+  const committed = asCommitted && !renamed ? numstat.filter((change) => !pathAllowed(['docs/lineage', 'docs/lineage/**'], change.path)) : undefined;
+  return { untracked, diff, ...(committed ? { committed } : {}) };
 }
 
 /** A diff with renames and the untracked files, in {@link listChanges}' form: a rename is a deletion and an addition, a copy an addition. */
@@ -568,17 +629,23 @@ export async function takeRepoSnapshot(
   const ownRecord = options.previous ? options.previous.ownRecord : options.worktree ? await worktreeRecordRel(options.worktree, commonDir) : undefined;
   const files: Record<string, FileStamp> = {};
   let checkout: RepoSnapshot['checkout'];
+  let listing: RepoSnapshot['listing'];
+  // The control files first: after a step, the listing may be taken over only while they are the same.
+  const control = await gitControlFiles(commonDir, ownRecord);
   if (!bare) {
-    // Before a step the same listing also tags the files that differ from the index (-t: `C`
-    // changed, `R` deleted, `?` untracked; `H` tracked): what a restore may take from the index.
-    const before = !options.previous;
-    const listing = await gitRaw(top, ['ls-files', '-z', ...(before ? ['-t', '--modified', '--deleted'] : []), '--cached', '--others', '--exclude-standard']);
-    if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
-    const entries = listing.stdout.split('\0').filter(Boolean);
-    const listed = before ? entries.map((entry) => entry.slice(2)) : entries;
-    if (before) checkout = { index: await indexHashOf(top), dirty: [...new Set(entries.filter((entry) => !entry.startsWith('H ')).map((entry) => entry.slice(2)))] };
+    const previous = options.previous;
+    let listed: readonly string[];
+    if (previous) {
+      const rulesUnchanged = sameRecord(previous.gitControl, control.hashes);
+      listed = (await listAfterStep(top, { names: previous.listing?.names ?? [], proof: previous.listing?.proof }, rulesUnchanged)).names;
+    } else {
+      // Also the files that differ from the index: what a restore may take from the index.
+      listing = await listBeforeStep(top, options.worktree ? realpathOr(options.worktree) : undefined);
+      checkout = { ...(listing.index ? { index: listing.index } : {}), dirty: listing.dirty };
+      listed = listing.names;
+    }
     const excludeRel = options.exclude ? path.relative(top, options.exclude) : undefined;
-    const names = [...new Set(listed)].filter(
+    const names = listed.filter(
       (name) => !excludeRel || excludeRel.startsWith('..') || path.isAbsolute(excludeRel) || !(name === excludeRel || name.startsWith(`${excludeRel}/`)),
     );
     await forEachLimited(names, STAT_CONCURRENCY, async (name) => {
@@ -586,9 +653,8 @@ export async function takeRepoSnapshot(
       if (stamp) files[name] = stamp;
     });
   }
-  const control = await gitControlFiles(commonDir, ownRecord);
   // Before a step (not when comparing after it): what it takes to put things back.
-  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top, commonDir), ...(checkout ? { checkout } : {}) };
+  const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top, commonDir), ...(checkout ? { checkout } : {}), ...(listing ? { listing } : {}) };
   return { repoPath: top, files, gitControl: control.hashes, ...restorable, ...(ownRecord ? { ownRecord } : {}), takenAt: new Date().toISOString() };
 }
 
@@ -697,6 +763,20 @@ export async function restoreOutside(snapshot: RepoSnapshot, violations: readonl
   return { restored, notRestored };
 }
 
+/** Whether two maps of control-file hashes are the same. */
+function sameRecord(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
+}
+
+function realpathOr(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    return path.resolve(file);
+  }
+}
+
 /** `worktrees/<name>` of the linked worktree at `worktree`, from its `.git` file; undefined for anything else. */
 async function worktreeRecordRel(worktree: string, commonDir: string): Promise<string | undefined> {
   const admin = await recordNamedBy(worktree);
@@ -735,12 +815,35 @@ async function repoKindOf(repoPath: string): Promise<RepoKind> {
   return kind;
 }
 
-/** One git process for a repository with a working tree; a bare one (where `--show-toplevel` fails) takes a second. */
+/**
+ * From the files git keeps when `cwd` is a repository's top level with its own `.git` folder
+ * (the usual target repository): none started. Otherwise one git process for a repository with
+ * a working tree; a bare one (where `--show-toplevel` fails) takes a second.
+ */
 async function askRepoKind(cwd: string): Promise<RepoKind> {
+  const fromFiles = await repoKindFromFiles(cwd);
+  if (fromFiles) return fromFiles;
   const out = await gitRaw(cwd, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--is-bare-repository', '--show-toplevel']);
   const [commonDir, bare, top] = out.stdout.trim().split('\n');
   if (out.code === 0 && commonDir && top) return { commonDir: realpathSync(commonDir), bare: bare === 'true', top: realpathSync(top) };
   return uncachedRepoKind(cwd);
+}
+
+/**
+ * `top`'s kind when its `.git` is a folder git would take as it is: git finds a `.git` folder in
+ * the folder it starts in before looking anywhere else, and then that folder is the top level and
+ * `.git` the common git dir, unless the environment names other folders, the folder is another
+ * worktree's (`commondir`), or its config says otherwise (`core.worktree`, `core.bare`, or a
+ * `config.worktree` or an include that could): those are left to git.
+ */
+async function repoKindFromFiles(top: string): Promise<RepoKind | undefined> {
+  if (process.env.GIT_DIR || process.env.GIT_WORK_TREE || process.env.GIT_COMMON_DIR) return undefined;
+  const dotGit = path.join(top, '.git');
+  if (!(await lstat(dotGit).catch(() => undefined))?.isDirectory()) return undefined;
+  if (!existsSync(path.join(dotGit, 'HEAD')) || existsSync(path.join(dotGit, 'commondir')) || existsSync(path.join(dotGit, 'config.worktree'))) return undefined;
+  const config = await readFile(path.join(dotGit, 'config'), 'utf8').catch(() => undefined);
+  if (config === undefined || /^\s*(?:worktree\b|bare[ \t]*(?:$|=[ \t]*(?![ \t]|false\b|no\b|off\b|0\b))|\[\s*include)/im.test(config)) return undefined;
+  return { commonDir: realpathSync(dotGit), bare: false, top };
 }
 
 /** The common git dir and whether the repository is bare, asked of git now (no top level). */
@@ -774,7 +877,11 @@ async function locateFromWorktree(worktreePath: string): Promise<GitLocation> {
 }
 
 function gitIn(loc: GitLocation, args: readonly string[]): Promise<GitResult> {
-  return gitRaw(loc.worktree, [`--git-dir=${loc.gitDir}`, `--work-tree=${loc.worktree}`, ...args]);
+  return gitRaw(loc.worktree, [...gitDirArgs(loc), ...args]);
+}
+
+function gitDirArgs(loc: GitLocation): string[] {
+  return [`--git-dir=${loc.gitDir}`, `--work-tree=${loc.worktree}`];
 }
 
 async function gitOrThrow(loc: GitLocation, args: readonly string[]): Promise<string> {
@@ -985,12 +1092,4 @@ function joinRel(dir: string, file: string): string {
 
 function sha256(data: string | Buffer): string {
   return createHash('sha256').update(data).digest('hex');
-}
-
-async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  });
-  await Promise.all(workers);
 }

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
-import { launch } from './launcher';
+import { launch, type LaunchEncoding } from './launcher';
 
 /**
  * Commits made by Warden carry this identity, so they work on machines with no git config. And no
@@ -20,6 +20,10 @@ export interface GitResult {
 /** What a git call may add to its environment (a separate index, fixed commit dates). */
 export interface GitOptions {
   readonly env?: Readonly<Record<string, string>>;
+  /** Git's standard input. */
+  readonly input?: string;
+  /** Output decoded byte for byte ('latin1'), for output that holds file contents with their sizes. */
+  readonly encoding?: LaunchEncoding;
 }
 
 /** Runs git in `cwd` (from the launcher: see launcher.ts) and returns its output whatever the exit code. */
@@ -29,6 +33,8 @@ export async function gitRaw(cwd: string, args: readonly string[], options: GitO
       cwd,
       maxBuffer: 64 * 1024 * 1024,
       env: { ...process.env, ...options.env, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
+      ...(options.input !== undefined ? { input: options.input } : {}),
+      ...(options.encoding ? { encoding: options.encoding } : {}),
     });
     return { stdout, stderr, code: 0 };
   } catch (error) {
@@ -56,6 +62,37 @@ export function gitFailed(cwd: string, args: readonly string[], result: GitResul
 /** True if `ref` names an existing commit in the repository at `cwd`. */
 export async function refExists(cwd: string, ref: string): Promise<boolean> {
   return (await gitRaw(cwd, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])).code === 0;
+}
+
+/**
+ * The contents of the blobs `specs` name (`<commit>:<path>`), as UTF-8 text, from one `git
+ * cat-file --batch` where a `git show` each took one process; undefined for a name that is not a
+ * blob there. `gitArgs`: what goes before `cat-file` (`--git-dir=…`).
+ */
+export async function readBlobs(cwd: string, specs: readonly string[], gitArgs: readonly string[] = []): Promise<Map<string, string | undefined>> {
+  const found = new Map<string, string | undefined>();
+  const asked = [...new Set(specs)].filter((spec) => !/[\r\n]/.test(spec));
+  if (asked.length === 0) return found;
+  const batch = await gitRaw(cwd, [...gitArgs, 'cat-file', '--batch'], { input: asked.map((spec) => `${spec}\n`).join(''), encoding: 'latin1' });
+  if (batch.code !== 0) throw gitFailed(cwd, [...gitArgs, 'cat-file', '--batch'], batch);
+  // Each answer: `<object> <type> <size>\n<size bytes>\n`, or `<spec> missing\n` (or ambiguous).
+  const out = batch.stdout;
+  let at = 0;
+  for (const spec of asked) {
+    const eol = out.indexOf('\n', at);
+    if (eol < 0) break;
+    const header = out.slice(at, eol).split(' ');
+    at = eol + 1;
+    const size = Number(header[2]);
+    if (header.length !== 3 || !Number.isInteger(size)) {
+      found.set(spec, undefined);
+      continue;
+    }
+    const content = out.slice(at, at + size);
+    at += size + 1;
+    found.set(spec, header[1] === 'blob' ? Buffer.from(content, 'latin1').toString('utf8') : undefined);
+  }
+  return found;
 }
 
 /** Runs `work` with a git index of its own (GIT_INDEX_FILE in a temporary folder): no worktree's index is touched. */

@@ -12,11 +12,14 @@ process.on('disconnect', () => process.exit(0));
 process.on('SIGINT', () => undefined);
 
 process.on('message', (request: LaunchRequest) => {
-  execFile(request.file, [...request.args], { cwd: request.cwd, env: request.env, maxBuffer: request.maxBuffer, encoding: 'utf8' }, (error, stdout, stderr) => {
+  const child = execFile(request.file, [...request.args], { cwd: request.cwd, env: request.env, maxBuffer: request.maxBuffer, encoding: request.encoding ?? 'utf8' }, (error, stdout, stderr) => {
     const failure = error as (Error & { code?: number | string | null; signal?: string | null }) | null;
     const reply: LaunchReply = failure
       ? { id: request.id, stdout, stderr, code: failure.code ?? null, signal: failure.signal ?? null, message: failure.message }
       : { id: request.id, stdout, stderr, code: 0, signal: null };
     process.send?.(reply);
   });
+  // A program that exits before reading all of it must not take the launcher down (EPIPE).
+  child.stdin?.on('error', () => undefined);
+  if (request.input !== undefined) child.stdin?.end(request.input);
 });

@@ -23,7 +23,12 @@ export interface LaunchRequest {
   readonly cwd: string;
   readonly env: NodeJS.ProcessEnv;
   readonly maxBuffer: number;
+  readonly input?: string;
+  readonly encoding?: LaunchEncoding;
 }
+
+/** How a program's output is decoded: 'latin1' keeps every byte as one character (binary output). */
+export type LaunchEncoding = 'utf8' | 'latin1';
 
 export interface LaunchReply {
   readonly id: number;
@@ -45,6 +50,9 @@ export interface LaunchOptions {
   readonly cwd: string;
   readonly env: NodeJS.ProcessEnv;
   readonly maxBuffer: number;
+  /** Written to the program's standard input, which is then closed. */
+  readonly input?: string;
+  readonly encoding?: LaunchEncoding;
 }
 
 const CHILD = require.resolve('./launcher-main');
@@ -73,7 +81,12 @@ export async function launch(file: string, args: readonly string[], options: Lau
       current.pending.set(id, { resolve, reject });
       // Held while a call is out, so this process does not exit under it; let go when idle.
       current.child.channel?.ref();
-      current.child.send({ id, file, args, cwd: options.cwd, env: options.env, maxBuffer: options.maxBuffer } satisfies LaunchRequest, (error) => {
+      const request: LaunchRequest = {
+        id, file, args, cwd: options.cwd, env: options.env, maxBuffer: options.maxBuffer,
+        ...(options.input !== undefined ? { input: options.input } : {}),
+        ...(options.encoding ? { encoding: options.encoding } : {}),
+      };
+      current.child.send(request, (error) => {
         if (error) settle(current, id, undefined, error);
       });
     });
@@ -119,7 +132,10 @@ function runningLauncher(): Launcher | undefined {
 
 /** The same call from this process: promisified execFile already keeps the contract above. */
 function execHere(file: string, args: readonly string[], options: LaunchOptions): Promise<Launched> {
-  return execFileAsync(file, [...args], { cwd: options.cwd, env: options.env, maxBuffer: options.maxBuffer, encoding: 'utf8' });
+  const running = execFileAsync(file, [...args], { cwd: options.cwd, env: options.env, maxBuffer: options.maxBuffer, encoding: options.encoding ?? 'utf8' });
+  running.child.stdin?.on('error', () => undefined); // a program that exits before reading it all
+  if (options.input !== undefined) running.child.stdin?.end(options.input);
+  return running;
 }
 
 /** Stops the launcher (tests; a worker's launcher ends with the worker). */

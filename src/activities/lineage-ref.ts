@@ -3,6 +3,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { branchForIntent, lineageRefFor } from '../shared/ids';
 import { git, gitRaw, refCommits, refExists, withTemporaryIndex } from './git';
+import { objectFormatOf, treeNameOfFiles } from './object-names';
 
 /** Files hashed or indexed per git call: far below the kernel's argument limit. */
 const FILES_PER_CALL = 200;
@@ -18,13 +19,17 @@ export async function recordLineageRef(repoPath: string, intentId: string, folde
   const ref = lineageRefFor(intentId);
   const files = existsSync(folder) ? await regularFilesIn(folder) : [];
   if (files.length === 0) return (await refExists(repoPath, ref)) ? ref : undefined;
-  const tree = await treeOfFiles(repoPath, folder, files);
   const branch = `refs/heads/${branchForIntent(intentId)}`;
   const known = await refCommits(repoPath, [branch, ref]);
   const branchHead = known.get(branch)?.commit;
   const earlierCommit = known.get(ref);
   const earlier = earlierCommit?.commit;
-  if (earlierCommit && earlierCommit.tree === tree && earlierCommit.parents[0] === branchHead) return ref;
+  const recorded = (tree: string): boolean => earlierCommit?.tree === tree && earlierCommit.parents[0] === branchHead;
+  // The folder as recorded already (a cleanup after the archive): its tree's name, computed here, says so without writing it.
+  const format = earlierCommit ? objectFormatOf(earlierCommit.tree) : undefined;
+  if (format && recorded(await treeNameOfFiles(format, folder, files))) return ref;
+  const tree = await treeOfFiles(repoPath, folder, files);
+  if (recorded(tree)) return ref;
   const parents = [branchHead, earlier].filter((commit): commit is string => commit !== undefined).flatMap((commit) => ['-p', commit]);
   const message = `warden(${intentId}): lineage\n\nThe prompts, logs and documents of intent ${intentId}.${branchHead ? ' The first parent is its branch as it was then.' : ''}\n`;
   const commit = await git(repoPath, ['commit-tree', tree, ...parents, '-m', message]);

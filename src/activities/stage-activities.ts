@@ -21,7 +21,7 @@ import { currentAttemptScope } from '../gateway/attempt-scope';
 import { createAgent, SpendMeter } from './agents';
 import { activityLogger } from './log-context';
 import { detectTestCommand } from './test-command';
-import { changesAgainstBase, commitAll, git, gitRaw } from './git';
+import { changesAgainstBase, commitAll, git, gitRaw, type NameStatus } from './git';
 import { archiveLineageFolder, artifactName, copyLineageFolder, readLineageArtifact, readPriorArtifacts, writeLineageFile } from './lineage';
 import { recordLineageRef } from './lineage-ref';
 import { dropExpiredResumeRefs, keepForResume, resumableFrom } from './resume-ref';
@@ -35,7 +35,7 @@ import { buildPrompt } from './prompts';
 import { recordingContextOf } from './recording-context';
 import type { RecordingContext } from '../ledger/exchange-store';
 import { classifyTestRun, describeTestRun, feedbackTail, instructionForTestRun, readFailingTests, readTestCounts, type TestRunClass } from './test-results';
-import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, untrackedFilesOf, diffFromBaseOf, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
+import { holdBackSecrets, inspectStep, mergeBaseOf, restoreOutside, revertChanges, scanChangedFilesForStubs, takeRepoSnapshot, changeFromBaseOf, type InspectedWorktree, type RepoSnapshot } from './change-inspection';
 import type { SecretScan } from '../shared/secret-findings';
 import { detectTestTampering } from './test-tamper';
 import { checkTestPlanIn, type TestPlanCheck } from './test-plan-check';
@@ -492,9 +492,10 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
       const { worktreePath } = await worktree(intent);
       // Nothing runs in the worktree during this call: the merge base and the change found once serve every check.
       const mergeBase = await mergeBaseOf({ worktreePath, baseRef: `refs/heads/${intent.baseBranch}`, repoPath: intent.repoPath });
-      const changes = await changesAgainstBase(worktreePath, intent.baseBranch, mergeBase);
+      const seen = await changeFromBaseOf({ worktreePath, repoPath: intent.repoPath, base: mergeBase });
+      const changes = seen.committed ?? (await changesAgainstBase(worktreePath, intent.baseBranch, mergeBase));
       const size = { files: changes.length, lines: changes.reduce((n, c) => n + c.added + c.deleted, 0) };
-      const checks = await checkImplementationIn(worktreePath, intent, mergeBase);
+      const checks = await checkImplementationIn(worktreePath, intent, mergeBase, seen);
       const plan = testPlan
         ? await checkTestPlanIn({ worktreePath, intentId: intent.id, baseBranch: intent.baseBranch, testLogPath: testPlan.testLogPath, changedFiles: changes.map((c) => c.path) })
         : undefined;
@@ -781,11 +782,15 @@ function replaySourceOf(intent: Intent, original: NonNullable<Intent['replayOf']
  * the compiler's AST, Python by patterns) and test tampering against the base branch (tests
  * deleted, skipped, focused, or assertions removed). Findings send impl back.
  */
-async function checkImplementationIn(worktreePath: string, intent: Intent, mergeBase: string): Promise<ImplementationCheck> {
+async function checkImplementationIn(
+  worktreePath: string,
+  intent: Intent,
+  mergeBase: string,
+  seen: { readonly untracked: readonly string[]; readonly diff: readonly NameStatus[] },
+): Promise<ImplementationCheck> {
   const baseRef = `refs/heads/${intent.baseBranch}`;
   // Both checks only read the worktree as the tests left it: the diff and the untracked files found once serve both.
-  const untracked = await untrackedFilesOf({ worktreePath, repoPath: intent.repoPath });
-  const diff = await diffFromBaseOf({ worktreePath, repoPath: intent.repoPath, base: mergeBase });
+  const { untracked, diff } = seen;
   const stubs = (await scanChangedFilesForStubs({ worktreePath, baseRef, repoPath: intent.repoPath, mergeBase, untracked, diff })).filter((f) => f.severity === 'block');
   const tampering = await detectTestTampering(worktreePath, baseRef, mergeBase, untracked, diff);
   const findings = [

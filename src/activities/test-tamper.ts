@@ -14,7 +14,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { isTestFile, matchGlob } from '../shared/glob';
 import { mergeBaseOf } from './change-inspection';
-import { gitRaw, parseNameStatus, type NameStatus } from './git';
+import { gitRaw, parseNameStatus, readBlobs, type NameStatus } from './git';
 
 export type TamperKind = 'test-deleted' | 'test-skipped' | 'test-focused' | 'tests-removed' | 'assertions-removed';
 
@@ -58,14 +58,22 @@ export async function detectTestTampering(
   const base = knownMergeBase ?? (await mergeBaseOf({ worktreePath, baseRef: baseBranchRef }));
   const changes = await changedTestFiles(worktreePath, base, knownUntracked, knownDiff);
   const findings: TamperFinding[] = [];
+  const currents = new Map<TestChange, string>();
+  for (const change of changes) {
+    if (change.status === 'D') continue;
+    const current = await readFile(path.join(worktreePath, change.path), 'utf8').catch(() => undefined);
+    if (current !== undefined) currents.set(change, current);
+  }
+  // Every test file's version at the base, from one git process.
+  const atBase = await readBlobs(worktreePath, [...currents.keys()].filter((change) => change.oldPath).map((change) => `${base}:${change.oldPath}`));
   for (const change of changes) {
     if (change.status === 'D') {
       findings.push({ kind: 'test-deleted', path: change.oldPath, detail: `test file ${change.oldPath} was deleted` });
       continue;
     }
-    const current = await readFile(path.join(worktreePath, change.path), 'utf8').catch(() => undefined);
+    const current = currents.get(change);
     if (current === undefined) continue;
-    const before = change.oldPath ? await showAt(worktreePath, base, change.oldPath) : undefined;
+    const before = change.oldPath ? atBase.get(`${base}:${change.oldPath}`) : undefined;
     findings.push(...compareTestFile(change.path, before, current));
   }
   return findings;
@@ -245,9 +253,4 @@ const CODE_EXTENSIONS = new Set(['.ts', '.tsx', '.mts', '.cts', '.js', '.jsx', '
 
 function relevant(file: string): boolean {
   return isTestFile(file) && !IGNORED.some((p) => matchGlob(p, file)) && CODE_EXTENSIONS.has(path.extname(file).toLowerCase());
-}
-
-async function showAt(worktreePath: string, commit: string, file: string): Promise<string | undefined> {
-  const shown = await gitRaw(worktreePath, ['show', `${commit}:${file}`]);
-  return shown.code === 0 ? shown.stdout : undefined;
 }

@@ -263,19 +263,22 @@ export async function mergeIntoBase(input: {
   const merging = input.withoutLineage
     ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, date: head.committerDate, intentId: input.intentId, message: input.withoutLineage.message })
     : branchHead;
-  const alreadyMerged = await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', merging, baseRef]);
-  if (alreadyMerged.code === 0) return git(input.repoPath, ['rev-parse', baseRef]);
+  const alreadyMerged = async (): Promise<boolean> => (await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', merging, baseRef])).code === 0;
 
   const checkedOutAt = await checkoutOfBranch(input.repoPath, baseRef);
   if (checkedOutAt) {
     const dirty = await git(checkedOutAt, ['status', '--porcelain', '--untracked-files=no']);
     if (dirty) {
+      // A retry of a merge that landed is done, whatever the checkout holds since.
+      if (await alreadyMerged()) return git(input.repoPath, ['rev-parse', baseRef]);
       throw ApplicationFailure.create({
         type: FailureType.BaseBranchDirty,
         message: `${input.baseBranch} has uncommitted changes in ${checkedOutAt}; commit or stash them, then resume the merge`,
         nonRetryable: true,
       });
     }
+    // A commit the base already contains merges as nothing ("Already up to date"), even with
+    // --no-ff: a retry of a merge that landed ends here, without asking first.
     const merged = await gitRaw(checkedOutAt, ['merge', '--no-ff', '--no-edit', '-q', '-m', input.message, merging]);
     if (merged.code !== 0) {
       await gitRaw(checkedOutAt, ['merge', '--abort']);
@@ -284,6 +287,7 @@ export async function mergeIntoBase(input: {
     return headOf(checkedOutAt);
   }
 
+  if (await alreadyMerged()) return git(input.repoPath, ['rev-parse', baseRef]);
   const baseHead = await git(input.repoPath, ['rev-parse', baseRef]);
   const tree = await gitRaw(input.repoPath, ['merge-tree', '--write-tree', baseHead, merging]);
   if (tree.code !== 0) throw mergeConflict(input.baseBranch, branch, tree.stdout);

@@ -14,11 +14,14 @@ import {
   takeRepoSnapshot,
   untrackedFilesOf,
   diffFromBaseOf,
+  changeFromBaseOf,
   type ChangeViolation,
   type InspectionReport,
 } from '../../src/activities/change-inspection';
 import { ensureWorktree } from '../../src/activities/worktree';
+import { changesAgainstBase } from '../../src/activities/git';
 import { processTally, tallySince } from '../../src/activities/process-tally';
+import type { RepoSnapshot } from '../../src/activities/change-inspection';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { FAKE_AWS_KEY_ID, FAKE_PRIVATE_KEY_BLOCK, stringsWithCredentials } from '../helpers/fake-credentials';
 
@@ -51,6 +54,24 @@ async function setup(id = 'inspect'): Promise<Setup> {
 function write(dir: string, rel: string, content: string): void {
   mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
   writeFileSync(path.join(dir, rel), content);
+}
+
+/**
+ * A snapshot of the target repo, taken for the worktree once its folders, index and ignore files
+ * are old enough for their stat data to prove nothing changed (see repo-listing.ts): ignored
+ * files in `build/`, an ignored `node_modules/`, an empty folder. Waits for that by taking it
+ * again until it holds the proof.
+ */
+async function settledSnapshot(s: Setup): Promise<RepoSnapshot> {
+  write(s.repo, '.gitignore', 'build/*.log\nnode_modules/\n');
+  write(s.repo, 'build/out.log', 'x\n');
+  write(s.repo, 'node_modules/pkg/index.js', '1;\n');
+  mkdirSync(path.join(s.repo, 'empty'));
+  for (;;) {
+    const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
+    if (snapshot.listing?.proof) return snapshot;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 function kinds(report: InspectionReport): string[] {
@@ -415,6 +436,63 @@ describe('scanChangedFilesForStubs', () => {
   });
 });
 
+describe('changeFromBaseOf', () => {
+  test('the untracked files, the diff from the base and, once all is committed, the change\'s size: what three git processes said, from two', async () => {
+    const s = await setup('from-base');
+    const base = s.base;
+    write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
+    write(s.worktree, 'lib/new.js', 'one;\ntwo;\n');
+    write(s.worktree, 'docs/lineage/active/from-base/04-impl-attempt-1.md', 'lineage\n');
+    rmSync(path.join(s.worktree, 'README.md'));
+    git(s.worktree, 'add', '-A');
+    git(s.worktree, 'commit', '-qm', 'impl');
+    write(s.worktree, 'notes/untracked.md', 'x\n');
+    const separately = async () => ({
+      untracked: await untrackedFilesOf({ worktreePath: s.worktree, repoPath: s.repo }),
+      diff: await diffFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base }),
+      committed: await changesAgainstBase(s.worktree, 'main', base),
+    });
+    const expected = await separately();
+    const before = processTally();
+    const seen = await changeFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base });
+    expect(tallySince(before).launched.git).toBe(2);
+    expect(seen).toEqual(expected);
+    expect(seen.committed?.map((c) => c.path)).toEqual(['README.md', 'lib/new.js', 'lib/strings.js']);
+
+    // A tracked file changed since the commit: the size is the caller's to ask.
+    write(s.worktree, 'lib/new.js', 'one;\n');
+    const dirty = await changeFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base });
+    expect(dirty.committed).toBeUndefined();
+    expect(dirty.diff).toEqual((await separately()).diff);
+    git(s.worktree, 'checkout', '--', 'lib/new.js');
+
+    // A rename: the same.
+    git(s.worktree, 'mv', 'package.json', 'package.renamed.json');
+    git(s.worktree, 'commit', '-qm', 'rename');
+    const renamed = await changeFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base });
+    expect(renamed.committed).toBeUndefined();
+    expect(renamed.diff).toEqual((await separately()).diff);
+  });
+});
+
+describe('scanChangedFilesForStubs, several changed files', () => {
+  test('reads every changed file at the base from one git process', async () => {
+    const s = await setup('stubs-many');
+    for (const name of ['a', 'b', 'c']) write(s.repo, `lib/${name}.js`, `function ${name}(x) { return x; }\nmodule.exports = { ${name} };\n`);
+    git(s.repo, 'add', '-A');
+    git(s.repo, 'commit', '-qm', 'three files');
+    git(s.worktree, 'merge', '-q', '--ff-only', 'main');
+    for (const name of ['a', 'b', 'c']) write(s.worktree, `lib/${name}.js`, `function ${name}(x) { return x; }\nfunction ${name}2(y) {}\nmodule.exports = { ${name}, ${name}2 };\n`);
+    const mergeBase = await mergeBaseOf({ worktreePath: s.worktree, baseRef: 'refs/heads/main', repoPath: s.repo });
+    const untracked = await untrackedFilesOf({ worktreePath: s.worktree, repoPath: s.repo });
+    const diff = await diffFromBaseOf({ worktreePath: s.worktree, repoPath: s.repo, base: mergeBase });
+    const before = processTally();
+    const findings = await scanChangedFilesForStubs({ worktreePath: s.worktree, baseRef: 'refs/heads/main', repoPath: s.repo, mergeBase, untracked, diff });
+    expect(tallySince(before).launched.git).toBe(1); // one a file before
+    expect(findings.map((f) => `${f.path}:${f.line} ${f.kind}`)).toEqual(['lib/a.js:2 empty-body', 'lib/b.js:2 empty-body', 'lib/c.js:2 empty-body']);
+  });
+});
+
 describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
   test('a secret in a changed file and one in a new file are held back: the files are put back, the rest of the change stays', async () => {
     const s = await setup('secrets-held');
@@ -487,7 +565,7 @@ describe('the secret scan of a step\'s change (holdBackSecrets)', () => {
 });
 
 describe('git processes', () => {
-  test("a repository's kind is asked once: a second inspection of its worktree starts one git process fewer", async () => {
+  test("a repository's kind is read from its .git folder, or asked of git once where its config could move it: then a second inspection starts one git process fewer", async () => {
     const s = await setup('count');
     const launchedBy = async (work: () => Promise<unknown>): Promise<number> => {
       const before = processTally();
@@ -495,8 +573,13 @@ describe('git processes', () => {
       return tallySince(before).launched.git ?? 0;
     };
     const inspect = () => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'] });
-    const first = await launchedBy(inspect);
-    expect(await launchedBy(inspect)).toBe(first - 1);
+    expect(await launchedBy(inspect)).toBe(1); // the worktree's status
+    expect(await launchedBy(inspect)).toBe(1);
+    const included = await setup('count-included');
+    git(included.repo, 'config', 'include.path', path.join(included.root, 'more.gitconfig'));
+    const inspectIncluded = () => inspectChanges({ worktreePath: included.worktree, repoPath: included.repo, baseCommit: included.base, declaredPaths: ['**'] });
+    expect(await launchedBy(inspectIncluded)).toBe(2);
+    expect(await launchedBy(inspectIncluded)).toBe(1);
     // One status: HEAD still at the start commit (so the start commit is a commit, and no
     // ancestry question), the change against it and the untracked files.
     write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
@@ -557,7 +640,7 @@ describe('git processes', () => {
     expect(tallySince(asked).launched.git).toBe(2 + 2); // the status and the diff; then the listing's diff and untracked files
   });
 
-  test('a snapshot before a step reads its files and which of them differ from the index in one listing, its refs from their files: one git process', async () => {
+  test('a snapshot before a step reads its files and which of them differ from the index from one status and the index file, its refs from their files: one git process', async () => {
     const s = await setup('checkout');
     write(s.repo, 'lib/strings.js', 'changed;\n');
     write(s.repo, 'new dir/staged file.js', '1;\n');
@@ -567,7 +650,7 @@ describe('git processes', () => {
     await takeRepoSnapshot(s.repo); // the repository's kind is known from here on
     const before = processTally();
     const snapshot = await takeRepoSnapshot(s.repo, { worktree: s.worktree });
-    expect(tallySince(before).launched.git).toBe(1); // the file listing
+    expect(tallySince(before).launched.git).toBe(1); // the status
     expect(snapshot.refs).toEqual({ 'refs/heads/main': git(s.repo, 'rev-parse', 'main'), 'refs/heads/warden/checkout': s.base });
     // Staged and unchanged since, the new file matches the index: not dirty.
     expect(snapshot.checkout).toEqual({
@@ -610,6 +693,65 @@ describe('git processes', () => {
     const staged = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: again });
     expect(await restoreOutside(again, staged.violations)).toEqual({ restored: [], notRestored: ['lib/strings.js'] });
     expect(readFileSync(path.join(s.repo, 'lib/strings.js'), 'utf8')).toBe('the agent, staged;\n');
+  });
+
+  test('after a step that wrote nothing outside its worktree, the target repo is not listed again: the inspection is one git process', async () => {
+    const s = await setup('unlisted');
+    write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
+    const snapshot = await settledSnapshot(s);
+    const before = processTally();
+    const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['lib/**'], repoSnapshot: snapshot });
+    expect(tallySince(before).launched.git).toBe(1); // the worktree's status
+    expect(report.ok).toBe(true);
+    expect(report.checked.outsideWrites).toBe(true);
+  });
+
+  // Each write below changes what `git ls-files` lists after the step, or a listed file: the
+  // inspection must report what it reports when git lists the repository again.
+  test.each([
+    ['a file in a folder that holds only ignored files', (repo: string) => write(repo, 'build/evil.js', '1;\n')],
+    ['a file in an empty folder', (repo: string) => write(repo, 'empty/evil.js', '1;\n')],
+    ['a file in new folders, the parent folder\'s times set back', (repo: string) => {
+      write(repo, 'lib/deep/er/evil.js', '1;\n');
+      utimesSync(path.join(repo, 'lib'), new Date(2020, 0, 1), new Date(2020, 0, 1));
+    }],
+    ['an ignored file un-ignored by a .gitignore of the same size with its times set back', (repo: string) => {
+      write(repo, '.gitignore', 'build/*.lxg\nnode_modules/\n');
+      utimesSync(path.join(repo, '.gitignore'), new Date(2020, 0, 1), new Date(2020, 0, 1));
+    }],
+    ['a file staged in the target repo', (repo: string) => git(repo, 'add', '-f', 'build/out.log')],
+    ['info/exclude un-ignoring nothing but changed', (repo: string) => write(repo, '.git/info/exclude', '# changed\n')],
+    ['a tracked file changed', (repo: string) => write(repo, 'lib/strings.js', 'evil;\n')],
+    ['a file written into an ignored folder (not listed, so not reported)', (repo: string) => write(repo, 'node_modules/pkg/evil.js', '1;\n')],
+  ])('a write outside the worktree is found as when git lists the repo again: %s', async (_what, escape) => {
+    const s = await setup('escape');
+    const snapshot = await settledSnapshot(s);
+    escape(s.repo);
+    const withGit: RepoSnapshot = { ...snapshot, listing: { ...snapshot.listing!, proof: undefined } };
+    const inspect = (repoSnapshot: RepoSnapshot) => inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot });
+    const report = await inspect(snapshot);
+    expect(report).toEqual(await inspect(withGit));
+    if (_what.includes('not reported')) expect(report.ok).toBe(true);
+    else expect(report.ok).toBe(false);
+  });
+
+  test('a repository without an index yet: an ignored file staged after the snapshot is found; with an ignore file named in its config, git lists it again', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'warden-inspect-'));
+    roots.push(root);
+    const repo = path.join(root, 'fresh');
+    git(root, 'init', '-q', repo);
+    write(repo, '.gitignore', '*.log\n');
+    write(repo, 'out.log', 'x\n');
+    let snapshot: RepoSnapshot;
+    do {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      snapshot = await takeRepoSnapshot(repo);
+    } while (!snapshot.listing?.proof);
+    git(repo, 'add', '-f', 'out.log');
+    const after = await takeRepoSnapshot(repo, { previous: snapshot });
+    expect(Object.keys(after.files).sort()).toEqual(['.gitignore', 'out.log']);
+    git(repo, 'config', 'core.excludesFile', path.join(root, 'ignores'));
+    expect((await takeRepoSnapshot(repo)).listing?.proof).toBeUndefined();
   });
 
   test('a repository removed and made again at the same path, now bare, is asked anew', async () => {

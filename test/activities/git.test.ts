@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { commitAll, headOf, refCommits } from '../../src/activities/git';
+import { commitAll, headOf, readBlobs, refCommits } from '../../src/activities/git';
 import { processTally, tallySince } from '../../src/activities/process-tally';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
@@ -90,5 +90,25 @@ describe('refCommits', () => {
     gitSync(repo, 'add', 'second.txt');
     gitSync(repo, 'commit', '-qm', 'second');
     expect((await refCommits(repo, ['refs/heads/main'])).get('refs/heads/main')?.parents).toEqual([main]);
+  });
+});
+
+describe('readBlobs', () => {
+  test('the blobs several names name, byte for byte as git show prints them, in one git process; a missing file or a folder is undefined', async () => {
+    const { worktreePath } = await worktree('blobs');
+    writeFileSync(path.join(worktreePath, 'ünï.txt'), 'zwölf Äpfel\nno newline at the end');
+    writeFileSync(path.join(worktreePath, 'empty.txt'), '');
+    writeFileSync(path.join(worktreePath, 'lines.txt'), 'a\n\nmissing 1 2 3\n');
+    gitSync(worktreePath, 'add', '-A');
+    gitSync(worktreePath, 'commit', '-qm', 'files');
+    const head = gitSync(worktreePath, 'rev-parse', 'HEAD');
+    const names = ['ünï.txt', 'empty.txt', 'lines.txt', 'lib/strings.js'].map((file) => `${head}:${file}`);
+    const { result, git } = await gitProcessesOf(() => readBlobs(worktreePath, [...names, `${head}:nope.txt`, `${head}:lib`]));
+    expect(git).toBe(1);
+    for (const name of names) expect(result.get(name)).toBe(execFileSync('git', ['show', name], { cwd: worktreePath, encoding: 'utf8' }));
+    expect(result.get(`${head}:nope.txt`)).toBeUndefined();
+    expect(result.get(`${head}:lib`)).toBeUndefined();
+    expect(result.size).toBe(6);
+    expect((await gitProcessesOf(() => readBlobs(worktreePath, []))).git).toBe(0);
   });
 });

@@ -50,3 +50,11 @@ test('a launcher that dies is replaced, and a call in flight when it died still 
   const second = await parentOfLaunched();
   expect(second).not.toBe(first);
 });
+
+test("writes the caller's input to the program's standard input, and can keep its output byte for byte", async () => {
+  expect((await launch('cat', [], { ...opts(), input: 'fed in\n' })).stdout).toBe('fed in\n');
+  const bytes = await launch('sh', ['-c', "printf '\\377\\303\\251'"], { ...opts(), encoding: 'latin1' });
+  expect(Buffer.from(bytes.stdout, 'latin1')).toEqual(Buffer.from([0xff, 0xc3, 0xa9]));
+  // A program that reads none of it still answers.
+  expect((await launch('true', [], { ...opts(), input: 'x'.repeat(1 << 20) })).stdout).toBe('');
+});

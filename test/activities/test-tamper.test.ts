@@ -187,6 +187,18 @@ describe('detectTestTampering against the base branch', () => {
     expect(summary(await detectTestTampering(s.wt, 'refs/heads/main'))).toEqual(['test-deleted test/strings.test.js']);
   });
 
+  test('every changed test file is read at the base from one git process', async () => {
+    const s = await setup();
+    edit(path.join(s.wt, 'test/strings.test.js'), "test('capitalize", "test.skip('capitalize");
+    edit(path.join(s.wt, 'tests/test_calc.py'), '    assert add(0, 0) == 0\n', '');
+    const base = git(s.wt, 'merge-base', 'HEAD', 'refs/heads/main');
+    const diff = await diffFromBaseOf({ worktreePath: s.wt, repoPath: s.repo, base });
+    const known = processTally();
+    const findings = summary(await detectTestTampering(s.wt, 'refs/heads/main', base, [], diff));
+    expect(tallySince(known).launched.git).toBe(1); // one a file before
+    expect(findings).toEqual(['test-skipped test/strings.test.js:6', 'assertions-removed tests/test_calc.py']);
+  });
+
   test('an unknown base is a clear error', async () => {
     const s = await setup();
     await expect(detectTestTampering(s.wt, 'refs/heads/nope')).rejects.toThrow(/cannot compare .* with refs\/heads\/nope/);

@@ -1,0 +1,213 @@
+/**
+ * The target repository's working-tree files (tracked, and untracked but not ignored: what `git
+ * ls-files --cached --others --exclude-standard` lists) before an agent step and after it, for
+ * the outside-write check (change-inspection.ts).
+ *
+ * Before the step: one `git status` (untracked, ignored, and the files that differ from the
+ * index) and the index file read directly (every tracked path), plus the stat data of what
+ * decides that listing: every folder git would look into, the index, every `.gitignore`.
+ *
+ * After the step the listing can only differ if one of those changed: a file appears in or leaves
+ * the listing only by an entry added, removed or renamed in a folder git looks into (which sets
+ * that folder's ctime), by a change of the index, or by a change of the ignore rules (a
+ * `.gitignore`, or info/exclude and the config, which the snapshot compares byte for byte). ctime
+ * cannot be set back by a process (only the clock can), so equal stat data proves nothing moved,
+ * provided it was older than the moment the listing began by more than the clock's tick: a change
+ * made in the same tick as the stamp could leave it equal ("racy" in git's words); then, or when
+ * anything differs, git is asked again. The global ignore file and global config are the worker's
+ * own, out of an agent's reach, and not looked at.
+ */
+import { createHash } from 'node:crypto';
+import { lstat, open, readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../shared/errors';
+import { gitDirOf, gitRaw } from './git';
+import { forEachLimited } from '../shared/for-each-limited';
+import { indexPaths } from './index-file';
+
+/** What the listing before a step found. */
+export interface ListingBefore {
+  /** Tracked and untracked (not ignored) files, relative to the top level, each once. */
+  readonly names: readonly string[];
+  /** A hash of the index file ('none' when there is none, undefined when unreadable). */
+  readonly index?: string;
+  /** Files that differed from the index: changed, deleted, unmerged or untracked. */
+  readonly dirty: readonly string[];
+  /** Stat data of what decides the listing (absolute path → stamp); undefined when it proves nothing. */
+  readonly proof?: Readonly<Record<string, string>>;
+}
+
+/** A clock tick is a few milliseconds at most: stat data this much older than the listing cannot be racy. */
+export const RACY_MARGIN_MS = 100;
+/** More folders than this are not stamped (git is asked after the step instead). */
+export const MAX_STAMPED_FOLDERS = 20_000;
+const STAT_CONCURRENCY = 64;
+/** The stamp of a file that is not there (a repository without an index yet). */
+const ABSENT = 'absent';
+
+/**
+ * The listing before a step, in the checkout at `top` (a real path). `skip`: a folder under it
+ * not to stamp (the intent's own worktree, where the step writes). One git process; two when the
+ * index cannot be read directly.
+ */
+export async function listBeforeStep(top: string, skip?: string): Promise<ListingBefore> {
+  const since = Date.now();
+  const gitDir = await gitDirOf(top);
+  const index = gitDir && !process.env.GIT_INDEX_FILE ? await readIndex(path.join(gitDir, 'index')) : undefined;
+  const status = await gitRaw(top, [
+    '--no-optional-locks', 'status', '--porcelain=v2', '-z', '--untracked-files=all', '--ignored=matching', '--no-renames', '--ignore-submodules=all',
+  ]);
+  const tracked = index?.data === 'none' ? [] : index ? indexPaths(index.data) : undefined;
+  if (status.code !== 0 || !gitDir || !index || !tracked) return listWithGit(top);
+  const untracked: string[] = [];
+  const ignored: string[] = [];
+  const dirty = new Set<string>();
+  for (const entry of status.stdout.split('\0')) {
+    if (entry.startsWith('? ')) {
+      untracked.push(entry.slice(2));
+      dirty.add(entry.slice(2));
+    } else if (entry.startsWith('! ')) {
+      ignored.push(entry.slice(2));
+    } else if (entry.startsWith('1 ')) {
+      // 1 XY sub mH mI mW hH hI path: Y says how the working-tree file differs from the index
+      const fields = entry.split(' ');
+      if (fields[1]![1] !== '.') dirty.add(fields.slice(8).join(' '));
+    } else if (entry.startsWith('u ')) {
+      dirty.add(entry.split(' ').slice(10).join(' '));
+    }
+  }
+  const names = [...new Set([...tracked, ...untracked])];
+  const indexHash = index?.data === 'none' ? 'none' : index ? createHash('sha256').update(index.data).digest('hex') : undefined;
+  // An ignore file the repository's config names could be anywhere, and a checkout whose .git is
+  // a file keeps its config elsewhere: then git is asked after the step.
+  const config = gitDir === path.join(top, '.git') ? await readFile(path.join(gitDir, 'config'), 'utf8').catch(() => undefined) : undefined;
+  const proof = config === undefined || /excludesfile/i.test(config)
+    ? undefined
+    : await stampListing(top, { since, names, ignored, skip, index: { file: index.file, stamp: index.data === 'none' ? ABSENT : index.stamp } });
+  return { names, ...(indexHash ? { index: indexHash } : {}), dirty: [...dirty], ...(proof ? { proof } : {}) };
+}
+
+/**
+ * The listing after a step: the names found before when `proof` still holds (and `rulesUnchanged`:
+ * info/exclude and the config compared equal), else git's listing now.
+ */
+export async function listAfterStep(top: string, before: Pick<ListingBefore, 'names' | 'proof'>, rulesUnchanged: boolean): Promise<{ readonly names: readonly string[]; readonly asked: boolean }> {
+  if (rulesUnchanged && before.proof && (await proofHolds(before.proof))) return { names: before.names, asked: false };
+  const listing = await gitRaw(top, ['ls-files', '-z', '--cached', '--others', '--exclude-standard']);
+  if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
+  return { names: [...new Set(listing.stdout.split('\0').filter(Boolean))], asked: true };
+}
+
+/** The listing from `ls-files -t` alone, where the index cannot be read directly: no proof. */
+async function listWithGit(top: string): Promise<ListingBefore> {
+  const listing = await gitRaw(top, ['ls-files', '-z', '-t', '--modified', '--deleted', '--cached', '--others', '--exclude-standard']);
+  if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
+  // -t: `C` changed, `R` deleted, `?` untracked, `H` tracked (and matching the index)
+  const entries = listing.stdout.split('\0').filter(Boolean);
+  const gitDir = await gitDirOf(top);
+  const index = gitDir ? await readIndex(path.join(gitDir, 'index')) : undefined;
+  const indexHash = index?.data === 'none' ? 'none' : index ? createHash('sha256').update(index.data).digest('hex') : undefined;
+  return {
+    names: [...new Set(entries.map((entry) => entry.slice(2)))],
+    ...(indexHash ? { index: indexHash } : {}),
+    dirty: [...new Set(entries.filter((entry) => !entry.startsWith('H ')).map((entry) => entry.slice(2)))],
+  };
+}
+
+/** The index file's bytes and stat data from one open file; 'none' when there is no index; undefined when unreadable. */
+async function readIndex(file: string): Promise<{ readonly file: string; readonly data: Buffer | 'none'; readonly stamp?: string } | undefined> {
+  const handle = await open(file, 'r').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? 'none' : undefined));
+  if (handle === 'none') return { file, data: 'none' };
+  if (!handle) return undefined;
+  try {
+    const stat = await handle.stat({ bigint: true });
+    return { file, data: await handle.readFile(), stamp: stampText(stat) };
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
+interface BigStat {
+  readonly ino: bigint;
+  readonly size: bigint;
+  readonly mode: bigint;
+  readonly ctimeNs: bigint;
+  readonly mtimeNs: bigint;
+}
+
+function stampText(stat: BigStat): string {
+  return `${stat.ino}:${stat.mode}:${stat.size}:${stat.ctimeNs}:${stat.mtimeNs}`;
+}
+
+/**
+ * Stamps every folder git would look into for untracked files (from the top level down, past
+ * `.git` folders, ignored folders, links and `skip`), the index and every `.gitignore`;
+ * undefined when one was changed too recently to tell a later change from it, or there are too
+ * many folders.
+ */
+async function stampListing(
+  top: string,
+  input: { readonly since: number; readonly names: readonly string[]; readonly ignored: readonly string[]; readonly skip?: string; readonly index: { readonly file: string; readonly stamp?: string } },
+): Promise<Record<string, string> | undefined> {
+  const settled = BigInt(input.since - RACY_MARGIN_MS) * 1_000_000n;
+  const stamps: Record<string, string> = {};
+  const stamp = (abs: string, stat: BigStat): boolean => {
+    if (stat.ctimeNs >= settled || stat.mtimeNs >= settled) return false;
+    stamps[abs] = stampText(stat);
+    return true;
+  };
+  if (!input.index.stamp) return undefined;
+  if (input.index.stamp !== ABSENT) {
+    const [, , , ctime, mtime] = input.index.stamp.split(':');
+    if (BigInt(ctime!) >= settled || BigInt(mtime!) >= settled) return undefined;
+  }
+  stamps[input.index.file] = input.index.stamp;
+  const ignoredFolders = new Set(input.ignored.filter((name) => name.endsWith('/')).map((name) => path.join(top, name.slice(0, -1))));
+  const skip = input.skip ? path.resolve(input.skip) : undefined;
+  let folders = 0;
+  let racy = false;
+  const walk = async (dir: string): Promise<void> => {
+    if (racy || ++folders > MAX_STAMPED_FOLDERS) return;
+    const stat = await lstat(dir, { bigint: true }).catch(() => undefined);
+    if (!stat?.isDirectory() || !stamp(dir, stat)) {
+      racy = true;
+      return;
+    }
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => undefined);
+    if (!entries) {
+      racy = true;
+      return;
+    }
+    const below = entries
+      .filter((entry) => entry.isDirectory() && entry.name !== '.git')
+      .map((entry) => path.join(dir, entry.name))
+      .filter((sub) => !ignoredFolders.has(sub) && sub !== skip);
+    await forEachLimited(below, STAT_CONCURRENCY, walk);
+  };
+  await walk(top);
+  if (racy || folders > MAX_STAMPED_FOLDERS) return undefined;
+  const rules = [...input.names, ...input.ignored].filter((name) => path.posix.basename(name) === '.gitignore').map((name) => path.join(top, name));
+  for (const file of rules) {
+    const stat = await lstat(file, { bigint: true }).catch(() => undefined);
+    if (!stat || !stamp(file, stat)) return undefined;
+  }
+  return stamps;
+}
+
+/** Whether every stamped path still has the stat data it had. */
+async function proofHolds(proof: Readonly<Record<string, string>>): Promise<boolean> {
+  let holds = true;
+  await forEachLimited(Object.entries(proof), STAT_CONCURRENCY, async ([abs, before]) => {
+    if (!holds) return;
+    const stat = await lstat(abs, { bigint: true }).catch(() => undefined);
+    if (stat ? stampText(stat) !== before : before !== ABSENT) holds = false;
+  });
+  return holds;
+}
+
+function failure(message: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: FailureType.GitFailed, message, nonRetryable: true });
+}
