@@ -56,6 +56,15 @@ export interface LedgerActivityDeps {
   readonly reportsDir: string;
 }
 
+/**
+ * Writes rows the workflow recorded, redacted, in one statement: the batch joins its intent's hash
+ * chain whole, or not at all. Idempotent by row id. Returns how many rows were new.
+ */
+export async function writeLedgerBatch(deps: Pick<LedgerActivityDeps, 'ledger' | 'redact'>, batch: LedgerBatch): Promise<number> {
+  const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
+  return deps.ledger.audit.recordBatch(rows);
+}
+
 /** How loud a daily report is in the ledger: RED is a high-severity safety event. */
 const REPORT_SEVERITY: Record<DailyReport['health'], Severity> = { GREEN: 'info', YELLOW: 'medium', RED: 'high' };
 
@@ -86,9 +95,7 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
      * Returns how many rows were new.
      */
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
-      // One statement: the batch joins its intent's hash chain whole, or not at all.
-      const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
-      return { inserted: await deps.ledger.audit.recordBatch(rows) };
+      return { inserted: await writeLedgerBatch(deps, batch) };
     },
 
     /**

@@ -56,13 +56,23 @@ export class LedgerRecorder {
   /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
   async flush(route: LedgerRoute = 'local'): Promise<void> {
     if (!this.pending) return;
+    await this.flushThrough(this.append[route]);
+  }
+
+  /**
+   * Hands everything queued to `write`, an activity that writes the batch along with its own work
+   * (e.g. the review package that opens a gate): one activity instead of two. On failure the rows
+   * go back to the queue and the error propagates.
+   */
+  async flushThrough<T>(write: (batch: LedgerBatch) => Promise<T>): Promise<T> {
     const rows = this.queue;
     this.queue = [];
     try {
-      await this.append[route]({ rows });
+      return await write({ rows });
     } catch (error) {
       this.queue = [...rows, ...this.queue];
       throw error;
     }
   }
 }
+

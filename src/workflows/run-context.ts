@@ -117,12 +117,15 @@ export class IntentRun {
       // Code that can reach the network (or everything) could reach the frontend and sign as no one: only proofs count.
       signedOnly: this.unconfinedCode || this.hostNetwork,
       autoPass: (gate) => ({ level: this.ladderLevel, risk: this.triage?.risk ?? 'MEDIUM', refusals: autoPassRefusals(gate, this) }),
-      reviewPackage: async () => {
+      openGate: async (request) => {
         const { triage, review, state, ladderLevel } = this;
-        if (state.attempts.impl === undefined || !triage) return undefined;
+        if (state.attempts.impl === undefined || !triage) {
+          await this.activities.ledgerQueued.appendToLedger(request);
+          return undefined;
+        }
         const attempts = this.attemptCount > 0 ? { attempts: { listed: [...this.attemptsSeen], total: this.attemptCount } } : {};
         const testPlan = this.testPlan ? { testPlan: this.testPlan } : {};
-        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts, ...testPlan } });
+        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts, ...testPlan }, ledgerBatch: request });
       },
       onWaiting: (gate) => setStatus(this.state, 'waiting', gate),
       onDecided: (decision) => {

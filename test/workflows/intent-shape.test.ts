@@ -36,3 +36,22 @@ test("an intent runs no separate document or change checks, one inspection after
     expect(between.filter((l) => l === 'LocalActivity(appendToLedger)')).toHaveLength(2);
   }
 });
+
+test("the merge gate's request is written by its review package's activity: no ledger write of its own, and on record once the package shows", async () => {
+  const { handle, id } = await startSampleIntent(world(), 'gatereq');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.package ? true : undefined), 120_000, "the merge gate's package");
+  // A person who finds the package finds the request in the ledger, with the package's figures.
+  const requested = await world().pool.query<{ metadata: Record<string, unknown> }>("SELECT metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_REQUESTED' AND metadata->>'gate' = 'merge'", [id]);
+  expect(requested.rows).toHaveLength(1);
+  expect(requested.rows[0]!.metadata).toMatchObject({ gate: 'merge', actual: { files: expect.any(Number), lines: expect.any(Number) }, predicted: expect.any(Object) });
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+
+  const labels = eventLabels((await handle.fetchHistory()).events ?? []);
+  expect(labels).not.toContain('ActivityTaskScheduled(appendToLedger)');
+  const opened = labels.indexOf('ActivityTaskScheduled(buildReviewPackage)');
+  expect(opened).toBeGreaterThan(-1);
+  // After the package, the gate waits for the decision: nothing else is scheduled before the signal.
+  const signalled = labels.indexOf('WorkflowExecutionSignaled(decide)');
+  expect(labels.slice(opened + 1, signalled).filter((l) => l.startsWith('ActivityTaskScheduled(') || l.startsWith('LocalActivity('))).toEqual([]);
+});
