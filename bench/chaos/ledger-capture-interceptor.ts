@@ -1,8 +1,8 @@
 /**
  * A workflow interceptor module for replay only (bench/chaos/ledger-vs-history.ts): each
  * `appendToLedger` call that the history shows completed, and each other activity that carried
- * rows to write (`ledgerBatch`: a gate's request with its review package), hands the ids of the
- * rows it wrote to the `ledgerCapture` sink. The workflow makes those ids itself (its deterministic uuid4), so replaying
+ * rows to write (`ledgerBatch`: a gate's request with its review package, an intent's ending with
+ * its ladder run), hands the ids of the rows it wrote to the `ledgerCapture` sink. The workflow makes those ids itself (its deterministic uuid4), so replaying
  * a history gives exactly the rows its run put in the ledger.
  */
 import { proxySinks, type ActivityInput, type LocalActivityInput, type Next, type Sinks, type WorkflowInterceptorsFactory, type WorkflowOutboundCallsInterceptor } from '@temporalio/workflow';

@@ -81,10 +81,19 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
     },
 
     /**
-     * Counts a finished intent on its profile's ladder. The id is made from the workflow run,
-     * so a retried activity counts it once. Returns the level before and after.
+     * Counts a finished intent on its profile's ladder, after writing the intent's last rows
+     * (`ledgerBatch`, its ending) so the two take one call. The id is made from the workflow run,
+     * so a retried activity counts it once (and the rows' ids write them once). Returns the level
+     * before and after.
      */
-    async recordLadderRun(input: { readonly scope: string; readonly intentId: string; readonly runId: string; readonly run: LadderRun }): Promise<{ readonly before: number; readonly after: number }> {
+    async recordLadderRun(input: {
+      readonly scope: string;
+      readonly intentId: string;
+      readonly runId: string;
+      readonly run: LadderRun;
+      readonly ledgerBatch?: LedgerBatch;
+    }): Promise<{ readonly before: number; readonly after: number }> {
+      if (input.ledgerBatch && input.ledgerBatch.rows.length > 0) await writeLedgerBatch(deps, input.ledgerBatch);
       const { before, after } = await ladder.recordRun({ id: deterministicUuid('ladder-run', input.intentId, input.runId), scope: input.scope, intentId: input.intentId, run: input.run, defaults });
       return { before: before.level, after: after.level };
     },

@@ -55,3 +55,15 @@ test("the merge gate's request is written by its review package's activity: no l
   const signalled = labels.indexOf('WorkflowExecutionSignaled(decide)');
   expect(labels.slice(opened + 1, signalled).filter((l) => l.startsWith('ActivityTaskScheduled(') || l.startsWith('LocalActivity('))).toEqual([]);
 });
+
+test("an intent's ending rows go with its ladder run: one local activity after the cleanup, and the ending is in the ledger", async () => {
+  const { handle, id } = await startSampleIntent(world(), 'ending');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+
+  const labels = eventLabels((await handle.fetchHistory()).events ?? []);
+  expect(labels.slice(labels.indexOf('LocalActivity(cleanupIntent)') + 1)).toEqual(['LocalActivity(recordLadderRun)', 'WorkflowExecutionCompleted']);
+  const ended = await world().pool.query("SELECT count(*)::int AS n FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_MERGED'", [id]);
+  expect(ended.rows[0]).toEqual({ n: 1 });
+});
