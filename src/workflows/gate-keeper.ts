@@ -197,6 +197,8 @@ export class GateKeeper {
     const refusal = this.autoPassRefusal(gate);
     if (refusal === undefined) return this.autoPassed(gate, prompt, this.o.autoPass(gate).level);
 
+    // What led here is on record before the gate shows as open.
+    await ledger.flushIfDue();
     const timeout = this.settings(gate).timeout ?? intent.limits.gateTimeout;
     const requestedAt = new Date();
     // Set with the pending gate, before any await: a defer may arrive during the writes below.

@@ -15,6 +15,7 @@ import { HOST_KINDS, HostRouting, type HostKind } from './host-routing';
 import { hostOfQueue, workBranchFor } from '../shared/ids';
 import { setStatus, showInMemo, startingState } from './intent-status';
 import { LedgerRecorder } from './ledger-recorder';
+import { dueRowsFirst } from './due-rows';
 import { StageGuard, installStageGuard } from './stage-guard';
 import { WorkClock } from './time-limits';
 
@@ -77,7 +78,7 @@ export class IntentRun {
       (kind, taskQueue) => (taskQueue ? intentActivities(intent.limits, { taskQueue, ...(intent.placement ? { moveAfter: intent.placement.moveAfter } : {}) }) : shared)[kind],
       (kind, lostQueue) => this.moveFrom(kind, lostQueue),
     );
-    this.activities = { ...shared, ...Object.fromEntries(HOST_KINDS.map((kind) => [kind, this.hosts.route(kind)])) } as IntentActivities;
+    this.activities = dueRowsFirst({ ...shared, ...Object.fromEntries(HOST_KINDS.map((kind) => [kind, this.hosts.route(kind)])) } as IntentActivities, () => this.ledger);
     this.hostNetwork = [intent.agent, ...Object.values(intent.stageAgents)].some((a) => a.kind === 'command' && networkOf(a) === 'host');
     this.unconfinedCode = intent.confinement.allowUnconfinedCode || intent.confinement.testNetwork === 'host';
     this.ledger = new LedgerRecorder(intent.id, {
