@@ -1,7 +1,8 @@
 /**
  * A workflow interceptor module for replay only (bench/chaos/ledger-vs-history.ts): each
- * `appendToLedger` call that the history shows completed hands the ids of the rows it wrote to the
- * `ledgerCapture` sink. The workflow makes those ids itself (its deterministic uuid4), so replaying
+ * `appendToLedger` call that the history shows completed, and each other activity that carried
+ * rows to write (`ledgerBatch`: a gate's request with its review package, an intent's ending with
+ * its ladder run), hands the ids of the rows it wrote to the `ledgerCapture` sink. The workflow makes those ids itself (its deterministic uuid4), so replaying
  * a history gives exactly the rows its run put in the ledger.
  */
 import { proxySinks, type ActivityInput, type LocalActivityInput, type Next, type Sinks, type WorkflowInterceptorsFactory, type WorkflowOutboundCallsInterceptor } from '@temporalio/workflow';
@@ -12,21 +13,27 @@ export interface LedgerCaptureSinks extends Sinks {
 
 const { ledgerCapture } = proxySinks<LedgerCaptureSinks>();
 
-function idsOf(args: readonly unknown[]): string[] {
-  const batch = args[0] as { rows?: ReadonlyArray<Record<string, { id?: unknown } | undefined>> } | undefined;
-  return (batch?.rows ?? []).flatMap((row) => Object.values(row).flatMap((value) => (typeof value?.id === 'string' ? [value.id] : [])));
+type Rows = ReadonlyArray<Record<string, { id?: unknown } | undefined>>;
+
+/** The ids of the ledger rows an activity call wrote: an `appendToLedger` batch, or the batch another activity carried. */
+function idsOf(activityType: string, args: readonly unknown[]): string[] {
+  const input = args[0] as { rows?: Rows; ledgerBatch?: { rows?: Rows } } | undefined;
+  const rows = activityType === 'appendToLedger' ? input?.rows : input?.ledgerBatch?.rows;
+  return (rows ?? []).flatMap((row) => Object.values(row).flatMap((value) => (typeof value?.id === 'string' ? [value.id] : [])));
 }
 
 class LedgerCapture implements WorkflowOutboundCallsInterceptor {
   async scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>): Promise<unknown> {
     const result = await next(input);
-    if (input.activityType === 'appendToLedger') ledgerCapture.written(idsOf(input.args));
+    const ids = idsOf(input.activityType, input.args);
+    if (ids.length > 0) ledgerCapture.written(ids);
     return result;
   }
 
   async scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
     const result = await next(input);
-    if (input.activityType === 'appendToLedger') ledgerCapture.written(idsOf(input.args));
+    const ids = idsOf(input.activityType, input.args);
+    if (ids.length > 0) ledgerCapture.written(ids);
     return result;
   }
 }

@@ -56,6 +56,15 @@ export interface LedgerActivityDeps {
   readonly reportsDir: string;
 }
 
+/**
+ * Writes rows the workflow recorded, redacted, in one statement: the batch joins its intent's hash
+ * chain whole, or not at all. Idempotent by row id. Returns how many rows were new.
+ */
+export async function writeLedgerBatch(deps: Pick<LedgerActivityDeps, 'ledger' | 'redact'>, batch: LedgerBatch): Promise<number> {
+  const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
+  return deps.ledger.audit.recordBatch(rows);
+}
+
 /** How loud a daily report is in the ledger: RED is a high-severity safety event. */
 const REPORT_SEVERITY: Record<DailyReport['health'], Severity> = { GREEN: 'info', YELLOW: 'medium', RED: 'high' };
 
@@ -72,10 +81,19 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
     },
 
     /**
-     * Counts a finished intent on its profile's ladder. The id is made from the workflow run,
-     * so a retried activity counts it once. Returns the level before and after.
+     * Counts a finished intent on its profile's ladder, after writing the intent's last rows
+     * (`ledgerBatch`, its ending) so the two take one call. The id is made from the workflow run,
+     * so a retried activity counts it once (and the rows' ids write them once). Returns the level
+     * before and after.
      */
-    async recordLadderRun(input: { readonly scope: string; readonly intentId: string; readonly runId: string; readonly run: LadderRun }): Promise<{ readonly before: number; readonly after: number }> {
+    async recordLadderRun(input: {
+      readonly scope: string;
+      readonly intentId: string;
+      readonly runId: string;
+      readonly run: LadderRun;
+      readonly ledgerBatch?: LedgerBatch;
+    }): Promise<{ readonly before: number; readonly after: number }> {
+      if (input.ledgerBatch && input.ledgerBatch.rows.length > 0) await writeLedgerBatch(deps, input.ledgerBatch);
       const { before, after } = await ladder.recordRun({ id: deterministicUuid('ladder-run', input.intentId, input.runId), scope: input.scope, intentId: input.intentId, run: input.run, defaults });
       return { before: before.level, after: after.level };
     },
@@ -86,9 +104,7 @@ export function createLedgerActivities(deps: LedgerActivityDeps) {
      * Returns how many rows were new.
      */
     async appendToLedger(batch: LedgerBatch): Promise<{ readonly inserted: number }> {
-      // One statement: the batch joins its intent's hash chain whole, or not at all.
-      const rows = batch.rows.map((row) => ('gateDecision' in row ? { gateDecision: redactDeep(row.gateDecision, deps.redact) } : { safetyEvent: redactDeep(row.safetyEvent, deps.redact) }));
-      return { inserted: await deps.ledger.audit.recordBatch(rows) };
+      return { inserted: await writeLedgerBatch(deps, batch) };
     },
 
     /**

@@ -54,6 +54,14 @@ export interface PlannedTestLine {
   readonly status: string;
 }
 
+/**
+ * What a gate's GATE_REQUESTED row carries of its review package, for a person deciding from a
+ * notification: the predicted against the actual size, and the review's verdict.
+ */
+export function packageFacts(pkg: ReviewPackage): Record<string, unknown> {
+  return { predicted: pkg.predicted, actual: { files: pkg.actual.files, lines: pkg.actual.lines }, review: pkg.review?.verdict };
+}
+
 export const MAX_DIFF_FILES = 30;
 export const MAX_TRACE = 40;
 export const MAX_SECRET_LINES = 20;

@@ -12,6 +12,7 @@ import { decideSignal, decideUpdate } from '../shared/messages';
 import { renderDocumentFacts, renderReviewPackage, type ReviewPackage } from '../shared/review-package';
 import type { RiskClass } from '../shared/risk';
 import type { IntentState, PendingGate } from '../shared/state';
+import type { LedgerBatch } from '../activities';
 import type { LedgerRecorder } from './ledger-recorder';
 
 /** What a gate may be answered with beyond approve, reject and defer. */
@@ -41,8 +42,12 @@ export interface GateKeeperOptions {
   /** Agent-written code may run unconfined or with the host's network here: then only signed decisions count, at every gate. */
   readonly signedOnly: boolean;
   readonly autoPass: (gate: GateName) => AutoPassContext;
-  /** The review package, once impl has run; undefined before. */
-  readonly reviewPackage: () => Promise<ReviewPackage | undefined>;
+  /**
+   * Writes the rows that open a gate, and returns the review package once impl has run (undefined
+   * before): the package's activity writes them once it has built the package, an ordinary
+   * ledger write does when there is none.
+   */
+  readonly openGate: (request: LedgerBatch) => Promise<ReviewPackage | undefined>;
   /** Status updates (search attributes) when a gate opens and closes. */
   readonly onWaiting: (gate: GateName) => void;
   /** After every decision, automatic or not (e.g. to carry conditions into the next prompt). */
@@ -73,16 +78,16 @@ function safeJson(value: unknown): string {
 /** The longest a gate's timeout is announced ahead. */
 const TIMEOUT_WARNING_MAX_LEAD_MS = 60 * 60_000;
 
-/** What GATE_REQUESTED carries for a notification: risk, tests, and the predicted against the actual size. */
-function gateSummary(state: IntentState, reviewPackage: ReviewPackage | undefined): Record<string, unknown> {
+/**
+ * What GATE_REQUESTED carries for a notification: risk, spend, tests; the review package's
+ * activity adds the predicted against the actual size (packageFacts) when it writes the row.
+ */
+function gateSummary(state: IntentState): Record<string, unknown> {
   const tests = state.tests.at(-1);
   return {
     ...(state.risk ? { risk: state.risk.class } : {}),
     spendUsd: state.spendUsd,
     ...(tests ? { tests: { passed: tests.passed, summary: tests.summary } } : {}),
-    ...(reviewPackage
-      ? { predicted: reviewPackage.predicted, actual: { files: reviewPackage.actual.files, lines: reviewPackage.actual.lines }, review: reviewPackage.review?.verdict }
-      : {}),
   };
 }
 
@@ -192,6 +197,8 @@ export class GateKeeper {
     const refusal = this.autoPassRefusal(gate);
     if (refusal === undefined) return this.autoPassed(gate, prompt, this.o.autoPass(gate).level);
 
+    // What led here is on record before the gate shows as open.
+    await ledger.flushIfDue();
     const timeout = this.settings(gate).timeout ?? intent.limits.gateTimeout;
     const requestedAt = new Date();
     // Set with the pending gate, before any await: a defer may arrive during the writes below.
@@ -209,19 +216,20 @@ export class GateKeeper {
     };
     this.o.onWaiting(gate);
     this.showDetails();
-    const reviewPackage = await this.o.reviewPackage();
-    if (reviewPackage && state.pendingGate) {
-      state.pendingGate = { ...state.pendingGate, package: reviewPackage };
-      this.showDetails();
-    }
     // Written with what a person deciding from a notification needs first: risk, spend, tests, size.
     ledger.event('GATE_REQUESTED', 'info', prompt, {
       stage: state.stage,
       costSnapshot: { intentUsd: state.spendUsd },
-      metadata: { gate, requestedAt: state.pendingGate.requestedAt, timeoutAt: state.pendingGate.timeoutAt, humanOnly: this.traits(gate).humanOnly, notAutomatic: refusal, ...gateSummary(state, reviewPackage) },
+      metadata: { gate, requestedAt: state.pendingGate.requestedAt, timeoutAt: state.pendingGate.timeoutAt, humanOnly: this.traits(gate).humanOnly, notAutomatic: refusal, ...gateSummary(state) },
     });
-    // From here until the gate closes, signals drive the ledger writes: they go through the task queue.
-    await ledger.flush('task-queue');
+    // Signals drive the ledger writes from here until the gate closes, so this one is an ordinary
+    // activity (the package's, or a ledger write) rather than a local one.
+    const reviewPackage = await ledger.flushThrough((request) => this.o.openGate(request));
+    // Shown once the request is on record: a person who finds the package finds GATE_REQUESTED in the ledger.
+    if (reviewPackage && state.pendingGate) {
+      state.pendingGate = { ...state.pendingGate, package: reviewPackage };
+      this.showDetails();
+    }
 
     const policy = this.settings(gate).onTimeout ?? 'reject';
     let decided = await this.waitUntilDeadline(gate, timeout);

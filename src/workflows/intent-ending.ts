@@ -120,12 +120,16 @@ export async function finishIntent(run: IntentRun, ending: Ending): Promise<void
     costSnapshot: { intentUsd: state.spendUsd },
     metadata: { mergedCommit: state.mergedCommit ?? null, lineagePath: state.lineagePath ?? null, lineageRef: state.lineageRef ?? null },
   });
-  await CancellationScope.nonCancellable(() => ledger.flush());
-  // A stop says nothing about the agent, so it does not count on the ladder.
+  // A stop says nothing about the agent, so it does not count on the ladder. When it counts, the
+  // ending rows go with it (written first, in the same call).
   if (state.status !== 'cancelled' && state.ladderLevel !== undefined) {
     await CancellationScope.nonCancellable(() =>
-      run.activities.ledger.recordLadderRun({ scope: ladderScope(intent.agent), intentId: intent.id, runId: workflowInfo().runId, run: ladderRun(run) }),
+      ledger.flushThrough((ledgerBatch) =>
+        run.activities.ledger.recordLadderRun({ scope: ladderScope(intent.agent), intentId: intent.id, runId: workflowInfo().runId, run: ladderRun(run), ledgerBatch }),
+      ),
     );
+  } else {
+    await CancellationScope.nonCancellable(() => ledger.flush());
   }
   setCurrentDetails(`**${intent.goal}**\n\nFinished: ${state.status}`);
 }

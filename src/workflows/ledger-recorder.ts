@@ -23,6 +23,8 @@ export type LedgerRoute = 'local' | 'task-queue';
  */
 export class LedgerRecorder {
   private queue: LedgerRow[] = [];
+  /** Rows queued so far must be written before the workflow waits on anything (see `writeBeforeWaiting`). */
+  private mustWrite = false;
   /** Told of every event as it is recorded (e.g. to say it on the intent's pull request). */
   observer?: (eventType: SafetyEventType, severity: Severity, reason: string) => void;
 
@@ -53,16 +55,50 @@ export class LedgerRecorder {
     return this.queue.length > 0;
   }
 
+  /**
+   * The rows queued so far are written with the next ledger write when it comes first, or else
+   * before the workflow calls any activity or opens a gate (the intent's activities and the gate
+   * keeper call `flushIfDue`, see due-rows.ts). Within one workflow task that is the same as
+   * writing them now for whoever reads the ledger: what a workflow task shows (search attributes,
+   * the `state` query) is shown when it completes, and its local activities have all run by then.
+   */
+  writeBeforeWaiting(): void {
+    if (this.pending) this.mustWrite = true;
+  }
+
+  /** Rows that `writeBeforeWaiting` asked for and no write has taken yet. */
+  get due(): boolean {
+    return this.mustWrite && this.pending;
+  }
+
+  /** Writes the queue (local route) when rows in it are due. */
+  async flushIfDue(): Promise<void> {
+    if (this.due) await this.flush();
+  }
+
   /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
   async flush(route: LedgerRoute = 'local'): Promise<void> {
     if (!this.pending) return;
+    await this.flushThrough(this.append[route]);
+  }
+
+  /**
+   * Hands everything queued to `write`, an activity that writes the batch along with its own work
+   * (e.g. the review package that opens a gate): one activity instead of two. On failure the rows
+   * go back to the queue and the error propagates.
+   */
+  async flushThrough<T>(write: (batch: LedgerBatch) => Promise<T>): Promise<T> {
     const rows = this.queue;
+    const mustWrite = this.mustWrite;
     this.queue = [];
+    this.mustWrite = false;
     try {
-      await this.append[route]({ rows });
+      return await write({ rows });
     } catch (error) {
       this.queue = [...rows, ...this.queue];
+      this.mustWrite ||= mustWrite;
       throw error;
     }
   }
 }
+

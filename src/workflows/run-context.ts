@@ -15,6 +15,7 @@ import { HOST_KINDS, HostRouting, type HostKind } from './host-routing';
 import { hostOfQueue, workBranchFor } from '../shared/ids';
 import { setStatus, showInMemo, startingState } from './intent-status';
 import { LedgerRecorder } from './ledger-recorder';
+import { dueRowsFirst } from './due-rows';
 import { StageGuard, installStageGuard } from './stage-guard';
 import { WorkClock } from './time-limits';
 
@@ -77,7 +78,7 @@ export class IntentRun {
       (kind, taskQueue) => (taskQueue ? intentActivities(intent.limits, { taskQueue, ...(intent.placement ? { moveAfter: intent.placement.moveAfter } : {}) }) : shared)[kind],
       (kind, lostQueue) => this.moveFrom(kind, lostQueue),
     );
-    this.activities = { ...shared, ...Object.fromEntries(HOST_KINDS.map((kind) => [kind, this.hosts.route(kind)])) } as IntentActivities;
+    this.activities = dueRowsFirst({ ...shared, ...Object.fromEntries(HOST_KINDS.map((kind) => [kind, this.hosts.route(kind)])) } as IntentActivities, () => this.ledger);
     this.hostNetwork = [intent.agent, ...Object.values(intent.stageAgents)].some((a) => a.kind === 'command' && networkOf(a) === 'host');
     this.unconfinedCode = intent.confinement.allowUnconfinedCode || intent.confinement.testNetwork === 'host';
     this.ledger = new LedgerRecorder(intent.id, {
@@ -117,12 +118,15 @@ export class IntentRun {
       // Code that can reach the network (or everything) could reach the frontend and sign as no one: only proofs count.
       signedOnly: this.unconfinedCode || this.hostNetwork,
       autoPass: (gate) => ({ level: this.ladderLevel, risk: this.triage?.risk ?? 'MEDIUM', refusals: autoPassRefusals(gate, this) }),
-      reviewPackage: async () => {
+      openGate: async (request) => {
         const { triage, review, state, ladderLevel } = this;
-        if (state.attempts.impl === undefined || !triage) return undefined;
+        if (state.attempts.impl === undefined || !triage) {
+          await this.activities.ledgerQueued.appendToLedger(request);
+          return undefined;
+        }
         const attempts = this.attemptCount > 0 ? { attempts: { listed: [...this.attemptsSeen], total: this.attemptCount } } : {};
         const testPlan = this.testPlan ? { testPlan: this.testPlan } : {};
-        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts, ...testPlan } });
+        return this.activities.git.buildReviewPackage({ intent, facts: { triage, review, tests: state.tests, spendUsd: state.spendUsd, ladderLevel, ...attempts, ...testPlan }, ledgerBatch: request });
       },
       onWaiting: (gate) => setStatus(this.state, 'waiting', gate),
       onDecided: (decision) => {

@@ -51,9 +51,10 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   });
   recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
   recordSecretScan(run, stage, `${stage} attempt ${attempt}`, 'the agent', result.secrets);
-  // Written now, not with the next write: whoever reads the ledger (a person at the next gate,
-  // `warden audit` while the intent runs) must never see less than the workflow already shows.
-  await ledger.flush();
+  // Written with the next stage's start when it comes in this workflow task, else before the
+  // workflow waits on anything: whoever reads the ledger (a person at the next gate, `warden
+  // audit` while the intent runs) must never see less than the workflow already shows.
+  ledger.writeBeforeWaiting();
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
     run.cascadeHigh = true;
@@ -150,7 +151,7 @@ async function reviewDesign(run: IntentRun, stage: 'lld' | 'spec'): Promise<Desi
   });
   recordAttempts(run, stage, `the design reviewer of ${stage} (attempt ${attempt})`, result.attempts);
   recordSecretScan(run, stage, `the design review of ${stage} attempt ${attempt}`, 'the reviewer', result.secrets);
-  await ledger.flush();
+  ledger.writeBeforeWaiting();
   await holdForAnomalies(run, stage, result);
   if (nearBudget && run.gates.enabled('cost-overrun')) {
     await requireApproval(run, 'cost-overrun', `Spend is $${state.spendUsd} of the $${intent.limits.budgetUsd} budget (${Math.round(intent.limits.budgetWarnAt * 100)}% reached). Continue?`);

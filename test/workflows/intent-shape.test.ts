@@ -5,12 +5,13 @@ import { startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 /**
  * What one intent costs the server, as its history shows it: the checks Warden makes between
  * agent calls ride in the calls and activities that need them, so each step is one workflow task
- * fewer (docs/benchmarks.md); a stage's ledger rows are still written as soon as the call returns.
+ * fewer (docs/benchmarks.md); a stage's ledger rows are still written in the workflow task its
+ * call's completion woke, before the workflow waits on anything.
  */
 const world = useTestWorld('intent-shape');
 
-test("an intent runs no separate document or change checks, one inspection after each test run, and writes each design stage's rows before anything else", async () => {
-  const { handle } = await startSampleIntent(world(), 'shape');
+test("an intent runs no separate document or change checks, one inspection after each test run, and writes each agent call's rows in the task its completion woke", async () => {
+  const { handle, id } = await startSampleIntent(world(), 'shape');
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
   expect((await handle.result()).status).toBe('merged');
@@ -24,15 +25,62 @@ test("an intent runs no separate document or change checks, one inspection after
   });
   expect(scheduled.filter((t) => t === 'inspectImplementation')).toHaveLength(scheduled.filter((t) => t === 'runTests').length);
 
-  // triage → lld → spec → impl: after each agent call, its rows are written first, before the
-  // workflow does anything else (so the ledger never shows less than the workflow), then the
-  // next call's own write.
+  // triage → lld → spec → impl: an agent call's rows go with the next call's start, in one write
+  // of the workflow task the call's completion woke (so the ledger never shows less than the
+  // workflow: what that task shows is shown when it completes, after the write).
   const agentCalls = labels.flatMap((l, i) => (l === 'ActivityTaskScheduled(runAgentStage)' ? [i] : []));
   expect(agentCalls.length).toBeGreaterThanOrEqual(4);
   for (let k = 0; k < 3; k++) {
     const between = labels.slice(agentCalls[k]! + 1, agentCalls[k + 1]);
-    const commands = between.slice(between.indexOf('WorkflowTaskCompleted') + 1);
-    expect(commands[0]).toBe('LocalActivity(appendToLedger)');
-    expect(between.filter((l) => l === 'LocalActivity(appendToLedger)')).toHaveLength(2);
+    expect(between.filter((l) => l === 'WorkflowTaskCompleted')).toHaveLength(1);
+    expect(between.filter((l) => l === 'LocalActivity(appendToLedger)')).toHaveLength(1);
   }
+  // impl's rows do not wait for the next stage's start: they are written before its tests run.
+  const tests = labels.indexOf('ActivityTaskScheduled(runTests)', agentCalls[3]);
+  expect(labels.slice(agentCalls[3]! + 1, tests)).toContain('LocalActivity(appendToLedger)');
+  // In the ledger, each stage's completion comes before the next stage's start.
+  const { rows } = await world().pool.query<{ type: string; stage: string }>(
+    "SELECT event_type AS type, stage FROM safety_events WHERE intent_id = $1 AND event_type IN ('STAGE_STARTED', 'STAGE_COMPLETED') ORDER BY seq",
+    [id],
+  );
+  expect(rows.slice(0, 7).map((r) => `${r.type} ${r.stage}`)).toEqual([
+    'STAGE_STARTED triage',
+    'STAGE_COMPLETED triage',
+    'STAGE_STARTED lld',
+    'STAGE_COMPLETED lld',
+    'STAGE_STARTED spec',
+    'STAGE_COMPLETED spec',
+    'STAGE_STARTED impl',
+  ]);
+});
+
+test("the merge gate's request is written by its review package's activity: no ledger write of its own, and on record once the package shows", async () => {
+  const { handle, id } = await startSampleIntent(world(), 'gatereq');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.package ? true : undefined), 120_000, "the merge gate's package");
+  // A person who finds the package finds the request in the ledger, with the package's figures.
+  const requested = await world().pool.query<{ metadata: Record<string, unknown> }>("SELECT metadata FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_REQUESTED' AND metadata->>'gate' = 'merge'", [id]);
+  expect(requested.rows).toHaveLength(1);
+  expect(requested.rows[0]!.metadata).toMatchObject({ gate: 'merge', actual: { files: expect.any(Number), lines: expect.any(Number) }, predicted: expect.any(Object) });
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+
+  const labels = eventLabels((await handle.fetchHistory()).events ?? []);
+  expect(labels).not.toContain('ActivityTaskScheduled(appendToLedger)');
+  const opened = labels.indexOf('ActivityTaskScheduled(buildReviewPackage)');
+  expect(opened).toBeGreaterThan(-1);
+  // After the package, the gate waits for the decision: nothing else is scheduled before the signal.
+  const signalled = labels.indexOf('WorkflowExecutionSignaled(decide)');
+  expect(labels.slice(opened + 1, signalled).filter((l) => l.startsWith('ActivityTaskScheduled(') || l.startsWith('LocalActivity('))).toEqual([]);
+});
+
+test("an intent's ending rows go with its ladder run: one local activity after the cleanup, and the ending is in the ledger", async () => {
+  const { handle, id } = await startSampleIntent(world(), 'ending');
+  await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
+  await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+  expect((await handle.result()).status).toBe('merged');
+
+  const labels = eventLabels((await handle.fetchHistory()).events ?? []);
+  expect(labels.slice(labels.indexOf('LocalActivity(cleanupIntent)') + 1)).toEqual(['LocalActivity(recordLadderRun)', 'WorkflowExecutionCompleted']);
+  const ended = await world().pool.query("SELECT count(*)::int AS n FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_MERGED'", [id]);
+  expect(ended.rows[0]).toEqual({ n: 1 });
 });

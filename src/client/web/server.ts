@@ -27,6 +27,10 @@ import { INTENT_BRANCH_PREFIX, workflowIdForIntent } from '../../shared/ids';
 import { waitingGates } from '../list-intents';
 import { esc, gatePage, inboxPage, messagePage, type DecidingAs, type ViewOnly } from './pages';
 
+/** How long a gate's page waits for the review package to reach the pending gate, and how often it looks. */
+const PACKAGE_WAIT_MS = 5_000;
+const PACKAGE_POLL_MS = 50;
+
 export interface WebAppOptions {
   readonly client: Client;
   readonly ledger: Ledger;
@@ -152,6 +156,21 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   }
 
   /**
+   * The intent's state for a gate's page. A gate after impl shows its review package, which the
+   * workflow puts on the pending gate a moment after the package's activity has written the
+   * gate's request (and the notification may already be out): wait for it, briefly.
+   */
+  async function gateStateOf(intentId: string, gate: string): Promise<IntentState> {
+    const awaitsPackage = (s: IntentState) => s.pendingGate?.gate === gate && s.attempts.impl !== undefined && !s.pendingGate.package;
+    let state = await stateOf(intentId);
+    for (let waitedMs = 0; awaitsPackage(state) && waitedMs < PACKAGE_WAIT_MS; waitedMs += PACKAGE_POLL_MS) {
+      await new Promise((resolve) => setTimeout(resolve, PACKAGE_POLL_MS));
+      state = await stateOf(intentId);
+    }
+    return state;
+  }
+
+  /**
    * What a view link shows: the gate it was made for, while the opening it was made for waits
    * (the link ends when the gate closes). A token this ledger never made is a refusal on record.
    */
@@ -169,7 +188,7 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   async function showGate(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string, token: string | undefined, viewToken: string | undefined): Promise<void> {
     const granted = await grantOf(req, token, intentId, gate);
     if (!granted && !hasSession(req) && viewToken === undefined) throw new HttpError(401, 'Sign in first', 'Open this page from the link in a notification, or from the address warden serve printed.');
-    const state = await stateOf(intentId);
+    const state = await gateStateOf(intentId, gate);
     const viewOnly = !granted && !hasSession(req) && viewToken !== undefined ? await viewOf(viewToken, intentId, gate, state) : undefined;
     if (granted?.claims && state.pendingGate?.gate === gate && state.pendingGate.requestedAt !== granted.claims.gateOpenedAt) {
       await refuseLink(`the link was made for an earlier opening of the ${gate} gate (${granted.claims.gateOpenedAt}); the gate opened again at ${state.pendingGate.requestedAt}`, { intentId, gate, claims: granted.claims });
