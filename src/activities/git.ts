@@ -11,6 +11,9 @@ import { launch, type LaunchEncoding } from './launcher';
  */
 export const WARDEN_GIT_IDENTITY: readonly string[] = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false', '-c', 'core.fsmonitor=false'];
 
+/** The same identity as a commit object names its author and committer (`Name <email>`). */
+export const WARDEN_GIT_PERSON = 'Warden <warden@localhost>';
+
 export interface GitResult {
   readonly stdout: string;
   readonly stderr: string;

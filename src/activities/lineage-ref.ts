@@ -3,7 +3,8 @@ import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { branchForIntent, lineageRefFor } from '../shared/ids';
 import { git, gitRaw, refCommits, refExists, withTemporaryIndex } from './git';
-import { objectFormatOf, treeNameOfFiles } from './object-names';
+import { commitContent, LooseObjectStore } from './loose-objects';
+import { objectFormatOf, treeNameOfFiles, type ObjectType } from './object-names';
 
 /** Files hashed or indexed per git call: far below the kernel's argument limit. */
 const FILES_PER_CALL = 200;
@@ -25,14 +26,25 @@ export async function recordLineageRef(repoPath: string, intentId: string, folde
   const earlierCommit = known.get(ref);
   const earlier = earlierCommit?.commit;
   const recorded = (tree: string): boolean => earlierCommit?.tree === tree && earlierCommit.parents[0] === branchHead;
-  // The folder as recorded already (a cleanup after the archive): its tree's name, computed here, says so without writing it.
-  const format = earlierCommit ? objectFormatOf(earlierCommit.tree) : undefined;
-  if (format && recorded(await treeNameOfFiles(format, folder, files))) return ref;
-  const tree = await treeOfFiles(repoPath, folder, files);
-  if (recorded(tree)) return ref;
-  const parents = [branchHead, earlier].filter((commit): commit is string => commit !== undefined).flatMap((commit) => ['-p', commit]);
+  // The objects are written here when the repository's format is known from a commit it holds
+  // (git is asked otherwise); the folder as recorded already (a cleanup after the archive) writes none.
+  const format = objectFormatOf(branchHead ?? earlier ?? '');
+  const store = format ? await LooseObjectStore.of(repoPath, format) : undefined;
+  let tree: string;
+  if (store) {
+    const objects: Array<{ readonly type: ObjectType; readonly content: Buffer }> = [];
+    tree = await treeNameOfFiles(store.format, folder, files, async (type, content) => void objects.push({ type, content }));
+    if (recorded(tree)) return ref;
+    for (const object of objects) await store.write(object.type, object.content);
+  } else {
+    tree = await treeOfFiles(repoPath, folder, files);
+    if (recorded(tree)) return ref;
+  }
+  const parents = [branchHead, earlier].filter((commit): commit is string => commit !== undefined);
   const message = `warden(${intentId}): lineage\n\nThe prompts, logs and documents of intent ${intentId}.${branchHead ? ' The first parent is its branch as it was then.' : ''}\n`;
-  const commit = await git(repoPath, ['commit-tree', tree, ...parents, '-m', message]);
+  const commit = store
+    ? await store.write('commit', commitContent({ tree, parents, message, when: new Date() }))
+    : await git(repoPath, ['commit-tree', tree, ...parents.flatMap((parent) => ['-p', parent]), '-m', message]);
   // Compare-and-swap: two cleanups of one intent never lose each other's commit unseen.
   await git(repoPath, ['update-ref', '-m', `warden: lineage of ${intentId}`, ref, commit, earlier ?? '']);
   return ref;

@@ -16,8 +16,11 @@ export function objectFormatOf(objectName: string): ObjectFormat | undefined {
   return objectName.length === 40 ? 'sha1' : objectName.length === 64 ? 'sha256' : undefined;
 }
 
+/** The kinds of object Warden names (and writes, see loose-objects.ts). */
+export type ObjectType = 'blob' | 'tree' | 'commit';
+
 /** The name git gives an object of `type` with `content`. */
-export function objectName(format: ObjectFormat, type: 'blob' | 'tree', content: Buffer): string {
+export function objectName(format: ObjectFormat, type: ObjectType, content: Buffer): string {
   return createHash(format).update(`${type} ${content.length}\0`).update(content).digest('hex');
 }
 
@@ -26,11 +29,15 @@ interface Folder {
   readonly folders: Map<string, Folder>;
 }
 
+/** Told of every object a tree is made of (its blobs, its subtrees, itself), e.g. to write it. */
+export type ObjectSink = (type: ObjectType, content: Buffer, name: string) => Promise<void>;
+
 /**
  * The tree git writes (`write-tree`) from an index holding `files` (paths relative to `folder`,
  * `/`-separated) as regular non-executable files (`100644`) with their bytes as they are on disk.
+ * `sink`, when given, is handed every object of it.
  */
-export async function treeNameOfFiles(format: ObjectFormat, folder: string, files: readonly string[]): Promise<string> {
+export async function treeNameOfFiles(format: ObjectFormat, folder: string, files: readonly string[], sink?: ObjectSink): Promise<string> {
   const root: Folder = { files: new Map(), folders: new Map() };
   for (const file of files) {
     const parts = file.split('/');
@@ -39,16 +46,20 @@ export async function treeNameOfFiles(format: ObjectFormat, folder: string, file
       if (!at.folders.has(part)) at.folders.set(part, { files: new Map(), folders: new Map() });
       at = at.folders.get(part)!;
     }
-    at.files.set(parts[parts.length - 1]!, objectName(format, 'blob', await readFile(path.join(folder, file))));
+    const content = await readFile(path.join(folder, file));
+    const name = objectName(format, 'blob', content);
+    await sink?.('blob', content, name);
+    at.files.set(parts[parts.length - 1]!, name);
   }
-  return treeName(format, root);
+  return treeName(format, root, sink);
 }
 
-function treeName(format: ObjectFormat, folder: Folder): string {
-  const entries = [
-    ...[...folder.files].map(([name, id]) => ({ key: Buffer.from(name), mode: '100644', name, id })),
-    ...[...folder.folders].map(([name, sub]) => ({ key: Buffer.from(`${name}/`), mode: '40000', name, id: treeName(format, sub) })),
-  ].sort((a, b) => Buffer.compare(a.key, b.key));
+async function treeName(format: ObjectFormat, folder: Folder, sink: ObjectSink | undefined): Promise<string> {
+  const subtrees: Array<{ key: Buffer; mode: string; name: string; id: string }> = [];
+  for (const [name, sub] of folder.folders) subtrees.push({ key: Buffer.from(`${name}/`), mode: '40000', name, id: await treeName(format, sub, sink) });
+  const entries = [...[...folder.files].map(([name, id]) => ({ key: Buffer.from(name), mode: '100644', name, id })), ...subtrees].sort((a, b) => Buffer.compare(a.key, b.key));
   const content = Buffer.concat(entries.flatMap((entry) => [Buffer.from(`${entry.mode} ${entry.name}\0`), Buffer.from(entry.id, 'hex')]));
-  return objectName(format, 'tree', content);
+  const name = objectName(format, 'tree', content);
+  await sink?.('tree', content, name);
+  return name;
 }

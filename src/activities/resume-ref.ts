@@ -3,6 +3,8 @@ import path from 'node:path';
 import { RESUME_REF_PREFIX, branchForIntent, resumeRefFor } from '../shared/ids';
 import { git, gitRaw, refCommits, refExists } from './git';
 import { refsFromFiles } from './ref-files';
+import { commitContent, LooseObjectStore } from './loose-objects';
+import { objectFormatOf } from './object-names';
 
 /*
  * What an ended intent keeps for `warden resume`: its branch may be deleted (a rejection deletes
@@ -39,7 +41,12 @@ export async function keepForResume(repoPath: string, intentId: string, keepMs: 
   const parents = [head, ...(keepEarlier ? [earlier] : earlierParents.slice(1))];
   const keptUntil = new Date(now.getTime() + keepMs);
   const message = `warden(${intentId}): kept for resume\n\nThe first parent is the intent branch as the intent ended: warden resume ${intentId} continues from it.\n\n${KEPT_UNTIL}${keptUntil.toISOString()}\n`;
-  const commit = await git(repoPath, ['commit-tree', branchCommit.tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
+  // The commit written here (git asked only for a repository whose store is not found from its .git).
+  const format = objectFormatOf(head);
+  const store = format ? await LooseObjectStore.of(repoPath, format) : undefined;
+  const commit = store
+    ? await store.write('commit', commitContent({ tree: branchCommit.tree, parents, message, when: now }))
+    : await git(repoPath, ['commit-tree', branchCommit.tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
   await git(repoPath, ['update-ref', '-m', `warden: kept ${intentId} for resume`, ref, commit, earlier ?? '']);
   return { ref, keptUntil };
 }

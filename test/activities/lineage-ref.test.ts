@@ -60,6 +60,18 @@ describe('the lineage ref', () => {
     expect(readFileSync(path.join(folder, '01-triage.md'), 'utf8')).toBe('risk LOW\r\n');
   });
 
+  it('makes a new lineage commit in two git processes, the refs read and the ref moved: its objects are written here, and git finds them sound', async () => {
+    const { worktreePath, folder } = await intentWithLineage('a', { '01-triage.md': 'risk LOW\n', 'nested/deeper/02-lld.md': '# design\n', 'empty.md': '' });
+    const tally = processTally();
+    await recordLineageRef(repo, 'a', folder);
+    expect(tallySince(tally).launched.git).toBe(2);
+    expect(await lineageRefFiles(repo, 'a')).toEqual(['01-triage.md', 'empty.md', 'nested/deeper/02-lld.md']);
+    expect(await readLineageRefFile(repo, 'a', 'nested/deeper/02-lld.md')).toBe('# design\n');
+    expect(await git(repo, ['log', '-1', '--format=%an <%ae>|%cn <%ce>|%P', lineageRefFor('a')])).toBe(`Warden <warden@localhost>|Warden <warden@localhost>|${await git(worktreePath, ['rev-parse', 'HEAD'])}`);
+    // Every object reachable from the ref is whole and well formed (fsck exits non-zero otherwise).
+    await git(repo, ['fsck', '--strict', '--no-dangling', lineageRefFor('a')]);
+  });
+
   it('leaves out what is not a regular file: a symlink would put its target into the repository', async () => {
     const { folder } = await intentWithLineage('a', { '01-triage.md': 'risk LOW\n' });
     await symlink('/etc/hostname', path.join(folder, 'stolen.md'));
