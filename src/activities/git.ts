@@ -62,6 +62,23 @@ export function gitFailed(cwd: string, args: readonly string[], result: GitResul
   });
 }
 
+/** A ref to point at `to`, only while it still names `from` (no `from`: only while it does not exist). */
+export interface RefMove {
+  readonly ref: string;
+  readonly to: string;
+  readonly from?: string;
+}
+
+/**
+ * Moves refs in one `git update-ref --stdin` transaction: every move or none, each a
+ * compare-and-swap, so that two writers never lose each other's commit unseen.
+ */
+export async function moveRefs(cwd: string, moves: readonly RefMove[], message: string): Promise<void> {
+  if (moves.length === 0) return;
+  const lines = moves.map((move) => (move.from === undefined ? `create ${move.ref} ${move.to}` : `update ${move.ref} ${move.to} ${move.from}`));
+  await git(cwd, ['update-ref', '-m', message, '--stdin'], { input: `start\n${lines.join('\n')}\nprepare\ncommit\n` });
+}
+
 /** True if `ref` names an existing commit in the repository at `cwd`. */
 export async function refExists(cwd: string, ref: string): Promise<boolean> {
   return (await gitRaw(cwd, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])).code === 0;

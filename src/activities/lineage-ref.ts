@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { branchForIntent, lineageRefFor } from '../shared/ids';
-import { git, gitRaw, refCommits, refExists, withTemporaryIndex } from './git';
+import { git, gitRaw, moveRefs, refCommits, withTemporaryIndex, type RefCommit, type RefMove } from './git';
 import { commitContent, LooseObjectStore } from './loose-objects';
 import { objectFormatOf, treeNameOfFiles, type ObjectType } from './object-names';
 
@@ -17,13 +17,28 @@ const FILES_PER_CALL = 200;
  * so a retry changes nothing. Returns the ref, or undefined when there is no lineage to record.
  */
 export async function recordLineageRef(repoPath: string, intentId: string, folder: string): Promise<string | undefined> {
+  const known = await refCommits(repoPath, lineageRefsRead(intentId));
+  const { ref, move } = await lineageCommit(repoPath, intentId, folder, known);
+  if (move) await moveRefs(repoPath, [move], `warden: lineage of ${intentId}`);
+  return ref;
+}
+
+/** The refs {@link lineageCommit} needs read: the intent branch and the lineage ref. */
+export function lineageRefsRead(intentId: string): string[] {
+  return [`refs/heads/${branchForIntent(intentId)}`, lineageRefFor(intentId)];
+}
+
+/**
+ * The commit that records the lineage folder, made but not yet under the ref: the ref to return
+ * and the move that puts the commit there (none when the ref holds this lineage already, or
+ * there is none). `known`: the refs of {@link lineageRefsRead}, read by the caller.
+ */
+export async function lineageCommit(repoPath: string, intentId: string, folder: string, known: ReadonlyMap<string, RefCommit>): Promise<{ readonly ref?: string; readonly move?: RefMove }> {
   const ref = lineageRefFor(intentId);
   const files = existsSync(folder) ? await regularFilesIn(folder) : [];
-  if (files.length === 0) return (await refExists(repoPath, ref)) ? ref : undefined;
-  const branch = `refs/heads/${branchForIntent(intentId)}`;
-  const known = await refCommits(repoPath, [branch, ref]);
-  const branchHead = known.get(branch)?.commit;
   const earlierCommit = known.get(ref);
+  if (files.length === 0) return earlierCommit ? { ref } : {};
+  const branchHead = known.get(`refs/heads/${branchForIntent(intentId)}`)?.commit;
   const earlier = earlierCommit?.commit;
   const recorded = (tree: string): boolean => earlierCommit?.tree === tree && earlierCommit.parents[0] === branchHead;
   // The objects are written here when the repository's format is known from a commit it holds
@@ -34,20 +49,18 @@ export async function recordLineageRef(repoPath: string, intentId: string, folde
   if (store) {
     const objects: Array<{ readonly type: ObjectType; readonly content: Buffer }> = [];
     tree = await treeNameOfFiles(store.format, folder, files, async (type, content) => void objects.push({ type, content }));
-    if (recorded(tree)) return ref;
+    if (recorded(tree)) return { ref };
     for (const object of objects) await store.write(object.type, object.content);
   } else {
     tree = await treeOfFiles(repoPath, folder, files);
-    if (recorded(tree)) return ref;
+    if (recorded(tree)) return { ref };
   }
   const parents = [branchHead, earlier].filter((commit): commit is string => commit !== undefined);
   const message = `warden(${intentId}): lineage\n\nThe prompts, logs and documents of intent ${intentId}.${branchHead ? ' The first parent is its branch as it was then.' : ''}\n`;
   const commit = store
     ? await store.write('commit', commitContent({ tree, parents, message, when: new Date() }))
     : await git(repoPath, ['commit-tree', tree, ...parents.flatMap((parent) => ['-p', parent]), '-m', message]);
-  // Compare-and-swap: two cleanups of one intent never lose each other's commit unseen.
-  await git(repoPath, ['update-ref', '-m', `warden: lineage of ${intentId}`, ref, commit, earlier ?? '']);
-  return ref;
+  return { ref, move: { ref, to: commit, ...(earlier ? { from: earlier } : {}) } };
 }
 
 /** The files of the lineage ref of `intentId` (names relative to the folder), or undefined when the repository has no such ref. */

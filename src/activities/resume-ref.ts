@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { RESUME_REF_PREFIX, branchForIntent, resumeRefFor } from '../shared/ids';
-import { git, gitRaw, refCommits, refExists } from './git';
+import { git, gitRaw, moveRefs, refCommits, refExists, type RefCommit, type RefMove } from './git';
 import { refsFromFiles } from './ref-files';
 import { commitContent, LooseObjectStore } from './loose-objects';
 import { objectFormatOf } from './object-names';
@@ -28,11 +28,32 @@ export interface ResumeRef {
  * branch head only moves the date.
  */
 export async function keepForResume(repoPath: string, intentId: string, keepMs: number, now: Date): Promise<ResumeRef | undefined> {
-  const branch = `refs/heads/${branchForIntent(intentId)}`;
+  const known = await refCommits(repoPath, resumeRefsRead(intentId));
+  const { kept, move } = await resumeCommit(repoPath, intentId, keepMs, now, known);
+  if (move) await moveRefs(repoPath, [move], `warden: kept ${intentId} for resume`);
+  return kept;
+}
+
+/** The refs {@link resumeCommit} needs read: the intent branch and the resume ref. */
+export function resumeRefsRead(intentId: string): string[] {
+  return [`refs/heads/${branchForIntent(intentId)}`, resumeRefFor(intentId)];
+}
+
+/**
+ * The commit that keeps the intent for resume, made but not yet under the ref: what will be kept
+ * and the move that puts the commit there (neither when there is no branch). `known`: the refs
+ * of {@link resumeRefsRead}, read by the caller.
+ */
+export async function resumeCommit(
+  repoPath: string,
+  intentId: string,
+  keepMs: number,
+  now: Date,
+  known: ReadonlyMap<string, RefCommit>,
+): Promise<{ readonly kept?: ResumeRef; readonly move?: RefMove }> {
   const ref = resumeRefFor(intentId);
-  const known = await refCommits(repoPath, [branch, ref]);
-  const branchCommit = known.get(branch);
-  if (!branchCommit) return undefined;
+  const branchCommit = known.get(`refs/heads/${branchForIntent(intentId)}`);
+  if (!branchCommit) return {};
   const head = branchCommit.commit;
   const earlier = known.get(ref)?.commit;
   // The earlier commit keeps the earlier run's commits, unless it kept this very head.
@@ -47,8 +68,7 @@ export async function keepForResume(repoPath: string, intentId: string, keepMs: 
   const commit = store
     ? await store.write('commit', commitContent({ tree: branchCommit.tree, parents, message, when: now }))
     : await git(repoPath, ['commit-tree', branchCommit.tree, ...parents.flatMap((p) => ['-p', p]), '-m', message]);
-  await git(repoPath, ['update-ref', '-m', `warden: kept ${intentId} for resume`, ref, commit, earlier ?? '']);
-  return { ref, keptUntil };
+  return { kept: { ref, keptUntil }, move: { ref, to: commit, ...(earlier ? { from: earlier } : {}) } };
 }
 
 /** The intent's resume ref and its date, or undefined when there is none. */

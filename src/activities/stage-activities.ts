@@ -24,7 +24,8 @@ import { detectTestCommand } from './test-command';
 import { changesAgainstBase, commitAll, git, gitRaw, type NameStatus } from './git';
 import { archiveLineageFolder, artifactName, copyLineageFolder, readLineageArtifact, readPriorArtifacts, writeLineageFile } from './lineage';
 import { recordLineageRef } from './lineage-ref';
-import { dropExpiredResumeRefs, keepForResume, resumableFrom } from './resume-ref';
+import { dropExpiredResumeRefs, resumableFrom } from './resume-ref';
+import { recordEndingRefs } from './ending-refs';
 import type { GlobalStopSet, GlobalStopWatch } from './global-stop-watch';
 import { agentEnvironment, runProcess, type RunProcessOptions } from './process';
 import { gitDirsOf, probeBubblewrap, resolveSandboxLevel, sandboxCommand, sandboxEnvironment } from './sandbox';
@@ -577,14 +578,15 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
      */
     async cleanupIntent(input: IntentRef & { readonly deleteBranch: boolean; readonly keepForResume?: boolean }): Promise<{ readonly lineageCopy?: string; readonly lineageRef?: string }> {
       const { intent } = input;
-      const lineageRef =
-        intent.lineage.location === 'ref'
-          ? await recordLineageRef(intent.repoPath, intent.id, path.join(worktreePathFor(deps.worktreeRoot, intent.repoPath, intent.id), activeLineageDir(intent.id)))
-          : undefined;
-      // Before the branch may go: what a later `warden resume` continues from, kept for the retention.
-      // (A merged intent has nothing to resume; a workflow from before the flag keeps its commits.)
+      // Before the branch may go: the lineage into its ref, and what a later `warden resume`
+      // continues from, kept for the retention. (A merged intent has nothing to resume; a workflow
+      // from before the flag keeps its commits.)
       const now = new Date();
-      const kept = (input.keepForResume ?? true) ? await keepForResume(intent.repoPath, intent.id, parseDuration(keepForResumeOf(intent)), now) : undefined;
+      const { lineageRef, kept } = await recordEndingRefs(intent.repoPath, intent.id, {
+        ...(intent.lineage.location === 'ref' ? { lineageFolder: path.join(worktreePathFor(deps.worktreeRoot, intent.repoPath, intent.id), activeLineageDir(intent.id)) } : {}),
+        ...((input.keepForResume ?? true) ? { keepForResumeMs: parseDuration(keepForResumeOf(intent)) } : {}),
+        now,
+      });
       await dropExpiredResumeRefs(intent.repoPath, now, kept);
       const removed = await removeWorktree({
         repoPath: intent.repoPath,
