@@ -23,15 +23,20 @@ export class LooseObjectStore {
   /**
    * The object store of the repository checked out at `repoPath` (its `.git` a folder, or a file
    * naming one; a linked worktree's through its `commondir`), or undefined when it is anything
-   * else: the caller then asks git.
+   * else, or when git would write objects other than plainly: a shared repository (git then sets
+   * group permissions on what it makes), a config that includes other files (which could say so),
+   * or an object directory named in the environment. The caller then asks git.
    */
   static async of(repoPath: string, format: ObjectFormat): Promise<LooseObjectStore | undefined> {
+    if (process.env.GIT_OBJECT_DIRECTORY !== undefined) return undefined;
     const gitDir = await gitDirOf(repoPath);
     if (!gitDir) return undefined;
     const common = await readFile(path.join(gitDir, 'commondir'), 'utf8').then(
       (text) => path.resolve(gitDir, text.trim()),
       () => gitDir,
     );
+    const config = await readFile(path.join(common, 'config'), 'utf8').catch(() => undefined);
+    if (config === undefined || /sharedrepository|\[\s*include/i.test(config)) return undefined;
     const objectsDir = path.join(common, 'objects');
     return (await stat(objectsDir).catch(() => undefined))?.isDirectory() ? new LooseObjectStore(objectsDir, format) : undefined;
   }

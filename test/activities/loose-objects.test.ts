@@ -37,6 +37,16 @@ describe('LooseObjectStore', () => {
     expect((await LooseObjectStore.of(path.join(root, 'linked'), format as ObjectFormat))?.objectsDir).toBe(store.objectsDir);
   });
 
+  it('is not used for a shared repository or a config that includes others: git sets what it makes there', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'warden-loose-objects-'));
+    roots.push(root);
+    gitIn(root, ['init', '-q', '--shared=group', 'shared']);
+    await expect(LooseObjectStore.of(path.join(root, 'shared'), 'sha1')).resolves.toBeUndefined();
+    gitIn(root, ['init', '-q', 'including']);
+    gitIn(path.join(root, 'including'), ['config', 'include.path', '../../team.gitconfig']);
+    await expect(LooseObjectStore.of(path.join(root, 'including'), 'sha1')).resolves.toBeUndefined();
+  });
+
   it('is not found where there is no repository: the caller then asks git', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'warden-loose-objects-'));
     roots.push(root);
