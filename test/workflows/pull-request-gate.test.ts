@@ -58,6 +58,9 @@ async function forgeRepo(options: { protectWarden?: boolean } = {}): Promise<For
   const api = `/repos/${f.author.login}/${name}`;
   const local = makeSampleRepo();
   execFileSync('git', ['push', '-q', f.cloneUrl().replace(/\/[^/]+\.git$/, `/${name}.git`), 'main'], { cwd: local });
+  // The forge marks the repository no longer empty after the push, in the background; until then
+  // it answers 404 for its pull requests.
+  await waitFor(async () => ((await f.api<{ empty: boolean }>('GET', api)).empty ? undefined : true), 120_000, `${name} to be no longer empty on the forge`);
   // The remote Warden pushes to carries no credential: the worker's token is added on the way.
   git(local, 'remote', 'add', 'origin', `${f.webUrl}/${f.author.login}/${name}.git`);
   await f.api('PUT', `${api}/collaborators/${f.reviewer.login}`, { body: { permission: 'write' } });
