@@ -39,9 +39,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitDirOf, gitRaw, parseNameStatus, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
+import { gitRaw, parseNameStatus, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
-import { listAfterStep, listBeforeStep, type ListingBefore } from './repo-listing';
+import { indexHashOf, listAfterStep, listBeforeStep, type ListingBefore } from './repo-listing';
 import { forEachLimited } from '../shared/for-each-limited';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
@@ -677,17 +677,6 @@ async function refsFromGit(top: string): Promise<Record<string, string>> {
     if (sha && ref) refs[ref] = sha;
   }
   return refs;
-}
-
-/**
- * A hash of the target repo's index, the file git keeps it in (in the git dir its `.git` is or
- * points to); 'none' when there is no index yet, undefined when it cannot be read.
- */
-async function indexHashOf(top: string): Promise<string | undefined> {
-  const gitDir = await gitDirOf(top);
-  if (!gitDir) return undefined;
-  const index = await readFile(path.join(gitDir, 'index')).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? 'none' : undefined));
-  return index === undefined || index === 'none' ? index : sha256(index);
 }
 
 /** What {@link restoreOutside} put back, and what it could not. */

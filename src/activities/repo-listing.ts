@@ -59,7 +59,7 @@ export async function listBeforeStep(top: string, skip?: string): Promise<Listin
     '--no-optional-locks', 'status', '--porcelain=v2', '-z', '--untracked-files=all', '--ignored=matching', '--no-renames', '--ignore-submodules=all',
   ]);
   const tracked = index?.data === 'none' ? [] : index ? indexPaths(index.data) : undefined;
-  if (status.code !== 0 || !gitDir || !index || !tracked) return listWithGit(top);
+  if (status.code !== 0 || !gitDir || !index || !tracked) return listWithGit(top, gitDir ? (index ?? (await readIndex(path.join(gitDir, 'index')))) : undefined);
   const untracked: string[] = [];
   const ignored: string[] = [];
   const dirty = new Set<string>();
@@ -78,7 +78,7 @@ export async function listBeforeStep(top: string, skip?: string): Promise<Listin
     }
   }
   const names = [...new Set([...tracked, ...untracked])];
-  const indexHash = index?.data === 'none' ? 'none' : index ? createHash('sha256').update(index.data).digest('hex') : undefined;
+  const indexHash = hashOfIndex(index);
   // An ignore file the repository's config names could be anywhere, and a checkout whose .git is
   // a file keeps its config elsewhere: then git is asked after the step.
   const config = gitDir === path.join(top, '.git') ? await readFile(path.join(gitDir, 'config'), 'utf8').catch(() => undefined) : undefined;
@@ -99,15 +99,13 @@ export async function listAfterStep(top: string, before: Pick<ListingBefore, 'na
   return { names: [...new Set(listing.stdout.split('\0').filter(Boolean))], asked: true };
 }
 
-/** The listing from `ls-files -t` alone, where the index cannot be read directly: no proof. */
-async function listWithGit(top: string): Promise<ListingBefore> {
+/** The listing from `ls-files -t` alone, where the index cannot be read directly: no proof. `index`: the checkout's index as read. */
+async function listWithGit(top: string, index: IndexFile | undefined): Promise<ListingBefore> {
   const listing = await gitRaw(top, ['ls-files', '-z', '-t', '--modified', '--deleted', '--cached', '--others', '--exclude-standard']);
   if (listing.code !== 0) throw failure(`cannot list the files of ${top}: ${listing.stderr.trim()}`);
   // -t: `C` changed, `R` deleted, `?` untracked, `H` tracked (and matching the index)
   const entries = listing.stdout.split('\0').filter(Boolean);
-  const gitDir = await gitDirOf(top);
-  const index = gitDir ? await readIndex(path.join(gitDir, 'index')) : undefined;
-  const indexHash = index?.data === 'none' ? 'none' : index ? createHash('sha256').update(index.data).digest('hex') : undefined;
+  const indexHash = hashOfIndex(index);
   return {
     names: [...new Set(entries.map((entry) => entry.slice(2)))],
     ...(indexHash ? { index: indexHash } : {}),
@@ -115,8 +113,28 @@ async function listWithGit(top: string): Promise<ListingBefore> {
   };
 }
 
+/** A checkout's index file: its bytes and stat data, or 'none' when there is no index. */
+interface IndexFile {
+  readonly file: string;
+  readonly data: Buffer | 'none';
+  readonly stamp?: string;
+}
+
+/**
+ * A hash of the index of the checkout at `top`, the file git keeps it in (in the git dir its
+ * `.git` is or points to); 'none' when there is no index yet, undefined when it cannot be read.
+ */
+export async function indexHashOf(top: string): Promise<string | undefined> {
+  const gitDir = await gitDirOf(top);
+  return hashOfIndex(gitDir ? await readIndex(path.join(gitDir, 'index')) : undefined);
+}
+
+function hashOfIndex(index: IndexFile | undefined): string | undefined {
+  return index?.data === 'none' ? 'none' : index ? createHash('sha256').update(index.data).digest('hex') : undefined;
+}
+
 /** The index file's bytes and stat data from one open file; 'none' when there is no index; undefined when unreadable. */
-async function readIndex(file: string): Promise<{ readonly file: string; readonly data: Buffer | 'none'; readonly stamp?: string } | undefined> {
+async function readIndex(file: string): Promise<IndexFile | undefined> {
   const handle = await open(file, 'r').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? 'none' : undefined));
   if (handle === 'none') return { file, data: 'none' };
   if (!handle) return undefined;
