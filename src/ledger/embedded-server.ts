@@ -25,6 +25,8 @@ const HOST = '127.0.0.1';
 const DEFAULT_PORT = 5433;
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 30_000;
+/** Free ports tried, when any port will do, before giving up. */
+const PORT_ATTEMPTS = 5;
 
 /** A running embedded PostgreSQL server. */
 export interface EmbeddedPostgres {
@@ -55,6 +57,8 @@ export async function startEmbeddedPostgres(opts: {
   announce?: (message: string) => void;
   /** Another build's initdb and postgres (the tests run a second server from Debian's package). */
   binaries?: { initdb: string; postgres: string };
+  /** How a free port is found when `port` is 0 (tests stand in one that races). */
+  freePort?: () => Promise<number>;
 }): Promise<EmbeddedPostgres> {
   const log = opts.log ?? (() => undefined);
   const dataDir = path.resolve(opts.dataDir);
@@ -72,15 +76,55 @@ export async function startEmbeddedPostgres(opts: {
   // pgdata may be a link to data relocated out of a folder the server's user cannot enter.
   const pgdata = await realpath(files.pgdata);
   const password = (await readFile(files.password, 'utf8')).trim();
-  const port = opts.port === 0 ? await findFreePort() : opts.port;
-
   await ensureExecutable(bin.postgres);
+  const anyPort = opts.port === 0;
+  const freePort = opts.freePort ?? findFreePort;
+  // A port found free can be taken by another program before the server binds it: with any
+  // port allowed, try another one rather than fail.
+  for (let attempt = 1; ; attempt++) {
+    const port = anyPort ? await freePort() : opts.port;
+    let server: LaunchedServer;
+    try {
+      server = await launchServer({ bin: bin.postgres, pgdata, port, runAs, password, files, dataDir });
+    } catch (error) {
+      if (!(error instanceof PortTaken) || !anyPort || attempt >= PORT_ATTEMPTS) throw error;
+      log(`port ${port} was taken before the embedded PostgreSQL could bind it; trying another`);
+      continue;
+    }
+    await writeFile(files.port, `${port}\n`);
+    log(`embedded PostgreSQL started on ${HOST}:${port} in ${Date.now() - server.started} ms (data in ${dataDir})`);
+    let stopping: Promise<void> | undefined;
+    const { stop } = server;
+    return { url: superuserUrl(password, port), port, pid: server.pid, stop: () => (stopping ??= stop()) };
+  }
+}
+
+/** The server could not bind its port: another program took it. */
+class PortTaken extends Error {}
+
+interface LaunchedServer {
+  pid: number;
+  stop: () => Promise<void>;
+  started: number;
+}
+
+/** Spawns the detached server on `port` and waits until it serves `pgdata`. */
+async function launchServer(o: {
+  bin: string;
+  pgdata: string;
+  port: number;
+  runAs: Awaited<ReturnType<typeof osUserForServer>>;
+  password: string;
+  files: ReturnType<typeof dataFiles>;
+  dataDir: string;
+}): Promise<LaunchedServer> {
   const started = Date.now();
-  const logFd = openSync(files.log, 'a');
+  const logStart = await stat(o.files.log).then((s) => s.size, () => 0);
+  const logFd = openSync(o.files.log, 'a');
   const child = spawn(
-    bin.postgres,
-    ['-D', pgdata, '-p', String(port), '-c', `listen_addresses=${HOST}`, '-c', 'unix_socket_directories='],
-    { cwd: path.dirname(pgdata), detached: true, stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_MESSAGES: 'C' }, ...runAs },
+    o.bin,
+    ['-D', o.pgdata, '-p', String(o.port), '-c', `listen_addresses=${HOST}`, '-c', 'unix_socket_directories='],
+    { cwd: path.dirname(o.pgdata), detached: true, stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_MESSAGES: 'C' }, ...o.runAs },
   );
   closeSync(logFd);
   child.unref();
@@ -96,22 +140,21 @@ export async function startEmbeddedPostgres(opts: {
     });
   });
 
-  const url = superuserUrl(password, port);
+  const url = superuserUrl(o.password, o.port);
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
-    if (exited) throw new Error(`the embedded PostgreSQL server did not start (data in ${dataDir}):\n${await logTail(files.log)}`);
-    if (await isServing(url, pgdata)) break;
+    if (exited) {
+      const tail = await logTail(o.files.log, logStart);
+      const message = `the embedded PostgreSQL server did not start (data in ${o.dataDir}):\n${tail}`;
+      throw /could not bind .*Address already in use/.test(tail) ? new PortTaken(message) : new Error(message);
+    }
+    if (await isServing(url, o.pgdata)) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`the embedded PostgreSQL server did not accept connections within ${READY_TIMEOUT_MS / 1000} s; see ${files.log}`);
+      throw new Error(`the embedded PostgreSQL server did not accept connections within ${READY_TIMEOUT_MS / 1000} s; see ${o.files.log}`);
     }
     await sleep(50);
   }
-  await writeFile(files.port, `${port}\n`);
-  log(`embedded PostgreSQL started on ${HOST}:${port} in ${Date.now() - started} ms (data in ${dataDir})`);
-
-  const pid = child.pid!;
-  let stopping: Promise<void> | undefined;
   const stop = async (): Promise<void> => {
     if (exited) return;
     child.kill('SIGINT');
@@ -119,7 +162,7 @@ export async function startEmbeddedPostgres(opts: {
     await exit;
     clearTimeout(timer);
   };
-  return { url, port, pid, stop: () => (stopping ??= stop()) };
+  return { pid: child.pid!, stop, started };
 }
 
 /**
@@ -133,13 +176,16 @@ export async function ensureEmbeddedServer(dataDir: string, wantedPort: number |
     return { ...running, startedHere: false };
   }
   let port = wantedPort ?? DEFAULT_PORT;
+  let defaultTaken = false;
   if (port !== 0 && !(await isPortFree(port))) {
     if (wantedPort !== undefined) throw new Error(`port ${port} for the embedded PostgreSQL is in use by another program`);
-    port = await findFreePort();
-    log(`port ${DEFAULT_PORT} is in use by another program; the embedded PostgreSQL takes port ${port}`);
+    port = 0;
+    defaultTaken = true;
   }
   try {
-    return { ...(await startEmbeddedPostgres({ dataDir, port, log, announce })), startedHere: true };
+    const server = await startEmbeddedPostgres({ dataDir, port, log, announce });
+    if (defaultTaken) log(`port ${DEFAULT_PORT} is in use by another program; the embedded PostgreSQL takes port ${server.port}`);
+    return { ...server, startedHere: true };
   } catch (error) {
     // Another Warden process may have started it at the same moment: then use theirs.
     const theirs = await findRunningServer(dataDir);
@@ -250,9 +296,10 @@ async function isPostgresProcess(pid: number): Promise<boolean> {
   }
 }
 
-async function logTail(file: string): Promise<string> {
+/** The last lines the server logged from byte `from` on (this start's own output). */
+async function logTail(file: string, from = 0): Promise<string> {
   try {
-    return (await readFile(file, 'utf8')).trim().split('\n').slice(-15).join('\n');
+    return (await readFile(file)).subarray(from).toString('utf8').trim().split('\n').slice(-15).join('\n');
   } catch {
     return '(no server log)';
   }

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { openDatabase, redactDatabaseUrl, startEmbeddedPostgres, type LedgerDatabase } from '../../src/ledger/database';
 import { handOverServer } from '../../src/ledger/embedded-owner';
 import { processStartTicks } from '../../src/shared/process-identity';
+import { findFreePort } from '../../src/shared/ports';
 import { spawn } from 'node:child_process';
 import { Ledger } from '../../src/ledger/ledger';
 import { freshDatabase, describeOnBackends } from '../helpers/database';
@@ -237,6 +238,38 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     } finally {
       blocker.close();
       defaultBlocker.close();
+    }
+  });
+  test('a free port another program takes before the server binds it is replaced by another one', async () => {
+    // It hangs up on whoever calls, so closing it does not wait on the readiness probes' sockets.
+    const thief = net.createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => thief.listen(0, '127.0.0.1', resolve));
+    const stolen = (thief.address() as net.AddressInfo).port;
+    const offered: number[] = [];
+    // The first port offered is already held, as when another program binds it in the gap.
+    const freePort = async (): Promise<number> => {
+      const port = offered.length === 0 ? stolen : await findFreePort();
+      offered.push(port);
+      return port;
+    };
+    const messages: string[] = [];
+    try {
+      const server = await startEmbeddedPostgres({ dataDir: await tempDir(), port: 0, freePort, log: (m) => messages.push(m) });
+      try {
+        expect(offered[0]).toBe(stolen);
+        expect(offered).toHaveLength(2);
+        expect(server.port).toBe(offered[1]);
+        expect(messages).toContain(`port ${stolen} was taken before the embedded PostgreSQL could bind it; trying another`);
+        const client = new pg.Client({ connectionString: server.url });
+        await client.connect();
+        await client.end();
+      } finally {
+        await server.stop();
+      }
+      // A port asked for by number is not swapped: the error says why the server did not start.
+      await expect(startEmbeddedPostgres({ dataDir: await tempDir(), port: stolen })).rejects.toThrow(/did not start[\s\S]*Address already in use/);
+    } finally {
+      await new Promise((resolve) => thief.close(resolve));
     }
   });
 });
