@@ -41,7 +41,7 @@ import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
 import { gitRaw, parseNameStatus, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
-import { indexHashOf, listAfterStep, listBeforeStep, type ListingBefore } from './repo-listing';
+import { indexHashOf, listAfterStep, listBeforeStep, RACY_MARGIN_MS, settleListing, type ListingBefore } from './repo-listing';
 import { forEachLimited } from '../shared/for-each-limited';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
@@ -93,6 +93,8 @@ export interface FileStamp {
   readonly type: 'file' | 'symlink' | 'dir' | 'other';
   readonly size: number;
   readonly mtimeMs: number;
+  /** Permission bits (git keeps the executable one). */
+  readonly mode: number;
   /** sha256 of the content (or the link target) for files up to {@link HASH_LIMIT_BYTES}. */
   readonly hash?: string;
 }
@@ -630,8 +632,11 @@ export async function takeRepoSnapshot(
   const files: Record<string, FileStamp> = {};
   let checkout: RepoSnapshot['checkout'];
   let listing: RepoSnapshot['listing'];
+  const since = Date.now();
   // The control files first: after a step, the listing may be taken over only while they are the same.
   const control = await gitControlFiles(commonDir, ownRecord);
+  const skip = options.worktree ? realpathOr(options.worktree) : undefined;
+  const rules = rulesOf(control.hashes);
   if (!bare) {
     const previous = options.previous;
     let listed: readonly string[];
@@ -639,9 +644,7 @@ export async function takeRepoSnapshot(
       const rulesUnchanged = sameRecord(previous.gitControl, control.hashes);
       listed = (await listAfterStep(top, { names: previous.listing?.names ?? [], proof: previous.listing?.proof }, rulesUnchanged)).names;
     } else {
-      // Also the files that differ from the index: what a restore may take from the index.
-      listing = await listBeforeStep(top, options.worktree ? realpathOr(options.worktree) : undefined);
-      checkout = { ...(listing.index ? { index: listing.index } : {}), dirty: listing.dirty };
+      listing = await listBeforeStep(top, skip, rules);
       listed = listing.names;
     }
     const excludeRel = options.exclude ? path.relative(top, options.exclude) : undefined;
@@ -652,6 +655,11 @@ export async function takeRepoSnapshot(
       const stamp = await stampOf(path.join(top, name), options.previous?.files[name]);
       if (stamp) files[name] = stamp;
     });
+    if (listing) {
+      // Also the files that differ from the index: what a restore may take from the index.
+      const dirty = settleListing(top, skip, rules, listing, contentKeys(files, since));
+      checkout = { ...(listing.index ? { index: listing.index } : {}), dirty };
+    }
   }
   // Before a step (not when comparing after it): what it takes to put things back.
   const restorable = options.previous ? {} : { gitControlCopies: control.copies, refs: await refsOf(top, commonDir), ...(checkout ? { checkout } : {}), ...(listing ? { listing } : {}) };
@@ -750,6 +758,28 @@ export async function restoreOutside(snapshot: RepoSnapshot, violations: readonl
     }
   }
   return { restored, notRestored };
+}
+
+/**
+ * The repository's own git control files but the worktrees' records (config, info/exclude,
+ * hooks, HEAD) as one hash: a listing is remembered for the next step only under the same.
+ */
+function rulesOf(control: Readonly<Record<string, string>>): string {
+  const own = Object.keys(control).filter((name) => !name.startsWith('worktrees/')).sort();
+  return sha256(own.map((name) => `${name}\0${control[name]}`).join('\n'));
+}
+
+/**
+ * Each file's content and mode as a key, for files last changed before `since` by more than a
+ * clock tick: a file changed while the listing ran may not be as git saw it, and gets no key,
+ * nor does one too large to hash (either counts as differing from the index next time).
+ */
+function contentKeys(files: Readonly<Record<string, FileStamp>>, since: number): Map<string, string> {
+  const keys = new Map<string, string>();
+  for (const [name, stamp] of Object.entries(files)) {
+    if (stamp.hash && stamp.mtimeMs < since - RACY_MARGIN_MS) keys.set(name, `${stamp.type}:${stamp.mode}:${stamp.hash}`);
+  }
+  return keys;
 }
 
 /** Whether two maps of control-file hashes are the same. */
@@ -974,7 +1004,7 @@ async function stampOf(abs: string, previous: FileStamp | undefined): Promise<Fi
   const stat = await lstat(abs).catch(() => undefined);
   if (!stat) return undefined;
   const type = stat.isSymbolicLink() ? 'symlink' : stat.isFile() ? 'file' : stat.isDirectory() ? 'dir' : 'other';
-  const base = { type, size: stat.size, mtimeMs: stat.mtimeMs } as const;
+  const base = { type, size: stat.size, mtimeMs: stat.mtimeMs, mode: stat.mode & 0o7777 } as const;
   if (type === 'dir' || type === 'other') return { ...base, size: 0, mtimeMs: 0 };
   // after the step, only hash what looks different: unchanged stamps keep the earlier hash
   if (previous && previous.type === type && previous.size === base.size && previous.mtimeMs === base.mtimeMs) return { ...base, hash: previous.hash };

@@ -14,11 +14,18 @@
  * cannot be set back by a process (only the clock can), so equal stat data proves nothing moved,
  * provided it was older than the moment the listing began by more than the clock's tick: a change
  * made in the same tick as the stamp could leave it equal ("racy" in git's words); then, or when
- * anything differs, git is asked again. The global ignore file and global config are the worker's
- * own, out of an agent's reach, and not looked at.
+ * anything differs, git is asked again. The global and system config and the global ignore file
+ * are stamped too (and an ignore file the global config names), so a person's edit of them between
+ * steps is seen.
+ *
+ * The same proof lets the next step's listing before it be taken from this one without git: the
+ * worker remembers the last listing of each checkout (see {@link listBeforeStep}). Which files
+ * differ from the index is then carried over for every file whose content and mode are as they
+ * were, and counted as differing (so never checked out over) for any other.
  */
 import { createHash } from 'node:crypto';
 import { lstat, open, readdir, readFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
@@ -32,11 +39,32 @@ export interface ListingBefore {
   readonly names: readonly string[];
   /** A hash of the index file ('none' when there is none, undefined when unreadable). */
   readonly index?: string;
-  /** Files that differed from the index: changed, deleted, unmerged or untracked. */
-  readonly dirty: readonly string[];
+  /**
+   * Files that differed from the index: changed, deleted, unmerged or untracked. Undefined when
+   * the listing was remembered: then {@link settleListing} tells them from the files' contents.
+   */
+  readonly dirty?: readonly string[];
   /** Stat data of what decides the listing (absolute path → stamp); undefined when it proves nothing. */
   readonly proof?: Readonly<Record<string, string>>;
+  /** The remembered listing this one was taken from, when git was not asked. */
+  readonly recalled?: RememberedListing;
 }
+
+/** A listing this worker took of a checkout, kept while its proof holds (see {@link listBeforeStep}). */
+interface RememberedListing {
+  readonly names: readonly string[];
+  readonly proof: Readonly<Record<string, string>>;
+  /** The repository's ignore rules and config as the caller hashed them. */
+  readonly rules: string;
+  readonly index: string;
+  readonly dirty: ReadonlySet<string>;
+  /** Each listed file's content and mode as the caller keyed them, when the dirty files were told. */
+  readonly contents: ReadonlyMap<string, string>;
+}
+
+/** Checkouts whose last listing this worker keeps: the newest ones, each a few bytes per file. */
+const REMEMBERED_CHECKOUTS = 16;
+const remembered = new Map<string, RememberedListing>();
 
 /** A clock tick is a few milliseconds at most: stat data this much older than the listing cannot be racy. */
 export const RACY_MARGIN_MS = 100;
@@ -49,12 +77,17 @@ const ABSENT = 'absent';
 /**
  * The listing before a step, in the checkout at `top` (a real path). `skip`: a folder under it
  * not to stamp (the intent's own worktree, where the step writes). One git process; two when the
- * index cannot be read directly.
+ * index cannot be read directly; none when this worker listed the checkout before with the same
+ * `rules` (a hash of its ignore rules and config), the same index, and a proof that still holds.
  */
-export async function listBeforeStep(top: string, skip?: string): Promise<ListingBefore> {
+export async function listBeforeStep(top: string, skip?: string, rules?: string): Promise<ListingBefore> {
   const since = Date.now();
   const gitDir = await gitDirOf(top);
   const index = gitDir && !process.env.GIT_INDEX_FILE ? await readIndex(path.join(gitDir, 'index')) : undefined;
+  const kept = rules === undefined ? undefined : remembered.get(memoryKey(top, skip));
+  if (kept && kept.rules === rules && kept.index === hashOfIndex(index) && (await proofHolds(kept.proof))) {
+    return { names: kept.names, index: kept.index, proof: kept.proof, recalled: kept };
+  }
   const status = await gitRaw(top, [
     '--no-optional-locks', 'status', '--porcelain=v2', '-z', '--untracked-files=all', '--ignored=matching', '--no-renames', '--ignore-submodules=all',
   ]);
@@ -86,6 +119,36 @@ export async function listBeforeStep(top: string, skip?: string): Promise<Listin
     ? undefined
     : await stampListing(top, { since, names, ignored, skip, index: { file: index.file, stamp: index.data === 'none' ? ABSENT : index.stamp } });
   return { names, ...(indexHash ? { index: indexHash } : {}), dirty: [...dirty], ...(proof ? { proof } : {}) };
+}
+
+/**
+ * The files that differed from the index before the step, and the listing kept for the next one.
+ * `contents`: every listed file's content and mode as a key (equal keys, equal files). A listing
+ * from git says which files differed; a remembered one says so for the files whose key is what
+ * it was then, and every other file is taken to differ. Kept only with a proof and `rules`.
+ */
+export function settleListing(top: string, skip: string | undefined, rules: string | undefined, listing: ListingBefore, contents: ReadonlyMap<string, string>): readonly string[] {
+  const recalled = listing.recalled;
+  const dirty = listing.dirty ? new Set(listing.dirty) : new Set(recalled?.dirty);
+  if (!listing.dirty) {
+    for (const name of listing.names) if (contents.get(name) !== recalled?.contents.get(name)) dirty.add(name);
+  }
+  const key = memoryKey(top, skip);
+  remembered.delete(key);
+  if (listing.proof && listing.index !== undefined && rules !== undefined) {
+    remembered.set(key, { names: listing.names, proof: listing.proof, rules, index: listing.index, dirty, contents });
+    if (remembered.size > REMEMBERED_CHECKOUTS) remembered.delete(remembered.keys().next().value!);
+  }
+  return [...dirty];
+}
+
+/** Forgets every remembered listing (tests). */
+export function forgetListings(): void {
+  remembered.clear();
+}
+
+function memoryKey(top: string, skip: string | undefined): string {
+  return `${top}\0${skip ?? ''}`;
 }
 
 /**
@@ -212,7 +275,37 @@ async function stampListing(
     const stat = await lstat(file, { bigint: true }).catch(() => undefined);
     if (!stat || !stamp(file, stat)) return undefined;
   }
-  return stamps;
+  return (await stampGlobalRules(stamp, stamps)) ? stamps : undefined;
+}
+
+/**
+ * Stamps the system and global config and the global ignore files (absent ones as absent, so
+ * one created later is seen too), and an ignore file the global config names; false when one
+ * is too recent, or a config includes other files (which could be anywhere).
+ */
+async function stampGlobalRules(stamp: (abs: string, stat: BigStat) => boolean, stamps: Record<string, string>): Promise<boolean> {
+  const home = process.env.HOME ?? homedir();
+  const xdg = process.env.XDG_CONFIG_HOME || path.join(home, '.config');
+  const configs = [
+    ...(process.env.GIT_CONFIG_NOSYSTEM ? [] : [process.env.GIT_CONFIG_SYSTEM ?? '/etc/gitconfig']),
+    ...(process.env.GIT_CONFIG_GLOBAL ? [process.env.GIT_CONFIG_GLOBAL] : [path.join(home, '.gitconfig'), path.join(xdg, 'git', 'config')]),
+  ];
+  const ignores = [path.join(xdg, 'git', 'ignore')];
+  for (const file of configs) {
+    const text = await readFile(file, 'utf8').catch(() => undefined);
+    if (text === undefined) continue;
+    if (/^\s*\[\s*include/im.test(text)) return false;
+    for (const match of text.matchAll(/^\s*excludesfile\s*=\s*"?([^"\n]*?)"?\s*$/gim)) {
+      const named = match[1]!;
+      ignores.push(named.startsWith('~/') ? path.join(home, named.slice(2)) : named);
+    }
+  }
+  for (const file of [...configs, ...ignores]) {
+    const stat = await lstat(file, { bigint: true }).catch(() => undefined);
+    if (!stat) stamps[file] = ABSENT;
+    else if (!stamp(file, stat)) return false;
+  }
+  return true;
 }
 
 /** Whether every stamped path still has the stat data it had. */

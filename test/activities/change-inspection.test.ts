@@ -695,6 +695,61 @@ describe('git processes', () => {
     expect(readFileSync(path.join(s.repo, 'lib/strings.js'), 'utf8')).toBe('the agent, staged;\n');
   });
 
+  test('the next snapshot of a checkout takes the listing this worker remembered while its proof holds; a file changed since counts as differing from the index', async () => {
+    const xdg = mkdtempSync(path.join(tmpdir(), 'warden-xdg-'));
+    roots.push(xdg);
+    const saved = process.env.XDG_CONFIG_HOME;
+    process.env.XDG_CONFIG_HOME = xdg;
+    try {
+      const s = await setup('remembered');
+      write(s.repo, 'README.md', 'edited, not staged\n');
+      const first = await settledSnapshot(s);
+      expect([...first.checkout!.dirty].sort()).toEqual(['.gitignore', 'README.md']);
+      const gitRuns = async (work: () => Promise<RepoSnapshot>): Promise<{ snapshot: RepoSnapshot; runs: number }> => {
+        const before = processTally();
+        const snapshot = await work();
+        return { snapshot, runs: tallySince(before).launched.git ?? 0 };
+      };
+      const take = () => takeRepoSnapshot(s.repo, { worktree: s.worktree });
+      const settle = async (): Promise<void> => {
+        while (!(await take()).listing?.proof) await new Promise((resolve) => setTimeout(resolve, 50));
+      };
+
+      const second = await gitRuns(take);
+      expect(second.runs).toBe(0);
+      expect(second.snapshot.files).toEqual(first.files);
+      expect(second.snapshot.checkout).toEqual(first.checkout);
+
+      // A person edits a file that matched the index: without asking git, it counts as differing,
+      // so a step that then writes it is not undone by a checkout over the person's edit.
+      write(s.repo, 'lib/strings.js', 'a person\'s edit;\n');
+      const third = await gitRuns(take);
+      expect(third.runs).toBe(0);
+      expect([...third.snapshot.checkout!.dirty].sort()).toEqual(['.gitignore', 'README.md', 'lib/strings.js']);
+      write(s.repo, 'lib/strings.js', 'the agent;\n');
+      const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: third.snapshot });
+      expect(kinds(report)).toEqual(['outside-worktree-write lib/strings.js']);
+      expect(await restoreOutside(third.snapshot, report.violations)).toEqual({ restored: [], notRestored: ['lib/strings.js'] });
+
+      // Anything that can change the listing sends the next snapshot to git: a new file, a
+      // changed index, a global ignore file that appeared.
+      write(s.repo, 'planted.txt', 'x\n');
+      const added = await gitRuns(take);
+      expect(added.runs).toBe(1);
+      expect(Object.keys(added.snapshot.files)).toContain('planted.txt');
+      await settle();
+      git(s.repo, 'add', 'planted.txt');
+      expect((await gitRuns(take)).runs).toBe(1);
+      await settle();
+      expect((await gitRuns(take)).runs).toBe(0);
+      write(xdg, 'git/ignore', 'planted.txt\n');
+      expect((await gitRuns(take)).runs).toBe(1);
+    } finally {
+      if (saved === undefined) delete process.env.XDG_CONFIG_HOME;
+      else process.env.XDG_CONFIG_HOME = saved;
+    }
+  });
+
   test('after a step that wrote nothing outside its worktree, the target repo is not listed again: the inspection is one git process', async () => {
     const s = await setup('unlisted');
     write(s.worktree, 'lib/strings.js', 'module.exports = { changed: true };\n');
