@@ -1,9 +1,12 @@
+import { existsSync } from 'node:fs';
 import { lstat, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { launch, type LaunchEncoding } from './launcher';
+import { readLooseCommit } from './loose-commits';
+import { refsFromFiles } from './ref-files';
 
 /**
  * Commits made by Warden carry this identity, so they work on machines with no git config. And no
@@ -140,6 +143,8 @@ export interface RefCommit {
  * that does not exist, or names anything but a commit, is not in the map.
  */
 export async function refCommits(cwd: string, refs: readonly string[]): Promise<Map<string, RefCommit>> {
+  const fromFiles = await refCommitsFromFiles(cwd, refs);
+  if (fromFiles) return fromFiles;
   const listed = await git(cwd, ['for-each-ref', '--format=%(refname)%00%(objecttype)%00%(objectname)%00%(tree)%00%(parent)%00%(committerdate:raw)', ...refs]);
   const found = new Map<string, RefCommit>();
   for (const line of listed.split('\n')) {
@@ -147,6 +152,33 @@ export async function refCommits(cwd: string, refs: readonly string[]): Promise<
     // A pattern also matches the refs below it (refs/heads/a matches refs/heads/a/b): only exact names count.
     if (!name || type !== 'commit' || !refs.includes(name) || !commit || !tree) continue;
     found.set(name, { commit, tree, parents: (parents ?? '').split(' ').filter(Boolean), committerDate: committerDate ?? '' });
+  }
+  return found;
+}
+
+/**
+ * {@link refCommits} from the files git keeps refs and loose objects in, for the checkout at
+ * `cwd` (its top level); undefined where git could answer otherwise or the files do not say:
+ * a git dir or object store named in the environment, a shallow or grafted history or replace
+ * refs (which change what git reads of a commit), refs not kept as plain files, or a commit not
+ * stored loose.
+ */
+async function refCommitsFromFiles(cwd: string, refs: readonly string[]): Promise<Map<string, RefCommit> | undefined> {
+  if (['GIT_DIR', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REPLACE_REF_BASE'].some((name) => process.env[name] !== undefined)) return undefined;
+  const gitDir = await gitDirOf(cwd);
+  if (!gitDir) return undefined;
+  const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
+  const commonDir = common ? path.resolve(gitDir, common) : gitDir;
+  if (existsSync(path.join(commonDir, 'shallow')) || existsSync(path.join(commonDir, 'info', 'grafts'))) return undefined;
+  const all = await refsFromFiles(commonDir);
+  if (!all || Object.keys(all).some((ref) => ref.startsWith('refs/replace/'))) return undefined;
+  const found = new Map<string, RefCommit>();
+  for (const ref of new Set(refs)) {
+    const commit = all[ref];
+    if (!commit) continue;
+    const fields = await readLooseCommit(path.join(commonDir, 'objects'), commit);
+    if (!fields) return undefined;
+    if (fields !== 'not-commit') found.set(ref, { commit, ...fields });
   }
   return found;
 }

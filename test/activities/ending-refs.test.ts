@@ -25,7 +25,7 @@ afterEach(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
 
-test("an ending intent's lineage and resume refs take one read of the refs and one transaction: two git processes", async () => {
+test("an ending intent's lineage and resume refs take one read of the ref files and one transaction: one git process", async () => {
   const { worktreePath } = await ensureWorktree({ repoPath: repo, baseBranch: 'main', intentId: 'a', worktreeRoot: path.join(tmp, 'worktrees') });
   const folder = path.join(worktreePath, activeLineageDir('a'));
   await mkdir(folder, { recursive: true });
@@ -36,7 +36,7 @@ test("an ending intent's lineage and resume refs take one read of the refs and o
 
   const tally = processTally();
   const ending = await recordEndingRefs(repo, 'a', { lineageFolder: folder, keepForResumeMs: HOUR, now });
-  expect(tallySince(tally).launched.git).toBe(2);
+  expect(tallySince(tally).launched.git).toBe(1);
   expect(ending).toEqual({ lineageRef: lineageRefFor('a'), kept: { ref: resumeRefFor('a'), keptUntil: new Date(now.getTime() + HOUR) } });
   expect(await lineageRefFiles(repo, 'a')).toEqual(['01-triage.md']);
   expect(await readLineageRefFile(repo, 'a', '01-triage.md')).toBe('risk LOW\n');

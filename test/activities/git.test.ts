@@ -73,12 +73,24 @@ describe('headOf', () => {
 });
 
 describe('refCommits', () => {
-  test('the commits several refs name, with tree, parents and date, in one git process; missing refs, refs below a name asked for and tags left out', async () => {
+  /** What git's own for-each-ref says of `refs`, in refCommits' form. */
+  function asGitSays(repo: string, refs: readonly string[]): Map<string, unknown> {
+    const out = gitSync(repo, 'for-each-ref', '--format=%(refname)%00%(objecttype)%00%(objectname)%00%(tree)%00%(parent)%00%(committerdate:raw)', ...refs);
+    const found = new Map<string, unknown>();
+    for (const line of out.split('\n')) {
+      const [name, type, commit, tree, parents, committerDate] = line.split('\0');
+      if (name && type === 'commit' && refs.includes(name)) found.set(name, { commit, tree, parents: parents!.split(' ').filter(Boolean), committerDate });
+    }
+    return found;
+  }
+
+  test('the commits several refs name, with tree, parents and date, from the ref and loose object files: no git process; missing refs, refs below a name asked for and tags left out', async () => {
     const { repo } = await worktree('ref-commits');
     gitSync(repo, 'tag', '-a', '-m', 'annotated', 'v1');
     const main = gitSync(repo, 'rev-parse', 'main');
-    const { result, git } = await gitProcessesOf(() => refCommits(repo, ['refs/heads/main', 'refs/heads/nowhere', 'refs/tags/v1', 'refs/heads/warden', 'refs/heads/warden/ref-commits']));
-    expect(git).toBe(1);
+    const asked = ['refs/heads/main', 'refs/heads/nowhere', 'refs/tags/v1', 'refs/heads/warden', 'refs/heads/warden/ref-commits'];
+    const { result, git } = await gitProcessesOf(() => refCommits(repo, asked));
+    expect(git).toBe(0);
     expect([...result.keys()].sort()).toEqual(['refs/heads/main', 'refs/heads/warden/ref-commits']);
     expect(result.get('refs/heads/main')).toEqual({
       commit: main,
@@ -86,10 +98,37 @@ describe('refCommits', () => {
       parents: [],
       committerDate: gitSync(repo, 'log', '-1', '--format=%cd', '--date=raw', 'main'),
     });
+    expect(result).toEqual(asGitSays(repo, asked));
     writeFileSync(path.join(repo, 'second.txt'), '2\n');
     gitSync(repo, 'add', 'second.txt');
     gitSync(repo, 'commit', '-qm', 'second');
     expect((await refCommits(repo, ['refs/heads/main'])).get('refs/heads/main')?.parents).toEqual([main]);
+    // A merge: both parents, in order.
+    gitSync(repo, 'update-ref', 'refs/heads/merged', gitSync(repo, 'commit-tree', 'main^{tree}', '-p', 'main', '-p', main, '-m', 'merged'));
+    const merged = await gitProcessesOf(() => refCommits(repo, ['refs/heads/merged']));
+    expect(merged.git).toBe(0);
+    expect(merged.result).toEqual(asGitSays(repo, ['refs/heads/merged']));
+    expect(merged.result.get('refs/heads/merged')?.parents).toEqual([gitSync(repo, 'rev-parse', 'main'), main]);
+  });
+
+  test('commits that are not loose, and a replace ref, are left to git, which answers as before', async () => {
+    const { repo } = await worktree('ref-commits-packed');
+    const asked = ['refs/heads/main', 'refs/heads/warden/ref-commits-packed'];
+    gitSync(repo, 'repack', '-adq');
+    gitSync(repo, 'prune-packed');
+    const packed = await gitProcessesOf(() => refCommits(repo, asked));
+    expect(packed.git).toBe(1);
+    expect(packed.result).toEqual(asGitSays(repo, asked));
+    expect(packed.result.size).toBe(2);
+
+    writeFileSync(path.join(repo, 'other.txt'), 'o\n');
+    gitSync(repo, 'add', 'other.txt');
+    gitSync(repo, 'commit', '-qm', 'other');
+    const other = gitSync(repo, 'rev-parse', 'HEAD');
+    gitSync(repo, 'replace', 'warden/ref-commits-packed', other);
+    const replaced = await gitProcessesOf(() => refCommits(repo, asked));
+    expect(replaced.git).toBe(1);
+    expect(replaced.result).toEqual(asGitSays(repo, asked));
   });
 });
 

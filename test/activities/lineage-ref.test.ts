@@ -60,11 +60,11 @@ describe('the lineage ref', () => {
     expect(readFileSync(path.join(folder, '01-triage.md'), 'utf8')).toBe('risk LOW\r\n');
   });
 
-  it('makes a new lineage commit in two git processes, the refs read and the ref moved: its objects are written here, and git finds them sound', async () => {
+  it('makes a new lineage commit in one git process, the ref moved (the refs and their loose commits read from files): its objects are written here, and git finds them sound', async () => {
     const { worktreePath, folder } = await intentWithLineage('a', { '01-triage.md': 'risk LOW\n', 'nested/deeper/02-lld.md': '# design\n', 'empty.md': '' });
     const tally = processTally();
     await recordLineageRef(repo, 'a', folder);
-    expect(tallySince(tally).launched.git).toBe(2);
+    expect(tallySince(tally).launched.git).toBe(1);
     expect(await lineageRefFiles(repo, 'a')).toEqual(['01-triage.md', 'empty.md', 'nested/deeper/02-lld.md']);
     expect(await readLineageRefFile(repo, 'a', 'nested/deeper/02-lld.md')).toBe('# design\n');
     expect(await git(repo, ['log', '-1', '--format=%an <%ae>|%cn <%ce>|%P', lineageRefFor('a')])).toBe(`Warden <warden@localhost>|Warden <warden@localhost>|${await git(worktreePath, ['rev-parse', 'HEAD'])}`);
@@ -86,8 +86,8 @@ describe('the lineage ref', () => {
     const again = processTally();
     await recordLineageRef(repo, 'a', folder);
     expect(await git(repo, ['rev-parse', lineageRefFor('a')])).toBe(first);
-    // One for-each-ref for the branch and the ref: the files' tree, named here, is the ref's
-    expect(tallySince(again).launched.git).toBe(1 + 1); // and the rev-parse above
+    // The branch and the ref read from their files: the files' tree, named here, is the ref's
+    expect(tallySince(again).launched.git).toBe(1); // the rev-parse above
 
     await writeFile(path.join(folder, '02-lld.md'), '# design\n');
     await git(worktreePath, ['add', '-A']);
