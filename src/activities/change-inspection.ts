@@ -41,7 +41,7 @@ import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
 import { gitRaw, parseNameStatus, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
-import { indexHashOf, listAfterStep, listBeforeStep, RACY_MARGIN_MS, settleListing, type ListingBefore } from './repo-listing';
+import { COARSE_RACY_MARGIN_MS, indexHashOf, listAfterStep, listBeforeStep, RACY_MARGIN_MS, settleListing, type ListingBefore } from './repo-listing';
 import { forEachLimited } from '../shared/for-each-limited';
 import { recordNamedBy, recordsOfFolder } from './worktree-records';
 import { detectNewStubs, MAX_STUB_SCAN_BYTES, stubLanguage } from '../safety/stub-detector';
@@ -95,6 +95,11 @@ export interface FileStamp {
   readonly mtimeMs: number;
   /** Permission bits (git keeps the executable one). */
   readonly mode: number;
+  /**
+   * Before a step: the file's ctime, when it was the same before and after its content was read
+   * (so the hash is of the content that ctime dates). A process can set mtime back, not ctime.
+   */
+  readonly ctimeMs?: number;
   /** sha256 of the content (or the link target) for files up to {@link HASH_LIMIT_BYTES}. */
   readonly hash?: string;
 }
@@ -652,7 +657,7 @@ export async function takeRepoSnapshot(
       (name) => !excludeRel || excludeRel.startsWith('..') || path.isAbsolute(excludeRel) || !(name === excludeRel || name.startsWith(`${excludeRel}/`)),
     );
     await forEachLimited(names, STAT_CONCURRENCY, async (name) => {
-      const stamp = await stampOf(path.join(top, name), options.previous?.files[name]);
+      const stamp = await stampOf(path.join(top, name), options.previous?.files[name], !options.previous);
       if (stamp) files[name] = stamp;
     });
     if (listing) {
@@ -770,14 +775,17 @@ function rulesOf(control: Readonly<Record<string, string>>): string {
 }
 
 /**
- * Each file's content and mode as a key, for files last changed before `since` by more than a
- * clock tick: a file changed while the listing ran may not be as git saw it, and gets no key,
- * nor does one too large to hash (either counts as differing from the index next time).
+ * Each file's content and mode as a key, for files whose ctime (unchanged while the content was
+ * read) is older than `since` by more than a clock tick: a file changed while the listing ran
+ * may not be as git saw it, and gets no key, nor does one too large to hash; either counts as
+ * differing from the index next time.
  */
 function contentKeys(files: Readonly<Record<string, FileStamp>>, since: number): Map<string, string> {
   const keys = new Map<string, string>();
   for (const [name, stamp] of Object.entries(files)) {
-    if (stamp.hash && stamp.mtimeMs < since - RACY_MARGIN_MS) keys.set(name, `${stamp.type}:${stamp.mode}:${stamp.hash}`);
+    if (stamp.hash === undefined || stamp.ctimeMs === undefined) continue;
+    const margin = stamp.ctimeMs % 1000 === 0 ? COARSE_RACY_MARGIN_MS : RACY_MARGIN_MS;
+    if (stamp.ctimeMs < since - margin) keys.set(name, `${stamp.type}:${stamp.mode}:${stamp.hash}`);
   }
   return keys;
 }
@@ -1000,7 +1008,7 @@ async function symlinkEscape(worktree: string, abs: string): Promise<string | un
   return undefined;
 }
 
-async function stampOf(abs: string, previous: FileStamp | undefined): Promise<FileStamp | undefined> {
+async function stampOf(abs: string, previous: FileStamp | undefined, dated = false): Promise<FileStamp | undefined> {
   const stat = await lstat(abs).catch(() => undefined);
   if (!stat) return undefined;
   const type = stat.isSymbolicLink() ? 'symlink' : stat.isFile() ? 'file' : stat.isDirectory() ? 'dir' : 'other';
@@ -1008,10 +1016,16 @@ async function stampOf(abs: string, previous: FileStamp | undefined): Promise<Fi
   if (type === 'dir' || type === 'other') return { ...base, size: 0, mtimeMs: 0 };
   // after the step, only hash what looks different: unchanged stamps keep the earlier hash
   if (previous && previous.type === type && previous.size === base.size && previous.mtimeMs === base.mtimeMs) return { ...base, hash: previous.hash };
-  if (type === 'symlink') return { ...base, hash: sha256(await readlink(abs)) };
-  if (stat.size > HASH_LIMIT_BYTES) return base;
-  const content = await readFile(abs).catch(() => undefined);
-  return content ? { ...base, hash: sha256(content) } : base;
+  let hash: string | undefined;
+  if (type === 'symlink') hash = sha256(await readlink(abs));
+  else if (stat.size <= HASH_LIMIT_BYTES) {
+    const content = await readFile(abs).catch(() => undefined);
+    hash = content ? sha256(content) : undefined;
+  }
+  if (!hash) return base;
+  if (!dated) return { ...base, hash };
+  const after = await lstat(abs).catch(() => undefined);
+  return { ...base, hash, ...(after && after.ctimeMs === stat.ctimeMs ? { ctimeMs: stat.ctimeMs } : {}) };
 }
 
 function compareFiles(before: RepoSnapshot, after: RepoSnapshot): ChangeViolation[] {

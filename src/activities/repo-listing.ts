@@ -24,7 +24,8 @@
  * were, and counted as differing (so never checked out over) for any other.
  */
 import { createHash } from 'node:crypto';
-import { lstat, open, readdir, readFile } from 'node:fs/promises';
+import { realpathSync } from 'node:fs';
+import { lstat, open, readdir, readFile, realpath } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -62,12 +63,17 @@ interface RememberedListing {
   readonly contents: ReadonlyMap<string, string>;
 }
 
-/** Checkouts whose last listing this worker keeps: the newest ones, each a few bytes per file. */
+/** Checkouts whose last listing this worker keeps, the newest ones, up to this many files in all. */
 const REMEMBERED_CHECKOUTS = 16;
+const REMEMBERED_FILES = 100_000;
 const remembered = new Map<string, RememberedListing>();
 
 /** A clock tick is a few milliseconds at most: stat data this much older than the listing cannot be racy. */
 export const RACY_MARGIN_MS = 100;
+/** Where a file system keeps whole seconds only (its stamps have no nanoseconds), a tick is up to two seconds. */
+export const COARSE_RACY_MARGIN_MS = 2_000;
+/** A config that names an ignore file, or includes other config files, which could be anywhere. */
+const NAMES_OTHER_FILES = /excludesfile|^\s*\[\s*include/im;
 /** More folders than this are not stamped (git is asked after the step instead). */
 export const MAX_STAMPED_FOLDERS = 20_000;
 const STAT_CONCURRENCY = 64;
@@ -115,7 +121,8 @@ export async function listBeforeStep(top: string, skip?: string, rules?: string)
   // An ignore file the repository's config names could be anywhere, and a checkout whose .git is
   // a file keeps its config elsewhere: then git is asked after the step.
   const config = gitDir === path.join(top, '.git') ? await readFile(path.join(gitDir, 'config'), 'utf8').catch(() => undefined) : undefined;
-  const proof = config === undefined || /excludesfile/i.test(config)
+  const worktreeConfig = gitDir ? await readFile(path.join(gitDir, 'config.worktree'), 'utf8').catch(() => '') : '';
+  const proof = config === undefined || NAMES_OTHER_FILES.test(config) || NAMES_OTHER_FILES.test(worktreeConfig)
     ? undefined
     : await stampListing(top, { since, names, ignored, skip, index: { file: index.file, stamp: index.data === 'none' ? ABSENT : index.stamp } });
   return { names, ...(indexHash ? { index: indexHash } : {}), dirty: [...dirty], ...(proof ? { proof } : {}) };
@@ -131,13 +138,22 @@ export function settleListing(top: string, skip: string | undefined, rules: stri
   const recalled = listing.recalled;
   const dirty = listing.dirty ? new Set(listing.dirty) : new Set(recalled?.dirty);
   if (!listing.dirty) {
-    for (const name of listing.names) if (contents.get(name) !== recalled?.contents.get(name)) dirty.add(name);
+    for (const name of listing.names) {
+      const now = contents.get(name);
+      if (now === undefined || now !== recalled?.contents.get(name)) dirty.add(name);
+    }
   }
   const key = memoryKey(top, skip);
   remembered.delete(key);
   if (listing.proof && listing.index !== undefined && rules !== undefined) {
     remembered.set(key, { names: listing.names, proof: listing.proof, rules, index: listing.index, dirty, contents });
-    if (remembered.size > REMEMBERED_CHECKOUTS) remembered.delete(remembered.keys().next().value!);
+    let files = 0;
+    for (const kept of remembered.values()) files += kept.names.length;
+    while (remembered.size > 0 && (remembered.size > REMEMBERED_CHECKOUTS || files > REMEMBERED_FILES)) {
+      const oldest = remembered.keys().next().value!;
+      files -= remembered.get(oldest)!.names.length;
+      remembered.delete(oldest);
+    }
   }
   return [...dirty];
 }
@@ -147,8 +163,10 @@ export function forgetListings(): void {
   remembered.clear();
 }
 
+/** One memory per checkout, whichever intent's worktree is skipped, unless that worktree lies inside it. */
 function memoryKey(top: string, skip: string | undefined): string {
-  return `${top}\0${skip ?? ''}`;
+  const inside = skip !== undefined && !path.relative(top, skip).startsWith('..') && !path.isAbsolute(path.relative(top, skip));
+  return `${top}\0${inside ? skip : ''}`;
 }
 
 /**
@@ -234,16 +252,21 @@ async function stampListing(
   input: { readonly since: number; readonly names: readonly string[]; readonly ignored: readonly string[]; readonly skip?: string; readonly index: { readonly file: string; readonly stamp?: string } },
 ): Promise<Record<string, string> | undefined> {
   const settled = BigInt(input.since - RACY_MARGIN_MS) * 1_000_000n;
+  const settledCoarse = BigInt(input.since - COARSE_RACY_MARGIN_MS) * 1_000_000n;
+  const isSettled = (ctimeNs: bigint, mtimeNs: bigint): boolean => {
+    const limit = ctimeNs % 1_000_000_000n === 0n ? settledCoarse : settled;
+    return ctimeNs < limit && mtimeNs < limit;
+  };
   const stamps: Record<string, string> = {};
   const stamp = (abs: string, stat: BigStat): boolean => {
-    if (stat.ctimeNs >= settled || stat.mtimeNs >= settled) return false;
+    if (!isSettled(stat.ctimeNs, stat.mtimeNs)) return false;
     stamps[abs] = stampText(stat);
     return true;
   };
   if (!input.index.stamp) return undefined;
   if (input.index.stamp !== ABSENT) {
     const [, , , ctime, mtime] = input.index.stamp.split(':');
-    if (BigInt(ctime!) >= settled || BigInt(mtime!) >= settled) return undefined;
+    if (!isSettled(BigInt(ctime!), BigInt(mtime!))) return undefined;
   }
   stamps[input.index.file] = input.index.stamp;
   const ignoredFolders = new Set(input.ignored.filter((name) => name.endsWith('/')).map((name) => path.join(top, name.slice(0, -1))));
@@ -280,32 +303,70 @@ async function stampListing(
 
 /**
  * Stamps the system and global config and the global ignore files (absent ones as absent, so
- * one created later is seen too), and an ignore file the global config names; false when one
- * is too recent, or a config includes other files (which could be anywhere).
+ * one created later is seen too; a link and the file it leads to both), and an ignore file the
+ * global config names; false when one is too recent, a config includes other files (which could
+ * be anywhere), or names an ignore file other than by a plain path.
  */
 async function stampGlobalRules(stamp: (abs: string, stat: BigStat) => boolean, stamps: Record<string, string>): Promise<boolean> {
   const home = process.env.HOME ?? homedir();
   const xdg = process.env.XDG_CONFIG_HOME || path.join(home, '.config');
   const configs = [
-    ...(process.env.GIT_CONFIG_NOSYSTEM ? [] : [process.env.GIT_CONFIG_SYSTEM ?? '/etc/gitconfig']),
-    ...(process.env.GIT_CONFIG_GLOBAL ? [process.env.GIT_CONFIG_GLOBAL] : [path.join(home, '.gitconfig'), path.join(xdg, 'git', 'config')]),
-  ];
+    ...(gitBoolean(process.env.GIT_CONFIG_NOSYSTEM) ? [] : process.env.GIT_CONFIG_SYSTEM !== undefined ? [process.env.GIT_CONFIG_SYSTEM] : systemConfigs()),
+    ...(process.env.GIT_CONFIG_GLOBAL !== undefined ? [process.env.GIT_CONFIG_GLOBAL] : [path.join(home, '.gitconfig'), path.join(xdg, 'git', 'config')]),
+  ].filter(Boolean);
   const ignores = [path.join(xdg, 'git', 'ignore')];
   for (const file of configs) {
     const text = await readFile(file, 'utf8').catch(() => undefined);
     if (text === undefined) continue;
     if (/^\s*\[\s*include/im.test(text)) return false;
-    for (const match of text.matchAll(/^\s*excludesfile\s*=\s*"?([^"\n]*?)"?\s*$/gim)) {
-      const named = match[1]!;
+    for (const match of text.matchAll(/^\s*excludesfile\s*=(.*)$/gim)) {
+      const named = match[1]!.trim();
+      if (!/^(~\/|\/)[^;#"\\]*$/.test(named)) return false;
       ignores.push(named.startsWith('~/') ? path.join(home, named.slice(2)) : named);
     }
   }
   for (const file of [...configs, ...ignores]) {
     const stat = await lstat(file, { bigint: true }).catch(() => undefined);
-    if (!stat) stamps[file] = ABSENT;
-    else if (!stamp(file, stat)) return false;
+    if (!stat) {
+      stamps[file] = ABSENT;
+      continue;
+    }
+    if (!stamp(file, stat)) return false;
+    if (stat.isSymbolicLink()) {
+      const target = await realpath(file).catch(() => undefined);
+      const reached = target ? await lstat(target, { bigint: true }).catch(() => undefined) : undefined;
+      if (!target || !reached || !stamp(target, reached)) return false;
+    }
   }
   return true;
+}
+
+/** True for the values git reads as true in a boolean environment variable. */
+function gitBoolean(value: string | undefined): boolean {
+  return value !== undefined && !['', '0', 'false', 'no', 'off'].includes(value.toLowerCase());
+}
+
+let systemConfigFiles: string[] | undefined;
+
+/**
+ * Where git's system config may be: /etc/gitconfig, and `etc/gitconfig` under the prefix of the
+ * git found on PATH (a build installed under /usr/local or /opt keeps it there). Found once.
+ */
+function systemConfigs(): string[] {
+  if (!systemConfigFiles) {
+    const found = new Set(['/etc/gitconfig']);
+    for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
+      try {
+        const git = realpathSync(path.join(dir, 'git'));
+        found.add(path.join(path.dirname(path.dirname(git)), 'etc', 'gitconfig'));
+        break;
+      } catch {
+        // not in this folder
+      }
+    }
+    systemConfigFiles = [...found];
+  }
+  return systemConfigFiles;
 }
 
 /** Whether every stamped path still has the stat data it had. */

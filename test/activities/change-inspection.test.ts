@@ -703,8 +703,12 @@ describe('git processes', () => {
     try {
       const s = await setup('remembered');
       write(s.repo, 'README.md', 'edited, not staged\n');
+      // Too large to hash: it has no content key, so it can never be carried over as matching the index.
+      write(s.repo, 'big.bin', 'a'.repeat(1024 * 1024 + 1));
+      git(s.repo, 'add', 'big.bin');
       const first = await settledSnapshot(s);
       expect([...first.checkout!.dirty].sort()).toEqual(['.gitignore', 'README.md']);
+      write(s.repo, 'big.bin', 'b'.repeat(1024 * 1024 + 1));
       const gitRuns = async (work: () => Promise<RepoSnapshot>): Promise<{ snapshot: RepoSnapshot; runs: number }> => {
         const before = processTally();
         const snapshot = await work();
@@ -712,20 +716,30 @@ describe('git processes', () => {
       };
       const take = () => takeRepoSnapshot(s.repo, { worktree: s.worktree });
       const settle = async (): Promise<void> => {
-        while (!(await take()).listing?.proof) await new Promise((resolve) => setTimeout(resolve, 50));
+        // A hang guard, not a time bound: the stamps settle a tenth of a second after the last write.
+        const giveUp = Date.now() + 120_000;
+        while (!(await take()).listing?.proof) {
+          if (Date.now() > giveUp) throw new Error('the listing never held a proof');
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
       };
 
       const second = await gitRuns(take);
       expect(second.runs).toBe(0);
-      expect(second.snapshot.files).toEqual(first.files);
-      expect(second.snapshot.checkout).toEqual(first.checkout);
+      const { 'big.bin': bigNow, ...othersNow } = second.snapshot.files;
+      const { 'big.bin': bigBefore, ...othersBefore } = first.files;
+      expect(othersNow).toEqual(othersBefore);
+      expect(bigNow?.mtimeMs).not.toBe(bigBefore?.mtimeMs);
+      // The large file was edited in place, which git would call modified: it counts as differing.
+      expect([...second.snapshot.checkout!.dirty].sort()).toEqual(['.gitignore', 'README.md', 'big.bin']);
+      expect(second.snapshot.checkout?.index).toBe(first.checkout?.index);
 
       // A person edits a file that matched the index: without asking git, it counts as differing,
       // so a step that then writes it is not undone by a checkout over the person's edit.
       write(s.repo, 'lib/strings.js', 'a person\'s edit;\n');
       const third = await gitRuns(take);
       expect(third.runs).toBe(0);
-      expect([...third.snapshot.checkout!.dirty].sort()).toEqual(['.gitignore', 'README.md', 'lib/strings.js']);
+      expect([...third.snapshot.checkout!.dirty].sort()).toEqual(['.gitignore', 'README.md', 'big.bin', 'lib/strings.js']);
       write(s.repo, 'lib/strings.js', 'the agent;\n');
       const report = await inspectChanges({ worktreePath: s.worktree, repoPath: s.repo, baseCommit: s.base, declaredPaths: ['**'], repoSnapshot: third.snapshot });
       expect(kinds(report)).toEqual(['outside-worktree-write lib/strings.js']);
@@ -743,6 +757,22 @@ describe('git processes', () => {
       await settle();
       expect((await gitRuns(take)).runs).toBe(0);
       write(xdg, 'git/ignore', 'planted.txt\n');
+      expect((await gitRuns(take)).runs).toBe(1);
+
+      // The global ignore file a link to a file elsewhere (as dotfile managers keep it): a change
+      // of the file it leads to is seen too.
+      rmSync(path.join(xdg, 'git/ignore'));
+      write(xdg, 'dotfiles/ignore', 'nothing-matches\n');
+      symlinkSync(path.join(xdg, 'dotfiles/ignore'), path.join(xdg, 'git/ignore'));
+      await settle();
+      expect((await gitRuns(take)).runs).toBe(0);
+      write(xdg, 'dotfiles/ignore', 'planted.txt\n');
+      expect((await gitRuns(take)).runs).toBe(1);
+
+      // A config that includes another file could name ignore rules anywhere: never remembered.
+      write(s.repo, '.git/config', `${readFileSync(path.join(s.repo, '.git/config'), 'utf8')}[include]\n\tpath = ${path.join(xdg, 'more.gitconfig')}\n`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect((await take()).listing?.proof).toBeUndefined();
       expect((await gitRuns(take)).runs).toBe(1);
     } finally {
       if (saved === undefined) delete process.env.XDG_CONFIG_HOME;
