@@ -39,7 +39,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { pathAllowed } from '../shared/glob';
 import type { StubFinding } from '../safety/stub-detector';
-import { gitRaw, parseNameStatus, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
+import { gitRaw, parseNameStatus, reachedInGitDir, readBlobs, type FileChange, type GitResult, type NameStatus } from './git';
 import { refsFromFiles } from './ref-files';
 import { COARSE_RACY_MARGIN_MS, indexHashOf, listAfterStep, listBeforeStep, RACY_MARGIN_MS, settleListing, type ListingBefore } from './repo-listing';
 import { forEachLimited } from '../shared/for-each-limited';
@@ -516,6 +516,9 @@ function changesOf(diff: readonly NameStatus[], untracked: readonly string[]): C
 }
 
 async function mergeBaseIn(loc: GitLocation, worktreePath: string, baseRef: string): Promise<string> {
+  // Most often the base is where the branch left it: the branch's loose commits reach it.
+  const reached = await reachedInGitDir(loc.gitDir, baseRef, 'HEAD');
+  if (reached) return reached;
   const mergeBase = await gitIn(loc, ['merge-base', 'HEAD', baseRef]);
   if (mergeBase.code !== 0) throw failure(`cannot compare ${worktreePath} with ${baseRef}: ${mergeBase.stderr.trim() || 'no common commit'}`);
   return mergeBase.stdout.trim();

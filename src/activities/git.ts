@@ -5,7 +5,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { launch, type LaunchEncoding } from './launcher';
-import { readLooseCommit } from './loose-commits';
+import { reachedThroughLoose, readLooseCommit } from './loose-reader';
 import { refsFromFiles } from './ref-files';
 
 /**
@@ -156,31 +156,90 @@ export async function refCommits(cwd: string, refs: readonly string[]): Promise<
   return found;
 }
 
+/** A repository whose refs and loose objects Warden may read from their files (see {@link plainObjectFiles}). */
+export interface ObjectFiles {
+  readonly commonDir: string;
+  readonly objectsDir: string;
+  /** Every ref and the object it names, as read from the files. */
+  readonly refs: Readonly<Record<string, string>>;
+}
+
 /**
- * {@link refCommits} from the files git keeps refs and loose objects in, for the checkout at
- * `cwd` (its top level); undefined where git could answer otherwise or the files do not say:
- * a git dir or object store named in the environment, a shallow or grafted history or replace
- * refs (which change what git reads of a commit), refs not kept as plain files, or a commit not
- * stored loose.
+ * The common git dir, object store and refs of the checkout at `cwd` (its top level), when git
+ * reads its refs and objects as they are stored; undefined where git could read them otherwise
+ * or the files do not say: a git dir or object store named in the environment, a shallow or
+ * grafted history or replace refs (which change what git reads of a commit), or refs not kept as
+ * plain files. Read anew on every call, never kept.
  */
-async function refCommitsFromFiles(cwd: string, refs: readonly string[]): Promise<Map<string, RefCommit> | undefined> {
-  if (['GIT_DIR', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REPLACE_REF_BASE'].some((name) => process.env[name] !== undefined)) return undefined;
+export async function plainObjectFiles(cwd: string): Promise<ObjectFiles | undefined> {
   const gitDir = await gitDirOf(cwd);
-  if (!gitDir) return undefined;
+  return gitDir ? objectFilesOf(gitDir) : undefined;
+}
+
+/** {@link plainObjectFiles} of the git dir `gitDir` (a linked worktree's: its common dir's). */
+async function objectFilesOf(gitDir: string): Promise<ObjectFiles | undefined> {
+  if (['GIT_DIR', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REPLACE_REF_BASE'].some((name) => process.env[name] !== undefined)) return undefined;
   const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
   const commonDir = common ? path.resolve(gitDir, common) : gitDir;
   if (existsSync(path.join(commonDir, 'shallow')) || existsSync(path.join(commonDir, 'info', 'grafts'))) return undefined;
-  const all = await refsFromFiles(commonDir);
-  if (!all || Object.keys(all).some((ref) => ref.startsWith('refs/replace/'))) return undefined;
+  const refs = await refsFromFiles(commonDir);
+  if (!refs || Object.keys(refs).some((ref) => ref.startsWith('refs/replace/'))) return undefined;
+  return { commonDir, objectsDir: path.join(commonDir, 'objects'), refs };
+}
+
+/** {@link refCommits} from the ref files and loose commits; undefined when git is to be asked. */
+async function refCommitsFromFiles(cwd: string, refs: readonly string[]): Promise<Map<string, RefCommit> | undefined> {
+  const files = await plainObjectFiles(cwd);
+  if (!files) return undefined;
   const found = new Map<string, RefCommit>();
   for (const ref of new Set(refs)) {
-    const commit = all[ref];
+    const commit = files.refs[ref];
     if (!commit) continue;
-    const fields = await readLooseCommit(path.join(commonDir, 'objects'), commit);
+    const fields = await readLooseCommit(files.objectsDir, commit);
     if (!fields) return undefined;
     if (fields !== 'not-commit') found.set(ref, { commit, ...fields });
   }
   return found;
+}
+
+/**
+ * Whether the commit `ancestor` (a full ref name or an object name) is `descendant` or one of
+ * its ancestors, as `git merge-base --is-ancestor` says: told from the loose commits Warden's
+ * branch is made of where they reach it, else asked of git. Throws when git cannot tell (an
+ * unknown commit).
+ */
+export async function isAncestor(cwd: string, ancestor: string, descendant: string): Promise<boolean> {
+  const gitDir = await gitDirOf(cwd);
+  if (gitDir && (await reachedInGitDir(gitDir, ancestor, descendant)) !== undefined) return true;
+  const asked = await gitRaw(cwd, ['merge-base', '--is-ancestor', ancestor, descendant]);
+  if (asked.code === 0 || asked.code === 1) return asked.code === 0;
+  throw gitFailed(cwd, ['merge-base', '--is-ancestor', ancestor, descendant], asked);
+}
+
+/**
+ * The best common ancestor of `a` and `b` (each a full ref name, an object name, or HEAD), as
+ * `git merge-base` names it: `b` itself when the loose commits reached from `a` reach it, else
+ * asked of git.
+ */
+export async function mergeBase(cwd: string, a: string, b: string): Promise<GitResult> {
+  const gitDir = await gitDirOf(cwd);
+  const reached = gitDir ? await reachedInGitDir(gitDir, b, a) : undefined;
+  if (reached !== undefined) return { stdout: `${reached}\n`, stderr: '', code: 0 };
+  return gitRaw(cwd, ['merge-base', a, b]);
+}
+
+/**
+ * The commit `ancestor` names when the loose commits reached from `descendant` reach it, in the
+ * repository of the git dir `gitDir` (HEAD: that git dir's); undefined when they do not tell.
+ */
+export async function reachedInGitDir(gitDir: string, ancestor: string, descendant: string): Promise<string | undefined> {
+  const files = await objectFilesOf(gitDir);
+  if (!files) return undefined;
+  const commitOf = async (name: string): Promise<string | undefined> =>
+    OBJECT_NAME.test(name) ? name : name === 'HEAD' ? headInGitDir(gitDir) : name.startsWith('refs/') ? files.refs[name] : undefined;
+  const [from, to] = [await commitOf(descendant), await commitOf(ancestor)];
+  if (!from || !to) return undefined;
+  return (await reachedThroughLoose(files.objectsDir, from, to)) ? to : undefined;
 }
 
 /**
@@ -226,7 +285,11 @@ export async function gitDirOf(top: string): Promise<string | undefined> {
 
 async function headFromFiles(worktreePath: string): Promise<string | undefined> {
   const gitDir = await gitDirOf(worktreePath);
-  if (!gitDir) return undefined;
+  return gitDir ? headInGitDir(gitDir) : undefined;
+}
+
+/** The commit HEAD of the git dir `gitDir` names, from its files; undefined when they do not say plainly. */
+async function headInGitDir(gitDir: string): Promise<string | undefined> {
   const head = (await readFile(path.join(gitDir, 'HEAD'), 'utf8').catch(() => '')).trim();
   if (OBJECT_NAME.test(head)) return head;
   // Branches live in the common git dir (a linked worktree's `commondir` names it).

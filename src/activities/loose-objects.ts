@@ -36,7 +36,10 @@ export class LooseObjectStore {
       () => gitDir,
     );
     const config = await readFile(path.join(common, 'config'), 'utf8').catch(() => undefined);
-    if (config === undefined || /sharedrepository|\[\s*include/i.test(config)) return undefined;
+    // commitEncoding: git names it in every commit it writes there.
+    if (config === undefined || /sharedrepository|commitencoding|\[\s*include/i.test(config)) return undefined;
+    // The identity in the environment wins over Warden's for git: its commits would differ from these.
+    if (['GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL'].some((name) => process.env[name] !== undefined)) return undefined;
     const objectsDir = path.join(common, 'objects');
     return (await stat(objectsDir).catch(() => undefined))?.isDirectory() ? new LooseObjectStore(objectsDir, format) : undefined;
   }
@@ -64,12 +67,12 @@ export class LooseObjectStore {
 
 /**
  * A commit object's content as `git commit-tree` writes it with Warden's identity: the tree, the
- * parents in order, Warden as author and committer at `when` (UTC), then the message, ending in
- * one newline.
+ * parents in order, Warden as author and committer at `when` (a time, written in UTC, or a date
+ * as `--date=raw` prints it: `<seconds> <zone>`), then the message, ending in one newline.
  */
-export function commitContent(commit: { readonly tree: string; readonly parents: readonly string[]; readonly message: string; readonly when: Date }): Buffer {
-  const seconds = Math.floor(commit.when.getTime() / 1000);
-  const person = `${WARDEN_GIT_PERSON} ${seconds} +0000`;
+export function commitContent(commit: { readonly tree: string; readonly parents: readonly string[]; readonly message: string; readonly when: Date | string }): Buffer {
+  const date = typeof commit.when === 'string' ? commit.when : `${Math.floor(commit.when.getTime() / 1000)} +0000`;
+  const person = `${WARDEN_GIT_PERSON} ${date}`;
   const message = commit.message.endsWith('\n') ? commit.message : `${commit.message}\n`;
   return Buffer.from(`tree ${commit.tree}\n${commit.parents.map((parent) => `parent ${parent}\n`).join('')}author ${person}\ncommitter ${person}\n\n${message}`);
 }

@@ -21,7 +21,7 @@ import { currentAttemptScope } from '../gateway/attempt-scope';
 import { createAgent, SpendMeter } from './agents';
 import { activityLogger } from './log-context';
 import { detectTestCommand } from './test-command';
-import { changesAgainstBase, commitAll, git, gitRaw, type NameStatus } from './git';
+import { changesAgainstBase, commitAll, git, gitRaw, isAncestor, type NameStatus } from './git';
 import { archiveLineageFolder, artifactName, copyLineageFolder, readLineageArtifact, readPriorArtifacts, writeLineageFile } from './lineage';
 import { recordLineageRef } from './lineage-ref';
 import { dropExpiredResumeRefs, resumableFrom } from './resume-ref';
@@ -421,7 +421,8 @@ export function createStageActivities(deps: ActivityDeps, globalStop: GlobalStop
         const { worktreePath } = await worktree(intent);
         const approvedHead = known ?? (await git(worktreePath, ['rev-parse', 'HEAD']));
         const baseRef = `refs/heads/${intent.baseBranch}`;
-        if ((await gitRaw(worktreePath, ['merge-base', '--is-ancestor', baseRef, approvedHead])).code === 0) return { moved: false };
+        // An unknown commit fails the check: the rebase below then says what is wrong.
+        if (await isAncestor(worktreePath, baseRef, approvedHead).catch(() => false)) return { moved: false };
         const baseHead = await git(worktreePath, ['rev-parse', baseRef]);
         const oldBase = await git(worktreePath, ['merge-base', baseRef, approvedHead]);
         const approvedChange = changeFingerprint(await git(worktreePath, ['diff', '--no-color', oldBase, approvedHead, '--', '.', ':(exclude)docs/lineage']));

@@ -6,8 +6,11 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { activeLineageDir, branchForIntent, doneLineageDir } from '../shared/ids';
-import { git, gitFailed, gitRaw, headOf, listWorktrees, refCommits, refExists, withTemporaryIndex, type GitResult } from './git';
+import { git, gitFailed, gitRaw, headOf, isAncestor, listWorktrees, mergeBase, refCommits, refExists, withTemporaryIndex, type GitResult } from './git';
+import { commitContent, LooseObjectStore } from './loose-objects';
+import { objectFormatOf } from './object-names';
 import { OneAtATime } from './one-at-a-time';
+import { treeLessFolders } from './tree-without';
 import { throwAway, trashOf } from './trash';
 import { folderOfRecord, recordNamedBy, recordsOfFolder } from './worktree-records';
 
@@ -261,9 +264,9 @@ export async function mergeIntoBase(input: {
   if (!head) throw ApplicationFailure.create({ type: FailureType.GitFailed, message: `cannot merge ${branch}: the repository ${input.repoPath} has no such branch` });
   const branchHead = head.commit;
   const merging = input.withoutLineage
-    ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, date: head.committerDate, intentId: input.intentId, message: input.withoutLineage.message })
+    ? await changeWithoutLineage({ repoPath: input.repoPath, baseRef, branchHead, branchTree: head.tree, date: head.committerDate, intentId: input.intentId, message: input.withoutLineage.message })
     : branchHead;
-  const alreadyMerged = async (): Promise<boolean> => (await gitRaw(input.repoPath, ['merge-base', '--is-ancestor', merging, baseRef])).code === 0;
+  const alreadyMerged = (): Promise<boolean> => isAncestor(input.repoPath, merging, baseRef).catch(() => false);
 
   const checkedOutAt = await checkoutOfBranch(input.repoPath, baseRef);
   if (checkedOutAt) {
@@ -319,13 +322,21 @@ async function changeWithoutLineage(input: {
   readonly repoPath: string;
   readonly baseRef: string;
   readonly branchHead: string;
+  readonly branchTree: string;
   /** The branch head's committer date, `--date=raw`. */
   readonly date: string;
   readonly intentId: string;
   readonly message: string;
 }): Promise<string> {
   const { repoPath, branchHead, date } = input;
-  const forkPoint = await git(repoPath, ['merge-base', input.baseRef, branchHead]);
+  // Written here where the branch's trees are loose, as git would write them (git otherwise).
+  const format = objectFormatOf(branchHead);
+  const store = format ? await LooseObjectStore.of(repoPath, format) : undefined;
+  const lessLineage = store ? await treeLessFolders(store, input.branchTree, [activeLineageDir(input.intentId), doneLineageDir(input.intentId)]) : undefined;
+  const forked = await mergeBase(repoPath, branchHead, input.baseRef);
+  if (forked.code !== 0) throw gitFailed(repoPath, ['merge-base', branchHead, input.baseRef], forked);
+  const forkPoint = forked.stdout.trim();
+  if (store && lessLineage) return store.write('commit', commitContent({ tree: lessLineage, parents: [forkPoint], message: input.message, when: date }));
   const tree = await treeWithoutLineage(repoPath, branchHead, input.intentId);
   return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { git } from '../../src/activities/git';
 import { processTally, tallySince } from '../../src/activities/process-tally';
 import { trashEmptied, trashOf } from '../../src/activities/trash';
-import { ensureWorktree, mergeIntoBase, removeWorktree, removeWorktreeDirectly, worktreePathFor } from '../../src/activities/worktree';
+import { ensureWorktree, mergeIntoBase, removeWorktree, removeWorktreeDirectly, treeWithoutLineage, worktreePathFor } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
 import { activeLineageDir } from '../../src/shared/ids';
 
@@ -277,6 +277,18 @@ describe('merging an intent', () => {
     expect(tallySince(listed).launched.git).toBe(3); // and the worktree list
     expect(await git(other, ['rev-parse', 'HEAD'])).toBe(second);
     expect(await git(repo, ['rev-parse', 'HEAD'])).toBe(merged);
+  });
+
+  it('without the lineage, the change is made from the loose commits and trees, the very commit git makes, and merged in two git processes', async () => {
+    const worktreePath = await intentWithChange('a');
+    const branchHead = await git(worktreePath, ['rev-parse', 'HEAD']);
+    const fork = await git(repo, ['rev-parse', 'main']);
+    const date = await git(repo, ['log', '-1', '--format=%cd', '--date=raw', branchHead]);
+    const byGit = await git(repo, ['commit-tree', await treeWithoutLineage(repo, branchHead, 'a'), '-p', fork, '-m', 'warden(a): the change'], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
+    const before = processTally();
+    const merged = await merge('a', true);
+    expect(tallySince(before).launched.git).toBe(2); // the checkout's status, the merge
+    expect(await git(repo, ['rev-parse', `${merged}^2`])).toBe(byGit);
   });
 
   it('with the lineage, the base branch gets the intent branch as it is', async () => {
