@@ -6,7 +6,7 @@ import { deterministicUuid } from '../ledger/event-id';
 import { activeLineageDir } from '../shared/ids';
 import type { Intent } from '../shared/intent';
 import type { Redactor } from '../shared/redact';
-import { commitAll } from './git';
+import { commitAll } from './index-commit';
 import { ensureWorktree } from './worktree';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');

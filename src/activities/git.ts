@@ -242,22 +242,6 @@ export async function reachedInGitDir(gitDir: string, ancestor: string, descenda
   return (await reachedThroughLoose(files.objectsDir, from, to)) ? to : undefined;
 }
 
-/**
- * Stages everything in the worktree and commits it; returns the new commit, or undefined if
- * nothing changed. Two git processes: `git commit` itself says when nothing is staged (it exits
- * 1), and only then is the index asked, to tell that apart from a commit that failed.
- */
-export async function commitAll(worktreePath: string, message: string): Promise<string | undefined> {
-  await git(worktreePath, ['add', '-A']);
-  const args = ['commit', '--no-verify', '-q', '-m', message];
-  const committed = await gitRaw(worktreePath, args);
-  if (committed.code !== 0) {
-    if ((await gitRaw(worktreePath, ['diff', '--cached', '--quiet'])).code === 0) return undefined; // nothing to commit: a retried activity lands here
-    throw gitFailed(worktreePath, args, committed);
-  }
-  return headOf(worktreePath);
-}
-
 const OBJECT_NAME = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 
 /**

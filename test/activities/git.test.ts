@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { commitAll, headOf, readBlobs, refCommits } from '../../src/activities/git';
+import { headOf, readBlobs, refCommits } from '../../src/activities/git';
 import { processTally, tallySince } from '../../src/activities/process-tally';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
@@ -29,35 +29,6 @@ async function gitProcessesOf<T>(work: () => Promise<T>): Promise<{ readonly res
   const result = await work();
   return { result, git: tallySince(before).launched.git ?? 0 };
 }
-
-describe('commitAll', () => {
-  test('commits every change, untracked files too, in two git processes, and returns the new commit', async () => {
-    const { worktreePath } = await worktree('commit-all');
-    writeFileSync(path.join(worktreePath, 'lib', 'strings.js'), 'module.exports = {};\n');
-    writeFileSync(path.join(worktreePath, 'new file.txt'), 'new\n');
-    const { result: commit, git } = await gitProcessesOf(() => commitAll(worktreePath, 'everything'));
-    expect(git).toBe(2); // add -A, commit: the new commit is read from the branch's ref file
-    expect(commit).toBe(gitSync(worktreePath, 'rev-parse', 'HEAD'));
-    expect(gitSync(worktreePath, 'status', '--porcelain')).toBe('');
-    expect(gitSync(worktreePath, 'show', '--name-only', '--format=%s', 'HEAD').split('\n')).toEqual(['everything', '', 'lib/strings.js', 'new file.txt']);
-  });
-
-  test('with nothing to commit, commits nothing and returns undefined', async () => {
-    const { worktreePath } = await worktree('commit-nothing');
-    const head = gitSync(worktreePath, 'rev-parse', 'HEAD');
-    expect(await commitAll(worktreePath, 'nothing')).toBeUndefined();
-    expect(gitSync(worktreePath, 'rev-parse', 'HEAD')).toBe(head);
-  });
-
-  test('a commit that fails for another reason is a GIT_FAILED failure, not "nothing to commit"', async () => {
-    const { repo, worktreePath } = await worktree('commit-locked');
-    writeFileSync(path.join(worktreePath, 'lib', 'strings.js'), 'module.exports = {};\n');
-    gitSync(worktreePath, 'add', '-A');
-    // The branch's ref is locked: git cannot move it.
-    writeFileSync(path.join(repo, '.git', 'refs', 'heads', 'warden', 'commit-locked.lock'), '');
-    await expect(commitAll(worktreePath, 'blocked')).rejects.toMatchObject({ type: 'GIT_FAILED' });
-  });
-});
 
 describe('headOf', () => {
   test("reads a worktree's commit from git's files; asks git when the branch is packed or HEAD is detached", async () => {

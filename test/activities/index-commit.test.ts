@@ -1,0 +1,116 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { commitAll } from '../../src/activities/index-commit';
+import { processTally, tallySince } from '../../src/activities/process-tally';
+import { ensureWorktree } from '../../src/activities/worktree';
+import { createSampleRepo } from '../../src/client/sample-repo';
+
+const roots: string[] = [];
+afterAll(() => {
+  for (const root of roots) rmSync(root, { recursive: true, force: true });
+});
+
+function gitSync(cwd: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@localhost', ...args], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+}
+
+async function worktree(id: string): Promise<{ readonly repo: string; readonly worktreePath: string }> {
+  const root = mkdtempSync(path.join(tmpdir(), 'warden-commit-'));
+  roots.push(root);
+  const repo = createSampleRepo(path.join(root, 'repo'));
+  const { worktreePath } = await ensureWorktree({ repoPath: repo, baseBranch: 'main', intentId: id, worktreeRoot: path.join(root, 'worktrees') });
+  return { repo, worktreePath };
+}
+
+async function gitProcessesOf<T>(work: () => Promise<T>): Promise<{ readonly result: T; readonly git: number }> {
+  const before = processTally();
+  const result = await work();
+  return { result, git: tallySince(before).launched.git ?? 0 };
+}
+
+function write(dir: string, rel: string, content: string): void {
+  mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+  writeFileSync(path.join(dir, rel), content);
+}
+
+describe('commitAll', () => {
+  test('commits every change, untracked files too, in one git process (add -A): the commit git would make, the branch and HEAD reflogs told', async () => {
+    const { worktreePath } = await worktree('commit-all');
+    const parent = gitSync(worktreePath, 'rev-parse', 'HEAD');
+    write(worktreePath, 'lib/strings.js', 'module.exports = {};\n');
+    write(worktreePath, 'new file.txt', 'new\n');
+    write(worktreePath, 'deep/er/still/ünï.md', 'x\n');
+    write(worktreePath, 'bin/run.sh', '#!/bin/sh\n');
+    chmodSync(path.join(worktreePath, 'bin/run.sh'), 0o755);
+    symlinkSync('../new file.txt', path.join(worktreePath, 'deep/link'));
+    unlinkSync(path.join(worktreePath, 'package.json'));
+    const { result: commit, git } = await gitProcessesOf(() => commitAll(worktreePath, 'everything'));
+    expect(git).toBe(1);
+    expect(commit).toBe(gitSync(worktreePath, 'rev-parse', 'HEAD'));
+    expect(gitSync(worktreePath, 'status', '--porcelain')).toBe('');
+    // The tree is the index's, as git writes it; the commit names its parent, Warden, and the message.
+    expect(gitSync(worktreePath, 'rev-parse', 'HEAD^{tree}')).toBe(gitSync(worktreePath, 'write-tree'));
+    expect(gitSync(worktreePath, '-c', 'core.quotePath=false', 'show', '--name-status', '--format=%P|%an <%ae>|%cn <%ce>|%B', 'HEAD').split('\n')).toEqual([
+      `${parent}|Warden <warden@localhost>|Warden <warden@localhost>|everything`, '', '',
+      'A\tbin/run.sh', 'A\tdeep/er/still/ünï.md', 'A\tdeep/link', 'M\tlib/strings.js', 'A\tnew file.txt', 'D\tpackage.json',
+    ]);
+    // Dated now, in the local zone, as git dates a commit.
+    const [authored, committed] = gitSync(worktreePath, 'log', '-1', '--format=%ad|%cd', '--date=iso-strict-local', 'HEAD').split('|');
+    expect(committed).toBe(authored);
+    expect(Math.abs(Date.parse(committed!) - Date.now())).toBeLessThan(24 * 3600 * 1000);
+    gitSync(worktreePath, 'fsck', '--strict', '--no-dangling');
+    expect(gitSync(worktreePath, 'reflog', '-1', '--format=%H %gs', 'refs/heads/warden/commit-all')).toBe(`${commit} commit: everything`);
+    expect(gitSync(worktreePath, 'reflog', '-1', '--format=%H %gs', 'HEAD')).toBe(`${commit} commit: everything`);
+
+    // A second step's commit: only what changed is written anew, the rest taken from the index's cache.
+    write(worktreePath, 'deep/er/another.md', 'y\n');
+    const second = await gitProcessesOf(() => commitAll(worktreePath, 'another'));
+    expect(second.git).toBe(1);
+    expect(gitSync(worktreePath, 'rev-parse', 'HEAD^')).toBe(commit);
+    expect(gitSync(worktreePath, 'rev-parse', 'HEAD^{tree}')).toBe(gitSync(worktreePath, 'write-tree'));
+    expect(gitSync(worktreePath, 'diff', '--name-only', 'HEAD^', 'HEAD')).toBe('deep/er/another.md');
+    gitSync(worktreePath, 'fsck', '--strict', '--no-dangling');
+  });
+
+  test('with nothing to commit, commits nothing and returns undefined', async () => {
+    const { worktreePath } = await worktree('commit-nothing');
+    const head = gitSync(worktreePath, 'rev-parse', 'HEAD');
+    const { result, git } = await gitProcessesOf(() => commitAll(worktreePath, 'nothing'));
+    expect(result).toBeUndefined();
+    expect(git).toBe(1);
+    expect(gitSync(worktreePath, 'rev-parse', 'HEAD')).toBe(head);
+  });
+
+  test('a commit that fails for another reason is a GIT_FAILED failure, not "nothing to commit"', async () => {
+    const { repo, worktreePath } = await worktree('commit-locked');
+    writeFileSync(path.join(worktreePath, 'lib', 'strings.js'), 'module.exports = {};\n');
+    gitSync(worktreePath, 'add', '-A');
+    // The branch's ref is locked: neither Warden nor git can move it.
+    writeFileSync(path.join(repo, '.git', 'refs', 'heads', 'warden', 'commit-locked.lock'), '');
+    await expect(commitAll(worktreePath, 'blocked')).rejects.toMatchObject({ type: 'GIT_FAILED' });
+  });
+
+  test.each([
+    ['a post-commit hook, which git runs', (repo: string) => {
+      write(repo, '.git/hooks/post-commit', '#!/bin/sh\ntouch "$GIT_DIR/../../hook-ran"\n');
+      chmodSync(path.join(repo, '.git/hooks/post-commit'), 0o755);
+    }],
+    ['a HEAD commit that is packed', (repo: string) => {
+      gitSync(repo, 'repack', '-adq');
+      gitSync(repo, 'prune-packed');
+    }],
+    ['a message git would clean up', () => undefined, 'two lines\n\nof message  '],
+    ['hooks kept elsewhere', (repo: string) => gitSync(repo, 'config', 'core.hooksPath', '/nonexistent-hooks')],
+  ])('%s: git commits', async (_, arrange, message = 'by git') => {
+    const { repo, worktreePath } = await worktree('commit-by-git');
+    arrange(repo);
+    write(worktreePath, 'lib/strings.js', 'module.exports = { byGit: true };\n');
+    const { result: commit, git } = await gitProcessesOf(() => commitAll(worktreePath, message));
+    expect(git).toBe(2);
+    expect(commit).toBe(gitSync(worktreePath, 'rev-parse', 'HEAD'));
+    expect(gitSync(worktreePath, 'status', '--porcelain')).toBe('');
+    if (existsSync(path.join(repo, '.git/hooks/post-commit'))) expect(existsSync(path.join(repo, '.git/hook-ran')) || existsSync(path.join(path.dirname(worktreePath), 'hook-ran'))).toBe(true);
+  });
+});
