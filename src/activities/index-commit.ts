@@ -13,23 +13,34 @@
  * repository, a commit encoding).
  */
 import { existsSync } from 'node:fs';
-import { appendFile, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { mkdir, open, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { git, gitDirOf, gitFailed, gitRaw, headOf, WARDEN_GIT_PERSON } from './git';
 import { readIndex, type IndexEntry } from './index-file';
 import { commitContent, LooseObjectStore } from './loose-objects';
 import { readLooseCommit } from './loose-reader';
 import { objectFormatOf } from './object-names';
+import { ObjectPresence } from './object-presence';
+import { userConfigFiles } from './user-config';
 
 const OBJECT_NAME = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 /** Hooks `git commit --no-verify` still runs. */
 const COMMIT_HOOKS = ['prepare-commit-msg', 'post-commit', 'reference-transaction', 'post-index-change'];
-/** Config that changes what a commit runs or writes. */
-const CONFIG_GIT_ACTS_ON = /hookspath|\[\s*include|splitindex|precomposeunicode/i;
-const MODES_IN_TREES = new Set([0o100644, 0o100755, 0o120000, 0o160000]);
-/** Environment that points git at other files than the worktree's own. */
-const REDIRECTING_ENVIRONMENT = ['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REFLOG_ACTION'];
+/**
+ * Config that changes what a commit runs or writes: hooks elsewhere, includes, a split index, an
+ * identity or encoding of its own, shared permissions, message clean-up, submodules ignored.
+ */
+const CONFIG_GIT_ACTS_ON = /hookspath|\[\s*include|splitindex|precomposeunicode|^\s*\[\s*(author|committer)\b|commitencoding|sharedrepository|cleanup|commentchar|ignoresubmodules|fsync|compatobjectformat/im;
+/** Turned-off reflogs (git writes none then), a value quoted or followed by a comment too. */
+const NO_REFLOGS = /logallrefupdates\s*=\s*"?\s*(false|no|off|0)\s*"?\s*([#;].*)?$/im;
+const MODES_IN_TREES = new Set([0o100644, 0o100755, 0o120000]);
+/** Environment that points git at other files than the worktree's own, or dates its commits. */
+const REDIRECTING_ENVIRONMENT = [
+  'GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REFLOG_ACTION',
+  'GIT_AUTHOR_DATE', 'GIT_COMMITTER_DATE', 'GIT_CONFIG_PARAMETERS', 'GIT_CONFIG_COUNT',
+];
+/** What an operation in progress leaves in the git dir: `git commit` would finish it (a merge's second parent, a pick's author). */
+const OPERATIONS_IN_PROGRESS = ['MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD', 'SQUASH_MSG', 'MERGE_MSG', 'sequencer', 'rebase-merge', 'rebase-apply'];
 
 /**
  * Stages everything in the worktree and commits it; returns the new commit, or undefined if
@@ -77,41 +88,31 @@ export async function commitIndexHere(worktreePath: string, message: string, now
   // A name that is not UTF-8 would not come back byte for byte from its decoded text.
   if (index.entries.some((entry) => entry.stage !== 0 || entry.intentToAdd || !MODES_IN_TREES.has(entry.mode) || entry.path.includes('\uFFFD'))) return 'ask-git';
   const tree = await writeIndexTree(store, index.entries, cachedTrees(index.extensions.get('TREE'), index.objectBytes));
+  if (!tree) return 'ask-git';
   if (tree === headCommit.tree) return undefined;
 
   const seconds = Math.floor(now.getTime() / 1000);
   const date = `${seconds} ${zoneOf(now)}`;
   const commit = await store.write('commit', commitContent({ tree, parents: [head], message, when: date }));
-  if (!(await moveBranch(refFile, head, commit))) return 'ask-git';
-  const logLine = `${head} ${commit} ${WARDEN_GIT_PERSON} ${date}\tcommit: ${message}\n`;
-  for (const log of [path.join(commonDir, 'logs', ...branch.split('/')), path.join(gitDir, 'logs', 'HEAD')]) {
-    await mkdir(path.dirname(log), { recursive: true });
-    await appendFile(log, logLine);
-  }
-  return commit;
+  // Git squeezes each run of white space in a reflog's message to one space.
+  const logLine = `${head} ${commit} ${WARDEN_GIT_PERSON} ${date}\tcommit: ${message.replace(/\s+/g, ' ')}\n`;
+  const logs = [path.join(commonDir, 'logs', ...branch.split('/')), path.join(gitDir, 'logs', 'HEAD')];
+  return (await moveBranch({ refFile, headFile: path.join(gitDir, 'HEAD'), from: head, to: commit, logs, logLine })) ? commit : 'ask-git';
 }
 
 /**
- * Whether the repository's and the user's config and hooks leave a commit as plain as this one:
- * no hook a commit runs, hooks and reflogs where git keeps them by default, no include.
+ * Whether the repository's and the user's config, hooks and git dir leave a commit as plain as
+ * this one: no hook a commit runs, hooks and reflogs where git keeps them by default, nothing
+ * under way, no include.
  */
 async function plainSettings(commonDir: string, gitDir: string): Promise<boolean> {
-  const home = process.env.HOME ?? homedir();
-  const xdg = process.env.XDG_CONFIG_HOME || path.join(home, '.config');
-  const files = [
-    path.join(commonDir, 'config'),
-    path.join(gitDir, 'config.worktree'),
-    process.env.GIT_CONFIG_GLOBAL ?? path.join(home, '.gitconfig'),
-    path.join(xdg, 'git', 'config'),
-    process.env.GIT_CONFIG_SYSTEM ?? '/etc/gitconfig',
-  ];
-  for (const file of files) {
+  for (const file of [path.join(commonDir, 'config'), path.join(gitDir, 'config.worktree'), ...userConfigFiles()]) {
     const text = await readFile(file, 'utf8').catch(() => '');
-    if (CONFIG_GIT_ACTS_ON.test(text)) return false;
-    // Reflogs: kept for a checkout's branches unless turned off, never by default in a bare repository.
-    if (/logallrefupdates\s*=\s*(false|no|off|0)\s*$/im.test(text) || /^\s*bare\s*=\s*true\s*$/im.test(text)) return false;
+    if (CONFIG_GIT_ACTS_ON.test(text) || NO_REFLOGS.test(text)) return false;
+    // Reflogs are not kept by default in a bare repository.
+    if (/^\s*bare\s*=\s*true\s*$/im.test(text)) return false;
   }
-  if (process.env.GIT_CONFIG_PARAMETERS !== undefined || process.env.GIT_CONFIG_COUNT !== undefined) return false;
+  if (OPERATIONS_IN_PROGRESS.some((name) => existsSync(path.join(gitDir, name)))) return false;
   return !COMMIT_HOOKS.some((hook) => existsSync(path.join(commonDir, 'hooks', hook)));
 }
 
@@ -147,8 +148,12 @@ interface Folder {
   readonly path: string;
 }
 
-/** The index's tree as `git write-tree` makes it: trees the cache holds are taken as they are, the rest written. */
-async function writeIndexTree(store: LooseObjectStore, entries: readonly IndexEntry[], cached: ReadonlyMap<string, string>): Promise<string> {
+/**
+ * The index's tree as `git write-tree` makes it: a tree the cache names is taken as it is while
+ * the store holds it, the others written; undefined (git is asked) when an entry of a tree
+ * written here names an object the store does not hold, as git would refuse it.
+ */
+async function writeIndexTree(store: LooseObjectStore, entries: readonly IndexEntry[], cached: ReadonlyMap<string, string>): Promise<string | undefined> {
   const root: Folder = { entries: [], path: '' };
   const folders = new Map<string, Folder>([['', root]]);
   const folderAt = (dir: string): Folder => {
@@ -167,13 +172,15 @@ async function writeIndexTree(store: LooseObjectStore, entries: readonly IndexEn
     const name = entry.path.slice(slash + 1);
     folderAt(slash < 0 ? '' : entry.path.slice(0, slash)).entries.push({ key: Buffer.from(name), mode: entry.mode.toString(8), name, object: entry.object });
   }
-  const write = async (folder: Folder): Promise<string> => {
+  const presence = new ObjectPresence(store.objectsDir);
+  const write = async (folder: Folder): Promise<string | undefined> => {
     const known = cached.get(folder.path);
-    if (known) return known;
+    if (known && (await presence.holds(known))) return known;
     const sorted = [...folder.entries].sort((a, b) => Buffer.compare(a.key, b.key));
     const parts: Buffer[] = [];
     for (const entry of sorted) {
       const object = entry.folder ? await write(entry.folder) : entry.object!;
+      if (!object || (!entry.folder && !(await presence.holds(object)))) return undefined;
       parts.push(Buffer.from(`${entry.mode} ${entry.name}\0`), Buffer.from(object, 'hex'));
     }
     return store.write('tree', Buffer.concat(parts));
@@ -182,27 +189,46 @@ async function writeIndexTree(store: LooseObjectStore, entries: readonly IndexEn
 }
 
 /**
- * Moves the branch whose loose ref file is `refFile` from `from` to `to` as git does: under
- * `<ref>.lock`, made only if no one holds it, and only while the ref still names `from`.
- * False when the lock is held or the ref moved (git is asked then, and says why).
+ * Moves the branch whose loose ref file is `refFile` from `from` to `to` as `git commit` does:
+ * under `<ref>.lock` and the worktree's `HEAD.lock`, each made only if no one holds it, only
+ * while the ref still names `from`, the reflogs told before the ref moves. False when a lock is
+ * held, the ref moved, or a reflog cannot be written (git is asked then, and says why).
  */
-async function moveBranch(refFile: string, from: string, to: string): Promise<boolean> {
-  const lock = `${refFile}.lock`;
-  const handle = await open(lock, 'wx').catch(() => undefined);
-  if (!handle) return false;
+async function moveBranch(move: { readonly refFile: string; readonly headFile: string; readonly from: string; readonly to: string; readonly logs: readonly string[]; readonly logLine: string }): Promise<boolean> {
+  const headLock = `${move.headFile}.lock`;
+  const refLock = `${move.refFile}.lock`;
+  const held: string[] = [];
   let moved = false;
   try {
-    try {
-      await handle.writeFile(`${to}\n`);
-    } finally {
-      await handle.close();
+    for (const lock of [headLock, refLock]) {
+      const handle = await open(lock, 'wx').catch(() => undefined);
+      if (!handle) return false;
+      held.push(lock);
+      try {
+        if (lock === refLock) await handle.writeFile(`${move.to}\n`);
+      } finally {
+        await handle.close();
+      }
     }
-    if ((await readFile(refFile, 'utf8').catch(() => '')).trim() !== from) return false;
-    await rename(lock, refFile);
+    if ((await readFile(move.refFile, 'utf8').catch(() => '')).trim() !== move.from) return false;
+    // Every reflog opened before any is written: one that cannot be leaves the others untold.
+    const logs: FileHandle[] = [];
+    try {
+      for (const log of move.logs) {
+        await mkdir(path.dirname(log), { recursive: true });
+        logs.push(await open(log, 'a'));
+      }
+      for (const log of logs) await log.appendFile(move.logLine);
+    } finally {
+      for (const log of logs) await log.close();
+    }
+    await rename(refLock, move.refFile);
     moved = true;
     return true;
+  } catch {
+    return false;
   } finally {
-    if (!moved) await rm(lock, { force: true });
+    for (const lock of held) if (!(moved && lock === refLock)) await rm(lock, { force: true });
   }
 }
 

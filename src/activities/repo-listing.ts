@@ -24,7 +24,6 @@
  * were, and counted as differing (so never checked out over) for any other.
  */
 import { createHash } from 'node:crypto';
-import { realpathSync } from 'node:fs';
 import { lstat, open, readdir, readFile, realpath } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
@@ -33,6 +32,7 @@ import { FailureType } from '../shared/errors';
 import { gitDirOf, gitRaw } from './git';
 import { forEachLimited } from '../shared/for-each-limited';
 import { indexPaths } from './index-file';
+import { userConfigFiles, xdgConfigHome } from './user-config';
 
 /** What the listing before a step found. */
 export interface ListingBefore {
@@ -309,12 +309,8 @@ async function stampListing(
  */
 async function stampGlobalRules(stamp: (abs: string, stat: BigStat) => boolean, stamps: Record<string, string>): Promise<boolean> {
   const home = process.env.HOME ?? homedir();
-  const xdg = process.env.XDG_CONFIG_HOME || path.join(home, '.config');
-  const configs = [
-    ...(gitBoolean(process.env.GIT_CONFIG_NOSYSTEM) ? [] : process.env.GIT_CONFIG_SYSTEM !== undefined ? [process.env.GIT_CONFIG_SYSTEM] : systemConfigs()),
-    ...(process.env.GIT_CONFIG_GLOBAL !== undefined ? [process.env.GIT_CONFIG_GLOBAL] : [path.join(home, '.gitconfig'), path.join(xdg, 'git', 'config')]),
-  ].filter(Boolean);
-  const ignores = [path.join(xdg, 'git', 'ignore')];
+  const configs = userConfigFiles();
+  const ignores = [path.join(xdgConfigHome(), 'git', 'ignore')];
   for (const file of configs) {
     const text = await readFile(file, 'utf8').catch(() => undefined);
     if (text === undefined) continue;
@@ -341,33 +337,6 @@ async function stampGlobalRules(stamp: (abs: string, stat: BigStat) => boolean, 
   return true;
 }
 
-/** True for the values git reads as true in a boolean environment variable. */
-function gitBoolean(value: string | undefined): boolean {
-  return value !== undefined && !['', '0', 'false', 'no', 'off'].includes(value.toLowerCase());
-}
-
-let systemConfigFiles: string[] | undefined;
-
-/**
- * Where git's system config may be: /etc/gitconfig, and `etc/gitconfig` under the prefix of the
- * git found on PATH (a build installed under /usr/local or /opt keeps it there). Found once.
- */
-function systemConfigs(): string[] {
-  if (!systemConfigFiles) {
-    const found = new Set(['/etc/gitconfig']);
-    for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
-      try {
-        const git = realpathSync(path.join(dir, 'git'));
-        found.add(path.join(path.dirname(path.dirname(git)), 'etc', 'gitconfig'));
-        break;
-      } catch {
-        // not in this folder
-      }
-    }
-    systemConfigFiles = [...found];
-  }
-  return systemConfigFiles;
-}
 
 /** Whether every stamped path still has the stat data it had. */
 async function proofHolds(proof: Readonly<Record<string, string>>): Promise<boolean> {

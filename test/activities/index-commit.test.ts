@@ -103,14 +103,39 @@ describe('commitAll', () => {
     }],
     ['a message git would clean up', () => undefined, 'two lines\n\nof message  '],
     ['hooks kept elsewhere', (repo: string) => gitSync(repo, 'config', 'core.hooksPath', '/nonexistent-hooks')],
+    ['an author of its own in the config', (repo: string) => gitSync(repo, 'config', 'author.name', 'Alice')],
+    ['a merge under way', (repo: string, gitDir: string) => writeFileSync(path.join(gitDir, 'MERGE_HEAD'), `${gitSync(repo, 'rev-parse', 'main')}\n`)],
+    ['a reflog that cannot be written', (_repo: string, gitDir: string) => {
+      rmSync(path.join(gitDir, 'logs', 'HEAD'), { force: true });
+      mkdirSync(path.join(gitDir, 'logs', 'HEAD'), { recursive: true });
+    }],
   ])('%s: git commits', async (_, arrange, message = 'by git') => {
     const { repo, worktreePath } = await worktree('commit-by-git');
-    arrange(repo);
+    arrange(repo, path.join(repo, '.git', 'worktrees', 'commit-by-git'));
     write(worktreePath, 'lib/strings.js', 'module.exports = { byGit: true };\n');
     const { result: commit, git } = await gitProcessesOf(() => commitAll(worktreePath, message));
     expect(git).toBe(2);
     expect(commit).toBe(gitSync(worktreePath, 'rev-parse', 'HEAD'));
     expect(gitSync(worktreePath, 'status', '--porcelain')).toBe('');
     if (existsSync(path.join(repo, '.git/hooks/post-commit'))) expect(existsSync(path.join(repo, '.git/hook-ran')) || existsSync(path.join(path.dirname(worktreePath), 'hook-ran'))).toBe(true);
+    gitSync(worktreePath, 'fsck', '--no-dangling');
+    // Only git's own reflog line for the commit: none from the attempt that handed over.
+    expect(gitSync(worktreePath, 'reflog', '--format=%H', 'refs/heads/warden/commit-by-git').split('\n')[0]).toBe(commit);
+    expect(gitSync(worktreePath, 'reflog', '--format=%H', 'refs/heads/warden/commit-by-git').split('\n')).toHaveLength(2);
+  });
+
+  test('a tree the index\'s cache names but the store no longer holds is written again, not named broken', async () => {
+    const { worktreePath } = await worktree('commit-cached');
+    write(worktreePath, 'new/a.txt', 'a\n');
+    await commitAll(worktreePath, 'first');
+    gitSync(worktreePath, 'write-tree'); // the index's cache now names every tree
+    const cachedTree = gitSync(worktreePath, 'rev-parse', 'HEAD:new');
+    const objects = gitSync(worktreePath, 'rev-parse', '--git-common-dir');
+    rmSync(path.join(path.resolve(worktreePath, objects), 'objects', cachedTree.slice(0, 2), cachedTree.slice(2)));
+    write(worktreePath, 'lib/strings.js', 'module.exports = { second: true };\n');
+    const { git } = await gitProcessesOf(() => commitAll(worktreePath, 'second'));
+    expect(git).toBe(1);
+    expect(gitSync(worktreePath, 'rev-parse', 'HEAD:new')).toBe(cachedTree);
+    gitSync(worktreePath, 'fsck', '--strict', '--no-dangling');
   });
 });
