@@ -12,7 +12,12 @@ import { refsFromFiles } from './ref-files';
  * Commits made by Warden carry this identity, so they work on machines with no git config. And no
  * file-system monitor: a repository's config could name one, and git would run it on every status.
  */
-export const WARDEN_GIT_IDENTITY: readonly string[] = ['-c', 'user.name=Warden', '-c', 'user.email=warden@localhost', '-c', 'commit.gpgsign=false', '-c', 'core.fsmonitor=false'];
+export const WARDEN_GIT_IDENTITY: readonly string[] = [
+  '-c', 'user.name=Warden', '-c', 'user.email=warden@localhost',
+  // author.* and committer.* in a config would win over user.*; a commit encoding would add a header.
+  '-c', 'author.name=Warden', '-c', 'author.email=warden@localhost', '-c', 'committer.name=Warden', '-c', 'committer.email=warden@localhost',
+  '-c', 'i18n.commitEncoding=UTF-8', '-c', 'commit.gpgsign=false', '-c', 'core.fsmonitor=false',
+];
 
 /** The same identity as a commit object names its author and committer (`Name <email>`). */
 export const WARDEN_GIT_PERSON = 'Warden <warden@localhost>';
@@ -178,7 +183,7 @@ export async function plainObjectFiles(cwd: string): Promise<ObjectFiles | undef
 
 /** {@link plainObjectFiles} of the git dir `gitDir` (a linked worktree's: its common dir's). */
 async function objectFilesOf(gitDir: string): Promise<ObjectFiles | undefined> {
-  if (['GIT_DIR', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REPLACE_REF_BASE'].some((name) => process.env[name] !== undefined)) return undefined;
+  if (['GIT_DIR', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REPLACE_REF_BASE', 'GIT_GRAFT_FILE', 'GIT_SHALLOW_FILE', 'GIT_NO_REPLACE_OBJECTS'].some((name) => process.env[name] !== undefined)) return undefined;
   const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
   const commonDir = common ? path.resolve(gitDir, common) : gitDir;
   if (existsSync(path.join(commonDir, 'shallow')) || existsSync(path.join(commonDir, 'info', 'grafts'))) return undefined;

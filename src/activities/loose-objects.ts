@@ -8,11 +8,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { link, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { gitDirOf, WARDEN_GIT_PERSON } from './git';
 import { objectName, type ObjectFormat, type ObjectType } from './object-names';
+import { userConfigFiles } from './user-config';
 
 export class LooseObjectStore {
   private constructor(
@@ -38,6 +39,9 @@ export class LooseObjectStore {
     const config = await readFile(path.join(common, 'config'), 'utf8').catch(() => undefined);
     // commitEncoding: git names it in every commit it writes there.
     if (config === undefined || /sharedrepository|commitencoding|\[\s*include/i.test(config)) return undefined;
+    for (const file of userConfigFiles()) {
+      if (/sharedrepository/i.test(await readFile(file, 'utf8').catch(() => ''))) return undefined;
+    }
     // The identity in the environment wins over Warden's for git: its commits would differ from these.
     if (['GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL'].some((name) => process.env[name] !== undefined)) return undefined;
     const objectsDir = path.join(common, 'objects');
@@ -49,7 +53,12 @@ export class LooseObjectStore {
     const name = objectName(this.format, type, content);
     const folder = path.join(this.objectsDir, name.slice(0, 2));
     const file = path.join(folder, name.slice(2));
-    if (existsSync(file)) return name;
+    // Git freshens an object it finds written: a prune then counts it as new, not as long unreachable.
+    if (existsSync(file)) {
+      const now = new Date();
+      await utimes(file, now, now).catch(() => undefined);
+      return name;
+    }
     await mkdir(folder, { recursive: true });
     const temporary = path.join(folder, `tmp_obj_${randomBytes(6).toString('hex')}`);
     await writeFile(temporary, deflateSync(Buffer.concat([Buffer.from(`${type} ${content.length}\0`), content])), { mode: 0o444, flag: 'wx' });

@@ -61,6 +61,9 @@ export async function readLooseCommit(objectsDir: string, name: string): Promise
   const parents = lines.map((line) => /^parent ([0-9a-f]+)$/.exec(line)?.[1]).filter((p): p is string => p !== undefined);
   const committer = lines.find((line) => line.startsWith('committer '));
   const date = committer ? / (\d+ [+-]\d{4})$/.exec(committer)?.[1] : undefined;
+  // A zone git would not write as it stands (-0000, minutes past 59, hours past 14) is git's to read.
+  const zone = date?.split(' ')[1];
+  if (!zone || zone === '-0000' || !/^[+-](0\d|1[0-4])[0-5]\d$/.test(zone)) return undefined;
   return tree && date ? { tree, parents, committerDate: date } : undefined;
 }
 
@@ -89,6 +92,9 @@ export async function readLooseTree(objectsDir: string, name: string): Promise<T
  * walked): then git is to be asked. Never false: not finding it proves nothing.
  */
 export async function reachedThroughLoose(objectsDir: string, from: string, ancestor: string): Promise<true | undefined> {
+  // The start must be a commit the store holds, even when it is the ancestor asked for.
+  const start = await readLooseCommit(objectsDir, from);
+  if (!start || start === 'not-commit') return undefined;
   const seen = new Set<string>([from]);
   const queue = [from];
   while (queue.length > 0) {

@@ -79,6 +79,8 @@ export const MAX_STAMPED_FOLDERS = 20_000;
 const STAT_CONCURRENCY = 64;
 /** The stamp of a file that is not there (a repository without an index yet). */
 const ABSENT = 'absent';
+/** A proof's key for where a path leads (its real path), not its stat data; no path holds a NUL. */
+const RESOLVED = '\0resolved\0';
 
 /**
  * The listing before a step, in the checkout at `top` (a real path). `skip`: a folder under it
@@ -165,7 +167,8 @@ export function forgetListings(): void {
 
 /** One memory per checkout, whichever intent's worktree is skipped, unless that worktree lies inside it. */
 function memoryKey(top: string, skip: string | undefined): string {
-  const inside = skip !== undefined && !path.relative(top, skip).startsWith('..') && !path.isAbsolute(path.relative(top, skip));
+  const rel = skip === undefined ? undefined : path.relative(top, skip);
+  const inside = rel !== undefined && rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel);
   return `${top}\0${inside ? skip : ''}`;
 }
 
@@ -308,6 +311,8 @@ async function stampListing(
  * be anywhere), or names an ignore file other than by a plain path.
  */
 async function stampGlobalRules(stamp: (abs: string, stat: BigStat) => boolean, stamps: Record<string, string>): Promise<boolean> {
+  // Config given in the environment is the worker's own and could name ignore rules anywhere.
+  if (process.env.GIT_CONFIG_COUNT !== undefined || process.env.GIT_CONFIG_PARAMETERS !== undefined) return false;
   const home = process.env.HOME ?? homedir();
   const configs = userConfigFiles();
   const ignores = [path.join(xdgConfigHome(), 'git', 'ignore')];
@@ -315,10 +320,12 @@ async function stampGlobalRules(stamp: (abs: string, stat: BigStat) => boolean, 
     const text = await readFile(file, 'utf8').catch(() => undefined);
     if (text === undefined) continue;
     if (/^\s*\[\s*include/im.test(text)) return false;
-    for (const match of text.matchAll(/^\s*excludesfile\s*=(.*)$/gim)) {
-      const named = match[1]!.trim();
-      if (!/^(~\/|\/)[^;#"\\]*$/.test(named)) return false;
-      ignores.push(named.startsWith('~/') ? path.join(home, named.slice(2)) : named);
+    const named = [...text.matchAll(/^\s*excludesfile\s*=(.*)$/gim)].map((match) => match[1]!.trim());
+    // Only `excludesFile = <path>` on a line of its own, a plain absolute or home path, is read here.
+    if (named.length !== (text.match(/excludesfile/gi) ?? []).length) return false;
+    for (const value of named) {
+      if (!/^(~\/|\/)[^;#"\\]*$/.test(value)) return false;
+      ignores.push(value.startsWith('~/') ? path.join(home, value.slice(2)) : value);
     }
   }
   for (const file of [...configs, ...ignores]) {
@@ -328,11 +335,11 @@ async function stampGlobalRules(stamp: (abs: string, stat: BigStat) => boolean, 
       continue;
     }
     if (!stamp(file, stat)) return false;
-    if (stat.isSymbolicLink()) {
-      const target = await realpath(file).catch(() => undefined);
-      const reached = target ? await lstat(target, { bigint: true }).catch(() => undefined) : undefined;
-      if (!target || !reached || !stamp(target, reached)) return false;
-    }
+    // Where a link on the way (the file or a folder above it) leads: another file if one is moved.
+    const target = await realpath(file).catch(() => undefined);
+    const reached = target ? await lstat(target, { bigint: true }).catch(() => undefined) : undefined;
+    if (!target || !reached || !stamp(target, reached)) return false;
+    stamps[`${RESOLVED}${file}`] = target;
   }
   return true;
 }
@@ -343,6 +350,10 @@ async function proofHolds(proof: Readonly<Record<string, string>>): Promise<bool
   let holds = true;
   await forEachLimited(Object.entries(proof), STAT_CONCURRENCY, async ([abs, before]) => {
     if (!holds) return;
+    if (abs.startsWith(RESOLVED)) {
+      if ((await realpath(abs.slice(RESOLVED.length)).catch(() => ABSENT)) !== before) holds = false;
+      return;
+    }
     const stat = await lstat(abs, { bigint: true }).catch(() => undefined);
     if (stat ? stampText(stat) !== before : before !== ABSENT) holds = false;
   });

@@ -32,6 +32,25 @@ export async function treeLessFolders(store: LooseObjectStore, tree: string, fol
   }
 }
 
+/**
+ * Whether a tree's entries are as git writes them: modes it writes, names its path check lets
+ * into an index (no `.git` however spelt, no `.` or `..`, no `/`), in its order (by name, a
+ * folder's as if it ended in `/`), each name once.
+ */
+function asGitWritesIt(entries: readonly TreeEntry[]): boolean {
+  let previous: Buffer | undefined;
+  for (const entry of entries) {
+    if (!MODES_GIT_WRITES.has(entry.mode)) return false;
+    const name = entry.name;
+    const plain = name.toLowerCase().replace(/[. ]+$/, '');
+    if (name === '' || name === '.' || name === '..' || name.includes('/') || plain === '.git' || plain === 'git~1') return false;
+    const key = Buffer.from(entry.mode === FOLDER_MODE ? `${name}/` : name);
+    if (previous && Buffer.compare(previous, key) >= 0) return false;
+    previous = key;
+  }
+  return true;
+}
+
 async function without(store: LooseObjectStore, tree: string, paths: readonly (readonly string[])[]): Promise<string | 'unchanged' | 'empty'> {
   const entries = await readLooseTree(store.objectsDir, tree);
   if (!entries) throw new AskGit();
@@ -60,8 +79,9 @@ async function without(store: LooseObjectStore, tree: string, paths: readonly (r
     }
   }
   if (!changed) return 'unchanged';
-  // A tree rewritten here must be byte for byte what write-tree would make of its entries.
-  if (entries.some((entry) => !MODES_GIT_WRITES.has(entry.mode))) throw new AskGit();
+  // A tree rewritten here must be byte for byte what write-tree would make of its entries, and
+  // hold only entries git would take from an index.
+  if (!asGitWritesIt(entries)) throw new AskGit();
   if (kept.length === 0) return 'empty';
   return store.write('tree', Buffer.concat(kept.map((entry) => rewritten.get(entry) ?? entry.raw)));
 }

@@ -41,7 +41,9 @@ function systemConfigs(): string[] {
     const found = new Set(['/etc/gitconfig']);
     for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
       try {
+        // The prefix the folder on PATH is in (a link farm's, like Homebrew's), and the one the link leads to.
         const git = realpathSync(path.join(dir, 'git'));
+        found.add(path.join(path.dirname(dir), 'etc', 'gitconfig'));
         found.add(path.join(path.dirname(path.dirname(git)), 'etc', 'gitconfig'));
         break;
       } catch {

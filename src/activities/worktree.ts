@@ -336,9 +336,11 @@ async function changeWithoutLineage(input: {
   const forked = await mergeBase(repoPath, branchHead, input.baseRef);
   if (forked.code !== 0) throw gitFailed(repoPath, ['merge-base', branchHead, input.baseRef], forked);
   const forkPoint = forked.stdout.trim();
-  if (store && lessLineage) return store.write('commit', commitContent({ tree: lessLineage, parents: [forkPoint], message: input.message, when: date }));
+  // An empty message: git writes no body at all, where the content below would end in a newline.
+  if (store && lessLineage && input.message.trim() !== '') return store.write('commit', commitContent({ tree: lessLineage, parents: [forkPoint], message: input.message, when: date }));
   const tree = await treeWithoutLineage(repoPath, branchHead, input.intentId);
-  return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } });
+  // No input: with an empty message, commit-tree would wait for one on its standard input.
+  return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date }, input: '' });
 }
 
 /** The tree of `commit` less the intent's lineage folders: the change as it reaches the base. */

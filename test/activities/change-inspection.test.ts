@@ -769,6 +769,30 @@ describe('git processes', () => {
       write(xdg, 'dotfiles/ignore', 'planted.txt\n');
       expect((await gitRuns(take)).runs).toBe(1);
 
+      // A link in the middle of a chain pointed elsewhere: the file it now leads to is another one.
+      rmSync(path.join(xdg, 'git/ignore'));
+      write(xdg, 'dotfiles/a.ignore', 'nothing-matches\n');
+      write(xdg, 'dotfiles/b.ignore', 'planted.txt\n');
+      symlinkSync(path.join(xdg, 'dotfiles/a.ignore'), path.join(xdg, 'dotfiles/middle'));
+      symlinkSync(path.join(xdg, 'dotfiles/middle'), path.join(xdg, 'git/ignore'));
+      await settle();
+      expect((await gitRuns(take)).runs).toBe(0);
+      rmSync(path.join(xdg, 'dotfiles/middle'));
+      symlinkSync(path.join(xdg, 'dotfiles/b.ignore'), path.join(xdg, 'dotfiles/middle'));
+      expect((await gitRuns(take)).runs).toBe(1);
+
+      // An ignore file named in a one-line section of the user's config is not read here: nothing is remembered.
+      const globalConfig = path.join(xdg, 'global.gitconfig');
+      writeFileSync(globalConfig, `[core] excludesfile = ${path.join(xdg, 'team.ignore')}\n`);
+      process.env.GIT_CONFIG_GLOBAL = globalConfig;
+      try {
+        write(s.repo, 'planted-2.txt', 'x\n'); // the remembered listing no longer holds
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect((await take()).listing?.proof).toBeUndefined();
+      } finally {
+        delete process.env.GIT_CONFIG_GLOBAL;
+      }
+
       // A config that includes another file could name ignore rules anywhere: never remembered.
       write(s.repo, '.git/config', `${readFileSync(path.join(s.repo, '.git/config'), 'utf8')}[include]\n\tpath = ${path.join(xdg, 'more.gitconfig')}\n`);
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { headOf, readBlobs, refCommits } from '../../src/activities/git';
+import { headOf, isAncestor, mergeBase, readBlobs, refCommits } from '../../src/activities/git';
 import { processTally, tallySince } from '../../src/activities/process-tally';
 import { ensureWorktree } from '../../src/activities/worktree';
 import { createSampleRepo } from '../../src/client/sample-repo';
@@ -100,6 +100,43 @@ describe('refCommits', () => {
     const replaced = await gitProcessesOf(() => refCommits(repo, asked));
     expect(replaced.git).toBe(1);
     expect(replaced.result).toEqual(asGitSays(repo, asked));
+  });
+});
+
+describe('isAncestor', () => {
+  test('told from the loose commits where they reach it; where git could answer otherwise, or the walk cannot tell, git is asked', async () => {
+    const { repo, worktreePath } = await worktree('ancestry');
+    writeFileSync(path.join(worktreePath, 'a.txt'), 'a\n');
+    gitSync(worktreePath, 'add', '-A');
+    gitSync(worktreePath, 'commit', '-qm', 'a');
+    const head = gitSync(worktreePath, 'rev-parse', 'HEAD');
+    expect(await gitProcessesOf(() => isAncestor(repo, 'refs/heads/main', head))).toEqual({ result: true, git: 0 });
+    expect(await gitProcessesOf(() => mergeBase(repo, head, 'refs/heads/main'))).toEqual({ result: { stdout: `${gitSync(repo, 'rev-parse', 'main')}\n`, stderr: '', code: 0 }, git: 0 });
+    // Not an ancestor: only git can say no.
+    expect(await gitProcessesOf(() => isAncestor(repo, head, 'refs/heads/main'))).toEqual({ result: false, git: 1 });
+    // A commit the store does not hold, even asked of itself, is git's to refuse.
+    const missing = '1'.repeat(40);
+    await expect(isAncestor(repo, missing, missing)).rejects.toThrow();
+    // Grafts named in the environment change what git reads of a commit.
+    const grafts = path.join(repo, 'grafts');
+    writeFileSync(grafts, `${head}\n`);
+    process.env.GIT_GRAFT_FILE = grafts;
+    try {
+      expect(await gitProcessesOf(() => isAncestor(repo, 'refs/heads/main', head))).toEqual({ result: false, git: 1 });
+    } finally {
+      delete process.env.GIT_GRAFT_FILE;
+    }
+  });
+
+  test('a commit dated in a zone git would not write as it stands is read by git', async () => {
+    const { repo } = await worktree('odd-zone');
+    const tree = gitSync(repo, 'rev-parse', 'main^{tree}');
+    const content = `tree ${tree}\nauthor A <a@localhost> 1700000000 +2500\ncommitter A <a@localhost> 1700000000 +2500\n\nodd\n`;
+    const odd = execFileSync('git', ['hash-object', '-t', 'commit', '-w', '--literally', '--stdin'], { cwd: repo, input: content, encoding: 'utf8' }).trim();
+    gitSync(repo, 'update-ref', 'refs/heads/odd', odd);
+    const { result, git } = await gitProcessesOf(() => refCommits(repo, ['refs/heads/odd']));
+    expect(git).toBe(1);
+    expect(result.get('refs/heads/odd')?.commit).toBe(odd);
   });
 });
 

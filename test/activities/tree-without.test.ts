@@ -57,6 +57,21 @@ describe('a tree less the lineage folders, from the loose trees', () => {
     await expect(treeLessFolders(store, git(repo, 'rev-parse', 'HEAD^{tree}'), lineage)).resolves.toBeUndefined();
   });
 
+  test.each([
+    ['out of git\'s order', (blob: string, lineage: string) => [`40000 lineage\0`, lineage, '100644 b.md\0', blob, '100644 a.md\0', blob]],
+    ['holding a .git folder', (blob: string, lineage: string) => [`40000 .GIT\0`, lineage, '40000 lineage\0', lineage, '100644 x.md\0', blob]],
+  ])('a tree on the way %s is left to git, which would refuse or re-sort it', async (_, parts) => {
+    const repo = repoWith({ 'lib/x.js': '1;\n' });
+    const blob = git(repo, 'rev-parse', 'HEAD:lib/x.js');
+    const mktree = (input: string): string => execFileSync('git', ['mktree'], { cwd: repo, input, encoding: 'utf8' }).trim();
+    const active = mktree(`040000 tree ${mktree(`040000 tree ${mktree(`100644 blob ${blob}\t01-triage.md\n`)}\ta\n`)}\tactive\n`);
+    const pieces = parts(blob, active).map((piece, i) => (i % 2 === 0 ? Buffer.from(piece, 'utf8') : Buffer.from(piece, 'hex')));
+    const docs = execFileSync('git', ['hash-object', '-t', 'tree', '-w', '--literally', '--stdin'], { cwd: repo, input: Buffer.concat(pieces), encoding: 'utf8' }).trim();
+    const root = mktree(`040000 tree ${docs}\tdocs\n`);
+    const store = (await LooseObjectStore.of(repo, 'sha1'))!;
+    await expect(treeLessFolders(store, root, lineage)).resolves.toBeUndefined();
+  });
+
   test('a tree on the way with a mode git no longer writes is left to git', async () => {
     const repo = repoWith({ 'lib/x.js': '1;\n' });
     const blob = git(repo, 'rev-parse', 'HEAD:lib/x.js');

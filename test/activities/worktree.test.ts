@@ -281,6 +281,9 @@ describe('merging an intent', () => {
 
   it('without the lineage, the change is made from the loose commits and trees, the very commit git makes, and merged in two git processes', async () => {
     const worktreePath = await intentWithChange('a');
+    // An identity of the repository's own: git's commits, like Warden's, stay Warden's.
+    await git(repo, ['config', 'author.name', 'Alice']);
+    await git(repo, ['config', 'committer.email', 'alice@localhost']);
     const branchHead = await git(worktreePath, ['rev-parse', 'HEAD']);
     const fork = await git(repo, ['rev-parse', 'main']);
     const date = await git(repo, ['log', '-1', '--format=%cd', '--date=raw', branchHead]);
