@@ -1,34 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { commitAll } from '../../src/activities/index-commit';
-import { processTally, tallySince } from '../../src/activities/process-tally';
-import { ensureWorktree } from '../../src/activities/worktree';
-import { createSampleRepo } from '../../src/client/sample-repo';
+import { gitProcessesOf, gitSync, sampleWorktrees } from '../helpers/sample-worktrees';
 
-const roots: string[] = [];
-afterAll(() => {
-  for (const root of roots) rmSync(root, { recursive: true, force: true });
-});
-
-function gitSync(cwd: string, ...args: string[]): string {
-  return execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@localhost', ...args], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-}
-
-async function worktree(id: string): Promise<{ readonly repo: string; readonly worktreePath: string }> {
-  const root = mkdtempSync(path.join(tmpdir(), 'warden-commit-'));
-  roots.push(root);
-  const repo = createSampleRepo(path.join(root, 'repo'));
-  const { worktreePath } = await ensureWorktree({ repoPath: repo, baseBranch: 'main', intentId: id, worktreeRoot: path.join(root, 'worktrees') });
-  return { repo, worktreePath };
-}
-
-async function gitProcessesOf<T>(work: () => Promise<T>): Promise<{ readonly result: T; readonly git: number }> {
-  const before = processTally();
-  const result = await work();
-  return { result, git: tallySince(before).launched.git ?? 0 };
-}
+const worktree = sampleWorktrees('warden-commit-');
 
 function write(dir: string, rel: string, content: string): void {
   mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
