@@ -30,9 +30,12 @@ const COMMIT_HOOKS = ['prepare-commit-msg', 'post-commit', 'reference-transactio
  * Config that changes what a commit runs or writes: hooks elsewhere, includes, a split index, an
  * identity or encoding of its own, shared permissions, message clean-up, submodules ignored.
  */
-const CONFIG_GIT_ACTS_ON = /hookspath|\[\s*include|splitindex|precomposeunicode|^\s*\[\s*(author|committer)\b|commitencoding|sharedrepository|cleanup|commentchar|ignoresubmodules|fsync|compatobjectformat/im;
-/** Turned-off reflogs (git writes none then), a value quoted or followed by a comment too. */
-const NO_REFLOGS = /logallrefupdates\s*=\s*"?\s*(false|no|off|0)\s*"?\s*([#;].*)?$/im;
+const CONFIG_GIT_ACTS_ON = [
+  /^\s*\[\s*(include|includeif|author|committer|hook)\b/im,
+  /^\s*(\[[^\]]*\]\s*)?(hookspath|splitindex|precomposeunicode|commitencoding|sharedrepository|cleanup|commentchar|commentstring|ignoresubmodules|fsync\w*|compatobjectformat)\s*(=|$)/im,
+];
+/** Turned-off reflogs (git writes none then), a value quoted, empty or followed by a comment too. */
+const NO_REFLOGS = /logallrefupdates\s*=\s*"?\s*(false|no|off|0)?\s*"?\s*([#;].*)?$/im;
 const MODES_IN_TREES = new Set([0o100644, 0o100755, 0o120000]);
 /** Environment that points git at other files than the worktree's own, or dates its commits. */
 const REDIRECTING_ENVIRONMENT = [
@@ -83,13 +86,37 @@ export async function commitIndexHere(worktreePath: string, message: string, now
   const headCommit = store ? await readLooseCommit(store.objectsDir, head) : undefined;
   if (!store || !headCommit || headCommit === 'not-commit') return 'ask-git';
 
+  // The index is git's while someone holds its lock, as for `git commit`.
+  const indexLock = await open(path.join(gitDir, 'index.lock'), 'wx').catch(() => undefined);
+  if (!indexLock) return 'ask-git';
+  try {
+    await indexLock.close();
+    return await commitLockedIndex({ gitDir, commonDir, branch, refFile, head, headTree: headCommit.tree, store, message, now });
+  } finally {
+    await rm(path.join(gitDir, 'index.lock'), { force: true });
+  }
+}
+
+/** The commit of {@link commitIndexHere}, made while it holds the index's lock. */
+async function commitLockedIndex(c: {
+  readonly gitDir: string;
+  readonly commonDir: string;
+  readonly branch: string;
+  readonly refFile: string;
+  readonly head: string;
+  readonly headTree: string;
+  readonly store: LooseObjectStore;
+  readonly message: string;
+  readonly now: Date;
+}): Promise<string | undefined | 'ask-git'> {
+  const { gitDir, commonDir, branch, refFile, head, store, message, now } = c;
   const index = readIndex(await readFile(path.join(gitDir, 'index')).catch(() => Buffer.alloc(0)));
   if (!index || index.objectBytes * 2 !== head.length) return 'ask-git';
   // A name that is not UTF-8 would not come back byte for byte from its decoded text.
   if (index.entries.some((entry) => entry.stage !== 0 || entry.intentToAdd || !MODES_IN_TREES.has(entry.mode) || entry.path.includes('\uFFFD'))) return 'ask-git';
   const tree = await writeIndexTree(store, index.entries, cachedTrees(index.extensions.get('TREE'), index.objectBytes));
   if (!tree) return 'ask-git';
-  if (tree === headCommit.tree) return undefined;
+  if (tree === c.headTree) return undefined;
 
   const seconds = Math.floor(now.getTime() / 1000);
   const date = `${seconds} ${zoneOf(now)}`;
@@ -97,7 +124,7 @@ export async function commitIndexHere(worktreePath: string, message: string, now
   // Git squeezes each run of white space in a reflog's message to one space.
   const logLine = `${head} ${commit} ${WARDEN_GIT_PERSON} ${date}\tcommit: ${message.replace(/\s+/g, ' ')}\n`;
   const logs = [path.join(commonDir, 'logs', ...branch.split('/')), path.join(gitDir, 'logs', 'HEAD')];
-  return (await moveBranch({ refFile, headFile: path.join(gitDir, 'HEAD'), from: head, to: commit, logs, logLine })) ? commit : 'ask-git';
+  return (await moveBranch({ refFile, headFile: path.join(gitDir, 'HEAD'), branch, from: head, to: commit, logs, logLine })) ? commit : 'ask-git';
 }
 
 /**
@@ -108,7 +135,7 @@ export async function commitIndexHere(worktreePath: string, message: string, now
 async function plainSettings(commonDir: string, gitDir: string): Promise<boolean> {
   for (const file of [path.join(commonDir, 'config'), path.join(gitDir, 'config.worktree'), ...userConfigFiles()]) {
     const text = await readFile(file, 'utf8').catch(() => '');
-    if (CONFIG_GIT_ACTS_ON.test(text) || NO_REFLOGS.test(text)) return false;
+    if (CONFIG_GIT_ACTS_ON.some((pattern) => pattern.test(text)) || NO_REFLOGS.test(text)) return false;
     // Reflogs are not kept by default in a bare repository.
     if (/^\s*bare\s*=\s*true\s*$/im.test(text)) return false;
   }
@@ -194,7 +221,15 @@ async function writeIndexTree(store: LooseObjectStore, entries: readonly IndexEn
  * while the ref still names `from`, the reflogs told before the ref moves. False when a lock is
  * held, the ref moved, or a reflog cannot be written (git is asked then, and says why).
  */
-async function moveBranch(move: { readonly refFile: string; readonly headFile: string; readonly from: string; readonly to: string; readonly logs: readonly string[]; readonly logLine: string }): Promise<boolean> {
+async function moveBranch(move: {
+  readonly refFile: string;
+  readonly headFile: string;
+  readonly branch: string;
+  readonly from: string;
+  readonly to: string;
+  readonly logs: readonly string[];
+  readonly logLine: string;
+}): Promise<boolean> {
   const headLock = `${move.headFile}.lock`;
   const refLock = `${move.refFile}.lock`;
   const held: string[] = [];
@@ -210,6 +245,8 @@ async function moveBranch(move: { readonly refFile: string; readonly headFile: s
         await handle.close();
       }
     }
+    // Read again under the locks: HEAD still on the branch, the branch still where it was.
+    if ((await readFile(move.headFile, 'utf8').catch(() => '')).trim() !== `ref: ${move.branch}`) return false;
     if ((await readFile(move.refFile, 'utf8').catch(() => '')).trim() !== move.from) return false;
     // Every reflog opened before any is written: one that cannot be leaves the others untold.
     const logs: FileHandle[] = [];

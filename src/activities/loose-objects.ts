@@ -39,8 +39,10 @@ export class LooseObjectStore {
     const config = await readFile(path.join(common, 'config'), 'utf8').catch(() => undefined);
     // commitEncoding: git names it in every commit it writes there.
     if (config === undefined || /sharedrepository|commitencoding|\[\s*include/i.test(config)) return undefined;
+    // The user's config too: an include there could say so as well, as could config in the environment.
+    if (process.env.GIT_CONFIG_COUNT !== undefined || process.env.GIT_CONFIG_PARAMETERS !== undefined) return undefined;
     for (const file of userConfigFiles()) {
-      if (/sharedrepository/i.test(await readFile(file, 'utf8').catch(() => ''))) return undefined;
+      if (/sharedrepository|\[\s*include/i.test(await readFile(file, 'utf8').catch(() => ''))) return undefined;
     }
     // The identity in the environment wins over Warden's for git: its commits would differ from these.
     if (['GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL'].some((name) => process.env[name] !== undefined)) return undefined;

@@ -37,7 +37,9 @@ export class ObjectPresence {
     const wanted = Buffer.from(name, 'hex');
     let sure = !this.alternates;
     for (const file of this.packs) {
-      const found = await inPackIndex(file, wanted);
+      // An index whose pack is gone (a repack removing it) holds nothing any more.
+      if (!existsSync(`${file.slice(0, -'.idx'.length)}.pack`)) continue;
+      const found = await inPackIndex(file, wanted).catch(() => undefined);
       if (found) return true;
       if (found === undefined) sure = false;
     }

@@ -13,6 +13,9 @@ import { readLooseTree, type TreeEntry } from './loose-reader';
 /** The modes git writes into a tree from an index. */
 const MODES_GIT_WRITES = new Set(['40000', '100644', '100755', '120000', '160000']);
 const FOLDER_MODE = '40000';
+const LINK_MODE = '120000';
+/** Code points some file systems ignore in names (so `.g\u200cit` is `.git` there): git refuses such names, and so does this. */
+const IGNORABLE_IN_NAMES = /[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/;
 
 /** Thrown inside the walk when git has to be asked instead. */
 class AskGit extends Error {}
@@ -34,8 +37,8 @@ export async function treeLessFolders(store: LooseObjectStore, tree: string, fol
 
 /**
  * Whether a tree's entries are as git writes them: modes it writes, names its path check lets
- * into an index (no `.git` however spelt, no `.` or `..`, no `/`), in its order (by name, a
- * folder's as if it ended in `/`), each name once.
+ * into an index (no `.git` however spelt, no `.` or `..`, no `/`, `\` or `:`, no link named as
+ * `.gitmodules`), in its order (by name, a folder's as if it ended in `/`), each name once.
  */
 function asGitWritesIt(entries: readonly TreeEntry[]): boolean {
   let previous: Buffer | undefined;
@@ -43,7 +46,8 @@ function asGitWritesIt(entries: readonly TreeEntry[]): boolean {
     if (!MODES_GIT_WRITES.has(entry.mode)) return false;
     const name = entry.name;
     const plain = name.toLowerCase().replace(/[. ]+$/, '');
-    if (name === '' || name === '.' || name === '..' || name.includes('/') || plain === '.git' || plain === 'git~1') return false;
+    if (name === '' || name === '.' || name === '..' || /[/\\:]/.test(name) || IGNORABLE_IN_NAMES.test(name) || plain === '.git' || plain === 'git~1') return false;
+    if (entry.mode === LINK_MODE && (plain.startsWith('.gitmodules') || plain.startsWith('gitmod~'))) return false;
     const key = Buffer.from(entry.mode === FOLDER_MODE ? `${name}/` : name);
     if (previous && Buffer.compare(previous, key) >= 0) return false;
     previous = key;

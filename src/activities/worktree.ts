@@ -336,8 +336,10 @@ async function changeWithoutLineage(input: {
   const forked = await mergeBase(repoPath, branchHead, input.baseRef);
   if (forked.code !== 0) throw gitFailed(repoPath, ['merge-base', branchHead, input.baseRef], forked);
   const forkPoint = forked.stdout.trim();
-  // An empty message: git writes no body at all, where the content below would end in a newline.
-  if (store && lessLineage && input.message.trim() !== '') return store.write('commit', commitContent({ tree: lessLineage, parents: [forkPoint], message: input.message, when: date }));
+  // An empty message: git writes no body at all, where the content below would end in a newline;
+  // a zone git would write otherwise (-0000, +0090): git normalises it.
+  const plainDate = /^\d+ [+-](0\d|1[0-4])[0-5]\d$/.test(date) && !date.endsWith('-0000');
+  if (store && lessLineage && plainDate && input.message.trim() !== '') return store.write('commit', commitContent({ tree: lessLineage, parents: [forkPoint], message: input.message, when: date }));
   const tree = await treeWithoutLineage(repoPath, branchHead, input.intentId);
   // No input: with an empty message, commit-tree would wait for one on its standard input.
   return git(repoPath, ['commit-tree', tree, '-p', forkPoint, '-m', input.message], { env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date }, input: '' });

@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { commitAll } from '../../src/activities/index-commit';
+import { commitAll, commitIndexHere } from '../../src/activities/index-commit';
 import { gitProcessesOf, gitSync, sampleWorktrees } from '../helpers/sample-worktrees';
 
 const worktree = sampleWorktrees('warden-commit-');
@@ -78,6 +78,8 @@ describe('commitAll', () => {
     }],
     ['a message git would clean up', () => undefined, 'two lines\n\nof message  '],
     ['hooks kept elsewhere', (repo: string) => gitSync(repo, 'config', 'core.hooksPath', '/nonexistent-hooks')],
+    ['a hook defined in the config', (repo: string) => gitSync(repo, 'config', 'hook.notify.event', 'post-commit')],
+    ['reflogs turned off by an empty value', (repo: string) => gitSync(repo, 'config', 'core.logAllRefUpdates', '')],
     ['an author of its own in the config', (repo: string) => gitSync(repo, 'config', 'author.name', 'Alice')],
     ['a merge under way', (repo: string, gitDir: string) => writeFileSync(path.join(gitDir, 'MERGE_HEAD'), `${gitSync(repo, 'rev-parse', 'main')}\n`)],
     ['a reflog that cannot be written', (_repo: string, gitDir: string) => {
@@ -97,6 +99,25 @@ describe('commitAll', () => {
     // Only git's own reflog line for the commit: none from the attempt that handed over.
     expect(gitSync(worktreePath, 'reflog', '--format=%H', 'refs/heads/warden/commit-by-git').split('\n')[0]).toBe(commit);
     expect(gitSync(worktreePath, 'reflog', '--format=%H', 'refs/heads/warden/commit-by-git').split('\n')).toHaveLength(2);
+  });
+
+  test('settings that only share a word with those git acts on leave the commit here; a held index lock leaves it to git', async () => {
+    const { repo, worktreePath } = await worktree('commit-words');
+    gitSync(repo, 'config', 'branch.chore/cleanup.remote', 'origin');
+    gitSync(repo, 'config', 'remote.origin.url', 'https://example.com/repo-cleanup.git');
+    write(worktreePath, 'lib/strings.js', 'module.exports = { words: true };\n');
+    expect((await gitProcessesOf(() => commitAll(worktreePath, 'here'))).git).toBe(1);
+    write(worktreePath, 'lib/strings.js', 'module.exports = { locked: true };\n');
+    gitSync(worktreePath, 'add', '-A');
+    const indexLock = path.join(repo, '.git', 'worktrees', 'commit-words', 'index.lock');
+    writeFileSync(indexLock, '');
+    try {
+      await expect(commitIndexHere(worktreePath, 'held')).resolves.toBe('ask-git');
+      expect(existsSync(indexLock)).toBe(true); // someone else's lock is left alone
+    } finally {
+      rmSync(indexLock);
+    }
+    expect(typeof (await commitIndexHere(worktreePath, 'free'))).toBe('string');
   });
 
   test('a tree the index\'s cache names but the store no longer holds is written again, not named broken', async () => {

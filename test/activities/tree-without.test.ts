@@ -60,6 +60,8 @@ describe('a tree less the lineage folders, from the loose trees', () => {
   test.each([
     ['out of git\'s order', (blob: string, lineage: string) => [`40000 lineage\0`, lineage, '100644 b.md\0', blob, '100644 a.md\0', blob]],
     ['holding a .git folder', (blob: string, lineage: string) => [`40000 .GIT\0`, lineage, '40000 lineage\0', lineage, '100644 x.md\0', blob]],
+    ['holding a name git refuses on some file systems', (blob: string, lineage: string) => ['100644 a:b\0', blob, '40000 lineage\0', lineage]],
+    ['holding a link named as .gitmodules', (blob: string, lineage: string) => ['120000 .gitmodules\0', blob, '40000 lineage\0', lineage]],
   ])('a tree on the way %s is left to git, which would refuse or re-sort it', async (_, parts) => {
     const repo = repoWith({ 'lib/x.js': '1;\n' });
     const blob = git(repo, 'rev-parse', 'HEAD:lib/x.js');
