@@ -184,8 +184,7 @@ export async function plainObjectFiles(cwd: string): Promise<ObjectFiles | undef
 /** {@link plainObjectFiles} of the git dir `gitDir` (a linked worktree's: its common dir's). */
 async function objectFilesOf(gitDir: string): Promise<ObjectFiles | undefined> {
   if (['GIT_DIR', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REPLACE_REF_BASE', 'GIT_GRAFT_FILE', 'GIT_SHALLOW_FILE', 'GIT_NO_REPLACE_OBJECTS'].some((name) => process.env[name] !== undefined)) return undefined;
-  const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
-  const commonDir = common ? path.resolve(gitDir, common) : gitDir;
+  const commonDir = await commonDirOf(gitDir);
   if (existsSync(path.join(commonDir, 'shallow')) || existsSync(path.join(commonDir, 'info', 'grafts'))) return undefined;
   const refs = await refsFromFiles(commonDir);
   if (!refs || Object.keys(refs).some((ref) => ref.startsWith('refs/replace/'))) return undefined;
@@ -272,6 +271,12 @@ export async function gitDirOf(top: string): Promise<string | undefined> {
   return pointer ? path.resolve(top, pointer) : undefined;
 }
 
+/** The common git dir of the git dir `gitDir`: the one its `commondir` file names (a linked worktree's), else itself. */
+export async function commonDirOf(gitDir: string): Promise<string> {
+  const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
+  return common ? path.resolve(gitDir, common) : gitDir;
+}
+
 async function headFromFiles(worktreePath: string): Promise<string | undefined> {
   const gitDir = await gitDirOf(worktreePath);
   return gitDir ? headInGitDir(gitDir) : undefined;
@@ -284,8 +289,7 @@ async function headInGitDir(gitDir: string): Promise<string | undefined> {
   // Branches live in the common git dir (a linked worktree's `commondir` names it).
   const branch = /^ref: (refs\/heads\/\S+)$/.exec(head)?.[1];
   if (!branch) return undefined;
-  const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
-  const commonDir = common ? path.resolve(gitDir, common) : gitDir;
+  const commonDir = await commonDirOf(gitDir);
   const loose = (await readFile(path.join(commonDir, ...branch.split('/')), 'utf8').catch(() => '')).trim();
   return OBJECT_NAME.test(loose) ? loose : undefined;
 }

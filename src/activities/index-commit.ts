@@ -15,7 +15,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { git, gitDirOf, gitFailed, gitRaw, headOf, WARDEN_GIT_PERSON } from './git';
+import { commonDirOf, git, gitDirOf, gitFailed, gitRaw, headOf, WARDEN_GIT_PERSON } from './git';
 import { readIndex, type IndexEntry } from './index-file';
 import { commitContent, LooseObjectStore } from './loose-objects';
 import { readLooseCommit } from './loose-reader';
@@ -74,8 +74,7 @@ export async function commitIndexHere(worktreePath: string, message: string, now
   if (!/^\S[^\n]*\S$|^\S$/.test(message)) return 'ask-git';
   const gitDir = await gitDirOf(worktreePath);
   if (!gitDir) return 'ask-git';
-  const common = (await readFile(path.join(gitDir, 'commondir'), 'utf8').catch(() => undefined))?.trim();
-  const commonDir = common ? path.resolve(gitDir, common) : gitDir;
+  const commonDir = await commonDirOf(gitDir);
   const branch = /^ref: (refs\/heads\/\S+)\n?$/.exec(await readFile(path.join(gitDir, 'HEAD'), 'utf8').catch(() => ''))?.[1];
   if (!branch || !(await plainSettings(commonDir, gitDir))) return 'ask-git';
   const refFile = path.join(commonDir, ...branch.split('/'));

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { link, mkdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
-import { gitDirOf, WARDEN_GIT_PERSON } from './git';
+import { commonDirOf, gitDirOf, WARDEN_GIT_PERSON } from './git';
 import { objectName, type ObjectFormat, type ObjectType } from './object-names';
 import { userConfigFiles } from './user-config';
 
@@ -32,10 +32,7 @@ export class LooseObjectStore {
     if (process.env.GIT_OBJECT_DIRECTORY !== undefined) return undefined;
     const gitDir = await gitDirOf(repoPath);
     if (!gitDir) return undefined;
-    const common = await readFile(path.join(gitDir, 'commondir'), 'utf8').then(
-      (text) => path.resolve(gitDir, text.trim()),
-      () => gitDir,
-    );
+    const common = await commonDirOf(gitDir);
     const config = await readFile(path.join(common, 'config'), 'utf8').catch(() => undefined);
     // commitEncoding: git names it in every commit it writes there.
     if (config === undefined || /sharedrepository|commitencoding|\[\s*include/i.test(config)) return undefined;
