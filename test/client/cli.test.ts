@@ -6,10 +6,15 @@ import path from 'node:path';
 import { isTemporalReachable, startDevServer, type DevServer } from '../../src/runtime/dev-server';
 import { findFreePort } from '../../src/shared/ports';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
-import { DEMO_SCRIPT, demoScript, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
+import { DEMO_SCRIPT, demoScript, demoStages, git, makeSampleRepo, testDatabaseUrl, waitFor } from '../helpers/env';
 
 /** The demo with its pauses taken out, for runs that need no time to act while the agent works. */
 const FAST_SCRIPT = demoScript();
+/**
+ * The demo whose impl passes at its first attempt: for runs on Warden's default limits, where a
+ * failed attempt waits out a 60 s cooldown before the next.
+ */
+const FIRST_TRY_SCRIPT = demoScript({ impl: [demoStages().impl![1]!] });
 import { groupAlive } from '../../src/activities/process';
 import { answeringDesignStages } from '../../src/client/sample-repo';
 import { loadMigrations, migrate } from '../../src/ledger/migrate';
@@ -333,7 +338,7 @@ test("a new user's warden run --notify, with no config: the link decides as the 
     const repo = makeSampleRepo();
     const before = git(repo, 'rev-parse', 'main');
     const id = `cli-newcomer-${Date.now()}`;
-    const run = spawnWarden(['run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FAST_SCRIPT, '--notify', receiver.url('/hook')], { env: fresh, cwd });
+    const run = spawnWarden(['run', '--repo', repo, '--goal', 'Add slugify', '--id', id, '--script', FIRST_TRY_SCRIPT, '--notify', receiver.url('/hook')], { env: fresh, cwd });
 
     const told = await waitFor(() => receiver.on('/hook').find((r) => r.json.intentId === id && r.json.kind === 'gate.opened'), 120_000, 'the gate.opened notification');
     expect(told.json).toMatchObject({ gate: 'merge', linkKind: 'decide', linkNote: expect.stringMatching(/^The link decides once, as newcomer, the operator \(no approver is named for this channel\), until /) });
