@@ -13,7 +13,8 @@
  * workflow task of theirs replays. `--cpu-profile FILE` profiles the worker's main thread from
  * the stop until all is closed and prints its top functions; `--log-level info` puts every
  * activity's duration in the worker log. The run also prints the CPU time the worker, the dev
- * server and PostgreSQL used until all was closed, and the processes the worker started.
+ * server and PostgreSQL used until all was closed, the processes the worker started and the
+ * ledger round trips (queries to PostgreSQL) made.
  *
  * Everything is its own: an in-memory Temporal dev server on free ports (UI off), an embedded
  * PostgreSQL in a temp folder, one in-process worker, N sample repos. The temporal CLI comes from
@@ -36,6 +37,7 @@ import { processTally, tallySince } from '../src/activities/process-tally';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/in-process-worker';
 import { startCpuProfile, startCpuWindow } from './cpu';
+import { countRoundTrips } from './round-trips';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { unthrottledConfig } from './harness';
 import { startIntent } from '../src/client/intents';
@@ -213,6 +215,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   });
   const server = res.server!;
   const ledger = new Ledger(res.database!.pool);
+  const ledgerRoundTrips = countRoundTrips(res.database!.pool);
   res.connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection: res.connection, namespace: server.namespace });
 
@@ -325,6 +328,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   ]);
   const cpuWindow = startCpuWindow(cpuRoots);
   const launchedBefore = processTally();
+  const roundTripsBefore = ledgerRoundTrips();
   const profiler = flags['cpu-profile'] ? await startCpuProfile() : undefined;
   const deaths = new Map<number, number>();
   let zombieOnlyGroups = 0;
@@ -348,6 +352,8 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   // The worker is this process: what it launched until all had closed. The CPU above counts
   // only processes still alive at the end, so the git processes that came and went are not in it.
   const launchedDuringStop = tallySince(launchedBefore).launched;
+  // The stop's own writes and the worker's, from the stop until all had closed.
+  const roundTripsDuringStop = ledgerRoundTrips() - roundTripsBefore;
   if (profiler) await profiler.stopInto(flags['cpu-profile']!);
   const bothMs = workflowsMs === undefined || agentsMs === undefined ? undefined : Math.max(workflowsMs, agentsMs);
   const deathTimes = [...deaths.values()].sort((a, b) => a - b);
@@ -393,6 +399,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     zombieOnlyGroups,
     cpuDuringStop: cpu,
     processesLaunchedDuringStop: launchedDuringStop,
+    ledgerRoundTripsDuringStop: roundTripsDuringStop,
     finalStatuses: statuses,
     lastToClose: lastClosed ? { intentId: lastClosed.id, timeline: lastTimeline } : null,
     setupMs: setupTimes,
@@ -417,6 +424,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
         .join(', ')}`,
     ],
     ['processes the worker started until then', Object.entries(launchedDuringStop).map(([program, count]) => `${program} ${count}`).join(', ') || 'none'],
+    ['ledger round trips until then', `${roundTripsDuringStop} (${(roundTripsDuringStop / N).toFixed(1)} per intent)`],
     ['final workflow statuses', Object.entries(statuses).map(([k, v]) => `${k} ${v}`).join(', ')],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
