@@ -70,22 +70,36 @@ export class NotificationOutbox {
     }));
   }
 
-  /** Records that `eventId` was handed to its delivery workflow (or to nobody: null). A repeat changes nothing. */
-  async markDispatched(eventId: string, workflowId: string | null): Promise<void> {
-    await this.pool.query('INSERT INTO notification_dispatches (event_id, workflow_id) VALUES ($1, $2) ON CONFLICT (event_id) DO NOTHING', [eventId, workflowId]);
+  /**
+   * Records that each event was handed to its delivery workflow (or to nobody: null), in one
+   * statement. A repeat changes nothing.
+   */
+  async markDispatched(dispatches: ReadonlyArray<{ readonly eventId: string; readonly workflowId: string | null }>): Promise<void> {
+    if (dispatches.length === 0) return;
+    await this.pool.query(
+      'INSERT INTO notification_dispatches (event_id, workflow_id) SELECT * FROM unnest($1::uuid[], $2::text[]) ON CONFLICT (event_id) DO NOTHING',
+      [dispatches.map((d) => d.eventId), dispatches.map((d) => d.workflowId)],
+    );
   }
 
   /**
-   * The channels `intentId` asked for, from its latest INTENT_STARTED event; none when it asked
-   * for none. A row that no longer parses (written by another version) counts as none.
+   * The channels each of `intentIds` asked for, from its latest INTENT_STARTED event, in one
+   * query; none for an intent that asked for none. A row that no longer parses (written by
+   * another version) counts as none.
    */
-  async intentChannels(intentId: string): Promise<NotifyChannel[]> {
-    const { rows } = await this.pool.query<{ notify: unknown }>(
-      `SELECT metadata->'notify' AS notify FROM safety_events WHERE intent_id = $1 AND event_type = 'INTENT_STARTED' ORDER BY "timestamp" DESC LIMIT 1`,
-      [intentId],
+  async intentChannels(intentIds: readonly string[]): Promise<Map<string, NotifyChannel[]>> {
+    const channels = new Map<string, NotifyChannel[]>(intentIds.map((id) => [id, []]));
+    if (intentIds.length === 0) return channels;
+    const { rows } = await this.pool.query<{ intent_id: string; notify: unknown }>(
+      `SELECT DISTINCT ON (intent_id) intent_id, metadata->'notify' AS notify FROM safety_events
+        WHERE intent_id = ANY($1::text[]) AND event_type = 'INTENT_STARTED' ORDER BY intent_id, "timestamp" DESC`,
+      [[...new Set(intentIds)]],
     );
-    const parsed = NotifyChannelsSchema.safeParse(rows[0]?.notify ?? []);
-    return parsed.success ? parsed.data : [];
+    for (const row of rows) {
+      const parsed = NotifyChannelsSchema.safeParse(row.notify ?? []);
+      channels.set(row.intent_id, parsed.success ? parsed.data : []);
+    }
+    return channels;
   }
 
   /** A delivery that failed for good. A repeat (a retried workflow task) changes nothing. */

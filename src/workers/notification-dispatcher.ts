@@ -74,15 +74,20 @@ export class NotificationDispatcher {
     if (this.timer) clearTimeout(this.timer);
   }
 
-  /** One round: the number of events handed on (to a workflow or, with no channel, to nobody). */
+  /**
+   * One round: the number of events handed on (to a workflow or, with no channel, to nobody).
+   * Its ledger reads and writes are one query each for the round, not one per event: a stop of a
+   * hundred intents records two notifiable events for each, most of them told to nobody.
+   */
   async round(): Promise<number> {
     const events = await this.o.outbox.undispatched(NOTIFIED_EVENT_TYPES, BATCH);
-    const channelsOfIntent = new Map<string, NotifyChannel[]>();
+    const channelsOfIntent = await this.o.outbox.intentChannels(events.flatMap((event) => (event.intentId ? [event.intentId] : [])));
+    const toNobody: string[] = [];
     for (const event of events) {
-      const channels = event.intentId ? (channelsOfIntent.get(event.intentId) ?? (await this.intentChannels(event.intentId, channelsOfIntent))) : this.o.channels;
+      const channels = event.intentId ? (channelsOfIntent.get(event.intentId) ?? []) : this.o.channels;
       const deliveries = deliveriesOf(event, channels).map((d) => ({ ...d, timeoutMs: this.settings.timeoutMs }));
       if (deliveries.length === 0) {
-        await this.o.outbox.markDispatched(event.id, null);
+        toNobody.push(event.id);
         continue;
       }
       const workflowId = notificationWorkflowId(event.id);
@@ -97,15 +102,11 @@ export class NotificationDispatcher {
       } catch (error) {
         if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
       }
-      await this.o.outbox.markDispatched(event.id, workflowId);
+      await this.o.outbox.markDispatched([{ eventId: event.id, workflowId }]);
     }
+    // (A round that failed above leaves these for the next one, which finds them again.)
+    await this.o.outbox.markDispatched(toNobody.map((eventId) => ({ eventId, workflowId: null })));
     return events.length;
-  }
-
-  private async intentChannels(intentId: string, cache: Map<string, NotifyChannel[]>): Promise<NotifyChannel[]> {
-    const channels = await this.o.outbox.intentChannels(intentId);
-    cache.set(intentId, channels);
-    return channels;
   }
 }
 
