@@ -73,6 +73,12 @@ export class SharedCircuitBreakers implements CircuitBreakers {
       try {
         result = await fn(signal ?? new AbortController().signal);
       } catch (error) {
+        if (this.settings.isUnanswered(error)) {
+          // Nothing to record, unless a probe slot is to be given back: a stop of a hundred
+          // intents would otherwise queue a hundred writes on this one row.
+          if (held !== undefined) await this.record(endpoint, (m) => m.unanswered(held));
+          throw error;
+        }
         const failure = this.settings.isFailure(error);
         await this.record(endpoint, (m, now) => (failure ? m.failed(now, held) : m.answered(now, held)));
         throw error;

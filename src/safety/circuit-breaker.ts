@@ -15,6 +15,8 @@
  *   fail fast. 3 successful probes → CLOSED; any failed probe → OPEN with a new cool-down.
  * - Errors that `isFailure` does not count (our own bad request, a policy refusal) mean "the
  *   endpoint answered" in every state: they break a run of failures and pass a probe.
+ * - A call that `isUnanswered` says was stopped before any answer (cancelled, killed) counts
+ *   neither way; a probe slot it held is free again.
  *
  * Why this is our own code and not a library's: opossum has no failure run, closes after one
  * successful half-open trial and turns its window over with timers; cockatiel's
@@ -86,10 +88,16 @@ export interface CircuitBreakerOptions {
   readonly probeIntervalMs?: number;
   /**
    * Whether an error counts against the endpoint (default: every error does). Errors for which it
-   * returns false — a 400 caused by our own request, a cancellation — are rethrown but counted as
-   * a healthy answer.
+   * returns false — a 400 caused by our own request — are rethrown but counted as a healthy answer
+   * (unless `isUnanswered` says there was none).
    */
   readonly isFailure?: (error: unknown) => boolean;
+  /**
+   * Whether the call was stopped before the endpoint could answer (default: never). Such a call —
+   * cancelled, or killed by a person's stop — says nothing of the endpoint either way: it is not
+   * counted, and a probe slot it held is free again.
+   */
+  readonly isUnanswered?: (error: unknown) => boolean;
   /** Called synchronously on every transition. Exceptions it throws are swallowed, so make it non-throwing. */
   readonly onStateChange?: (change: CircuitStateChange) => void;
 }
@@ -111,7 +119,7 @@ export class CircuitOpenError extends Error {
 }
 
 /** Defaults: cool-down and window are Warden's choice, the rest the usual breaker settings. */
-export const DEFAULT_CIRCUIT_OPTIONS: Readonly<Required<Omit<CircuitBreakerOptions, 'onStateChange' | 'isFailure'>>> = {
+export const DEFAULT_CIRCUIT_OPTIONS: Readonly<Required<Omit<CircuitBreakerOptions, 'onStateChange' | 'isFailure' | 'isUnanswered'>>> = {
   errorRateThreshold: 0.5,
   minimumCalls: 20,
   windowMs: 300_000,
@@ -145,12 +153,13 @@ export function circuitOptionsOf(config: {
 /** A registry's settings: the machine's, what counts as a failure, and who hears of transitions. */
 export interface CircuitRegistrySettings extends CircuitSettings {
   readonly isFailure: (error: unknown) => boolean;
+  readonly isUnanswered: (error: unknown) => boolean;
   readonly onStateChange?: (change: CircuitStateChange) => void;
 }
 
 /** Options with their defaults filled in and checked; throws RangeError on a bad one. */
 export function circuitSettingsOf(options: CircuitBreakerOptions = {}): CircuitRegistrySettings {
-  const settings = { ...DEFAULT_CIRCUIT_OPTIONS, isFailure: () => true, ...stripUndefined(options) };
+  const settings = { ...DEFAULT_CIRCUIT_OPTIONS, isFailure: () => true, isUnanswered: () => false, ...stripUndefined(options) };
   if (!(settings.errorRateThreshold > 0 && settings.errorRateThreshold <= 1)) throw new RangeError('errorRateThreshold must be in (0, 1]');
   for (const key of ['minimumCalls', 'consecutiveFailures', 'probes'] as const) {
     if (!Number.isSafeInteger(settings[key]) || settings[key] < 1) throw new RangeError(`${key} must be a positive integer`);
@@ -214,7 +223,8 @@ export class CircuitBreakerRegistry implements CircuitBreakers {
     try {
       result = await fn(signal ?? new AbortController().signal);
     } catch (error) {
-      if (this.settings.isFailure(error)) machine.failed(Date.now(), held);
+      if (this.settings.isUnanswered(error)) machine.unanswered(held);
+      else if (this.settings.isFailure(error)) machine.failed(Date.now(), held);
       else machine.answered(Date.now(), held);
       this.announce(machine);
       throw error;

@@ -166,6 +166,11 @@ export class CircuitMachine {
     this.release(probeId);
   }
 
+  /** The call was stopped before any answer: nothing is judged; a probe slot it held is free again. */
+  unanswered(probeId?: string): void {
+    this.release(probeId);
+  }
+
   /** The call failed against the endpoint at `now`. */
   failed(now: number, probeId?: string): void {
     this.judgeFailure(now);

@@ -339,6 +339,23 @@ describe('CircuitBreakerRegistry: classification, isolation, hooks', () => {
     expect(h.registry.state(E)).toBe('CLOSED');
   });
 
+  it('counts a call stopped before any answer neither way, and frees the probe slot it held', async () => {
+    class Stopped extends Error {}
+    const options = { isFailure: (e: unknown) => !(e instanceof Stopped), isUnanswered: (e: unknown) => e instanceof Stopped };
+    const h = harness(options);
+    await h.pattern('FFFF');
+    await expect(h.registry.execute(E, () => Promise.reject(new Stopped('killed')))).rejects.toBeInstanceOf(Stopped);
+    await h.pattern('F');
+    expect(h.registry.state(E)).toBe('OPEN'); // the stopped call did not break the run of failures
+
+    const probing = await tripped({ ...options, probes: 1 });
+    at(30_000);
+    await expect(probing.registry.execute(E, () => Promise.reject(new Stopped('killed')))).rejects.toBeInstanceOf(Stopped);
+    expect(probing.registry.state(E)).toBe('HALF_OPEN'); // no answer: no passed probe
+    await expect(probing.registry.execute(E, () => 'ok')).resolves.toBe('ok'); // its slot is free again
+    expect(probing.registry.state(E)).toBe('CLOSED');
+  });
+
   it('keeps endpoints apart', async () => {
     const h = harness();
     await h.pattern('FFFFF', 'a');

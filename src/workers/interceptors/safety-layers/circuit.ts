@@ -9,7 +9,7 @@ import type { SharedLimits } from '../../../ledger/shared-limits';
 import { circuitEventOf } from '../../../safety/circuit-events';
 import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError, type CircuitBreakerOptions, type CircuitBreakers } from '../../../safety/circuit-breaker';
 import { FailureType } from '../../../shared/errors';
-import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS } from '../failures';
+import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS, stoppedUnanswered } from '../failures';
 import type { AgentCall, SafetyLayer } from './safety-layer';
 
 /** The longest wait for an endpoint's circuit inside one attempt (the default cool-down is 30 s). */
@@ -37,6 +37,7 @@ export class CircuitLayer implements SafetyLayer {
     const options: CircuitBreakerOptions = {
       ...circuitOptionsOf(config),
       isFailure: (error) => countsAgainstEndpoint(error, this.running.getStore()?.ctx),
+      isUnanswered: (error) => stoppedUnanswered(error, this.running.getStore()?.ctx),
       onStateChange: (change) => {
         const call = this.running.getStore();
         if (call) call.circuitChanges.push(change);
