@@ -5,7 +5,7 @@ const { existsSync } = require('node:fs');
 const path = require('node:path');
 
 const checkout = existsSync(path.join(__dirname, '..', 'src', 'client', 'cli.ts'));
-if (checkout) require('tsx/cjs');
+if (checkout) require('./checkout-loader');
 const { main } = require(checkout ? '../src/client/cli.ts' : '../dist/client/cli.js');
 main(process.argv).then(
   (code) => process.exit(code),

@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../shared/errors';
 import { launch, type LaunchEncoding } from './launcher';
 import { reachedThroughLoose, readLooseCommit } from './loose-reader';
-import { refsFromFiles } from './ref-files';
+import { refsNamedFromFiles } from './ref-files';
 
 /**
  * Commits made by Warden carry this identity, so they work on machines with no git config. And no
@@ -165,35 +165,36 @@ export async function refCommits(cwd: string, refs: readonly string[]): Promise<
 export interface ObjectFiles {
   readonly commonDir: string;
   readonly objectsDir: string;
-  /** Every ref and the object it names, as read from the files. */
+  /** The refs asked for that exist, and the objects they name, as read from the files. */
   readonly refs: Readonly<Record<string, string>>;
 }
 
 /**
- * The common git dir, object store and refs of the checkout at `cwd` (its top level), when git
- * reads its refs and objects as they are stored; undefined where git could read them otherwise
- * or the files do not say: a git dir or object store named in the environment, a shallow or
- * grafted history or replace refs (which change what git reads of a commit), or refs not kept as
- * plain files. Read anew on every call, never kept.
+ * The common git dir, object store and the refs `refNames` (full ref names) of the checkout at
+ * `cwd` (its top level), when git reads its refs and objects as they are stored; undefined where
+ * git could read them otherwise or the files do not say: a git dir or object store named in the
+ * environment, a shallow or grafted history or replace refs (which change what git reads of a
+ * commit), or refs not kept as plain files. Only the refs named are read, so the cost does not
+ * grow with the refs the repository holds. Read anew on every call, never kept.
  */
-export async function plainObjectFiles(cwd: string): Promise<ObjectFiles | undefined> {
+export async function plainObjectFiles(cwd: string, refNames: readonly string[]): Promise<ObjectFiles | undefined> {
   const gitDir = await gitDirOf(cwd);
-  return gitDir ? objectFilesOf(gitDir) : undefined;
+  return gitDir ? objectFilesOf(gitDir, refNames) : undefined;
 }
 
 /** {@link plainObjectFiles} of the git dir `gitDir` (a linked worktree's: its common dir's). */
-async function objectFilesOf(gitDir: string): Promise<ObjectFiles | undefined> {
+async function objectFilesOf(gitDir: string, refNames: readonly string[]): Promise<ObjectFiles | undefined> {
   if (['GIT_DIR', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_REPLACE_REF_BASE', 'GIT_GRAFT_FILE', 'GIT_SHALLOW_FILE', 'GIT_NO_REPLACE_OBJECTS'].some((name) => process.env[name] !== undefined)) return undefined;
   const commonDir = await commonDirOf(gitDir);
   if (existsSync(path.join(commonDir, 'shallow')) || existsSync(path.join(commonDir, 'info', 'grafts'))) return undefined;
-  const refs = await refsFromFiles(commonDir);
-  if (!refs || Object.keys(refs).some((ref) => ref.startsWith('refs/replace/'))) return undefined;
+  const refs = await refsNamedFromFiles(commonDir, refNames, false);
+  if (!refs) return undefined;
   return { commonDir, objectsDir: path.join(commonDir, 'objects'), refs };
 }
 
 /** {@link refCommits} from the ref files and loose commits; undefined when git is to be asked. */
 async function refCommitsFromFiles(cwd: string, refs: readonly string[]): Promise<Map<string, RefCommit> | undefined> {
-  const files = await plainObjectFiles(cwd);
+  const files = await plainObjectFiles(cwd, refs);
   if (!files) return undefined;
   const found = new Map<string, RefCommit>();
   for (const ref of new Set(refs)) {
@@ -237,7 +238,7 @@ export async function mergeBase(cwd: string, a: string, b: string): Promise<GitR
  * repository of the git dir `gitDir` (HEAD: that git dir's); undefined when they do not tell.
  */
 export async function reachedInGitDir(gitDir: string, ancestor: string, descendant: string): Promise<string | undefined> {
-  const files = await objectFilesOf(gitDir);
+  const files = await objectFilesOf(gitDir, [ancestor, descendant].filter((name) => name.startsWith('refs/')));
   if (!files) return undefined;
   const commitOf = async (name: string): Promise<string | undefined> =>
     OBJECT_NAME.test(name) ? name : name === 'HEAD' ? headInGitDir(gitDir) : name.startsWith('refs/') ? files.refs[name] : undefined;

@@ -32,7 +32,7 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { detectPython } from './stub-python';
 import type { SourceFile, StubFinding } from './stub-rules';
-import { detectTypeScript } from './stub-typescript';
+import type * as StubTypeScript from './stub-typescript';
 
 export type { SourceFile, StubFinding, StubKind, StubSeverity } from './stub-rules';
 
@@ -44,10 +44,21 @@ export function stubLanguage(filePath: string): 'typescript' | 'python' | undefi
   return undefined;
 }
 
+/**
+ * The TypeScript and JavaScript reader, loaded when a file of those languages is first checked:
+ * it loads the TypeScript compiler (about 50 MB of a process's memory, for good), which a
+ * process that checks no such file (a worker whose intents have not reached the check yet, or
+ * change only Python) does without.
+ */
+function typeScriptReader(): typeof StubTypeScript.detectTypeScript {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
+  return (require('./stub-typescript') as typeof StubTypeScript).detectTypeScript;
+}
+
 /** Findings for one file, sorted by line. Pure: reads only `file.content`. */
 export function detectStubs(file: SourceFile): StubFinding[] {
   const language = stubLanguage(file.path);
-  const findings = language === 'typescript' ? detectTypeScript(file) : language === 'python' ? detectPython(file) : [];
+  const findings = language === 'typescript' ? typeScriptReader()(file) : language === 'python' ? detectPython(file) : [];
   return findings.sort((a, b) => a.line - b.line);
 }
 

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { headOf, isAncestor, mergeBase, readBlobs, refCommits } from '../../src/activities/git';
 import { gitProcessesOf, gitSync, sampleWorktrees } from '../helpers/sample-worktrees';
@@ -76,6 +76,17 @@ describe('refCommits', () => {
     const replaced = await gitProcessesOf(() => refCommits(repo, asked));
     expect(replaced.git).toBe(1);
     expect(replaced.result).toEqual(asGitSays(repo, asked));
+  });
+
+  test('reads only the refs asked for: a ref file elsewhere that git would have to interpret does not send the question to git', async () => {
+    const { repo } = await worktree('ref-commits-own');
+    const asked = ['refs/heads/main', 'refs/heads/warden/ref-commits-own'];
+    mkdirSync(path.join(repo, '.git', 'refs', 'heads', 'odd'), { recursive: true });
+    writeFileSync(path.join(repo, '.git', 'refs', 'heads', 'odd', 'ref'), 'not an object name\n');
+    const { result, git } = await gitProcessesOf(() => refCommits(repo, asked));
+    expect(git).toBe(0);
+    expect(result).toEqual(asGitSays(repo, asked));
+    expect(result.size).toBe(2);
   });
 });
 

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { refsFromFiles } from '../../src/activities/ref-files';
+import { refsFromFiles, refsNamedFromFiles } from '../../src/activities/ref-files';
 import { createSampleRepo } from '../../src/client/sample-repo';
 
 const roots: string[] = [];
@@ -60,4 +60,43 @@ test('leaves to git what it cannot read with certainty: another ref store, a fil
   const plain = sample();
   writeFileSync(path.join(plain, '.git', 'refs', 'heads', 'main.lock'), ''); // an update in progress names no ref
   expect(await refsFromFiles(path.join(plain, '.git'))).toEqual(listedByGit(plain));
+});
+
+test('refsNamedFromFiles reads the refs named as git reads each: loose over packed, symbolic refs followed, missing ones and folders left out', async () => {
+  const repo = sample();
+  git(repo, 'branch', 'feature/a');
+  git(repo, 'update-ref', 'refs/warden/lineage/x', 'HEAD');
+  git(repo, 'pack-refs', '--all');
+  writeFileSync(path.join(repo, 'more.txt'), 'more\n');
+  git(repo, 'add', 'more.txt');
+  git(repo, 'commit', '-qm', 'more'); // main is loose again, and newer than its packed line
+  git(repo, 'symbolic-ref', 'refs/remotes/origin/HEAD', 'refs/heads/main');
+  git(repo, 'symbolic-ref', 'refs/remotes/origin/gone', 'refs/heads/nowhere');
+  const all = listedByGit(repo);
+  const named = ['refs/heads/main', 'refs/heads/feature/a', 'refs/warden/lineage/x', 'refs/remotes/origin/HEAD', 'refs/remotes/origin/gone', 'refs/heads/nowhere', 'refs/heads/feature', 'refs/heads'];
+  const expected = Object.fromEntries(named.filter((ref) => all[ref]).map((ref) => [ref, all[ref]!]));
+  expect(Object.keys(expected).sort()).toEqual(['refs/heads/feature/a', 'refs/heads/main', 'refs/remotes/origin/HEAD', 'refs/warden/lineage/x']);
+  expect(await refsNamedFromFiles(path.join(repo, '.git'), named)).toEqual(expected);
+  // A ref file git would have to interpret elsewhere is not read; one asked for leaves the answer to git.
+  mkdirSync(path.join(repo, '.git', 'refs', 'heads', 'odd'), { recursive: true });
+  writeFileSync(path.join(repo, '.git', 'refs', 'heads', 'odd', 'ref'), 'not an object name\n');
+  expect(await refsNamedFromFiles(path.join(repo, '.git'), named)).toEqual(expected);
+  expect(await refsNamedFromFiles(path.join(repo, '.git'), ['refs/heads/main', 'refs/heads/odd/ref'])).toBeUndefined();
+  // Names git would not read as a loose file under refs/ are left to git.
+  expect(await refsNamedFromFiles(path.join(repo, '.git'), ['refs/heads/../../config'])).toBeUndefined();
+  expect(await refsNamedFromFiles(path.join(repo, '.git'), ['HEAD'])).toBeUndefined();
+});
+
+test('refsNamedFromFiles leaves to git another ref store, and replace refs when told to', async () => {
+  const reftable = sample();
+  mkdirSync(path.join(reftable, '.git', 'reftable'));
+  expect(await refsNamedFromFiles(path.join(reftable, '.git'), ['refs/heads/main'])).toBeUndefined();
+  const replaced = sample();
+  const main = git(replaced, 'rev-parse', 'main');
+  expect(await refsNamedFromFiles(path.join(replaced, '.git'), ['refs/heads/main'], false)).toEqual({ 'refs/heads/main': main });
+  git(replaced, 'replace', '-f', main, git(replaced, 'commit-tree', 'main^{tree}', '-m', 'other'));
+  expect(await refsNamedFromFiles(path.join(replaced, '.git'), ['refs/heads/main'])).toEqual({ 'refs/heads/main': main });
+  expect(await refsNamedFromFiles(path.join(replaced, '.git'), ['refs/heads/main'], false)).toBeUndefined();
+  git(replaced, 'pack-refs', '--all');
+  expect(await refsNamedFromFiles(path.join(replaced, '.git'), ['refs/heads/main'], false)).toBeUndefined();
 });

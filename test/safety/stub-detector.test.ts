@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -243,4 +244,17 @@ describe('helpers', () => {
     expect(findings.map((f) => `${f.path}:${f.line} ${f.kind}`)).toEqual(['a.py:1 pass-body']);
     expect(formatStubFindings(findings)).toBe('a.py:1: pass-body: function parse has only `pass`: implement it (if it is meant to do nothing, say so in a comment)\n    def parse(text):');
   });
+});
+
+test('the TypeScript compiler is loaded when a TypeScript or JavaScript file is first checked, not when the detector is, nor for a Python file', () => {
+  const script = `
+    const detector = require(${JSON.stringify(path.resolve(__dirname, '../../src/safety/stub-detector.ts'))});
+    const compilerLoaded = () => Object.keys(require.cache).some((file) => file.includes('/node_modules/typescript/'));
+    const seen = [compilerLoaded()];
+    seen.push(detector.detectStubs({ path: 'calc.py', content: 'def add(a, b):\\n    raise NotImplementedError\\n' }).length, compilerLoaded());
+    seen.push(detector.detectStubs({ path: 'calc.ts', content: "export function add(a: number, b: number): number {\\n  throw new Error('not implemented');\\n}\\n" }).length, compilerLoaded());
+    console.log(JSON.stringify(seen));`;
+  const run = spawnSync(process.execPath, ['--require', require.resolve('tsx/cjs'), '-e', script], { encoding: 'utf8' });
+  expect(run.stderr).toBe('');
+  expect(JSON.parse(run.stdout)).toEqual([false, 1, false, 1, true]);
 });
