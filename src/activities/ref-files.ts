@@ -66,7 +66,7 @@ export async function refsNamedFromFiles(commonDir: string, names: readonly stri
       else if (depth < MAX_SYMBOLIC_DEPTH) {
         at = loose.target;
         continue;
-      }
+      } else return undefined; // deeper than git follows: let git say what it makes of it
       break;
     }
     if (object) found[name] = object;

@@ -85,6 +85,10 @@ test('refsNamedFromFiles reads the refs named as git reads each: loose over pack
   // Names git would not read as a loose file under refs/ are left to git.
   expect(await refsNamedFromFiles(path.join(repo, '.git'), ['refs/heads/../../config'])).toBeUndefined();
   expect(await refsNamedFromFiles(path.join(repo, '.git'), ['HEAD'])).toBeUndefined();
+  // A chain of symbolic refs deeper than these reads follow is left to git, not taken as missing.
+  for (let i = 0; i < 7; i++) git(repo, 'symbolic-ref', `refs/chain/${i}`, i === 6 ? 'refs/heads/main' : `refs/chain/${i + 1}`);
+  expect(await refsNamedFromFiles(path.join(repo, '.git'), ['refs/chain/5'])).toEqual({ 'refs/chain/5': all['refs/heads/main'] });
+  expect(await refsNamedFromFiles(path.join(repo, '.git'), ['refs/chain/0'])).toBeUndefined();
 });
 
 test('refsNamedFromFiles leaves to git another ref store, and replace refs when told to', async () => {
