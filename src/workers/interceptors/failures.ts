@@ -11,8 +11,7 @@ export const MIN_RETRY_DELAY_MS = 1_000;
  * own refusals of an answer. Both the endpoint's circuit and the error-rate breaker count only these.
  */
 export function countsAgainstEndpoint(error: unknown, ctx: Context | undefined): boolean {
-  if (ctx?.cancellationSignal.aborted) return false;
-  if (error instanceof CancelledFailure || (error instanceof Error && error.name === 'AbortError')) return false;
+  if (stoppedUnanswered(error, ctx)) return false;
   if (error instanceof ApplicationFailure && error.type && NOT_ENDPOINT_FAILURES.has(error.type)) return false;
   return true;
 }
