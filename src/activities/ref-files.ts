@@ -97,13 +97,21 @@ async function packedRefs(commonDir: string): Promise<Map<string, string> | unde
  * `absent` when there is no such file (a folder by that name holds no ref either); undefined for
  * a name git would not read there, or a file it would have to interpret (a link, anything else).
  */
-async function looseRef(commonDir: string, name: string): Promise<{ readonly object: string } | { readonly target: string } | 'absent' | undefined> {
+async function looseRef(commonDir: string, name: string): Promise<LooseRef | 'absent' | undefined> {
   const parts = name.split('/');
   if (parts[0] !== 'refs' || parts.some((part) => part === '' || part === '.' || part === '..' || part.endsWith('.lock'))) return undefined;
   const file = path.join(commonDir, ...parts);
   const stats = await lstat(file).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' || error.code === 'ENOTDIR' ? 'absent' : undefined));
   if (stats === 'absent' || stats?.isDirectory()) return 'absent';
   if (!stats?.isFile()) return undefined;
+  return looseRefIn(file);
+}
+
+/** What a loose ref file holds: an object name, or `ref: <target>` (a symbolic ref). */
+type LooseRef = { readonly object: string } | { readonly target: string };
+
+/** The loose ref file `file` read; undefined when it holds anything else (or cannot be read). */
+async function looseRefIn(file: string): Promise<LooseRef | undefined> {
   const content = (await readFile(file, 'utf8').catch(() => '')).trim();
   if (OBJECT_NAME.test(content)) return { object: content };
   if (/^ref: refs\/\S+$/.test(content)) return { target: content.slice('ref: '.length) };
@@ -120,10 +128,10 @@ async function readLoose(commonDir: string, rel: string, refs: Map<string, strin
       if (!(await readLoose(commonDir, name, refs, symbolic))) return false;
     } else if (entry.isFile()) {
       if (entry.name.endsWith('.lock')) continue; // an update in progress; no ref is named so
-      const content = (await readFile(path.join(commonDir, name), 'utf8').catch(() => '')).trim();
-      if (OBJECT_NAME.test(content)) refs.set(name, content);
-      else if (/^ref: refs\/\S+$/.test(content)) symbolic.set(name, content.slice('ref: '.length));
-      else return false;
+      const loose = await looseRefIn(path.join(commonDir, name));
+      if (!loose) return false;
+      if ('object' in loose) refs.set(name, loose.object);
+      else symbolic.set(name, loose.target);
     } else {
       return false;
     }
