@@ -30,18 +30,26 @@ function listedByGit(repo: string): Record<string, string> {
   );
 }
 
-test('reads every ref as for-each-ref lists it: packed, loose over packed, annotated tags, symbolic refs', async () => {
-  const repo = sample();
-  git(repo, 'tag', '-a', '-m', 'first', 'v1');
+/**
+ * Refs of every form in `repo`: a branch and a lineage ref packed, main loose again and newer
+ * than its packed line, a symbolic ref and a broken one.
+ */
+function mixedRefs(repo: string): void {
   git(repo, 'branch', 'feature/a');
   git(repo, 'update-ref', 'refs/warden/lineage/x', 'HEAD');
   git(repo, 'pack-refs', '--all');
   writeFileSync(path.join(repo, 'more.txt'), 'more\n');
   git(repo, 'add', 'more.txt');
   git(repo, 'commit', '-qm', 'more'); // main is loose again, and newer than its packed line
-  git(repo, 'tag', '-a', '-m', 'second', 'v2');
   git(repo, 'symbolic-ref', 'refs/remotes/origin/HEAD', 'refs/heads/main');
   git(repo, 'symbolic-ref', 'refs/remotes/origin/gone', 'refs/heads/nowhere'); // broken: git leaves it out
+}
+
+test('reads every ref as for-each-ref lists it: packed, loose over packed, annotated tags, symbolic refs', async () => {
+  const repo = sample();
+  git(repo, 'tag', '-a', '-m', 'first', 'v1');
+  mixedRefs(repo);
+  git(repo, 'tag', '-a', '-m', 'second', 'v2');
   writeFileSync(path.join(repo, 'more.txt'), 'stashed\n');
   git(repo, 'stash', '-q');
   const expected = listedByGit(repo);
@@ -64,14 +72,7 @@ test('leaves to git what it cannot read with certainty: another ref store, a fil
 
 test('refsNamedFromFiles reads the refs named as git reads each: loose over packed, symbolic refs followed, missing ones and folders left out', async () => {
   const repo = sample();
-  git(repo, 'branch', 'feature/a');
-  git(repo, 'update-ref', 'refs/warden/lineage/x', 'HEAD');
-  git(repo, 'pack-refs', '--all');
-  writeFileSync(path.join(repo, 'more.txt'), 'more\n');
-  git(repo, 'add', 'more.txt');
-  git(repo, 'commit', '-qm', 'more'); // main is loose again, and newer than its packed line
-  git(repo, 'symbolic-ref', 'refs/remotes/origin/HEAD', 'refs/heads/main');
-  git(repo, 'symbolic-ref', 'refs/remotes/origin/gone', 'refs/heads/nowhere');
+  mixedRefs(repo);
   const all = listedByGit(repo);
   const named = ['refs/heads/main', 'refs/heads/feature/a', 'refs/warden/lineage/x', 'refs/remotes/origin/HEAD', 'refs/remotes/origin/gone', 'refs/heads/nowhere', 'refs/heads/feature', 'refs/heads'];
   const expected = Object.fromEntries(named.filter((ref) => all[ref]).map((ref) => [ref, all[ref]!]));
