@@ -38,7 +38,7 @@ function collectSpans(events: readonly HistoryEvent[], spans: Map<string, number
   const byId = new Map<string, HistoryEvent>();
   for (const e of events) byId.set(String(e.eventId), e);
   const add = (key: string, value: number): void => void (spans.get(key) ?? spans.set(key, []).get(key)!).push(value);
-  for (const e of events) {
+  for (const [i, e] of events.entries()) {
     const started = e.activityTaskStartedEventAttributes;
     if (started) {
       const scheduled = byId.get(String(started.scheduledEventId))!;
@@ -53,8 +53,39 @@ function collectSpans(events: readonly HistoryEvent[], spans: Map<string, number
     const wftStarted = e.workflowTaskStartedEventAttributes;
     if (wftStarted) add('workflow task queued', ms(e) - ms(byId.get(String(Number(e.eventId) - 1))!));
     const wftCompleted = e.workflowTaskCompletedEventAttributes;
-    if (wftCompleted) add('workflow task run', ms(e) - ms(byId.get(String(wftCompleted.startedEventId))!));
+    if (wftCompleted) add(`workflow task run, ${localActivitiesOf(events, i)}`, ms(e) - ms(byId.get(String(wftCompleted.startedEventId))!));
   }
+}
+
+/** The events a workflow task's commands write, besides markers. */
+const COMMAND_ATTRIBUTES = [
+  'activityTaskScheduledEventAttributes',
+  'activityTaskCancelRequestedEventAttributes',
+  'timerStartedEventAttributes',
+  'timerCanceledEventAttributes',
+  'upsertWorkflowSearchAttributesEventAttributes',
+  'workflowPropertiesModifiedEventAttributes',
+  'startChildWorkflowExecutionInitiatedEventAttributes',
+  'signalExternalWorkflowExecutionInitiatedEventAttributes',
+  'requestCancelExternalWorkflowExecutionInitiatedEventAttributes',
+  'workflowExecutionCompletedEventAttributes',
+  'workflowExecutionFailedEventAttributes',
+  'workflowExecutionCanceledEventAttributes',
+  'workflowExecutionContinuedAsNewEventAttributes',
+] as const satisfies ReadonlyArray<keyof HistoryEvent>;
+
+/**
+ * How many local activities the workflow task completed at `events[completedAt]` ran: the
+ * MARKER_RECORDED events among its commands, which follow it up to the next event that is not a
+ * command (a task, an activity's progress, a signal). A task's local activities keep it open.
+ */
+function localActivitiesOf(events: readonly HistoryEvent[], completedAt: number): string {
+  let markers = 0;
+  for (const e of events.slice(completedAt + 1)) {
+    if (e.markerRecordedEventAttributes) markers++;
+    else if (!COMMAND_ATTRIBUTES.some((name) => e[name])) break;
+  }
+  return markers === 0 ? 'no local activity' : markers === 1 ? '1 local activity' : `${markers} local activities`;
 }
 
 async function main(): Promise<number> {
