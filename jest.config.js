@@ -33,7 +33,7 @@ const UNIT = [
   'test/runtime/{config,logger,sandbox-readiness,temporal-server-install}.test.ts',
   'test/workers/{metrics,workflow-bundle,worker-deployment,host-name}.test.ts',
   'test/prometheus/metric-names.test.ts',
-  'test/workflows/auto-pass.test.ts',
+  'test/workflows/{auto-pass,ledger-recorder}.test.ts',
   'test/compose.test.ts',
   'test/bench/activity-rate.test.ts',
   'test/forge/{github,gitlab,gitlab-webhook,gitea-build,remote,webhook}.test.ts',

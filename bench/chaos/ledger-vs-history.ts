@@ -3,7 +3,8 @@
  *
  * Every row the intent workflow writes (gate decisions, stage entries and outcomes, gate
  * requests, merges: the LedgerRecorder's safety events) goes through its `appendToLedger`
- * activity with an id the workflow made deterministically. Replaying a run's history with
+ * activity, or ahead of another activity that writes it first, with an id the workflow made
+ * deterministically. Replaying a run's history with
  * ledger-capture-interceptor.ts gives the ids of the batches the history shows written. Rows of
  * the history missing from the ledger are lost; ledger rows recorded by the workflow (they carry
  * the run and history length that recorded them) that no history wrote are doubled: a write

@@ -24,6 +24,7 @@ import { defaultHostName, WardenWorker } from './host-worker';
 import { hostPlacementInterceptor } from './interceptors/host-placement';
 import type { Redactor } from '../shared/redact';
 import { activityContextInterceptor } from './interceptors/activity-context';
+import { carriedRowsInterceptor } from './interceptors/carried-rows';
 import { agentSafetyInterceptor, DEFAULT_EMERGENCY_STOP_FILE, type KillSwitchOptions } from './interceptors/agent-safety';
 import { stageKillSwitchInterceptor } from './interceptors/stage-kill-switch';
 import { attemptStillRunsOn, RECONCILE_EVERY_MS, reconcileReservations } from './stale-reservations';
@@ -177,6 +178,8 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     interceptors: {
       activity: [
         activityContextInterceptor(options.logger, options.redact),
+        // Before the safety layers: a refused activity still leaves the rows it carried on record.
+        carriedRowsInterceptor({ ledger: options.ledger, redact: options.redact, logger: options.logger }),
         ...(options.safetyInterceptors === false
           ? []
           : [

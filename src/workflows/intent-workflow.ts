@@ -219,8 +219,9 @@ async function designGate(run: IntentRun, stage: 'lld' | 'spec', triage: TriageA
 async function prepare(run: IntentRun): Promise<void> {
   const { intent, state, activities } = run;
   setStatus(state, 'running');
-  // INTENT_STARTED is in the ledger from the start, before any row an activity writes itself.
-  await run.ledger.flush();
+  // INTENT_STARTED is in the ledger from the start, before any row an activity writes itself:
+  // the worktree's activity carries it and writes it first.
+  run.ledger.writeBeforeWaiting();
   run.placeOn(await activities.git.prepareWorktree({ intent }));
   run.ladderLevel = (await activities.ledger.readLadder({ scope: ladderScope(intent.agent) })).level;
   state.ladderLevel = run.ladderLevel;

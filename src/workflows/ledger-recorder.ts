@@ -23,6 +23,8 @@ export type LedgerRoute = 'local' | 'task-queue';
  */
 export class LedgerRecorder {
   private queue: LedgerRow[] = [];
+  /** Batches sent ahead with activities that have not ended yet (see `sendAhead`). */
+  private aloft: LedgerRow[][] = [];
   /** Rows queued so far must be written before the workflow waits on anything (see `writeBeforeWaiting`). */
   private mustWrite = false;
   /** Told of every event as it is recorded (e.g. to say it on the intent's pull request). */
@@ -56,11 +58,11 @@ export class LedgerRecorder {
   }
 
   /**
-   * The rows queued so far are written with the next ledger write when it comes first, or else
-   * before the workflow calls any activity or opens a gate (the intent's activities and the gate
-   * keeper call `flushIfDue`, see due-rows.ts). Within one workflow task that is the same as
-   * writing them now for whoever reads the ledger: what a workflow task shows (search attributes,
-   * the `state` query) is shown when it completes, and its local activities have all run by then.
+   * The rows queued so far are written with the next ledger write when it comes first; else they
+   * go ahead of the next activity the workflow calls, written by its worker before it acts
+   * (`sendAhead`, see due-rows.ts), or before a gate opens or a call waits (a pause, a
+   * cooldown). Nothing acts on them before they are in the ledger; a reader of the ledger may see
+   * them a moment after the workflow's state shows the step, until that activity starts.
    */
   writeBeforeWaiting(): void {
     if (this.pending) this.mustWrite = true;
@@ -76,10 +78,31 @@ export class LedgerRecorder {
     if (this.due) await this.flush();
   }
 
-  /** Writes everything queued; on failure the rows go back to the queue and the error propagates. */
+  /**
+   * Writes everything queued; on failure the rows go back to the queue and the error propagates.
+   * Rows sent ahead with an activity still under way go first (a repeat inserts nothing): that
+   * activity may not have started, and the ledger keeps the order rows were recorded in.
+   */
   async flush(route: LedgerRoute = 'local'): Promise<void> {
     if (!this.pending) return;
-    await this.flushThrough(this.append[route]);
+    const sentAhead = this.aloft.flat();
+    await this.flushThrough((batch) => this.append[route]({ rows: [...sentAhead, ...batch.rows] }));
+  }
+
+  /**
+   * Sends everything queued ahead with `call`, an activity whose worker writes the rows before it
+   * acts (its first argument carries them, see src/shared/carried-rows.ts): one activity instead
+   * of a ledger write and the activity. If the activity fails the rows go back to the front of
+   * the queue, as due as they were: it may never have started.
+   */
+  async sendAhead<T>(call: (batch: LedgerBatch) => Promise<T>): Promise<T> {
+    const rows = this.queue;
+    this.aloft.push(rows);
+    try {
+      return await this.flushThrough(() => call({ rows }));
+    } finally {
+      this.aloft = this.aloft.filter((batch) => batch !== rows);
+    }
   }
 
   /**

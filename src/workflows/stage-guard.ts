@@ -52,6 +52,19 @@ export class StageGuard {
     return condition(() => !this.paused);
   }
 
+  /**
+   * Whether `beforeDispatch` would wait now before an agent call of `stage`: a pause, or the
+   * stage's cooldown. Synchronous, like holdsBeforeActivity: the ledger rows the workflow owes are
+   * written before such a wait, and otherwise ride on the call (see due-rows.ts).
+   */
+  holdsAgentCall(stage: string): boolean {
+    return this.paused || this.cooldownWaitMs(stage) > 0;
+  }
+
+  private cooldownWaitMs(stage: string): number {
+    return checkCooldown(this.lastDispatchAt[stage], Date.now(), parseDuration(this.limits.cooldown)).waitMs;
+  }
+
   /** Waits out a pause and the cooldown, or throws a SAFETY_HALT failure when a limit trips. */
   async beforeDispatch(input: StageInput): Promise<void> {
     await condition(() => !this.paused);
@@ -84,12 +97,11 @@ export class StageGuard {
       }
     }
 
-    const last = this.lastDispatchAt[input.stage];
-    const cooldown = checkCooldown(last, Date.now(), parseDuration(this.limits.cooldown));
-    if (cooldown.waitMs > 0) {
-      this.options.onCooldown?.({ stage: input.stage, until: new Date(Date.now() + cooldown.waitMs).toISOString() });
+    const cooldownMs = this.cooldownWaitMs(input.stage);
+    if (cooldownMs > 0) {
+      this.options.onCooldown?.({ stage: input.stage, until: new Date(Date.now() + cooldownMs).toISOString() });
       try {
-        await sleep(cooldown.waitMs);
+        await sleep(cooldownMs);
       } finally {
         this.options.onCooldown?.(undefined);
       }

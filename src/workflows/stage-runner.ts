@@ -33,8 +33,9 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   const conditions = run.pendingConditions;
   run.pendingConditions = undefined;
   // The agent's call writes its own rows (costs): what led to it goes into the ledger first, so
-  // the ledger's order (what `warden audit` lists) is the order things happened in.
-  await ledger.flush();
+  // the ledger's order (what `warden audit` lists) is the order things happened in. The call
+  // carries them, and its worker writes them before anything else (see due-rows.ts).
+  ledger.writeBeforeWaiting();
   const result = await run.activities.agents.runAgentStage({ intent, stage, attempt, feedback, maxCallUsd: limits.maxCallUsd, startCommit: run.head, conditions });
   if (result.commit) run.head = result.commit;
   state.spendUsd = addUsd(state.spendUsd, result.costUsd);
@@ -123,7 +124,7 @@ export async function runReviewedDesignStage(run: IntentRun, stage: 'lld' | 'spe
 async function reviewDesign(run: IntentRun, stage: 'lld' | 'spec'): Promise<DesignReviewSummary> {
   const { intent, state, ledger, guard } = run;
   const attempt = state.attempts[stage]!;
-  await ledger.flush();
+  ledger.writeBeforeWaiting();
   const result = await run.activities.agents.runAgentStage({ intent, stage, attempt, designReview: true, maxCallUsd: intent.limits.maxCallUsd, startCommit: run.head });
   if (result.commit) run.head = result.commit;
   state.spendUsd = addUsd(state.spendUsd, result.costUsd);

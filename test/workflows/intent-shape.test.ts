@@ -1,16 +1,25 @@
+import type { temporal } from '@temporalio/proto';
 import { eventLabels } from '../../bench/core/intent-shape';
+import { CARRIED_ROWS_FIELD } from '../../src/shared/carried-rows';
 import { decideSignal, stateQuery } from '../../src/shared/messages';
 import { startSampleIntent, useTestWorld, waitFor } from '../helpers/env';
 
 /**
  * What one intent costs the server, as its history shows it: the checks Warden makes between
  * agent calls ride in the calls and activities that need them, so each step is one workflow task
- * fewer (docs/benchmarks.md); a stage's ledger rows are still written in the workflow task its
- * call's completion woke, before the workflow waits on anything.
+ * fewer (docs/benchmarks.md); a stage's ledger rows ride ahead in the next activity, whose worker
+ * writes them before it acts.
  */
 const world = useTestWorld('intent-shape');
 
-test("an intent runs no separate document or change checks, one inspection after each test run, and writes each agent call's rows in the task its completion woke", async () => {
+/** The event types of the ledger rows an ActivityTaskScheduled event's first argument carries. */
+function carriedEvents(event: temporal.api.history.v1.IHistoryEvent): string[] {
+  const payload = event.activityTaskScheduledEventAttributes?.input?.payloads?.[0];
+  const input = JSON.parse(Buffer.from(payload!.data!).toString('utf8')) as Record<string, { rows?: Array<{ safetyEvent?: { eventType: string } }> } | undefined>;
+  return (input[CARRIED_ROWS_FIELD]?.rows ?? []).flatMap((row) => (row.safetyEvent ? [row.safetyEvent.eventType] : []));
+}
+
+test("an intent runs no separate document or change checks, one inspection after each test run, and sends each agent call's rows ahead in the next activity", async () => {
   const { handle, id } = await startSampleIntent(world(), 'shape');
   await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
   await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
@@ -25,19 +34,21 @@ test("an intent runs no separate document or change checks, one inspection after
   });
   expect(scheduled.filter((t) => t === 'inspectImplementation')).toHaveLength(scheduled.filter((t) => t === 'runTests').length);
 
-  // triage → lld → spec → impl: an agent call's rows go with the next call's start, in one write
-  // of the workflow task the call's completion woke (so the ledger never shows less than the
-  // workflow: what that task shows is shown when it completes, after the write).
+  // triage → lld → spec → impl: an agent call's rows, and the next stage's start, ride in the next
+  // call itself, whose worker writes them before anything else: one workflow task between two
+  // calls, and no ledger write of its own.
+  const events = (await handle.fetchHistory()).events ?? [];
   const agentCalls = labels.flatMap((l, i) => (l === 'ActivityTaskScheduled(runAgentStage)' ? [i] : []));
   expect(agentCalls.length).toBeGreaterThanOrEqual(4);
   for (let k = 0; k < 3; k++) {
     const between = labels.slice(agentCalls[k]! + 1, agentCalls[k + 1]);
     expect(between.filter((l) => l === 'WorkflowTaskCompleted')).toHaveLength(1);
-    expect(between.filter((l) => l === 'LocalActivity(appendToLedger)')).toHaveLength(1);
+    expect(between.filter((l) => l.startsWith('LocalActivity('))).toEqual([]);
+    expect(carriedEvents(events[agentCalls[k + 1]!]!)).toEqual(expect.arrayContaining(['STAGE_COMPLETED', 'STAGE_STARTED']));
   }
-  // impl's rows do not wait for the next stage's start: they are written before its tests run.
+  // impl's rows do not wait for the next stage's start: its tests' run carries them.
   const tests = labels.indexOf('ActivityTaskScheduled(runTests)', agentCalls[3]);
-  expect(labels.slice(agentCalls[3]! + 1, tests)).toContain('LocalActivity(appendToLedger)');
+  expect(carriedEvents(events[tests]!)).toContain('STAGE_COMPLETED');
   // In the ledger, each stage's completion comes before the next stage's start.
   const { rows } = await world().pool.query<{ type: string; stage: string }>(
     "SELECT event_type AS type, stage FROM safety_events WHERE intent_id = $1 AND event_type IN ('STAGE_STARTED', 'STAGE_COMPLETED') ORDER BY seq",
