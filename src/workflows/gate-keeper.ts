@@ -314,7 +314,9 @@ export class GateKeeper {
       stage: state.stage,
       metadata: { gate: decision.gate, decision: decision.decision, by: decision.by, timedOut: decision.timedOut, signed: decision.signed === true, ...(decision.via ? { via: decision.via } : {}) },
     });
-    await ledger.flush();
+    // On record before anything acts on it: the next activity carries it and its worker writes it
+    // first, or a ledger write does before the next gate or a held call (see due-rows.ts).
+    ledger.writeBeforeWaiting();
     state.decisions.push(decision);
     state.pendingGate = undefined;
     this.decision = undefined;

@@ -52,9 +52,9 @@ export async function runStage(run: IntentRun, stage: AgentStage, feedback?: str
   });
   recordAttempts(run, stage, `the ${stage} agent (attempt ${attempt})`, result.attempts);
   recordSecretScan(run, stage, `${stage} attempt ${attempt}`, 'the agent', result.secrets);
-  // Written with the next stage's start when it comes in this workflow task, else before the
-  // workflow waits on anything: whoever reads the ledger (a person at the next gate, `warden
-  // audit` while the intent runs) must never see less than the workflow already shows.
+  // Written with the next stage's start, ahead of the next activity (its worker writes them
+  // before it acts) or before a gate opens or a held call waits: a person at the next gate sees
+  // them, and nothing acts on the stage's outcome before they are in the ledger.
   ledger.writeBeforeWaiting();
   await holdForAnomalies(run, stage, result);
   if (result.safety.cascade.level === 'HIGH') {
