@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { migrate } from '../../src/ledger/migrate';
 import { skipMarker } from '../setup/prerequisites';
 import { isCi } from '../setup/system-packages';
 
@@ -65,6 +66,22 @@ export async function freshDatabase(baseUrl: string, options: { max?: number } =
         await admin(baseUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`));
       })()),
   };
+}
+
+/**
+ * A migrated database of its own for the calling test file, on the server of `baseUrl()`: made
+ * before the file's tests, dropped after them. Returns its getter.
+ */
+export function migratedDatabaseForFile(baseUrl: () => string): () => FreshDatabase {
+  let database: FreshDatabase | undefined;
+  beforeAll(async () => {
+    database = await freshDatabase(baseUrl());
+    await migrate(database.pool);
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+  return () => database!;
 }
 
 /** `url` pointing at another database of the same server. */

@@ -1,7 +1,6 @@
-import { migrate } from '../../src/ledger/migrate';
 import { SharedCircuitBreakers } from '../../src/ledger/shared-circuits';
 import { SharedLimitStore, sharedLimitKey } from '../../src/ledger/shared-limits';
-import { freshDatabase, type FreshDatabase } from '../helpers/database';
+import { migratedDatabaseForFile } from '../helpers/database';
 import { testDatabaseUrl } from '../helpers/env';
 
 /**
@@ -12,17 +11,10 @@ import { testDatabaseUrl } from '../helpers/env';
 
 class Stopped extends Error {}
 
-let database: FreshDatabase;
-beforeAll(async () => {
-  database = await freshDatabase(testDatabaseUrl());
-  await migrate(database.pool);
-});
-afterAll(async () => {
-  await database?.drop();
-});
+const database = migratedDatabaseForFile(testDatabaseUrl);
 
 function breakers(scope: string): SharedCircuitBreakers {
-  return new SharedCircuitBreakers(new SharedLimitStore(database.pool), {
+  return new SharedCircuitBreakers(new SharedLimitStore(database().pool), {
     scope,
     cacheMs: 0,
     consecutiveFailures: 2,
@@ -35,7 +27,7 @@ function breakers(scope: string): SharedCircuitBreakers {
 }
 
 async function row(scope: string, endpoint: string): Promise<{ state: { state: string; probe: unknown; counts: unknown[] } | null; updatedAt: Date } | undefined> {
-  const { rows } = await database.pool.query<{ state: { state: string; probe: unknown; counts: unknown[] } | null; updated_at: Date }>('SELECT state, updated_at FROM shared_limits WHERE key = $1', [
+  const { rows } = await database().pool.query<{ state: { state: string; probe: unknown; counts: unknown[] } | null; updated_at: Date }>('SELECT state, updated_at FROM shared_limits WHERE key = $1', [
     sharedLimitKey(scope, 'circuit', endpoint),
   ]);
   return rows[0] ? { state: rows[0].state, updatedAt: rows[0].updated_at } : undefined;

@@ -1,18 +1,10 @@
-import { migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
 import { BehaviourWatch, recentAgentRuns, type AgentCallFacts } from '../../src/safety/behaviour-watch';
 import type { CircuitStateChange } from '../../src/safety/circuit-breaker';
-import { freshDatabase, type FreshDatabase } from '../helpers/database';
+import { migratedDatabaseForFile } from '../helpers/database';
 import { testDatabaseUrl } from '../helpers/env';
 
-let database: FreshDatabase;
-beforeAll(async () => {
-  database = await freshDatabase(testDatabaseUrl());
-  await migrate(database.pool);
-});
-afterAll(async () => {
-  await database.drop();
-});
+const database = migratedDatabaseForFile(testDatabaseUrl);
 
 let clock = 1_000_000;
 function call(overrides: Partial<AgentCallFacts> = {}): AgentCallFacts {
@@ -46,7 +38,7 @@ test('a flapping circuit is HIGH for the intent whose call saw it, kept until it
 });
 
 test("baselines start from the ledger's recent answered calls, per stage and agent", async () => {
-  const ledger = new Ledger(database.pool);
+  const ledger = new Ledger(database().pool);
   for (let i = 0; i < 12; i++) {
     const startedAt = new Date(Date.UTC(2030, 0, 1, 0, i));
     await ledger.activityRuns.record({
@@ -65,11 +57,11 @@ test("baselines start from the ledger's recent answered calls, per stage and age
       spendUsd: i % 2 ? '0.021' : '0.019',
     });
   }
-  const samples = await recentAgentRuns(database.pool);
+  const samples = await recentAgentRuns(database().pool);
   expect(samples).toHaveLength(10); // the failed call and the test run are not baseline material
   expect(samples[0]).toEqual({ stage: 'review', agent: 'claude/claude-sonnet-4-5', latencyMs: 2_000, costUsd: '0.019000' });
 
-  const watch = new BehaviourWatch(() => recentAgentRuns(database.pool));
+  const watch = new BehaviourWatch(() => recentAgentRuns(database().pool));
   await watch.ready();
   const first = watch.agentCall(call({ intentId: 'fresh', stage: 'review', costUsd: '0.50', latencyMs: 2_100 }));
   expect(first).toEqual([expect.objectContaining({ kind: 'cost-outlier', severity: 'high', scope: 'fresh' })]);

@@ -5,11 +5,10 @@ import pg from 'pg';
 import pino from 'pino';
 import type { LedgerBatch } from '../../src/activities';
 import { Ledger } from '../../src/ledger/ledger';
-import { migrate } from '../../src/ledger/migrate';
 import { CARRIED_ROWS_FIELD } from '../../src/shared/carried-rows';
 import { createRedactor } from '../../src/shared/redact';
 import { carriedRowsInterceptor } from '../../src/workers/interceptors/carried-rows';
-import { freshDatabase, type FreshDatabase } from '../helpers/database';
+import { migratedDatabaseForFile } from '../helpers/database';
 import { testDatabaseUrl } from '../helpers/env';
 
 /**
@@ -17,14 +16,7 @@ import { testDatabaseUrl } from '../helpers/env';
  * runs, once however often it is attempted; the activity gets its argument without them; and an
  * activity whose rows cannot be written never runs.
  */
-let database: FreshDatabase;
-beforeAll(async () => {
-  database = await freshDatabase(testDatabaseUrl());
-  await migrate(database.pool);
-});
-afterAll(async () => {
-  await database.drop();
-});
+const database = migratedDatabaseForFile(testDatabaseUrl);
 
 const logger = pino({ level: 'silent' });
 
@@ -41,12 +33,12 @@ function runThrough(ledger: Ledger, args: unknown[], activity: (...args: unknown
 }
 
 async function reasonsOf(id: string): Promise<string> {
-  const { rows } = await database.pool.query('SELECT reason FROM safety_events WHERE id = $1', [id]);
+  const { rows } = await database().pool.query('SELECT reason FROM safety_events WHERE id = $1', [id]);
   return rows.map((r: { reason: string }) => r.reason).join(',');
 }
 
 test('the rows an activity carries are in the ledger before it runs, once however often it is attempted, and the activity does not see them', async () => {
-  const ledger = new Ledger(database.pool);
+  const ledger = new Ledger(database().pool);
   const { id, batch } = stageRows('carried-1');
   const seen: unknown[] = [];
   const activity = async (input: unknown): Promise<string> => {
@@ -57,13 +49,13 @@ test('the rows an activity carries are in the ledger before it runs, once howeve
   expect(await runThrough(ledger, args, activity as (...a: unknown[]) => Promise<unknown>)).toBe('triage attempt 1 done');
   expect(await runThrough(ledger, args, activity as (...a: unknown[]) => Promise<unknown>)).toBe('triage attempt 1 done');
   expect(seen).toEqual([{ stage: 'lld', attempt: 1 }, { stage: 'lld', attempt: 1 }]);
-  const { rows } = await database.pool.query('SELECT count(*)::int AS n FROM safety_events WHERE intent_id = $1', ['carried-1']);
+  const { rows } = await database().pool.query('SELECT count(*)::int AS n FROM safety_events WHERE intent_id = $1', ['carried-1']);
   expect(rows[0]).toEqual({ n: 1 });
 });
 
 test('an activity that carries no rows gets its arguments as they were', async () => {
   const args = [{ stage: 'lld' }, 2];
-  expect(await runThrough(new Ledger(database.pool), args, async (...got) => got)).toEqual(args);
+  expect(await runThrough(new Ledger(database().pool), args, async (...got) => got)).toEqual(args);
 });
 
 test('an activity whose rows cannot be written never runs: the attempt fails, to be retried', async () => {
