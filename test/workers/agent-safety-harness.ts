@@ -237,13 +237,17 @@ export async function committedToday(): Promise<string> {
   return addUsd(spend.settledUsd, spend.reservedUsd);
 }
 
-/** No decision of the interceptor was written twice, and this file's tests made enough of them to tell. */
+/**
+ * No decision of the interceptor was written twice, and this file's tests made enough of them to
+ * tell. A budget's warnings are one decision per share of it reached: one settlement that passes
+ * both 80 % and 90 % writes two.
+ */
 export async function expectOneRowPerDecision(): Promise<void> {
   const duplicates = await currentWorld().pool.query(
     `SELECT event_type, metadata->>'workflowId' AS w, metadata->>'runId' AS r, metadata->>'activityId' AS a, metadata->>'attempt' AS n,
-            coalesce(breaker_id, '') AS b, count(*)::int AS copies
+            coalesce(breaker_id, '') AS b, coalesce(metadata->>'share', '') AS s, count(*)::int AS copies
        FROM safety_events WHERE metadata ? 'activityId'
-      GROUP BY 1, 2, 3, 4, 5, 6 HAVING count(*) > 1`,
+      GROUP BY 1, 2, 3, 4, 5, 6, 7 HAVING count(*) > 1`,
   );
   expect(duplicates.rows).toEqual([]);
   const total = await currentWorld().pool.query(`SELECT count(*)::int AS n FROM safety_events WHERE metadata ? 'activityId'`);

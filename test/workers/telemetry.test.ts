@@ -109,7 +109,10 @@ test('the worker serves the SDK metrics and Warden\'s own, and exports spans; th
   expect(text).toMatch(/^temporal_\w+/m); // the SDK's own
 
   // client, workflow and activity spans reached the OTLP endpoint
-  await waitFor(() => (otlp.spans.some((s) => s.startsWith('RunActivity:runAgentStage')) && otlp.spans.some((s) => s.startsWith('RunWorkflow:intentWorkflow')) ? true : undefined), 120_000, 'the spans');
+  await waitFor(() => (otlp.spans.some((s) => s.startsWith('RunActivity:runAgentStage')) && otlp.spans.some((s) => s.startsWith('RunWorkflow:intentWorkflow')) ? true : undefined), 120_000, 'the spans').catch((error: Error) => {
+    // Which ones came says where the others were lost.
+    throw new Error(`${error.message}; the endpoint got ${otlp.spans.length}: ${[...new Set(otlp.spans)].join(', ')}\nthe worker's output ends:\n${worker.output().slice(-2000)}`);
+  });
   expect(otlp.spans).toEqual(expect.arrayContaining(['StartWorkflow:intentWorkflow']));
 });
 
