@@ -31,7 +31,7 @@ export function startTracing(endpoint: string | undefined, serviceName: string, 
   /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when tracing is on */
   const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp;
   const { Resource } = require('@opentelemetry/resources') as typeof Resources;
-  const { BasicTracerProvider, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base') as typeof TraceBase;
+  const { BasicTracerProvider, BatchSpanProcessor, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base') as typeof TraceBase;
   const otel = require('@temporalio/interceptors-opentelemetry') as typeof TemporalOtel;
   /* eslint-enable @typescript-eslint/no-require-imports */
   const resource = new Resource({ 'service.name': serviceName });
@@ -39,15 +39,19 @@ export function startTracing(endpoint: string | undefined, serviceName: string, 
   const provider = new BasicTracerProvider({ resource });
   provider.addSpanProcessor(new SimpleSpanProcessor(exporter));
   provider.register();
+  // The workflows' spans reach the worker a workflow task's worth at a time: sent as they come,
+  // a burst of tasks (many intents at once, a collector slow to answer) passes the exporter's 30
+  // exports in flight, and it drops the rest. They go out in batches instead.
+  const workflowSpans = new BatchSpanProcessor(exporter);
   active = {
     worker: {
-      sinks: { exporter: otel.makeWorkflowExporter(exporter, resource) },
+      sinks: { exporter: otel.makeWorkflowExporter(workflowSpans, resource) },
       workflowModules: [require.resolve('../workflows/tracing-interceptors')],
       activity: [(ctx) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx) })],
     },
     client: { workflow: [new otel.OpenTelemetryWorkflowClientInterceptor()] },
     async shutdown() {
-      await provider.forceFlush();
+      await Promise.all([provider.forceFlush(), workflowSpans.forceFlush()]);
     },
   };
   return active;
