@@ -36,7 +36,7 @@ const UNIT = [
   'test/workflows/{auto-pass,ledger-recorder}.test.ts',
   'test/compose.test.ts',
   'test/bench/activity-rate.test.ts',
-  'test/forge/{github,gitlab,gitlab-webhook,gitea-build,remote,webhook}.test.ts',
+  'test/forge/{github,gitlab,gitlab-webhook,gitea-build,gitea-merge-retry,remote,webhook}.test.ts',
 ].map((glob) => `${__dirname}/${glob}`);
 
 module.exports = {

@@ -80,6 +80,9 @@ const NEW_LABEL_COLOR = '#6f42c1';
 /** Gitea's largest page size by default (`[api] MAX_RESPONSE_ITEMS`). */
 const PAGE_SIZE = 50;
 const DEFAULT_TIMEOUT_MS = 30_000;
+/** How often a merge Gitea asks to try again later is tried, and how long apart. */
+const MERGE_TRIES = 5;
+const MERGE_RETRY_MS = 1_000;
 
 export interface GiteaClientOptions {
   /** How long one request may take before it counts as unreachable. */
@@ -216,12 +219,19 @@ export class GiteaClient implements ForgeClient {
   }
 
   async merge(number: number, options: { readonly method: MergeMethod; readonly headSha: string; readonly title: string; readonly message: string }): Promise<{ readonly mergeCommit: string }> {
-    await this.call(
-      'POST',
-      `${this.repoPath}/pulls/${number}/merge`,
-      { Do: MERGE_STYLE[options.method], head_commit_id: options.headSha, merge_title_field: options.title, merge_message_field: options.message },
-      { merging: true },
-    );
+    const body = { Do: MERGE_STYLE[options.method], head_commit_id: options.headSha, merge_title_field: options.title, merge_message_field: options.message };
+    // Gitea checks a pull request again after its base moves, and refuses a merge meanwhile with
+    // 405 "Please try again later" (the answer for any state but mergeable): asked again a few
+    // times, a pull request that was being checked merges; one in conflict is still refused.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.call('POST', `${this.repoPath}/pulls/${number}/merge`, body, { merging: true });
+        break;
+      } catch (error) {
+        if (!(error instanceof ForgeError && error.status === 405 && /try again later/i.test(error.message)) || attempt >= MERGE_TRIES) throw error;
+        await new Promise((resolve) => setTimeout(resolve, MERGE_RETRY_MS));
+      }
+    }
     // Gitea answers a merge with an empty 200: the merge commit is on the pull request.
     const merged = await this.call<GiteaPullRequest>('GET', `${this.repoPath}/pulls/${number}`);
     if (!merged.merged || !merged.merge_commit_sha) throw new ForgeError('server', `Gitea accepted the merge of #${number} but the pull request does not show it merged`);
