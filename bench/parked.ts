@@ -4,9 +4,9 @@
  * architecture gate right after triage (its worktree made, one agent stage run, its ledger rows
  * written). The worker is `warden worker`, run as its own process the way a user runs it (with a
  * warden.config.json that lifts the rate limits); its RSS is read from /proc while intents park
- * and after they have.
+ * and after they have: 5 s after the last, and every 5 s for a minute (`--settle`) at rest.
  *
- *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N] [--heap MB] [--smoke]
+ *   npx tsx bench/parked.ts [--intents 1000] [--concurrency 16] [--cache N] [--heap MB] [--settle 60] [--smoke]
  *   npm run bench:parked
  *
  * Everything is its own and torn down at the end. Results: bench/results/parked.json, the
@@ -24,19 +24,21 @@ import { TASK_QUEUE } from '../src/shared/ids';
 import { endProgress, mapLimit, out, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { REPO_ROOT, RESULTS_DIR, startBench, unthrottledConfig, unthrottledConfigFile, writeResult } from './harness';
 
-const { values: flags } = parseArgs({ options: { intents: { type: 'string' }, concurrency: { type: 'string' }, cache: { type: 'string' }, heap: { type: 'string' }, smoke: { type: 'boolean', default: false } } });
+const { values: flags } = parseArgs({ options: { intents: { type: 'string' }, concurrency: { type: 'string' }, cache: { type: 'string' }, heap: { type: 'string' }, settle: { type: 'string' }, smoke: { type: 'boolean', default: false } } });
 /** `--cache N`: the worker's maxCachedWorkflows (config worker.maxCachedWorkflows); default: the config's. */
 const CACHE = flags.cache === undefined ? undefined : Number(flags.cache);
 /** `--heap MB`: the workflow thread's heap limit (config worker.workflowHeapMb); default: the config's. */
 const HEAP = flags.heap === undefined ? undefined : Number(flags.heap);
 const N = sized(flags.intents, flags.smoke, 1000, 3);
 const C = sized(flags.concurrency, flags.smoke, 16, 3);
+/** `--settle S`: how long the worker is watched at rest once all have parked (RSS every 5 s). */
+const SETTLE_S = sized(flags.settle, flags.smoke, 60, 5);
 if (
-  !Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1 ||
+  !Number.isInteger(N) || N < 1 || !Number.isInteger(C) || C < 1 || !Number.isInteger(SETTLE_S) || SETTLE_S < 5 ||
   (CACHE !== undefined && (!Number.isInteger(CACHE) || CACHE < 0)) ||
   (HEAP !== undefined && (!Number.isInteger(HEAP) || HEAP < 64))
 ) {
-  out('--intents and --concurrency take whole numbers ≥ 1, --cache one ≥ 0, --heap one ≥ 64');
+  out('--intents and --concurrency take whole numbers ≥ 1, --cache one ≥ 0, --heap one ≥ 64, --settle one ≥ 5 (seconds)');
   process.exit(2);
 }
 const OVERRIDES = { ...(CACHE === undefined ? {} : { maxCachedWorkflows: CACHE }), ...(HEAP === undefined ? {} : { workflowHeapMb: HEAP }) };
@@ -130,10 +132,19 @@ async function main(): Promise<number> {
     }
     endProgress();
     const seconds = (t() - started) / 1000;
-    // Let the worker settle (cache, GC) before measuring.
-    await sleep(5000);
-    const rssAfterMb = await rssMb(pid);
-    out(`${parked} intents parked in ${seconds.toFixed(0)} s (workflow cache ${WORKER.maxCachedWorkflows}, workflow heap ${WORKER.workflowHeapMb} MB); worker RSS ${rssAfterMb} MB at rest, ${peakMb} MB at most while parking, ${rssBeforeMb} MB before the first intent — target ≤ ${TARGET_MB} MB`);
+    // At rest: 5 s after the last intent parked, and then every 5 s while the worker stays idle.
+    // The garbage of parking is given back over the next minute (V8 shrinks its heaps once the
+    // allocation stops); a parked intent waits for hours, so the settled figure is the one held.
+    const atRest: number[] = [];
+    for (let waited = 5; waited <= SETTLE_S; waited += 5) {
+      await sleep(5000);
+      atRest.push(await rssMb(pid));
+      progress(`at rest ${waited} s: worker RSS ${atRest.at(-1)} MB`);
+    }
+    endProgress();
+    const rssAfterMb = atRest[0]!;
+    const settledMb = atRest.at(-1)!;
+    out(`${parked} intents parked in ${seconds.toFixed(0)} s (workflow cache ${WORKER.maxCachedWorkflows}, workflow heap ${WORKER.workflowHeapMb} MB); worker RSS ${rssBeforeMb} MB before the first intent, ${peakMb} MB at most while parking, ${rssAfterMb} MB 5 s after the last parked, ${settledMb} MB after ${SETTLE_S} s at rest (every 5 s: ${atRest.join(', ')}) — target ≤ ${TARGET_MB} MB`);
     await writeResult('parked', {
       intents: N,
       maxCachedWorkflows: WORKER.maxCachedWorkflows ?? null,
@@ -141,6 +152,9 @@ async function main(): Promise<number> {
       parked,
       seconds,
       rssMb: rssAfterMb,
+      settledRssMb: settledMb,
+      settleSeconds: SETTLE_S,
+      atRestEvery5sMb: atRest,
       peakRssMb: peakMb,
       rssBeforeMb,
       targetMb: TARGET_MB,
