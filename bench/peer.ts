@@ -8,11 +8,12 @@
  *   activity answered at once (bench/core/noop-activities.ts);
  * - on LangGraph-JS with its PostgreSQL checkpointer (bench/peer/langgraph-pipeline.ts), on the
  *   same embedded PostgreSQL, with its default durability (async) and with sync;
- * - and, as the floor of any pipeline on Temporal, a bare workflow of six no-op activities;
+ * - and, as the floor of any pipeline on Temporal, a bare workflow of six no-op activities, and
+ *   the same with a gate (a signal awaited before merge), whose resume is the floor of a gate's;
  *
  * at each concurrency given: pipelines per second (the gate answered as soon as it is open: for
  * Warden, once the review package is on the pending gate), and gate-resume latency, from the
- * approve call to the merge stage's code starting.
+ * approve call to the merge stage's first activity starting (Warden's rebase onto the base branch).
  *
  *   npm run bench:peer -- [--pipelines 200] [--concurrency 1,8] [--warmup 20] [--smoke]
  *
@@ -26,6 +27,7 @@ import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { Context } from '@temporalio/activity';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { startIntent } from '../src/client/intents';
@@ -33,6 +35,7 @@ import { LadderStore } from '../src/ledger/ladder-store';
 import { workflowIdForIntent } from '../src/shared/ids';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
+import { bareApproveSignal, bareAtGateQuery } from './bare/workflow';
 import { intentShape, type IntentShape } from './core/intent-shape';
 import { noopStageActivities } from './core/noop-activities';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sleep, t } from './console';
@@ -178,6 +181,38 @@ async function bareRuns(s: Bench): Promise<Run[]> {
   return withWorker(worker, () => runLevels('bare Temporal workflow, six no-op activities, no gate', pipeline));
 }
 
+/**
+ * Temporal's own floor for the gate: the bare six no-op activities with a signal awaited before
+ * merge, approved once the workflow says it waits (as Warden's is once its gate is open), the
+ * latency from the signal call to the merge activity's code starting, as for Warden.
+ */
+async function bareGateRuns(s: Bench): Promise<Run[]> {
+  const atGate = new Rendezvous<void>();
+  const mergeAt = new Rendezvous<number>();
+  const activities: typeof bareActivities = {
+    noop: async (stage) => {
+      const workflowId = Context.current().info.workflowExecution?.workflowId ?? '';
+      if (stage === 'review') atGate.settle(workflowId, undefined);
+      if (stage === 'merge') mergeAt.settle(workflowId, t());
+      return stage;
+    },
+  };
+  const worker = await Worker.create({ connection: s.native, namespace: s.server.namespace, taskQueue: 'bare-gate', workflowsPath: require.resolve('./bare/workflow'), activities });
+  const pipeline: Pipeline = async (index) => {
+    const id = `bare-gate-${index}`;
+    const handle = await s.client.workflow.start('bareSixStagesWithGate', { taskQueue: 'bare-gate', workflowId: id });
+    await atGate.wait(id);
+    while (!(await handle.query(bareAtGateQuery))) await sleep(1);
+    const merged = mergeAt.wait(id);
+    const asked = t();
+    await handle.signal(bareApproveSignal);
+    const latency = (await merged) - asked;
+    await handle.result();
+    return latency;
+  };
+  return withWorker(worker, () => runLevels('bare Temporal workflow, six no-op activities and a gate', pipeline));
+}
+
 /** A few pipelines to warm up (not counted), then N at each concurrency level. */
 async function runLevels(system: string, pipeline: Pipeline): Promise<Run[]> {
   let next = 0;
@@ -212,7 +247,8 @@ async function main(): Promise<number> {
     const peer = await peerRuns(s, createPeerPipeline, 'async');
     const peerSync = await peerRuns(s, createPeerPipeline, 'sync');
     const floor = await bareRuns(s);
-    const all = [...warden, ...peer, ...peerSync, ...floor];
+    const gatedFloor = await bareGateRuns(s);
+    const all = [...warden, ...peer, ...peerSync, ...floor, ...gatedFloor];
     out('');
     out('| system | concurrency | pipelines/s | gate resume median | gate resume p99 |');
     out('|---|---|---|---|---|');
@@ -225,11 +261,20 @@ async function main(): Promise<number> {
       const w = warden.find((r) => r.concurrency === c)!;
       const p = peer.find((r) => r.concurrency === c)!;
       const b = floor.find((r) => r.concurrency === c)!;
-      return { concurrency: c, throughput: w.perSecond / p.perSecond, gateMedian: w.gate.medianMs / p.gate.medianMs, overBare: w.perSecond / b.perSecond };
+      const g = gatedFloor.find((r) => r.concurrency === c)!;
+      return {
+        concurrency: c,
+        throughput: w.perSecond / p.perSecond,
+        gateMedian: w.gate.medianMs / p.gate.medianMs,
+        overBare: w.perSecond / b.perSecond,
+        overBareGated: w.perSecond / g.perSecond,
+        gateOverBare: w.gate.medianMs / g.gate.medianMs,
+      };
     });
     for (const r of ratios) {
       out(`concurrency ${r.concurrency}: throughput Warden / peer (its default durability) ${r.throughput.toFixed(2)}× (target ≥ 1.0), median gate resume Warden / peer ${r.gateMedian.toFixed(2)}× (target ≤ 1.0)`);
-      out(`concurrency ${r.concurrency}: throughput Warden / bare Temporal workflow ${r.overBare.toFixed(2)}× (target ≥ 1.0)`);
+      out(`concurrency ${r.concurrency}: throughput Warden / bare Temporal workflow ${r.overBare.toFixed(2)}× (target ≥ 1.0); / the bare workflow with a gate ${r.overBareGated.toFixed(2)}×`);
+      out(`concurrency ${r.concurrency}: median gate resume Warden / the bare workflow's gate ${r.gateOverBare.toFixed(2)}×`);
     }
     out(`Warden intents started eagerly (first workflow task in the start's answer): ${eagerStarts} of ${WARMUP + N * LEVELS.length}`);
     out(`one Warden intent: ${shape.workflowTasks} workflow tasks, ${shape.historyEvents} history events`);
@@ -241,6 +286,10 @@ async function main(): Promise<number> {
       warden: perLevel(warden),
       bare: perLevel(floor),
       overBare: Object.fromEntries(ratios.map((r) => [`c${r.concurrency}`, Number(r.overBare.toFixed(3))])),
+      bareGated: perLevel(gatedFloor),
+      overBareGated: Object.fromEntries(ratios.map((r) => [`c${r.concurrency}`, Number(r.overBareGated.toFixed(3))])),
+      bareGateMedianMs: Number(gatedFloor[0]!.gate.medianMs.toFixed(1)),
+      bareGateP99Ms: Number(gatedFloor[0]!.gate.p99Ms.toFixed(1)),
       langgraph: perLevel(peer),
       langgraphSync: perLevel(peerSync),
       gateMedianMs: Number(first.gate.medianMs.toFixed(1)),

@@ -11,7 +11,7 @@ export interface CoreObserver {
    * for a person next. (It asks for the package after announcing the gate.)
    */
   reviewPackageBuilt(intentId: string): void;
-  /** The merge stage's first activity began. */
+  /** The merge stage's first activity (the rebase onto the base branch) began. */
   mergeStarted(intentId: string): void;
 }
 
@@ -96,7 +96,6 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
       };
     },
     async archiveLineage({ intent }) {
-      observer.mergeStarted(intent.id);
       return { lineagePath: `docs/lineage/done/${intent.id}` };
     },
     async mergeIntent() {
@@ -105,7 +104,8 @@ export function noopStageActivities(real: WardenActivities, observer: CoreObserv
     async cleanupIntent() {
       return {};
     },
-    async rebaseOntoBase() {
+    async rebaseOntoBase({ intent }) {
+      observer.mergeStarted(intent.id);
       return { moved: false };
     },
     async checkMergeConditions() {
