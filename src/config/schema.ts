@@ -153,6 +153,12 @@ export const WorkerSafetyConfigSchema = z.object({
    */
   workflowHeapMb: z.number().int().min(64).optional(),
   /**
+   * Keep a stack trace of every promise in workflow code, so that the Web UI's Call Stack tab and
+   * `temporal workflow stack` can show where a running intent waits. Off by default: it about
+   * doubles the CPU of every workflow task (src/workers/workflow-stack-traces.ts).
+   */
+  workflowStackTraces: z.boolean().optional(),
+  /**
    * Hands out the worker's task slots by the machine's load instead of fixed counts (the SDK's
    * resource-based tuner): no new task starts while CPU or memory is above its target, as shares
    * of the machine (0.8 = 80 %). For a worker whose agent CLIs each take a core and gigabytes;

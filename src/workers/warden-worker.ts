@@ -38,6 +38,7 @@ import { ExchangeStore, RECORDING_DEFAULTS, type RecordingContext } from '../led
 import type { NotifyChannel } from '../shared/notify-settings';
 import type { NotificationDeps } from '../activities/notifications/delivery';
 import { becomeCurrentIfNone, deploymentVersionOf, VERSIONING_BEHAVIOR } from './worker-deployment';
+import { withoutWorkflowStackTraces } from './workflow-stack-traces';
 
 /** Worker states past which its background rounds stop. */
 const WORKER_ENDING = new Set(['STOPPING', 'DRAINING', 'DRAINED', 'STOPPED', 'FAILED']);
@@ -206,13 +207,15 @@ export async function createWardenWorker(options: WardenWorkerOptions): Promise<
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
   } satisfies Partial<WorkerOptions>;
-  const shared = await Worker.create({
-    ...activityOptions,
-    taskQueue,
-    workflowBundle,
-    ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
-    ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
-  });
+  const createShared = () =>
+    Worker.create({
+      ...activityOptions,
+      taskQueue,
+      workflowBundle,
+      ...(options.tracing ? { sinks: options.tracing.sinks } : {}),
+      ...(options.safety.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.safety.maxCachedWorkflows } : {}),
+    });
+  const shared = options.safety.workflowStackTraces === true ? await createShared() : await withoutWorkflowStackTraces(createShared);
   // The stages of intents whose worktree is on this host: activities only.
   const worker = new WardenWorker(shared, await Worker.create({ ...activityOptions, taskQueue: hostQueue }), hostQueue);
   // Every notifiable ledger event becomes a delivery workflow, whichever worker recorded it.
