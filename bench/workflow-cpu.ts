@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
+import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { workflowIdForIntent } from '../src/shared/ids';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../src/workers/warden-worker';
 import { bundleWorkflowsApart } from '../src/workers/workflow-bundle';
@@ -60,8 +60,11 @@ async function replayRound(bundle: { readonly code: string }, stackTraces: boole
   const cpu = process.cpuUsage();
   const started = t();
   let replayed = 0;
+  // The SDK replays in the main thread unless told otherwise (its replay options' type leaves
+  // debugMode out, but the replay worker takes it); a worker runs workflows in threads.
+  const options = { workflowBundle: bundle, debugMode: false } as ReplayWorkerOptions;
   const replayAll = async () => {
-    for await (const result of Worker.runReplayHistories({ workflowBundle: bundle, debugMode: false }, inputs)) {
+    for await (const result of Worker.runReplayHistories(options, inputs)) {
       if (result.error) throw new Error(`${result.workflowId} did not replay: ${result.error.message}`);
       replayed += 1;
     }
