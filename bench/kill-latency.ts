@@ -14,7 +14,9 @@
  * the stop until all is closed and prints its top functions; `--log-level info` puts every
  * activity's duration in the worker log. The run also prints the CPU time the worker, the dev
  * server and PostgreSQL used until all was closed, the processes the worker started and the
- * ledger round trips (queries to PostgreSQL) made.
+ * ledger round trips (queries to PostgreSQL) made. Then, on the same server, Temporal's own floor:
+ * N bare workflows, each waiting on one activity that heartbeats, cancelled all at once, and the
+ * time until all have closed (`bareHanging` in bench/bare/workflow.ts).
  *
  * Everything is its own: an in-memory Temporal dev server on free ports (UI off), an embedded
  * PostgreSQL in a temp folder, one in-process worker, N sample repos. The temporal CLI comes from
@@ -29,7 +31,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import * as bareActivities from './bare/activities';
 import type { WardenWorker } from '../src/workers/host-worker';
 import pino from 'pino';
 import { liveProcessGroups } from '../src/activities/process';
@@ -436,10 +439,59 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     out(`  the last intent to close (${lastClosed.id}), its history from the stop on:`);
     for (const line of lastTimeline) out(`    ${line}`);
   }
+  // 6. Temporal's own floor on the same server, measured the same way.
+  const floor = await bareCancelFloor(res, client, server);
+  out('');
+  out(`  Temporal's own floor: ${N} bare workflows, each waiting on a heartbeating activity, cancelled at once: all closed within ${fmt(round(floor.closedMs))}`);
+  out(`    (CPU ${floor.cpu.elapsedSeconds.toFixed(2)} s: ${Object.entries(floor.cpu.cpuSeconds).map(([label, seconds]) => `${label} ${seconds.toFixed(2)} s`).join(', ')})`);
+  const withFloor = { ...result, bareFloor: { closedMs: round(floor.closedMs), cpuDuringStop: floor.cpu } };
+  await writeFile(RESULT_FILE, `${JSON.stringify(withFloor, null, 2)}\n`);
   out('');
   out(`result: ${path.relative(process.cwd(), RESULT_FILE)}`);
-  out(JSON.stringify(result));
+  out(JSON.stringify(withFloor));
   return workflowsMs !== undefined && agentsMs !== undefined ? 0 : 1;
+}
+
+/**
+ * N bare workflows on their own task queue, each in `hang` (heartbeating), cancelled at once
+ * (the client's cancel calls all in flight together): ms until none runs, and the CPU used.
+ */
+async function bareCancelFloor(res: Resources, client: Client, server: DevServer): Promise<{ closedMs: number | undefined; cpu: ReturnType<ReturnType<typeof startCpuWindow>['end']> }> {
+  const taskQueue = 'bare-kill';
+  let hanging = 0;
+  const worker = await Worker.create({
+    connection: res.native!,
+    namespace: server.namespace,
+    taskQueue,
+    workflowsPath: require.resolve('./bare/workflow'),
+    activities: {
+      ...bareActivities,
+      hang: async () => {
+        hanging += 1;
+        try {
+          await bareActivities.hang();
+        } finally {
+          hanging -= 1;
+        }
+      },
+    },
+  });
+  const running = worker.run();
+  try {
+    const tag = Date.now().toString(36);
+    const handles = await Promise.all(Array.from({ length: N }, (_, i) => client.workflow.start('bareHanging', { taskQueue, workflowId: `bare-kill-${tag}-${i}` })));
+    const allHanging = await timeUntil(() => hanging === N, t(), 50, MEASURE_TIMEOUT_MS);
+    if (allHanging === undefined) throw new Error(`only ${hanging}/${N} bare activities ran within ${MEASURE_TIMEOUT_MS / 1000} s`);
+    const query = "WorkflowType = 'bareHanging' AND ExecutionStatus = 'Running'";
+    await timeUntil(async () => (await client.workflow.count(query)).count === N, t(), 50, MEASURE_TIMEOUT_MS);
+    const cpuWindow = startCpuWindow(new Map([['this process (the bare worker)', process.pid], ['Temporal dev server', server.pid]]));
+    const t0 = t();
+    const [closedMs] = await Promise.all([timeUntil(async () => (await client.workflow.count(query)).count === 0, t0, 50, MEASURE_TIMEOUT_MS), Promise.all(handles.map((h) => h.cancel()))]);
+    return { closedMs, cpu: cpuWindow.end() };
+  } finally {
+    worker.shutdown();
+    await running;
+  }
 }
 
 /** Tears everything down, each step on its own so one failure does not leave the rest running. */

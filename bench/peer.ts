@@ -190,6 +190,7 @@ async function bareGateRuns(s: Bench): Promise<Run[]> {
   const atGate = new Rendezvous<void>();
   const mergeAt = new Rendezvous<number>();
   const activities: typeof bareActivities = {
+    ...bareActivities,
     noop: async (stage) => {
       const workflowId = Context.current().info.workflowExecution?.workflowId ?? '';
       if (stage === 'review') atGate.settle(workflowId, undefined);

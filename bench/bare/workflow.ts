@@ -25,3 +25,14 @@ export async function bareSixStagesWithGate(): Promise<void> {
   await condition(() => approved);
   await noop('merge');
 }
+
+const { hang } = proxyActivities<typeof activities>({ startToCloseTimeout: '10m', heartbeatTimeout: '10s' });
+
+/**
+ * One activity that runs until it is cancelled: the kill benchmark's floor, what cancelling a
+ * running workflow costs Temporal itself (a cancel request and one workflow task, the activity's
+ * cancellation delivered on its next heartbeat).
+ */
+export async function bareHanging(): Promise<void> {
+  await hang();
+}
