@@ -32,8 +32,8 @@ const DEFAULT: WardenConfig = {
     },
     dayBudgetUsd: '200',
     agentDayBudgetUsd: '100',
-    // Intents wait at gates for hours: a bounded cache and workflow heap keep a worker with a
-    // thousand of them parked under 500 MB (`npm run bench:parked`: 366–399 MB after a minute at rest); a woken one
+    // Intents wait at gates for hours: a bounded cache and workflow heap bound the memory of a
+    // worker with a thousand of them parked (`npm run bench:parked`: 366–548 MB after a minute at rest); a woken one
     // replays in milliseconds. A hundred running intents stay cached, so a stop reaches them at once.
     maxCachedWorkflows: 100,
     workflowHeapMb: 256,
