@@ -39,7 +39,7 @@ import { liveProcessGroups } from '../src/activities/process';
 import { processTally, tallySince } from '../src/activities/process-tally';
 import { answeringDesignStages, createSampleRepo } from '../src/client/sample-repo';
 import { quietSdkRuntime } from '../src/client/in-process-worker';
-import { startCpuProfile, startCpuWindow } from './cpu';
+import { startCpuProfile, startCpuWindow, type CpuWindow } from './cpu';
 import { countRoundTrips } from './round-trips';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { unthrottledConfig } from './harness';
@@ -376,6 +376,9 @@ async function run(res: Resources, benchStart: number): Promise<number> {
   closes.sort((a, b) => a - b);
   const lastTimeline = lastClosed ? await timelineSince(client, `intent-${lastClosed.id}`, wallT0) : [];
 
+  // 6. Temporal's own floor on the same server, measured the same way.
+  const floor = await bareCancelFloor(res, client, server);
+
   const round = (ms: number | undefined): number | null => (ms === undefined ? null : Math.round(ms));
   const result = {
     benchmark: 'kill-latency',
@@ -406,6 +409,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     finalStatuses: statuses,
     lastToClose: lastClosed ? { intentId: lastClosed.id, timeline: lastTimeline } : null,
     setupMs: setupTimes,
+    bareFloor: { closedMs: round(floor.closedMs), cpuDuringStop: floor.cpu },
     totalMs: Math.round(t() - benchStart),
   };
   await writeFile(RESULT_FILE, `${JSON.stringify(result, null, 2)}\n`);
@@ -439,16 +443,12 @@ async function run(res: Resources, benchStart: number): Promise<number> {
     out(`  the last intent to close (${lastClosed.id}), its history from the stop on:`);
     for (const line of lastTimeline) out(`    ${line}`);
   }
-  // 6. Temporal's own floor on the same server, measured the same way.
-  const floor = await bareCancelFloor(res, client, server);
   out('');
   out(`  Temporal's own floor: ${N} bare workflows, each waiting on a heartbeating activity, cancelled at once: all closed within ${fmt(round(floor.closedMs))}`);
   out(`    (CPU ${floor.cpu.elapsedSeconds.toFixed(2)} s: ${Object.entries(floor.cpu.cpuSeconds).map(([label, seconds]) => `${label} ${seconds.toFixed(2)} s`).join(', ')})`);
-  const withFloor = { ...result, bareFloor: { closedMs: round(floor.closedMs), cpuDuringStop: floor.cpu } };
-  await writeFile(RESULT_FILE, `${JSON.stringify(withFloor, null, 2)}\n`);
   out('');
   out(`result: ${path.relative(process.cwd(), RESULT_FILE)}`);
-  out(JSON.stringify(withFloor));
+  out(JSON.stringify(result));
   return workflowsMs !== undefined && agentsMs !== undefined ? 0 : 1;
 }
 
@@ -456,7 +456,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
  * N bare workflows on their own task queue, each in `hang` (heartbeating), cancelled at once
  * (the client's cancel calls all in flight together): ms until none runs, and the CPU used.
  */
-async function bareCancelFloor(res: Resources, client: Client, server: DevServer): Promise<{ closedMs: number | undefined; cpu: ReturnType<ReturnType<typeof startCpuWindow>['end']> }> {
+async function bareCancelFloor(res: Resources, client: Client, server: DevServer): Promise<{ closedMs: number | undefined; cpu: CpuWindow }> {
   const taskQueue = 'bare-kill';
   let hanging = 0;
   const worker = await Worker.create({

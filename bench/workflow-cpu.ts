@@ -54,8 +54,7 @@ function intentHistories() {
     });
 }
 
-async function replayRound(bundle: { readonly code: string }, stackTraces: boolean): Promise<Round> {
-  const histories = intentHistories();
+async function replayRound(bundle: { readonly code: string }, histories: ReturnType<typeof intentHistories>, stackTraces: boolean): Promise<Round> {
   const inputs = Array.from({ length: REPS }, () => histories.map(({ workflowId, history }) => ({ workflowId, history }))).flat();
   const cpu = process.cpuUsage();
   const started = t();
@@ -77,12 +76,13 @@ async function replayRound(bundle: { readonly code: string }, stackTraces: boole
 }
 
 async function main(): Promise<number> {
-  out(`workflow CPU with and without promise stack traces: ${intentHistories().length} intent histories × ${REPS} per round, ${ROUNDS} round(s) each, alternating; ${os.cpus().length} cores, node ${process.version}`);
+  const histories = intentHistories();
+  out(`workflow CPU with and without promise stack traces: ${histories.length} intent histories × ${REPS} per round, ${ROUNDS} round(s) each, alternating; ${os.cpus().length} cores, node ${process.version}`);
   const bundle = await bundleWorkflowsApart(WORKFLOW_INTERCEPTOR_MODULES);
   const rounds: Round[] = [];
   for (let i = 0; i < ROUNDS; i++) {
     for (const stackTraces of [true, false]) {
-      const round = await replayRound(bundle, stackTraces);
+      const round = await replayRound(bundle, histories, stackTraces);
       rounds.push(round);
       out(`round ${i + 1}, stack traces ${stackTraces ? 'on ' : 'off'}: ${round.histories} histories in ${Math.round(round.wallMs)} ms, ${Math.round(round.cpuMs)} ms of CPU`);
     }
