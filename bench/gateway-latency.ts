@@ -48,7 +48,6 @@ import { addUsd, compareUsd, ZERO_USD } from '../src/shared/money';
 import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { ExchangeStore } from '../src/ledger/exchange-store';
 import { Ledger } from '../src/ledger/ledger';
-import { findFreePort } from '../src/shared/ports';
 import { createRedactor } from '../src/shared/redact';
 import { out, percentile, runBenchmark, sized } from './console';
 import { writeResult } from './harness';
@@ -264,7 +263,7 @@ async function main(): Promise<number> {
   const useLedger = flags.ledger || flags.recording;
   const tmp = useLedger ? await mkdtemp(path.join(os.tmpdir(), 'warden-bench-gateway-')) : undefined;
   if (tmp) await chmod(tmp, 0o755); // the embedded PostgreSQL may run as another user
-  const database: LedgerDatabase | undefined = tmp ? await openDatabase({ dataDir: path.join(tmp, 'postgres'), port: await findFreePort() }) : undefined;
+  const database: LedgerDatabase | undefined = tmp ? await openDatabase({ dataDir: path.join(tmp, 'postgres'), port: 0 }) : undefined;
   const ledger = database ? new Ledger(database.pool) : undefined;
   const gateway = await ModelGateway.start({
     limits,

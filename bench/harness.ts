@@ -12,7 +12,6 @@ import type { WardenConfig } from '../src/config/schema';
 import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
-import { findFreePort } from '../src/shared/ports';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { createRedactor } from '../src/shared/redact';
 import { createWardenWorker, type WardenWorkerOptions } from '../src/workers/warden-worker';
@@ -48,7 +47,7 @@ export async function startBench(name: string): Promise<Bench> {
   const cliPath = await ensureTemporalCli({ wardenHome: path.join(REPO_ROOT, '.warden'), env: process.env });
   const [server, database] = await Promise.all([
     startDevServer({ cliPath, port: 0, uiPort: false, logFile: path.join(tmp, 'temporal.log') }),
-    (async () => openDatabase({ dataDir: path.join(tmp, 'postgres'), port: await findFreePort() }))(),
+    openDatabase({ dataDir: path.join(tmp, 'postgres'), port: 0 }),
   ]);
   progress(`servers up in ${secs(t() - started)}`);
   endProgress();

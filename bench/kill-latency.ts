@@ -50,7 +50,6 @@ import { openDatabase, type LedgerDatabase } from '../src/ledger/database';
 import { Ledger } from '../src/ledger/ledger';
 import { startDevServer, type DevServer } from '../src/runtime/dev-server';
 import { createLogger } from '../src/runtime/logger';
-import { findFreePort } from '../src/shared/ports';
 import { ensureTemporalCli } from '../src/runtime/temporal-cli';
 import { createRedactor } from '../src/shared/redact';
 import { createWardenWorker } from '../src/workers/warden-worker';
@@ -211,7 +210,7 @@ async function run(res: Resources, benchStart: number): Promise<number> {
         const cliPath = await ensureTemporalCli({ wardenHome: path.join(REPO_ROOT, '.warden'), env: process.env });
         return startDevServer({ cliPath, port: 0, uiPort: false, logFile: path.join(res.tmp!, 'temporal.log') });
       })(),
-      (async () => openDatabase({ dataDir: dirs.postgres, port: await findFreePort() }))(),
+      openDatabase({ dataDir: dirs.postgres, port: 0 }),
     ]);
     res.server = server;
     res.database = database;

@@ -40,6 +40,7 @@ const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
 const TAIL_BYTES = 4096;
+const PORT_ATTEMPTS = 3;
 
 /** CLI type names (`--search-attribute NAME=Keyword`) to the SDK's SearchAttributeType names. */
 const CLI_TO_SDK_TYPE = {
@@ -222,6 +223,21 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Readonly<Record<string, number | boolean
  * early. The returned handle's `stop()` ends the process.
  */
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
+  const anyPort = opts.port === 0 || opts.uiPort === 0;
+  // A port found free can be taken by another program (or another server being started beside
+  // this one) before the server binds it: with any port allowed, try other ones rather than fail.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startDevServerOnce(opts);
+    } catch (error) {
+      const taken = error instanceof Error && /\bin use\b/i.test(error.message);
+      if (!taken || !anyPort || attempt >= PORT_ATTEMPTS) throw error;
+      opts.log?.(`a port was taken before the Temporal dev server could bind it; trying other ports`);
+    }
+  }
+}
+
+async function startDevServerOnce(opts: DevServerOptions): Promise<DevServer> {
   const log = opts.log ?? (() => undefined);
   const namespace = opts.namespace ?? 'default';
   const port = opts.port === undefined ? 7233 : opts.port === 0 ? await findFreePort() : opts.port;

@@ -2,7 +2,6 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { LEDGER_TIMEOUTS, openDatabase, startEmbeddedPostgres, type EmbeddedPostgres, type LedgerDatabase } from '../../src/ledger/database';
-import { findFreePort } from '../../src/shared/ports';
 import { parseProcStat } from '../../src/shared/proc-stat';
 
 /** The server's processes: the postmaster and its children. */
@@ -35,7 +34,7 @@ describe('a PostgreSQL server that stops answering (SIGSTOP: connections accepte
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), 'warden-pg-frozen-'));
-    server = await startEmbeddedPostgres({ dataDir, port: await findFreePort() });
+    server = await startEmbeddedPostgres({ dataDir, port: 0 });
     database = await openDatabase({ databaseUrl: server.url, dataDir });
     await database.pool.query('SELECT 1'); // one idle connection in the pool, opened before the freeze
     frozen = await serverProcesses(server.pid);

@@ -218,12 +218,34 @@ describe('Temporal dev server', () => {
 
   test('rejects with the exit code and stderr tail when the server exits at once', async () => {
     const fake = path.join(dir, 'fake-temporal');
-    await writeFile(fake, '#!/bin/sh\necho "bind: address already in use" >&2\nexit 3\n');
+    const runs = path.join(dir, 'fake-runs');
+    await writeFile(fake, `#!/bin/sh\necho run >> '${runs}'\necho "bind: address already in use" >&2\nexit 3\n`);
     await chmod(fake, 0o755);
     // "exited early", not a wait for the server that ran out: it did not wait for readiness.
-    const failure = startDevServer({ cliPath: fake, port: 0, uiPort: false });
+    const messages: string[] = [];
+    const failure = startDevServer({ cliPath: fake, port: 0, uiPort: false, log: (m) => messages.push(m) });
     await expect(failure).rejects.toThrow('Temporal dev server exited early (code 3)');
     await expect(failure).rejects.toThrow('bind: address already in use');
+    // Free ports were asked for, so a port taken in the gap was retried, three times in all.
+    expect((await readFile(runs, 'utf8')).split('\n').filter(Boolean)).toHaveLength(3);
+    expect(messages.filter((m) => m.startsWith('a port was taken'))).toHaveLength(2);
+  });
+
+  test('a free port taken before the server binds it is replaced by other ones', async () => {
+    // The first launch loses its port, as when another program binds it in the gap; the next is the real server.
+    const flaky = path.join(dir, 'flaky-temporal');
+    const lost = path.join(dir, 'flaky-lost');
+    await writeFile(flaky, `#!/bin/sh\nif [ ! -e '${lost}' ]; then touch '${lost}'; echo "bind: address already in use" >&2; exit 1; fi\nexec '${cliPath}' "$@"\n`);
+    await chmod(flaky, 0o755);
+    const messages: string[] = [];
+    const server = await startDevServer({ cliPath: flaky, port: 0, uiPort: false, log: (m) => messages.push(m) });
+    running.push(server);
+    expect(await isTemporalReachable(server.address)).toBe(true);
+    expect(messages).toContain('a port was taken before the Temporal dev server could bind it; trying other ports');
+    await server.stop();
+    // A port asked for by number is not swapped.
+    await rm(lost);
+    await expect(startDevServer({ cliPath: flaky, port: await freePort(), uiPort: false })).rejects.toThrow('bind: address already in use');
   });
 
   test('refuses a port that is already in use', async () => {
