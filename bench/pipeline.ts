@@ -29,6 +29,7 @@ import { LadderStore } from '../src/ledger/ladder-store';
 import { processTally, tallySince } from '../src/activities/process-tally';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
+import { startCpuWindow } from './cpu';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { benchWorker, runToMerge, startBench, withWorker, writeResult, type Bench } from './harness';
 
@@ -56,6 +57,23 @@ interface Run {
   readonly count: number;
   readonly wallMs: number;
   readonly durations: readonly number[];
+  /** CPU seconds of the worker's process, the dev server and PostgreSQL while the run went on. */
+  readonly cpuSeconds: Record<string, number>;
+  readonly ledgerRoundTrips: number;
+}
+
+/**
+ * The processes whose CPU a run counts: the worker (this process, with the bench's client), the
+ * dev server and PostgreSQL. Short-lived children (git, the repo's tests) have exited when a
+ * window ends and are not counted: they are the same work with safety on and off.
+ */
+function cpuRoots(s: Bench): Map<string, number> {
+  const roots = new Map([
+    ['worker', process.pid],
+    ['dev server', s.server.pid],
+  ]);
+  if (s.database.server) roots.set('PostgreSQL', s.database.server.pid);
+  return roots;
 }
 
 /** `count` intents through the whole pipeline, C at a time; the ladder passes the merge. */
@@ -67,6 +85,8 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
   const durations: number[] = [];
   let done = 0;
   const started = t();
+  const cpu = startCpuWindow(cpuRoots(s));
+  const roundTrips = s.ledgerRoundTrips();
   await withWorker(worker, () =>
     mapLimit(repos, C, async (repo, i) => {
       const begun = t();
@@ -77,7 +97,7 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
     }),
   );
   endProgress();
-  return { count, wallMs: t() - started, durations };
+  return { count, wallMs: t() - started, durations, cpuSeconds: cpu.end().cpuSeconds, ledgerRoundTrips: s.ledgerRoundTrips() - roundTrips };
 }
 
 /**
@@ -99,13 +119,29 @@ interface Throughput {
   readonly wallMs: number;
   readonly perSecond: number;
   readonly medianMs: number;
+  /** Per intent: CPU ms of each counted process (see cpuRoots), and their sum. */
+  readonly cpuMsPerIntent: Record<string, number>;
+  readonly ledgerRoundTripsPerIntent: number;
 }
 
 function throughputOf(runs: readonly Run[]): Throughput {
   const wallMs = runs.reduce((sum, r) => sum + r.wallMs, 0);
   const count = runs.reduce((sum, r) => sum + r.count, 0);
   const durations = runs.flatMap((r) => r.durations).sort((a, b) => a - b);
-  return { wallMs, perSecond: count / (wallMs / 1000), medianMs: percentile(durations, 50)! };
+  const cpuMsPerIntent: Record<string, number> = {};
+  for (const run of runs) for (const [label, seconds] of Object.entries(run.cpuSeconds)) cpuMsPerIntent[label] = (cpuMsPerIntent[label] ?? 0) + (seconds * 1000) / count;
+  cpuMsPerIntent.total = Object.values(cpuMsPerIntent).reduce((a, b) => a + b, 0);
+  for (const label of Object.keys(cpuMsPerIntent)) cpuMsPerIntent[label] = Math.round(cpuMsPerIntent[label]!);
+  const ledgerRoundTripsPerIntent = Number((runs.reduce((sum, r) => sum + r.ledgerRoundTrips, 0) / count).toFixed(1));
+  return { wallMs, perSecond: count / (wallMs / 1000), medianMs: percentile(durations, 50)!, cpuMsPerIntent, ledgerRoundTripsPerIntent };
+}
+
+/** `worker 812, dev server 301, PostgreSQL 95` of a variant's CPU ms per intent. */
+function cpuLine(cpu: Record<string, number>): string {
+  return Object.entries(cpu)
+    .filter(([label]) => label !== 'total')
+    .map(([label, ms]) => `${label} ${ms}`)
+    .join(', ');
 }
 
 async function bare(s: Bench): Promise<{ wallMs: number; perSecond: number; medianMs: number }> {
@@ -255,6 +291,10 @@ async function main(): Promise<number> {
     out(`| bare Temporal, six no-op activities | ${secs(floor.wallMs)} | ${floor.perSecond.toFixed(2)} | ${floor.medianMs.toFixed(0)} ms |`);
     out('');
     out(`throughput, safety on / off: ${result.throughputOnVsOff.toFixed(3)} (target ≥ 0.95)`);
+    out(
+      `CPU per intent, safety on: ${on.cpuMsPerIntent.total} ms (${cpuLine(on.cpuMsPerIntent)}); off: ${off.cpuMsPerIntent.total} ms (${cpuLine(off.cpuMsPerIntent)}); ` +
+        `ledger round trips per intent: on ${on.ledgerRoundTripsPerIntent}, off ${off.ledgerRoundTripsPerIntent}`,
+    );
     out(`median time per intent, safety on / bare: ${result.timeOnVsBare.toFixed(1)}× (target ≤ 1.5×; the pipeline does real git work and runs the repo's tests twice, the bare one nothing)`);
     out(`gate latency (approve signal → next activity started): median ${gates.medianMs} ms, p99 ${gates.p99Ms} ms over ${gates.samples} gates`);
     out(
@@ -263,6 +303,8 @@ async function main(): Promise<number> {
     );
     await writeResult('pipeline', result, {
       safetyOnOff: Number(result.throughputOnVsOff.toFixed(3)),
+      cpuMsPerIntent: { safetyOn: on.cpuMsPerIntent.total, safetyOff: off.cpuMsPerIntent.total },
+      ledgerRoundTripsPerIntentAtConcurrency: { safetyOn: on.ledgerRoundTripsPerIntent, safetyOff: off.ledgerRoundTripsPerIntent },
       perSecond: { safetyOn: Number(on.perSecond.toFixed(3)), safetyOff: Number(off.perSecond.toFixed(3)), bare: Number(floor.perSecond.toFixed(3)) },
       gateMedianMs: gates.medianMs,
       gateP99Ms: gates.p99Ms,
