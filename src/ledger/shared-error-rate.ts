@@ -9,8 +9,9 @@ interface SharedWindowState extends ErrorRateState {
 
 /**
  * The agent-call error window of every worker of a scope: one row, its samples and its level.
- * Each judgement locks it, records and judges at the database's time, and stores both, so a
- * change of level is seen (and announced) by exactly one worker: the one whose step made it.
+ * Each judgement that records an outcome or moves the level locks it, records and judges at the
+ * database's time, and stores both, so a change of level is seen (and announced) by exactly one
+ * worker: the one whose step made it.
  */
 export class SharedErrorRateWindow implements ErrorRateWindow {
   private readonly key: string;
@@ -24,6 +25,15 @@ export class SharedErrorRateWindow implements ErrorRateWindow {
   }
 
   async judge(outcome?: { readonly ok: boolean }): Promise<ErrorRateJudgement> {
+    if (outcome === undefined) {
+      // A judgement that records nothing changes the row only when it moves the level: read it
+      // without a lock (one round trip, no wait behind the other workers' calls), and take the
+      // lock only to make a move the read saw coming. The locked step judges again.
+      const { now, states } = await this.store.read([this.key]);
+      const saved = states.get(this.key) as SharedWindowState | undefined;
+      const judgement = judgeWindow(new ErrorRateBreaker(this.options, saved), saved?.level ?? 'ok', now);
+      if (judgement.from === judgement.to) return judgement;
+    }
     return this.store.update([this.key], (states, now) => {
       const saved = states.get(this.key) as SharedWindowState | undefined;
       const breaker = new ErrorRateBreaker(this.options, saved);
