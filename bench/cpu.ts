@@ -1,11 +1,12 @@
 /**
  * CPU time over a window, for the machine and for labelled process trees (a process and its
- * live descendants, less those under another label), read from /proc: tells whether a slow step waited for CPU, and whose.
+ * descendants, less those under another label), read from /proc: tells whether a slow step
+ * waited for CPU, and whose. A descendant that exited counts once its parent has waited for it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
-import { cpuTicksOf, parseProcStat } from '../src/shared/proc-stat';
+import { cpuTicksOf, parseProcStat, reapedChildrenTicksOf } from '../src/shared/proc-stat';
 
 const TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux the benchmarks run on
 
@@ -26,7 +27,8 @@ function snapshot(roots: ReadonlyMap<string, number>): Snapshot {
     try {
       const line = readFileSync(`/proc/${entry}/stat`, 'utf8');
       parent.set(Number(entry), parseProcStat(line).ppid);
-      ticks.set(Number(entry), cpuTicksOf(line));
+      // With its exited children's: a git process that ends inside the window still counts, for its parent.
+      ticks.set(Number(entry), cpuTicksOf(line) + reapedChildrenTicksOf(line));
     } catch {
       // gone meanwhile
     }
@@ -70,7 +72,7 @@ export interface CpuWindow {
   readonly elapsedSeconds: number;
   /** Of all cores' time in the window, the share not idle (1 = every core busy throughout). */
   readonly machineBusyShare: number;
-  /** CPU seconds (user + system) each labelled tree used in the window; exited processes are not counted. */
+  /** CPU seconds (user + system) each labelled tree used in the window, its exited and waited-for processes included. */
   readonly cpuSeconds: Record<string, number>;
 }
 

@@ -57,15 +57,14 @@ interface Run {
   readonly count: number;
   readonly wallMs: number;
   readonly durations: readonly number[];
-  /** CPU seconds of the worker's process, the dev server and PostgreSQL while the run went on. */
+  /** CPU seconds of the worker (with its children), the dev server and PostgreSQL while the run went on. */
   readonly cpuSeconds: Record<string, number>;
   readonly ledgerRoundTrips: number;
 }
 
 /**
- * The processes whose CPU a run counts: the worker (this process, with the bench's client), the
- * dev server and PostgreSQL. Short-lived children (git, the repo's tests) have exited when a
- * window ends and are not counted: they are the same work with safety on and off.
+ * The processes whose CPU a run counts: the worker (this process, with the bench's client, and
+ * the git processes and test runs it starts), the dev server and PostgreSQL.
  */
 function cpuRoots(s: Bench): Map<string, number> {
   const roots = new Map([
@@ -279,6 +278,7 @@ async function main(): Promise<number> {
       safetyOff: off,
       bare: floor,
       throughputOnVsOff: on.perSecond / off.perSecond,
+      cpuOffVsOn: off.cpuMsPerIntent.total! / on.cpuMsPerIntent.total!,
       timeOnVsBare: on.medianMs / floor.medianMs,
       gateLatency: gates,
       perIntent: one,
@@ -295,6 +295,8 @@ async function main(): Promise<number> {
       `CPU per intent, safety on: ${on.cpuMsPerIntent.total} ms (${cpuLine(on.cpuMsPerIntent)}); off: ${off.cpuMsPerIntent.total} ms (${cpuLine(off.cpuMsPerIntent)}); ` +
         `ledger round trips per intent: on ${on.ledgerRoundTripsPerIntent}, off ${off.ledgerRoundTripsPerIntent}`,
     );
+    // On a machine whose cores the runs keep busy, throughput goes as the inverse of CPU per intent.
+    out(`CPU per intent, safety off / on: ${result.cpuOffVsOn.toFixed(3)} (the throughput ratio this CPU predicts where the cores are the limit; target ≥ 0.95)`);
     out(`median time per intent, safety on / bare: ${result.timeOnVsBare.toFixed(1)}× (target ≤ 1.5×; the pipeline does real git work and runs the repo's tests twice, the bare one nothing)`);
     out(`gate latency (approve signal → next activity started): median ${gates.medianMs} ms, p99 ${gates.p99Ms} ms over ${gates.samples} gates`);
     out(
@@ -304,6 +306,7 @@ async function main(): Promise<number> {
     await writeResult('pipeline', result, {
       safetyOnOff: Number(result.throughputOnVsOff.toFixed(3)),
       cpuMsPerIntent: { safetyOn: on.cpuMsPerIntent.total, safetyOff: off.cpuMsPerIntent.total },
+      cpuOffOverOn: Number(result.cpuOffVsOn.toFixed(3)),
       ledgerRoundTripsPerIntentAtConcurrency: { safetyOn: on.ledgerRoundTripsPerIntent, safetyOff: off.ledgerRoundTripsPerIntent },
       perSecond: { safetyOn: Number(on.perSecond.toFixed(3)), safetyOff: Number(off.perSecond.toFixed(3)), bare: Number(floor.perSecond.toFixed(3)) },
       gateMedianMs: gates.medianMs,

@@ -18,6 +18,12 @@ export function cpuTicksOf(line: string): number {
   return Number(fields[11]) + Number(fields[12]);
 }
 
+/** User plus system CPU time of the process's children that have exited and been waited for, in clock ticks (fields 16 and 17). */
+export function reapedChildrenTicksOf(line: string): number {
+  const fields = fieldsAfterComm(line);
+  return Number(fields[13]) + Number(fields[14]);
+}
+
 /** Fields 3 (state) onwards: comm, field 2, may hold spaces and parentheses, so they start after the last ')'. */
 function fieldsAfterComm(line: string): string[] {
   return line.slice(line.lastIndexOf(')') + 2).split(' ');
