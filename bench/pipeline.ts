@@ -5,7 +5,7 @@
  *   scripted demo agent — worktree, five agent stages, the repo's tests (impl fails once, then
  *   passes), the mechanical checks, the ledger, the merge (passed by the automation ladder at a
  *   pinned L3, so no person is in the loop) — with the safety interceptors on and off, in halves
- *   run on, off, off, on so that a drifting load weighs on both alike; and a
+ *   run on, off, off, on (after an untimed warm-up of each) so that a drifting load weighs on both alike; and a
  *   bare Temporal workflow of six no-op activities as the floor;
  * - gate latency: G intents (default 100) wait at the merge gate; the bench approves each and
  *   reads, from the workflow history, the time from the signal to the next activity's start;
@@ -102,9 +102,14 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
 /**
  * Safety on and off, N intents each, in four halves in the order on, off, off, on: a load that
  * rises or falls steadily over the run (other work on the machine) weighs on both sides alike,
- * where on-then-off would hand all of it to one side.
+ * where on-then-off would hand all of it to one side. A warm-up of each goes first.
  */
 async function onAndOff(s: Bench): Promise<{ on: Throughput; off: Throughput }> {
+  // Untimed, C intents each way first: the first intents of a process load modules (the stub
+  // checks' TypeScript compiler among them) and warm the JIT, which would otherwise all be
+  // charged to the first timed half, safety on.
+  await pipelines(s, 'warm-up, safety on', 'warm-on', true, C);
+  await pipelines(s, 'warm-up, safety off', 'warm-off', false, C);
   const first = Math.ceil(N / 2);
   const second = N - first;
   const on1 = await pipelines(s, 'safety on (1/2)', 'on-1', true, first);
