@@ -77,3 +77,39 @@ describe('ErrorRateBreaker', () => {
     }
   });
 });
+
+describe('untilBelowCritical', () => {
+  /** The definition: the first moment a sample leaves the window at which the verdict is no longer a trip. */
+  function byDefinition(breaker: ErrorRateBreaker, now: number, windowMs: number): number {
+    if (breaker.check(now).verdict !== 'trip') return 0;
+    const exits = breaker.toJSON().samples.map((s) => s.at + windowMs).filter((t) => t > now).sort((a, b) => a - b);
+    const drop = exits.find((t) => breaker.check(t).verdict !== 'trip');
+    return (drop ?? now + windowMs) - now;
+  }
+
+  /** A small deterministic generator, so that a failure names its case. */
+  function random(seed: number): () => number {
+    let x = seed;
+    return () => {
+      x = (x * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return x / 2_147_483_648;
+    };
+  }
+
+  it('gives the time the definition gives, for windows of every shape', () => {
+    const windowMs = 1_000;
+    let tripped = 0;
+    for (let seed = 1; seed <= 300; seed++) {
+      const next = random(seed);
+      const breaker = new ErrorRateBreaker({ windowMs, minCalls: 1 + Math.floor(next() * 8), criticalRate: 0.2 + next() * 0.5, warningRate: 0.1 });
+      const now = 5_000;
+      const count = 1 + Math.floor(next() * 60);
+      // Times before now, some equal, some out of order, a few after now (recorded by a clock ahead).
+      for (let i = 0; i < count; i++) breaker.record(Math.round(now - next() * 1_200 + (next() < 0.1 ? 300 : 0)), next() < 0.6);
+      if (breaker.check(now).verdict === 'trip') tripped += 1;
+      expect([seed, breaker.untilBelowCritical(now)]).toEqual([seed, byDefinition(breaker, now, windowMs)]);
+    }
+    // The cases cover trips, not only windows that are fine.
+    expect(tripped).toBeGreaterThan(50);
+  });
+});
