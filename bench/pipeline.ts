@@ -108,8 +108,11 @@ async function onAndOff(s: Bench): Promise<{ on: Throughput; off: Throughput }> 
   // Untimed, C intents each way first: the first intents of a process load modules (the stub
   // checks' TypeScript compiler among them) and warm the JIT, which would otherwise all be
   // charged to the first timed half, safety on.
-  await pipelines(s, 'warm-up, safety on', 'warm-on', true, C);
-  await pipelines(s, 'warm-up, safety off', 'warm-off', false, C);
+  // A smoke run's figures are not read: it skips the warm-up.
+  if (!flags.smoke) {
+    await pipelines(s, 'warm-up, safety on', 'warm-on', true, C);
+    await pipelines(s, 'warm-up, safety off', 'warm-off', false, C);
+  }
   const first = Math.ceil(N / 2);
   const second = N - first;
   const on1 = await pipelines(s, 'safety on (1/2)', 'on-1', true, first);
