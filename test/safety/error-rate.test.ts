@@ -53,10 +53,30 @@ describe('ErrorRateBreaker', () => {
     expect(breaker.check(15)).toMatchObject({ calls: 10, errors: 0, verdict: 'ok' });
   });
 
-  it('keeps memory bounded', () => {
-    const breaker = new ErrorRateBreaker({ maxSamples: 100 });
-    feed(breaker, 0, 1_000, 0);
-    expect(breaker.toJSON().samples).toHaveLength(100);
+  it('keeps one count per slice of the window, however many calls it saw', () => {
+    const breaker = new ErrorRateBreaker({ windowMs: 60_000 });
+    // 3,000 calls over two minutes, one in four an error: the last minute's are in the window.
+    for (let i = 0; i < 3_000; i++) breaker.record(i * 40, i % 4 !== 0);
+    const { counts } = breaker.toJSON();
+    // 60 slices of a second; the newest slice's calls each on their own until a newer slice has calls.
+    expect(counts.length).toBeLessThanOrEqual(60 + 25);
+    expect(breaker.check(119_960)).toMatchObject({ calls: 1_500, errors: 375, verdict: 'trip' });
+  });
+
+  it('lets a call leave the window at most a slice early', () => {
+    const breaker = new ErrorRateBreaker({ windowMs: 60_000, minCalls: 1 });
+    breaker.record(1_500, false);
+    // Alone in the newest slice, it keeps its own time.
+    expect(breaker.check(61_499).errors).toBe(1);
+    breaker.record(2_000, true);
+    // Counted with its slice (1,000–1,999) once a newer slice has calls: it leaves at 61,000, not 61,500.
+    expect(breaker.check(60_999)).toMatchObject({ calls: 2, errors: 1 });
+    expect(breaker.check(61_000)).toMatchObject({ calls: 1, errors: 0 });
+  });
+
+  it('reads a state that kept each call', () => {
+    const breaker = new ErrorRateBreaker({ windowMs: 60_000 }, { samples: [...Array.from({ length: 9 }, (_, i) => ({ at: i * 1_000, ok: true })), { at: 9_000, ok: false }] });
+    expect(breaker.check(9_000)).toMatchObject({ calls: 10, errors: 1, verdict: 'warn' });
   });
 
   it('honours custom rates', () => {
@@ -82,7 +102,7 @@ describe('untilBelowCritical', () => {
   /** The definition: the first moment a sample leaves the window at which the verdict is no longer a trip. */
   function byDefinition(breaker: ErrorRateBreaker, now: number, windowMs: number): number {
     if (breaker.check(now).verdict !== 'trip') return 0;
-    const exits = breaker.toJSON().samples.map((s) => s.at + windowMs).filter((t) => t > now).sort((a, b) => a - b);
+    const exits = breaker.toJSON().counts.map((c) => c.at + windowMs).filter((t) => t > now).sort((a, b) => a - b);
     const drop = exits.find((t) => breaker.check(t).verdict !== 'trip');
     return (drop ?? now + windowMs) - now;
   }
