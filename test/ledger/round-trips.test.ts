@@ -94,6 +94,46 @@ describeOnBackends('ledger round trips on the %s PostgreSQL', (baseUrl) => {
     expect(readOnly).toEqual({ result: { [keys[0]!]: { tokens: 3, note: "it's \\ fine" } }, trips: 2 });
   });
 
+  test('steps asked for in the same turn share one transaction, in order, and a step that throws fails alone', async () => {
+    const store = new SharedLimitStore(pool);
+    const [a, b, c] = ['a', 'b', 'c'].map((name) => sharedLimitKey('turn', 'rate', name)) as [string, string, string];
+    const count = (key: string) => (states: ReadonlyMap<string, unknown>) => {
+      const n = ((states.get(key) as { n?: number } | undefined)?.n ?? 0) + 1;
+      return { result: n, write: new Map([[key, { n }]]) };
+    };
+    const together = await counted(() =>
+      Promise.all([
+        store.update([a], count(a)),
+        store.update([b, a], count(a)),
+        store.update([c], () => {
+          throw new Error('no such step');
+        }).catch((error: unknown) => (error as Error).message),
+        store.update([b], count(b)),
+      ]),
+    );
+    // The second saw the first's write: the same as one after the other.
+    expect(together).toEqual({ result: [1, 2, 'no such step', 1], trips: 2 });
+    const states = await store.read([a, b, c]);
+    expect(Object.fromEntries(states.states)).toEqual({ [a]: { n: 2 }, [b]: { n: 1 } });
+
+    // A step in a later turn goes in a transaction of its own.
+    const later = await counted(async () => [await store.update([a], count(a)), await store.update([a], count(a))]);
+    expect(later).toEqual({ result: [3, 4], trips: 4 });
+  });
+
+  test('when the shared transaction fails, each of its steps is tried on its own', async () => {
+    const store = new SharedLimitStore(pool);
+    const key = sharedLimitKey('turn', 'rate', 'retried');
+    // A state PostgreSQL cannot store as jsonb fails the whole transaction's write; the other step then goes alone.
+    const [bad, good] = await Promise.allSettled([
+      store.update([key], () => ({ result: 'bad', write: new Map([[key, { text: 'nul \u0000 inside' }]]) })),
+      store.update([sharedLimitKey('turn', 'rate', 'fine')], () => ({ result: 'good', write: new Map([[sharedLimitKey('turn', 'rate', 'fine'), { n: 1 }]]) })),
+    ]);
+    expect(bad.status).toBe('rejected');
+    expect(good).toEqual({ status: 'fulfilled', value: 'good' });
+    expect((await store.read([sharedLimitKey('turn', 'rate', 'fine')])).states.get(sharedLimitKey('turn', 'rate', 'fine'))).toEqual({ n: 1 });
+  });
+
   test('activity runs recorded at the same time share a round trip; each says whether it was new', async () => {
     const run = (activityId: string) => ({
       workflowId: 'wf-runs', runId: 'run-1', activityId, attempt: 1, activityType: 'runTests', taskQueue: 'q',

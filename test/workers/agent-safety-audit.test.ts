@@ -77,6 +77,37 @@ test('activity_runs: every activity attempt of a run is recorded once, a retried
   );
 });
 
+test("an agent call takes two locked steps on the shared limits: the rate buckets before it, its outcome in the circuit and the error window together after it", async () => {
+  // Every locked step opens with the INSERT … ON CONFLICT that locks its rows (shared-limits.ts).
+  let lockedSteps = 0;
+  const wrapped = new WeakSet<object>();
+  const countSteps = (client: { query: (...args: unknown[]) => unknown }): void => {
+    if (wrapped.has(client)) return;
+    wrapped.add(client);
+    const query = client.query.bind(client);
+    client.query = (...args: unknown[]) => {
+      const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+      if (text?.includes('INSERT INTO shared_limits')) lockedSteps += 1;
+      return query(...args);
+    };
+  };
+  world().pool.on('acquire', countSteps);
+  try {
+    await withWorker({}, async (h) => {
+      const intent = intentFor(script({ model: 'stepped' }));
+      const handle = await startIntent(world().client, intent, h.queue);
+      await waitFor(async () => ((await handle.query(stateQuery)).pendingGate?.gate === 'merge' ? true : undefined), 120_000, 'the merge gate');
+      await handle.signal(decideSignal, { gate: 'merge', decision: 'approve', by: 'tester' });
+      expect((await handle.result()).status).toBe('merged');
+      const calls = (await world().ledger.activityRuns.ofWorkflow(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage');
+      expect(calls.length).toBeGreaterThanOrEqual(5);
+      expect(lockedSteps).toBe(2 * calls.length);
+    });
+  } finally {
+    world().pool.off('acquire', countSteps);
+  }
+});
+
 test('activity_runs is append-only, written once per attempt, and only retention cleanup deletes from it', async () => {
   const day = 86_400_000;
   const row = {

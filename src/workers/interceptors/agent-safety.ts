@@ -53,9 +53,10 @@ export interface AgentSafetyDeps {
  *   agent's, the intent's and the stage's budgets in one ledger transaction → non-retryable
  *   BUDGET_EXCEEDED (day, agent) or SAFETY_HALT (intent, stage) when one would be passed. After
  *   each call the reservation is settled at its real cost, whether the attempt then succeeds or not.
- * - After it: circuit changes and behaviour findings are recorded, the error rate counts the
- *   outcome; calls counted at their declared cap are a COST_WARNING, a call over its cap halts;
- *   a cascade of LOW…HIGH is recorded, CRITICAL is recorded and halts. The paid calls of an
+ * - After it: the circuit and the error rate count the outcome (one shared step for both) and
+ *   their changes are recorded, then behaviour findings; calls counted at their declared cap are
+ *   a COST_WARNING, a call over its cap halts; a cascade of LOW…HIGH is recorded, CRITICAL is
+ *   recorded and halts. The paid calls of an
  *   attempt whose result the workflow will not get go to cost_events from here.
  * - Every activity: one `activity_runs` row per attempt (start, end, duration, outcome, spend).
  *
@@ -76,7 +77,10 @@ class AgentSafety {
   private readonly audit: ActivityAudit;
   /** Before the call, in this order; the first to throw refuses it and nothing after it runs. */
   private readonly admission: readonly LayerWith<'admit'>[];
-  /** Around the call, outermost first: the circuit sees the call with its meter inside. */
+  /**
+   * Around the call, outermost first: the circuit sees the call with its meter inside; the error
+   * window counts the outcome in the same turn as the circuit does (one shared step for both).
+   */
   private readonly wrappers: readonly LayerWith<'around'>[];
   /** When the call failed, in this order; a layer that throws replaces the failure and ends the list. */
   private readonly onFailure: readonly LayerWith<'failed'>[];
@@ -97,11 +101,12 @@ class AgentSafety {
     this.audit = new ActivityAudit(deps);
     // The cheap refusals first, and nothing reserved or taken before the circuit has admitted the call.
     this.admission = [killSwitch, errorRate, circuit, rateLimit, cost, behaviour];
-    this.wrappers = [circuit, cost];
+    this.wrappers = [circuit, errorRate, cost];
     // A call the circuit refused is not the agent's behaviour; a stop mid-run is recorded as such.
-    this.onFailure = [circuit, behaviour, killSwitch, errorRate];
+    // The error window's move (counted by its wrapper) is announced before a layer can end the list.
+    this.onFailure = [circuit, errorRate, behaviour, killSwitch];
     // What happened to the endpoint first, then the answer judged: its cost, then its content.
-    this.onAnswer = [circuit, behaviour, errorRate, rateLimit, cost, cascade];
+    this.onAnswer = [circuit, errorRate, behaviour, rateLimit, cost, cascade];
     this.closing = [cost];
   }
 

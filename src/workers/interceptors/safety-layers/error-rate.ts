@@ -21,6 +21,8 @@ import type { AgentCall, SafetyLayer } from './safety-layer';
  */
 export class ErrorRateLayer implements SafetyLayer {
   private readonly window: ErrorRateWindow;
+  /** Each running call's outcome, counted by `around` and announced by `answered` or `failed`. */
+  private readonly counting = new WeakMap<AgentCall, Promise<ErrorRateJudgement>>();
 
   constructor(
     config: WorkerSafetyConfig['errorRate'],
@@ -42,13 +44,47 @@ export class ErrorRateLayer implements SafetyLayer {
     });
   }
 
-  async failed(call: AgentCall, error: unknown): Promise<void> {
-    if (!countsAgainstEndpoint(error, call.ctx)) return;
-    await this.announce(call, await call.patiently('count a failed call', () => this.window.judge({ ok: false })));
+  /**
+   * Counts the call's outcome the moment it is known, in the same turn as its circuit counts it
+   * (the circuit's wrapper is outside this one), so the two shared steps go in one transaction
+   * (see SharedLimitStore.update). An answer counts as healthy whatever the layers after it
+   * make of its content; a failure counts only when it says the endpoint is unhealthy.
+   */
+  async around(call: AgentCall, run: () => Promise<unknown>): Promise<unknown> {
+    let outcome: { ok: boolean };
+    let result: unknown;
+    try {
+      result = await run();
+      outcome = { ok: true };
+    } catch (error) {
+      if (!countsAgainstEndpoint(error, call.ctx)) throw error;
+      this.counting.set(call, this.count(call, { ok: false }));
+      throw error;
+    }
+    this.counting.set(call, this.count(call, outcome));
+    return result;
+  }
+
+  async failed(call: AgentCall): Promise<void> {
+    await this.announceCounted(call);
   }
 
   async answered(call: AgentCall, _result: StageResult): Promise<void> {
-    await this.announce(call, await call.patiently('count an answered call', () => this.window.judge({ ok: true })));
+    await this.announceCounted(call);
+  }
+
+  /** The outcome counted (its step already on its way); handled at once so a failure waits for `announceCounted`. */
+  private count(call: AgentCall, outcome: { ok: boolean }): Promise<ErrorRateJudgement> {
+    const counted = call.patiently(outcome.ok ? 'count an answered call' : 'count a failed call', () => this.window.judge(outcome));
+    counted.catch(() => undefined);
+    return counted;
+  }
+
+  private async announceCounted(call: AgentCall): Promise<void> {
+    const counted = this.counting.get(call);
+    if (counted === undefined) return;
+    this.counting.delete(call);
+    await this.announce(call, await counted);
   }
 
   /** Records a change of level this judgement made: warning and critical once each time they are entered. */
