@@ -13,12 +13,16 @@
  *   the git processes Warden started, the ledger round trips, and the time of the agent and of the
  *   repo's tests (process-tally.ts), the rest being Warden's own.
  *
- *   npx tsx bench/pipeline.ts [--intents 200] [--gates 100] [--concurrency 8] [--measured 5] [--smoke]
+ *   npx tsx bench/pipeline.ts [--intents 200] [--gates 100] [--concurrency 8] [--measured 5] [--smoke] [--cpu-profile DIR]
  *   npm run bench:pipeline -- --intents 50
+ *
+ * `--cpu-profile DIR` profiles the worker's main thread through each timed half, into
+ * DIR/<half>.cpuprofile, and prints each one's top functions.
  *
  * Everything is its own (an in-memory dev server, an embedded PostgreSQL in a temp folder, the
  * repos) and is torn down at the end. Results: bench/results/pipeline.json.
  */
+import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -29,7 +33,7 @@ import { LadderStore } from '../src/ledger/ladder-store';
 import { processTally, tallySince } from '../src/activities/process-tally';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
-import { startCpuWindow } from './cpu';
+import { startCpuProfile, startCpuWindow } from './cpu';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { benchWorker, runToMerge, startBench, withWorker, writeResult, type Bench } from './harness';
 
@@ -40,6 +44,7 @@ const { values: flags } = parseArgs({
     concurrency: { type: 'string' },
     measured: { type: 'string' },
     smoke: { type: 'boolean', default: false },
+    'cpu-profile': { type: 'string' },
   },
 });
 const N = sized(flags.intents, flags.smoke, 200, 2);
@@ -84,6 +89,7 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
   const durations: number[] = [];
   let done = 0;
   const started = t();
+  const profiler = flags['cpu-profile'] && !queue.startsWith('warm') ? await startCpuProfile() : undefined;
   const cpu = startCpuWindow(cpuRoots(s));
   const roundTrips = s.ledgerRoundTrips();
   await withWorker(worker, () =>
@@ -96,7 +102,12 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
     }),
   );
   endProgress();
-  return { count, wallMs: t() - started, durations, cpuSeconds: cpu.end().cpuSeconds, ledgerRoundTrips: s.ledgerRoundTrips() - roundTrips };
+  const run = { count, wallMs: t() - started, durations, cpuSeconds: cpu.end().cpuSeconds, ledgerRoundTrips: s.ledgerRoundTrips() - roundTrips };
+  if (profiler) {
+    await mkdir(flags['cpu-profile']!, { recursive: true });
+    await profiler.stopInto(path.join(flags['cpu-profile']!, `${queue}.cpuprofile`));
+  }
+  return run;
 }
 
 /**
