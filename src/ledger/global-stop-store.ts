@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { inTransaction } from './transaction';
+import { readInTurn } from './read-turn';
 import { RoundTripGroup } from './round-trip-group';
 import { safetyEventRow } from './chained-rows';
 import type { LedgerWriter } from './ledger-writer';
@@ -32,9 +33,9 @@ export class GlobalStopStore {
   }
 
   private async readFlag(): Promise<GlobalStop> {
-    const result = await this.pool.query<{ active: boolean; set_by: string; reason: string; at: Date }>(
-      `SELECT active, set_by, reason, at FROM controls WHERE control = 'global_stop' ORDER BY seq DESC LIMIT 1`,
-    );
+    const result = await readInTurn<{ active: boolean; set_by: string; reason: string; at: Date }>(this.pool, {
+      text: `SELECT active, set_by, reason, at FROM controls WHERE control = 'global_stop' ORDER BY seq DESC LIMIT 1`,
+    });
     const row = result.rows[0];
     return row ? { stopped: row.active, by: row.set_by, reason: row.reason, at: row.at } : { stopped: false };
   }

@@ -24,14 +24,18 @@ export class SharedErrorRateWindow implements ErrorRateWindow {
     this.key = sharedLimitKey(scope, 'error-rate', 'agent-calls');
   }
 
+  /** The row read without a lock: one round trip (shared with the turn's other reads), no wait behind the other workers' calls. */
+  async look(): Promise<ErrorRateJudgement> {
+    const { now, states } = await this.store.read([this.key]);
+    const saved = states.get(this.key) as SharedWindowState | undefined;
+    return judgeWindow(new ErrorRateBreaker(this.options, saved), saved?.level ?? 'ok', now);
+  }
+
   async judge(outcome?: { readonly ok: boolean }): Promise<ErrorRateJudgement> {
     if (outcome === undefined) {
-      // A judgement that records nothing changes the row only when it moves the level: read it
-      // without a lock (one round trip, no wait behind the other workers' calls), and take the
-      // lock only to make a move the read saw coming. The locked step judges again.
-      const { now, states } = await this.store.read([this.key]);
-      const saved = states.get(this.key) as SharedWindowState | undefined;
-      const judgement = judgeWindow(new ErrorRateBreaker(this.options, saved), saved?.level ?? 'ok', now);
+      // A judgement that records nothing changes the row only when it moves the level: look
+      // first, and take the lock only to make a move the look saw coming. The locked step judges again.
+      const judgement = await this.look();
       if (judgement.from === judgement.to) return judgement;
     }
     return this.store.update([this.key], (states, now) => {

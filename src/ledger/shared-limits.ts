@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { inBatchedTransaction } from './batched-transaction';
+import { readInTurn } from './read-turn';
 
 /**
  * The state of limits that every worker shares (rate buckets, circuits, error windows): one
@@ -40,11 +41,14 @@ export class SharedLimitStore {
 
   /** The states of `keys` (absent: never written) and the database's time, without locking anything. */
   async read(keys: readonly string[]): Promise<{ readonly now: number; readonly states: ReadonlyMap<string, unknown> }> {
-    const { rows } = await this.pool.query<{ now: number; states: Record<string, unknown> }>(
-      `SELECT ${NOW_MS} AS now,
-              (SELECT coalesce(jsonb_object_agg(key, state), '{}'::jsonb) FROM shared_limits WHERE key = ANY($1::text[]) AND state IS NOT NULL) AS states`,
-      [keys],
-    );
+    // Read in the turn's round trip (see readInTurn): an agent call's admission reads its circuit,
+    // the error window and the stop flag together.
+    const { rows } = await readInTurn<{ now: number; states: Record<string, unknown> }>(this.pool, {
+      text: `SELECT ${NOW_MS} AS now,
+                    (SELECT coalesce(jsonb_object_agg(key, state), '{}'::jsonb) FROM shared_limits
+                      WHERE key IN (SELECT jsonb_array_elements_text($1::jsonb)) AND state IS NOT NULL) AS states`,
+      values: [JSON.stringify(keys)],
+    });
     const row = rows[0]!;
     return { now: row.now, states: new Map(Object.entries(row.states)) };
   }

@@ -22,6 +22,11 @@ export interface ErrorRateJudgement {
 export interface ErrorRateWindow {
   /** Records a call's outcome (when given: `ok` false for an error), then judges the window. */
   judge(outcome?: { readonly ok: boolean }): Promise<ErrorRateJudgement>;
+  /**
+   * The judgement the window would make now, recording and moving nothing: `from !== to` says a
+   * `judge()` would move the level (and that caller would announce it).
+   */
+  look(): Promise<ErrorRateJudgement>;
 }
 
 /** Judges `breaker` at `now` after recording `outcome`, moving the level from `from`: the step both windows take. */
@@ -44,5 +49,9 @@ export class LocalErrorRateWindow implements ErrorRateWindow {
     const judgement = judgeWindow(this.breaker, this.level, Date.now(), outcome);
     this.level = judgement.to;
     return judgement;
+  }
+
+  async look(): Promise<ErrorRateJudgement> {
+    return judgeWindow(this.breaker, this.level, Date.now());
   }
 }

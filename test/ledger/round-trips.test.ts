@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { countRoundTrips } from '../../bench/round-trips';
-import { inBatchedTransaction, inlined } from '../../src/ledger/batched-transaction';
+import { inBatchedTransaction, inlined, type Literal } from '../../src/ledger/batched-transaction';
+import { readInTurn } from '../../src/ledger/read-turn';
 import { Ledger } from '../../src/ledger/ledger';
 import { sharedLimitKey, SharedLimitStore } from '../../src/ledger/shared-limits';
 import type { FreshDatabase } from '../helpers/database';
@@ -132,6 +133,27 @@ describeOnBackends('ledger round trips on the %s PostgreSQL', (baseUrl) => {
     expect(bad.status).toBe('rejected');
     expect(good).toEqual({ status: 'fulfilled', value: 'good' });
     expect((await store.read([sharedLimitKey('turn', 'rate', 'fine')])).states.get(sharedLimitKey('turn', 'rate', 'fine'))).toEqual({ n: 1 });
+  });
+
+  test('reads asked in the same turn share a round trip, each with its own result; a read that fails fails alone', async () => {
+    const read = (text: string, values?: Literal[]) => readInTurn<{ v: unknown }>(pool, { text, values });
+    const together = await counted(() =>
+      Promise.all([
+        read('SELECT $1::int + 1 AS v', [41]),
+        read("SELECT $1::text AS v", ["it's"]),
+        read('SELECT * FROM no_such_table').catch((error: unknown) => (error as Error).message),
+        read('SELECT $1::jsonb AS v', [JSON.stringify({ a: [1, 'b'] })]),
+      ]),
+    );
+    // One round trip for the four; it fails on the missing table, so the four go again one by one.
+    expect(together.result.map((r) => (typeof r === 'string' ? r : r.rows[0]!.v))).toEqual([42, "it's", 'relation "no_such_table" does not exist', { a: [1, 'b'] }]);
+    expect(together.trips).toBe(5);
+    const fine = await counted(() => Promise.all([read('SELECT 1 AS v'), read('SELECT 2 AS v'), read('SELECT 3 AS v')]));
+    expect(fine.result.map((r) => r.rows[0]!.v)).toEqual([1, 2, 3]);
+    expect(fine.trips).toBe(1);
+    // Reads in later turns go on their own.
+    const apart = await counted(async () => [await read('SELECT 1 AS v'), await read('SELECT 2 AS v')]);
+    expect(apart.trips).toBe(2);
   });
 
   test('activity runs recorded at the same time share a round trip; each says whether it was new', async () => {

@@ -77,17 +77,19 @@ test('activity_runs: every activity attempt of a run is recorded once, a retried
   );
 });
 
-test("an agent call takes two locked steps on the shared limits: the rate buckets before it, its outcome in the circuit and the error window together after it", async () => {
+test('an agent call reads the stop flag, the error window and its circuit in one round trip, and takes two locked steps: the rate buckets before it, its outcome in the circuit and the error window after it', async () => {
   // Every locked step opens with the INSERT … ON CONFLICT that locks its rows (shared-limits.ts).
   let lockedSteps = 0;
+  let admissionReads = 0;
   const wrapped = new WeakSet<object>();
   const countSteps = (client: { query: (...args: unknown[]) => unknown }): void => {
     if (wrapped.has(client)) return;
     wrapped.add(client);
     const query = client.query.bind(client);
     client.query = (...args: unknown[]) => {
-      const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
-      if (text?.includes('INSERT INTO shared_limits')) lockedSteps += 1;
+      const text = (typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text) ?? '';
+      if (text.includes('INSERT INTO shared_limits')) lockedSteps += 1;
+      if (/FROM shared_limits\s+WHERE key IN/.test(text) && text.includes("control = 'global_stop'")) admissionReads += 1;
       return query(...args);
     };
   };
@@ -101,6 +103,7 @@ test("an agent call takes two locked steps on the shared limits: the rate bucket
       expect((await handle.result()).status).toBe('merged');
       const calls = (await world().ledger.activityRuns.ofWorkflow(`intent-${intent.id}`)).filter((r) => r.activityType === 'runAgentStage');
       expect(calls.length).toBeGreaterThanOrEqual(5);
+      expect(admissionReads).toBe(calls.length);
       expect(lockedSteps).toBe(2 * calls.length);
     });
   } finally {

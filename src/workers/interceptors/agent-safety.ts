@@ -157,6 +157,8 @@ class AgentSafety {
       facts,
     };
 
+    // Every layer's reads first, together (one round trip); then the judgements, in order.
+    for (const layer of this.admission) layer.look?.(call);
     for (const layer of this.admission) await layer.admit(call);
 
     let delivered = false;

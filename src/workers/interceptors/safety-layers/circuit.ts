@@ -7,10 +7,10 @@ import type { WorkerSafetyConfig } from '../../../config/schema';
 import { SharedCircuitBreakers } from '../../../ledger/shared-circuits';
 import type { SharedLimits } from '../../../ledger/shared-limits';
 import { circuitEventOf } from '../../../safety/circuit-events';
-import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError, type CircuitBreakerOptions, type CircuitBreakers } from '../../../safety/circuit-breaker';
+import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError, type CircuitBreakerOptions, type CircuitBreakers, type CircuitState } from '../../../safety/circuit-breaker';
 import { FailureType } from '../../../shared/errors';
 import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS, stoppedUnanswered } from '../failures';
-import type { AgentCall, SafetyLayer } from './safety-layer';
+import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
 
 /** The longest wait for an endpoint's circuit inside one attempt (the default cool-down is 30 s). */
 const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
@@ -28,6 +28,7 @@ export class CircuitLayer implements SafetyLayer {
   private readonly breakers: CircuitBreakers;
   /** The attempt whose call is running through a circuit: where its changes and its cancellation are. */
   private readonly running = new AsyncLocalStorage<AgentCall>();
+  private readonly looks = new Looks<{ state: CircuitState; retryAfterMs: number }>();
 
   constructor(
     private readonly config: WorkerSafetyConfig['circuitBreaker'],
@@ -60,12 +61,16 @@ export class CircuitLayer implements SafetyLayer {
    * A longer wait fails the attempt with CIRCUIT_OPEN and `nextRetryDelay` = the time until the
    * circuit admits a probe, so the next attempt comes no earlier than that.
    */
+  look(call: AgentCall): void {
+    if (!call.viaGateway) this.looks.start(call, () => this.read(call));
+  }
+
   async admit(call: AgentCall): Promise<void> {
     if (call.viaGateway) return;
     const { endpoint } = call.agent;
     let logged = false;
-    for (;;) {
-      const { state, retryAfterMs: waitMs } = await call.patiently("read the endpoint's circuit", () => this.breakers.status(endpoint));
+    for (let first = true; ; first = false) {
+      const { state, retryAfterMs: waitMs } = await (first ? this.looks.take(call, () => this.read(call)) : this.read(call));
       if (state === 'CLOSED' || waitMs <= 0) return;
       if (waitMs > MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS || Date.now() + waitMs > call.ref.deadlineMs || call.ctx.cancellationSignal.aborted) {
         throw circuitOpenFailure(new CircuitOpenError(endpoint, waitMs, state));
@@ -75,6 +80,10 @@ export class CircuitLayer implements SafetyLayer {
       call.ctx.heartbeat();
       await call.ctx.sleep(Math.min(waitMs, 2_000));
     }
+  }
+
+  private read(call: AgentCall): Promise<{ state: CircuitState; retryAfterMs: number }> {
+    return call.patiently("read the endpoint's circuit", () => this.breakers.status(call.agent.endpoint));
   }
 
   around(call: AgentCall, run: () => Promise<unknown>): Promise<unknown> {

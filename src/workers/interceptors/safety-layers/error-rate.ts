@@ -9,7 +9,7 @@ import { LocalErrorRateWindow, type ErrorRateJudgement, type ErrorRateWindow } f
 import { parseDuration } from '../../../shared/duration';
 import { FailureType } from '../../../shared/errors';
 import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS } from '../failures';
-import type { AgentCall, SafetyLayer } from './safety-layer';
+import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
 
 /**
  * The error rate across this worker's agent calls (with `shared`: across every worker's, one
@@ -23,6 +23,7 @@ export class ErrorRateLayer implements SafetyLayer {
   private readonly window: ErrorRateWindow;
   /** Each running call's outcome, counted by `around` and announced by `answered` or `failed`. */
   private readonly counting = new WeakMap<AgentCall, Promise<ErrorRateJudgement>>();
+  private readonly looks = new Looks<ErrorRateJudgement>();
 
   constructor(
     config: WorkerSafetyConfig['errorRate'],
@@ -33,8 +34,14 @@ export class ErrorRateLayer implements SafetyLayer {
     this.window = shared ? new SharedErrorRateWindow(shared.store, options, shared.scope) : new LocalErrorRateWindow(options);
   }
 
+  look(call: AgentCall): void {
+    this.looks.start(call, () => this.read(call));
+  }
+
   async admit(call: AgentCall): Promise<void> {
-    const judged = await call.patiently('read the error-rate window', () => this.window.judge());
+    const seen = await this.looks.take(call, () => this.read(call));
+    // Only a move of level takes the row's lock (and is judged again under it).
+    const judged = seen.from === seen.to ? seen : await call.patiently('judge the error-rate window', () => this.window.judge());
     await this.announce(call, judged);
     if (judged.to !== 'trip') return;
     throw ApplicationFailure.create({
@@ -42,6 +49,10 @@ export class ErrorRateLayer implements SafetyLayer {
       message: `agent-call error rate is critical (${judged.check.detail}); retry in ${judged.retryAfterMs} ms`,
       nextRetryDelay: Math.max(MIN_RETRY_DELAY_MS, judged.retryAfterMs),
     });
+  }
+
+  private read(call: AgentCall): Promise<ErrorRateJudgement> {
+    return call.patiently('read the error-rate window', () => this.window.look());
   }
 
   /**

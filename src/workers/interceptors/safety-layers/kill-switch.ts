@@ -5,8 +5,8 @@ import { activityLogger } from '../../../activities/log-context';
 import type { Ledger } from '../../../ledger/ledger';
 import { FailureType } from '../../../shared/errors';
 import { failureTypeOf, messageOf } from '../failures';
-import { killSwitchOn, type KillSwitchOptions } from '../ledger-patience';
-import type { AgentCall, SafetyLayer } from './safety-layer';
+import { killSwitchOn, type KillSwitchOn, type KillSwitchOptions } from '../ledger-patience';
+import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
 
 /**
  * The kill switches: a stopped system starts no new agent work. Before the call, WARDEN_ENABLED,
@@ -16,13 +16,18 @@ import type { AgentCall, SafetyLayer } from './safety-layer';
  */
 export class KillSwitchLayer implements SafetyLayer {
   private readonly stopFile: string;
+  private readonly looks = new Looks<KillSwitchOn | undefined>();
 
   constructor(private readonly deps: { readonly ledger: Ledger; readonly logger: Logger; readonly killSwitch: KillSwitchOptions }) {
     this.stopFile = path.resolve(deps.killSwitch.emergencyStopFile);
   }
 
+  look(call: AgentCall): void {
+    this.looks.start(call, () => this.read(call));
+  }
+
   async admit(call: AgentCall): Promise<void> {
-    const stop = await killSwitchOn(this.deps.killSwitch.enabled, this.stopFile, () => call.patiently('read the global stop flag', () => this.deps.ledger.globalStop.current()));
+    const stop = await this.looks.take(call, () => this.read(call));
     if (!stop) return;
     activityLogger(this.deps.logger).warn({ killSwitch: stop.source, reason: stop.reason }, 'kill switch is on: refusing to start agent work');
     const eventId = await call.event('INTENT_STOPPED', 'high', `kill switch (${stop.source}): ${stop.reason}; the ${call.ref.stage ?? 'agent'} call was not started`, {
@@ -35,6 +40,10 @@ export class KillSwitchLayer implements SafetyLayer {
       nonRetryable: true,
       details: [{ eventId, source: stop.source }],
     });
+  }
+
+  private read(call: AgentCall): Promise<KillSwitchOn | undefined> {
+    return killSwitchOn(this.deps.killSwitch.enabled, this.stopFile, () => call.patiently('read the global stop flag', () => this.deps.ledger.globalStop.current()));
   }
 
   async failed(call: AgentCall, error: unknown): Promise<void> {

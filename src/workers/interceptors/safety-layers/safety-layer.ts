@@ -35,6 +35,12 @@ export interface AgentCall {
  * after it in that moment do not run.
  */
 export interface SafetyLayer {
+  /**
+   * Before any layer admits the call: starts the reads its `admit` judges by (see `Looks`). Every
+   * layer's look starts in the same turn, so their ledger reads share one round trip; the
+   * judgements still come one after the other, in admission order. Must not throw.
+   */
+  look?(call: AgentCall): void;
   /** Before the call: throws to refuse it. Nothing is reserved or started yet. */
   admit?(call: AgentCall): Promise<void>;
   /** Runs the call inside what this layer must hold while it runs (a circuit, a meter). */
@@ -49,3 +55,23 @@ export interface SafetyLayer {
 
 /** A layer that acts in moment `K`. */
 export type LayerWith<K extends keyof SafetyLayer> = SafetyLayer & Required<Pick<SafetyLayer, K>>;
+
+/**
+ * The reads a layer's `look` started, for its `admit` to take once; `admit` reads for itself when
+ * none was started (a layer used on its own). A read that fails is the admit's to throw.
+ */
+export class Looks<T> {
+  private readonly started = new WeakMap<AgentCall, Promise<T>>();
+
+  start(call: AgentCall, read: () => Promise<T>): void {
+    const reading = read();
+    reading.catch(() => undefined);
+    this.started.set(call, reading);
+  }
+
+  take(call: AgentCall, read: () => Promise<T>): Promise<T> {
+    const reading = this.started.get(call);
+    this.started.delete(call);
+    return reading ?? read();
+  }
+}
