@@ -48,7 +48,9 @@ export interface AgentSafetyDeps {
  * - `runAgentStage`, before the agent runs: kill switches → non-retryable KILL_SWITCH; the
  *   error-rate breaker at critical → retryable ERROR_RATE_CRITICAL; the endpoint's circuit (waited
  *   for when briefly OPEN) → retryable CIRCUIT_OPEN; per-agent and per-model token buckets →
- *   retryable RATE_LIMITED. Retryable failures carry `nextRetryDelay` = the wait.
+ *   retryable RATE_LIMITED. Retryable failures carry `nextRetryDelay` = the wait. The stop
+ *   flag, the error window and the circuit are read together first (one round trip), then
+ *   judged in that order.
  * - While it runs, before each paid call: its maximum cost is reserved against the day's, the
  *   agent's, the intent's and the stage's budgets in one ledger transaction → non-retryable
  *   BUDGET_EXCEEDED (day, agent) or SAFETY_HALT (intent, stage) when one would be passed. After
@@ -56,8 +58,8 @@ export interface AgentSafetyDeps {
  * - After it: the circuit and the error rate count the outcome (one shared step for both) and
  *   their changes are recorded, then behaviour findings; calls counted at their declared cap are
  *   a COST_WARNING, a call over its cap halts; a cascade of LOW…HIGH is recorded, CRITICAL is
- *   recorded and halts. The paid calls of an
- *   attempt whose result the workflow will not get go to cost_events from here.
+ *   recorded and halts. The paid calls of an attempt whose result the workflow will not get go
+ *   to cost_events from here.
  * - Every activity: one `activity_runs` row per attempt (start, end, duration, outcome, spend).
  *
  * Every decision is one SafetyEvent whose id derives from workflow id, run id, activity id,

@@ -54,6 +54,11 @@ export class CircuitLayer implements SafetyLayer {
       : new CircuitBreakerRegistry(options);
   }
 
+  /** Reads the endpoint's circuit (unless a fresh CLOSED read is at hand) for `admit`. */
+  look(call: AgentCall): void {
+    if (!call.viaGateway) this.looks.start(call, () => this.read(call));
+  }
+
   /**
    * Waits, heartbeating, while the endpoint's circuit admits no call, as long as the wait is
    * short (the cool-down, a probe interval) and fits in this attempt: a refused call would cost
@@ -61,10 +66,6 @@ export class CircuitLayer implements SafetyLayer {
    * A longer wait fails the attempt with CIRCUIT_OPEN and `nextRetryDelay` = the time until the
    * circuit admits a probe, so the next attempt comes no earlier than that.
    */
-  look(call: AgentCall): void {
-    if (!call.viaGateway) this.looks.start(call, () => this.read(call));
-  }
-
   async admit(call: AgentCall): Promise<void> {
     if (call.viaGateway) return;
     const { endpoint } = call.agent;
