@@ -179,6 +179,19 @@ export async function describeRunning(handle: WorkflowHandle, intentId: string) 
   return description;
 }
 
+/**
+ * How an intent that has ended ended (`merged`, `rejected`, `cancelled`, `failed`; `terminated` or
+ * `timed_out` when it ended from outside), from the server's description alone: no query, so no
+ * worker has to replay its history. Undefined while it runs.
+ */
+export async function endedStatusOf(client: Client, intentId: string): Promise<string | undefined> {
+  const description = await intentHandle(client, intentId).describe();
+  const status = description.status.name;
+  if (status === 'RUNNING') return undefined;
+  if (status === 'TERMINATED' || status === 'TIMED_OUT') return status.toLowerCase();
+  return description.typedSearchAttributes.get(WardenStatus) ?? status.toLowerCase();
+}
+
 export async function describeOrExplain(handle: WorkflowHandle, intentId: string) {
   try {
     return await handle.describe();

@@ -87,8 +87,20 @@ test("a notification's link shows the review package and the diff, and decides o
   const signed = await world().pool.query("SELECT metadata->>'signed' AS signed FROM safety_events WHERE intent_id = $1 AND event_type = 'GATE_DECIDED'", [id]);
   expect(signed.rows).toEqual([{ signed: 'true' }]);
 
-  // The gate is closed: the same link decides nothing again, and the attempt is on record.
-  const again = await post(link, { ...hiddenOf(html), decision: 'reject', reason: 'changed my mind' });
+  // The gate is closed: the same link decides nothing again, and the attempt is on record. The
+  // intent has ended, so the server's description says so: no query replays its history.
+  const workflows = world().client.workflow;
+  const getHandle = workflows.getHandle.bind(workflows);
+  const noQueries = jest.spyOn(workflows, 'getHandle').mockImplementation((...args: Parameters<typeof getHandle>) => {
+    const handle = getHandle(...args);
+    return { ...handle, query: () => Promise.reject(new Error('an ended intent was queried')) } as unknown as ReturnType<typeof getHandle>;
+  });
+  let again;
+  try {
+    again = await post(link, { ...hiddenOf(html), decision: 'reject', reason: 'changed my mind' });
+  } finally {
+    noQueries.mockRestore();
+  }
   expect(again).toMatchObject({ status: 409, text: expect.stringContaining('is not waiting for a decision') });
   expect(await refusals(id)).toEqual(['a decision from a link for the merge gate, which is not waiting (the intent is merged): nothing was decided']);
 });

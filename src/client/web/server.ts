@@ -19,7 +19,7 @@ import { UserError } from '../../shared/errors';
 import type { GateName } from '../../shared/gates';
 import type { IntentState } from '../../shared/state';
 import { readApproverKey } from '../approver-keys';
-import { queryState, sendDecision } from '../intents';
+import { endedStatusOf, queryState, sendDecision } from '../intents';
 import { readWebhookDelivery } from '../../forge/webhook';
 import { intentsWithPullRequest } from '../../ledger/pull-request-lookup';
 import { forgeEventSignal } from '../../shared/messages';
@@ -146,6 +146,15 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     }
   }
 
+  async function endedOf(intentId: string): Promise<string | undefined> {
+    try {
+      return await endedStatusOf(o.client, intentId);
+    } catch (error) {
+      if ((error as Error).name === 'WorkflowNotFoundError') throw new HttpError(404, 'No such intent', `There is no intent ${intentId}.`);
+      throw error;
+    }
+  }
+
   async function stateOf(intentId: string): Promise<IntentState> {
     try {
       return await queryState(o.client, intentId);
@@ -232,11 +241,14 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     if (decision === 'reject' && !reason) throw new HttpError(400, 'Refused', 'A rejection needs a reason.');
     if (decision === 'approve-with-conditions' && conditions.length === 0) throw new HttpError(400, 'Refused', 'Approving with conditions needs at least one condition.');
     if (conditions.length > MAX_CONDITIONS) throw new HttpError(400, 'Refused', `At most ${MAX_CONDITIONS} conditions.`);
-    const state = await stateOf(intentId);
+    // An intent that has ended waits at no gate: the server says how it ended, with no replay of its history.
+    const ended = await endedOf(intentId);
+    const state = ended === undefined ? await stateOf(intentId) : undefined;
     const back = gatePagePath(intentId, gate, token);
-    if (state.pendingGate?.gate !== gate) {
-      if (granted.claims) await recordRefusal(`a decision from a link for the ${gate} gate, which is not waiting (the intent is ${state.status}): nothing was decided`, { intentId, gate, claims: granted.claims });
-      return send(res, 409, messagePage('Not waiting', `The ${gate} gate of ${intentId} is not waiting for a decision (the intent is ${state.status}${state.pendingGate ? `, at the ${state.pendingGate.gate} gate` : ''}). Nothing was decided.`, false, back));
+    if (state === undefined || state.pendingGate?.gate !== gate) {
+      const status = ended ?? state!.status;
+      if (granted.claims) await recordRefusal(`a decision from a link for the ${gate} gate, which is not waiting (the intent is ${status}): nothing was decided`, { intentId, gate, claims: granted.claims });
+      return send(res, 409, messagePage('Not waiting', `The ${gate} gate of ${intentId} is not waiting for a decision (the intent is ${status}${state?.pendingGate ? `, at the ${state.pendingGate.gate} gate` : ''}). Nothing was decided.`, false, back));
     }
     if (granted.claims) {
       if (state.pendingGate.requestedAt !== granted.claims.gateOpenedAt) {
