@@ -6,10 +6,10 @@ import { connectTemporalIfRunning } from '../runtime/temporal';
 import { UserError } from '../shared/errors';
 import { formatUsd } from '../shared/format';
 import { LADDER_DECIDER_PREFIX } from '../shared/ladder';
-import { WardenGate, WardenStage, WardenStatus } from '../shared/search-attributes';
+import { WardenGate, WardenStage } from '../shared/search-attributes';
 import type { CooldownWait, IntentMemo, IntentOutcome, IntentState } from '../shared/state';
 import { failureMessage } from './follow';
-import { intentHandle } from './intents';
+import { intentHandle, wardenStatusOf } from './intents';
 import { openLedger, webUiLink } from './session';
 
 /**
@@ -59,9 +59,6 @@ export interface IntentStatusReport {
   /** Why the server's record is missing. */
   readonly note?: string;
 }
-
-/** Workflow endings the intent's own code never saw. */
-const ENDED_FROM_OUTSIDE = new Set(['TERMINATED', 'TIMED_OUT']);
 
 /** Sandbox attempts shown one by one; `warden audit` lists them all. */
 const SHOWN_ATTEMPTS = 20;
@@ -113,10 +110,7 @@ export async function intentStatus(client: Client | undefined, ledger: Ledger, i
   return {
     intentId,
     workflowStatus: description.status.name,
-    // Terminated or timed out, the workflow never got to say so itself: its last word would be "running".
-    wardenStatus: ENDED_FROM_OUTSIDE.has(description.status.name)
-      ? description.status.name.toLowerCase()
-      : (attributes.get(WardenStatus) ?? description.status.name.toLowerCase()),
+    wardenStatus: wardenStatusOf(description),
     ...stageOf(ending?.stage ?? attributes.get(WardenStage) ?? record.stage),
     startTime: description.startTime,
     ...(description.closeTime ? { closeTime: description.closeTime } : {}),

@@ -1,4 +1,4 @@
-import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type Client, type WorkflowHandle, type WorkflowHandleWithStartDetails } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type Client, type WorkflowExecutionDescription, type WorkflowHandle, type WorkflowHandleWithStartDetails } from '@temporalio/client';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 import { readApproverKey, signDecision } from './approver-keys';
 import { answeringState } from './worker-presence';
@@ -186,9 +186,16 @@ export async function describeRunning(handle: WorkflowHandle, intentId: string) 
  */
 export async function endedStatusOf(client: Client, intentId: string): Promise<string | undefined> {
   const description = await intentHandle(client, intentId).describe();
+  return description.status.name === 'RUNNING' ? undefined : wardenStatusOf(description);
+}
+
+/** Workflows that ended from outside: the workflow never got to say so itself, its last word would be "running". */
+const ENDED_FROM_OUTSIDE = new Set(['TERMINATED', 'TIMED_OUT']);
+
+/** Warden's status of an intent as the server describes it: the workflow's own word (a search attribute), unless it ended from outside. */
+export function wardenStatusOf(description: WorkflowExecutionDescription): string {
   const status = description.status.name;
-  if (status === 'RUNNING') return undefined;
-  if (status === 'TERMINATED' || status === 'TIMED_OUT') return status.toLowerCase();
+  if (ENDED_FROM_OUTSIDE.has(status)) return status.toLowerCase();
   return description.typedSearchAttributes.get(WardenStatus) ?? status.toLowerCase();
 }
 

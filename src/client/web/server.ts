@@ -146,23 +146,18 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     }
   }
 
-  async function endedOf(intentId: string): Promise<string | undefined> {
+  /** What `ask` says of the intent; an intent the server does not know is a 404. */
+  async function ofIntent<T>(intentId: string, ask: (client: Client, intentId: string) => Promise<T>): Promise<T> {
     try {
-      return await endedStatusOf(o.client, intentId);
+      return await ask(o.client, intentId);
     } catch (error) {
       if ((error as Error).name === 'WorkflowNotFoundError') throw new HttpError(404, 'No such intent', `There is no intent ${intentId}.`);
       throw error;
     }
   }
 
-  async function stateOf(intentId: string): Promise<IntentState> {
-    try {
-      return await queryState(o.client, intentId);
-    } catch (error) {
-      if ((error as Error).name === 'WorkflowNotFoundError') throw new HttpError(404, 'No such intent', `There is no intent ${intentId}.`);
-      throw error;
-    }
-  }
+  const endedOf = (intentId: string): Promise<string | undefined> => ofIntent(intentId, endedStatusOf);
+  const stateOf = (intentId: string): Promise<IntentState> => ofIntent(intentId, queryState);
 
   /**
    * The intent's state for a gate's page. A gate after impl shows its review package, which the
