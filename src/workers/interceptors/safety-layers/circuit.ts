@@ -10,7 +10,7 @@ import { circuitEventOf } from '../../../safety/circuit-events';
 import { circuitOptionsOf, CircuitBreakerRegistry, CircuitOpenError, type CircuitBreakerOptions, type CircuitBreakers, type CircuitState } from '../../../safety/circuit-breaker';
 import { FailureType } from '../../../shared/errors';
 import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS, stoppedUnanswered } from '../failures';
-import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
+import { StartedWork, type AgentCall, type SafetyLayer } from './safety-layer';
 
 /** The longest wait for an endpoint's circuit inside one attempt (the default cool-down is 30 s). */
 const MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS = 60_000;
@@ -28,7 +28,7 @@ export class CircuitLayer implements SafetyLayer {
   private readonly breakers: CircuitBreakers;
   /** The attempt whose call is running through a circuit: where its changes and its cancellation are. */
   private readonly running = new AsyncLocalStorage<AgentCall>();
-  private readonly looks = new Looks<{ state: CircuitState; retryAfterMs: number }>();
+  private readonly looks = new StartedWork<{ state: CircuitState; retryAfterMs: number }>();
 
   constructor(
     private readonly config: WorkerSafetyConfig['circuitBreaker'],
@@ -71,7 +71,7 @@ export class CircuitLayer implements SafetyLayer {
     const { endpoint } = call.agent;
     let logged = false;
     for (let first = true; ; first = false) {
-      const { state, retryAfterMs: waitMs } = await (first ? this.looks.take(call, () => this.read(call)) : this.read(call));
+      const { state, retryAfterMs: waitMs } = await (first ? (this.looks.take(call) ?? this.read(call)) : this.read(call));
       if (state === 'CLOSED' || waitMs <= 0) return;
       if (waitMs > MAX_CIRCUIT_WAIT_IN_ATTEMPT_MS || Date.now() + waitMs > call.ref.deadlineMs || call.ctx.cancellationSignal.aborted) {
         throw circuitOpenFailure(new CircuitOpenError(endpoint, waitMs, state));

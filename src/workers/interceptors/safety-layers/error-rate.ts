@@ -9,7 +9,7 @@ import { LocalErrorRateWindow, type ErrorRateJudgement, type ErrorRateWindow } f
 import { parseDuration } from '../../../shared/duration';
 import { FailureType } from '../../../shared/errors';
 import { countsAgainstEndpoint, MIN_RETRY_DELAY_MS } from '../failures';
-import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
+import { StartedWork, type AgentCall, type SafetyLayer } from './safety-layer';
 
 /**
  * The error rate across this worker's agent calls (with `shared`: across every worker's, one
@@ -22,8 +22,8 @@ import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
 export class ErrorRateLayer implements SafetyLayer {
   private readonly window: ErrorRateWindow;
   /** Each running call's outcome, counted by `around` and announced by `answered` or `failed`. */
-  private readonly counting = new WeakMap<AgentCall, Promise<ErrorRateJudgement>>();
-  private readonly looks = new Looks<ErrorRateJudgement>();
+  private readonly counted = new StartedWork<ErrorRateJudgement>();
+  private readonly looks = new StartedWork<ErrorRateJudgement>();
 
   constructor(
     config: WorkerSafetyConfig['errorRate'],
@@ -39,7 +39,7 @@ export class ErrorRateLayer implements SafetyLayer {
   }
 
   async admit(call: AgentCall): Promise<void> {
-    const seen = await this.looks.take(call, () => this.read(call));
+    const seen = await (this.looks.take(call) ?? this.read(call));
     // Only a move of level takes the row's lock (and is judged again under it).
     const judged = seen.from === seen.to ? seen : await call.patiently('judge the error-rate window', () => this.window.judge());
     await this.announce(call, judged);
@@ -62,17 +62,14 @@ export class ErrorRateLayer implements SafetyLayer {
    * make of its content; a failure counts only when it says the endpoint is unhealthy.
    */
   async around(call: AgentCall, run: () => Promise<unknown>): Promise<unknown> {
-    let outcome: { ok: boolean };
     let result: unknown;
     try {
       result = await run();
-      outcome = { ok: true };
     } catch (error) {
-      if (!countsAgainstEndpoint(error, call.ctx)) throw error;
-      this.counting.set(call, this.count(call, { ok: false }));
+      if (countsAgainstEndpoint(error, call.ctx)) this.count(call, { ok: false });
       throw error;
     }
-    this.counting.set(call, this.count(call, outcome));
+    this.count(call, { ok: true });
     return result;
   }
 
@@ -84,18 +81,14 @@ export class ErrorRateLayer implements SafetyLayer {
     await this.announceCounted(call);
   }
 
-  /** The outcome counted (its step already on its way); handled at once so a failure waits for `announceCounted`. */
-  private count(call: AgentCall, outcome: { ok: boolean }): Promise<ErrorRateJudgement> {
-    const counted = call.patiently(outcome.ok ? 'count an answered call' : 'count a failed call', () => this.window.judge(outcome));
-    counted.catch(() => undefined);
-    return counted;
+  /** Counts the outcome: its step goes now, its judgement is announced by `answered` or `failed`. */
+  private count(call: AgentCall, outcome: { ok: boolean }): void {
+    this.counted.start(call, () => call.patiently(outcome.ok ? 'count an answered call' : 'count a failed call', () => this.window.judge(outcome)));
   }
 
   private async announceCounted(call: AgentCall): Promise<void> {
-    const counted = this.counting.get(call);
-    if (counted === undefined) return;
-    this.counting.delete(call);
-    await this.announce(call, await counted);
+    const counted = this.counted.take(call);
+    if (counted !== undefined) await this.announce(call, await counted);
   }
 
   /** Records a change of level this judgement made: warning and critical once each time they are entered. */

@@ -6,7 +6,7 @@ import type { Ledger } from '../../../ledger/ledger';
 import { FailureType } from '../../../shared/errors';
 import { failureTypeOf, messageOf } from '../failures';
 import { killSwitchOn, type KillSwitchOn, type KillSwitchOptions } from '../ledger-patience';
-import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
+import { StartedWork, type AgentCall, type SafetyLayer } from './safety-layer';
 
 /**
  * The kill switches: a stopped system starts no new agent work. Before the call, WARDEN_ENABLED,
@@ -16,7 +16,7 @@ import { Looks, type AgentCall, type SafetyLayer } from './safety-layer';
  */
 export class KillSwitchLayer implements SafetyLayer {
   private readonly stopFile: string;
-  private readonly looks = new Looks<KillSwitchOn | undefined>();
+  private readonly looks = new StartedWork<KillSwitchOn | undefined>();
 
   constructor(private readonly deps: { readonly ledger: Ledger; readonly logger: Logger; readonly killSwitch: KillSwitchOptions }) {
     this.stopFile = path.resolve(deps.killSwitch.emergencyStopFile);
@@ -27,7 +27,7 @@ export class KillSwitchLayer implements SafetyLayer {
   }
 
   async admit(call: AgentCall): Promise<void> {
-    const stop = await this.looks.take(call, () => this.read(call));
+    const stop = await (this.looks.take(call) ?? this.read(call));
     if (!stop) return;
     activityLogger(this.deps.logger).warn({ killSwitch: stop.source, reason: stop.reason }, 'kill switch is on: refusing to start agent work');
     const eventId = await call.event('INTENT_STOPPED', 'high', `kill switch (${stop.source}): ${stop.reason}; the ${call.ref.stage ?? 'agent'} call was not started`, {

@@ -36,7 +36,7 @@ export interface AgentCall {
  */
 export interface SafetyLayer {
   /**
-   * Before any layer admits the call: starts the reads its `admit` judges by (see `Looks`). Every
+   * Before any layer admits the call: starts the reads its `admit` judges by (see `StartedWork`). Every
    * layer's look starts in the same turn, so their ledger reads share one round trip; the
    * judgements still come one after the other, in admission order. Must not throw.
    */
@@ -57,21 +57,23 @@ export interface SafetyLayer {
 export type LayerWith<K extends keyof SafetyLayer> = SafetyLayer & Required<Pick<SafetyLayer, K>>;
 
 /**
- * The reads a layer's `look` started, for its `admit` to take once; `admit` reads for itself when
- * none was started (a layer used on its own). A read that fails is the admit's to throw.
+ * Work a layer started for a call in one hook, for a later hook to take once: the reads `look`
+ * starts for `admit`, the outcome `around` counts for `answered`. A failure is the taker's to
+ * throw; until taken it is held, not reported as unhandled.
  */
-export class Looks<T> {
+export class StartedWork<T> {
   private readonly started = new WeakMap<AgentCall, Promise<T>>();
 
-  start(call: AgentCall, read: () => Promise<T>): void {
-    const reading = read();
-    reading.catch(() => undefined);
-    this.started.set(call, reading);
+  start(call: AgentCall, work: () => Promise<T>): void {
+    const running = work();
+    running.catch(() => undefined);
+    this.started.set(call, running);
   }
 
-  take(call: AgentCall, read: () => Promise<T>): Promise<T> {
-    const reading = this.started.get(call);
+  /** The work started for `call`, once; undefined when none was (a layer used on its own for `look`). */
+  take(call: AgentCall): Promise<T> | undefined {
+    const running = this.started.get(call);
     this.started.delete(call);
-    return reading ?? read();
+    return running;
   }
 }
