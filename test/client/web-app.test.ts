@@ -88,20 +88,28 @@ test("a notification's link shows the review package and the diff, and decides o
   expect(signed.rows).toEqual([{ signed: 'true' }]);
 
   // The gate is closed: the same link decides nothing again, and the attempt is on record. The
-  // intent has ended, so the server's description says so: no query replays its history.
+  // intent has ended, so the server's description and the ledger say so: no query replays its history.
   const workflows = world().client.workflow;
   const getHandle = workflows.getHandle.bind(workflows);
   const noQueries = jest.spyOn(workflows, 'getHandle').mockImplementation((...args: Parameters<typeof getHandle>) => {
     const handle = getHandle(...args);
     return { ...handle, query: () => Promise.reject(new Error('an ended intent was queried')) } as unknown as ReturnType<typeof getHandle>;
   });
-  let again;
+  let again, reopened;
   try {
     again = await post(link, { ...hiddenOf(html), decision: 'reject', reason: 'changed my mind' });
+    reopened = await fetch(link);
   } finally {
     noQueries.mockRestore();
   }
   expect(again).toMatchObject({ status: 409, text: expect.stringContaining('is not waiting for a decision') });
+  // Its page, opened again, says who decided the gate and how the intent ended: the ledger's record.
+  expect(reopened.status).toBe(200);
+  const reopenedHtml = await reopened.text();
+  expect(reopenedHtml).toContain('This gate is not waiting for a decision: approve-with-conditions by alice (signed)');
+  expect(reopenedHtml).toContain('The intent is merged.');
+  expect(reopenedHtml).toContain('<strong>Goal:</strong> Add slugify');
+  expect(reopenedHtml).toContain('This link decided already');
   expect(await refusals(id)).toEqual(['a decision from a link for the merge gate, which is not waiting (the intent is merged): nothing was decided']);
 });
 

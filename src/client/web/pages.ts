@@ -56,10 +56,22 @@ export interface ViewOnly {
   readonly commands: { readonly approve: string; readonly reject: string };
 }
 
+/**
+ * What a gate page shows of its intent: the workflow's state while it runs; once it has ended, the
+ * ledger's record and the server's word on how it ended (no query, which would replay its history).
+ */
+export interface GateShown {
+  readonly goal: string;
+  readonly status: string;
+  readonly spendUsd: string;
+  readonly pendingGate?: IntentState['pendingGate'];
+  readonly decisions: ReadonlyArray<{ readonly gate: string; readonly decision: string; readonly by: string; readonly signed?: boolean; readonly at: string }>;
+}
+
 export interface GateView {
   readonly intentId: string;
   readonly gate: string;
-  readonly state: IntentState;
+  readonly state: GateShown;
   readonly as?: DecidingAs;
   /** Set when the page was opened from a view link: it shows the gate and cannot decide it. */
   readonly viewOnly?: ViewOnly;

@@ -25,7 +25,7 @@ import { intentsWithPullRequest } from '../../ledger/pull-request-lookup';
 import { forgeEventSignal } from '../../shared/messages';
 import { INTENT_BRANCH_PREFIX, workflowIdForIntent } from '../../shared/ids';
 import { waitingGates } from '../list-intents';
-import { esc, gatePage, inboxPage, messagePage, type DecidingAs, type ViewOnly } from './pages';
+import { esc, gatePage, inboxPage, messagePage, type DecidingAs, type GateShown, type ViewOnly } from './pages';
 
 /** How long a gate's page waits for the review package to reach the pending gate, and how often it looks. */
 const PACKAGE_WAIT_MS = 5_000;
@@ -174,11 +174,17 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
     return state;
   }
 
+  /** What the gate page of an ended intent shows: the ledger's record of it, and how it ended (`status`). */
+  async function endedIntentShown(intentId: string, status: string): Promise<GateShown> {
+    const record = await o.ledger.queries.intentRecord(intentId);
+    return { goal: record.started?.goal ?? '', status, spendUsd: record.spendUsd, decisions: record.decisions };
+  }
+
   /**
    * What a view link shows: the gate it was made for, while the opening it was made for waits
    * (the link ends when the gate closes). A token this ledger never made is a refusal on record.
    */
-  async function viewOf(token: string, intentId: string, gate: string, state: IntentState): Promise<ViewOnly> {
+  async function viewOf(token: string, intentId: string, gate: string, state: GateShown): Promise<ViewOnly> {
     const link = await views.find(token);
     if (!link) return refuseLink('the link is not a link Warden made (it may have been cut short when copied)', { intentId, gate });
     if (link.intentId !== intentId || link.gate !== gate) return refuseLink(`the link was made for the ${link.gate} gate of ${link.intentId}, not this page`, { intentId, gate });
@@ -192,24 +198,27 @@ export async function startWebApp(o: WebAppOptions): Promise<WebApp> {
   async function showGate(req: http.IncomingMessage, res: http.ServerResponse, intentId: string, gate: string, token: string | undefined, viewToken: string | undefined): Promise<void> {
     const granted = await grantOf(req, token, intentId, gate);
     if (!granted && !hasSession(req) && viewToken === undefined) throw new HttpError(401, 'Sign in first', 'Open this page from the link in a notification, or from the address warden serve printed.');
-    const state = await gateStateOf(intentId, gate);
-    const viewOnly = !granted && !hasSession(req) && viewToken !== undefined ? await viewOf(viewToken, intentId, gate, state) : undefined;
-    if (granted?.claims && state.pendingGate?.gate === gate && state.pendingGate.requestedAt !== granted.claims.gateOpenedAt) {
-      await refuseLink(`the link was made for an earlier opening of the ${gate} gate (${granted.claims.gateOpenedAt}); the gate opened again at ${state.pendingGate.requestedAt}`, { intentId, gate, claims: granted.claims });
+    // An intent that has ended waits at no gate: its page is the ledger's record, with no replay of its history.
+    const ended = await endedOf(intentId);
+    const state = ended === undefined ? await gateStateOf(intentId, gate) : undefined;
+    const shown = state ?? (await endedIntentShown(intentId, ended!));
+    const viewOnly = !granted && !hasSession(req) && viewToken !== undefined ? await viewOf(viewToken, intentId, gate, shown) : undefined;
+    if (granted?.claims && shown.pendingGate?.gate === gate && shown.pendingGate.requestedAt !== granted.claims.gateOpenedAt) {
+      await refuseLink(`the link was made for an earlier opening of the ${gate} gate (${granted.claims.gateOpenedAt}); the gate opened again at ${shown.pendingGate.requestedAt}`, { intentId, gate, claims: granted.claims });
     }
     const used = granted?.claims ? await uses.usage(granted.claims.nonce) : undefined;
-    const change = await changeReaderFor(state, o.cacheDir ?? path.join(os.tmpdir(), 'warden-serve-changes'));
+    const change = state ? await changeReaderFor(state, o.cacheDir ?? path.join(os.tmpdir(), 'warden-serve-changes')) : undefined;
     const page = gatePage({
       intentId,
       gate,
-      state,
+      state: shown,
       as: used ? undefined : granted?.as,
       viewOnly,
       hidden: granted ? { ...(token ? { [LINK_PARAMETERS.decide]: token } : {}), csrf: csrfOf(granted.grant) } : {},
       action: gatePagePath(intentId, gate),
-      documents: await documentsOf(state, change),
-      diff: await diffOf(state, change),
-      editableText: await editableTextOf(state, change),
+      documents: state ? await documentsOf(state, change) : [],
+      diff: state ? await diffOf(state, change) : undefined,
+      editableText: state ? await editableTextOf(state, change) : undefined,
       mergeChecks: MERGE_CHECK_GATES.includes(gate),
     });
     send(res, 200, used ? page.replace('<h1>', `<p class="bad" role="status">This link decided already (${esc(used.decision)} at ${esc(used.usedAt)}).</p><h1>`) : page);
