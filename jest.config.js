@@ -41,6 +41,7 @@ const UNIT = [
 
 module.exports = {
   maxWorkers: 2,
+  testSequencer: '<rootDir>/test/setup/sequencer.js',
   // A testTimeout inside a project is not applied (tests then fail at jest's 5 s): it lives here.
   // A hang guard for every test and hook, not a bound on how long one may take: on a busy machine
   // (`npm run test:loaded`) a test takes several times what it takes on an idle one.

@@ -34,6 +34,12 @@ export function benchScripts(): BenchScript[] {
     });
 }
 
+/**
+ * Benchmarks whose smoke runs on the real Temporal server, built from source into the Warden home
+ * (`bench:cluster` skips its real-server columns while the build is missing; `chaos` builds it).
+ */
+export const REAL_SERVER_BENCHES: ReadonlySet<string> = new Set(['chaos', 'bench:cluster']);
+
 /** The last line of `stdout` that is a JSON object: a benchmark's figures. */
 export function figuresOf(stdout: string): Record<string, unknown> | undefined {
   const lines = stdout.split('\n').filter((line) => line.startsWith('{'));

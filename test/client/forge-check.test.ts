@@ -6,7 +6,11 @@ import { checkForge, missingScopes } from '../../src/client/forge-check';
 import type { MergeSettings } from '../../src/shared/merge-settings';
 import { useGitea } from '../helpers/gitea';
 
-/** `warden doctor`'s forge check, against a real Gitea: the token is set, accepted, and the remote names a repository there. */
+/**
+ * `warden doctor`'s forge check, against a real Gitea: the token is set, accepted, and the remote names a repository there.
+ *
+ * @runs-last: it waits for the Gitea build .ci/run starts in the background (test/setup/sequencer.js).
+ */
 
 const forge = useGitea();
 

@@ -1,6 +1,8 @@
 /**
  * The Gitea adapter against a real Gitea (test/helpers/gitea.ts): every ForgeClient method, the
  * errors it maps, and a real webhook delivery checked by its signature.
+ *
+ * @runs-last: it waits for the Gitea build .ci/run starts in the background (test/setup/sequencer.js).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -2,6 +2,8 @@
  * `npm run cluster:up` / `cluster:down` as a user runs them (src/runtime/cluster.ts), in a Warden
  * home of the test's own whose tools folder links the server the real-server test builds, against
  * the test run's embedded PostgreSQL (DATABASE_URL), on a free frontend port.
+ *
+ * @runs-last: it waits for the Temporal server build .ci/run starts in the background (test/setup/sequencer.js).
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';

@@ -8,6 +8,8 @@
  * can for a user); every port is a free one, so the dev server the other tests use is untouched.
  * Where the server is not built yet the test builds it (minutes), or waits for the build .ci/run
  * started (a lock file).
+ *
+ * @runs-last: it waits for the Temporal server build .ci/run starts in the background (test/setup/sequencer.js).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -18,6 +18,8 @@ import { startWebApp, type WebApp } from '../../src/client/web/server';
  * the gate, a required check held pending blocks the merge until it passes, and the merge goes
  * through the forge. The ledger and the pull request tell the same story. Then what goes wrong:
  * a token the forge refuses, a branch Warden may not push to, a pull request closed by hand.
+ *
+ * @runs-last: it waits for the Gitea build .ci/run starts in the background (test/setup/sequencer.js).
  */
 
 const world = useTestWorld('pull-request-gate');
