@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
 import { mkdir, open } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -40,6 +40,7 @@ const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
 const TAIL_BYTES = 4096;
+const PANIC_LINE_BYTES = 500;
 const PORT_ATTEMPTS = 3;
 
 /** CLI type names (`--search-attribute NAME=Keyword`) to the SDK's SearchAttributeType names. */
@@ -101,6 +102,29 @@ async function settledWithin(promise: Promise<unknown>, ms: number): Promise<voi
     await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** The first `panic: …` line of a Go program's output (cut to a line's length), if any. */
+export function firstPanicLine(output: string): string | undefined {
+  return /^panic: .*$/m.exec(output)?.[0].slice(0, PANIC_LINE_BYTES);
+}
+
+/** What was written to `file` from byte `start` on (at most 1 MB of it), '' when unreadable. */
+async function fileFrom(file: string, start: number): Promise<string> {
+  try {
+    const handle = await open(file, 'r');
+    try {
+      const { size } = await handle.stat();
+      const length = Math.max(0, Math.min(size - start, 1024 * 1024));
+      const buffer = Buffer.alloc(length);
+      await handle.read(buffer, 0, length, start);
+      return buffer.toString('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return '';
   }
 }
 
@@ -266,9 +290,11 @@ async function startDevServerOnce(opts: DevServerOptions): Promise<DevServer> {
 
   // With a log file the child writes to it directly; without one we keep only a stderr tail.
   let logFd: number | undefined;
+  let logStart = 0;
   if (opts.logFile) {
     await mkdir(path.dirname(path.resolve(opts.logFile)), { recursive: true });
     logFd = openSync(opts.logFile, 'a');
+    logStart = fstatSync(logFd).size;
   }
   const address = `${HOST}:${port}`;
   log(`Starting Temporal dev server at ${address}${opts.dbFile ? ` (db ${opts.dbFile})` : ' (in memory)'}`);
@@ -285,8 +311,11 @@ async function startDevServerOnce(opts: DevServerOptions): Promise<DevServer> {
   }
 
   let stderrTail = '';
+  // The first line of a panic: a stack trace follows it, longer than the tail kept.
+  let panicLine: string | undefined;
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (chunk: string) => {
+    panicLine ??= firstPanicLine(stderrTail.slice(-PANIC_LINE_BYTES) + chunk);
     stderrTail = (stderrTail + chunk).slice(-TAIL_BYTES);
   });
   // 'close' fires once the stdio pipes are drained, so the stderr tail is complete by then.
@@ -335,7 +364,10 @@ async function startDevServerOnce(opts: DevServerOptions): Promise<DevServer> {
     await stop();
     await settledWithin(closed, 1000);
     const tail = (opts.logFile ? await fileTail(opts.logFile) : stderrTail).trim();
-    const message = err instanceof Error ? err.message : String(err);
+    // A port the server picked for itself (HTTP, metrics, its services) can be taken under it: the
+    // panic says so, and startDevServer then tries again (`in use`).
+    const panic = panicLine ?? (opts.logFile ? firstPanicLine(await fileFrom(opts.logFile, logStart)) : undefined);
+    const message = `${err instanceof Error ? err.message : String(err)}${panic ? `: ${panic}` : ''}`;
     throw new Error(tail ? `${message}\n--- server output (tail) ---\n${tail}` : message, { cause: err });
   }
 

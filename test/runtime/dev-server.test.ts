@@ -248,6 +248,27 @@ describe('Temporal dev server', () => {
     await expect(startDevServer({ cliPath: flaky, port: await freePort(), uiPort: false })).rejects.toThrow('bind: address already in use');
   });
 
+  test('a port the server picked for itself and lost is seen in its panic, however long the stack after it, and retried', async () => {
+    // As the CLI panics when its HTTP or metrics port is taken in the gap: the panic's line, then
+    // a stack trace far longer than the tail an error message keeps.
+    const flaky = path.join(dir, 'panicky-temporal');
+    const lost = path.join(dir, 'panicky-lost');
+    const stack = Array.from({ length: 200 }, (_, i) => `go.uber.org/fx.(*module).invoke(0x${i})\n\t/go/pkg/mod/go.uber.org/fx@v1.24.0/module.go:335 +0x13b`).join('\n');
+    await writeFile(flaky, `#!/bin/sh\nif [ ! -e '${lost}' ]; then touch '${lost}'; echo "panic: listen tcp 127.0.0.1:41234: bind: address already in use" >&2; printf '%s\\n' '${stack}' >&2; exit 2; fi\nexec '${cliPath}' "$@"\n`);
+    await chmod(flaky, 0o755);
+    const logFile = path.join(dir, 'panicky.log');
+    const messages: string[] = [];
+    const server = await startDevServer({ cliPath: flaky, port: 0, uiPort: false, logFile, log: (m) => messages.push(m) });
+    running.push(server);
+    expect(messages).toContain('a port was taken before the Temporal dev server could bind it; trying other ports');
+    await server.stop();
+    // With the port asked for by number it is not retried, and the error names the panic.
+    await rm(lost);
+    await expect(startDevServer({ cliPath: flaky, port: await freePort(), uiPort: false, logFile })).rejects.toThrow(
+      'Temporal dev server exited early (code 2): panic: listen tcp 127.0.0.1:41234: bind: address already in use',
+    );
+  });
+
   test('refuses a port that is already in use', async () => {
     const blocker = net.createServer();
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
