@@ -3,6 +3,8 @@
 export const t = (): number => performance.now();
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 export const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+/** A share (0–1) as a whole percentage: `0.456` → `46 %`. */
+export const pct = (share: number): string => `${(share * 100).toFixed(0)} %`;
 export const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
 /** Progress on one line when stdout is a terminal; a line per change otherwise. */

@@ -34,7 +34,7 @@ import { processTally, tallySince } from '../src/activities/process-tally';
 import { decideSignal, stateQuery } from '../src/shared/messages';
 import * as bareActivities from './bare/activities';
 import { startCpuProfile, startCpuWindow } from './cpu';
-import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
+import { endProgress, mapLimit, out, pct, percentile, progress, runBenchmark, secs, sized, sleep, t } from './console';
 import { benchWorker, runToMerge, startBench, withWorker, writeResult, type Bench } from './harness';
 
 const { values: flags } = parseArgs({
@@ -64,6 +64,8 @@ interface Run {
   readonly durations: readonly number[];
   /** CPU seconds of the worker (with its children), the dev server and PostgreSQL while the run went on. */
   readonly cpuSeconds: Record<string, number>;
+  /** How busy the machine's cores were meanwhile (0–1), whoever kept them so. */
+  readonly machineBusyShare: number;
   readonly ledgerRoundTrips: number;
 }
 
@@ -102,7 +104,8 @@ async function pipelines(s: Bench, label: string, queue: string, safety: boolean
     }),
   );
   endProgress();
-  const run = { count, wallMs: t() - started, durations, cpuSeconds: cpu.end().cpuSeconds, ledgerRoundTrips: s.ledgerRoundTrips() - roundTrips };
+  const window = cpu.end();
+  const run = { count, wallMs: t() - started, durations, cpuSeconds: window.cpuSeconds, machineBusyShare: window.machineBusyShare, ledgerRoundTrips: s.ledgerRoundTrips() - roundTrips };
   if (profiler) {
     await mkdir(flags['cpu-profile']!, { recursive: true });
     await profiler.stopInto(path.join(flags['cpu-profile']!, `${queue}.cpuprofile`));
@@ -141,6 +144,11 @@ interface Throughput {
   readonly cpuMsPerIntent: Record<string, number>;
   readonly cpuMsTotalPerIntent: number;
   readonly ledgerRoundTripsPerIntent: number;
+  /**
+   * How busy the cores were, over the variant's wall time. Well under 1, the CPU did not hold the
+   * intents back, and the CPU ratio does not predict the throughput one.
+   */
+  readonly machineBusyShare: number;
 }
 
 function throughputOf(runs: readonly Run[]): Throughput {
@@ -152,7 +160,8 @@ function throughputOf(runs: readonly Run[]): Throughput {
   const cpuMsTotalPerIntent = Math.round(Object.values(cpuMsPerIntent).reduce((a, b) => a + b, 0));
   for (const label of Object.keys(cpuMsPerIntent)) cpuMsPerIntent[label] = Math.round(cpuMsPerIntent[label]!);
   const ledgerRoundTripsPerIntent = Number((runs.reduce((sum, r) => sum + r.ledgerRoundTrips, 0) / count).toFixed(1));
-  return { wallMs, perSecond: count / (wallMs / 1000), medianMs: percentile(durations, 50)!, cpuMsPerIntent, cpuMsTotalPerIntent, ledgerRoundTripsPerIntent };
+  const machineBusyShare = Number((runs.reduce((sum, r) => sum + r.machineBusyShare * r.wallMs, 0) / wallMs).toFixed(3));
+  return { wallMs, perSecond: count / (wallMs / 1000), medianMs: percentile(durations, 50)!, cpuMsPerIntent, cpuMsTotalPerIntent, ledgerRoundTripsPerIntent, machineBusyShare };
 }
 
 /** `worker 812, dev server 301, PostgreSQL 95` of a variant's CPU ms per intent. */
@@ -316,6 +325,7 @@ async function main(): Promise<number> {
     );
     // On a machine whose cores the runs keep busy, throughput goes as the inverse of CPU per intent.
     out(`CPU per intent, safety off / on: ${result.cpuOffVsOn.toFixed(3)} (the throughput ratio this CPU predicts where the cores are the limit; target ≥ 0.95)`);
+    out(`cores busy: ${pct(on.machineBusyShare)} with safety on, ${pct(off.machineBusyShare)} off (everything on the machine counts; well under 100 % would mean the CPU did not hold the intents back)`);
     out(`median time per intent, safety on / bare: ${result.timeOnVsBare.toFixed(1)}× (target ≤ 1.5×; the pipeline does real git work and runs the repo's tests twice, the bare one nothing)`);
     out(`gate latency (approve signal → next activity started): median ${gates.medianMs} ms, p99 ${gates.p99Ms} ms over ${gates.samples} gates`);
     out(
@@ -326,6 +336,7 @@ async function main(): Promise<number> {
       safetyOnOff: Number(result.throughputOnVsOff.toFixed(3)),
       cpuMsPerIntent: { safetyOn: on.cpuMsTotalPerIntent, safetyOff: off.cpuMsTotalPerIntent },
       cpuOffOverOn: Number(result.cpuOffVsOn.toFixed(3)),
+      machineBusyShare: { safetyOn: on.machineBusyShare, safetyOff: off.machineBusyShare },
       ledgerRoundTripsPerIntentAtConcurrency: { safetyOn: on.ledgerRoundTripsPerIntent, safetyOff: off.ledgerRoundTripsPerIntent },
       perSecond: { safetyOn: Number(on.perSecond.toFixed(3)), safetyOff: Number(off.perSecond.toFixed(3)), bare: Number(floor.perSecond.toFixed(3)) },
       gateMedianMs: gates.medianMs,
