@@ -52,7 +52,8 @@ test('a merged intent is reverted through the merge gate: the revert commit, its
 test('later commits that changed the same lines make the revert fail, saying where; an intent that never merged is refused', async () => {
   const { id, repo } = await mergedSample();
   writeFileSync(path.join(repo, 'lib/strings.js'), "'use strict';\nmodule.exports = {};\n");
-  git(repo, 'commit', '-qam', 'rewrite strings');
+  // Named here: the machine may have no git identity of its own (a fresh home has none).
+  git(repo, '-c', 'user.name=Someone', '-c', 'user.email=someone@localhost', 'commit', '-qam', 'rewrite strings');
   const input = await revertIntentInput(runtime(), TEST_CONFIG, id, { embeddedServer: true });
   const handle = await startIntent(world().client, input, world().taskQueue);
   const error = await handle.result().catch((e: unknown) => e);
