@@ -111,32 +111,23 @@ export function firstPanicLine(output: string): string | undefined {
 }
 
 /** What was written to `file` from byte `start` on (at most 1 MB of it), '' when unreadable. */
-async function fileFrom(file: string, start: number): Promise<string> {
-  try {
-    const handle = await open(file, 'r');
-    try {
-      const { size } = await handle.stat();
-      const length = Math.max(0, Math.min(size - start, 1024 * 1024));
-      const buffer = Buffer.alloc(length);
-      await handle.read(buffer, 0, length, start);
-      return buffer.toString('utf8');
-    } finally {
-      await handle.close();
-    }
-  } catch {
-    return '';
-  }
+function fileFrom(file: string, start: number): Promise<string> {
+  return fileRange(file, (size) => ({ position: start, length: Math.max(0, Math.min(size - start, 1024 * 1024)) }));
 }
 
 /** Reads the last bytes of a file, for error messages. */
-export async function fileTail(file: string): Promise<string> {
+export function fileTail(file: string): Promise<string> {
+  return fileRange(file, (size) => ({ position: size - Math.min(size, TAIL_BYTES), length: Math.min(size, TAIL_BYTES) }));
+}
+
+/** The part of `file` that `pick` chooses from its size, as text; '' when unreadable. */
+async function fileRange(file: string, pick: (size: number) => { position: number; length: number }): Promise<string> {
   try {
     const handle = await open(file, 'r');
     try {
-      const { size } = await handle.stat();
-      const length = Math.min(size, TAIL_BYTES);
+      const { position, length } = pick((await handle.stat()).size);
       const buffer = Buffer.alloc(length);
-      await handle.read(buffer, 0, length, size - length);
+      await handle.read(buffer, 0, length, position);
       return buffer.toString('utf8');
     } finally {
       await handle.close();
