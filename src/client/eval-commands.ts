@@ -1,19 +1,35 @@
 import type { Command } from 'commander';
 import type { Logger } from 'pino';
-import { LabelStore, type EvalFigures, type EvalRecord } from '../ledger/label-store';
+import type { EvalFigures, EvalRecord } from '../ledger/label-store';
 import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
 import { ANSWER_DETECTORS, answerDetectorNamed } from '../safety/answer-detectors';
 import { HELD_OUT_SETS, type HeldOutSet } from '../safety/held-out-sets';
 import { UserError } from '../shared/errors';
-import { readyCascadeModel } from '../workers/cascade-model-cache';
-import { evaluateDetector, type DetectorEvaluation } from './detector-eval';
-import { judgeDetector, type JudgeTally } from './judge-detector';
+import type { DetectorEvaluation } from './detector-eval';
+import type { JudgeTally } from './judge-detector';
 import { compareUsd } from '../shared/money';
-import { UsdSchema } from '../shared/schema-primitives';
-import { withLabelStore } from './label-commands';
 import { parseSince } from './ledger-commands';
-import { openLedger } from './session';
+import type * as LabelStoreModule from '../ledger/label-store';
+import type * as CascadeModelCacheModule from '../workers/cascade-model-cache';
+import type * as DetectorEvalModule from './detector-eval';
+import type * as JudgeDetectorModule from './judge-detector';
+import type * as LabelCommandsModule from './label-commands';
+import type * as SessionModule from './session';
+import type * as SchemaPrimitivesModule from '../shared/schema-primitives';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const schemaPrimitives = () => require('../shared/schema-primitives') as typeof SchemaPrimitivesModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const labelStore = () => require('../ledger/label-store') as typeof LabelStoreModule;
+const cascadeModelCache = () => require('../workers/cascade-model-cache') as typeof CascadeModelCacheModule;
+const detectorEval = () => require('./detector-eval') as typeof DetectorEvalModule;
+const judgeDetectorModule = () => require('./judge-detector') as typeof JudgeDetectorModule;
+const labelCommands = () => require('./label-commands') as typeof LabelCommandsModule;
+const session = () => require('./session') as typeof SessionModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -51,28 +67,28 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
     .option('--json', 'print JSON')
     .option('--history', "print earlier runs' figures, oldest first (the trend), instead of running")
     .action(async (flags: EvalFlags) => {
-      if (!UsdSchema.safeParse(flags.judgeBudget).success || compareUsd(flags.judgeBudget, '0') <= 0) throw new UserError(`--judge-budget must be a USD amount above 0 such as 2 or 0.50, not ${flags.judgeBudget}`);
-      const judge = flags.judgeModel === undefined ? undefined : judgeDetector(settings(), flags.judgeModel, flags.judgeBudget);
+      if (!schemaPrimitives().UsdSchema.safeParse(flags.judgeBudget).success || compareUsd(flags.judgeBudget, '0') <= 0) throw new UserError(`--judge-budget must be a USD amount above 0 such as 2 or 0.50, not ${flags.judgeBudget}`);
+      const judge = flags.judgeModel === undefined ? undefined : judgeDetectorModule().judgeDetector(settings(), flags.judgeModel, flags.judgeBudget);
       const detector = judge?.detector ?? answerDetectorNamed(flags.detector);
       if (!detector) throw new UserError(`unknown detector "${flags.detector}": the detectors are ${ANSWER_DETECTORS.map((d) => d.name).join(', ')} (or --judge-model AGENT)`);
       const since = flags.since ? parseSince(flags.since) : undefined;
       const heldOut = heldOutSetsNamed(flags.heldOut);
       if (flags.history) {
         if (since) throw new UserError('--history shows every earlier run: leave --since out');
-        const runs = await withLabelStore(config, (store) => store.evalHistory(detector.name));
+        const runs = await labelCommands().withLabelStore(config, (store) => store.evalHistory(detector.name));
         if (flags.json) return io.printJson(runs);
         if (runs.length === 0) return io.print(`no earlier run of warden eval --detector ${detector.name}`);
         for (const line of formatHistory(runs)) io.print(line);
         return;
       }
-      const { database } = await openLedger(config, () => undefined);
+      const { database } = await session().openLedger(config, () => undefined);
       let evaluation: DetectorEvaluation;
       let runId: string;
       try {
         // The model a worker kept, if there is one: training it again costs seconds.
-        await readyCascadeModel(logger());
-        evaluation = await evaluateDetector(database.pool, detector, { ...(since ? { since } : {}), approvers: keyedApprovers(settings()), heldOut });
-        runId = await new LabelStore(database.pool).recordEval([evaluation.history, ...evaluation.heldOut], since);
+        await cascadeModelCache().readyCascadeModel(logger());
+        evaluation = await detectorEval().evaluateDetector(database.pool, detector, { ...(since ? { since } : {}), approvers: keyedApprovers(settings()), heldOut });
+        runId = await new (labelStore().LabelStore)(database.pool).recordEval([evaluation.history, ...evaluation.heldOut], since);
       } finally {
         await database.close();
       }

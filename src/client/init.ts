@@ -2,14 +2,21 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { userInfo } from 'node:os';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { CONFIG_SCHEMA_FILE, configJsonSchemaText } from '../config/json-schema';
-import { CONFIG_FILE_NAMES } from '../config/load';
-import { PROFILES, type ProfileName } from '../config/schema';
+import { CONFIG_FILE_NAMES, CONFIG_SCHEMA_FILE, PROFILES, type ProfileName } from '../config/names';
 import { UserError } from '../shared/errors';
-import { newConfigText } from './config-template';
-import { gitOut } from './git-output';
-import { findBaseBranch, findForge, findTestCommand, type Found } from './repo-detection';
+import type { Found } from './repo-detection';
 import { FORGE_KINDS, type ForgeKind } from '../shared/forge';
+import type * as JsonSchemaModule from '../config/json-schema';
+import type * as ConfigTemplateModule from './config-template';
+import type * as GitOutputModule from './git-output';
+import type * as RepoDetectionModule from './repo-detection';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const jsonSchema = () => require('../config/json-schema') as typeof JsonSchemaModule;
+const configTemplate = () => require('./config-template') as typeof ConfigTemplateModule;
+const gitOutput = () => require('./git-output') as typeof GitOutputModule;
+const repoDetection = () => require('./repo-detection') as typeof RepoDetectionModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 /** The file `warden init` writes: the first name the loader looks for. */
 export const INIT_CONFIG_FILE = CONFIG_FILE_NAMES[0];
@@ -60,7 +67,7 @@ export interface InitReport {
  */
 export function initRepository(dir: string, options: InitOptions = {}): InitReport {
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UserError(`folder not found: ${dir}`);
-  const repo = gitOut(dir, ['rev-parse', '--show-toplevel']);
+  const repo = gitOutput().gitOut(dir, ['rev-parse', '--show-toplevel']);
   if (!repo) throw new UserError(`not a git repository: ${dir} (warden init sets Warden up in one: run git init first)`);
   const configFile = path.join(repo, INIT_CONFIG_FILE);
   const existing = CONFIG_FILE_NAMES.map((name) => path.join(repo, name)).filter((file) => existsSync(file));
@@ -70,16 +77,16 @@ export function initRepository(dir: string, options: InitOptions = {}): InitRepo
   const installed = path.join(repo, ...INSTALLED_SCHEMA);
   const schemaFile = existsSync(installed) ? undefined : path.join(repo, ...STATE_SCHEMA);
   const schemaRef = `./${(schemaFile ? STATE_SCHEMA : INSTALLED_SCHEMA).join('/')}`;
-  const testCommand = findTestCommand(repo);
-  const baseBranch = findBaseBranch(repo);
-  const found = findForge(repo);
+  const testCommand = repoDetection().findTestCommand(repo);
+  const baseBranch = repoDetection().findBaseBranch(repo);
+  const found = repoDetection().findForge(repo);
   if (options.forge && !found) throw new UserError(`--forge ${options.forge}: ${repo} has no remote origin to push pull requests to (git remote add origin URL first)`);
   const forge = options.forge ? { kind: options.forge, because: found!.because, use: true } : found ? { ...(found.kind ? { kind: found.kind } : {}), because: found.because, use: false } : undefined;
-  const text = newConfigText({ schemaRef, profile: options.profile ?? 'default', testCommand, baseBranch, approver: process.env.USER || userInfo().username, ...(forge ? { forge } : {}) });
+  const text = configTemplate().newConfigText({ schemaRef, profile: options.profile ?? 'default', testCommand, baseBranch, approver: process.env.USER || userInfo().username, ...(forge ? { forge } : {}) });
   writeFileSync(configFile, text, { flag: options.force ? 'w' : 'wx' });
   if (schemaFile) {
     mkdirSync(path.dirname(schemaFile), { recursive: true });
-    writeFileSync(schemaFile, configJsonSchemaText());
+    writeFileSync(schemaFile, jsonSchema().configJsonSchemaText());
   }
   return {
     repo,

@@ -1,13 +1,20 @@
 import type { Command } from 'commander';
 import type { WardenConfig } from '../config/schema';
-import { LabelStore, type LabelInput, type OfferedLabel, type OutcomeLabel } from '../ledger/label-store';
+import type { LabelInput, OfferedLabel, OutcomeLabel } from '../ledger/label-store';
 import type { RuntimeConfig } from '../runtime/config';
 import { forTerminalLine } from '../shared/control-characters';
 import { approverKeysDir } from '../shared/approver-keys-dir';
 import { UserError } from '../shared/errors';
-import { publicKeyOf, readApproverKey, signLabel } from './approver-keys';
 import { parseSince } from './ledger-commands';
-import { openLedger } from './session';
+import type * as LabelStoreModule from '../ledger/label-store';
+import type * as ApproverKeysModule from './approver-keys';
+import type * as SessionModule from './session';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const labelStore = () => require('../ledger/label-store') as typeof LabelStoreModule;
+const approverKeys = () => require('./approver-keys') as typeof ApproverKeysModule;
+const session = () => require('./session') as typeof SessionModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -84,21 +91,21 @@ function offerLine(offer: OfferedLabel): string {
  * is not theirs to use.
  */
 function signed(warden: WardenConfig, label: LabelInput): LabelInput {
-  const key = readApproverKey(approverKeysDir(), label.by);
+  const key = approverKeys().readApproverKey(approverKeysDir(), label.by);
   const listed = warden.approvers?.[label.by]?.publicKey;
   if (!key) {
     if (listed) throw new UserError(`${label.by} is an approver with a key in the config: their labels are signed, and ${approverKeysDir()} has no key of theirs`);
     return label;
   }
-  if (listed && publicKeyOf(key) !== listed) throw new UserError(`${label.by}'s key in ${approverKeysDir()} is not the one the config lists for them`);
-  return { ...label, proof: signLabel(key, { intentId: label.intentId, label: label.label, by: label.by, ...(label.reason ? { reason: label.reason } : {}), source: label.source }) };
+  if (listed && approverKeys().publicKeyOf(key) !== listed) throw new UserError(`${label.by}'s key in ${approverKeysDir()} is not the one the config lists for them`);
+  return { ...label, proof: approverKeys().signLabel(key, { intentId: label.intentId, label: label.label, by: label.by, ...(label.reason ? { reason: label.reason } : {}), source: label.source }) };
 }
 
 /** Runs `use` with the label store on the ledger's database, closed after. */
-export async function withLabelStore<T>(config: RuntimeConfig, use: (store: LabelStore) => Promise<T>): Promise<T> {
-  const { database } = await openLedger(config, () => undefined);
+export async function withLabelStore<T>(config: RuntimeConfig, use: (store: LabelStoreModule.LabelStore) => Promise<T>): Promise<T> {
+  const { database } = await session().openLedger(config, () => undefined);
   try {
-    return await use(new LabelStore(database.pool));
+    return await use(new (labelStore().LabelStore)(database.pool));
   } finally {
     await database.close();
   }

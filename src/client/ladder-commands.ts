@@ -1,10 +1,16 @@
 import type { Command } from 'commander';
 import type { WardenConfig } from '../config/schema';
-import { LadderStore, type LadderDefaults, type LadderState } from '../ledger/ladder-store';
+import type { LadderDefaults, LadderState } from '../ledger/ladder-store';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
 import { FAILURES_BEFORE_DROP, falsePositiveRate, LADDER, unmetRequirements, type LadderLevel } from '../shared/ladder';
-import { openLedger } from './session';
+import type * as LadderStoreModule from '../ledger/ladder-store';
+import type * as SessionModule from './session';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const ladderStore = () => require('../ledger/ladder-store') as typeof LadderStoreModule;
+const session = () => require('./session') as typeof SessionModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -46,11 +52,11 @@ function printState(io: Io, state: LadderState): void {
 
 /** `warden ladder [--agent A]` and `warden ladder set LEVEL --agent A`. */
 export function addLadderCommands(program: Command, config: RuntimeConfig, settings: () => WardenConfig, approver: () => string, io: Io): void {
-  const withStore = async <T>(fn: (store: LadderStore, defaults: LadderDefaults) => Promise<T>): Promise<T> => {
+  const withStore = async <T>(fn: (store: LadderStoreModule.LadderStore, defaults: LadderDefaults) => Promise<T>): Promise<T> => {
     const automation = settings().automation;
-    const { ledger, database } = await openLedger(config, () => undefined);
+    const { ledger, database } = await session().openLedger(config, () => undefined);
     try {
-      return await fn(new LadderStore(ledger.pool), { level: automation.level as LadderLevel, allowLevelUp: automation.allowLevelUp });
+      return await fn(new (ladderStore().LadderStore)(ledger.pool), { level: automation.level as LadderLevel, allowLevelUp: automation.allowLevelUp });
     } finally {
       await database.close();
     }

@@ -2,16 +2,29 @@ import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { chainsToCheck, inSnapshot, verifyStoredChain, type ChainBreak, type ChainVerdict } from '../ledger/chain';
-import { chainName } from '../ledger/chained-rows';
-import { ledgerIdentity } from '../ledger/ledger-identity';
-import { ANCHORS_FILE, buildManifest, exportRows, formatRows, MANIFEST_FILE, parseManifest, verifyExport, type ExportFormat } from '../ledger/chain-export';
+import type { ChainBreak, ChainVerdict } from '../ledger/chain';
+import type { ExportFormat } from '../ledger/chain-export';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
-import { createRedactor } from '../shared/redact';
-import { ledgerAgainstHistories, readAnchors, type HistoryDisagreement } from './ledger-evidence';
+import type { HistoryDisagreement } from './ledger-evidence';
 import { parseSince } from './ledger-commands';
-import { connectTemporal, openLedger } from './session';
+import type * as ChainModule from '../ledger/chain';
+import type * as ChainedRowsModule from '../ledger/chained-rows';
+import type * as LedgerIdentityModule from '../ledger/ledger-identity';
+import type * as ChainExportModule from '../ledger/chain-export';
+import type * as RedactModule from '../shared/redact';
+import type * as LedgerEvidenceModule from './ledger-evidence';
+import type * as SessionModule from './session';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const chain = () => require('../ledger/chain') as typeof ChainModule;
+const chainedRows = () => require('../ledger/chained-rows') as typeof ChainedRowsModule;
+const ledgerIdentityModule = () => require('../ledger/ledger-identity') as typeof LedgerIdentityModule;
+const chainExport = () => require('../ledger/chain-export') as typeof ChainExportModule;
+const redact = () => require('../shared/redact') as typeof RedactModule;
+const ledgerEvidence = () => require('./ledger-evidence') as typeof LedgerEvidenceModule;
+const session = () => require('./session') as typeof SessionModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -31,13 +44,13 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
     .action(async (flags: { since?: string; file?: string; json?: boolean }) => {
       if (flags.file !== undefined) return verifyFile(flags.file, flags.json === true);
       const since = flags.since ? parseSince(flags.since) : undefined;
-      const { ledger, database } = await openLedger(config, () => undefined);
+      const { ledger, database } = await session().openLedger(config, () => undefined);
       try {
-        const target = await connectTemporal(config, () => undefined);
+        const target = await session().connectTemporal(config, () => undefined);
         try {
-          const anchors = await readAnchors(target.client, await ledgerIdentity(ledger.pool), since);
-          const verdict = await verifyStoredChain(ledger.pool, { ...(since && { since }), anchors });
-          const histories = await ledgerAgainstHistories(target.client, ledger.pool, since);
+          const anchors = await ledgerEvidence().readAnchors(target.client, await ledgerIdentityModule().ledgerIdentity(ledger.pool), since);
+          const verdict = await chain().verifyStoredChain(ledger.pool, { ...(since && { since }), anchors });
+          const histories = await ledgerEvidence().ledgerAgainstHistories(target.client, ledger.pool, since);
           const whole = verdict.whole && histories.disagreements.length === 0;
           if (flags.json) io.printJson({ ...verdict, whole, anchors: anchors.length, historyChecked: histories.checked, disagreements: histories.disagreements });
           else {
@@ -65,23 +78,23 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
       const since = parseSince(flags.since);
       const out = path.resolve(flags.out);
       await refuseNonEmpty(out);
-      const { ledger, database } = await openLedger(config, () => undefined);
+      const { ledger, database } = await session().openLedger(config, () => undefined);
       try {
-        const target = await connectTemporal(config, () => undefined);
+        const target = await session().connectTemporal(config, () => undefined);
         try {
-          const anchors = await readAnchors(target.client, await ledgerIdentity(ledger.pool));
-          const { links, bounds, marks } = await inSnapshot(ledger.pool, (db) => chainsToCheck(db, { since, anchors, ...(flags.intent !== undefined && { chain: flags.intent }) }));
-          const rows = exportRows(links, { redact: createRedactor(process.env) });
+          const anchors = await ledgerEvidence().readAnchors(target.client, await ledgerIdentityModule().ledgerIdentity(ledger.pool));
+          const { links, bounds, marks } = await chain().inSnapshot(ledger.pool, (db) => chain().chainsToCheck(db, { since, anchors, ...(flags.intent !== undefined && { chain: flags.intent }) }));
+          const rows = chainExport().exportRows(links, { redact: redact().createRedactor(process.env) });
           const chains = new Map([...bounds].map(([chain, b]) => [chain, { start: b.start ?? { length: 0, head: '' }, end: b.end, ...(b.cuts && { cuts: b.cuts }) }]));
           // The heads anchors recorded within what is exported.
           const exportedMarks = marks.filter((m) => m.length > (chains.get(m.chain)?.start.length ?? Infinity));
-          const eventsText = formatRows(rows, flags.format);
+          const eventsText = chainExport().formatRows(rows, flags.format);
           const anchorsText = `${JSON.stringify(exportedMarks, null, 2)}\n`;
-          const manifest = buildManifest({ rows, since, ...(flags.intent !== undefined && { intent: flags.intent }), format: flags.format, eventsText, anchorsText, chains });
+          const manifest = chainExport().buildManifest({ rows, since, ...(flags.intent !== undefined && { intent: flags.intent }), format: flags.format, eventsText, anchorsText, chains });
           await mkdir(out, { recursive: true });
           await writeFile(path.join(out, manifest.eventsFile), eventsText);
-          await writeFile(path.join(out, ANCHORS_FILE), anchorsText);
-          await writeFile(path.join(out, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+          await writeFile(path.join(out, chainExport().ANCHORS_FILE), anchorsText);
+          await writeFile(path.join(out, chainExport().MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
           const summary = { dir: out, rows: rows.length, chains: chains.size, anchoredHeads: exportedMarks.length, redacted: rows.filter((r) => r.redacted).length, manifest };
           if (flags.json) return io.printJson(summary);
           io.print(
@@ -102,17 +115,17 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
       try {
         return await readFile(path.join(dir, name), 'utf8');
       } catch {
-        throw new UserError(`${path.join(dir, name)} cannot be read: --file takes an export's directory or its ${MANIFEST_FILE}`);
+        throw new UserError(`${path.join(dir, name)} cannot be read: --file takes an export's directory or its ${chainExport().MANIFEST_FILE}`);
       }
     };
     let manifest;
     try {
-      manifest = parseManifest(await read(MANIFEST_FILE));
+      manifest = chainExport().parseManifest(await read(chainExport().MANIFEST_FILE));
     } catch (error) {
       if (error instanceof UserError) throw error;
-      throw new UserError(`${path.join(dir, MANIFEST_FILE)} is not a ledger export's manifest`);
+      throw new UserError(`${path.join(dir, chainExport().MANIFEST_FILE)} is not a ledger export's manifest`);
     }
-    const verdict = verifyExport({ manifest, eventsText: await read(manifest.eventsFile), anchorsText: await read(ANCHORS_FILE) });
+    const verdict = chainExport().verifyExport({ manifest, eventsText: await read(manifest.eventsFile), anchorsText: await read(chainExport().ANCHORS_FILE) });
     if (json) io.printJson(verdict);
     else {
       for (const problem of verdict.fileProblems) io.print(problem);
@@ -124,7 +137,7 @@ export function addLedgerChainCommands(program: Command, config: RuntimeConfig, 
 }
 
 function where(b: ChainBreak): string {
-  const place = b.pos !== undefined ? `position ${b.pos} of ${chainName(b.chain)}` : chainName(b.chain);
+  const place = b.pos !== undefined ? `position ${b.pos} of ${chainedRows().chainName(b.chain)}` : chainedRows().chainName(b.chain);
   return b.table ? `${b.table} row ${b.id} (${place}${b.at ? `, ${b.at}` : ''})` : place;
 }
 

@@ -1,29 +1,49 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptionsStartWorkflowAction, type ScheduleSpec } from '@temporalio/client';
+import type { Client, ScheduleOptionsStartWorkflowAction, ScheduleSpec } from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 import type { WardenConfig } from '../config/schema';
-import { booksDifferenceCents } from '../ledger/budget-store';
-import { migrate } from '../ledger/migrate';
-import { ExchangeStore, RECORDING_DEFAULTS } from '../ledger/exchange-store';
-import { NotificationOutbox } from '../ledger/notification-outbox';
-import { breakerHistory } from '../ledger/breaker-history';
-import { gateStatistics } from '../ledger/gate-statistics';
-import { formatReport } from '../ledger/report-text';
-import { formatBreakerHistory, formatGateStatistics } from '../ledger/statistics-text';
 import type { CostGrouping, TimelineEntry } from '../ledger/types';
 import type { RuntimeConfig } from '../runtime/config';
-import { connectTemporalIfRunning } from '../runtime/temporal';
 import { sumUsd } from '../shared/money';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
 import { lineageRefFor, TASK_QUEUE } from '../shared/ids';
 import type { maintenanceWorkflow } from '../workflows';
-import { keepSweepSchedule, SWEEP_EVERY_MS, SWEEP_SCHEDULE_ID } from '../workers/sweep-schedule';
-import { timelineWithHistory, type TimelineWithHistory } from './history-timeline';
-import { findPrompts } from './prompt-files';
-import { connectTemporal, openLedger } from './session';
-import { joinDatabase } from './open-ledger';
+import type { TimelineWithHistory } from './history-timeline';
+import type * as ClientModule from '@temporalio/client';
+import type * as BudgetStoreModule from '../ledger/budget-store';
+import type * as MigrateModule from '../ledger/migrate';
+import type * as ExchangeStoreModule from '../ledger/exchange-store';
+import type * as NotificationOutboxModule from '../ledger/notification-outbox';
+import type * as BreakerHistoryModule from '../ledger/breaker-history';
+import type * as GateStatisticsModule from '../ledger/gate-statistics';
+import type * as ReportTextModule from '../ledger/report-text';
+import type * as StatisticsTextModule from '../ledger/statistics-text';
+import type * as TemporalModule from '../runtime/temporal';
+import type * as SweepScheduleModule from '../workers/sweep-schedule';
+import type * as HistoryTimelineModule from './history-timeline';
+import type * as PromptFilesModule from './prompt-files';
+import type * as SessionModule from './session';
+import type * as OpenLedgerModule from './open-ledger';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const temporalClient = () => require('@temporalio/client') as typeof ClientModule;
+const budgetStore = () => require('../ledger/budget-store') as typeof BudgetStoreModule;
+const migrateModule = () => require('../ledger/migrate') as typeof MigrateModule;
+const exchangeStore = () => require('../ledger/exchange-store') as typeof ExchangeStoreModule;
+const notificationOutbox = () => require('../ledger/notification-outbox') as typeof NotificationOutboxModule;
+const breakerHistoryModule = () => require('../ledger/breaker-history') as typeof BreakerHistoryModule;
+const gateStatisticsModule = () => require('../ledger/gate-statistics') as typeof GateStatisticsModule;
+const reportText = () => require('../ledger/report-text') as typeof ReportTextModule;
+const statisticsText = () => require('../ledger/statistics-text') as typeof StatisticsTextModule;
+const temporal = () => require('../runtime/temporal') as typeof TemporalModule;
+const sweepSchedule = () => require('../workers/sweep-schedule') as typeof SweepScheduleModule;
+const historyTimeline = () => require('./history-timeline') as typeof HistoryTimelineModule;
+const promptFiles = () => require('./prompt-files') as typeof PromptFilesModule;
+const session = () => require('./session') as typeof SessionModule;
+const openLedgerModule = () => require('./open-ledger') as typeof OpenLedgerModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 /** Id of the schedule that runs ledger retention and the daily report. */
 export const MAINTENANCE_SCHEDULE_ID = 'warden-maintenance';
@@ -109,19 +129,19 @@ function checkUsd(text: string | undefined, flag: string): string | undefined {
 /** Creates the schedule, or updates its spec and action when it exists; true when created. */
 async function upsertSchedule(client: Client, scheduleId: string, spec: ScheduleSpec, action: ScheduleOptionsStartWorkflowAction<Workflow>): Promise<boolean> {
   try {
-    await client.schedule.create({ scheduleId, spec, action, policies: { overlap: ScheduleOverlapPolicy.SKIP } });
+    await client.schedule.create({ scheduleId, spec, action, policies: { overlap: temporalClient().ScheduleOverlapPolicy.SKIP } });
     return true;
   } catch (error) {
-    if (!(error instanceof ScheduleAlreadyRunning)) throw error;
+    if (!(error instanceof temporalClient().ScheduleAlreadyRunning)) throw error;
     await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
     return false;
   }
 }
 
-/** Adds the ledger's commands: audit, costs, report, db migrate, db cleanup, schedules install. */
+/** Adds the ledger's commands: audit, costs, report, db migrateModule().migrate, db cleanup, schedules install. */
 export function addLedgerCommands(program: Command, config: RuntimeConfig, io: Io, settings: () => WardenConfig): void {
-  const withLedger = async <T>(fn: (ledger: Awaited<ReturnType<typeof openLedger>>['ledger']) => Promise<T>): Promise<T> => {
-    const { ledger, database } = await openLedger(config, () => undefined);
+  const withLedger = async <T>(fn: (ledger: Awaited<ReturnType<typeof SessionModule.openLedger>>['ledger']) => Promise<T>): Promise<T> => {
+    const { ledger, database } = await session().openLedger(config, () => undefined);
     try {
       return await fn(ledger);
     } finally {
@@ -144,7 +164,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       if (flags.prompts) {
         const repoPath = await withLedger((ledger) => ledger.queries.intentRepoPath(id));
         if (!repoPath) throw new UserError(`the ledger has nothing for intent ${id}`);
-        const { dir, prompts } = await findPrompts(id, repoPath, config);
+        const { dir, prompts } = await promptFiles().findPrompts(id, repoPath, config);
         if (flags.json) return io.printJson(prompts.map((p) => ({ name: p.name, path: p.path, prompt: p.content })));
         if (prompts.length === 0) throw new UserError(`no prompts of intent ${id} were found (looked in its worktree, ${repoPath}'s docs/lineage and ${lineageRefFor(id)}, and ${config.lineageRoot})`);
         io.print(`prompts of ${id}, from ${dir}:`);
@@ -161,10 +181,10 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
 
   /** The intent's rows beside the history events they tie to: the history first, then the row. */
   async function auditWithHistory(intentId: string, json: boolean): Promise<void> {
-    const target = await connectTemporalIfRunning(config);
+    const target = await temporal().connectTemporalIfRunning(config);
     if (!target) throw new UserError("the Temporal server is not running: start it with `warden dev` (or set TEMPORAL_ADDRESS); --with-history reads the intent's workflow history from it", 1);
     try {
-      const entries = await withLedger((ledger) => timelineWithHistory(target.client, ledger.pool, intentId));
+      const entries = await withLedger((ledger) => historyTimeline().timelineWithHistory(target.client, ledger.pool, intentId));
       if (entries.length === 0) throw new UserError(`the ledger has nothing for intent ${intentId}`);
       if (json) return io.printJson(entries);
       for (const entry of entries) io.print(formatHistoryTie(entry));
@@ -179,7 +199,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
   async function auditBooks(intentId: string | undefined, json: boolean): Promise<void> {
     const books = await withLedger((ledger) => ledger.budget.books(intentId === undefined ? {} : { intentId }));
     const differing = books.filter((b) => b.budgetUsd !== b.costEventsUsd);
-    const differenceCents = booksDifferenceCents(differing);
+    const differenceCents = budgetStore().booksDifferenceCents(differing);
     if (json) io.printJson({ balanced: differing.length === 0, differenceCents, intents: books });
     else {
       // One line per intent that differs (or the one asked about); then the verdict.
@@ -219,7 +239,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .option('--intent <id>', 'only those of this intent')
     .option('--json', 'print JSON')
     .action(async (flags: { intent?: string; json?: boolean }) => {
-      const letters = await withLedger((ledger) => new NotificationOutbox(ledger.pool).deadLetters(flags.intent));
+      const letters = await withLedger((ledger) => new (notificationOutbox().NotificationOutbox)(ledger.pool).deadLetters(flags.intent));
       if (flags.json) return io.printJson(letters);
       if (letters.length === 0) return io.print(`every notification${flags.intent ? ` of ${flags.intent}` : ''} was delivered (or is still being tried)`);
       for (const l of letters) io.print(`${l.at}  ${l.kind.padEnd(18)} ${l.intentId ?? '-'}  to ${l.channel} after ${l.attempts} attempt(s): ${l.error}`);
@@ -241,10 +261,10 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         const period = { ...(flags.since !== undefined && { since: parseSince(flags.since) }), ...(flags.until !== undefined && { until: parseUntil(flags.until) }) };
         if (period.since && period.until && period.since >= period.until) throw new UserError(`--since (${period.since.toISOString()}) must come before --until (${period.until.toISOString()})`);
         const [gates, breakers] = await withLedger((ledger) =>
-          Promise.all([flags.gates ? gateStatistics(ledger.pool, period) : undefined, flags.breakers ? breakerHistory(ledger.pool, period) : undefined]),
+          Promise.all([flags.gates ? gateStatisticsModule().gateStatistics(ledger.pool, period) : undefined, flags.breakers ? breakerHistoryModule().breakerHistory(ledger.pool, period) : undefined]),
         );
         if (flags.json) return io.printJson({ ...(gates && { gates }), ...(breakers && { breakers }) });
-        const lines = [...(gates ? formatGateStatistics(gates) : []), ...(gates && breakers ? [''] : []), ...(breakers ? formatBreakerHistory(breakers) : [])];
+        const lines = [...(gates ? statisticsText().formatGateStatistics(gates) : []), ...(gates && breakers ? [''] : []), ...(breakers ? statisticsText().formatBreakerHistory(breakers) : [])];
         for (const line of lines) io.print(line);
         return;
       }
@@ -254,7 +274,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       const dayBudgetUsd = checkUsd(flags.budget, '--budget') ?? settings().worker.dayBudgetUsd;
       const report = await withLedger((ledger) => ledger.queries.dailyReport({ date, dayBudgetUsd }));
       if (flags.json) return io.printJson(report);
-      for (const line of formatReport(report)) io.print(line);
+      for (const line of reportText().formatReport(report)) io.print(line);
     });
 
   const db = program.command('db').description('The ledger database');
@@ -263,9 +283,9 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .option('--json', 'print JSON')
     .action(async (flags: { json?: boolean }) => {
       // Opened without migrating, so that what this command applies is what it reports.
-      const database = await joinDatabase(config, { migrate: false });
+      const database = await openLedgerModule().joinDatabase(config, { migrate: false });
       try {
-        const applied = await migrate(database.pool);
+        const applied = await migrateModule().migrate(database.pool);
         if (flags.json) return io.printJson({ database: database.url, applied });
         io.print(applied.length ? `applied ${applied.join(', ')}` : 'the ledger schema is up to date');
       } finally {
@@ -279,8 +299,8 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
     .action(async (flags: { retention: string; json?: boolean }) => {
       const days = parseRetentionDays(flags.retention);
       // Recorded model exchanges go after their own retention (worker.recording.keep).
-      const keep = settings().worker.recording?.keep ?? RECORDING_DEFAULTS.keep;
-      const [deleted, recordings] = await withLedger((ledger) => Promise.all([ledger.retention.cleanup(days), new ExchangeStore(ledger.pool).cleanup(new Date(Date.now() - parseDuration(keep)))]));
+      const keep = settings().worker.recording?.keep ?? exchangeStore().RECORDING_DEFAULTS.keep;
+      const [deleted, recordings] = await withLedger((ledger) => Promise.all([ledger.retention.cleanup(days), new (exchangeStore().ExchangeStore)(ledger.pool).cleanup(new Date(Date.now() - parseDuration(keep)))]));
       if (flags.json) return io.printJson({ retentionDays: days, deleted, recordingKeep: keep, recordingsDeleted: recordings });
       io.print(`deleted rows older than ${days} days: ${Object.entries(deleted).map(([t, n]) => `${t} ${n}`).join(', ')}`);
       io.print(`deleted recorded model exchanges older than ${keep}: ${Object.entries(recordings).map(([t, n]) => `${t} ${n}`).join(', ')}`);
@@ -299,7 +319,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
       const at = /^(\d{1,2}):(\d{2})$/.exec(flags.at);
       if (!at || Number(at[1]) > 23 || Number(at[2]) > 59) throw new UserError(`--at takes HH:MM (UTC), not ${flags.at}`);
       const dayBudgetUsd = checkUsd(flags.budget, '--budget');
-      const target = await connectTemporal(config, () => undefined);
+      const target = await session().connectTemporal(config, () => undefined);
       try {
         const action = {
           type: 'startWorkflow' as const,
@@ -310,14 +330,14 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
         const spec = { calendars: [{ hour: Number(at[1]), minute: Number(at[2]), comment: 'daily ledger upkeep' }] };
         const created = await upsertSchedule(target.client, MAINTENANCE_SCHEDULE_ID, spec, action);
         // Every worker installs this one too; here it is put right if someone changed it.
-        const sweep = await keepSweepSchedule(target.client, TASK_QUEUE);
+        const sweep = await sweepSchedule().keepSweepSchedule(target.client, TASK_QUEUE);
         const summary = {
           scheduleId: MAINTENANCE_SCHEDULE_ID,
           created,
           at: flags.at,
           retentionDays,
           dayBudgetUsd: dayBudgetUsd ?? 'worker.dayBudgetUsd',
-          sweep: { scheduleId: SWEEP_SCHEDULE_ID, created: sweep === 'created', every: `${SWEEP_EVERY_MS / 1000}s` },
+          sweep: { scheduleId: sweepSchedule().SWEEP_SCHEDULE_ID, created: sweep === 'created', every: `${sweepSchedule().SWEEP_EVERY_MS / 1000}s` },
         };
         if (flags.json) return io.printJson(summary);
         io.print(
@@ -326,7 +346,7 @@ export function addLedgerCommands(program: Command, config: RuntimeConfig, io: I
             "each report goes to the worker's log, to reports/<date>.md under its Warden home, and to the ledger (DAILY_HEALTH_REPORT)",
         );
         io.print(
-          `${sweep === 'created' ? 'created' : sweep === 'updated' ? 'updated' : 'kept'} schedule ${SWEEP_SCHEDULE_ID}: every ${SWEEP_EVERY_MS / 1000} s, records intents that were terminated (INTENT_TERMINATED) and cleans the worktrees of those and of timed-out ones (INTENT_SWEPT); every worker installs it too`,
+          `${sweep === 'created' ? 'created' : sweep === 'updated' ? 'updated' : 'kept'} schedule ${sweepSchedule().SWEEP_SCHEDULE_ID}: every ${sweepSchedule().SWEEP_EVERY_MS / 1000} s, records intents that were terminated (INTENT_TERMINATED) and cleans the worktrees of those and of timed-out ones (INTENT_SWEPT); every worker installs it too`,
         );
       } finally {
         await target.close();

@@ -1,9 +1,14 @@
 import type { Command } from 'commander';
 import type { Recording } from '../ledger/exchange-store';
-import { ExchangeStore } from '../ledger/exchange-store';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
-import { openLedger } from './session';
+import type * as ExchangeStoreModule from '../ledger/exchange-store';
+import type * as SessionModule from './session';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const exchangeStore = () => require('../ledger/exchange-store') as typeof ExchangeStoreModule;
+const session = () => require('./session') as typeof SessionModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -17,10 +22,10 @@ export function addRecordingCommand(program: Command, config: RuntimeConfig, io:
     .description("The intent's recorded model exchanges, one per call through the gateway: stage, attempt, the call's order, model, outcome, and the request's and answer's sizes; whether the recording was capped and what else it kept for replay")
     .option('--json', 'print JSON (the bodies too, redacted as they were stored)')
     .action(async (id: string, flags: { json?: boolean }) => {
-      const { ledger, database } = await openLedger(config, () => undefined);
+      const { ledger, database } = await session().openLedger(config, () => undefined);
       let recording: Recording;
       try {
-        recording = await new ExchangeStore(ledger.pool).recordingOf(id, { bodies: flags.json === true });
+        recording = await new (exchangeStore().ExchangeStore)(ledger.pool).recordingOf(id, { bodies: flags.json === true });
       } finally {
         await database.close();
       }

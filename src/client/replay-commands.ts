@@ -3,14 +3,23 @@ import type { Command } from 'commander';
 import type { Logger } from 'pino';
 import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
-import { compareReplay, formatComparison } from './replay-comparison';
-import { recordedBaseOf, replayIntent } from './replay-intent';
-import { formatPeriod, recordedSince, replayPeriod } from './replay-period';
-import { replayFromStage } from './replay-start';
 import { parseSince } from './ledger-commands';
 import { UserError } from '../shared/errors';
-import { connectTemporal, openLedger, startWorker, type RunningWorker } from './session';
+import type { RunningWorker } from './session';
 import type { TemporalTarget } from '../runtime/temporal';
+import type * as ReplayComparisonModule from './replay-comparison';
+import type * as ReplayIntentModule from './replay-intent';
+import type * as ReplayPeriodModule from './replay-period';
+import type * as ReplayStartModule from './replay-start';
+import type * as SessionModule from './session';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const replayComparison = () => require('./replay-comparison') as typeof ReplayComparisonModule;
+const replayIntentModule = () => require('./replay-intent') as typeof ReplayIntentModule;
+const replayPeriodModule = () => require('./replay-period') as typeof ReplayPeriodModule;
+const replayStart = () => require('./replay-start') as typeof ReplayStartModule;
+const session = () => require('./session') as typeof SessionModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -36,29 +45,29 @@ export function addReplayCommand(program: Command, config: RuntimeConfig, io: Io
     .action(async (id: string | undefined, flags: { since?: string; from?: string; json?: boolean }) => {
       if ((id === undefined) === (flags.since === undefined)) throw new UserError('give an intent id, or --since DATE for every intent recorded since then (not both)');
       if (flags.from !== undefined && id === undefined) throw new UserError('--from goes with an intent id, not with --since');
-      replayFromStage(flags.from);
+      replayStart().replayFromStage(flags.from);
       const since = flags.since === undefined ? undefined : parseSince(flags.since);
       const safety = io.settings();
-      const { ledger, database } = await openLedger(config, () => undefined);
+      const { ledger, database } = await session().openLedger(config, () => undefined);
       let target: TemporalTarget | undefined;
       let worker: RunningWorker | undefined;
       try {
         // Nothing to replay is said before a server or a worker is started for it.
-        if (id !== undefined) await recordedBaseOf(ledger.pool, id);
-        else if ((await recordedSince(ledger.pool, since!)).length === 0) throw new UserError(`no intent was recorded since ${since!.toISOString()}`, 1);
-        target = await connectTemporal(config, flags.json ? () => undefined : io.print);
+        if (id !== undefined) await replayIntentModule().recordedBaseOf(ledger.pool, id);
+        else if ((await replayPeriodModule().recordedSince(ledger.pool, since!)).length === 0) throw new UserError(`no intent was recorded since ${since!.toISOString()}`, 1);
+        target = await session().connectTemporal(config, flags.json ? () => undefined : io.print);
         const taskQueue = `warden-replay-${randomUUID().slice(0, 8)}`;
-        worker = await startWorker(target, config, safety, io.logger(), undefined, taskQueue);
+        worker = await session().startWorker(target, config, safety, io.logger(), undefined, taskQueue);
         const replayTarget = { client: target.client, pool: ledger.pool, taskQueue };
         if (since) {
-          const entries = await replayPeriod(replayTarget, since, (e) => flags.json || io.print(`replayed ${e.intentId}: ${e.verdict}`));
+          const entries = await replayPeriodModule().replayPeriod(replayTarget, since, (e) => flags.json || io.print(`replayed ${e.intentId}: ${e.verdict}`));
           if (flags.json) io.printJson({ since: since.toISOString(), intents: entries });
-          else for (const line of ['', ...formatPeriod(entries, since)]) io.print(line);
+          else for (const line of ['', ...replayPeriodModule().formatPeriod(entries, since)]) io.print(line);
           return;
         }
-        const comparison = await compareReplay(ledger.pool, id!, await replayIntent(replayTarget, id!, { ...(flags.from ? { from: flags.from } : {}) }));
+        const comparison = await replayComparison().compareReplay(ledger.pool, id!, await replayIntentModule().replayIntent(replayTarget, id!, { ...(flags.from ? { from: flags.from } : {}) }));
         if (flags.json) io.printJson(comparison);
-        else for (const line of formatComparison(comparison)) io.print(line);
+        else for (const line of replayComparison().formatComparison(comparison)) io.print(line);
       } finally {
         await worker?.stop();
         await target?.close();

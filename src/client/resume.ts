@@ -1,23 +1,35 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { Client } from '@temporalio/client';
-import { defaultPayloadConverter } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
 import type { Command } from 'commander';
-import Long from 'long';
-import { gitRaw } from '../activities/git';
-import { readResumeRef, resumableFrom } from '../activities/resume-ref';
-import { deterministicUuid } from '../ledger/event-id';
+import type LongModule from 'long';
 import type { AuditStore } from '../ledger/audit-store';
 import type { RuntimeConfig } from '../runtime/config';
 import { branchForIntent, resumeRefFor } from '../shared/ids';
 import { UserError } from '../shared/errors';
 import { STAGES, isStage, type Stage } from '../shared/stages';
-import { describeOrExplain, intentHandle } from './intents';
-import { openLedger } from './open-ledger';
-import { connectTemporal } from './session';
+import type * as CommonModule from '@temporalio/common';
+import type * as ProtoModule from '@temporalio/proto';
+import type * as GitModule from '../activities/git';
+import type * as ResumeRefModule from '../activities/resume-ref';
+import type * as EventIdModule from '../ledger/event-id';
+import type * as IntentsModule from './intents';
+import type * as OpenLedgerModule from './open-ledger';
+import type * as SessionModule from './session';
 
-type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const common = () => require('@temporalio/common') as typeof CommonModule;
+const proto = () => require('@temporalio/proto') as typeof ProtoModule;
+const git = () => require('../activities/git') as typeof GitModule;
+const resumeRef = () => require('../activities/resume-ref') as typeof ResumeRefModule;
+const eventId = () => require('../ledger/event-id') as typeof EventIdModule;
+const intents = () => require('./intents') as typeof IntentsModule;
+const openLedgerModule = () => require('./open-ledger') as typeof OpenLedgerModule;
+const session = () => require('./session') as typeof SessionModule;
+const long = () => require('long') as typeof LongModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+type HistoryEvent = ProtoModule.temporal.api.history.v1.IHistoryEvent;
 
 /** Where a reset goes: the workflow task that scheduled the first activity of `stage`. */
 export interface ResetPoint {
@@ -44,7 +56,7 @@ function stageOf(event: HistoryEvent): Stage | undefined {
   if (type !== 'runAgentStage') return undefined;
   const payload = attributes?.input?.payloads?.[0];
   if (!payload) return undefined;
-  const input = defaultPayloadConverter.fromPayload<{ stage?: string }>(payload);
+  const input = common().defaultPayloadConverter.fromPayload<{ stage?: string }>(payload);
   return input.stage && isStage(input.stage) ? input.stage : undefined;
 }
 
@@ -63,7 +75,7 @@ export function findResetPoint(events: readonly HistoryEvent[], stage?: string):
   if (!first) throw new UserError(`the intent has not reached stage ${target} yet: resume from a stage it ran`);
   const attributes = first.event.activityTaskScheduledEventAttributes!;
   const payload = attributes.input?.payloads?.[0];
-  const input = payload ? defaultPayloadConverter.fromPayload<{ intent?: { repoPath?: string }; startCommit?: string }>(payload) : {};
+  const input = payload ? common().defaultPayloadConverter.fromPayload<{ intent?: { repoPath?: string }; startCommit?: string }>(payload) : {};
   return {
     stage: target,
     workflowTaskCompletedEventId: Number(attributes.workflowTaskCompletedEventId),
@@ -81,7 +93,7 @@ export function undoneByReset(events: readonly HistoryEvent[], point: ResetPoint
     .filter((attributes): attributes is NonNullable<typeof attributes> => Boolean(attributes))
     .map((attributes) => {
       const payload = attributes.input?.payloads?.[0];
-      const body = payload ? defaultPayloadConverter.fromPayload<{ gate?: string; decision?: string; by?: string }>(payload) : undefined;
+      const body = payload ? common().defaultPayloadConverter.fromPayload<{ gate?: string; decision?: string; by?: string }>(payload) : undefined;
       return body?.gate && body.decision ? `${attributes.signalName}: ${body.decision} at ${body.gate}${body.by ? ` by ${body.by}` : ''}` : (attributes.signalName ?? 'signal');
     });
   return { stages, signals };
@@ -95,7 +107,7 @@ export function undoneByReset(events: readonly HistoryEvent[], point: ResetPoint
 async function refuseLostCommits(intentId: string, point: ResetPoint): Promise<void> {
   const { repoPath, startCommit } = point;
   if (!repoPath || !startCommit || !existsSync(repoPath)) return;
-  if (await resumableFrom(repoPath, intentId, startCommit)) return;
+  if (await resumeRef().resumableFrom(repoPath, intentId, startCommit)) return;
   throw new UserError(
     `intent ${intentId} cannot resume from ${point.stage}: the commit it started from (${startCommit.slice(0, 12)}) is no longer kept ` +
       `(its branch is gone or moved, and ${resumeRefFor(intentId)} was dropped after its retention, lineage.keepForResume); start a new intent instead`,
@@ -120,8 +132,8 @@ export interface ResumeOptions {
  * asked for, so gate decisions made after it must be made again. Returns the new run id.
  */
 export async function resumeIntent(client: Client, namespace: string, intentId: string, options: ResumeOptions): Promise<{ runId: string; stage: Stage }> {
-  const handle = intentHandle(client, intentId);
-  const description = await describeOrExplain(handle, intentId);
+  const handle = intents().intentHandle(client, intentId);
+  const description = await intents().describeOrExplain(handle, intentId);
   if (description.status.name === 'RUNNING' && !options.force) {
     throw new UserError(`intent ${intentId} is still running; stop it first, or pass --force to reset it while it runs`);
   }
@@ -131,12 +143,12 @@ export async function resumeIntent(client: Client, namespace: string, intentId: 
   await refuseLostCommits(intentId, point);
   const undone = undoneByReset(events, point);
   const commitsBack = point.repoPath && point.startCommit ? await commitsAfter(point.repoPath, intentId, point.startCommit) : undefined;
-  const { ResetReapplyType, ResetReapplyExcludeType } = temporal.api.enums.v1;
-  const response: temporal.api.workflowservice.v1.IResetWorkflowExecutionResponse = await client.workflowService.resetWorkflowExecution({
+  const { ResetReapplyType, ResetReapplyExcludeType } = proto().temporal.api.enums.v1;
+  const response: ProtoModule.temporal.api.workflowservice.v1.IResetWorkflowExecutionResponse = await client.workflowService.resetWorkflowExecution({
     namespace,
     workflowExecution: { workflowId: description.workflowId, runId: description.runId },
     reason: options.reason,
-    workflowTaskFinishEventId: Long.fromNumber(point.workflowTaskCompletedEventId),
+    workflowTaskFinishEventId: long().fromNumber(point.workflowTaskCompletedEventId),
     requestId: randomUUID(),
     resetReapplyType: options.reapplySignals ? ResetReapplyType.RESET_REAPPLY_TYPE_SIGNAL : ResetReapplyType.RESET_REAPPLY_TYPE_NONE,
     resetReapplyExcludeTypes: options.reapplySignals ? [] : [ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL],
@@ -147,7 +159,7 @@ export async function resumeIntent(client: Client, namespace: string, intentId: 
   const decisions = options.reapplySignals || undone.signals.length === 0 ? '' : `; ${undone.signals.length} signal(s) dropped (${undone.signals.join('; ')})`;
   const commits = commitsBack ? `; the branch goes back from ${commitsBack.tip.slice(0, 12)} to ${point.startCommit!.slice(0, 12)} (${commitsBack.count} commit(s) of the ${ended} run)` : '';
   await options.ledger.audit.recordSafetyEvent({
-    id: deterministicUuid('INTENT_RESUMED', description.workflowId, runId),
+    id: eventId().deterministicUuid('INTENT_RESUMED', description.workflowId, runId),
     timestamp: new Date(),
     eventType: 'INTENT_RESUMED',
     severity: 'medium',
@@ -171,11 +183,11 @@ export async function resumeIntent(client: Client, namespace: string, intentId: 
 /** The tip the intent's commits end at (its branch, else its resume ref's) and how many commits lie after `start`. */
 async function commitsAfter(repoPath: string, intentId: string, start: string): Promise<{ tip: string; count: number } | undefined> {
   if (!existsSync(repoPath)) return undefined;
-  const kept = await readResumeRef(repoPath, intentId);
+  const kept = await resumeRef().readResumeRef(repoPath, intentId);
   for (const tip of [`refs/heads/${branchForIntent(intentId)}`, ...(kept ? [`${kept.ref}^1`] : [])]) {
-    if ((await gitRaw(repoPath, ['merge-base', '--is-ancestor', start, tip])).code !== 0) continue;
-    const commit = (await gitRaw(repoPath, ['rev-parse', tip])).stdout.trim();
-    const count = Number((await gitRaw(repoPath, ['rev-list', '--count', `${start}..${tip}`])).stdout.trim());
+    if ((await git().gitRaw(repoPath, ['merge-base', '--is-ancestor', start, tip])).code !== 0) continue;
+    const commit = (await git().gitRaw(repoPath, ['rev-parse', tip])).stdout.trim();
+    const count = Number((await git().gitRaw(repoPath, ['rev-list', '--count', `${start}..${tip}`])).stdout.trim());
     return { tip: commit, count };
   }
   return undefined;
@@ -208,9 +220,9 @@ interface ResumeFlags {
 export async function resumeFromCli(config: RuntimeConfig, id: string, flags: ResumeFlags & { readonly by: string }): Promise<string> {
   // A bad stage is the user's to fix, whatever state the server is in: say so before connecting.
   refuseUnknownStage(flags.from);
-  const { ledger, database } = await openLedger(config, () => undefined);
+  const { ledger, database } = await openLedgerModule().openLedger(config, () => undefined);
   try {
-    const target = await connectTemporal(config, () => undefined);
+    const target = await session().connectTemporal(config, () => undefined);
     try {
       const { runId, stage } = await resumeIntent(target.client, target.namespace, id, {
         stage: flags.from,

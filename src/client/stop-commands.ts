@@ -2,8 +2,15 @@ import type { Command } from 'commander';
 import type { RuntimeConfig } from '../runtime/config';
 import { parseDuration } from '../shared/duration';
 import { UserError } from '../shared/errors';
-import { connectTemporal, openLedger, openOwnedLedger } from './session';
-import { STOP_WAIT_MS, stopAll, stopIntent, type StopOutcome } from './stop-intents';
+import { STOP_WAIT_MS } from './stop-wait';
+import type { StopOutcome } from './stop-intents';
+import type * as SessionModule from './session';
+import type * as StopIntentsModule from './stop-intents';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const session = () => require('./session') as typeof SessionModule;
+const stopIntents = () => require('./stop-intents') as typeof StopIntentsModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   readonly print: (line: string) => void;
@@ -26,10 +33,10 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
       if (!flags.all && !id) throw new UserError('give the intent id to stop, or --all --reason TEXT for the emergency stop');
       if (flags.all && !flags.reason) throw new UserError('--all needs --reason TEXT');
       const waitMs = waitOf(flags.wait);
-      const target = await connectTemporal(config, () => undefined);
+      const target = await session().connectTemporal(config, () => undefined);
       // The kill switch must not wait on the ledger: with the embedded PostgreSQL down it is started
       // (and stopped again after), so the stop and the global flag are recorded.
-      const { ledger, database } = await openOwnedLedger(config, () => undefined);
+      const { ledger, database } = await session().openOwnedLedger(config, () => undefined);
       const options = {
         by: flags.by ?? io.defaultUser(),
         reason: flags.reason ?? 'stopped from the CLI',
@@ -40,7 +47,7 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
       try {
         if (flags.all) {
           const started = Date.now();
-          const outcomes = await stopAll(target.client, ledger, options);
+          const outcomes = await stopIntents().stopAll(target.client, ledger, options);
           const count = (kind: StopOutcome['outcome']) => outcomes.filter((o) => o.outcome === kind).length;
           const result = { globalStop: true, cancelled: outcomes.map((o) => o.intentId), outcomes, seconds: (Date.now() - started) / 1000 };
           if (flags.json) return io.printJson(result);
@@ -51,7 +58,7 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
           );
           io.print('nothing new starts until: warden unlock --reason TEXT');
         } else {
-          const outcome = await stopIntent(target.client, ledger, id!, options);
+          const outcome = await stopIntents().stopIntent(target.client, ledger, id!, options);
           if (flags.json) return io.printJson({ ...outcome, stopped: id, by: options.by, reason: options.reason });
           io.print(describeOutcome(outcome));
         }
@@ -67,7 +74,7 @@ export function addStopCommands(program: Command, config: RuntimeConfig, io: Io)
     .requiredOption('--reason <text>', 'why it is safe again')
     .option('--by <name>', 'who unlocks (default: $USER)')
     .action(async (flags: { reason: string; by?: string }) => {
-      const { ledger, database } = await openLedger(config, () => undefined);
+      const { ledger, database } = await session().openLedger(config, () => undefined);
       try {
         const stop = await ledger.globalStop.current();
         if (!stop.stopped) throw new UserError('Warden is not stopped: nothing to unlock');

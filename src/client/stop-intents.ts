@@ -5,6 +5,7 @@ import type { Ledger } from '../ledger/ledger';
 import { intentIdFromWorkflowId } from '../shared/ids';
 import { describeRunning, intentHandle } from './intents';
 import { hasLiveWorker } from './worker-presence';
+import { STOP_WAIT_MS } from './stop-wait';
 
 /**
  * The kill switch, told truthfully: a stop cancels the intent, then waits until its workflow has
@@ -13,8 +14,6 @@ import { hasLiveWorker } from './worker-presence';
  * started to remove what it left; one that ended some other way first is reported as such.
  */
 
-/** How long a stop waits for a cancelled intent to close before it terminates it. */
-export const STOP_WAIT_MS = 60_000;
 
 export type StopOutcome =
   /** Closed as cancelled: its agent is dead, its worktree removed, nothing merged. */

@@ -3,8 +3,15 @@ import os from 'node:os';
 import type { WardenConfig } from '../config/schema';
 import type { RuntimeConfig } from '../runtime/config';
 import { UserError } from '../shared/errors';
-import { DeploymentChangeRefused, describeDeployment, makeCurrent, type DeploymentView } from '../workers/worker-deployment';
-import { connectTemporalIfRunning, type TemporalTarget } from '../runtime/temporal';
+import type { DeploymentView } from '../workers/worker-deployment';
+import type { TemporalTarget } from '../runtime/temporal';
+import type * as WorkerDeploymentModule from '../workers/worker-deployment';
+import type * as TemporalModule from '../runtime/temporal';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded when a command runs (see cli.ts) */
+const workerDeployment = () => require('../workers/worker-deployment') as typeof WorkerDeploymentModule;
+const temporal = () => require('../runtime/temporal') as typeof TemporalModule;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 interface Io {
   print(line: string): void;
@@ -19,7 +26,7 @@ interface Io {
 export function addWorkerVersionCommands(program: Command, config: RuntimeConfig, io: Io, settings: () => WardenConfig): void {
   /** Both commands are about workers that run against a server: none is started here. */
   const runningServer = async (): Promise<TemporalTarget> => {
-    const target = await connectTemporalIfRunning(config);
+    const target = await temporal().connectTemporalIfRunning(config);
     if (!target) throw new UserError('the Temporal server is not running: start it with `warden dev` (or set TEMPORAL_ADDRESS); the versions are those of the workers polling it', 1);
     return target;
   };
@@ -38,7 +45,7 @@ export function addWorkerVersionCommands(program: Command, config: RuntimeConfig
       const name = deploymentOf(flags.deployment);
       const target = await runningServer();
       try {
-        const deployment = await describeDeployment(target.client.workflowService, target.namespace, name);
+        const deployment = await workerDeployment().describeDeployment(target.client.workflowService, target.namespace, name);
         if (!deployment) throw new UserError(`no worker of deployment ${name} has polled the Temporal server yet: start one with worker.deployment.name set to ${name}`, 1);
         if (flags.json) return io.printJson(viewForJson(deployment));
         for (const line of renderDeployment(deployment)) io.print(line);
@@ -56,9 +63,9 @@ export function addWorkerVersionCommands(program: Command, config: RuntimeConfig
       const name = deploymentOf(flags.deployment ?? workers.opts<{ deployment?: string }>().deployment);
       const target = await runningServer();
       try {
-        const before = await describeDeployment(target.client.workflowService, target.namespace, name);
-        await makeCurrent(target.client.workflowService, target.namespace, name, buildId, `warden workers promote (${os.userInfo().username}@${os.hostname()})`).catch((error: unknown) => {
-          throw error instanceof DeploymentChangeRefused ? new UserError(error.message) : error;
+        const before = await workerDeployment().describeDeployment(target.client.workflowService, target.namespace, name);
+        await workerDeployment().makeCurrent(target.client.workflowService, target.namespace, name, buildId, `warden workers promote (${os.userInfo().username}@${os.hostname()})`).catch((error: unknown) => {
+          throw error instanceof workerDeployment().DeploymentChangeRefused ? new UserError(error.message) : error;
         });
         if (flags.json) return io.printJson({ deployment: name, current: buildId, previous: before?.current ?? null });
         io.print(`${buildId} is now the current version of deployment ${name}${before?.current && before.current !== buildId ? ` (was ${before.current})` : ''}`);

@@ -1,9 +1,6 @@
 import { z } from 'zod';
 import { ConfigFileSchema } from './schema';
 
-/** The file name of the config's JSON Schema: in the package's dist/, or in a repository's .warden/. */
-export const CONFIG_SCHEMA_FILE = 'warden.config.schema.json';
-
 /**
  * The JSON Schema of a config file, made from the zod schema that validates it, for editors to
  * complete and check warden.config.json with. Draft-07, the draft editors support best. It holds

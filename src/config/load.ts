@@ -9,6 +9,7 @@ import { PROFILE_DEFAULTS } from './profiles';
 import { mergeLimits } from '../shared/limit-settings';
 import { ConfigFileSchema, WardenConfigSchema, consistencyProblems, type ConfigFile, type ConfigProblem, type WardenConfig } from './schema';
 import { parseJsonc, type TextPosition } from './config-text';
+import { CONFIG_FILE_NAMES } from './names';
 
 /**
  * Workflow-thread heap one cached intent workflow needs, with room for the collector: each holds
@@ -16,9 +17,6 @@ import { parseJsonc, type TextPosition } from './config-text';
  * state; 300 cached intents ran in a 64 MB heap (bench:parked --cache 300 --heap 64).
  */
 export const HEAP_MB_PER_CACHED_WORKFLOW = 0.5;
-
-/** File names looked for in the working directory when no path is given. */
-export const CONFIG_FILE_NAMES = ['warden.config.json', 'warden.config.ts'] as const;
 
 /** A problem as one line of a refusal: `field.path: what is wrong`. */
 export function describeProblem(problem: ConfigProblem): string {

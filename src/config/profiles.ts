@@ -1,5 +1,6 @@
 import { DEFAULT_INTENT_LIMITS } from '../shared/limit-settings';
-import type { ProfileName, WardenConfig } from './schema';
+import type { ProfileName } from './names';
+import type { WardenConfig } from './schema';
 
 /**
  * The four profiles (docs/design.md says why each default is what it is). The default intent

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { PROFILES } from './names';
 import { MergeSettingsSchema } from '../shared/merge-settings';
 import { PlacementSettingsSchema } from '../shared/placement';
 import { parseDuration } from '../shared/duration';
@@ -191,8 +192,6 @@ export const AutomationConfigSchema = z.object({
   allowLevelUp: z.boolean(),
 });
 
-export const PROFILES = ['conservative', 'default', 'aggressive', 'production'] as const;
-export type ProfileName = (typeof PROFILES)[number];
 
 /** One thing wrong with a config: the field, as a path from the top, and what is wrong with it. */
 export interface ConfigProblem {

@@ -3,9 +3,14 @@
  * each says whether an answer would stop the intent for a person. The cascade detector blocks at
  * HIGH (the worker's cascade gate; CRITICAL also halts in the gateway). The stub detector, the
  * document checks and the secret scan judge code, documents and changes, not an answer: they are
- * not here. Workflow-safe: pure.
+ * not here. Pure.
  */
-import { cascadeAtLeast, detectCascade, type CascadeContext } from './cascade-detector';
+import type { CascadeContext } from './cascade-detector';
+import type * as CascadeDetector from './cascade-detector';
+
+/** The cascade detector, loaded on the first answer judged (`warden --help` lists the detectors only). */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- see above
+const cascade = (): typeof CascadeDetector => require('./cascade-detector') as typeof CascadeDetector;
 
 /** What an answer is judged against: the intent's goal and declared paths. */
 export type AnswerContext = CascadeContext;
@@ -30,13 +35,13 @@ export const ANSWER_DETECTORS: readonly AnswerDetector[] = [
   {
     name: 'cascade',
     description: 'the cascade detector as the worker runs it (rules and learned model), blocking at HIGH',
-    blocks: (text, context) => cascadeAtLeast(detectCascade(text, context).level, 'HIGH'),
+    blocks: (text, context) => cascade().cascadeAtLeast(cascade().detectCascade(text, context).level, 'HIGH'),
     coversScreening: true,
   },
   {
     name: 'cascade-rules',
     description: "the cascade detector's rules alone (no learned model), blocking at HIGH",
-    blocks: (text, context) => cascadeAtLeast(detectCascade(text, context, { learned: false }).level, 'HIGH'),
+    blocks: (text, context) => cascade().cascadeAtLeast(cascade().detectCascade(text, context, { learned: false }).level, 'HIGH'),
     // Screening ran the rules and the model: whether the rules alone would have stopped it is not known.
     coversScreening: false,
   },

@@ -2,15 +2,9 @@
  * The cascade detector's held-out sets, shipped so `warden eval` can measure a detector on them
  * beside a team's own history: four sets of 200 labelled end-of-stage answers, each written after
  * the previous one was used and never read while tuning. Frozen: their hashes are pinned in
- * test/safety/cascade-detector.test.ts. Workflow-safe: JSON imports, no I/O.
+ * test/safety/cascade-detector.test.ts. Each set's file is read when its samples are first asked
+ * for: `warden --help` names the sets without reading their answers.
  */
-import heldOut1 from './held-out/cascade-held-out.json';
-import heldOut2a from './held-out/cascade-held-out-2a.json';
-import heldOut2b from './held-out/cascade-held-out-2b.json';
-import heldOut3a from './held-out/cascade-held-out-3a.json';
-import heldOut3b from './held-out/cascade-held-out-3b.json';
-import heldOut4a from './held-out/cascade-held-out-4a.json';
-import heldOut4b from './held-out/cascade-held-out-4b.json';
 
 /** One labelled answer, with the intent it answered. */
 export interface HeldOutSample {
@@ -28,11 +22,20 @@ export interface HeldOutSet {
   readonly samples: readonly HeldOutSample[];
 }
 
-const samples = (...parts: readonly unknown[]): readonly HeldOutSample[] => parts.flatMap((part) => part as HeldOutSample[]);
+/** A set whose samples are read from its JSON files on first use (Node's require caches them). */
+function heldOutSet(name: string, files: readonly string[]): HeldOutSet {
+  return {
+    name,
+    get samples(): readonly HeldOutSample[] {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- read on first use, see above
+      return files.flatMap((file) => require(`./held-out/${file}`) as HeldOutSample[]);
+    },
+  };
+}
 
 export const HELD_OUT_SETS: readonly HeldOutSet[] = [
-  { name: 'held-out-1', samples: samples(heldOut1) },
-  { name: 'held-out-2', samples: samples(heldOut2a, heldOut2b) },
-  { name: 'held-out-3', samples: samples(heldOut3a, heldOut3b) },
-  { name: 'held-out-4', samples: samples(heldOut4a, heldOut4b) },
+  heldOutSet('held-out-1', ['cascade-held-out.json']),
+  heldOutSet('held-out-2', ['cascade-held-out-2a.json', 'cascade-held-out-2b.json']),
+  heldOutSet('held-out-3', ['cascade-held-out-3a.json', 'cascade-held-out-3b.json']),
+  heldOutSet('held-out-4', ['cascade-held-out-4a.json', 'cascade-held-out-4b.json']),
 ];

@@ -3,7 +3,7 @@ import { parseJsonc } from '../../src/config/config-text';
 import { configJsonSchema, configJsonSchemaText } from '../../src/config/json-schema';
 import { resolveConfig } from '../../src/config/load';
 import { PROFILE_DEFAULTS } from '../../src/config/profiles';
-import { PROFILES } from '../../src/config/schema';
+import { PROFILES } from '../../src/config/names';
 import { newConfigText } from '../../src/client/config-template';
 
 /** A draft-07 validator of the generated schema, as an editor would use it. */
