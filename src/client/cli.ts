@@ -291,9 +291,11 @@ export function buildProgram(config: RuntimeConfig = loadRuntimeConfig(process.e
     .option('--limit <n>', 'at most this many', '50')
     .option('--json', 'print JSON')
     .action(async (flags: { status?: string; limit: string; json?: boolean }) => {
+      const limit = Number(flags.limit);
+      if (!/^\d{1,6}$/.test(flags.limit) || limit < 1) throw new UserError(`--limit must be a whole number from 1, not ${JSON.stringify(flags.limit)}`);
       const target = await session().connectTemporal(config, () => undefined);
       try {
-        const rows = await listIntents().listIntents(target.client, { status: flags.status, limit: Number(flags.limit) });
+        const rows = await listIntents().listIntents(target.client, { status: flags.status, limit });
         if (flags.json) return printJson(rows);
         if (rows.length === 0) return print('no intents');
         // One line per intent: a goal's newlines must not make rows of their own.

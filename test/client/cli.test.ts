@@ -123,6 +123,15 @@ describe('bad input gets one line naming the problem, exit code 2, and starts no
     expect(result.stdout).not.toMatch(/worker running/);
   });
 
+  test('a --limit of warden list that is not a count', () => {
+    for (const limit of ['x', '0', '-3', '2.5']) {
+      const result = warden('list', '--limit', limit);
+      expect(result.code).toBe(2);
+      expect(oneLine(result.stderr)).toBe(`warden: --limit must be a whole number from 1, not ${JSON.stringify(limit)}`);
+      expect(result.stdout).toBe('');
+    }
+  });
+
   test('a goal whose bytes are not UTF-8, as a shell passes them', () => {
     // printf writes the byte 0xE9 (Latin-1 é) alone: Node decodes it as U+FFFD, which is refused rather than kept.
     const script = `exec "$0" "$1" run --repo "$2" --goal "$(printf 'fix caf\\351 menu')" --script "$3"`;
