@@ -28,7 +28,7 @@ const UNIT = [
   'test/safety/{secret-scan,scope-judge,cascade-detector,circuit-breaker,document-checks,test-plan,error-rate,limits,money,pricing,stub-detector,token-bucket}.test.ts',
   'test/activities/{change-inspection,edit-blocks,git,index-file,object-names,ref-files,launcher,process-tally,scripted-agent,global-stop-watch,ending-refs,lineage-ref,loose-objects,model-http,resume-ref,one-at-a-time,test-results,test-tamper,trash,worktree,worktree-records}.test.ts',
   'test/gateway/{call-patterns,call-shape,gateway,gateway-call-patterns,replay-book,spend-meter,upstream}.test.ts',
-  'test/client/{approval-outlook,check-stubs,checkout-loader,command-program,config-commands,docs-commands,gate-prompt,init,replay-period,replay-start,web-pages}.test.ts',
+  'test/client/{approval-outlook,check-stubs,checkout-loader,cli-startup,command-program,config-commands,docs-commands,gate-prompt,init,replay-period,replay-start,web-pages}.test.ts',
   'test/ledger/{backends,embedded-binaries}.test.ts',
   'test/runtime/{config,logger,sandbox-readiness,temporal-server-install}.test.ts',
   'test/workers/{metrics,workflow-bundle,worker-deployment,host-name}.test.ts',
