@@ -9,12 +9,12 @@ import { UserError } from '../shared/errors';
 import type { DetectorEvaluation } from './detector-eval';
 import type { JudgeTally } from './judge-detector';
 import { compareUsd } from '../shared/money';
+import { withLabelStore } from './label-commands';
 import { parseSince } from './ledger-commands';
 import type * as LabelStoreModule from '../ledger/label-store';
 import type * as CascadeModelCacheModule from '../workers/cascade-model-cache';
 import type * as DetectorEvalModule from './detector-eval';
 import type * as JudgeDetectorModule from './judge-detector';
-import type * as LabelCommandsModule from './label-commands';
 import type * as SessionModule from './session';
 import type * as SchemaPrimitivesModule from '../shared/schema-primitives';
 
@@ -27,7 +27,6 @@ const labelStore = () => require('../ledger/label-store') as typeof LabelStoreMo
 const cascadeModelCache = () => require('../workers/cascade-model-cache') as typeof CascadeModelCacheModule;
 const detectorEval = () => require('./detector-eval') as typeof DetectorEvalModule;
 const judgeDetectorModule = () => require('./judge-detector') as typeof JudgeDetectorModule;
-const labelCommands = () => require('./label-commands') as typeof LabelCommandsModule;
 const session = () => require('./session') as typeof SessionModule;
 /* eslint-enable @typescript-eslint/no-require-imports */
 
@@ -75,7 +74,7 @@ export function addEvalCommand(program: Command, config: RuntimeConfig, settings
       const heldOut = heldOutSetsNamed(flags.heldOut);
       if (flags.history) {
         if (since) throw new UserError('--history shows every earlier run: leave --since out');
-        const runs = await labelCommands().withLabelStore(config, (store) => store.evalHistory(detector.name));
+        const runs = await withLabelStore(config, (store) => store.evalHistory(detector.name));
         if (flags.json) return io.printJson(runs);
         if (runs.length === 0) return io.print(`no earlier run of warden eval --detector ${detector.name}`);
         for (const line of formatHistory(runs)) io.print(line);
