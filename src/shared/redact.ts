@@ -16,7 +16,18 @@ export interface SecretShape {
 }
 
 /** A newline in text as stored: real, or escaped once in JSON (a log line, a history payload). */
-const NL = String.raw`(?:\r?\n|\\r?\\n)`;
+const NL = String.raw`(?:\r?\n|\\(?:r\\)?n)`;
+
+/** A character of a key's base64 body. */
+const B64 = '[A-Za-z0-9+/=]';
+/**
+ * The body lines of a key whose BEGIN line was cut off: 16 or more base64 characters a line. It
+ * starts only where a body starts: not after a base64 character (but after an escape such as \n
+ * in JSON), not on the n or r of such an escape, not after a body line; and the lookahead with its
+ * backreference takes the lines whole, never giving any back. Without that, a long run of base64
+ * characters cost time by the square of its length: 100 KB took 100 s.
+ */
+const KEY_BODY = String.raw`(?<!(?<!\\)${B64}|${B64}{16}${NL})(?!(?<=\\)[nr])(?=((?:${B64}{16,}${NL})+))\1`;
 
 /**
  * Shapes of credentials that are secrets even when we were not told their value: the issuers'
@@ -26,7 +37,7 @@ const NL = String.raw`(?:\r?\n|\\r?\\n)`;
 export const SECRET_SHAPES: readonly SecretShape[] = [
   // Private keys, PEM and OpenSSH: the whole block; a block cut by a tail (no END, or no BEGIN) too.
   { name: 'private key', pattern: /-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/g, keep: '-----BEGIN $1PRIVATE KEY$2-----' },
-  { name: 'private key', pattern: new RegExp(String.raw`(?:[A-Za-z0-9+/=]{16,}${NL})+-----END ((?:[A-Z0-9]+ )*)PRIVATE KEY-----`, 'g'), keep: '' },
+  { name: 'private key', pattern: new RegExp(String.raw`${KEY_BODY}-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----`, 'g'), keep: '' },
   { name: 'AWS access key id', pattern: /\b((?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16})\b/g, keep: '' },
   // A 40-character AWS secret key, where it is named as one.
   { name: 'AWS secret access key', pattern: /\b(aws[\w.-]{0,20}secret[\w.-]{0,20}\\*["']?\s*[:=]\s*\\*["']?)[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])/gi, keep: '$1' },
@@ -63,9 +74,12 @@ export const SECRET_SHAPES: readonly SecretShape[] = [
     keep: '$1$2',
   },
   { name: 'bearer token', pattern: /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{12,}/gi, keep: '' }, // Authorization values quoted without their header
-  { name: 'database password', pattern: /\b(?:postgres(?:ql)?|mongodb(?:\+srv)?|(?:jdbc:)?mysqlx?):\/\/[^:\s/]+:[^@\s]+@/g, keep: '' },
+  // Bounded user and password: unbounded, a long URL-like run with no @ cost time by the square of its length.
+  { name: 'database password', pattern: /\b(?:postgres(?:ql)?|mongodb(?:\+srv)?|(?:jdbc:)?mysqlx?):\/\/[^:\s/]{1,256}:[^@\s]{1,1024}@/g, keep: '' },
   // NAME=value lines of secret-named variables (an environment dump), even of variables we do not have.
-  { name: 'secret variable', pattern: /\b([A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?!\[redacted\])[^\s"'\\]{8,}/g, keep: '$1=' },
+  // The name is taken whole (lookahead and backreference), then checked for a secret word: trying
+  // each place the word could be cost time by the square of the name's length.
+  { name: 'secret variable', pattern: /\b(?=([A-Z][A-Z0-9_]*))\1(?<=(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?!\[redacted\])[^\s"'\\]{8,}/g, keep: '$1=' },
 ];
 
 /** The kinds of secret shape found in `text` (e.g. to refuse a command line that holds one). */
