@@ -5,6 +5,7 @@ import type { Lease } from '../../src/gateway/lease';
 import { SpendMeter, type BudgetBook } from '../../src/gateway/spend-meter';
 import type { PricingTable } from '../../src/safety/pricing';
 import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
+import { useKeptCascadeModel } from '../helpers/kept-cascade-model';
 
 /** The gateway's per-call pattern rules, through a real gateway and a fake model server. */
 
@@ -70,6 +71,8 @@ async function call(l: Lease, api: Api, payload: Record<string, unknown>): Promi
 }
 
 const kindOf = (api: Api): 'openai' | 'anthropic' => (api === 'messages' ? 'anthropic' : 'openai');
+
+useKeptCascadeModel();
 
 beforeAll(async () => {
   upstream = await startModelServer();

@@ -8,6 +8,7 @@ import { costOf, type PricingTable } from '../../src/safety/pricing';
 import { compareUsd, addUsd, subUsd, ZERO_USD } from '../../src/shared/money';
 import { createRedactor } from '../../src/shared/redact';
 import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
+import { useKeptCascadeModel } from '../helpers/kept-cascade-model';
 
 const pricing: PricingTable = {
   'gpt-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' },
@@ -112,6 +113,8 @@ function dataOf(text: string): string[] {
     .filter((line) => line.startsWith('data: '))
     .map((line) => line.slice(6));
 }
+
+useKeptCascadeModel();
 
 beforeAll(async () => {
   upstream = await startModelServer();

@@ -22,6 +22,7 @@ import { createRedactor } from '../../src/shared/redact';
 import { STAGE_DOCUMENTS } from '../helpers/cli-scripts';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
+import { useKeptCascadeModel } from '../helpers/kept-cascade-model';
 import { PLANTED } from '../helpers/planted-secrets';
 import { migrate } from '../../src/ledger/migrate';
 import { Ledger } from '../../src/ledger/ledger';
@@ -99,6 +100,8 @@ async function exchangesKept(intentId: string, count: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+useKeptCascadeModel();
 
 beforeAll(async () => {
   db = await freshDatabase(process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL!);

@@ -16,6 +16,7 @@ import type { PricingTable } from '../../src/safety/pricing';
 import { createRedactor } from '../../src/shared/redact';
 import { freshDatabase, type FreshDatabase } from '../helpers/database';
 import { startModelServer, testUpstream, type ModelServer, TEST_GATEWAY_LIMITS } from '../helpers/model-server';
+import { useKeptCascadeModel } from '../helpers/kept-cascade-model';
 
 const pricing: PricingTable = { 'claude-test': { inputUsdPerMillion: '3', outputUsdPerMillion: '15' } };
 const limits = TEST_GATEWAY_LIMITS;
@@ -68,6 +69,8 @@ function post(gateway: ModelGateway, key: string, body: unknown): Promise<Respon
 }
 
 const recordingOf = (intentId: string): Promise<Recording> => new ExchangeStore(db.pool).recordingOf(intentId, { bodies: true });
+
+useKeptCascadeModel();
 
 beforeAll(async () => {
   db = await freshDatabase(process.env.WARDEN_TEST_EMBEDDED_DATABASE_URL!);

@@ -19,6 +19,7 @@ import { SpendMeter, type BudgetBook } from '../../src/gateway/spend-meter';
 import { costOf, type PricingTable } from '../../src/safety/pricing';
 import { CommandAgentProfileSchema, type CommandAgentProfile } from '../../src/shared/intent';
 import { startModelServer, type ModelServer } from '../helpers/model-server';
+import { useKeptCascadeModel } from '../helpers/kept-cascade-model';
 import { describeWith } from '../setup/prerequisites';
 
 const SCRATCH = path.resolve(__dirname, '../../.warden/test-gateway-route');
@@ -87,6 +88,8 @@ function request(meter: SpendMeter, prompt: string, fields: Partial<AgentRequest
 function probeCommand(targets: Array<[string, string, number]>): string {
   return JSON.stringify(targets);
 }
+
+useKeptCascadeModel();
 
 describeWith('bubblewrap', 'a sandboxed agent with network gateway', () => {
   beforeAll(async () => {
