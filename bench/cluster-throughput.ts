@@ -38,7 +38,7 @@ import { workflowIdForIntent } from '../src/shared/ids';
 import { WORKER_READY_LINE } from './core/worker-process';
 import { startCpuWindow, type CpuWindow } from './cpu';
 import { endProgress, mapLimit, out, percentile, progress, runBenchmark, secs, sized, t } from './console';
-import { REPO_ROOT, startBench, writeResult, type Bench } from './harness';
+import { REPO_ROOT, startBench, typeScriptArgs, writeResult, type Bench } from './harness';
 
 const { values: flags } = parseArgs({
   options: {
@@ -112,7 +112,6 @@ async function intentShape(target: Target, intentId: string): Promise<IntentShap
 
 /** Starts `count` worker processes on `queue`; resolves once each says it polls. */
 async function startWorkers(b: Bench, target: Target, queue: string, count: number, databaseUrl: string, slots?: readonly number[]): Promise<ChildProcess[]> {
-  const tsx = path.join(REPO_ROOT, 'node_modules', '.bin', 'tsx');
   const env = {
     ...process.env,
     BENCH_TEMPORAL_ADDRESS: target.address,
@@ -124,7 +123,7 @@ async function startWorkers(b: Bench, target: Target, queue: string, count: numb
   };
   return Promise.all(
     Array.from({ length: count }, async () => {
-      const child = spawn(tsx, [WORKER_FILE], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, typeScriptArgs(WORKER_FILE), { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stderr = '';
       child.stderr!.on('data', (chunk: Buffer) => void (stderr = (stderr + chunk.toString()).slice(-4000)));
       await new Promise<void>((resolve, reject) => {

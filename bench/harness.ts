@@ -20,6 +20,15 @@ import { endProgress, out, progress, secs, t } from './console';
 import { countRoundTrips } from './round-trips';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
+
+/**
+ * Node's arguments to run one of the checkout's TypeScript files in a process of its own: under
+ * bin/checkout-loader.js, as `warden` runs in a checkout. The tsx command costs about a CPU-second
+ * more a process: it starts a second Node and reads every package through its own loader.
+ */
+export function typeScriptArgs(file: string, ...args: readonly string[]): string[] {
+  return ['-r', path.join(REPO_ROOT, 'bin', 'checkout-loader.js'), file, ...args];
+}
 export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
 
 /** What a benchmark runs against: all its own, torn down by `close`. */

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { out, runBenchmark, secs, t } from './console';
-import { REPO_ROOT } from './harness';
+import { REPO_ROOT, typeScriptArgs } from './harness';
 
 /** A benchmark as package.json runs it: the script's name and the file tsx runs. */
 export interface BenchScript {
@@ -65,7 +65,7 @@ export interface SmokeRun {
 export function smoke(bench: BenchScript, timeoutMs: number): Promise<SmokeRun> {
   const started = t();
   return new Promise((resolve) => {
-    const child = spawn(path.join(REPO_ROOT, 'node_modules', '.bin', 'tsx'), [bench.file, '--smoke'], { cwd: REPO_ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CI: 'true' } });
+    const child = spawn(process.execPath, typeScriptArgs(bench.file, '--smoke'), { cwd: REPO_ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CI: 'true' } });
     let stdout = '';
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => {
