@@ -76,7 +76,11 @@ function countsOf(text: string): Map<number, number> {
   return counts;
 }
 
-type SparseVector = ReadonlyArray<readonly [index: number, value: number]>;
+/** Feature indices in ascending order, with their values: two typed arrays, which training walks 200 times. */
+interface SparseVector {
+  readonly indices: Int32Array;
+  readonly values: Float64Array;
+}
 
 /** Weighted by inverse document frequency and scaled to unit length, so long answers weigh as much as short ones. */
 function vectorOf(counts: Map<number, number>, idf: Float64Array): SparseVector {
@@ -88,7 +92,14 @@ function vectorOf(counts: Map<number, number>, idf: Float64Array): SparseVector 
     norm += weighted * weighted;
   }
   const scale = norm > 0 ? 1 / Math.sqrt(norm) : 0;
-  return entries.sort((a, b) => a[0] - b[0]).map(([index, value]) => [index, value * scale] as const);
+  entries.sort((a, b) => a[0] - b[0]);
+  const indices = new Int32Array(entries.length);
+  const values = new Float64Array(entries.length);
+  entries.forEach(([index, value], i) => {
+    indices[i] = index;
+    values[i] = value * scale;
+  });
+  return { indices, values };
 }
 
 function sigmoid(x: number): number {
@@ -112,18 +123,18 @@ export function trainCascadeModel(samples: readonly TrainingSample[]): CascadeMo
   const velocity = new Float64Array(DIMENSIONS);
   let biasVelocity = 0;
   const touched = new Set<number>();
-  for (const vector of vectors) for (const [index] of vector) touched.add(index);
+  for (const { indices } of vectors) for (const index of indices) touched.add(index);
   const active = [...touched].sort((a, b) => a - b);
   for (let step = 0; step < STEPS; step++) {
     for (const index of active) gradient[index] = L2 * weights[index]!;
     let biasGradient = 0;
     for (let i = 0; i < vectors.length; i++) {
-      const vector = vectors[i]!;
+      const { indices, values } = vectors[i]!;
       let z = bias;
-      for (const [index, value] of vector) z += weights[index]! * value;
+      for (let k = 0; k < indices.length; k++) z += weights[indices[k]!]! * values[k]!;
       const error = sigmoid(z) - labels[i]!;
       biasGradient += error;
-      for (const [index, value] of vector) gradient[index]! += (error * value) / vectors.length;
+      for (let k = 0; k < indices.length; k++) gradient[indices[k]!]! += (error * values[k]!) / vectors.length;
     }
     for (const index of active) {
       velocity[index] = MOMENTUM * velocity[index]! - LEARNING_RATE * gradient[index]!;
@@ -141,7 +152,8 @@ function modelOf(bias: number, weights: Float64Array, idf: Float64Array, active:
   return {
     probability(text: string): number {
       let z = bias;
-      for (const [index, value] of vectorOf(countsOf(text), idf)) z += weights[index]! * value;
+      const { indices, values } = vectorOf(countsOf(text), idf);
+      for (let k = 0; k < indices.length; k++) z += weights[indices[k]!]! * values[k]!;
       return sigmoid(z);
     },
     weights: () => ({
