@@ -134,14 +134,24 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     // and still leaves it running: the process that started it runs.
     const guest = await openDatabase({ dataDir, log: (m) => messages.push(m) });
     expect(guest.server!.startedHere).toBe(false);
-    // Whatever the owner has reconnected by now goes again: the guest counts no one but itself.
+    // Whatever the owner has reconnected by now goes again, and its presence cannot come back
+    // until the guest has closed (the presence connections are on the postgres database): the
+    // guest counts no one but itself. Without the lock, on a busy machine the owner's presence
+    // was sometimes back, or not yet gone, when the guest counted.
     const { app } = JSON.parse(await readFile(path.join(dataDir, 'warden-owner.json'), 'utf8')) as { app: string };
+    await guest.pool.query('ALTER DATABASE postgres ALLOW_CONNECTIONS false');
     await guest.pool.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+    await waitFor(
+      async () => ((await guest.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = 'postgres' AND application_name = $1", [app])).rows[0]!.n === 0 ? true : undefined),
+      120_000,
+      "the owner's presence to be gone",
+    );
     await guest.close();
     expect(alive(restarted.pid)).toBe(true);
     expect(messages).toContain(`leaving the embedded PostgreSQL (pid ${restarted.pid}) running: the Warden process that started it (pid ${process.pid}) still runs`);
-    // The owner's connection comes back by itself, and the pool with it.
+    // The owner's pool comes back by itself (its database was never locked); then its presence.
     await waitFor(async () => ((await owner.pool.query('SELECT 1 AS ok').catch(() => undefined))?.rows[0].ok === 1 ? true : undefined), 120_000, 'the pool to recover');
+    await owner.pool.query('ALTER DATABASE postgres ALLOW_CONNECTIONS true');
     await waitFor(
       async () => {
         const rows = await owner.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = 'postgres' AND application_name LIKE 'warden-%'");
