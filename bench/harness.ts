@@ -20,6 +20,7 @@ import { endProgress, out, progress, secs, t } from './console';
 import { countRoundTrips } from './round-trips';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
+export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
 
 /**
  * Node's arguments to run one of the checkout's TypeScript files in a process of its own: under
@@ -29,7 +30,6 @@ export const REPO_ROOT = path.resolve(__dirname, '..');
 export function typeScriptArgs(file: string, ...args: readonly string[]): string[] {
   return ['-r', path.join(REPO_ROOT, 'bin', 'checkout-loader.js'), file, ...args];
 }
-export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
 
 /** What a benchmark runs against: all its own, torn down by `close`. */
 export interface Bench {
